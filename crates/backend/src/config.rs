@@ -1,0 +1,81 @@
+//! Backend and pool settings.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// How manifold's connections to backends use TLS (the values of MySQL's `--ssl-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TlsMode {
+    /// Never.
+    #[default]
+    Disabled,
+    /// When the server offers it, without verifying its certificate.
+    Preferred,
+    /// Always, without verifying the certificate.
+    Required,
+    /// Always, certificate signed by `ca`.
+    VerifyCa,
+    /// Always, certificate signed by `ca` and naming the host connected to.
+    VerifyIdentity,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct BackendTlsConfig {
+    pub mode: TlsMode,
+    /// PEM file with the CA certificate(s) that sign the backends' certificates.
+    pub ca: Option<PathBuf>,
+}
+
+/// Per-worker pool of connections to one backend.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoolConfig {
+    /// Idle connections each worker keeps open and logged in, so a new client's first statement
+    /// never waits for a backend login.
+    pub min_idle: usize,
+    /// Most connections each worker opens to one backend.
+    pub max_size: usize,
+    /// An idle connection above `min_idle` unused this long is closed.
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub idle_timeout: Duration,
+    /// Limit for TCP connect + TLS + login to a backend.
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub connect_timeout: Duration,
+    /// How long a statement waits for a free connection when the pool is at `max_size`.
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub wait_timeout: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            min_idle: 4,
+            max_size: 256,
+            idle_timeout: Duration::from_secs(60),
+            connect_timeout: Duration::from_secs(5),
+            wait_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl PoolConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_size == 0 {
+            return Err("pool.max_size: must be at least 1".into());
+        }
+        if self.min_idle > self.max_size {
+            return Err(format!("pool.min_idle: {} exceeds pool.max_size {}", self.min_idle, self.max_size));
+        }
+        if self.connect_timeout.is_zero() {
+            return Err("pool.connect_timeout: must be greater than 0".into());
+        }
+        if self.wait_timeout.is_zero() {
+            return Err("pool.wait_timeout: must be greater than 0".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,274 @@
+//! One logged-in connection to a backend server: connect, TLS upgrade, authentication (as a
+//! MySQL client), and the few commands manifold sends on its own behalf.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use manifold_mysql_proto::auth;
+use manifold_mysql_proto::consts::caps;
+use manifold_mysql_proto::handshake::{AuthSwitchRequest, HandshakeResponse, HandshakeV10};
+use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
+use manifold_mysql_proto::Command;
+use tokio::net::TcpStream;
+
+use crate::errors::{BackendError, ErrorKind};
+use crate::io::{PacketIo, ReadError, Stream};
+use crate::config::TlsMode;
+
+/// Login packets are small; anything larger is a broken or hostile server.
+const MAX_LOGIN_PACKET: usize = 64 * 1024;
+
+/// Capabilities manifold always asks backends for; the session-affecting ones are added from
+/// the client session the connection serves (see [`ConnKey`]).
+const BASE_CAPS: u32 = caps::LONG_PASSWORD
+    | caps::LONG_FLAG
+    | caps::PROTOCOL_41
+    | caps::TRANSACTIONS
+    | caps::SECURE_CONNECTION
+    | caps::PLUGIN_AUTH
+    | caps::PLUGIN_AUTH_LENENC_CLIENT_DATA
+    | caps::CONNECT_ATTRS;
+
+/// Where a backend is and how to reach it.
+#[derive(Clone)]
+pub struct BackendTarget {
+    pub addr: String,
+    pub tls_mode: TlsMode,
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub max_packet: u32,
+}
+
+/// What makes two backend connections interchangeable for a client session: the backend
+/// login, the client flags that change server behaviour, and the connection character set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ConnKey {
+    pub user: String,
+    pub password: String,
+    pub caps: u32,
+    pub charset: u8,
+}
+
+impl ConnKey {
+    pub fn new(user: &str, password: &str, client_caps: u32, charset: u8) -> Self {
+        Self { user: user.to_owned(), password: password.to_owned(), caps: client_caps & caps::SESSION_AFFECTING, charset }
+    }
+}
+
+pub struct BackendConn {
+    pub io: PacketIo,
+    pub key: ConnKey,
+    pub server_version: Vec<u8>,
+    pub connection_id: u32,
+    /// Capabilities in force on this connection.
+    pub capabilities: u32,
+    /// The current schema, when known.
+    pub schema: Option<Vec<u8>>,
+    pub last_used: Instant,
+}
+
+fn lost(what: &str, e: &ReadError) -> BackendError {
+    BackendError::new(ErrorKind::Lost, false, format!("{what}: {e}"))
+}
+
+fn login_err(addr: &str, e: &ReadError) -> BackendError {
+    match e {
+        ReadError::Timeout => BackendError::new(ErrorKind::ConnectTimeout, true, format!("backend {addr}: login timed out")),
+        e => BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: connection failed during login: {e}")),
+    }
+}
+
+impl BackendConn {
+    /// Opens and logs in a new connection; the whole exchange is bounded by `timeout`.
+    pub async fn connect(target: &BackendTarget, key: &ConnKey, timeout: Duration) -> Result<BackendConn, BackendError> {
+        match tokio::time::timeout(timeout, Self::connect_inner(target, key)).await {
+            Ok(r) => r,
+            Err(_) => Err(BackendError::new(
+                ErrorKind::ConnectTimeout,
+                true,
+                format!("backend {}: no login within connect_timeout ({timeout:?})", target.addr),
+            )),
+        }
+    }
+
+    async fn connect_inner(target: &BackendTarget, key: &ConnKey) -> Result<BackendConn, BackendError> {
+        let addr = &target.addr;
+        let tcp = TcpStream::connect(addr.as_str())
+            .await
+            .map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr} unreachable: {e}")))?;
+        let _ = tcp.set_nodelay(true);
+        let mut io = PacketIo::new(Stream::Tcp(tcp));
+        let p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| login_err(addr, &e))?;
+        let payload = io.payload(&p).into_owned();
+        io.consume(p.raw_len);
+        if payload.first() == Some(&0xFF) {
+            let e = ErrPacket::decode(&payload).map_err(|_| BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: bad handshake")))?;
+            return Err(BackendError::new(ErrorKind::Connect, true, format!("backend {addr} refused the connection: {e}")));
+        }
+        let hs = HandshakeV10::decode(&payload).map_err(|e| BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: bad handshake: {e}")))?;
+        if hs.capabilities & caps::PROTOCOL_41 == 0 {
+            return Err(BackendError::new(ErrorKind::Protocol, true, format!("backend {addr} does not speak protocol 4.1")));
+        }
+        let wanted = BASE_CAPS | key.caps;
+        let mut capabilities = wanted & hs.capabilities;
+        let mut seq = p.last_seq.wrapping_add(1);
+
+        let use_tls = match target.tls_mode {
+            TlsMode::Disabled => false,
+            TlsMode::Preferred => hs.capabilities & caps::SSL != 0,
+            _ => {
+                if hs.capabilities & caps::SSL == 0 {
+                    return Err(BackendError::new(ErrorKind::Tls, true, format!("backend {addr} does not offer TLS, which backend.tls.mode requires")));
+                }
+                true
+            }
+        };
+        let mut response = HandshakeResponse {
+            capabilities,
+            max_packet: target.max_packet,
+            charset: key.charset,
+            user: key.user.as_bytes().to_vec(),
+            attributes: vec![(b"_client_name".to_vec(), b"manifold".to_vec()), (b"program_name".to_vec(), b"manifold".to_vec())],
+            ..Default::default()
+        };
+        if use_tls {
+            let Some(tls) = target.tls.clone() else {
+                return Err(BackendError::new(ErrorKind::Tls, true, "backend TLS requested but not configured"));
+            };
+            capabilities |= caps::SSL;
+            response.capabilities = capabilities;
+            let mut ssl = Vec::new();
+            response.encode_ssl_request(&mut ssl);
+            seq = io.send(seq, &ssl).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
+            let Stream::Tcp(tcp) = io.into_stream() else { unreachable!("fresh connection is plain TCP") };
+            let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h).trim_matches(['[', ']']);
+            let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+                .map_err(|e| BackendError::new(ErrorKind::Tls, true, format!("backend {addr}: bad TLS server name: {e}")))?;
+            let tls_stream = tokio_rustls::TlsConnector::from(tls)
+                .connect(name, tcp)
+                .await
+                .map_err(|e| BackendError::new(ErrorKind::Tls, true, format!("backend {addr}: TLS handshake failed: {e}")))?;
+            io = PacketIo::new(Stream::ClientTls(Box::new(tls_stream)));
+        }
+
+        let scramble = &hs.auth_data[..hs.auth_data.len().min(auth::SCRAMBLE_LEN)];
+        let mut plugin = String::from_utf8_lossy(&hs.auth_plugin).into_owned();
+        if plugin != auth::CACHING_SHA2_PASSWORD {
+            plugin = auth::NATIVE_PASSWORD.to_owned();
+        }
+        response.auth_response = plugin_response(&plugin, key.password.as_bytes(), scramble);
+        response.auth_plugin = Some(plugin.as_bytes().to_vec());
+        let mut out = Vec::new();
+        response.encode(&mut out);
+        io.send(seq, &out).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
+
+        let mut scramble = scramble.to_vec();
+        loop {
+            let p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| login_err(addr, &e))?;
+            let payload = io.payload(&p).into_owned();
+            io.consume(p.raw_len);
+            let seq = p.last_seq.wrapping_add(1);
+            match payload.first() {
+                Some(0x00) => break,
+                Some(0xFF) => {
+                    let e = ErrPacket::decode(&payload).unwrap_or_else(|_| ErrPacket::new(manifold_mysql_proto::codes::ACCESS_DENIED, "login refused"));
+                    let msg = format!("backend {addr} refused login of user '{}': {e}", key.user);
+                    return Err(BackendError::new(ErrorKind::Auth(e), true, msg));
+                }
+                Some(0xFE) => {
+                    let sw = AuthSwitchRequest::decode(&payload).map_err(|e| BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: {e}")))?;
+                    plugin = String::from_utf8_lossy(&sw.plugin).into_owned();
+                    scramble = sw.data[..sw.data.len().min(auth::SCRAMBLE_LEN)].to_vec();
+                    if plugin != auth::NATIVE_PASSWORD && plugin != auth::CACHING_SHA2_PASSWORD {
+                        return Err(BackendError::new(
+                            ErrorKind::Auth(ErrPacket::new(manifold_mysql_proto::codes::ACCESS_DENIED, "unsupported plugin")),
+                            true,
+                            format!("backend {addr} asks for auth plugin '{plugin}', which manifold does not implement (use mysql_native_password or caching_sha2_password for user '{}')", key.user),
+                        ));
+                    }
+                    let resp = plugin_response(&plugin, key.password.as_bytes(), &scramble);
+                    io.send(seq, &resp).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
+                }
+                Some(0x01) if plugin == auth::CACHING_SHA2_PASSWORD => match payload.get(1) {
+                    Some(&auth::SHA2_FAST_AUTH_SUCCESS) => {}
+                    Some(&auth::SHA2_PERFORM_FULL_AUTH) => {
+                        if io.stream.is_tls() {
+                            let mut pw = key.password.as_bytes().to_vec();
+                            pw.push(0);
+                            io.send(seq, &pw).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
+                        } else {
+                            io.send(seq, &[auth::SHA2_REQUEST_PUBLIC_KEY]).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
+                            let p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| login_err(addr, &e))?;
+                            let key_packet = io.payload(&p).into_owned();
+                            io.consume(p.raw_len);
+                            let pem = key_packet.strip_prefix(&[0x01]).ok_or_else(|| BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: expected an RSA public key")))?;
+                            let enc = auth::encrypt_password_rsa(pem, key.password.as_bytes(), &scramble)
+                                .map_err(|e| BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: RSA: {e}")))?;
+                            io.send(p.last_seq.wrapping_add(1), &enc).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
+                        }
+                    }
+                    _ => return Err(BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: unexpected caching_sha2_password message"))),
+                },
+                _ => return Err(BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: unexpected packet during login"))),
+            }
+        }
+        Ok(BackendConn {
+            io,
+            key: key.clone(),
+            server_version: hs.server_version,
+            connection_id: hs.connection_id,
+            capabilities,
+            schema: None,
+            last_used: Instant::now(),
+        })
+    }
+
+    /// Sends a command answered by one OK or ERR packet (`COM_INIT_DB`, `COM_PING`,
+    /// `COM_RESET_CONNECTION`, `COM_SET_OPTION`), returning the backend's verdict.
+    pub async fn simple_command(&mut self, cmd: &Command<'_>) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
+        let mut payload = Vec::with_capacity(32);
+        cmd.encode(&mut payload);
+        self.io.send(0, &payload).await.map_err(|e| BackendError::new(ErrorKind::Lost, true, format!("sending to backend: {e}")))?;
+        let p = self.io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| lost("waiting for backend", &e))?;
+        let payload = self.io.payload(&p).into_owned();
+        self.io.consume(p.raw_len);
+        self.last_used = Instant::now();
+        match payload.first() {
+            Some(0xFF) => Ok(Err(ErrPacket::decode(&payload).map_err(|_| BackendError::new(ErrorKind::Protocol, false, "bad ERR packet"))?)),
+            Some(0x00 | 0xFE) => Ok(Ok(OkPacket::decode(&payload, self.capabilities).map_err(|_| BackendError::new(ErrorKind::Protocol, false, "bad OK packet"))?)),
+            _ => Err(BackendError::new(ErrorKind::Protocol, false, "unexpected answer to a simple command")),
+        }
+    }
+
+    /// Makes `schema` the connection's current schema if it is not already.
+    pub async fn use_schema(&mut self, schema: Option<&[u8]>) -> Result<Result<(), ErrPacket>, BackendError> {
+        let Some(schema) = schema else { return Ok(Ok(())) };
+        if self.schema.as_deref() == Some(schema) {
+            return Ok(Ok(()));
+        }
+        match self.simple_command(&Command::InitDb(schema)).await? {
+            Ok(_) => {
+                self.schema = Some(schema.to_vec());
+                Ok(Ok(()))
+            }
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// Cheap liveness probe for an idle connection: a readable socket means EOF, an error or
+    /// unsolicited bytes (e.g. the server's wait_timeout notice), all of which make it unusable.
+    pub fn looks_alive(&self) -> bool {
+        if !self.io.rbuf.is_empty() {
+            return false;
+        }
+        let mut probe = [0u8; 1];
+        matches!(self.io.stream.tcp().try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    }
+}
+
+fn plugin_response(plugin: &str, password: &[u8], scramble: &[u8]) -> Vec<u8> {
+    if plugin == auth::CACHING_SHA2_PASSWORD {
+        auth::sha2_scramble(password, scramble)
+    } else {
+        auth::native_scramble(password, scramble)
+    }
+}

@@ -1,0 +1,163 @@
+//! Byte streams (plain TCP or TLS) and a buffered packet reader/writer over them, shared by
+//! the client-facing and the backend-facing side.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use manifold_mysql_proto::{scan_logical, LogicalPacket, ProtoError};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+/// A connection that may have been upgraded to TLS after the handshake's first packet.
+pub enum Stream {
+    Tcp(TcpStream),
+    ServerTls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    ClientTls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    pub fn is_tls(&self) -> bool {
+        !matches!(self, Stream::Tcp(_))
+    }
+
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Tcp(s) => s,
+            Stream::ServerTls(s) => s.get_ref().0,
+            Stream::ClientTls(s) => s.get_ref().0,
+        }
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::ClientTls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Why reading a packet failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("connection closed by peer")]
+    Closed,
+    #[error("timed out")]
+    Timeout,
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("{0}")]
+    Proto(#[from] ProtoError),
+}
+
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Buffered packet I/O. Reads land in one reusable buffer; a packet is handed out as a range
+/// of that buffer and dropped with [`PacketIo::consume`], so steady-state traffic allocates
+/// nothing.
+pub struct PacketIo {
+    pub stream: Stream,
+    pub rbuf: BytesMut,
+    pub wbuf: Vec<u8>,
+}
+
+impl PacketIo {
+    pub fn new(stream: Stream) -> Self {
+        Self { stream, rbuf: BytesMut::with_capacity(READ_CHUNK), wbuf: Vec::with_capacity(4096) }
+    }
+
+    /// Reads whatever is available (at least one byte). `Closed` on EOF.
+    pub async fn fill(&mut self) -> Result<usize, ReadError> {
+        if self.rbuf.capacity() - self.rbuf.len() < 1024 {
+            self.rbuf.reserve(READ_CHUNK);
+        }
+        let n = self.stream.read_buf(&mut self.rbuf).await?;
+        if n == 0 {
+            return Err(ReadError::Closed);
+        }
+        Ok(n)
+    }
+
+    /// Waits until a whole logical packet sits at the front of `rbuf`.
+    pub async fn read_packet(&mut self, max_payload: usize) -> Result<LogicalPacket, ReadError> {
+        loop {
+            if let Some(p) = scan_logical(&self.rbuf, max_payload)? {
+                return Ok(p);
+            }
+            self.fill().await?;
+        }
+    }
+
+    /// Like [`PacketIo::read_packet`] with a deadline.
+    pub async fn read_packet_timeout(&mut self, max_payload: usize, timeout: Duration) -> Result<LogicalPacket, ReadError> {
+        match tokio::time::timeout(timeout, self.read_packet(max_payload)).await {
+            Ok(r) => r,
+            Err(_) => Err(ReadError::Timeout),
+        }
+    }
+
+    /// The joined payload of the packet at the front of the buffer.
+    pub fn payload(&self, p: &LogicalPacket) -> std::borrow::Cow<'_, [u8]> {
+        p.payload(&self.rbuf)
+    }
+
+    pub fn consume(&mut self, n: usize) {
+        self.rbuf.advance(n);
+    }
+
+    /// Queues a packet for [`PacketIo::flush`]; returns the next sequence id.
+    pub fn queue(&mut self, seq: u8, payload: &[u8]) -> u8 {
+        manifold_mysql_proto::write_packet(&mut self.wbuf, seq, payload)
+    }
+
+    pub async fn flush(&mut self) -> io::Result<()> {
+        if !self.wbuf.is_empty() {
+            self.stream.write_all(&self.wbuf).await?;
+            self.wbuf.clear();
+        }
+        self.stream.flush().await
+    }
+
+    pub async fn send(&mut self, seq: u8, payload: &[u8]) -> io::Result<u8> {
+        let next = self.queue(seq, payload);
+        self.flush().await?;
+        Ok(next)
+    }
+
+    /// Takes the stream out for a TLS upgrade. Bytes already buffered would be lost, which is
+    /// why callers check `rbuf` is empty: a client must not pipeline past the SSL request.
+    pub fn into_stream(self) -> Stream {
+        self.stream
+    }
+}

@@ -1,0 +1,18 @@
+//! Connections from manifold to backend MySQL/MariaDB servers.
+//!
+//! This crate owns logging into backends as a MySQL client (TLS, `mysql_native_password`,
+//! `caching_sha2_password`), the per-worker connection pools, and the byte-stream and packet
+//! I/O both sides of manifold share. It must not route (which backend a statement goes to is
+//! the router's decision) nor look at client SQL.
+
+pub mod config;
+pub mod conn;
+pub mod errors;
+pub mod io;
+pub mod pool;
+pub mod tls;
+
+pub use config::{BackendTlsConfig, PoolConfig, TlsMode};
+pub use conn::{BackendConn, BackendTarget, ConnKey};
+pub use errors::{BackendError, ErrorKind, Side};
+pub use pool::{Lease, Pool, PoolStats};

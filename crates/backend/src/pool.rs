@@ -1,0 +1,291 @@
+//! A worker's pool of connections to one backend.
+//!
+//! The pool lives on one worker thread (`Rc`/`RefCell`, no locks) and hands out [`Lease`]s.
+//! A lease is a borrow: today a client session keeps one for its lifetime, but nothing in the
+//! lease ties it to a session, so borrowing per statement or per transaction only changes when
+//! the frontend drops it. Returned connections are reset (`COM_RESET_CONNECTION`) before they
+//! are offered again, so no session sees another's variables, temporary tables or statements.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use manifold_mysql_proto::Command;
+use tokio::sync::Notify;
+
+use crate::config::PoolConfig;
+use crate::conn::{BackendConn, BackendTarget, ConnKey};
+use crate::errors::{BackendError, ErrorKind};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    pub idle: usize,
+    pub in_use: usize,
+    /// Being opened or reset.
+    pub pending: usize,
+    pub waiting: usize,
+    pub opened_total: u64,
+}
+
+pub struct Pool {
+    pub target: BackendTarget,
+    pub config: PoolConfig,
+    idle: RefCell<VecDeque<BackendConn>>,
+    /// Connections that exist or are being opened: idle + leased + resetting + connecting.
+    total: Cell<usize>,
+    in_use: Cell<usize>,
+    waiting: Cell<usize>,
+    opened: Cell<u64>,
+    released: Notify,
+    /// What the pool keeps `min_idle` connections of, learned from the first session when not
+    /// set up front.
+    warm_key: RefCell<Option<ConnKey>>,
+    closed: Cell<bool>,
+    /// Server version string seen in the last backend handshake.
+    server_version: RefCell<Option<Vec<u8>>>,
+}
+
+impl Pool {
+    pub fn new(target: BackendTarget, config: PoolConfig) -> Rc<Pool> {
+        Rc::new(Pool {
+            target,
+            config,
+            idle: RefCell::new(VecDeque::new()),
+            total: Cell::new(0),
+            in_use: Cell::new(0),
+            waiting: Cell::new(0),
+            opened: Cell::new(0),
+            released: Notify::new(),
+            warm_key: RefCell::new(None),
+            closed: Cell::new(false),
+            server_version: RefCell::new(None),
+        })
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let idle = self.idle.borrow().len();
+        PoolStats {
+            idle,
+            in_use: self.in_use.get(),
+            pending: self.total.get() - idle - self.in_use.get(),
+            waiting: self.waiting.get(),
+            opened_total: self.opened.get(),
+        }
+    }
+
+    pub fn server_version(&self) -> Option<Vec<u8>> {
+        self.server_version.borrow().clone()
+    }
+
+    /// Borrows a connection matching `key`: an idle one if there is one, else a new one if
+    /// the pool has room, else waits up to `wait_timeout` for one to come back.
+    pub async fn acquire(self: &Rc<Self>, key: &ConnKey) -> Result<Lease, BackendError> {
+        if self.warm_key.borrow().is_none() {
+            *self.warm_key.borrow_mut() = Some(key.clone());
+        }
+        let deadline = tokio::time::Instant::now() + self.config.wait_timeout;
+        loop {
+            if let Some(conn) = self.take_idle(key) {
+                return Ok(self.lease(conn));
+            }
+            if self.total.get() < self.config.max_size || self.evict_idle_other_key(key) {
+                self.total.set(self.total.get() + 1);
+                let guard = SlotGuard(self);
+                let conn = BackendConn::connect(&self.target, key, self.config.connect_timeout).await?;
+                std::mem::forget(guard);
+                self.opened.set(self.opened.get() + 1);
+                *self.server_version.borrow_mut() = Some(conn.server_version.clone());
+                return Ok(self.lease(conn));
+            }
+            self.waiting.set(self.waiting.get() + 1);
+            let woke = tokio::time::timeout_at(deadline, self.released.notified()).await;
+            self.waiting.set(self.waiting.get() - 1);
+            if woke.is_err() {
+                return Err(BackendError::new(
+                    ErrorKind::PoolTimeout,
+                    true,
+                    format!(
+                        "no free connection to backend {} within pool.wait_timeout ({:?}); {} in use (pool.max_size {})",
+                        self.target.addr,
+                        self.config.wait_timeout,
+                        self.in_use.get(),
+                        self.config.max_size
+                    ),
+                ));
+            }
+        }
+    }
+
+    fn lease(self: &Rc<Self>, mut conn: BackendConn) -> Lease {
+        self.in_use.set(self.in_use.get() + 1);
+        conn.last_used = Instant::now();
+        Lease { conn: Some(conn), pool: self.clone(), dirty: true }
+    }
+
+    fn take_idle(&self, key: &ConnKey) -> Option<BackendConn> {
+        let mut idle = self.idle.borrow_mut();
+        // Most recently returned first: warm caches, and the oldest age out via idle_timeout.
+        while let Some(i) = idle.iter().rposition(|c| c.key == *key) {
+            let conn = idle.remove(i).expect("index in range");
+            if conn.looks_alive() {
+                return Some(conn);
+            }
+            self.total.set(self.total.get() - 1);
+        }
+        None
+    }
+
+    /// At `max_size` with idle connections of other keys: close one to make room.
+    fn evict_idle_other_key(&self, key: &ConnKey) -> bool {
+        let mut idle = self.idle.borrow_mut();
+        if let Some(i) = idle.iter().position(|c| c.key != *key) {
+            idle.remove(i);
+            // The slot is reused by the caller: `total` stays.
+            return true;
+        }
+        false
+    }
+
+    fn give_back(&self, conn: BackendConn) {
+        if self.closed.get() {
+            self.total.set(self.total.get() - 1);
+            return;
+        }
+        self.idle.borrow_mut().push_back(conn);
+        self.released.notify_one();
+    }
+
+    fn forget_one(&self) {
+        self.total.set(self.total.get() - 1);
+        self.released.notify_one();
+    }
+
+    /// Keeps `min_idle` connections ready and closes idle ones past `idle_timeout`; runs on
+    /// the worker until [`Pool::close`].
+    pub fn spawn_maintenance(self: &Rc<Self>, warm_key: Option<ConnKey>) {
+        if warm_key.is_some() {
+            *self.warm_key.borrow_mut() = warm_key;
+        }
+        let pool = self.clone();
+        tokio::task::spawn_local(async move {
+            let tick = (pool.config.idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+            let mut failures = 0u32;
+            while !pool.closed.get() {
+                pool.expire_idle();
+                let key = pool.warm_key.borrow().clone();
+                if let Some(key) = key {
+                    let ready = pool.idle.borrow().iter().filter(|c| c.key == key).count();
+                    if ready < pool.config.min_idle && pool.total.get() < pool.config.max_size {
+                        pool.total.set(pool.total.get() + 1);
+                        match BackendConn::connect(&pool.target, &key, pool.config.connect_timeout).await {
+                            Ok(conn) => {
+                                failures = 0;
+                                pool.opened.set(pool.opened.get() + 1);
+                                *pool.server_version.borrow_mut() = Some(conn.server_version.clone());
+                                pool.give_back(conn);
+                                continue;
+                            }
+                            Err(e) => {
+                                pool.forget_one();
+                                failures += 1;
+                                if failures == 1 || failures % 60 == 0 {
+                                    tracing::warn!(backend = %pool.target.addr, error = %e, "cannot pre-open backend connection");
+                                }
+                            }
+                        }
+                    }
+                }
+                tokio::time::sleep(tick).await;
+            }
+        });
+    }
+
+    fn expire_idle(&self) {
+        let now = Instant::now();
+        let mut idle = self.idle.borrow_mut();
+        let mut keep = self.config.min_idle;
+        let before = idle.len();
+        // Newest are at the back; walk from the back and keep `min_idle` regardless of age.
+        let mut kept = VecDeque::with_capacity(before);
+        while let Some(c) = idle.pop_back() {
+            if keep > 0 || now.duration_since(c.last_used) < self.config.idle_timeout {
+                keep = keep.saturating_sub(1);
+                kept.push_front(c);
+            }
+        }
+        let dropped = before - kept.len();
+        *idle = kept;
+        self.total.set(self.total.get() - dropped);
+    }
+
+    /// Stops maintenance and closes idle connections; leased ones close when returned.
+    pub fn close(&self) {
+        self.closed.set(true);
+        let n = self.idle.borrow().len();
+        self.idle.borrow_mut().clear();
+        self.total.set(self.total.get() - n);
+    }
+}
+
+/// Undoes a slot reservation if opening the connection fails or is cancelled.
+struct SlotGuard<'a>(&'a Pool);
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        self.0.forget_one();
+    }
+}
+
+/// A borrowed backend connection. Dropping it returns the connection to its pool, which resets
+/// the session state in the background before offering it again; [`Lease::discard`] closes it.
+pub struct Lease {
+    conn: Option<BackendConn>,
+    pool: Rc<Pool>,
+    /// The session may have changed server state on this connection.
+    dirty: bool,
+}
+
+impl Lease {
+    pub fn conn(&mut self) -> &mut BackendConn {
+        self.conn.as_mut().expect("lease holds a connection until dropped")
+    }
+
+    /// Closes the connection instead of returning it (it broke, or its state is unknown).
+    pub fn discard(mut self) {
+        if self.conn.take().is_some() {
+            self.pool.in_use.set(self.pool.in_use.get() - 1);
+            self.pool.forget_one();
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let Some(mut conn) = self.conn.take() else { return };
+        let pool = self.pool.clone();
+        pool.in_use.set(pool.in_use.get() - 1);
+        if !self.dirty {
+            pool.give_back(conn);
+            return;
+        }
+        // Reset off the session's path; the pool counts the connection meanwhile.
+        tokio::task::spawn_local(async move {
+            match conn.simple_command(&Command::ResetConnection).await {
+                Ok(Ok(_)) => {
+                    // COM_RESET_CONNECTION keeps the current schema.
+                    conn.last_used = Instant::now();
+                    pool.give_back(conn);
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(backend = %pool.target.addr, error = %e, "reset refused; closing backend connection");
+                    pool.forget_one();
+                }
+                Err(e) => {
+                    tracing::debug!(backend = %pool.target.addr, error = %e, "reset failed; closing backend connection");
+                    pool.forget_one();
+                }
+            }
+        });
+    }
+}

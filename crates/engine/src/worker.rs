@@ -1,0 +1,367 @@
+//! One worker: a current-thread runtime with a `LocalSet`, its own listening sockets, and the
+//! sessions accepted on them. Everything here is `!Send` on purpose: a connection never leaves
+//! the thread that accepted it, so per-connection state needs no locks.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, Notify};
+use tokio::task::{JoinHandle, LocalSet};
+
+use crate::blocking::BlockingPool;
+
+/// Serves connections accepted on one front port of one worker.
+///
+/// Created once per worker (per port) by a [`HandlerFactory`] on that worker's thread, so it may
+/// hold `Rc`/`RefCell` state shared by all the worker's sessions (backend pools, caches).
+pub trait ConnectionHandler: 'static {
+    /// Runs one client connection to completion. The future is spawned with `spawn_local` on the
+    /// worker; when it resolves the connection counts as finished. It is dropped (aborted) if it
+    /// outlives the shutdown deadline.
+    fn handle(
+        self: Rc<Self>,
+        stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        ctx: Rc<WorkerContext>,
+    ) -> Pin<Box<dyn Future<Output = ()>>>;
+}
+
+/// Builds a worker's handler; called on the worker thread, inside its `LocalSet`.
+pub type HandlerFactory =
+    Arc<dyn Fn(&Rc<WorkerContext>) -> Rc<dyn ConnectionHandler> + Send + Sync>;
+
+/// Hook run on each worker thread before it starts accepting, inside its `LocalSet`
+/// (so `tokio::task::spawn_local` works), e.g. to pre-warm per-worker backend pools.
+pub type WorkerStartHook = Arc<dyn Fn(&Rc<WorkerContext>) + Send + Sync>;
+
+/// The worker's shutdown flag. Sessions `select!` on [`Drain::notified`] while idle between
+/// client commands and check [`Drain::is_draining`] between statements, so that they end at a
+/// clean boundary instead of being cut mid-transaction at the deadline.
+#[derive(Debug, Default)]
+pub struct Drain {
+    draining: Cell<bool>,
+    notify: Notify,
+}
+
+impl Drain {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.get()
+    }
+
+    /// Resolves once draining has begun (immediately if it already has).
+    pub async fn notified(&self) {
+        // Created before the check: `notify_waiters` reaches futures that exist, even unpolled.
+        let notified = self.notify.notified();
+        if self.draining.get() {
+            return;
+        }
+        notified.await;
+    }
+
+    /// Starts draining; the engine calls this at shutdown. Public so that code driving a
+    /// [`WorkerContext::standalone`] in tests can simulate it. Idempotent.
+    pub fn begin(&self) {
+        if !self.draining.replace(true) {
+            self.notify.notify_waiters();
+        }
+    }
+}
+
+/// Per-worker handle given to services. `!Send`: it lives and dies on its worker thread.
+pub struct WorkerContext {
+    id: usize,
+    workers: usize,
+    drain: Drain,
+    blocking: BlockingPool,
+    active: Cell<usize>,
+    accepted: Cell<u64>,
+    /// Woken when `active` drops to zero, so shutdown need not poll.
+    idle: Notify,
+}
+
+impl std::fmt::Debug for WorkerContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerContext")
+            .field("id", &self.id)
+            .field("workers", &self.workers)
+            .field("draining", &self.drain.is_draining())
+            .field("active", &self.active.get())
+            .field("accepted", &self.accepted.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerContext {
+    fn new(id: usize, workers: usize, blocking: BlockingPool) -> Self {
+        Self {
+            id,
+            workers,
+            drain: Drain::new(),
+            blocking,
+            active: Cell::new(0),
+            accepted: Cell::new(0),
+            idle: Notify::new(),
+        }
+    }
+
+    /// A context not attached to any engine, for unit-testing services that take one.
+    pub fn standalone(id: usize, blocking: BlockingPool) -> Rc<Self> {
+        Rc::new(Self::new(id, 1, blocking))
+    }
+
+    /// This worker's index, `0..workers()`.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// How many workers the engine runs.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    pub fn drain(&self) -> &Drain {
+        &self.drain
+    }
+
+    pub fn blocking(&self) -> &BlockingPool {
+        &self.blocking
+    }
+
+    /// Connections of this worker whose handler has not finished yet.
+    pub fn active_connections(&self) -> usize {
+        self.active.get()
+    }
+
+    /// Connections this worker has accepted since it started.
+    pub fn accepted_connections(&self) -> u64 {
+        self.accepted.get()
+    }
+
+    /// Counts a connection as active until the returned guard drops. The engine does this for
+    /// every accepted connection; services can use it for connections they adopt themselves.
+    pub fn track_connection(self: &Rc<Self>) -> ConnectionGuard {
+        self.active.set(self.active.get() + 1);
+        ConnectionGuard {
+            ctx: Rc::clone(self),
+        }
+    }
+}
+
+/// Keeps a connection counted as active; dropping it (also by abort) uncounts it.
+pub struct ConnectionGuard {
+    ctx: Rc<WorkerContext>,
+}
+
+impl std::fmt::Debug for ConnectionGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectionGuard")
+            .field("worker", &self.ctx.id)
+            .finish()
+    }
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        let left = self.ctx.active.get() - 1;
+        self.ctx.active.set(left);
+        if left == 0 {
+            self.ctx.idle.notify_waiters();
+        }
+    }
+}
+
+/// What the engine tells a worker when shutting down.
+pub(crate) struct ShutdownCmd {
+    pub deadline: Instant,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct WorkerReport {
+    pub drained: usize,
+    pub aborted: usize,
+}
+
+pub(crate) struct WorkerSetup {
+    pub id: usize,
+    pub workers: usize,
+    pub core: Option<core_affinity::CoreId>,
+    pub listeners: Vec<(std::net::TcpListener, HandlerFactory)>,
+    pub on_start: Vec<WorkerStartHook>,
+    pub blocking: BlockingPool,
+    pub ready: mpsc::Sender<Result<usize, (usize, String)>>,
+    pub shutdown: oneshot::Receiver<ShutdownCmd>,
+}
+
+/// Body of a worker thread.
+pub(crate) fn run(setup: WorkerSetup) -> WorkerReport {
+    let WorkerSetup {
+        id,
+        workers,
+        core,
+        listeners,
+        on_start,
+        blocking,
+        ready,
+        shutdown,
+    } = setup;
+
+    if let Some(core) = core {
+        if core_affinity::set_for_current(core) {
+            tracing::debug!(worker = id, core = core.id, "worker pinned");
+        } else {
+            tracing::warn!(worker = id, core = core.id, "cannot pin worker to core");
+        }
+    }
+
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err((id, format!("cannot build runtime: {e}"))));
+            return WorkerReport::default();
+        }
+    };
+    let local = LocalSet::new();
+    let ctx = Rc::new(WorkerContext::new(id, workers, blocking));
+
+    let report = local.block_on(&rt, async {
+        for hook in &on_start {
+            hook(&ctx);
+        }
+        let mut accept_tasks = Vec::with_capacity(listeners.len());
+        for (std_listener, factory) in listeners {
+            let listener = match TcpListener::from_std(std_listener) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = ready.send(Err((id, format!("cannot register listener: {e}"))));
+                    return None;
+                }
+            };
+            let handler = factory(&ctx);
+            accept_tasks.push(tokio::task::spawn_local(accept_loop(
+                listener,
+                handler,
+                Rc::clone(&ctx),
+            )));
+        }
+        let _ = ready.send(Ok(id));
+        drop(ready);
+
+        // A dropped sender means the engine went away without a shutdown: stop at once.
+        let deadline = shutdown.await.map_or_else(|_| Instant::now(), |cmd| cmd.deadline);
+        Some(drain(&ctx, accept_tasks, deadline).await)
+    });
+
+    // Dropping the LocalSet drops the sessions still running: that is the abort. Do it while
+    // the runtime is alive so their sockets deregister cleanly.
+    drop(local);
+    drop(rt);
+    let report = report.unwrap_or_default();
+    tracing::debug!(
+        worker = id,
+        drained = report.drained,
+        aborted = report.aborted,
+        "worker stopped"
+    );
+    report
+}
+
+async fn drain(
+    ctx: &Rc<WorkerContext>,
+    accept_tasks: Vec<JoinHandle<()>>,
+    deadline: Instant,
+) -> WorkerReport {
+    ctx.drain.begin();
+    for task in accept_tasks {
+        // An accept loop only ends by panicking or on drain; either way its listener is gone.
+        let _ = task.await;
+    }
+    let in_flight = ctx.active.get();
+    tracing::debug!(worker = ctx.id, in_flight, "worker stopped accepting");
+    let deadline = tokio::time::Instant::from_std(deadline);
+    loop {
+        let idle = ctx.idle.notified();
+        if ctx.active.get() == 0 {
+            break;
+        }
+        tokio::select! {
+            () = idle => {}
+            () = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    let aborted = ctx.active.get();
+    WorkerReport {
+        drained: in_flight - aborted,
+        aborted,
+    }
+}
+
+/// Pause after an accept error that does not go away by retrying at once (EMFILE, ENOBUFS):
+/// long enough not to spin, short enough not to leave the backlog unattended.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+async fn accept_loop(
+    listener: TcpListener,
+    handler: Rc<dyn ConnectionHandler>,
+    ctx: Rc<WorkerContext>,
+) {
+    loop {
+        // Biased: once draining, never take one more connection even if one is ready.
+        let accepted = tokio::select! {
+            biased;
+            () = ctx.drain.notified() => break,
+            r = listener.accept() => r,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(worker = ctx.id, %peer, error = %e, "cannot set TCP_NODELAY");
+                }
+                ctx.accepted.set(ctx.accepted.get() + 1);
+                let guard = ctx.track_connection();
+                let fut = Rc::clone(&handler).handle(stream, peer, Rc::clone(&ctx));
+                tracing::trace!(worker = ctx.id, %peer, "connection accepted");
+                tokio::task::spawn_local(async move {
+                    let _guard = guard;
+                    fut.await;
+                });
+            }
+            Err(e) if is_per_connection_error(&e) => {
+                // The peer gave up before we accepted; nothing wrong with the listener.
+                tracing::debug!(worker = ctx.id, error = %e, "accept: connection lost");
+            }
+            Err(e) => {
+                tracing::warn!(worker = ctx.id, error = %e, "accept failed; backing off");
+                tokio::select! {
+                    biased;
+                    () = ctx.drain.notified() => break,
+                    () = tokio::time::sleep(ACCEPT_ERROR_BACKOFF) => {}
+                }
+            }
+        }
+    }
+    tracing::debug!(worker = ctx.id, "listener closed");
+}
+
+fn is_per_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+    ) || matches!(e.raw_os_error(), Some(libc::EPROTO | libc::EPERM))
+}

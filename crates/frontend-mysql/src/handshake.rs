@@ -1,0 +1,252 @@
+//! The server side of the connection phase: handshake, optional TLS upgrade, and
+//! authentication against manifold's user table (also used by `COM_CHANGE_USER`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use manifold_backend::io::{PacketIo, ReadError, Stream};
+use manifold_mysql_proto::auth;
+use manifold_mysql_proto::consts::{caps, status, UTF8MB4_GENERAL_CI};
+use manifold_mysql_proto::handshake::{encode_auth_more_data, AuthSwitchRequest, HandshakeResponse, HandshakeV10};
+use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
+use manifold_mysql_proto::codes;
+use manifold_engine::WorkerContext;
+
+use crate::metrics::FrontendMetrics;
+use crate::users::User;
+use crate::{Shared, WorkerFrontend};
+
+/// Login packets are small; a larger one is garbage or an attack.
+const MAX_LOGIN_PACKET: usize = 64 * 1024;
+
+pub(crate) struct Login {
+    pub io: PacketIo,
+    pub user: Arc<User>,
+    pub capabilities: u32,
+    pub charset: u8,
+    pub database: Option<Vec<u8>>,
+    pub scramble: [u8; 20],
+}
+
+/// Why a login ended without a session. The client has been told (ERR) where it could be.
+pub(crate) type LoginFailure = String;
+
+fn read_err(what: &str, e: &ReadError) -> LoginFailure {
+    format!("{what}: {e}")
+}
+
+pub(crate) async fn send_err(io: &mut PacketIo, seq: u8, err: &ErrPacket) {
+    let mut payload = Vec::with_capacity(64 + err.message.len());
+    err.encode(&mut payload);
+    // The connection may already be gone; the caller is ending it either way.
+    let _ = io.send(seq, &payload).await;
+}
+
+pub(crate) fn server_version(fe: &WorkerFrontend) -> Vec<u8> {
+    let cfg = &fe.shared.config.server_version;
+    if !cfg.is_empty() {
+        return cfg.as_bytes().to_vec();
+    }
+    let mut v = fe.pool.server_version().unwrap_or_else(|| b"5.5.5-10.11.0-MariaDB".to_vec());
+    v.extend_from_slice(b"-manifold");
+    v
+}
+
+pub(crate) async fn login(fe: &WorkerFrontend, ctx: &WorkerContext, mut io: PacketIo, connection_id: u32, peer: SocketAddr) -> Result<Login, LoginFailure> {
+    let shared = &fe.shared;
+    let scramble = auth::generate_scramble();
+    let mut server_caps = caps::SERVER_DEFAULT;
+    if shared.tls.is_some() {
+        server_caps |= caps::SSL;
+    }
+    let hs = HandshakeV10 {
+        server_version: server_version(fe),
+        connection_id,
+        auth_data: scramble.to_vec(),
+        capabilities: server_caps,
+        charset: UTF8MB4_GENERAL_CI,
+        status: status::AUTOCOMMIT,
+        auth_plugin: shared.config.default_auth_plugin.as_bytes().to_vec(),
+    };
+    let mut out = Vec::with_capacity(128);
+    hs.encode(&mut out);
+    io.send(0, &out).await.map_err(|e| format!("sending handshake: {e}"))?;
+
+    let mut p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| read_err("reading handshake response", &e))?;
+    let mut payload = io.payload(&p).into_owned();
+    io.consume(p.raw_len);
+    if p.first_seq != 1 {
+        send_err(&mut io, p.last_seq.wrapping_add(1), &ErrPacket::new(codes::NET_PACKETS_OUT_OF_ORDER, "Got packets out of order")).await;
+        return Err(format!("handshake response has sequence id {}, expected 1", p.first_seq));
+    }
+    if HandshakeResponse::is_ssl_request(&payload) {
+        let Some(tls) = shared.tls.clone() else {
+            return Err("client asked for TLS, which this server does not offer".into());
+        };
+        if !io.rbuf.is_empty() {
+            return Err("client sent data after its SSL request before the TLS handshake".into());
+        }
+        let Stream::Tcp(tcp) = io.into_stream() else {
+            return Err("TLS requested twice".into());
+        };
+        let tls_stream = tokio_rustls::TlsAcceptor::from(tls).accept(tcp).await.map_err(|e| format!("TLS handshake with client failed: {e}"))?;
+        io = PacketIo::new(Stream::ServerTls(Box::new(tls_stream)));
+        p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| read_err("reading handshake response over TLS", &e))?;
+        payload = io.payload(&p).into_owned();
+        io.consume(p.raw_len);
+        if p.first_seq != 2 {
+            send_err(&mut io, p.last_seq.wrapping_add(1), &ErrPacket::new(codes::NET_PACKETS_OUT_OF_ORDER, "Got packets out of order")).await;
+            return Err(format!("handshake response over TLS has sequence id {}, expected 2", p.first_seq));
+        }
+    }
+    let seq = p.last_seq.wrapping_add(1);
+    let resp = match HandshakeResponse::decode(&payload) {
+        Ok(r) => r,
+        Err(e) => {
+            send_err(&mut io, seq, &ErrPacket::new(codes::HANDSHAKE_ERROR, format!("Bad handshake: {e}"))).await;
+            FrontendMetrics::inc(&shared.metrics.protocol_errors);
+            return Err(format!("bad handshake response: {e}"));
+        }
+    };
+    if shared.config.tls.required && !io.stream.is_tls() {
+        let msg = "Connections using insecure transport are prohibited (mysql.tls.required is on)";
+        send_err(&mut io, seq, &ErrPacket::new(codes::SECURE_TRANSPORT_REQUIRED, msg)).await;
+        return Err("client without TLS refused: mysql.tls.required".into());
+    }
+    let (user, seq) = authenticate(shared, ctx, &mut io, seq, &resp.user, resp.auth_plugin.as_deref(), resp.auth_response.clone(), &scramble, peer).await?;
+    if !shared.per_user.acquire(&user.name, user.max_connections) {
+        let msg = format!("User '{}' has exceeded the 'max_connections' resource (current value: {})", user.name, user.max_connections);
+        send_err(&mut io, seq, &ErrPacket::new(codes::USER_LIMIT_REACHED, msg.clone())).await;
+        return Err(msg);
+    }
+    let capabilities = resp.capabilities & server_caps;
+    let ok = OkPacket { status: status::AUTOCOMMIT, ..Default::default() };
+    let mut out = Vec::with_capacity(16);
+    ok.encode(&mut out, capabilities);
+    if let Err(e) = io.send(seq, &out).await {
+        shared.per_user.release(&user.name);
+        return Err(format!("sending login OK: {e}"));
+    }
+    Ok(Login {
+        io,
+        user,
+        capabilities,
+        charset: if resp.charset == 0 { UTF8MB4_GENERAL_CI } else { resp.charset },
+        database: resp.database.filter(|d| !d.is_empty()),
+        scramble,
+    })
+}
+
+async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginFailure> {
+    let p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| read_err("reading auth data", &e))?;
+    let payload = io.payload(&p).into_owned();
+    io.consume(p.raw_len);
+    Ok((payload, p.last_seq.wrapping_add(1)))
+}
+
+/// Verifies the client's credentials, switching plugin and running the `caching_sha2_password`
+/// exchanges as needed. Returns the user and the next sequence id; the caller sends the OK.
+/// On failure the client has been sent ERR 1045.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn authenticate(
+    shared: &Shared,
+    ctx: &WorkerContext,
+    io: &mut PacketIo,
+    mut seq: u8,
+    user_name: &[u8],
+    client_plugin: Option<&[u8]>,
+    mut response: Vec<u8>,
+    scramble: &[u8; 20],
+    peer: SocketAddr,
+) -> Result<(Arc<User>, u8), LoginFailure> {
+    let users = shared.users.load();
+    let user = users.get(user_name).cloned();
+    let proposed = match client_plugin {
+        Some(p) if p == auth::CACHING_SHA2_PASSWORD.as_bytes() => auth::CACHING_SHA2_PASSWORD,
+        Some(p) if p == auth::NATIVE_PASSWORD.as_bytes() || p.is_empty() => auth::NATIVE_PASSWORD,
+        None => auth::NATIVE_PASSWORD,
+        Some(_) => "",
+    };
+    let plugin = match &user {
+        Some(u) if u.supports(proposed) => proposed,
+        Some(u) => u.preferred_plugin(&shared.config.default_auth_plugin),
+        None if proposed.is_empty() => auth::NATIVE_PASSWORD,
+        None => proposed,
+    };
+    if plugin != proposed {
+        let mut out = Vec::with_capacity(64);
+        AuthSwitchRequest { plugin: plugin.as_bytes().to_vec(), data: scramble.to_vec() }.encode(&mut out);
+        io.send(seq, &out).await.map_err(|e| format!("sending auth switch: {e}"))?;
+        (response, seq) = read_auth_packet(io).await?;
+    }
+    let used_password = !response.is_empty();
+    let verified = match (&user, plugin) {
+        (None, _) => false,
+        (Some(u), auth::CACHING_SHA2_PASSWORD) => {
+            let fast = !shared.config.sha2_full_auth_first || shared.sha2_cached(&u.name);
+            if fast {
+                let ok = auth::sha2_verify_fast(u.sha2_hash.as_ref(), scramble, &response);
+                if ok {
+                    FrontendMetrics::inc(&shared.metrics.sha2_fast_auths);
+                    let mut out = Vec::new();
+                    encode_auth_more_data(&mut out, &[auth::SHA2_FAST_AUTH_SUCCESS]);
+                    seq = io.send(seq, &out).await.map_err(|e| format!("sending fast auth success: {e}"))?;
+                }
+                ok
+            } else {
+                let ok;
+                (ok, seq) = sha2_full_auth(shared, ctx, io, seq, u, scramble).await?;
+                if ok {
+                    FrontendMetrics::inc(&shared.metrics.sha2_full_auths);
+                    shared.sha2_remember(&u.name);
+                }
+                ok
+            }
+        }
+        (Some(u), _) => auth::native_verify(u.native_hash.as_ref(), scramble, &response),
+    };
+    match (verified, user) {
+        (true, Some(u)) => Ok((u, seq)),
+        _ => {
+            FrontendMetrics::inc(&shared.metrics.auth_failures);
+            let name = String::from_utf8_lossy(user_name);
+            let msg = format!(
+                "Access denied for user '{name}'@'{}' (using password: {})",
+                peer.ip(),
+                if used_password { "YES" } else { "NO" }
+            );
+            send_err(io, seq, &ErrPacket::new(codes::ACCESS_DENIED, msg.clone())).await;
+            Err(msg)
+        }
+    }
+}
+
+/// `caching_sha2_password` full authentication: the client sends its password in cleartext
+/// over TLS, or RSA-encrypted (asking for the public key first) without TLS.
+async fn sha2_full_auth(shared: &Shared, ctx: &WorkerContext, io: &mut PacketIo, seq: u8, user: &User, scramble: &[u8; 20]) -> Result<(bool, u8), LoginFailure> {
+    let mut out = Vec::new();
+    encode_auth_more_data(&mut out, &[auth::SHA2_PERFORM_FULL_AUTH]);
+    io.send(seq, &out).await.map_err(|e| format!("requesting full auth: {e}"))?;
+    let (payload, mut seq) = read_auth_packet(io).await?;
+    if io.stream.is_tls() {
+        return Ok((auth::sha2_verify_cleartext(user.sha2_hash.as_ref(), &payload), seq));
+    }
+    let key = shared.rsa_key(ctx).await.map_err(|e| format!("RSA key unavailable: {e}"))?;
+    let ciphertext = if payload == [auth::SHA2_REQUEST_PUBLIC_KEY] {
+        let mut out = Vec::new();
+        encode_auth_more_data(&mut out, key.public_key_pem().as_bytes());
+        io.send(seq, &out).await.map_err(|e| format!("sending public key: {e}"))?;
+        let (c, s) = read_auth_packet(io).await?;
+        seq = s;
+        c
+    } else if payload.len() == key.ciphertext_len() {
+        // The client already had the public key.
+        payload
+    } else {
+        // A cleartext password over an insecure channel: refuse rather than read it.
+        return Ok((false, seq));
+    };
+    let salt = *scramble;
+    let decrypted = ctx.blocking().spawn(move || key.decrypt_password(&ciphertext, &salt)).await.map_err(|e| e.to_string())?;
+    Ok((decrypted.is_ok_and(|pw| auth::sha2_verify_cleartext(user.sha2_hash.as_ref(), &pw)), seq))
+}

@@ -1,0 +1,193 @@
+//! The MySQL front door: client sessions.
+//!
+//! This crate owns everything between a MySQL client and a borrowed backend connection: the
+//! server side of the handshake and authentication (against manifold's own user table, TLS,
+//! `mysql_native_password`, `caching_sha2_password` with its fast path, full authentication
+//! and RSA exchange), the command loop, and relaying answers from the backend to the client
+//! as they stream, without decoding and re-encoding them. It must not parse SQL beyond what
+//! the lexer offers, open sockets to backends itself (the backend crate's pools do), or let
+//! one session's failure reach another.
+
+pub mod config;
+mod handshake;
+mod metrics;
+mod relay;
+mod session;
+pub mod size_serde;
+mod tls;
+pub mod users;
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
+use manifold_backend::{BackendTarget, Pool, PoolConfig};
+use manifold_engine::{ConnectionHandler, WorkerContext};
+use manifold_mysql_proto::auth::RsaKeyPair;
+
+pub use config::{FrontTlsConfig, MysqlFrontConfig, UserConfig};
+pub use metrics::FrontendMetrics;
+pub use users::{User, Users};
+
+/// State shared by all workers: read-mostly, swapped whole, never locked per request.
+pub struct Shared {
+    pub config: MysqlFrontConfig,
+    pub users: ArcSwap<Users>,
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub backend: BackendTarget,
+    pub pool: PoolConfig,
+    rsa: OnceLock<Arc<RsaKeyPair>>,
+    rsa_pem: Option<String>,
+    /// Users who completed a `caching_sha2_password` full authentication since start.
+    sha2_cache: ArcSwap<std::collections::HashSet<String>>,
+    connections: AtomicUsize,
+    per_user: dashmap_free::PerUserCounts,
+    pub metrics: FrontendMetrics,
+}
+
+impl Shared {
+    pub fn new(config: MysqlFrontConfig, users: Users, backend: BackendTarget, pool: PoolConfig) -> Result<Arc<Shared>, String> {
+        config.validate()?;
+        let tls = match (&config.tls.cert, &config.tls.key) {
+            (Some(c), Some(k)) => Some(tls::server_config(c, k)?),
+            _ => None,
+        };
+        let rsa_pem = match &config.tls.rsa_private_key {
+            Some(p) => {
+                let pem = std::fs::read_to_string(p).map_err(|e| format!("mysql.tls.rsa_private_key: cannot read {}: {e}", p.display()))?;
+                RsaKeyPair::from_pem(&pem).map_err(|e| format!("mysql.tls.rsa_private_key: {e}"))?;
+                Some(pem)
+            }
+            None => None,
+        };
+        Ok(Arc::new(Shared {
+            config,
+            users: ArcSwap::from_pointee(users),
+            tls,
+            backend,
+            pool,
+            rsa: OnceLock::new(),
+            rsa_pem,
+            sha2_cache: ArcSwap::from_pointee(std::collections::HashSet::new()),
+            connections: AtomicUsize::new(0),
+            per_user: dashmap_free::PerUserCounts::default(),
+            metrics: FrontendMetrics::default(),
+        }))
+    }
+
+    /// Client connections open now, over all workers.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    fn sha2_cached(&self, user: &str) -> bool {
+        self.sha2_cache.load().contains(user)
+    }
+
+    fn sha2_remember(&self, user: &str) {
+        self.sha2_cache.rcu(|set| {
+            let mut s = (**set).clone();
+            s.insert(user.to_owned());
+            s
+        });
+    }
+
+    /// The RSA key pair for password exchange; generated (on the blocking pool: it takes a
+    /// while) the first time a client needs it.
+    async fn rsa_key(&self, ctx: &WorkerContext) -> Result<Arc<RsaKeyPair>, String> {
+        if let Some(k) = self.rsa.get() {
+            return Ok(k.clone());
+        }
+        let pem = self.rsa_pem.clone();
+        let key = ctx
+            .blocking()
+            .spawn(move || match pem {
+                Some(pem) => RsaKeyPair::from_pem(&pem),
+                None => RsaKeyPair::generate(2048),
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        Ok(self.rsa.get_or_init(|| Arc::new(key)).clone())
+    }
+}
+
+/// Per-user connection counts without a lock per login: a small fixed array of atomics
+/// indexed by a hash of the user name (collisions only make a limit stricter, never looser).
+mod dashmap_free {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const SLOTS: usize = 256;
+
+    pub struct PerUserCounts([AtomicUsize; SLOTS]);
+
+    impl Default for PerUserCounts {
+        fn default() -> Self {
+            Self(std::array::from_fn(|_| AtomicUsize::new(0)))
+        }
+    }
+
+    fn slot(user: &str) -> usize {
+        // FNV-1a: stable and cheap; no need for DoS resistance on configured user names.
+        let mut h: u32 = 0x811c_9dc5;
+        for b in user.bytes() {
+            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+        }
+        h as usize % SLOTS
+    }
+
+    impl PerUserCounts {
+        pub fn acquire(&self, user: &str, limit: usize) -> bool {
+            let s = &self.0[slot(user)];
+            if limit == 0 {
+                s.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+            s.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1)).is_ok()
+        }
+
+        pub fn release(&self, user: &str) {
+            self.0[slot(user)].fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One worker's side of the front door: its backend pool and connection-id sequence.
+pub struct WorkerFrontend {
+    pub shared: Arc<Shared>,
+    pub pool: Rc<Pool>,
+    worker_id: u32,
+    workers: u32,
+    next_id: Cell<u32>,
+}
+
+impl WorkerFrontend {
+    pub fn new(shared: Arc<Shared>, ctx: &WorkerContext) -> Rc<Self> {
+        let pool = Pool::new(shared.backend.clone(), shared.pool.clone());
+        Rc::new(WorkerFrontend {
+            shared,
+            pool,
+            worker_id: ctx.id() as u32,
+            workers: ctx.workers().max(1) as u32,
+            next_id: Cell::new(0),
+        })
+    }
+
+    /// Connection ids unique across workers without sharing a counter: worker `w` of `n` hands
+    /// out `w + 1, w + 1 + n, ...`.
+    fn next_connection_id(&self) -> u32 {
+        let k = self.next_id.get();
+        self.next_id.set(k.wrapping_add(1));
+        k.wrapping_mul(self.workers).wrapping_add(self.worker_id + 1)
+    }
+}
+
+impl ConnectionHandler for WorkerFrontend {
+    fn handle(self: Rc<Self>, stream: tokio::net::TcpStream, peer: SocketAddr, ctx: Rc<WorkerContext>) -> Pin<Box<dyn std::future::Future<Output = ()>>> {
+        Box::pin(session::run(self, stream, peer, ctx))
+    }
+}

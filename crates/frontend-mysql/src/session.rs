@@ -1,0 +1,373 @@
+//! A client session: login, then the command loop.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use manifold_backend::io::{PacketIo, ReadError, Stream};
+use manifold_backend::{ConnKey, Lease};
+use manifold_engine::WorkerContext;
+use manifold_mysql_proto::consts::{caps, status, MAX_PAYLOAD};
+use manifold_mysql_proto::handshake::ChangeUser;
+use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
+use manifold_mysql_proto::{codes, Command, ErrorCode, ProtoError, ResponseKind};
+use tokio::net::TcpStream;
+
+use crate::handshake::{self, send_err};
+use crate::metrics::FrontendMetrics;
+use crate::relay::{self, RelayError};
+use crate::users::User;
+use crate::{Shared, WorkerFrontend};
+
+/// Holds one slot of `mysql.max_connections` for the life of a connection.
+struct ConnectionSlot(Arc<Shared>);
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pub(crate) async fn run(fe: Rc<WorkerFrontend>, tcp: TcpStream, peer: SocketAddr, ctx: Rc<WorkerContext>) {
+    let shared = fe.shared.clone();
+    FrontendMetrics::inc(&shared.metrics.connections_accepted);
+    let _ = tcp.set_nodelay(true);
+    let id = fe.next_connection_id();
+    let mut io = PacketIo::new(Stream::Tcp(tcp));
+    let open = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
+    let _slot = ConnectionSlot(shared.clone());
+    if open > shared.config.max_connections {
+        send_err(&mut io, 0, &ErrPacket::new(codes::TOO_MANY_CONNECTIONS, "Too many connections")).await;
+        tracing::info!(%peer, max_connections = shared.config.max_connections, "refused client: max_connections reached");
+        return;
+    }
+    let login = match tokio::time::timeout(shared.config.connect_timeout, handshake::login(&fe, &ctx, io, id, peer)).await {
+        Ok(Ok(login)) => login,
+        Ok(Err(reason)) => {
+            tracing::info!(%peer, connection = id, %reason, "login failed");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(%peer, connection = id, timeout = ?shared.config.connect_timeout, "client did not finish the handshake within connect_timeout; closing");
+            return;
+        }
+    };
+    let user = login.user.clone();
+    let mut session = Session {
+        fe: fe.clone(),
+        ctx,
+        io: login.io,
+        id,
+        peer,
+        user: login.user,
+        capabilities: login.capabilities,
+        charset: login.charset,
+        schema: login.database,
+        schema_checked: false,
+        lease: None,
+        status: status::AUTOCOMMIT,
+        scramble: login.scramble,
+    };
+    let end = session.serve().await;
+    match &end {
+        End::Quit | End::ClientGone => tracing::debug!(%peer, connection = id, "session ended: {end:?}"),
+        _ => tracing::info!(%peer, connection = id, "session ended: {end:?}"),
+    }
+    shared.per_user.release(&session.user.name);
+    drop(user);
+}
+
+/// Fields are read through `Debug` in the session-end log line.
+#[derive(Debug)]
+#[allow(dead_code)]
+enum End {
+    Quit,
+    ClientGone,
+    Shutdown,
+    /// A protocol violation or limit; the client was sent an ERR saying which.
+    Refused(String),
+    BackendLost(String),
+}
+
+struct Session {
+    fe: Rc<WorkerFrontend>,
+    ctx: Rc<WorkerContext>,
+    io: PacketIo,
+    id: u32,
+    peer: SocketAddr,
+    user: Arc<User>,
+    capabilities: u32,
+    charset: u8,
+    schema: Option<Vec<u8>>,
+    /// The backend has confirmed `schema` exists (it was made current on the lease).
+    schema_checked: bool,
+    lease: Option<Lease>,
+    /// Server status flags from the last answer, for the OK packets manifold sends itself.
+    status: u16,
+    scramble: [u8; 20],
+}
+
+/// What the command loop does with a command, decided from its first packet.
+enum Action {
+    Quit,
+    Ping,
+    InitDb(Vec<u8>),
+    ChangeUser(ChangeUser),
+    ResetConnection,
+    SetOption(u16),
+    Forward(ResponseKind),
+    Unknown(u8),
+}
+
+impl Session {
+    fn max_packet(&self) -> usize {
+        self.fe.shared.config.max_allowed_packet as usize
+    }
+
+    async fn refuse(&mut self, seq: u8, code: ErrorCode, message: String) -> End {
+        send_err(&mut self.io, seq, &ErrPacket::new(code, message.clone())).await;
+        FrontendMetrics::inc(&self.fe.shared.metrics.protocol_errors);
+        End::Refused(message)
+    }
+
+    async fn serve(&mut self) -> End {
+        loop {
+            if self.ctx.drain().is_draining() {
+                return End::Shutdown;
+            }
+            let max = self.max_packet();
+            let wait = self.fe.shared.config.wait_timeout;
+            let read = tokio::select! {
+                r = self.io.read_packet_timeout(max, wait) => r,
+                () = self.ctx.drain().notified() => return End::Shutdown,
+            };
+            let p = match read {
+                Ok(p) => p,
+                Err(ReadError::Closed) => return End::ClientGone,
+                Err(ReadError::Io(e)) => {
+                    tracing::debug!(connection = self.id, error = %e, "client read failed");
+                    return End::ClientGone;
+                }
+                Err(ReadError::Timeout) => {
+                    let msg = format!("Got timeout reading communication packets: idle for longer than wait_timeout ({wait:?})");
+                    return self.refuse(0, codes::NET_READ_TIMEOUT, msg).await;
+                }
+                Err(ReadError::Proto(ProtoError::TooLarge { size, limit })) => {
+                    let msg = format!("Got a packet bigger than 'max_allowed_packet' bytes ({size} > {limit})");
+                    return self.refuse(1, codes::NET_PACKET_TOO_LARGE, msg).await;
+                }
+                Err(ReadError::Proto(ProtoError::Sequence { expected, got })) => {
+                    let msg = format!("Got packets out of order (sequence id {got}, expected {expected})");
+                    return self.refuse(expected, codes::NET_PACKETS_OUT_OF_ORDER, msg).await;
+                }
+                Err(ReadError::Proto(e)) => {
+                    return self.refuse(1, codes::NET_READ_ERROR, format!("Got an error reading communication packets: {e}")).await;
+                }
+            };
+            if p.first_seq != 0 {
+                let msg = format!("Got packets out of order (command with sequence id {}, expected 0)", p.first_seq);
+                self.io.consume(p.raw_len);
+                return self.refuse(1, codes::NET_PACKETS_OUT_OF_ORDER, msg).await;
+            }
+            let reply_seq = p.last_seq.wrapping_add(1);
+            // Classify from the first physical packet: only small commands need their whole body.
+            let first_len = if p.frames > 1 { MAX_PAYLOAD } else { p.payload_len };
+            let action = {
+                let first = &self.io.rbuf[4..4 + first_len];
+                match Command::decode(first) {
+                    Err(e) => Err(e),
+                    Ok(Command::Quit) => Ok(Action::Quit),
+                    Ok(Command::Ping) => Ok(Action::Ping),
+                    Ok(Command::InitDb(s)) => Ok(Action::InitDb(s.to_vec())),
+                    Ok(Command::ChangeUser) => ChangeUser::decode(first, self.capabilities).map(Action::ChangeUser),
+                    Ok(Command::ResetConnection) => Ok(Action::ResetConnection),
+                    Ok(Command::SetOption(o)) => Ok(Action::SetOption(o)),
+                    Ok(Command::Unsupported(c)) => Ok(Action::Unknown(c)),
+                    Ok(c) => Ok(Action::Forward(c.response_kind())),
+                }
+            };
+            let action = match action {
+                Ok(a) => a,
+                Err(e) => {
+                    self.io.consume(p.raw_len);
+                    return self.refuse(reply_seq, codes::NET_READ_ERROR, format!("Malformed command packet: {e}")).await;
+                }
+            };
+            let outcome = match action {
+                Action::Quit => return End::Quit,
+                Action::Unknown(c) => {
+                    self.io.consume(p.raw_len);
+                    return self.refuse(reply_seq, codes::UNKNOWN_COMMAND, format!("Unknown command 0x{c:02x}")).await;
+                }
+                Action::Ping => {
+                    self.io.consume(p.raw_len);
+                    if self.schema_checked || self.schema.is_none() {
+                        self.send_ok(reply_seq).await
+                    } else {
+                        // An unchecked schema from the handshake: confirm it like a login would.
+                        match self.ensure_backend().await {
+                            Ok(()) => self.send_ok(reply_seq).await,
+                            Err(e) => self.send_err_packet(reply_seq, &e).await,
+                        }
+                    }
+                }
+                Action::ChangeUser(cu) => {
+                    self.io.consume(p.raw_len);
+                    match self.change_user(cu, reply_seq).await {
+                        Ok(()) => Ok(()),
+                        Err(end) => return end,
+                    }
+                }
+                Action::InitDb(schema) => self.forward(p.raw_len, reply_seq, ResponseKind::Single, Some(schema), None).await,
+                Action::SetOption(o) => self.forward(p.raw_len, reply_seq, ResponseKind::Single, None, Some(o)).await,
+                Action::ResetConnection => {
+                    if self.lease.is_some() {
+                        self.forward(p.raw_len, reply_seq, ResponseKind::Single, None, None).await
+                    } else {
+                        self.io.consume(p.raw_len);
+                        self.send_ok(reply_seq).await
+                    }
+                }
+                Action::Forward(kind) => self.forward(p.raw_len, reply_seq, kind, None, None).await,
+            };
+            if let Err(end) = outcome {
+                return end;
+            }
+        }
+    }
+
+    async fn send_ok(&mut self, seq: u8) -> Result<(), End> {
+        let ok = OkPacket { status: self.status, ..Default::default() };
+        let mut out = Vec::with_capacity(16);
+        ok.encode(&mut out, self.capabilities);
+        self.io.send(seq, &out).await.map(|_| ()).map_err(|_| End::ClientGone)
+    }
+
+    async fn send_err_packet(&mut self, seq: u8, err: &ErrPacket) -> Result<(), End> {
+        let mut out = Vec::with_capacity(64);
+        err.encode(&mut out);
+        self.io.send(seq, &out).await.map(|_| ()).map_err(|_| End::ClientGone)
+    }
+
+    /// Borrows a backend connection if the session holds none, and makes the session's schema
+    /// current on it the first time. The ERR to send the client is returned on failure.
+    async fn ensure_backend(&mut self) -> Result<(), ErrPacket> {
+        if self.lease.is_none() {
+            let key = ConnKey::new(&self.user.backend_user, &self.user.backend_password, self.capabilities, self.charset);
+            match self.fe.pool.acquire(&key).await {
+                Ok(l) => self.lease = Some(l),
+                Err(e) => {
+                    FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
+                    tracing::warn!(connection = self.id, error = %e, "no backend connection");
+                    return Err(ErrPacket::new(e.error_code(), e.message));
+                }
+            }
+        }
+        if !self.schema_checked {
+            let lease = self.lease.as_mut().expect("just ensured");
+            match lease.conn().use_schema(self.schema.as_deref()).await {
+                Ok(Ok(())) => self.schema_checked = true,
+                Ok(Err(e)) => {
+                    // As a server would at login: the schema does not exist or is not allowed.
+                    self.schema = None;
+                    self.schema_checked = true;
+                    return Err(e);
+                }
+                Err(e) => {
+                    self.lease.take().expect("lease").discard();
+                    return Err(ErrPacket::new(e.error_code(), e.message));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn forward(&mut self, raw_len: usize, reply_seq: u8, kind: ResponseKind, init_db: Option<Vec<u8>>, set_option: Option<u16>) -> Result<(), End> {
+        if let Err(e) = self.ensure_backend().await {
+            self.io.consume(raw_len);
+            return self.send_err_packet(reply_seq, &e).await;
+        }
+        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
+        let max = self.max_packet();
+        let lease = self.lease.as_mut().expect("ensured");
+        let result = relay::forward(&mut self.io, lease.conn(), raw_len, kind, deprecate_eof, reply_seq, max).await;
+        match result {
+            Ok(r) => {
+                if r.last_status != 0 {
+                    self.status = r.last_status;
+                }
+                let conn = self.lease.as_mut().expect("ensured").conn();
+                if kind == ResponseKind::ResultSets {
+                    // A `USE` may have run: the connection's schema is no longer known for
+                    // whoever borrows it next.
+                    conn.schema = None;
+                }
+                if !r.saw_error {
+                    if let Some(schema) = init_db {
+                        conn.schema = Some(schema.clone());
+                        self.schema = Some(schema);
+                    }
+                    if let Some(o) = set_option {
+                        // 0 = MYSQL_OPTION_MULTI_STATEMENTS_ON, 1 = OFF: the connection now
+                        // carries the flag, so it must be pooled under the matching key.
+                        if o == 0 {
+                            self.capabilities |= caps::MULTI_STATEMENTS;
+                        } else {
+                            self.capabilities &= !caps::MULTI_STATEMENTS;
+                        }
+                        conn.key.caps = self.capabilities & caps::SESSION_AFFECTING;
+                    }
+                }
+                Ok(())
+            }
+            Err(RelayError::Client(reason)) => {
+                tracing::debug!(connection = self.id, %reason, "client failed during a statement");
+                // The backend's answer was cut short: its connection cannot be reused.
+                if let Some(l) = self.lease.take() {
+                    l.discard();
+                }
+                Err(End::ClientGone)
+            }
+            Err(RelayError::Backend { message, err_seq }) => {
+                FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
+                if let Some(l) = self.lease.take() {
+                    l.discard();
+                }
+                tracing::warn!(connection = self.id, peer = %self.peer, %message, "backend connection lost");
+                if let Some(seq) = err_seq {
+                    send_err(&mut self.io, seq, &ErrPacket::new(codes::BACKEND_LOST, format!("Lost connection to backend during query: {message}"))).await;
+                }
+                // The session's server-side state (transaction, variables) died with the
+                // backend connection; ending the client connection says so unmistakably.
+                Err(End::BackendLost(message))
+            }
+        }
+    }
+
+    async fn change_user(&mut self, cu: ChangeUser, seq: u8) -> Result<(), End> {
+        let shared = self.fe.shared.clone();
+        let old = self.user.clone();
+        let (user, seq) = match handshake::authenticate(&shared, &self.ctx, &mut self.io, seq, &cu.user, cu.auth_plugin.as_deref(), cu.auth_response.clone(), &self.scramble, self.peer).await {
+            Ok(r) => r,
+            Err(reason) => return Err(End::Refused(format!("COM_CHANGE_USER refused: {reason}"))),
+        };
+        if !shared.per_user.acquire(&user.name, user.max_connections) {
+            let msg = format!("User '{}' has exceeded the 'max_connections' resource (current value: {})", user.name, user.max_connections);
+            return Err(self.refuse(seq, codes::USER_LIMIT_REACHED, msg).await);
+        }
+        shared.per_user.release(&old.name);
+        // Everything session-scoped goes, as on a server: returning the lease resets it.
+        self.lease = None;
+        self.user = user;
+        self.schema = (!cu.database.is_empty()).then_some(cu.database);
+        self.schema_checked = false;
+        if let Some(cs) = cu.charset {
+            if cs != 0 {
+                self.charset = cs as u8;
+            }
+        }
+        self.status = status::AUTOCOMMIT;
+        self.send_ok(seq).await
+    }
+}

@@ -1,0 +1,72 @@
+//! The table of users clients log in as, built once from configuration and swapped whole.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use manifold_mysql_proto::auth;
+
+use crate::config::UserConfig;
+
+#[derive(Debug)]
+pub struct User {
+    pub name: String,
+    pub native_hash: Option<[u8; 20]>,
+    pub sha2_hash: Option<[u8; 32]>,
+    pub backend_user: String,
+    pub backend_password: String,
+    pub max_connections: usize,
+}
+
+impl User {
+    /// The plugin this user authenticates with when the client proposes one we cannot check.
+    pub fn preferred_plugin(&self, default: &str) -> &'static str {
+        match (self.native_hash.is_some(), self.sha2_hash.is_some()) {
+            (true, true) if default == auth::CACHING_SHA2_PASSWORD => auth::CACHING_SHA2_PASSWORD,
+            (false, true) => auth::CACHING_SHA2_PASSWORD,
+            _ => auth::NATIVE_PASSWORD,
+        }
+    }
+
+    pub fn supports(&self, plugin: &str) -> bool {
+        (plugin == auth::NATIVE_PASSWORD && self.native_hash.is_some())
+            || (plugin == auth::CACHING_SHA2_PASSWORD && self.sha2_hash.is_some())
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Users {
+    by_name: HashMap<String, Arc<User>>,
+}
+
+impl Users {
+    pub fn from_config(users: &[UserConfig]) -> Result<Users, String> {
+        let mut by_name = HashMap::new();
+        for (i, u) in users.iter().enumerate() {
+            u.validate(i)?;
+            let user = User {
+                name: u.name.clone(),
+                native_hash: u.password_native.as_deref().map(auth::parse_native_hash).transpose().map_err(|e| e.to_string())?,
+                sha2_hash: u.password_sha2.as_deref().map(auth::parse_sha2_hash).transpose().map_err(|e| e.to_string())?,
+                backend_user: u.backend_user.clone().unwrap_or_else(|| u.name.clone()),
+                backend_password: u.backend_password.clone(),
+                max_connections: u.max_connections,
+            };
+            if by_name.insert(u.name.clone(), Arc::new(user)).is_some() {
+                return Err(format!("users[{i}].name: user '{}' is defined twice", u.name));
+            }
+        }
+        Ok(Users { by_name })
+    }
+
+    pub fn get(&self, name: &[u8]) -> Option<&Arc<User>> {
+        std::str::from_utf8(name).ok().and_then(|n| self.by_name.get(n))
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+}

@@ -1,0 +1,155 @@
+//! The configuration file: one TOML document whose tables belong to the components
+//! (`[engine]`, `[mysql]`, `[backend]`, `[pool]`, `[[users]]`, `[log]`). Every table rejects
+//! unknown keys, and `validate` checks values, naming the key at fault.
+
+use std::path::Path;
+
+use manifold_backend::{BackendTlsConfig, PoolConfig};
+use manifold_engine::EngineConfig;
+use manifold_frontend_mysql::{MysqlFrontConfig, UserConfig};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub engine: EngineConfig,
+    pub mysql: MysqlFrontConfig,
+    pub backend: BackendConfig,
+    pub pool: PoolConfig,
+    pub users: Vec<UserConfig>,
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct BackendConfig {
+    /// The primary, "host:port".
+    pub primary: String,
+    /// Replicas, "host:port" each (recorded; reads are routed to them by the router).
+    pub replicas: Vec<String>,
+    pub tls: BackendTlsConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `error`, `warn`, `info`, `debug`, `trace`, or a tracing filter such as
+    /// "info,manifold_backend=debug". `RUST_LOG` overrides it.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { level: "info".into() }
+    }
+}
+
+fn check_addr(key: &str, addr: &str) -> Result<(), String> {
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return Err(format!("{key}: '{addr}' is not host:port"));
+    };
+    if host.is_empty() {
+        return Err(format!("{key}: '{addr}' has no host"));
+    }
+    port.parse::<u16>().map_err(|_| format!("{key}: '{addr}' has no valid port"))?;
+    Ok(())
+}
+
+impl Config {
+    pub fn from_toml(text: &str) -> Result<Config, String> {
+        let cfg: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn load(path: &Path) -> Result<Config, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Config::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        self.engine.validate().map_err(|e| format!("engine.{e}"))?;
+        self.mysql.validate()?;
+        self.pool.validate()?;
+        if self.backend.primary.is_empty() {
+            return Err("backend.primary: required (host:port of the primary server)".into());
+        }
+        check_addr("backend.primary", &self.backend.primary)?;
+        for (i, r) in self.backend.replicas.iter().enumerate() {
+            check_addr(&format!("backend.replicas[{i}]"), r)?;
+        }
+        if matches!(self.backend.tls.mode, manifold_backend::TlsMode::VerifyCa | manifold_backend::TlsMode::VerifyIdentity) && self.backend.tls.ca.is_none() {
+            return Err("backend.tls.ca: required when backend.tls.mode is verify_ca or verify_identity".into());
+        }
+        if self.users.is_empty() {
+            return Err("users: at least one [[users]] entry is required".into());
+        }
+        for (i, u) in self.users.iter().enumerate() {
+            u.validate(i)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+        [backend]
+        primary = "127.0.0.1:3306"
+        [[users]]
+        name = "app"
+        password_native = "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19"
+        backend_password = "password"
+    "#;
+
+    fn err(extra: &str) -> String {
+        Config::from_toml(&format!("{extra}\n{MINIMAL}")).unwrap_err()
+    }
+
+    #[test]
+    fn minimal_file_loads_with_defaults() {
+        let c = Config::from_toml(MINIMAL).unwrap();
+        assert_eq!(c.mysql.listen, "0.0.0.0:6033");
+        assert_eq!(c.mysql.max_allowed_packet, 64 << 20);
+        assert_eq!(c.users[0].name, "app");
+    }
+
+    #[test]
+    fn example_file_is_valid_and_complete() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifold.example.toml")).unwrap();
+        Config::from_toml(&text).unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = err("[mysql]\nlisten_port = 1");
+        assert!(e.contains("listen_port"), "{e}");
+        let e = Config::from_toml(&format!("{MINIMAL}\nbogus = 1")).unwrap_err();
+        assert!(e.contains("bogus"), "{e}");
+        let e = Config::from_toml(&MINIMAL.replace("backend_password", "backend_pasword")).unwrap_err();
+        assert!(e.contains("backend_pasword"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_named_with_the_reason() {
+        for (extra, key) in [
+            ("[mysql]\nmax_allowed_packet = \"12X\"", "max_allowed_packet"),
+            ("[mysql]\nwait_timeout = \"soon\"", "wait_timeout"),
+            ("[mysql]\nlisten = \"nowhere\"", "mysql.listen"),
+            ("[mysql]\ndefault_auth_plugin = \"ed25519\"", "mysql.default_auth_plugin"),
+            ("[mysql.tls]\ncert = \"/x.pem\"", "mysql.tls.key"),
+            ("[pool]\nmax_size = 0", "pool.max_size"),
+            ("[pool]\nmin_idle = 9\nmax_size = 4", "pool.min_idle"),
+            ("[engine]\nblocking_max_threads = 0", "blocking_max_threads"),
+        ] {
+            let e = err(extra);
+            assert!(e.contains(key), "{extra}: {e}");
+        }
+        let e = Config::from_toml(&MINIMAL.replace("*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19", "*123")).unwrap_err();
+        assert!(e.contains("users[0].password_native"), "{e}");
+        let e = Config::from_toml(&MINIMAL.replace("127.0.0.1:3306", "127.0.0.1")).unwrap_err();
+        assert!(e.contains("backend.primary"), "{e}");
+    }
+}

@@ -1,0 +1,200 @@
+//! The manifold binary: command line, configuration loading, wiring the front door to the
+//! engine, signals. Logic that is not about starting and stopping belongs in the crates.
+
+mod config;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use manifold_backend::{BackendTarget, TlsMode};
+use manifold_engine::{ConnectionHandler, EngineBuilder, HandlerFactory};
+use manifold_frontend_mysql::{Shared, UserConfig, Users, WorkerFrontend};
+use manifold_mysql_proto::auth;
+
+use crate::config::Config;
+
+#[derive(Parser, Debug)]
+#[command(name = "manifold", version, about = "A gateway in front of MySQL/MariaDB fleets")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    /// Configuration file (TOML); see manifold.example.toml.
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// Primary backend, host:port (overrides backend.primary).
+    #[arg(long)]
+    primary: Option<String>,
+    /// Replica backend, host:port; repeatable (overrides backend.replicas).
+    #[arg(long)]
+    replica: Vec<String>,
+    /// A user clients log in as, NAME:PASSWORD; manifold logs into the backends with the same
+    /// credentials. Repeatable; added to the file's users.
+    #[arg(long)]
+    user: Vec<String>,
+    /// Address for MySQL clients (overrides mysql.listen; default 0.0.0.0:6033).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Worker threads (overrides engine.threads; 0 = one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Certificate (PEM) offered to clients for TLS.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// TLS to backends: disabled, preferred, required, verify_ca, verify_identity.
+    #[arg(long)]
+    backend_tls: Option<String>,
+    /// Log filter (overrides log.level), e.g. "info" or "debug".
+    #[arg(long)]
+    log_level: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Validate a configuration file and exit (0 = valid).
+    CheckConfig { file: PathBuf },
+    /// Print the hashes to put in a [[users]] entry for a password.
+    HashPassword { password: String },
+}
+
+fn user_from_flag(flag: &str) -> Result<UserConfig, String> {
+    let (name, password) = flag.split_once(':').ok_or_else(|| format!("--user {flag}: expected NAME:PASSWORD"))?;
+    if name.is_empty() {
+        return Err(format!("--user {flag}: empty user name"));
+    }
+    Ok(UserConfig {
+        name: name.to_owned(),
+        password_native: Some(auth::format_native_hash(&auth::native_stored_hash(password.as_bytes()))),
+        password_sha2: Some(auth::format_sha2_hash(&auth::sha2_stored_hash(password.as_bytes()))),
+        backend_user: None,
+        backend_password: password.to_owned(),
+        max_connections: 0,
+    })
+}
+
+fn build_config(cli: &Cli) -> Result<Config, String> {
+    let mut cfg = match &cli.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            toml::from_str::<Config>(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => Config::default(),
+    };
+    if let Some(p) = &cli.primary {
+        cfg.backend.primary.clone_from(p);
+    }
+    if !cli.replica.is_empty() {
+        cfg.backend.replicas.clone_from(&cli.replica);
+    }
+    for u in &cli.user {
+        cfg.users.push(user_from_flag(u)?);
+    }
+    if let Some(l) = &cli.listen {
+        cfg.mysql.listen.clone_from(l);
+    }
+    if let Some(t) = cli.threads {
+        cfg.engine.threads = t;
+    }
+    if let (Some(c), Some(k)) = (&cli.tls_cert, &cli.tls_key) {
+        cfg.mysql.tls.cert = Some(c.clone());
+        cfg.mysql.tls.key = Some(k.clone());
+    }
+    if let Some(m) = &cli.backend_tls {
+        cfg.backend.tls.mode = toml::Value::String(m.clone())
+            .try_into()
+            .map_err(|_| format!("--backend-tls {m}: expected disabled, preferred, required, verify_ca or verify_identity"))?;
+    }
+    if let Some(l) = &cli.log_level {
+        cfg.log.level.clone_from(l);
+    }
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run(cfg: Config) -> Result<(), String> {
+    let users = Users::from_config(&cfg.users)?;
+    let tls = manifold_backend::tls::client_config(&cfg.backend.tls)?;
+    let target = BackendTarget {
+        addr: cfg.backend.primary.clone(),
+        tls_mode: if tls.is_some() { cfg.backend.tls.mode } else { TlsMode::Disabled },
+        tls,
+        max_packet: 1 << 30,
+    };
+    let listen: std::net::SocketAddr = cfg.mysql.listen.parse().map_err(|e| format!("mysql.listen: {e}"))?;
+    let shared = Shared::new(cfg.mysql.clone(), users, target, cfg.pool.clone())?;
+    let factory_shared = shared.clone();
+    let factory: HandlerFactory = Arc::new(move |ctx| {
+        let fe = WorkerFrontend::new(factory_shared.clone(), ctx);
+        fe.pool.spawn_maintenance(None);
+        fe as Rc<dyn ConnectionHandler>
+    });
+    let engine = EngineBuilder::new(cfg.engine.clone()).listen(listen, factory).start().map_err(|e| e.to_string())?;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        listen = %engine.local_addrs()[0],
+        threads = engine.threads(),
+        primary = %cfg.backend.primary,
+        replicas = ?cfg.backend.replicas,
+        users = cfg.users.len(),
+        tls = shared.tls.is_some(),
+        "manifold serving MySQL clients"
+    );
+    let report = engine.run_until_signal();
+    tracing::info!(drained = report.drained, aborted = report.aborted, "manifold stopped");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match &cli.command {
+        Some(Cmd::CheckConfig { file }) => match Config::load(file) {
+            Ok(_) => {
+                println!("{}: OK", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        },
+        Some(Cmd::HashPassword { password }) => {
+            println!("password_native = \"{}\"", auth::format_native_hash(&auth::native_stored_hash(password.as_bytes())));
+            println!("password_sha2 = \"{}\"", auth::format_sha2_hash(&auth::sha2_stored_hash(password.as_bytes())));
+            ExitCode::SUCCESS
+        }
+        None => {
+            let cfg = match build_config(&cli) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("manifold: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            init_logging(&cfg.log.level);
+            match run(cfg) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    eprintln!("manifold: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

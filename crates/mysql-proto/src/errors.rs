@@ -1,0 +1,75 @@
+//! Protocol decoding errors and the table of error codes manifold itself sends to clients.
+
+use thiserror::Error;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ProtoError {
+    #[error("packet truncated")]
+    Truncated,
+    #[error("malformed packet: {0}")]
+    Malformed(&'static str),
+    #[error("packet sequence id {got} where {expected} was expected")]
+    Sequence { expected: u8, got: u8 },
+    #[error("packet of {size} bytes exceeds max_allowed_packet ({limit} bytes)")]
+    TooLarge { size: usize, limit: usize },
+    #[error("client does not support the 4.1 protocol (CLIENT_PROTOCOL_41)")]
+    Protocol41Required,
+}
+
+/// One error a client can see: MySQL error code, SQLSTATE and the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorCode {
+    pub code: u16,
+    pub sqlstate: &'static str,
+    /// What the error means; the message sent says what specifically failed.
+    pub meaning: &'static str,
+}
+
+macro_rules! error_codes {
+    ($($(#[$m:meta])* $name:ident = ($code:expr, $state:expr, $meaning:expr);)*) => {
+        $( $(#[$m])* pub const $name: ErrorCode = ErrorCode { code: $code, sqlstate: $state, meaning: $meaning }; )*
+        /// Every error code manifold sends on its own (not relayed from a backend), for docs and tests.
+        pub const ALL_ERROR_CODES: &[(&str, ErrorCode)] = &[ $( (stringify!($name), $name), )* ];
+    };
+}
+
+/// Codes manifold sends itself. Standard MySQL codes are reused where one means the same
+/// thing, so that client libraries react as they would to the server (e.g. retry on 1040,
+/// re-authenticate on 1045); codes in the 77xx range are manifold's own.
+pub mod codes {
+    use super::ErrorCode;
+    error_codes! {
+        /// `max_connections` reached.
+        TOO_MANY_CONNECTIONS = (1040, "08004", "Too many connections");
+        /// Handshake packet the server could not make sense of.
+        HANDSHAKE_ERROR = (1043, "08S01", "Bad handshake");
+        /// The user already holds its `max_connections` connections.
+        USER_LIMIT_REACHED = (1226, "42000", "User has exceeded the 'max_user_connections' resource");
+        /// Wrong user name or password, or an auth plugin manifold does not support.
+        ACCESS_DENIED = (1045, "28000", "Access denied");
+        /// The client sent a command manifold does not implement.
+        UNKNOWN_COMMAND = (1047, "08S01", "Unknown command");
+        /// The client has been idle longer than `wait_timeout`.
+        NET_READ_TIMEOUT = (1159, "08S01", "Got timeout reading communication packets");
+        /// The client sent a malformed packet (bad length, truncated fields).
+        NET_READ_ERROR = (1158, "08S01", "Got an error reading communication packets");
+        /// A packet arrived out of sequence.
+        NET_PACKETS_OUT_OF_ORDER = (1156, "08S01", "Got packets out of order");
+        /// A packet (or a command split over several) exceeds `max_allowed_packet`.
+        NET_PACKET_TOO_LARGE = (1153, "08S01", "Got a packet bigger than 'max_allowed_packet' bytes");
+        /// The server is shutting down and no longer runs statements.
+        SERVER_SHUTDOWN = (1053, "08S01", "Server shutdown in progress");
+        /// A TLS-only user connected without TLS or the TLS handshake failed.
+        SECURE_TRANSPORT_REQUIRED = (3159, "HY000", "Connections using insecure transport are prohibited");
+        /// No backend connection could be opened (refused, unreachable, timed out, login failed).
+        BACKEND_UNAVAILABLE = (7701, "08S01", "Backend unavailable");
+        /// The backend connection broke while a statement was running.
+        BACKEND_LOST = (7702, "08S01", "Lost connection to backend during query");
+        /// Waited longer than `pool.wait_timeout` for a free backend connection.
+        BACKEND_POOL_TIMEOUT = (7703, "HY000", "Timed out waiting for a backend connection");
+        /// The backend sent something manifold could not follow.
+        BACKEND_PROTOCOL = (7704, "08S01", "Backend protocol error");
+        /// A bug in manifold; the session is closed to be safe.
+        INTERNAL = (7705, "HY000", "Internal error");
+    }
+}

@@ -1,0 +1,531 @@
+//! Following a server's answer as it streams past, without decoding it.
+//!
+//! A relay forwards the backend's bytes to the client as they arrive; it only needs to know
+//! where the answer ends (and whether the server asks for a LOCAL INFILE). [`ResponseTracker`]
+//! reads each packet's header and its first few payload bytes, skips the rest, and reports
+//! the byte offset where the answer is complete, so a 1 GB result passes through a 64 KiB
+//! buffer untouched.
+
+use crate::command::ResponseKind;
+use crate::consts::{status, MAX_PAYLOAD};
+use crate::errors::ProtoError;
+use crate::packet::HEADER_LEN;
+use crate::packets::{is_row_terminator, ok_status};
+
+/// How many leading payload bytes a decision needs: an OK packet's status flags sit after
+/// two length-encoded integers of at most 9 bytes each.
+const PREFIX: usize = 24;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// The first packet of a result (OK, ERR, LOCAL INFILE request or column count).
+    First,
+    Columns(u64),
+    ColumnsEof,
+    Rows,
+    PrepareFirst,
+    PrepareParams { params: u16, columns: u16 },
+    PrepareParamsEof { columns: u16 },
+    PrepareColumns(u16),
+    PrepareColumnsEof,
+    FieldList,
+    Single,
+    Done,
+}
+
+/// What the caller must do after the bytes reported as consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The answer goes on: forward what was consumed and feed more.
+    More,
+    /// The server sent a LOCAL INFILE request: relay the client's file packets up to the empty
+    /// one, then call [`ResponseTracker::resume_after_infile`].
+    LocalInfile,
+    /// The answer is complete.
+    Done,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResponseTracker {
+    state: State,
+    deprecate_eof: bool,
+    next_seq: u8,
+    header: [u8; HEADER_LEN],
+    header_have: usize,
+    prefix: [u8; PREFIX],
+    prefix_have: usize,
+    /// Payload length of the physical packet being read.
+    len: usize,
+    /// Payload bytes of the current packet still to skip.
+    skip: usize,
+    /// The current physical packet continues a logical packet already classified.
+    continuation: bool,
+    pending: Progress,
+    last_status: u16,
+    last_warnings: u16,
+    saw_error: bool,
+}
+
+impl ResponseTracker {
+    /// `first_seq` is the sequence id of the answer's first packet (the command's last + 1).
+    pub fn new(kind: ResponseKind, deprecate_eof: bool, first_seq: u8) -> Self {
+        let state = match kind {
+            ResponseKind::None => State::Done,
+            ResponseKind::Single | ResponseKind::Raw => State::Single,
+            ResponseKind::ResultSets => State::First,
+            ResponseKind::Rows => State::Rows,
+            ResponseKind::Prepare => State::PrepareFirst,
+            ResponseKind::FieldList => State::FieldList,
+        };
+        Self {
+            state,
+            deprecate_eof,
+            next_seq: first_seq,
+            header: [0; HEADER_LEN],
+            header_have: 0,
+            prefix: [0; PREFIX],
+            prefix_have: 0,
+            len: 0,
+            skip: 0,
+            continuation: false,
+            pending: Progress::More,
+            last_status: 0,
+            last_warnings: 0,
+            saw_error: false,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done && self.at_boundary()
+    }
+
+    /// True between packets: an error packet can be injected here without corrupting the stream.
+    pub fn at_boundary(&self) -> bool {
+        self.header_have == 0 && self.skip == 0 && !self.continuation
+    }
+
+    /// Sequence id the next packet of this exchange carries.
+    pub fn next_seq(&self) -> u8 {
+        self.next_seq
+    }
+
+    /// Status flags of the last OK/EOF seen (e.g. `SERVER_STATUS_IN_TRANS`).
+    pub fn last_status(&self) -> u16 {
+        self.last_status
+    }
+
+    pub fn last_warnings(&self) -> u16 {
+        self.last_warnings
+    }
+
+    /// The answer ended with (or contained) an ERR packet.
+    pub fn saw_error(&self) -> bool {
+        self.saw_error
+    }
+
+    /// After the client's file packets: the server's answer continues with the sequence id
+    /// following the client's empty packet.
+    pub fn resume_after_infile(&mut self, next_seq: u8) {
+        self.state = State::First;
+        self.next_seq = next_seq;
+    }
+
+    /// Consumes bytes of the answer. Returns how many bytes of `data` belong to the answer so
+    /// far and whether it is complete. Bytes past a `Done` are not consumed.
+    pub fn feed(&mut self, data: &[u8]) -> Result<(usize, Progress), ProtoError> {
+        let mut pos = 0;
+        loop {
+            if self.skip > 0 {
+                let n = self.skip.min(data.len() - pos);
+                pos += n;
+                self.skip -= n;
+                if self.skip > 0 {
+                    return Ok((pos, Progress::More));
+                }
+            }
+            if self.header_have == HEADER_LEN && self.skip == 0 && self.prefix_have >= self.len.min(PREFIX) {
+                // Packet fully consumed.
+                self.header_have = 0;
+                self.prefix_have = 0;
+                self.continuation = self.len == MAX_PAYLOAD;
+                if !self.continuation && self.pending != Progress::More {
+                    let p = std::mem::replace(&mut self.pending, Progress::More);
+                    return Ok((pos, p));
+                }
+            }
+            if pos == data.len() {
+                return Ok((pos, Progress::More));
+            }
+            if self.state == State::Done && !self.continuation {
+                return Err(ProtoError::Malformed("server sent more than the answer"));
+            }
+            if self.header_have < HEADER_LEN {
+                let n = (HEADER_LEN - self.header_have).min(data.len() - pos);
+                self.header[self.header_have..self.header_have + n].copy_from_slice(&data[pos..pos + n]);
+                self.header_have += n;
+                pos += n;
+                if self.header_have < HEADER_LEN {
+                    return Ok((pos, Progress::More));
+                }
+                self.len = usize::from(self.header[0]) | usize::from(self.header[1]) << 8 | usize::from(self.header[2]) << 16;
+                let seq = self.header[3];
+                if seq != self.next_seq {
+                    return Err(ProtoError::Sequence { expected: self.next_seq, got: seq });
+                }
+                self.next_seq = seq.wrapping_add(1);
+                if self.continuation {
+                    // Rest of a split packet already classified by its first piece.
+                    self.prefix_have = PREFIX;
+                    self.skip = self.len;
+                    continue;
+                }
+            }
+            let need = self.len.min(PREFIX);
+            if self.prefix_have < need {
+                let n = (need - self.prefix_have).min(data.len() - pos);
+                self.prefix[self.prefix_have..self.prefix_have + n].copy_from_slice(&data[pos..pos + n]);
+                self.prefix_have += n;
+                pos += n;
+                if self.prefix_have < need {
+                    return Ok((pos, Progress::More));
+                }
+            }
+            self.pending = self.classify()?;
+            self.skip = self.len - need;
+        }
+    }
+
+    fn classify(&mut self) -> Result<Progress, ProtoError> {
+        let p = &self.prefix[..self.len.min(PREFIX)];
+        let first = p.first().copied();
+        if first == Some(0xFF) && !matches!(self.state, State::Columns(_) | State::PrepareParams { .. } | State::PrepareColumns(_)) {
+            self.saw_error = true;
+            self.state = State::Done;
+            return Ok(Progress::Done);
+        }
+        let bad = ProtoError::Malformed("unexpected packet in server answer");
+        match self.state {
+            State::Done => Err(bad),
+            State::Single => {
+                if let (Some(0x00 | 0xFE), Some((_, _, st, w))) = (first, ok_status(p)) {
+                    self.last_status = st;
+                    self.last_warnings = w;
+                }
+                self.state = State::Done;
+                Ok(Progress::Done)
+            }
+            State::First => match first {
+                Some(0x00) => {
+                    let (_, _, st, w) = ok_status(p).ok_or(bad)?;
+                    self.last_status = st;
+                    self.last_warnings = w;
+                    Ok(self.after_result(st))
+                }
+                Some(0xFB) => {
+                    self.state = State::Done;
+                    Ok(Progress::LocalInfile)
+                }
+                Some(_) => {
+                    let n = crate::codec::Reader::new(p).lenenc_int().map_err(|_| bad)?;
+                    if n == 0 {
+                        return Err(ProtoError::Malformed("result set with zero columns"));
+                    }
+                    self.state = State::Columns(n);
+                    Ok(Progress::More)
+                }
+                None => Err(bad),
+            },
+            State::Columns(n) => {
+                self.state = match n - 1 {
+                    0 if self.deprecate_eof => State::Rows,
+                    0 => State::ColumnsEof,
+                    left => State::Columns(left),
+                };
+                Ok(Progress::More)
+            }
+            State::ColumnsEof => {
+                if first != Some(0xFE) {
+                    return Err(bad);
+                }
+                let st = eof_status(p);
+                self.last_status = st;
+                if st & status::CURSOR_EXISTS != 0 {
+                    // A cursor was opened: rows come later through COM_STMT_FETCH.
+                    self.state = State::Done;
+                    return Ok(Progress::Done);
+                }
+                self.state = State::Rows;
+                Ok(Progress::More)
+            }
+            State::Rows => {
+                if first.is_some_and(|f| is_row_terminator(f, self.len, self.deprecate_eof)) {
+                    let (st, w) = if self.deprecate_eof && self.len >= 7 {
+                        let (_, _, st, w) = ok_status(p).ok_or(bad)?;
+                        (st, w)
+                    } else {
+                        (eof_status(p), eof_warnings(p))
+                    };
+                    self.last_status = st;
+                    self.last_warnings = w;
+                    return Ok(self.after_result(st));
+                }
+                Ok(Progress::More)
+            }
+            State::PrepareFirst => {
+                if first != Some(0x00) || p.len() < 9 {
+                    return Err(bad);
+                }
+                let columns = u16::from_le_bytes([p[5], p[6]]);
+                let params = u16::from_le_bytes([p[7], p[8]]);
+                self.state = self.prepare_next(params, columns);
+                Ok(if self.state == State::Done { Progress::Done } else { Progress::More })
+            }
+            State::PrepareParams { params, columns } => {
+                self.state = if params > 1 {
+                    State::PrepareParams { params: params - 1, columns }
+                } else if self.deprecate_eof {
+                    self.prepare_next(0, columns)
+                } else {
+                    State::PrepareParamsEof { columns }
+                };
+                Ok(if self.state == State::Done { Progress::Done } else { Progress::More })
+            }
+            State::PrepareParamsEof { columns } => {
+                if first != Some(0xFE) {
+                    return Err(bad);
+                }
+                self.state = self.prepare_next(0, columns);
+                Ok(if self.state == State::Done { Progress::Done } else { Progress::More })
+            }
+            State::PrepareColumns(n) => {
+                self.state = if n > 1 {
+                    State::PrepareColumns(n - 1)
+                } else if self.deprecate_eof {
+                    State::Done
+                } else {
+                    State::PrepareColumnsEof
+                };
+                Ok(if self.state == State::Done { Progress::Done } else { Progress::More })
+            }
+            State::PrepareColumnsEof => {
+                if first != Some(0xFE) {
+                    return Err(bad);
+                }
+                self.state = State::Done;
+                Ok(Progress::Done)
+            }
+            State::FieldList => {
+                if first.is_some_and(|f| is_row_terminator(f, self.len, self.deprecate_eof)) {
+                    self.state = State::Done;
+                    return Ok(Progress::Done);
+                }
+                Ok(Progress::More)
+            }
+        }
+    }
+
+    fn prepare_next(&self, params: u16, columns: u16) -> State {
+        if params > 0 {
+            State::PrepareParams { params, columns }
+        } else if columns > 0 {
+            State::PrepareColumns(columns)
+        } else {
+            State::Done
+        }
+    }
+
+    fn after_result(&mut self, st: u16) -> Progress {
+        if st & status::MORE_RESULTS_EXISTS != 0 {
+            self.state = State::First;
+            Progress::More
+        } else {
+            self.state = State::Done;
+            Progress::Done
+        }
+    }
+}
+
+fn eof_status(p: &[u8]) -> u16 {
+    if p.len() >= 5 { u16::from_le_bytes([p[3], p[4]]) } else { 0 }
+}
+
+fn eof_warnings(p: &[u8]) -> u16 {
+    if p.len() >= 3 { u16::from_le_bytes([p[1], p[2]]) } else { 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::write_packet;
+    use crate::packets::{ColumnDefinition, EofPacket, ErrPacket, OkPacket};
+    use proptest::prelude::*;
+
+    fn ok(status: u16, header: u8) -> Vec<u8> {
+        let mut v = Vec::new();
+        OkPacket { header, status, ..Default::default() }.encode(&mut v, 0);
+        v
+    }
+
+    /// A text result set as a server would send it, starting at sequence id `seq`.
+    fn result_set(out: &mut Vec<u8>, seq: &mut u8, rows: &[Vec<u8>], deprecate_eof: bool, more: bool) {
+        *seq = write_packet(out, *seq, &[2]);
+        for name in ["a", "b"] {
+            let mut c = Vec::new();
+            ColumnDefinition::new(name, crate::consts::column_type::VAR_STRING).encode(&mut c);
+            *seq = write_packet(out, *seq, &c);
+        }
+        if !deprecate_eof {
+            let mut e = Vec::new();
+            EofPacket { warnings: 0, status: 2 }.encode(&mut e);
+            *seq = write_packet(out, *seq, &e);
+        }
+        for r in rows {
+            *seq = write_packet(out, *seq, r);
+        }
+        let st = 2 | if more { status::MORE_RESULTS_EXISTS } else { 0 };
+        let end = if deprecate_eof {
+            ok(st, 0xFE)
+        } else {
+            let mut e = Vec::new();
+            EofPacket { warnings: 1, status: st }.encode(&mut e);
+            e
+        };
+        *seq = write_packet(out, *seq, &end);
+    }
+
+    fn run(kind: ResponseKind, deprecate: bool, data: &[u8], chunk: usize) -> (usize, Progress) {
+        let mut t = ResponseTracker::new(kind, deprecate, 1);
+        let mut pos = 0;
+        while pos < data.len() {
+            let end = (pos + chunk).min(data.len());
+            let (n, p) = t.feed(&data[pos..end]).unwrap();
+            pos += n;
+            if p != Progress::More {
+                return (pos, p);
+            }
+        }
+        (pos, Progress::More)
+    }
+
+    fn multi_result(deprecate: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut seq = 1;
+        let big_row = {
+            let mut r = Vec::new();
+            crate::codec::put_lenenc_bytes(&mut r, &vec![b'x'; MAX_PAYLOAD + 5]);
+            crate::codec::put_lenenc_bytes(&mut r, b"y");
+            r
+        };
+        let short_fe_row = {
+            // A row whose first value is NULL-free and short cannot start with 0xFE; use a
+            // normal row followed by the large one that does start with 0xFE.
+            let mut r = Vec::new();
+            crate::codec::put_lenenc_bytes(&mut r, b"1");
+            crate::codec::put_lenenc_bytes(&mut r, b"2");
+            r
+        };
+        result_set(&mut out, &mut seq, &[short_fe_row.clone(), big_row], deprecate, true);
+        seq = write_packet(&mut out, seq, &ok(2 | status::MORE_RESULTS_EXISTS, 0));
+        result_set(&mut out, &mut seq, &[short_fe_row], deprecate, false);
+        out
+    }
+
+    #[test]
+    fn multi_results_end_exactly_at_the_last_packet() {
+        for deprecate in [false, true] {
+            let data = multi_result(deprecate);
+            for chunk in [1, 3, 7, 4096, usize::MAX] {
+                if chunk == 1 && data.len() > 100_000 {
+                    continue;
+                }
+                let mut extra = data.clone();
+                extra.extend_from_slice(b"next");
+                let (n, p) = run(ResponseKind::ResultSets, deprecate, &extra, chunk.min(extra.len()));
+                assert_eq!((n, p), (data.len(), Progress::Done), "deprecate={deprecate} chunk={chunk}");
+            }
+        }
+    }
+
+    #[test]
+    fn error_mid_rows_ends_the_answer() {
+        let mut out = Vec::new();
+        let mut seq = 1;
+        seq = write_packet(&mut out, seq, &[1]);
+        let mut c = Vec::new();
+        ColumnDefinition::new("a", 0xfd).encode(&mut c);
+        seq = write_packet(&mut out, seq, &c);
+        let mut e = Vec::new();
+        EofPacket { warnings: 0, status: 0 }.encode(&mut e);
+        seq = write_packet(&mut out, seq, &e);
+        seq = write_packet(&mut out, seq, b"\x01a");
+        let mut err = Vec::new();
+        ErrPacket::new(crate::errors::codes::INTERNAL, "killed").encode(&mut err);
+        write_packet(&mut out, seq, &err);
+        let mut t = ResponseTracker::new(ResponseKind::ResultSets, false, 1);
+        assert_eq!(t.feed(&out).unwrap(), (out.len(), Progress::Done));
+        assert!(t.saw_error());
+    }
+
+    #[test]
+    fn local_infile_then_ok() {
+        let mut out = Vec::new();
+        write_packet(&mut out, 1, b"\xfb/tmp/file");
+        let mut t = ResponseTracker::new(ResponseKind::ResultSets, false, 1);
+        assert_eq!(t.feed(&out).unwrap(), (out.len(), Progress::LocalInfile));
+        t.resume_after_infile(4);
+        let mut ok_bytes = Vec::new();
+        write_packet(&mut ok_bytes, 4, &ok(2, 0));
+        assert_eq!(t.feed(&ok_bytes).unwrap(), (ok_bytes.len(), Progress::Done));
+    }
+
+    #[test]
+    fn prepare_ok_with_params_and_columns() {
+        for deprecate in [false, true] {
+            let mut out = Vec::new();
+            let mut seq = write_packet(&mut out, 1, &[0, 1, 0, 0, 0, 2, 0, 3, 0, 0, 0, 0]);
+            let mut c = Vec::new();
+            ColumnDefinition::new("?", 0xfd).encode(&mut c);
+            for _ in 0..3 {
+                seq = write_packet(&mut out, seq, &c);
+            }
+            if !deprecate {
+                seq = write_packet(&mut out, seq, &[0xFE, 0, 0, 2, 0]);
+            }
+            for _ in 0..2 {
+                seq = write_packet(&mut out, seq, &c);
+            }
+            if !deprecate {
+                write_packet(&mut out, seq, &[0xFE, 0, 0, 2, 0]);
+            }
+            assert_eq!(run(ResponseKind::Prepare, deprecate, &out, 5), (out.len(), Progress::Done));
+        }
+    }
+
+    #[test]
+    fn wrong_sequence_is_an_error() {
+        let mut out = Vec::new();
+        write_packet(&mut out, 5, &ok(2, 0));
+        let mut t = ResponseTracker::new(ResponseKind::Single, false, 1);
+        assert!(matches!(t.feed(&out), Err(ProtoError::Sequence { expected: 1, got: 5 })));
+    }
+
+    #[test]
+    fn cursor_open_ends_after_column_eof() {
+        let mut out = Vec::new();
+        let mut seq = write_packet(&mut out, 1, &[1]);
+        let mut c = Vec::new();
+        ColumnDefinition::new("a", 0xfd).encode(&mut c);
+        seq = write_packet(&mut out, seq, &c);
+        write_packet(&mut out, seq, &[0xFE, 0, 0, (status::CURSOR_EXISTS | 2) as u8, 0]);
+        assert_eq!(run(ResponseKind::ResultSets, false, &out, 2), (out.len(), Progress::Done));
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(b in proptest::collection::vec(any::<u8>(), 0..200), kind in 0usize..6, dep in any::<bool>()) {
+            let kinds = [ResponseKind::Single, ResponseKind::ResultSets, ResponseKind::Rows, ResponseKind::Prepare, ResponseKind::FieldList, ResponseKind::Raw];
+            let mut t = ResponseTracker::new(kinds[kind], dep, b.first().copied().unwrap_or(0).wrapping_add(0));
+            let _ = t.feed(&b);
+        }
+    }
+}
