@@ -1,1 +1,9 @@
+//! Integration tests against one real MariaDB topology per test binary, with manifold started
+//! in process. Each test uses its own schema and its own manifold instance.
 
+mod harness;
+
+mod backend_auth;
+mod large_packets;
+mod pool;
+mod shutdown;

@@ -261,7 +261,9 @@ pub(crate) fn run(setup: WorkerSetup) -> WorkerReport {
         drop(ready);
 
         // A dropped sender means the engine went away without a shutdown: stop at once.
-        let deadline = shutdown.await.map_or_else(|_| Instant::now(), |cmd| cmd.deadline);
+        let deadline = shutdown
+            .await
+            .map_or_else(|_| Instant::now(), |cmd| cmd.deadline);
         Some(drain(&ctx, accept_tasks, deadline).await)
     });
 
@@ -284,12 +286,13 @@ async fn drain(
     accept_tasks: Vec<JoinHandle<()>>,
     deadline: Instant,
 ) -> WorkerReport {
+    // Counted before the flag is raised: idle sessions close as soon as they see it.
+    let in_flight = ctx.active.get();
     ctx.drain.begin();
     for task in accept_tasks {
         // An accept loop only ends by panicking or on drain; either way its listener is gone.
         let _ = task.await;
     }
-    let in_flight = ctx.active.get();
     tracing::debug!(worker = ctx.id, in_flight, "worker stopped accepting");
     let deadline = tokio::time::Instant::from_std(deadline);
     loop {

@@ -86,14 +86,20 @@ pub struct UserConfig {
 
 impl MysqlFrontConfig {
     pub fn validate(&self) -> Result<(), String> {
-        self.listen
-            .parse::<std::net::SocketAddr>()
-            .map_err(|e| format!("mysql.listen: '{}' is not an address (host:port): {e}", self.listen))?;
+        self.listen.parse::<std::net::SocketAddr>().map_err(|e| {
+            format!(
+                "mysql.listen: '{}' is not an address (host:port): {e}",
+                self.listen
+            )
+        })?;
         if self.max_connections == 0 {
             return Err("mysql.max_connections: must be at least 1".into());
         }
         if self.max_allowed_packet < 1024 || self.max_allowed_packet > 1 << 30 {
-            return Err(format!("mysql.max_allowed_packet: {} is outside 1K..1G", self.max_allowed_packet));
+            return Err(format!(
+                "mysql.max_allowed_packet: {} is outside 1K..1G",
+                self.max_allowed_packet
+            ));
         }
         if self.connect_timeout.is_zero() {
             return Err("mysql.connect_timeout: must be greater than 0".into());
@@ -101,16 +107,24 @@ impl MysqlFrontConfig {
         if self.wait_timeout.is_zero() {
             return Err("mysql.wait_timeout: must be greater than 0".into());
         }
-        if self.default_auth_plugin != auth::NATIVE_PASSWORD && self.default_auth_plugin != auth::CACHING_SHA2_PASSWORD {
+        if self.default_auth_plugin != auth::NATIVE_PASSWORD
+            && self.default_auth_plugin != auth::CACHING_SHA2_PASSWORD
+        {
             return Err(format!(
                 "mysql.default_auth_plugin: '{}' is not supported (use mysql_native_password or caching_sha2_password)",
                 self.default_auth_plugin
             ));
         }
         match (&self.tls.cert, &self.tls.key) {
-            (Some(_), None) => return Err("mysql.tls.key: required when mysql.tls.cert is set".into()),
-            (None, Some(_)) => return Err("mysql.tls.cert: required when mysql.tls.key is set".into()),
-            (None, None) if self.tls.required => return Err("mysql.tls.required: needs mysql.tls.cert and mysql.tls.key".into()),
+            (Some(_), None) => {
+                return Err("mysql.tls.key: required when mysql.tls.cert is set".into())
+            }
+            (None, Some(_)) => {
+                return Err("mysql.tls.cert: required when mysql.tls.key is set".into())
+            }
+            (None, None) if self.tls.required => {
+                return Err("mysql.tls.required: needs mysql.tls.cert and mysql.tls.key".into())
+            }
             _ => {}
         }
         Ok(())
@@ -124,7 +138,10 @@ impl UserConfig {
             return Err(format!("{at}.name: must not be empty"));
         }
         if self.password_native.is_none() && self.password_sha2.is_none() {
-            return Err(format!("{at} ('{}'): set password_native and/or password_sha2", self.name));
+            return Err(format!(
+                "{at} ('{}'): set password_native and/or password_sha2",
+                self.name
+            ));
         }
         if let Some(h) = &self.password_native {
             auth::parse_native_hash(h).map_err(|e| format!("{at}.password_native: {e}"))?;

@@ -5,12 +5,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use manifold_backend::io::{PacketIo, ReadError, Stream};
-use manifold_mysql_proto::auth;
-use manifold_mysql_proto::consts::{caps, status, UTF8MB4_GENERAL_CI};
-use manifold_mysql_proto::handshake::{encode_auth_more_data, AuthSwitchRequest, HandshakeResponse, HandshakeV10};
-use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
-use manifold_mysql_proto::codes;
 use manifold_engine::WorkerContext;
+use manifold_mysql_proto::auth;
+use manifold_mysql_proto::codes;
+use manifold_mysql_proto::consts::{caps, status, UTF8MB4_GENERAL_CI};
+use manifold_mysql_proto::handshake::{
+    encode_auth_more_data, AuthSwitchRequest, HandshakeResponse, HandshakeV10,
+};
+use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
 
 use crate::metrics::FrontendMetrics;
 use crate::users::User;
@@ -47,12 +49,21 @@ pub(crate) fn server_version(fe: &WorkerFrontend) -> Vec<u8> {
     if !cfg.is_empty() {
         return cfg.as_bytes().to_vec();
     }
-    let mut v = fe.pool.server_version().unwrap_or_else(|| b"5.5.5-10.11.0-MariaDB".to_vec());
+    let mut v = fe
+        .pool
+        .server_version()
+        .unwrap_or_else(|| b"5.5.5-10.11.0-MariaDB".to_vec());
     v.extend_from_slice(b"-manifold");
     v
 }
 
-pub(crate) async fn login(fe: &WorkerFrontend, ctx: &WorkerContext, mut io: PacketIo, connection_id: u32, peer: SocketAddr) -> Result<Login, LoginFailure> {
+pub(crate) async fn login(
+    fe: &WorkerFrontend,
+    ctx: &WorkerContext,
+    mut io: PacketIo,
+    connection_id: u32,
+    peer: SocketAddr,
+) -> Result<Login, LoginFailure> {
     let shared = &fe.shared;
     let scramble = auth::generate_scramble();
     let mut server_caps = caps::SERVER_DEFAULT;
@@ -70,14 +81,27 @@ pub(crate) async fn login(fe: &WorkerFrontend, ctx: &WorkerContext, mut io: Pack
     };
     let mut out = Vec::with_capacity(128);
     hs.encode(&mut out);
-    io.send(0, &out).await.map_err(|e| format!("sending handshake: {e}"))?;
+    io.send(0, &out)
+        .await
+        .map_err(|e| format!("sending handshake: {e}"))?;
 
-    let mut p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| read_err("reading handshake response", &e))?;
+    let mut p = io
+        .read_packet(MAX_LOGIN_PACKET)
+        .await
+        .map_err(|e| read_err("reading handshake response", &e))?;
     let mut payload = io.payload(&p).into_owned();
     io.consume(p.raw_len);
     if p.first_seq != 1 {
-        send_err(&mut io, p.last_seq.wrapping_add(1), &ErrPacket::new(codes::NET_PACKETS_OUT_OF_ORDER, "Got packets out of order")).await;
-        return Err(format!("handshake response has sequence id {}, expected 1", p.first_seq));
+        send_err(
+            &mut io,
+            p.last_seq.wrapping_add(1),
+            &ErrPacket::new(codes::NET_PACKETS_OUT_OF_ORDER, "Got packets out of order"),
+        )
+        .await;
+        return Err(format!(
+            "handshake response has sequence id {}, expected 1",
+            p.first_seq
+        ));
     }
     if HandshakeResponse::is_ssl_request(&payload) {
         let Some(tls) = shared.tls.clone() else {
@@ -89,38 +113,84 @@ pub(crate) async fn login(fe: &WorkerFrontend, ctx: &WorkerContext, mut io: Pack
         let Stream::Tcp(tcp) = io.into_stream() else {
             return Err("TLS requested twice".into());
         };
-        let tls_stream = tokio_rustls::TlsAcceptor::from(tls).accept(tcp).await.map_err(|e| format!("TLS handshake with client failed: {e}"))?;
+        let tls_stream = tokio_rustls::TlsAcceptor::from(tls)
+            .accept(tcp)
+            .await
+            .map_err(|e| format!("TLS handshake with client failed: {e}"))?;
         io = PacketIo::new(Stream::ServerTls(Box::new(tls_stream)));
-        p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| read_err("reading handshake response over TLS", &e))?;
+        p = io
+            .read_packet(MAX_LOGIN_PACKET)
+            .await
+            .map_err(|e| read_err("reading handshake response over TLS", &e))?;
         payload = io.payload(&p).into_owned();
         io.consume(p.raw_len);
         if p.first_seq != 2 {
-            send_err(&mut io, p.last_seq.wrapping_add(1), &ErrPacket::new(codes::NET_PACKETS_OUT_OF_ORDER, "Got packets out of order")).await;
-            return Err(format!("handshake response over TLS has sequence id {}, expected 2", p.first_seq));
+            send_err(
+                &mut io,
+                p.last_seq.wrapping_add(1),
+                &ErrPacket::new(codes::NET_PACKETS_OUT_OF_ORDER, "Got packets out of order"),
+            )
+            .await;
+            return Err(format!(
+                "handshake response over TLS has sequence id {}, expected 2",
+                p.first_seq
+            ));
         }
     }
     let seq = p.last_seq.wrapping_add(1);
     let resp = match HandshakeResponse::decode(&payload) {
         Ok(r) => r,
         Err(e) => {
-            send_err(&mut io, seq, &ErrPacket::new(codes::HANDSHAKE_ERROR, format!("Bad handshake: {e}"))).await;
+            send_err(
+                &mut io,
+                seq,
+                &ErrPacket::new(codes::HANDSHAKE_ERROR, format!("Bad handshake: {e}")),
+            )
+            .await;
             FrontendMetrics::inc(&shared.metrics.protocol_errors);
             return Err(format!("bad handshake response: {e}"));
         }
     };
     if shared.config.tls.required && !io.stream.is_tls() {
         let msg = "Connections using insecure transport are prohibited (mysql.tls.required is on)";
-        send_err(&mut io, seq, &ErrPacket::new(codes::SECURE_TRANSPORT_REQUIRED, msg)).await;
+        send_err(
+            &mut io,
+            seq,
+            &ErrPacket::new(codes::SECURE_TRANSPORT_REQUIRED, msg),
+        )
+        .await;
         return Err("client without TLS refused: mysql.tls.required".into());
     }
-    let (user, seq) = authenticate(shared, ctx, &mut io, seq, &resp.user, resp.auth_plugin.as_deref(), resp.auth_response.clone(), &scramble, peer).await?;
+    let (user, seq) = authenticate(
+        shared,
+        ctx,
+        &mut io,
+        seq,
+        &resp.user,
+        resp.auth_plugin.as_deref(),
+        resp.auth_response.clone(),
+        &scramble,
+        peer,
+    )
+    .await?;
     if !shared.per_user.acquire(&user.name, user.max_connections) {
-        let msg = format!("User '{}' has exceeded the 'max_connections' resource (current value: {})", user.name, user.max_connections);
-        send_err(&mut io, seq, &ErrPacket::new(codes::USER_LIMIT_REACHED, msg.clone())).await;
+        let msg = format!(
+            "User '{}' has exceeded the 'max_connections' resource (current value: {})",
+            user.name, user.max_connections
+        );
+        send_err(
+            &mut io,
+            seq,
+            &ErrPacket::new(codes::USER_LIMIT_REACHED, msg.clone()),
+        )
+        .await;
         return Err(msg);
     }
     let capabilities = resp.capabilities & server_caps;
-    let ok = OkPacket { status: status::AUTOCOMMIT, ..Default::default() };
+    let ok = OkPacket {
+        status: status::AUTOCOMMIT,
+        ..Default::default()
+    };
     let mut out = Vec::with_capacity(16);
     ok.encode(&mut out, capabilities);
     if let Err(e) = io.send(seq, &out).await {
@@ -131,14 +201,21 @@ pub(crate) async fn login(fe: &WorkerFrontend, ctx: &WorkerContext, mut io: Pack
         io,
         user,
         capabilities,
-        charset: if resp.charset == 0 { UTF8MB4_GENERAL_CI } else { resp.charset },
+        charset: if resp.charset == 0 {
+            UTF8MB4_GENERAL_CI
+        } else {
+            resp.charset
+        },
         database: resp.database.filter(|d| !d.is_empty()),
         scramble,
     })
 }
 
 async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginFailure> {
-    let p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| read_err("reading auth data", &e))?;
+    let p = io
+        .read_packet(MAX_LOGIN_PACKET)
+        .await
+        .map_err(|e| read_err("reading auth data", &e))?;
     let payload = io.payload(&p).into_owned();
     io.consume(p.raw_len);
     Ok((payload, p.last_seq.wrapping_add(1)))
@@ -175,8 +252,14 @@ pub(crate) async fn authenticate(
     };
     if plugin != proposed {
         let mut out = Vec::with_capacity(64);
-        AuthSwitchRequest { plugin: plugin.as_bytes().to_vec(), data: scramble.to_vec() }.encode(&mut out);
-        io.send(seq, &out).await.map_err(|e| format!("sending auth switch: {e}"))?;
+        AuthSwitchRequest {
+            plugin: plugin.as_bytes().to_vec(),
+            data: scramble.to_vec(),
+        }
+        .encode(&mut out);
+        io.send(seq, &out)
+            .await
+            .map_err(|e| format!("sending auth switch: {e}"))?;
         (response, seq) = read_auth_packet(io).await?;
     }
     let used_password = !response.is_empty();
@@ -190,7 +273,10 @@ pub(crate) async fn authenticate(
                     FrontendMetrics::inc(&shared.metrics.sha2_fast_auths);
                     let mut out = Vec::new();
                     encode_auth_more_data(&mut out, &[auth::SHA2_FAST_AUTH_SUCCESS]);
-                    seq = io.send(seq, &out).await.map_err(|e| format!("sending fast auth success: {e}"))?;
+                    seq = io
+                        .send(seq, &out)
+                        .await
+                        .map_err(|e| format!("sending fast auth success: {e}"))?;
                 }
                 ok
             } else {
@@ -223,19 +309,36 @@ pub(crate) async fn authenticate(
 
 /// `caching_sha2_password` full authentication: the client sends its password in cleartext
 /// over TLS, or RSA-encrypted (asking for the public key first) without TLS.
-async fn sha2_full_auth(shared: &Shared, ctx: &WorkerContext, io: &mut PacketIo, seq: u8, user: &User, scramble: &[u8; 20]) -> Result<(bool, u8), LoginFailure> {
+async fn sha2_full_auth(
+    shared: &Shared,
+    ctx: &WorkerContext,
+    io: &mut PacketIo,
+    seq: u8,
+    user: &User,
+    scramble: &[u8; 20],
+) -> Result<(bool, u8), LoginFailure> {
     let mut out = Vec::new();
     encode_auth_more_data(&mut out, &[auth::SHA2_PERFORM_FULL_AUTH]);
-    io.send(seq, &out).await.map_err(|e| format!("requesting full auth: {e}"))?;
+    io.send(seq, &out)
+        .await
+        .map_err(|e| format!("requesting full auth: {e}"))?;
     let (payload, mut seq) = read_auth_packet(io).await?;
     if io.stream.is_tls() {
-        return Ok((auth::sha2_verify_cleartext(user.sha2_hash.as_ref(), &payload), seq));
+        return Ok((
+            auth::sha2_verify_cleartext(user.sha2_hash.as_ref(), &payload),
+            seq,
+        ));
     }
-    let key = shared.rsa_key(ctx).await.map_err(|e| format!("RSA key unavailable: {e}"))?;
+    let key = shared
+        .rsa_key(ctx)
+        .await
+        .map_err(|e| format!("RSA key unavailable: {e}"))?;
     let ciphertext = if payload == [auth::SHA2_REQUEST_PUBLIC_KEY] {
         let mut out = Vec::new();
         encode_auth_more_data(&mut out, key.public_key_pem().as_bytes());
-        io.send(seq, &out).await.map_err(|e| format!("sending public key: {e}"))?;
+        io.send(seq, &out)
+            .await
+            .map_err(|e| format!("sending public key: {e}"))?;
         let (c, s) = read_auth_packet(io).await?;
         seq = s;
         c
@@ -247,6 +350,13 @@ async fn sha2_full_auth(shared: &Shared, ctx: &WorkerContext, io: &mut PacketIo,
         return Ok((false, seq));
     };
     let salt = *scramble;
-    let decrypted = ctx.blocking().spawn(move || key.decrypt_password(&ciphertext, &salt)).await.map_err(|e| e.to_string())?;
-    Ok((decrypted.is_ok_and(|pw| auth::sha2_verify_cleartext(user.sha2_hash.as_ref(), &pw)), seq))
+    let decrypted = ctx
+        .blocking()
+        .spawn(move || key.decrypt_password(&ciphertext, &salt))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((
+        decrypted.is_ok_and(|pw| auth::sha2_verify_cleartext(user.sha2_hash.as_ref(), &pw)),
+        seq,
+    ))
 }

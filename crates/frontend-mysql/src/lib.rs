@@ -50,7 +50,12 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: MysqlFrontConfig, users: Users, backend: BackendTarget, pool: PoolConfig) -> Result<Arc<Shared>, String> {
+    pub fn new(
+        config: MysqlFrontConfig,
+        users: Users,
+        backend: BackendTarget,
+        pool: PoolConfig,
+    ) -> Result<Arc<Shared>, String> {
         config.validate()?;
         let tls = match (&config.tls.cert, &config.tls.key) {
             (Some(c), Some(k)) => Some(tls::server_config(c, k)?),
@@ -58,8 +63,14 @@ impl Shared {
         };
         let rsa_pem = match &config.tls.rsa_private_key {
             Some(p) => {
-                let pem = std::fs::read_to_string(p).map_err(|e| format!("mysql.tls.rsa_private_key: cannot read {}: {e}", p.display()))?;
-                RsaKeyPair::from_pem(&pem).map_err(|e| format!("mysql.tls.rsa_private_key: {e}"))?;
+                let pem = std::fs::read_to_string(p).map_err(|e| {
+                    format!(
+                        "mysql.tls.rsa_private_key: cannot read {}: {e}",
+                        p.display()
+                    )
+                })?;
+                RsaKeyPair::from_pem(&pem)
+                    .map_err(|e| format!("mysql.tls.rsa_private_key: {e}"))?;
                 Some(pem)
             }
             None => None,
@@ -147,7 +158,10 @@ mod dashmap_free {
                 s.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
-            s.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < limit).then_some(n + 1)).is_ok()
+            s.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .is_ok()
         }
 
         pub fn release(&self, user: &str) {
@@ -182,12 +196,18 @@ impl WorkerFrontend {
     fn next_connection_id(&self) -> u32 {
         let k = self.next_id.get();
         self.next_id.set(k.wrapping_add(1));
-        k.wrapping_mul(self.workers).wrapping_add(self.worker_id + 1)
+        k.wrapping_mul(self.workers)
+            .wrapping_add(self.worker_id + 1)
     }
 }
 
 impl ConnectionHandler for WorkerFrontend {
-    fn handle(self: Rc<Self>, stream: tokio::net::TcpStream, peer: SocketAddr, ctx: Rc<WorkerContext>) -> Pin<Box<dyn std::future::Future<Output = ()>>> {
+    fn handle(
+        self: Rc<Self>,
+        stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        ctx: Rc<WorkerContext>,
+    ) -> Pin<Box<dyn std::future::Future<Output = ()>>> {
         Box::pin(session::run(self, stream, peer, ctx))
     }
 }

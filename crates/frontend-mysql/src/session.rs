@@ -29,7 +29,12 @@ impl Drop for ConnectionSlot {
     }
 }
 
-pub(crate) async fn run(fe: Rc<WorkerFrontend>, tcp: TcpStream, peer: SocketAddr, ctx: Rc<WorkerContext>) {
+pub(crate) async fn run(
+    fe: Rc<WorkerFrontend>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    ctx: Rc<WorkerContext>,
+) {
     let shared = fe.shared.clone();
     FrontendMetrics::inc(&shared.metrics.connections_accepted);
     let _ = tcp.set_nodelay(true);
@@ -38,11 +43,21 @@ pub(crate) async fn run(fe: Rc<WorkerFrontend>, tcp: TcpStream, peer: SocketAddr
     let open = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
     let _slot = ConnectionSlot(shared.clone());
     if open > shared.config.max_connections {
-        send_err(&mut io, 0, &ErrPacket::new(codes::TOO_MANY_CONNECTIONS, "Too many connections")).await;
+        send_err(
+            &mut io,
+            0,
+            &ErrPacket::new(codes::TOO_MANY_CONNECTIONS, "Too many connections"),
+        )
+        .await;
         tracing::info!(%peer, max_connections = shared.config.max_connections, "refused client: max_connections reached");
         return;
     }
-    let login = match tokio::time::timeout(shared.config.connect_timeout, handshake::login(&fe, &ctx, io, id, peer)).await {
+    let login = match tokio::time::timeout(
+        shared.config.connect_timeout,
+        handshake::login(&fe, &ctx, io, id, peer),
+    )
+    .await
+    {
         Ok(Ok(login)) => login,
         Ok(Err(reason)) => {
             tracing::info!(%peer, connection = id, %reason, "login failed");
@@ -71,7 +86,9 @@ pub(crate) async fn run(fe: Rc<WorkerFrontend>, tcp: TcpStream, peer: SocketAddr
     };
     let end = session.serve().await;
     match &end {
-        End::Quit | End::ClientGone => tracing::debug!(%peer, connection = id, "session ended: {end:?}"),
+        End::Quit | End::ClientGone => {
+            tracing::debug!(%peer, connection = id, "session ended: {end:?}")
+        }
         _ => tracing::info!(%peer, connection = id, "session ended: {end:?}"),
     }
     shared.per_user.release(&session.user.name);
@@ -154,25 +171,44 @@ impl Session {
                     return self.refuse(0, codes::NET_READ_TIMEOUT, msg).await;
                 }
                 Err(ReadError::Proto(ProtoError::TooLarge { size, limit })) => {
-                    let msg = format!("Got a packet bigger than 'max_allowed_packet' bytes ({size} > {limit})");
+                    let msg = format!(
+                        "Got a packet bigger than 'max_allowed_packet' bytes ({size} > {limit})"
+                    );
                     return self.refuse(1, codes::NET_PACKET_TOO_LARGE, msg).await;
                 }
                 Err(ReadError::Proto(ProtoError::Sequence { expected, got })) => {
-                    let msg = format!("Got packets out of order (sequence id {got}, expected {expected})");
-                    return self.refuse(expected, codes::NET_PACKETS_OUT_OF_ORDER, msg).await;
+                    let msg = format!(
+                        "Got packets out of order (sequence id {got}, expected {expected})"
+                    );
+                    return self
+                        .refuse(expected, codes::NET_PACKETS_OUT_OF_ORDER, msg)
+                        .await;
                 }
                 Err(ReadError::Proto(e)) => {
-                    return self.refuse(1, codes::NET_READ_ERROR, format!("Got an error reading communication packets: {e}")).await;
+                    return self
+                        .refuse(
+                            1,
+                            codes::NET_READ_ERROR,
+                            format!("Got an error reading communication packets: {e}"),
+                        )
+                        .await;
                 }
             };
             if p.first_seq != 0 {
-                let msg = format!("Got packets out of order (command with sequence id {}, expected 0)", p.first_seq);
+                let msg = format!(
+                    "Got packets out of order (command with sequence id {}, expected 0)",
+                    p.first_seq
+                );
                 self.io.consume(p.raw_len);
                 return self.refuse(1, codes::NET_PACKETS_OUT_OF_ORDER, msg).await;
             }
             let reply_seq = p.last_seq.wrapping_add(1);
             // Classify from the first physical packet: only small commands need their whole body.
-            let first_len = if p.frames > 1 { MAX_PAYLOAD } else { p.payload_len };
+            let first_len = if p.frames > 1 {
+                MAX_PAYLOAD
+            } else {
+                p.payload_len
+            };
             let action = {
                 let first = &self.io.rbuf[4..4 + first_len];
                 match Command::decode(first) {
@@ -180,7 +216,9 @@ impl Session {
                     Ok(Command::Quit) => Ok(Action::Quit),
                     Ok(Command::Ping) => Ok(Action::Ping),
                     Ok(Command::InitDb(s)) => Ok(Action::InitDb(s.to_vec())),
-                    Ok(Command::ChangeUser) => ChangeUser::decode(first, self.capabilities).map(Action::ChangeUser),
+                    Ok(Command::ChangeUser) => {
+                        ChangeUser::decode(first, self.capabilities).map(Action::ChangeUser)
+                    }
                     Ok(Command::ResetConnection) => Ok(Action::ResetConnection),
                     Ok(Command::SetOption(o)) => Ok(Action::SetOption(o)),
                     Ok(Command::Unsupported(c)) => Ok(Action::Unknown(c)),
@@ -191,14 +229,26 @@ impl Session {
                 Ok(a) => a,
                 Err(e) => {
                     self.io.consume(p.raw_len);
-                    return self.refuse(reply_seq, codes::NET_READ_ERROR, format!("Malformed command packet: {e}")).await;
+                    return self
+                        .refuse(
+                            reply_seq,
+                            codes::NET_READ_ERROR,
+                            format!("Malformed command packet: {e}"),
+                        )
+                        .await;
                 }
             };
             let outcome = match action {
                 Action::Quit => return End::Quit,
                 Action::Unknown(c) => {
                     self.io.consume(p.raw_len);
-                    return self.refuse(reply_seq, codes::UNKNOWN_COMMAND, format!("Unknown command 0x{c:02x}")).await;
+                    return self
+                        .refuse(
+                            reply_seq,
+                            codes::UNKNOWN_COMMAND,
+                            format!("Unknown command 0x{c:02x}"),
+                        )
+                        .await;
                 }
                 Action::Ping => {
                     self.io.consume(p.raw_len);
@@ -219,11 +269,24 @@ impl Session {
                         Err(end) => return end,
                     }
                 }
-                Action::InitDb(schema) => self.forward(p.raw_len, reply_seq, ResponseKind::Single, Some(schema), None).await,
-                Action::SetOption(o) => self.forward(p.raw_len, reply_seq, ResponseKind::Single, None, Some(o)).await,
+                Action::InitDb(schema) => {
+                    self.forward(
+                        p.raw_len,
+                        reply_seq,
+                        ResponseKind::Single,
+                        Some(schema),
+                        None,
+                    )
+                    .await
+                }
+                Action::SetOption(o) => {
+                    self.forward(p.raw_len, reply_seq, ResponseKind::Single, None, Some(o))
+                        .await
+                }
                 Action::ResetConnection => {
                     if self.lease.is_some() {
-                        self.forward(p.raw_len, reply_seq, ResponseKind::Single, None, None).await
+                        self.forward(p.raw_len, reply_seq, ResponseKind::Single, None, None)
+                            .await
                     } else {
                         self.io.consume(p.raw_len);
                         self.send_ok(reply_seq).await
@@ -238,23 +301,39 @@ impl Session {
     }
 
     async fn send_ok(&mut self, seq: u8) -> Result<(), End> {
-        let ok = OkPacket { status: self.status, ..Default::default() };
+        let ok = OkPacket {
+            status: self.status,
+            ..Default::default()
+        };
         let mut out = Vec::with_capacity(16);
         ok.encode(&mut out, self.capabilities);
-        self.io.send(seq, &out).await.map(|_| ()).map_err(|_| End::ClientGone)
+        self.io
+            .send(seq, &out)
+            .await
+            .map(|_| ())
+            .map_err(|_| End::ClientGone)
     }
 
     async fn send_err_packet(&mut self, seq: u8, err: &ErrPacket) -> Result<(), End> {
         let mut out = Vec::with_capacity(64);
         err.encode(&mut out);
-        self.io.send(seq, &out).await.map(|_| ()).map_err(|_| End::ClientGone)
+        self.io
+            .send(seq, &out)
+            .await
+            .map(|_| ())
+            .map_err(|_| End::ClientGone)
     }
 
     /// Borrows a backend connection if the session holds none, and makes the session's schema
     /// current on it the first time. The ERR to send the client is returned on failure.
     async fn ensure_backend(&mut self) -> Result<(), ErrPacket> {
         if self.lease.is_none() {
-            let key = ConnKey::new(&self.user.backend_user, &self.user.backend_password, self.capabilities, self.charset);
+            let key = ConnKey::new(
+                &self.user.backend_user,
+                &self.user.backend_password,
+                self.capabilities,
+                self.charset,
+            );
             match self.fe.pool.acquire(&key).await {
                 Ok(l) => self.lease = Some(l),
                 Err(e) => {
@@ -283,7 +362,14 @@ impl Session {
         Ok(())
     }
 
-    async fn forward(&mut self, raw_len: usize, reply_seq: u8, kind: ResponseKind, init_db: Option<Vec<u8>>, set_option: Option<u16>) -> Result<(), End> {
+    async fn forward(
+        &mut self,
+        raw_len: usize,
+        reply_seq: u8,
+        kind: ResponseKind,
+        init_db: Option<Vec<u8>>,
+        set_option: Option<u16>,
+    ) -> Result<(), End> {
         if let Err(e) = self.ensure_backend().await {
             self.io.consume(raw_len);
             return self.send_err_packet(reply_seq, &e).await;
@@ -291,7 +377,16 @@ impl Session {
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         let max = self.max_packet();
         let lease = self.lease.as_mut().expect("ensured");
-        let result = relay::forward(&mut self.io, lease.conn(), raw_len, kind, deprecate_eof, reply_seq, max).await;
+        let result = relay::forward(
+            &mut self.io,
+            lease.conn(),
+            raw_len,
+            kind,
+            deprecate_eof,
+            reply_seq,
+            max,
+        )
+        .await;
         match result {
             Ok(r) => {
                 if r.last_status != 0 {
@@ -336,7 +431,15 @@ impl Session {
                 }
                 tracing::warn!(connection = self.id, peer = %self.peer, %message, "backend connection lost");
                 if let Some(seq) = err_seq {
-                    send_err(&mut self.io, seq, &ErrPacket::new(codes::BACKEND_LOST, format!("Lost connection to backend during query: {message}"))).await;
+                    send_err(
+                        &mut self.io,
+                        seq,
+                        &ErrPacket::new(
+                            codes::BACKEND_LOST,
+                            format!("Lost connection to backend during query: {message}"),
+                        ),
+                    )
+                    .await;
                 }
                 // The session's server-side state (transaction, variables) died with the
                 // backend connection; ending the client connection says so unmistakably.
@@ -348,12 +451,27 @@ impl Session {
     async fn change_user(&mut self, cu: ChangeUser, seq: u8) -> Result<(), End> {
         let shared = self.fe.shared.clone();
         let old = self.user.clone();
-        let (user, seq) = match handshake::authenticate(&shared, &self.ctx, &mut self.io, seq, &cu.user, cu.auth_plugin.as_deref(), cu.auth_response.clone(), &self.scramble, self.peer).await {
+        let (user, seq) = match handshake::authenticate(
+            &shared,
+            &self.ctx,
+            &mut self.io,
+            seq,
+            &cu.user,
+            cu.auth_plugin.as_deref(),
+            cu.auth_response.clone(),
+            &self.scramble,
+            self.peer,
+        )
+        .await
+        {
             Ok(r) => r,
             Err(reason) => return Err(End::Refused(format!("COM_CHANGE_USER refused: {reason}"))),
         };
         if !shared.per_user.acquire(&user.name, user.max_connections) {
-            let msg = format!("User '{}' has exceeded the 'max_connections' resource (current value: {})", user.name, user.max_connections);
+            let msg = format!(
+                "User '{}' has exceeded the 'max_connections' resource (current value: {})",
+                user.name, user.max_connections
+            );
             return Err(self.refuse(seq, codes::USER_LIMIT_REACHED, msg).await);
         }
         shared.per_user.release(&old.name);

@@ -7,15 +7,22 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("'{s}' is not a size (examples: 1048576, \"64M\", \"1G\")"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (examples: 1048576, \"64M\", \"1G\")"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
-        other => return Err(format!("unknown size unit '{other}' in '{s}' (use K, M or G)")),
+        other => {
+            return Err(format!(
+                "unknown size unit '{other}' in '{s}' (use K, M or G)"
+            ))
+        }
     };
-    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size '{s}' is too large"))
 }
 
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {

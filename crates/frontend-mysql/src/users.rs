@@ -45,21 +45,36 @@ impl Users {
             u.validate(i)?;
             let user = User {
                 name: u.name.clone(),
-                native_hash: u.password_native.as_deref().map(auth::parse_native_hash).transpose().map_err(|e| e.to_string())?,
-                sha2_hash: u.password_sha2.as_deref().map(auth::parse_sha2_hash).transpose().map_err(|e| e.to_string())?,
+                native_hash: u
+                    .password_native
+                    .as_deref()
+                    .map(auth::parse_native_hash)
+                    .transpose()
+                    .map_err(|e| e.to_string())?,
+                sha2_hash: u
+                    .password_sha2
+                    .as_deref()
+                    .map(auth::parse_sha2_hash)
+                    .transpose()
+                    .map_err(|e| e.to_string())?,
                 backend_user: u.backend_user.clone().unwrap_or_else(|| u.name.clone()),
                 backend_password: u.backend_password.clone(),
                 max_connections: u.max_connections,
             };
             if by_name.insert(u.name.clone(), Arc::new(user)).is_some() {
-                return Err(format!("users[{i}].name: user '{}' is defined twice", u.name));
+                return Err(format!(
+                    "users[{i}].name: user '{}' is defined twice",
+                    u.name
+                ));
             }
         }
         Ok(Users { by_name })
     }
 
     pub fn get(&self, name: &[u8]) -> Option<&Arc<User>> {
-        std::str::from_utf8(name).ok().and_then(|n| self.by_name.get(n))
+        std::str::from_utf8(name)
+            .ok()
+            .and_then(|n| self.by_name.get(n))
     }
 
     pub fn len(&self) -> usize {

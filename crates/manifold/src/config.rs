@@ -40,7 +40,28 @@ pub struct LogConfig {
 
 impl Default for LogConfig {
     fn default() -> Self {
-        Self { level: "info".into() }
+        Self {
+            level: "info".into(),
+        }
+    }
+}
+
+/// A user whose client password and backend password are both `password` (what
+/// `--user NAME:PASSWORD` means): both hashes are computed, the password itself is kept only as
+/// the backend login.
+pub fn user_with_password(name: &str, password: &str) -> UserConfig {
+    use manifold_mysql_proto::auth;
+    UserConfig {
+        name: name.to_owned(),
+        password_native: Some(auth::format_native_hash(&auth::native_stored_hash(
+            password.as_bytes(),
+        ))),
+        password_sha2: Some(auth::format_sha2_hash(&auth::sha2_stored_hash(
+            password.as_bytes(),
+        ))),
+        backend_user: None,
+        backend_password: password.to_owned(),
+        max_connections: 0,
     }
 }
 
@@ -51,7 +72,8 @@ fn check_addr(key: &str, addr: &str) -> Result<(), String> {
     if host.is_empty() {
         return Err(format!("{key}: '{addr}' has no host"));
     }
-    port.parse::<u16>().map_err(|_| format!("{key}: '{addr}' has no valid port"))?;
+    port.parse::<u16>()
+        .map_err(|_| format!("{key}: '{addr}' has no valid port"))?;
     Ok(())
 }
 
@@ -63,7 +85,8 @@ impl Config {
     }
 
     pub fn load(path: &Path) -> Result<Config, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         Config::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
@@ -78,8 +101,15 @@ impl Config {
         for (i, r) in self.backend.replicas.iter().enumerate() {
             check_addr(&format!("backend.replicas[{i}]"), r)?;
         }
-        if matches!(self.backend.tls.mode, manifold_backend::TlsMode::VerifyCa | manifold_backend::TlsMode::VerifyIdentity) && self.backend.tls.ca.is_none() {
-            return Err("backend.tls.ca: required when backend.tls.mode is verify_ca or verify_identity".into());
+        if matches!(
+            self.backend.tls.mode,
+            manifold_backend::TlsMode::VerifyCa | manifold_backend::TlsMode::VerifyIdentity
+        ) && self.backend.tls.ca.is_none()
+        {
+            return Err(
+                "backend.tls.ca: required when backend.tls.mode is verify_ca or verify_identity"
+                    .into(),
+            );
         }
         if self.users.is_empty() {
             return Err("users: at least one [[users]] entry is required".into());
@@ -117,8 +147,12 @@ mod tests {
     }
 
     #[test]
-    fn example_file_is_valid_and_complete() {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../manifold.example.toml")).unwrap();
+    fn example_file_is_valid() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../manifold.example.toml"
+        ))
+        .unwrap();
         Config::from_toml(&text).unwrap();
     }
 
@@ -128,17 +162,24 @@ mod tests {
         assert!(e.contains("listen_port"), "{e}");
         let e = Config::from_toml(&format!("{MINIMAL}\nbogus = 1")).unwrap_err();
         assert!(e.contains("bogus"), "{e}");
-        let e = Config::from_toml(&MINIMAL.replace("backend_password", "backend_pasword")).unwrap_err();
+        let e =
+            Config::from_toml(&MINIMAL.replace("backend_password", "backend_pasword")).unwrap_err();
         assert!(e.contains("backend_pasword"), "{e}");
     }
 
     #[test]
     fn bad_values_are_named_with_the_reason() {
         for (extra, key) in [
-            ("[mysql]\nmax_allowed_packet = \"12X\"", "max_allowed_packet"),
+            (
+                "[mysql]\nmax_allowed_packet = \"12X\"",
+                "max_allowed_packet",
+            ),
             ("[mysql]\nwait_timeout = \"soon\"", "wait_timeout"),
             ("[mysql]\nlisten = \"nowhere\"", "mysql.listen"),
-            ("[mysql]\ndefault_auth_plugin = \"ed25519\"", "mysql.default_auth_plugin"),
+            (
+                "[mysql]\ndefault_auth_plugin = \"ed25519\"",
+                "mysql.default_auth_plugin",
+            ),
             ("[mysql.tls]\ncert = \"/x.pem\"", "mysql.tls.key"),
             ("[pool]\nmax_size = 0", "pool.max_size"),
             ("[pool]\nmin_idle = 9\nmax_size = 4", "pool.min_idle"),
@@ -147,7 +188,10 @@ mod tests {
             let e = err(extra);
             assert!(e.contains(key), "{extra}: {e}");
         }
-        let e = Config::from_toml(&MINIMAL.replace("*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19", "*123")).unwrap_err();
+        let e = Config::from_toml(
+            &MINIMAL.replace("*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19", "*123"),
+        )
+        .unwrap_err();
         assert!(e.contains("users[0].password_native"), "{e}");
         let e = Config::from_toml(&MINIMAL.replace("127.0.0.1:3306", "127.0.0.1")).unwrap_err();
         assert!(e.contains("backend.primary"), "{e}");

@@ -1,23 +1,20 @@
-//! The manifold binary: command line, configuration loading, wiring the front door to the
-//! engine, signals. Logic that is not about starting and stopping belongs in the crates.
-
-mod config;
+//! The manifold command line: flags and subcommands, logging, run until a signal.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::rc::Rc;
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use manifold_backend::{BackendTarget, TlsMode};
-use manifold_engine::{ConnectionHandler, EngineBuilder, HandlerFactory};
-use manifold_frontend_mysql::{Shared, UserConfig, Users, WorkerFrontend};
+use manifold_frontend_mysql::UserConfig;
 use manifold_mysql_proto::auth;
 
-use crate::config::Config;
+use manifold::config::Config;
 
 #[derive(Parser, Debug)]
-#[command(name = "manifold", version, about = "A gateway in front of MySQL/MariaDB fleets")]
+#[command(
+    name = "manifold",
+    version,
+    about = "A gateway in front of MySQL/MariaDB fleets"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
@@ -63,24 +60,20 @@ enum Cmd {
 }
 
 fn user_from_flag(flag: &str) -> Result<UserConfig, String> {
-    let (name, password) = flag.split_once(':').ok_or_else(|| format!("--user {flag}: expected NAME:PASSWORD"))?;
+    let (name, password) = flag
+        .split_once(':')
+        .ok_or_else(|| format!("--user {flag}: expected NAME:PASSWORD"))?;
     if name.is_empty() {
         return Err(format!("--user {flag}: empty user name"));
     }
-    Ok(UserConfig {
-        name: name.to_owned(),
-        password_native: Some(auth::format_native_hash(&auth::native_stored_hash(password.as_bytes()))),
-        password_sha2: Some(auth::format_sha2_hash(&auth::sha2_stored_hash(password.as_bytes()))),
-        backend_user: None,
-        backend_password: password.to_owned(),
-        max_connections: 0,
-    })
+    Ok(manifold::config::user_with_password(name, password))
 }
 
 fn build_config(cli: &Cli) -> Result<Config, String> {
     let mut cfg = match &cli.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             toml::from_str::<Config>(&text).map_err(|e| format!("{}: {e}", path.display()))?
         }
         None => Config::default(),
@@ -127,36 +120,24 @@ fn init_logging(level: &str) {
         .init();
 }
 
-fn run(cfg: Config) -> Result<(), String> {
-    let users = Users::from_config(&cfg.users)?;
-    let tls = manifold_backend::tls::client_config(&cfg.backend.tls)?;
-    let target = BackendTarget {
-        addr: cfg.backend.primary.clone(),
-        tls_mode: if tls.is_some() { cfg.backend.tls.mode } else { TlsMode::Disabled },
-        tls,
-        max_packet: 1 << 30,
-    };
-    let listen: std::net::SocketAddr = cfg.mysql.listen.parse().map_err(|e| format!("mysql.listen: {e}"))?;
-    let shared = Shared::new(cfg.mysql.clone(), users, target, cfg.pool.clone())?;
-    let factory_shared = shared.clone();
-    let factory: HandlerFactory = Arc::new(move |ctx| {
-        let fe = WorkerFrontend::new(factory_shared.clone(), ctx);
-        fe.pool.spawn_maintenance(None);
-        fe as Rc<dyn ConnectionHandler>
-    });
-    let engine = EngineBuilder::new(cfg.engine.clone()).listen(listen, factory).start().map_err(|e| e.to_string())?;
+fn run(cfg: &Config) -> Result<(), String> {
+    let server = manifold::start(cfg)?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        listen = %engine.local_addrs()[0],
-        threads = engine.threads(),
+        listen = %server.mysql_addr(),
+        threads = server.engine.threads(),
         primary = %cfg.backend.primary,
         replicas = ?cfg.backend.replicas,
         users = cfg.users.len(),
-        tls = shared.tls.is_some(),
+        tls = server.shared.tls.is_some(),
         "manifold serving MySQL clients"
     );
-    let report = engine.run_until_signal();
-    tracing::info!(drained = report.drained, aborted = report.aborted, "manifold stopped");
+    let report = server.engine.run_until_signal();
+    tracing::info!(
+        drained = report.drained,
+        aborted = report.aborted,
+        "manifold stopped"
+    );
     Ok(())
 }
 
@@ -174,8 +155,14 @@ fn main() -> ExitCode {
             }
         },
         Some(Cmd::HashPassword { password }) => {
-            println!("password_native = \"{}\"", auth::format_native_hash(&auth::native_stored_hash(password.as_bytes())));
-            println!("password_sha2 = \"{}\"", auth::format_sha2_hash(&auth::sha2_stored_hash(password.as_bytes())));
+            println!(
+                "password_native = \"{}\"",
+                auth::format_native_hash(&auth::native_stored_hash(password.as_bytes()))
+            );
+            println!(
+                "password_sha2 = \"{}\"",
+                auth::format_sha2_hash(&auth::sha2_stored_hash(password.as_bytes()))
+            );
             ExitCode::SUCCESS
         }
         None => {
@@ -187,7 +174,7 @@ fn main() -> ExitCode {
                 }
             };
             init_logging(&cfg.log.level);
-            match run(cfg) {
+            match run(&cfg) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e}");

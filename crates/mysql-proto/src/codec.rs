@@ -209,7 +209,14 @@ mod tests {
 
     #[test]
     fn lenenc_boundaries() {
-        for (v, len) in [(0xFA, 1), (0xFB, 3), (0xFFFF, 3), (0x1_0000, 4), (0xFF_FFFF, 4), (0x100_0000, 9)] {
+        for (v, len) in [
+            (0xFA, 1),
+            (0xFB, 3),
+            (0xFFFF, 3),
+            (0x1_0000, 4),
+            (0xFF_FFFF, 4),
+            (0x100_0000, 9),
+        ] {
             assert_eq!(lenenc_int_len(v), len, "{v:#x}");
         }
         assert!(Reader::new(&[0xFB]).lenenc_int().is_err());

@@ -10,7 +10,10 @@ pub enum Command<'a> {
     Quit,
     InitDb(&'a [u8]),
     Query(&'a [u8]),
-    FieldList { table: &'a [u8], wildcard: &'a [u8] },
+    FieldList {
+        table: &'a [u8],
+        wildcard: &'a [u8],
+    },
     Statistics,
     ProcessInfo,
     ProcessKill(u32),
@@ -20,12 +23,23 @@ pub enum Command<'a> {
     /// Body decoded separately with [`crate::handshake::ChangeUser::decode`] (needs capabilities).
     ChangeUser,
     StmtPrepare(&'a [u8]),
-    StmtExecute { statement_id: u32, flags: u8, rest: &'a [u8] },
-    StmtSendLongData { statement_id: u32, param: u16, data: &'a [u8] },
+    StmtExecute {
+        statement_id: u32,
+        flags: u8,
+        rest: &'a [u8],
+    },
+    StmtSendLongData {
+        statement_id: u32,
+        param: u16,
+        data: &'a [u8],
+    },
     StmtClose(u32),
     StmtReset(u32),
     SetOption(u16),
-    StmtFetch { statement_id: u32, rows: u32 },
+    StmtFetch {
+        statement_id: u32,
+        rows: u32,
+    },
     ResetConnection,
     /// A command byte manifold does not serve (replication, `COM_SHUTDOWN`, obsolete ones).
     Unsupported(u8),
@@ -34,14 +48,19 @@ pub enum Command<'a> {
 impl<'a> Command<'a> {
     pub fn decode(payload: &'a [u8]) -> Result<Self, ProtoError> {
         let mut r = Reader::new(payload);
-        let code = r.u8().map_err(|_| ProtoError::Malformed("empty command packet"))?;
+        let code = r
+            .u8()
+            .map_err(|_| ProtoError::Malformed("empty command packet"))?;
         let cmd = match code {
             com::QUIT => Command::Quit,
             com::INIT_DB => Command::InitDb(r.rest()),
             com::QUERY => Command::Query(r.rest()),
             com::FIELD_LIST => {
                 let table = r.nul_or_rest();
-                Command::FieldList { table, wildcard: r.rest() }
+                Command::FieldList {
+                    table,
+                    wildcard: r.rest(),
+                }
             }
             com::STATISTICS => Command::Statistics,
             com::PROCESS_INFO => Command::ProcessInfo,
@@ -54,19 +73,30 @@ impl<'a> Command<'a> {
             com::STMT_EXECUTE => {
                 let statement_id = r.u32()?;
                 let flags = r.u8()?;
-                Command::StmtExecute { statement_id, flags, rest: r.rest() }
+                Command::StmtExecute {
+                    statement_id,
+                    flags,
+                    rest: r.rest(),
+                }
             }
             com::STMT_SEND_LONG_DATA => {
                 let statement_id = r.u32()?;
                 let param = r.u16()?;
-                Command::StmtSendLongData { statement_id, param, data: r.rest() }
+                Command::StmtSendLongData {
+                    statement_id,
+                    param,
+                    data: r.rest(),
+                }
             }
             com::STMT_CLOSE => Command::StmtClose(r.u32()?),
             com::STMT_RESET => Command::StmtReset(r.u32()?),
             com::SET_OPTION => Command::SetOption(r.u16()?),
             com::STMT_FETCH => {
                 let statement_id = r.u32()?;
-                Command::StmtFetch { statement_id, rows: r.u32()? }
+                Command::StmtFetch {
+                    statement_id,
+                    rows: r.u32()?,
+                }
             }
             com::RESET_CONNECTION => Command::ResetConnection,
             other => Command::Unsupported(other),
@@ -106,13 +136,21 @@ impl<'a> Command<'a> {
                 out.push(com::STMT_PREPARE);
                 out.extend_from_slice(s);
             }
-            Command::StmtExecute { statement_id, flags, rest } => {
+            Command::StmtExecute {
+                statement_id,
+                flags,
+                rest,
+            } => {
                 out.push(com::STMT_EXECUTE);
                 put_u32(out, statement_id);
                 out.push(flags);
                 out.extend_from_slice(rest);
             }
-            Command::StmtSendLongData { statement_id, param, data } => {
+            Command::StmtSendLongData {
+                statement_id,
+                param,
+                data,
+            } => {
                 out.push(com::STMT_SEND_LONG_DATA);
                 put_u32(out, statement_id);
                 put_u16(out, param);
@@ -143,7 +181,9 @@ impl<'a> Command<'a> {
     /// What the server sends back, which a relay needs to know where the answer ends.
     pub fn response_kind(&self) -> ResponseKind {
         match self {
-            Command::Quit | Command::StmtClose(_) | Command::StmtSendLongData { .. } => ResponseKind::None,
+            Command::Quit | Command::StmtClose(_) | Command::StmtSendLongData { .. } => {
+                ResponseKind::None
+            }
             Command::Query(_) | Command::ProcessInfo => ResponseKind::ResultSets,
             Command::StmtExecute { .. } => ResponseKind::ResultSets,
             Command::StmtFetch { .. } => ResponseKind::Rows,
@@ -185,17 +225,31 @@ mod tests {
             Command::Quit,
             Command::InitDb(b"db"),
             Command::Query(b"select 1"),
-            Command::FieldList { table: b"t", wildcard: b"%" },
+            Command::FieldList {
+                table: b"t",
+                wildcard: b"%",
+            },
             Command::Statistics,
             Command::ProcessKill(77),
             Command::Ping,
             Command::StmtPrepare(b"select ?"),
-            Command::StmtExecute { statement_id: 5, flags: 1, rest: &[1, 0, 0, 0, 0] },
-            Command::StmtSendLongData { statement_id: 9, param: 2, data: b"xyz" },
+            Command::StmtExecute {
+                statement_id: 5,
+                flags: 1,
+                rest: &[1, 0, 0, 0, 0],
+            },
+            Command::StmtSendLongData {
+                statement_id: 9,
+                param: 2,
+                data: b"xyz",
+            },
             Command::StmtClose(3),
             Command::StmtReset(4),
             Command::SetOption(1),
-            Command::StmtFetch { statement_id: 8, rows: 100 },
+            Command::StmtFetch {
+                statement_id: 8,
+                rows: 100,
+            },
             Command::ResetConnection,
             Command::Refresh(1),
             Command::Debug,
@@ -206,7 +260,10 @@ mod tests {
             c.encode(&mut out);
             assert_eq!(Command::decode(&out).unwrap(), c);
         }
-        assert_eq!(Command::decode(&[0x12]).unwrap(), Command::Unsupported(0x12));
+        assert_eq!(
+            Command::decode(&[0x12]).unwrap(),
+            Command::Unsupported(0x12)
+        );
         assert!(Command::decode(&[]).is_err());
         assert!(Command::decode(&[com::STMT_CLOSE, 1]).is_err());
     }

@@ -53,7 +53,11 @@ impl HandshakeV10 {
         match r.u8()? {
             10 => {}
             0xFF => return Err(ProtoError::Malformed("server refused the connection (ERR)")),
-            _ => return Err(ProtoError::Malformed("unsupported handshake protocol version")),
+            _ => {
+                return Err(ProtoError::Malformed(
+                    "unsupported handshake protocol version",
+                ))
+            }
         }
         let server_version = r.nul_bytes()?.to_vec();
         let connection_id = r.u32()?;
@@ -262,7 +266,11 @@ impl ChangeUser {
             r.nul_bytes()?.to_vec()
         };
         let database = r.nul_or_rest().to_vec();
-        let charset = if r.remaining() >= 2 { Some(r.u16()?) } else { None };
+        let charset = if r.remaining() >= 2 {
+            Some(r.u16()?)
+        } else {
+            None
+        };
         let auth_plugin = if capabilities & caps::PLUGIN_AUTH != 0 && !r.is_empty() {
             Some(r.nul_or_rest().to_vec())
         } else {
@@ -328,15 +336,20 @@ mod tests {
             proptest::collection::vec(1u8..=255, 0..30),
             any::<u32>(),
         )
-            .prop_map(|(v, id, scramble, charset, status, plugin, extra)| HandshakeV10 {
-                server_version: v,
-                connection_id: id,
-                auth_data: scramble,
-                capabilities: (extra & !caps::SSL) | caps::PROTOCOL_41 | caps::SECURE_CONNECTION | caps::PLUGIN_AUTH,
-                charset,
-                status,
-                auth_plugin: plugin,
-            })
+            .prop_map(
+                |(v, id, scramble, charset, status, plugin, extra)| HandshakeV10 {
+                    server_version: v,
+                    connection_id: id,
+                    auth_data: scramble,
+                    capabilities: (extra & !caps::SSL)
+                        | caps::PROTOCOL_41
+                        | caps::SECURE_CONNECTION
+                        | caps::PLUGIN_AUTH,
+                    charset,
+                    status,
+                    auth_plugin: plugin,
+                },
+            )
     }
 
     fn response() -> impl Strategy<Value = HandshakeResponse> {
@@ -349,18 +362,46 @@ mod tests {
             proptest::option::of(proptest::collection::vec(1u8..=255, 0..20)),
             proptest::option::of(proptest::collection::vec(1u8..=255, 0..20)),
             proptest::collection::vec(
-                (proptest::collection::vec(any::<u8>(), 0..10), proptest::collection::vec(any::<u8>(), 0..10)),
+                (
+                    proptest::collection::vec(any::<u8>(), 0..10),
+                    proptest::collection::vec(any::<u8>(), 0..10),
+                ),
                 0..4,
             ),
         )
             .prop_map(|(c, max_packet, charset, user, auth, db, plugin, attrs)| {
                 let mut capabilities = c | caps::PROTOCOL_41 | caps::SECURE_CONNECTION;
-                capabilities = if db.is_some() { capabilities | caps::CONNECT_WITH_DB } else { capabilities & !caps::CONNECT_WITH_DB };
-                capabilities = if plugin.is_some() { capabilities | caps::PLUGIN_AUTH } else { capabilities & !caps::PLUGIN_AUTH };
-                capabilities = if attrs.is_empty() { capabilities & !caps::CONNECT_ATTRS } else { capabilities | caps::CONNECT_ATTRS };
+                capabilities = if db.is_some() {
+                    capabilities | caps::CONNECT_WITH_DB
+                } else {
+                    capabilities & !caps::CONNECT_WITH_DB
+                };
+                capabilities = if plugin.is_some() {
+                    capabilities | caps::PLUGIN_AUTH
+                } else {
+                    capabilities & !caps::PLUGIN_AUTH
+                };
+                capabilities = if attrs.is_empty() {
+                    capabilities & !caps::CONNECT_ATTRS
+                } else {
+                    capabilities | caps::CONNECT_ATTRS
+                };
                 // Without the lenenc flag the response length is one byte.
-                let auth = if capabilities & caps::PLUGIN_AUTH_LENENC_CLIENT_DATA == 0 { auth.into_iter().take(250).collect() } else { auth };
-                HandshakeResponse { capabilities, max_packet, charset, user, auth_response: auth, database: db, auth_plugin: plugin, attributes: attrs }
+                let auth = if capabilities & caps::PLUGIN_AUTH_LENENC_CLIENT_DATA == 0 {
+                    auth.into_iter().take(250).collect()
+                } else {
+                    auth
+                };
+                HandshakeResponse {
+                    capabilities,
+                    max_packet,
+                    charset,
+                    user,
+                    auth_response: auth,
+                    database: db,
+                    auth_plugin: plugin,
+                    attributes: attrs,
+                }
             })
     }
 
@@ -409,7 +450,12 @@ mod tests {
 
     #[test]
     fn ssl_request_is_recognised() {
-        let r = HandshakeResponse { capabilities: caps::PROTOCOL_41, max_packet: 1 << 24, charset: 45, ..Default::default() };
+        let r = HandshakeResponse {
+            capabilities: caps::PROTOCOL_41,
+            max_packet: 1 << 24,
+            charset: 45,
+            ..Default::default()
+        };
         let mut out = Vec::new();
         r.encode_ssl_request(&mut out);
         assert!(HandshakeResponse::is_ssl_request(&out));

@@ -186,7 +186,10 @@ mod tests {
         assert_eq!((lp.frames, lp.first_seq, lp.last_seq), (3, 0, 2));
         assert_eq!(lp.payload(&out).as_ref(), &payload[..]);
         // Partial input asks for more instead of failing.
-        assert_eq!(scan_logical(&out[..out.len() - 1], usize::MAX).unwrap(), None);
+        assert_eq!(
+            scan_logical(&out[..out.len() - 1], usize::MAX).unwrap(),
+            None
+        );
         // And the size limit is enforced before the whole payload has arrived.
         assert!(matches!(
             scan_logical(&out[..MAX_PAYLOAD], MAX_PAYLOAD - 1),
@@ -202,7 +205,10 @@ mod tests {
         out[HEADER_LEN + MAX_PAYLOAD + 3] = 9;
         assert_eq!(
             scan_logical(&out, usize::MAX),
-            Err(ProtoError::Sequence { expected: 1, got: 9 })
+            Err(ProtoError::Sequence {
+                expected: 1,
+                got: 9
+            })
         );
     }
 

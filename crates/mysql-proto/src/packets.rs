@@ -48,7 +48,14 @@ impl OkPacket {
         let last_insert_id = r.lenenc_int()?;
         let status = r.u16()?;
         let warnings = r.u16()?;
-        let mut ok = OkPacket { header, affected_rows, last_insert_id, status, warnings, ..Default::default() };
+        let mut ok = OkPacket {
+            header,
+            affected_rows,
+            last_insert_id,
+            status,
+            warnings,
+            ..Default::default()
+        };
         if capabilities & caps::SESSION_TRACK != 0 {
             if !r.is_empty() {
                 ok.info = r.lenenc_bytes()?.to_vec();
@@ -83,7 +90,11 @@ impl ErrPacket {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         let mut sqlstate = [b'H', b'Y', b'0', b'0', b'0'];
         sqlstate.copy_from_slice(&code.sqlstate.as_bytes()[..5]);
-        Self { code: code.code, sqlstate, message: message.into().into_bytes() }
+        Self {
+            code: code.code,
+            sqlstate,
+            message: message.into().into_bytes(),
+        }
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -105,7 +116,11 @@ impl ErrPacket {
             r.u8()?;
             sqlstate.copy_from_slice(r.take(5)?);
         }
-        Ok(Self { code, sqlstate, message: r.rest().to_vec() })
+        Ok(Self {
+            code,
+            sqlstate,
+            message: r.rest().to_vec(),
+        })
     }
 
     pub fn message_lossy(&self) -> String {
@@ -143,7 +158,10 @@ impl EofPacket {
         if r.u8()? != 0xFE || payload.len() >= 9 {
             return Err(ProtoError::Malformed("not an EOF packet"));
         }
-        Ok(Self { warnings: r.u16()?, status: r.u16()? })
+        Ok(Self {
+            warnings: r.u16()?,
+            status: r.u16()?,
+        })
     }
 }
 
@@ -151,7 +169,12 @@ impl EofPacket {
 /// `CLIENT_DEPRECATE_EOF`, an OK packet with the 0xFE header. A row can only start with 0xFE
 /// when its first value is 16 MiB or longer, which makes the packet full-sized.
 pub fn is_row_terminator(first: u8, payload_len: usize, deprecate_eof: bool) -> bool {
-    first == 0xFE && if deprecate_eof { payload_len < crate::consts::MAX_PAYLOAD } else { payload_len < 9 }
+    first == 0xFE
+        && if deprecate_eof {
+            payload_len < crate::consts::MAX_PAYLOAD
+        } else {
+            payload_len < 9
+        }
 }
 
 /// `ColumnDefinition41`.
@@ -173,10 +196,19 @@ impl ColumnDefinition {
     /// A column of manifold's own result sets.
     pub fn new(name: &str, column_type: u8) -> Self {
         let (charset, column_length) = match column_type {
-            ty::LONGLONG | ty::LONG | ty::TINY | ty::SHORT | ty::INT24 => (u16::from(crate::consts::BINARY_COLLATION), 21),
+            ty::LONGLONG | ty::LONG | ty::TINY | ty::SHORT | ty::INT24 => {
+                (u16::from(crate::consts::BINARY_COLLATION), 21)
+            }
             _ => (u16::from(crate::consts::UTF8MB4_GENERAL_CI), 1024),
         };
-        Self { name: name.as_bytes().to_vec(), org_name: name.as_bytes().to_vec(), charset, column_length, column_type, ..Default::default() }
+        Self {
+            name: name.as_bytes().to_vec(),
+            org_name: name.as_bytes().to_vec(),
+            charset,
+            column_length,
+            column_type,
+            ..Default::default()
+        }
     }
 
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -281,7 +313,15 @@ pub fn encode_binary_value(out: &mut Vec<u8>, t: u8, v: &Value) {
         Value::Double(d) => out.extend_from_slice(&d.to_le_bytes()),
         Value::Bytes(ref b) => put_lenenc_bytes(out, b),
         Value::Date(y, mo, d, h, mi, s, us) => {
-            let len: u8 = if us != 0 { 11 } else if h != 0 || mi != 0 || s != 0 { 7 } else if y != 0 || mo != 0 || d != 0 { 4 } else { 0 };
+            let len: u8 = if us != 0 {
+                11
+            } else if h != 0 || mi != 0 || s != 0 {
+                7
+            } else if y != 0 || mo != 0 || d != 0 {
+                4
+            } else {
+                0
+            };
             out.push(len);
             if len >= 4 {
                 put_u16(out, y);
@@ -295,7 +335,13 @@ pub fn encode_binary_value(out: &mut Vec<u8>, t: u8, v: &Value) {
             }
         }
         Value::Time(neg, days, h, mi, s, us) => {
-            let len: u8 = if us != 0 { 12 } else if neg || days != 0 || h != 0 || mi != 0 || s != 0 { 8 } else { 0 };
+            let len: u8 = if us != 0 {
+                12
+            } else if neg || days != 0 || h != 0 || mi != 0 || s != 0 {
+                8
+            } else {
+                0
+            };
             out.push(len);
             if len >= 8 {
                 out.push(u8::from(neg));
@@ -313,19 +359,35 @@ pub fn decode_binary_value(r: &mut Reader<'_>, t: u8, unsigned: bool) -> Result<
     Ok(match t {
         ty::TINY => {
             let b = r.u8()?;
-            if unsigned { Value::UInt(u64::from(b)) } else { Value::Int(i64::from(b as i8)) }
+            if unsigned {
+                Value::UInt(u64::from(b))
+            } else {
+                Value::Int(i64::from(b as i8))
+            }
         }
         ty::SHORT | ty::YEAR => {
             let v = r.u16()?;
-            if unsigned { Value::UInt(u64::from(v)) } else { Value::Int(i64::from(v as i16)) }
+            if unsigned {
+                Value::UInt(u64::from(v))
+            } else {
+                Value::Int(i64::from(v as i16))
+            }
         }
         ty::LONG | ty::INT24 => {
             let v = r.u32()?;
-            if unsigned { Value::UInt(u64::from(v)) } else { Value::Int(i64::from(v as i32)) }
+            if unsigned {
+                Value::UInt(u64::from(v))
+            } else {
+                Value::Int(i64::from(v as i32))
+            }
         }
         ty::LONGLONG => {
             let v = r.u64()?;
-            if unsigned { Value::UInt(v) } else { Value::Int(v as i64) }
+            if unsigned {
+                Value::UInt(v)
+            } else {
+                Value::Int(v as i64)
+            }
         }
         ty::FLOAT => Value::Float(f32::from_bits(r.u32()?)),
         ty::DOUBLE => Value::Double(f64::from_bits(r.u64()?)),
@@ -387,7 +449,10 @@ pub fn encode_binary_row(out: &mut Vec<u8>, columns: &[ColumnDefinition], values
     }
 }
 
-pub fn decode_binary_row(payload: &[u8], columns: &[ColumnDefinition]) -> Result<Vec<Value>, ProtoError> {
+pub fn decode_binary_row(
+    payload: &[u8],
+    columns: &[ColumnDefinition],
+) -> Result<Vec<Value>, ProtoError> {
     let mut r = Reader::new(payload);
     if r.u8()? != 0x00 {
         return Err(ProtoError::Malformed("binary row does not start with 0x00"));
@@ -398,7 +463,11 @@ pub fn decode_binary_row(payload: &[u8], columns: &[ColumnDefinition]) -> Result
         if bitmap[(i + 2) / 8] & (1 << ((i + 2) % 8)) != 0 {
             row.push(Value::Null);
         } else {
-            row.push(decode_binary_value(&mut r, c.column_type, c.flags & crate::consts::column_flag::UNSIGNED != 0)?);
+            row.push(decode_binary_value(
+                &mut r,
+                c.column_type,
+                c.flags & crate::consts::column_flag::UNSIGNED != 0,
+            )?);
         }
     }
     if !r.is_empty() {
@@ -427,7 +496,10 @@ pub fn decode_session_state(data: &[u8]) -> Result<Vec<SessionTrack>, ProtoError
         let body = r.lenenc_bytes()?;
         let mut b = Reader::new(body);
         out.push(match kind {
-            0 => SessionTrack::SystemVariable { name: b.lenenc_bytes()?.to_vec(), value: b.lenenc_bytes()?.to_vec() },
+            0 => SessionTrack::SystemVariable {
+                name: b.lenenc_bytes()?.to_vec(),
+                value: b.lenenc_bytes()?.to_vec(),
+            },
             1 => SessionTrack::Schema(b.lenenc_bytes()?.to_vec()),
             2 => SessionTrack::StateChange(b.lenenc_bytes()? == b"1"),
             3 => {
@@ -543,7 +615,10 @@ mod tests {
             decode_session_state(&data).unwrap(),
             vec![
                 SessionTrack::Schema(b"test".to_vec()),
-                SessionTrack::SystemVariable { name: b"autocommit".to_vec(), value: b"OFF".to_vec() }
+                SessionTrack::SystemVariable {
+                    name: b"autocommit".to_vec(),
+                    value: b"OFF".to_vec()
+                }
             ]
         );
     }

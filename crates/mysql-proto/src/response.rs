@@ -24,8 +24,13 @@ enum State {
     ColumnsEof,
     Rows,
     PrepareFirst,
-    PrepareParams { params: u16, columns: u16 },
-    PrepareParamsEof { columns: u16 },
+    PrepareParams {
+        params: u16,
+        columns: u16,
+    },
+    PrepareParamsEof {
+        columns: u16,
+    },
     PrepareColumns(u16),
     PrepareColumnsEof,
     FieldList,
@@ -143,7 +148,10 @@ impl ResponseTracker {
                     return Ok((pos, Progress::More));
                 }
             }
-            if self.header_have == HEADER_LEN && self.skip == 0 && self.prefix_have >= self.len.min(PREFIX) {
+            if self.header_have == HEADER_LEN
+                && self.skip == 0
+                && self.prefix_have >= self.len.min(PREFIX)
+            {
                 // Packet fully consumed.
                 self.header_have = 0;
                 self.prefix_have = 0;
@@ -161,16 +169,22 @@ impl ResponseTracker {
             }
             if self.header_have < HEADER_LEN {
                 let n = (HEADER_LEN - self.header_have).min(data.len() - pos);
-                self.header[self.header_have..self.header_have + n].copy_from_slice(&data[pos..pos + n]);
+                self.header[self.header_have..self.header_have + n]
+                    .copy_from_slice(&data[pos..pos + n]);
                 self.header_have += n;
                 pos += n;
                 if self.header_have < HEADER_LEN {
                     return Ok((pos, Progress::More));
                 }
-                self.len = usize::from(self.header[0]) | usize::from(self.header[1]) << 8 | usize::from(self.header[2]) << 16;
+                self.len = usize::from(self.header[0])
+                    | usize::from(self.header[1]) << 8
+                    | usize::from(self.header[2]) << 16;
                 let seq = self.header[3];
                 if seq != self.next_seq {
-                    return Err(ProtoError::Sequence { expected: self.next_seq, got: seq });
+                    return Err(ProtoError::Sequence {
+                        expected: self.next_seq,
+                        got: seq,
+                    });
                 }
                 self.next_seq = seq.wrapping_add(1);
                 if self.continuation {
@@ -183,7 +197,8 @@ impl ResponseTracker {
             let need = self.len.min(PREFIX);
             if self.prefix_have < need {
                 let n = (need - self.prefix_have).min(data.len() - pos);
-                self.prefix[self.prefix_have..self.prefix_have + n].copy_from_slice(&data[pos..pos + n]);
+                self.prefix[self.prefix_have..self.prefix_have + n]
+                    .copy_from_slice(&data[pos..pos + n]);
                 self.prefix_have += n;
                 pos += n;
                 if self.prefix_have < need {
@@ -198,7 +213,12 @@ impl ResponseTracker {
     fn classify(&mut self) -> Result<Progress, ProtoError> {
         let p = &self.prefix[..self.len.min(PREFIX)];
         let first = p.first().copied();
-        if first == Some(0xFF) && !matches!(self.state, State::Columns(_) | State::PrepareParams { .. } | State::PrepareColumns(_)) {
+        if first == Some(0xFF)
+            && !matches!(
+                self.state,
+                State::Columns(_) | State::PrepareParams { .. } | State::PrepareColumns(_)
+            )
+        {
             self.saw_error = true;
             self.state = State::Done;
             return Ok(Progress::Done);
@@ -278,24 +298,39 @@ impl ResponseTracker {
                 let columns = u16::from_le_bytes([p[5], p[6]]);
                 let params = u16::from_le_bytes([p[7], p[8]]);
                 self.state = self.prepare_next(params, columns);
-                Ok(if self.state == State::Done { Progress::Done } else { Progress::More })
+                Ok(if self.state == State::Done {
+                    Progress::Done
+                } else {
+                    Progress::More
+                })
             }
             State::PrepareParams { params, columns } => {
                 self.state = if params > 1 {
-                    State::PrepareParams { params: params - 1, columns }
+                    State::PrepareParams {
+                        params: params - 1,
+                        columns,
+                    }
                 } else if self.deprecate_eof {
                     self.prepare_next(0, columns)
                 } else {
                     State::PrepareParamsEof { columns }
                 };
-                Ok(if self.state == State::Done { Progress::Done } else { Progress::More })
+                Ok(if self.state == State::Done {
+                    Progress::Done
+                } else {
+                    Progress::More
+                })
             }
             State::PrepareParamsEof { columns } => {
                 if first != Some(0xFE) {
                     return Err(bad);
                 }
                 self.state = self.prepare_next(0, columns);
-                Ok(if self.state == State::Done { Progress::Done } else { Progress::More })
+                Ok(if self.state == State::Done {
+                    Progress::Done
+                } else {
+                    Progress::More
+                })
             }
             State::PrepareColumns(n) => {
                 self.state = if n > 1 {
@@ -305,7 +340,11 @@ impl ResponseTracker {
                 } else {
                     State::PrepareColumnsEof
                 };
-                Ok(if self.state == State::Done { Progress::Done } else { Progress::More })
+                Ok(if self.state == State::Done {
+                    Progress::Done
+                } else {
+                    Progress::More
+                })
             }
             State::PrepareColumnsEof => {
                 if first != Some(0xFE) {
@@ -346,11 +385,19 @@ impl ResponseTracker {
 }
 
 fn eof_status(p: &[u8]) -> u16 {
-    if p.len() >= 5 { u16::from_le_bytes([p[3], p[4]]) } else { 0 }
+    if p.len() >= 5 {
+        u16::from_le_bytes([p[3], p[4]])
+    } else {
+        0
+    }
 }
 
 fn eof_warnings(p: &[u8]) -> u16 {
-    if p.len() >= 3 { u16::from_le_bytes([p[1], p[2]]) } else { 0 }
+    if p.len() >= 3 {
+        u16::from_le_bytes([p[1], p[2]])
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]
@@ -362,12 +409,23 @@ mod tests {
 
     fn ok(status: u16, header: u8) -> Vec<u8> {
         let mut v = Vec::new();
-        OkPacket { header, status, ..Default::default() }.encode(&mut v, 0);
+        OkPacket {
+            header,
+            status,
+            ..Default::default()
+        }
+        .encode(&mut v, 0);
         v
     }
 
     /// A text result set as a server would send it, starting at sequence id `seq`.
-    fn result_set(out: &mut Vec<u8>, seq: &mut u8, rows: &[Vec<u8>], deprecate_eof: bool, more: bool) {
+    fn result_set(
+        out: &mut Vec<u8>,
+        seq: &mut u8,
+        rows: &[Vec<u8>],
+        deprecate_eof: bool,
+        more: bool,
+    ) {
         *seq = write_packet(out, *seq, &[2]);
         for name in ["a", "b"] {
             let mut c = Vec::new();
@@ -376,7 +434,11 @@ mod tests {
         }
         if !deprecate_eof {
             let mut e = Vec::new();
-            EofPacket { warnings: 0, status: 2 }.encode(&mut e);
+            EofPacket {
+                warnings: 0,
+                status: 2,
+            }
+            .encode(&mut e);
             *seq = write_packet(out, *seq, &e);
         }
         for r in rows {
@@ -387,7 +449,11 @@ mod tests {
             ok(st, 0xFE)
         } else {
             let mut e = Vec::new();
-            EofPacket { warnings: 1, status: st }.encode(&mut e);
+            EofPacket {
+                warnings: 1,
+                status: st,
+            }
+            .encode(&mut e);
             e
         };
         *seq = write_packet(out, *seq, &end);
@@ -424,7 +490,13 @@ mod tests {
             crate::codec::put_lenenc_bytes(&mut r, b"2");
             r
         };
-        result_set(&mut out, &mut seq, &[short_fe_row.clone(), big_row], deprecate, true);
+        result_set(
+            &mut out,
+            &mut seq,
+            &[short_fe_row.clone(), big_row],
+            deprecate,
+            true,
+        );
         seq = write_packet(&mut out, seq, &ok(2 | status::MORE_RESULTS_EXISTS, 0));
         result_set(&mut out, &mut seq, &[short_fe_row], deprecate, false);
         out
@@ -440,8 +512,17 @@ mod tests {
                 }
                 let mut extra = data.clone();
                 extra.extend_from_slice(b"next");
-                let (n, p) = run(ResponseKind::ResultSets, deprecate, &extra, chunk.min(extra.len()));
-                assert_eq!((n, p), (data.len(), Progress::Done), "deprecate={deprecate} chunk={chunk}");
+                let (n, p) = run(
+                    ResponseKind::ResultSets,
+                    deprecate,
+                    &extra,
+                    chunk.min(extra.len()),
+                );
+                assert_eq!(
+                    (n, p),
+                    (data.len(), Progress::Done),
+                    "deprecate={deprecate} chunk={chunk}"
+                );
             }
         }
     }
@@ -455,7 +536,11 @@ mod tests {
         ColumnDefinition::new("a", 0xfd).encode(&mut c);
         seq = write_packet(&mut out, seq, &c);
         let mut e = Vec::new();
-        EofPacket { warnings: 0, status: 0 }.encode(&mut e);
+        EofPacket {
+            warnings: 0,
+            status: 0,
+        }
+        .encode(&mut e);
         seq = write_packet(&mut out, seq, &e);
         seq = write_packet(&mut out, seq, b"\x01a");
         let mut err = Vec::new();
@@ -497,7 +582,10 @@ mod tests {
             if !deprecate {
                 write_packet(&mut out, seq, &[0xFE, 0, 0, 2, 0]);
             }
-            assert_eq!(run(ResponseKind::Prepare, deprecate, &out, 5), (out.len(), Progress::Done));
+            assert_eq!(
+                run(ResponseKind::Prepare, deprecate, &out, 5),
+                (out.len(), Progress::Done)
+            );
         }
     }
 
@@ -506,7 +594,13 @@ mod tests {
         let mut out = Vec::new();
         write_packet(&mut out, 5, &ok(2, 0));
         let mut t = ResponseTracker::new(ResponseKind::Single, false, 1);
-        assert!(matches!(t.feed(&out), Err(ProtoError::Sequence { expected: 1, got: 5 })));
+        assert!(matches!(
+            t.feed(&out),
+            Err(ProtoError::Sequence {
+                expected: 1,
+                got: 5
+            })
+        ));
     }
 
     #[test]
@@ -516,8 +610,15 @@ mod tests {
         let mut c = Vec::new();
         ColumnDefinition::new("a", 0xfd).encode(&mut c);
         seq = write_packet(&mut out, seq, &c);
-        write_packet(&mut out, seq, &[0xFE, 0, 0, (status::CURSOR_EXISTS | 2) as u8, 0]);
-        assert_eq!(run(ResponseKind::ResultSets, false, &out, 2), (out.len(), Progress::Done));
+        write_packet(
+            &mut out,
+            seq,
+            &[0xFE, 0, 0, (status::CURSOR_EXISTS | 2) as u8, 0],
+        );
+        assert_eq!(
+            run(ResponseKind::ResultSets, false, &out, 2),
+            (out.len(), Progress::Done)
+        );
     }
 
     proptest! {

@@ -1,0 +1,123 @@
+"""Shared fixtures: one real MariaDB topology (primary + 2 GTID replicas, TLS) and one manifold
+in front of it per test session. Each test works in its own schema.
+
+Binaries come from target/release (built by scripts/test). A missing binary or server fails
+with a message saying what to run or install; nothing is skipped."""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pymysql
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(os.environ.get("MANIFOLD_BIN_DIR", ROOT / "target" / "release"))
+USER, PASSWORD = "app", "app"
+
+
+def binary(name):
+    path = BIN / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: build it with `cargo build --release --workspace` (scripts/test does)")
+    return str(path)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited early with code {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    pytest.fail(f"{what} did not listen on port {port} within {timeout}s")
+
+
+class Topology:
+    def __init__(self, info):
+        self.info = info
+        self.primary = info["primary"]
+        self.primary_port = int(self.primary.split(":")[1])
+        self.replica_ports = [int(r.split(":")[1]) for r in info["replicas"].split(",") if r]
+        self.ca, self.cert, self.key = info["ca"], info["cert"], info["key"]
+        self.root_password = info["root_password"]
+
+    def root(self, port=None, **kw):
+        return pymysql.connect(host="127.0.0.1", port=port or self.primary_port, user="root",
+                               password=self.root_password, autocommit=True, **kw)
+
+
+@pytest.fixture(scope="session")
+def topology():
+    if shutil.which("mariadbd") is None and not Path("/usr/sbin/mariadbd").exists():
+        pytest.fail("mariadbd not found: apt-get install mariadb-server mariadb-client")
+    proc = subprocess.Popen([binary("manifold-testkit"), "up", "--replicas", "2", "--user", f"{USER}:{PASSWORD}"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    if not line:
+        pytest.fail(f"manifold-testkit did not start a topology (exit {proc.wait()})")
+    info = dict(kv.split("=", 1) for kv in line.split())
+    yield Topology(info)
+    proc.stdin.close()
+    proc.wait(timeout=60)
+
+
+class Manifold:
+    def __init__(self, topo, extra_args=(), log_name="manifold"):
+        self.port = free_port()
+        self.log_path = ROOT / "target" / f"{log_name}-{self.port}.log"
+        self.log = open(self.log_path, "w")
+        args = [binary("manifold"), "--primary", topo.primary, "--user", f"{USER}:{PASSWORD}",
+                "--listen", f"127.0.0.1:{self.port}", "--tls-cert", topo.cert, "--tls-key", topo.key, *extra_args]
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_port(self.port, self.proc, "manifold")
+
+    def connect(self, **kw):
+        kw.setdefault("user", USER)
+        kw.setdefault("password", PASSWORD)
+        return pymysql.connect(host="127.0.0.1", port=self.port, **kw)
+
+    def log_text(self):
+        self.log.flush()
+        return self.log_path.read_text()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def manifold(topology):
+    m = Manifold(topology)
+    yield m
+    m.stop()
+    assert "panicked" not in m.log_text(), "manifold panicked: see " + str(m.log_path)
+
+
+@pytest.fixture
+def schema(topology):
+    """A fresh schema on the primary for one test, dropped afterwards."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with topology.root() as c:
+        c.cursor().execute(f"CREATE DATABASE {name}")
+    yield name
+    with topology.root() as c:
+        c.cursor().execute(f"DROP DATABASE IF EXISTS {name}")
