@@ -151,6 +151,10 @@ impl Session {
     async fn serve(&mut self) -> End {
         loop {
             if self.ctx.drain().is_draining() {
+                // A command that already arrived is answered, not silently dropped.
+                if matches!(manifold_mysql_proto::scan_logical(&self.io.rbuf, self.max_packet()), Ok(Some(_))) {
+                    send_err(&mut self.io, 1, &ErrPacket::new(codes::SERVER_SHUTDOWN, "Server shutdown in progress")).await;
+                }
                 return End::Shutdown;
             }
             let max = self.max_packet();

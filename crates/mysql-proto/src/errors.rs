@@ -69,7 +69,21 @@ pub mod codes {
         BACKEND_POOL_TIMEOUT = (7703, "HY000", "Timed out waiting for a backend connection");
         /// The backend sent something manifold could not follow.
         BACKEND_PROTOCOL = (7704, "08S01", "Backend protocol error");
-        /// A bug in manifold; the session is closed to be safe.
-        INTERNAL = (7705, "HY000", "Internal error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::codes::ALL_ERROR_CODES;
+
+    #[test]
+    fn every_error_code_is_documented() {
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/errors.md")).unwrap();
+        for (name, code) in ALL_ERROR_CODES {
+            let row = format!("| {} | {} | `{name}` |", code.code, code.sqlstate);
+            assert!(doc.contains(&row), "docs/errors.md lacks the row for {name}: {row}");
+        }
+        let rows = doc.lines().filter(|l| l.starts_with("| ") && l.contains('`')).count();
+        assert_eq!(rows, ALL_ERROR_CODES.len(), "docs/errors.md lists codes the code does not have");
     }
 }

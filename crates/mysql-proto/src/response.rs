@@ -544,7 +544,7 @@ mod tests {
         seq = write_packet(&mut out, seq, &e);
         seq = write_packet(&mut out, seq, b"\x01a");
         let mut err = Vec::new();
-        ErrPacket::new(crate::errors::codes::INTERNAL, "killed").encode(&mut err);
+        ErrPacket::new(crate::errors::codes::BACKEND_PROTOCOL, "killed").encode(&mut err);
         write_packet(&mut out, seq, &err);
         let mut t = ResponseTracker::new(ResponseKind::ResultSets, false, 1);
         assert_eq!(t.feed(&out).unwrap(), (out.len(), Progress::Done));
