@@ -175,7 +175,7 @@ impl Client {
                 self.buf.drain(..p.raw_len);
                 return Ok((p.last_seq, payload));
             }
-            let mut chunk = [0u8; 65536];
+            let mut chunk = [0u8; 16384];
             let n = self.stream.read(&mut chunk)?;
             if n == 0 {
                 return Err(Error::Io(std::io::Error::new(

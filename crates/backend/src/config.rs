@@ -55,7 +55,7 @@ impl Default for PoolConfig {
         Self {
             min_idle: 4,
             max_size: 256,
-            idle_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_mins(1),
             connect_timeout: Duration::from_secs(5),
             wait_timeout: Duration::from_secs(10),
         }
@@ -68,7 +68,10 @@ impl PoolConfig {
             return Err("pool.max_size: must be at least 1".into());
         }
         if self.min_idle > self.max_size {
-            return Err(format!("pool.min_idle: {} exceeds pool.max_size {}", self.min_idle, self.max_size));
+            return Err(format!(
+                "pool.min_idle: {} exceeds pool.max_size {}",
+                self.min_idle, self.max_size
+            ));
         }
         if self.connect_timeout.is_zero() {
             return Err("pool.connect_timeout: must be greater than 0".into());

@@ -11,9 +11,9 @@ use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
 use manifold_mysql_proto::Command;
 use tokio::net::TcpStream;
 
+use crate::config::TlsMode;
 use crate::errors::{BackendError, ErrorKind};
 use crate::io::{PacketIo, ReadError, Stream};
-use crate::config::TlsMode;
 
 /// Login packets are small; anything larger is a broken or hostile server.
 const MAX_LOGIN_PACKET: usize = 64 * 1024;
@@ -50,7 +50,12 @@ pub struct ConnKey {
 
 impl ConnKey {
     pub fn new(user: &str, password: &str, client_caps: u32, charset: u8) -> Self {
-        Self { user: user.to_owned(), password: password.to_owned(), caps: client_caps & caps::SESSION_AFFECTING, charset }
+        Self {
+            user: user.to_owned(),
+            password: password.to_owned(),
+            caps: client_caps & caps::SESSION_AFFECTING,
+            charset,
+        }
     }
 }
 
@@ -72,41 +77,86 @@ fn lost(what: &str, e: &ReadError) -> BackendError {
 
 fn login_err(addr: &str, e: &ReadError) -> BackendError {
     match e {
-        ReadError::Timeout => BackendError::new(ErrorKind::ConnectTimeout, true, format!("backend {addr}: login timed out")),
-        e => BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: connection failed during login: {e}")),
+        ReadError::Timeout => BackendError::new(
+            ErrorKind::ConnectTimeout,
+            true,
+            format!("backend {addr}: login timed out"),
+        ),
+        e => BackendError::new(
+            ErrorKind::Connect,
+            true,
+            format!("backend {addr}: connection failed during login: {e}"),
+        ),
     }
 }
 
 impl BackendConn {
     /// Opens and logs in a new connection; the whole exchange is bounded by `timeout`.
-    pub async fn connect(target: &BackendTarget, key: &ConnKey, timeout: Duration) -> Result<BackendConn, BackendError> {
+    pub async fn connect(
+        target: &BackendTarget,
+        key: &ConnKey,
+        timeout: Duration,
+    ) -> Result<BackendConn, BackendError> {
         match tokio::time::timeout(timeout, Self::connect_inner(target, key)).await {
             Ok(r) => r,
             Err(_) => Err(BackendError::new(
                 ErrorKind::ConnectTimeout,
                 true,
-                format!("backend {}: no login within connect_timeout ({timeout:?})", target.addr),
+                format!(
+                    "backend {}: no login within connect_timeout ({timeout:?})",
+                    target.addr
+                ),
             )),
         }
     }
 
-    async fn connect_inner(target: &BackendTarget, key: &ConnKey) -> Result<BackendConn, BackendError> {
+    async fn connect_inner(
+        target: &BackendTarget,
+        key: &ConnKey,
+    ) -> Result<BackendConn, BackendError> {
         let addr = &target.addr;
-        let tcp = TcpStream::connect(addr.as_str())
-            .await
-            .map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr} unreachable: {e}")))?;
+        let tcp = TcpStream::connect(addr.as_str()).await.map_err(|e| {
+            BackendError::new(
+                ErrorKind::Connect,
+                true,
+                format!("backend {addr} unreachable: {e}"),
+            )
+        })?;
         let _ = tcp.set_nodelay(true);
         let mut io = PacketIo::new(Stream::Tcp(tcp));
-        let p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| login_err(addr, &e))?;
+        let p = io
+            .read_packet(MAX_LOGIN_PACKET)
+            .await
+            .map_err(|e| login_err(addr, &e))?;
         let payload = io.payload(&p).into_owned();
         io.consume(p.raw_len);
         if payload.first() == Some(&0xFF) {
-            let e = ErrPacket::decode(&payload).map_err(|_| BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: bad handshake")))?;
-            return Err(BackendError::new(ErrorKind::Connect, true, format!("backend {addr} refused the connection: {e}")));
+            let e = ErrPacket::decode(&payload).map_err(|_| {
+                BackendError::new(
+                    ErrorKind::Protocol,
+                    true,
+                    format!("backend {addr}: bad handshake"),
+                )
+            })?;
+            return Err(BackendError::new(
+                ErrorKind::Connect,
+                true,
+                format!("backend {addr} refused the connection: {e}"),
+            ));
         }
-        let hs = HandshakeV10::decode(&payload).map_err(|e| BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: bad handshake: {e}")))?;
+        let hs = HandshakeV10::decode(&payload).map_err(|e| {
+            BackendError::new(
+                ErrorKind::Protocol,
+                true,
+                format!("backend {addr}: bad handshake: {e}"),
+            )
+        })?;
         if hs.capabilities & caps::PROTOCOL_41 == 0 {
-            return Err(BackendError::new(ErrorKind::Protocol, true, format!("backend {addr} does not speak protocol 4.1")));
+            return Err(BackendError::new(
+                ErrorKind::Protocol,
+                true,
+                format!("backend {addr} does not speak protocol 4.1"),
+            ));
         }
         let wanted = BASE_CAPS | key.caps;
         let mut capabilities = wanted & hs.capabilities;
@@ -117,7 +167,13 @@ impl BackendConn {
             TlsMode::Preferred => hs.capabilities & caps::SSL != 0,
             _ => {
                 if hs.capabilities & caps::SSL == 0 {
-                    return Err(BackendError::new(ErrorKind::Tls, true, format!("backend {addr} does not offer TLS, which backend.tls.mode requires")));
+                    return Err(BackendError::new(
+                        ErrorKind::Tls,
+                        true,
+                        format!(
+                            "backend {addr} does not offer TLS, which backend.tls.mode requires"
+                        ),
+                    ));
                 }
                 true
             }
@@ -127,55 +183,89 @@ impl BackendConn {
             max_packet: target.max_packet,
             charset: key.charset,
             user: key.user.as_bytes().to_vec(),
-            attributes: vec![(b"_client_name".to_vec(), b"manifold".to_vec()), (b"program_name".to_vec(), b"manifold".to_vec())],
+            attributes: vec![
+                (b"_client_name".to_vec(), b"manifold".to_vec()),
+                (b"program_name".to_vec(), b"manifold".to_vec()),
+            ],
             ..Default::default()
         };
         if use_tls {
             let Some(tls) = target.tls.clone() else {
-                return Err(BackendError::new(ErrorKind::Tls, true, "backend TLS requested but not configured"));
+                return Err(BackendError::new(
+                    ErrorKind::Tls,
+                    true,
+                    "backend TLS requested but not configured",
+                ));
             };
             capabilities |= caps::SSL;
             response.capabilities = capabilities;
             let mut ssl = Vec::new();
             response.encode_ssl_request(&mut ssl);
-            seq = io.send(seq, &ssl).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
-            let Stream::Tcp(tcp) = io.into_stream() else { unreachable!("fresh connection is plain TCP") };
-            let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h).trim_matches(['[', ']']);
-            let name = rustls::pki_types::ServerName::try_from(host.to_owned())
-                .map_err(|e| BackendError::new(ErrorKind::Tls, true, format!("backend {addr}: bad TLS server name: {e}")))?;
+            seq = io.send(seq, &ssl).await.map_err(|e| {
+                BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
+            })?;
+            let Stream::Tcp(tcp) = io.into_stream() else {
+                unreachable!("fresh connection is plain TCP")
+            };
+            let host = addr
+                .rsplit_once(':')
+                .map_or(addr.as_str(), |(h, _)| h)
+                .trim_matches(['[', ']']);
+            let name = rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| {
+                BackendError::new(
+                    ErrorKind::Tls,
+                    true,
+                    format!("backend {addr}: bad TLS server name: {e}"),
+                )
+            })?;
             let tls_stream = tokio_rustls::TlsConnector::from(tls)
                 .connect(name, tcp)
                 .await
-                .map_err(|e| BackendError::new(ErrorKind::Tls, true, format!("backend {addr}: TLS handshake failed: {e}")))?;
+                .map_err(|e| {
+                    BackendError::new(
+                        ErrorKind::Tls,
+                        true,
+                        format!("backend {addr}: TLS handshake failed: {e}"),
+                    )
+                })?;
             io = PacketIo::new(Stream::ClientTls(Box::new(tls_stream)));
         }
 
         let scramble = &hs.auth_data[..hs.auth_data.len().min(auth::SCRAMBLE_LEN)];
         let mut plugin = String::from_utf8_lossy(&hs.auth_plugin).into_owned();
         if plugin != auth::CACHING_SHA2_PASSWORD {
-            plugin = auth::NATIVE_PASSWORD.to_owned();
+            auth::NATIVE_PASSWORD.clone_into(&mut plugin);
         }
         response.auth_response = plugin_response(&plugin, key.password.as_bytes(), scramble);
         response.auth_plugin = Some(plugin.as_bytes().to_vec());
         let mut out = Vec::new();
         response.encode(&mut out);
-        io.send(seq, &out).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
+        io.send(seq, &out).await.map_err(|e| {
+            BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
+        })?;
 
         let mut scramble = scramble.to_vec();
         loop {
-            let p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| login_err(addr, &e))?;
+            let p = io
+                .read_packet(MAX_LOGIN_PACKET)
+                .await
+                .map_err(|e| login_err(addr, &e))?;
             let payload = io.payload(&p).into_owned();
             io.consume(p.raw_len);
             let seq = p.last_seq.wrapping_add(1);
             match payload.first() {
                 Some(0x00) => break,
                 Some(0xFF) => {
-                    let e = ErrPacket::decode(&payload).unwrap_or_else(|_| ErrPacket::new(manifold_mysql_proto::codes::ACCESS_DENIED, "login refused"));
+                    let e = ErrPacket::decode(&payload).unwrap_or_else(|_| {
+                        ErrPacket::new(manifold_mysql_proto::codes::ACCESS_DENIED, "login refused")
+                    });
                     let msg = format!("backend {addr} refused login of user '{}': {e}", key.user);
                     return Err(BackendError::new(ErrorKind::Auth(e), true, msg));
                 }
                 Some(0xFE) => {
-                    let sw = AuthSwitchRequest::decode(&payload).map_err(|e| BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: {e}")))?;
+                    let sw = AuthSwitchRequest::decode(&payload).map_err(|e| {
+                        BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: {e}"))
+                    })?;
                     plugin = String::from_utf8_lossy(&sw.plugin).into_owned();
                     scramble = sw.data[..sw.data.len().min(auth::SCRAMBLE_LEN)].to_vec();
                     if plugin != auth::NATIVE_PASSWORD && plugin != auth::CACHING_SHA2_PASSWORD {
@@ -186,7 +276,9 @@ impl BackendConn {
                         ));
                     }
                     let resp = plugin_response(&plugin, key.password.as_bytes(), &scramble);
-                    io.send(seq, &resp).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
+                    io.send(seq, &resp).await.map_err(|e| {
+                        BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
+                    })?;
                 }
                 Some(0x01) if plugin == auth::CACHING_SHA2_PASSWORD => match payload.get(1) {
                     Some(&auth::SHA2_FAST_AUTH_SUCCESS) => {}
@@ -194,21 +286,71 @@ impl BackendConn {
                         if io.stream.is_tls() {
                             let mut pw = key.password.as_bytes().to_vec();
                             pw.push(0);
-                            io.send(seq, &pw).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
+                            io.send(seq, &pw).await.map_err(|e| {
+                                BackendError::new(
+                                    ErrorKind::Connect,
+                                    true,
+                                    format!("backend {addr}: {e}"),
+                                )
+                            })?;
                         } else {
-                            io.send(seq, &[auth::SHA2_REQUEST_PUBLIC_KEY]).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
-                            let p = io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| login_err(addr, &e))?;
+                            io.send(seq, &[auth::SHA2_REQUEST_PUBLIC_KEY])
+                                .await
+                                .map_err(|e| {
+                                    BackendError::new(
+                                        ErrorKind::Connect,
+                                        true,
+                                        format!("backend {addr}: {e}"),
+                                    )
+                                })?;
+                            let p = io
+                                .read_packet(MAX_LOGIN_PACKET)
+                                .await
+                                .map_err(|e| login_err(addr, &e))?;
                             let key_packet = io.payload(&p).into_owned();
                             io.consume(p.raw_len);
-                            let pem = key_packet.strip_prefix(&[0x01]).ok_or_else(|| BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: expected an RSA public key")))?;
-                            let enc = auth::encrypt_password_rsa(pem, key.password.as_bytes(), &scramble)
-                                .map_err(|e| BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: RSA: {e}")))?;
-                            io.send(p.last_seq.wrapping_add(1), &enc).await.map_err(|e| BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}")))?;
+                            let pem = key_packet.strip_prefix(&[0x01]).ok_or_else(|| {
+                                BackendError::new(
+                                    ErrorKind::Protocol,
+                                    true,
+                                    format!("backend {addr}: expected an RSA public key"),
+                                )
+                            })?;
+                            let enc =
+                                auth::encrypt_password_rsa(pem, key.password.as_bytes(), &scramble)
+                                    .map_err(|e| {
+                                        BackendError::new(
+                                            ErrorKind::Protocol,
+                                            true,
+                                            format!("backend {addr}: RSA: {e}"),
+                                        )
+                                    })?;
+                            io.send(p.last_seq.wrapping_add(1), &enc)
+                                .await
+                                .map_err(|e| {
+                                    BackendError::new(
+                                        ErrorKind::Connect,
+                                        true,
+                                        format!("backend {addr}: {e}"),
+                                    )
+                                })?;
                         }
                     }
-                    _ => return Err(BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: unexpected caching_sha2_password message"))),
+                    _ => {
+                        return Err(BackendError::new(
+                            ErrorKind::Protocol,
+                            true,
+                            format!("backend {addr}: unexpected caching_sha2_password message"),
+                        ))
+                    }
                 },
-                _ => return Err(BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: unexpected packet during login"))),
+                _ => {
+                    return Err(BackendError::new(
+                        ErrorKind::Protocol,
+                        true,
+                        format!("backend {addr}: unexpected packet during login"),
+                    ))
+                }
             }
         }
         Ok(BackendConn {
@@ -224,24 +366,45 @@ impl BackendConn {
 
     /// Sends a command answered by one OK or ERR packet (`COM_INIT_DB`, `COM_PING`,
     /// `COM_RESET_CONNECTION`, `COM_SET_OPTION`), returning the backend's verdict.
-    pub async fn simple_command(&mut self, cmd: &Command<'_>) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
+    pub async fn simple_command(
+        &mut self,
+        cmd: &Command<'_>,
+    ) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
         let mut payload = Vec::with_capacity(32);
         cmd.encode(&mut payload);
-        self.io.send(0, &payload).await.map_err(|e| BackendError::new(ErrorKind::Lost, true, format!("sending to backend: {e}")))?;
-        let p = self.io.read_packet(MAX_LOGIN_PACKET).await.map_err(|e| lost("waiting for backend", &e))?;
+        self.io.send(0, &payload).await.map_err(|e| {
+            BackendError::new(ErrorKind::Lost, true, format!("sending to backend: {e}"))
+        })?;
+        let p = self
+            .io
+            .read_packet(MAX_LOGIN_PACKET)
+            .await
+            .map_err(|e| lost("waiting for backend", &e))?;
         let payload = self.io.payload(&p).into_owned();
         self.io.consume(p.raw_len);
         self.last_used = Instant::now();
         match payload.first() {
-            Some(0xFF) => Ok(Err(ErrPacket::decode(&payload).map_err(|_| BackendError::new(ErrorKind::Protocol, false, "bad ERR packet"))?)),
-            Some(0x00 | 0xFE) => Ok(Ok(OkPacket::decode(&payload, self.capabilities).map_err(|_| BackendError::new(ErrorKind::Protocol, false, "bad OK packet"))?)),
-            _ => Err(BackendError::new(ErrorKind::Protocol, false, "unexpected answer to a simple command")),
+            Some(0xFF) => Ok(Err(ErrPacket::decode(&payload).map_err(|_| {
+                BackendError::new(ErrorKind::Protocol, false, "bad ERR packet")
+            })?)),
+            Some(0x00 | 0xFE) => Ok(Ok(OkPacket::decode(&payload, self.capabilities)
+                .map_err(|_| BackendError::new(ErrorKind::Protocol, false, "bad OK packet"))?)),
+            _ => Err(BackendError::new(
+                ErrorKind::Protocol,
+                false,
+                "unexpected answer to a simple command",
+            )),
         }
     }
 
     /// Makes `schema` the connection's current schema if it is not already.
-    pub async fn use_schema(&mut self, schema: Option<&[u8]>) -> Result<Result<(), ErrPacket>, BackendError> {
-        let Some(schema) = schema else { return Ok(Ok(())) };
+    pub async fn use_schema(
+        &mut self,
+        schema: Option<&[u8]>,
+    ) -> Result<Result<(), ErrPacket>, BackendError> {
+        let Some(schema) = schema else {
+            return Ok(Ok(()));
+        };
         if self.schema.as_deref() == Some(schema) {
             return Ok(Ok(()));
         }

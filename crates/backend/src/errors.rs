@@ -42,13 +42,21 @@ pub struct BackendError {
 
 impl BackendError {
     pub fn new(kind: ErrorKind, retry_safe: bool, message: impl Into<String>) -> Self {
-        Self { kind, side: Side::Backend, retry_safe, message: message.into() }
+        Self {
+            kind,
+            side: Side::Backend,
+            retry_safe,
+            message: message.into(),
+        }
     }
 
     /// The ERR code a client sees for this failure.
     pub fn error_code(&self) -> ErrorCode {
         match self.kind {
-            ErrorKind::Connect | ErrorKind::ConnectTimeout | ErrorKind::Tls | ErrorKind::Auth(_) => codes::BACKEND_UNAVAILABLE,
+            ErrorKind::Connect
+            | ErrorKind::ConnectTimeout
+            | ErrorKind::Tls
+            | ErrorKind::Auth(_) => codes::BACKEND_UNAVAILABLE,
             ErrorKind::Protocol => codes::BACKEND_PROTOCOL,
             ErrorKind::Lost => codes::BACKEND_LOST,
             ErrorKind::PoolTimeout => codes::BACKEND_POOL_TIMEOUT,

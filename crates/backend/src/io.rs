@@ -33,7 +33,11 @@ impl Stream {
 }
 
 impl AsyncRead for Stream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
             Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
@@ -43,7 +47,11 @@ impl AsyncRead for Stream {
 }
 
 impl AsyncWrite for Stream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
             Stream::ServerTls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
@@ -94,7 +102,11 @@ pub struct PacketIo {
 
 impl PacketIo {
     pub fn new(stream: Stream) -> Self {
-        Self { stream, rbuf: BytesMut::with_capacity(READ_CHUNK), wbuf: Vec::with_capacity(4096) }
+        Self {
+            stream,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            wbuf: Vec::with_capacity(4096),
+        }
     }
 
     /// Reads whatever is available (at least one byte). `Closed` on EOF.
@@ -120,7 +132,11 @@ impl PacketIo {
     }
 
     /// Like [`PacketIo::read_packet`] with a deadline.
-    pub async fn read_packet_timeout(&mut self, max_payload: usize, timeout: Duration) -> Result<LogicalPacket, ReadError> {
+    pub async fn read_packet_timeout(
+        &mut self,
+        max_payload: usize,
+        timeout: Duration,
+    ) -> Result<LogicalPacket, ReadError> {
         match tokio::time::timeout(timeout, self.read_packet(max_payload)).await {
             Ok(r) => r,
             Err(_) => Err(ReadError::Timeout),

@@ -92,7 +92,8 @@ impl Pool {
             if self.total.get() < self.config.max_size || self.evict_idle_other_key(key) {
                 self.total.set(self.total.get() + 1);
                 let guard = SlotGuard(self);
-                let conn = BackendConn::connect(&self.target, key, self.config.connect_timeout).await?;
+                let conn =
+                    BackendConn::connect(&self.target, key, self.config.connect_timeout).await?;
                 std::mem::forget(guard);
                 self.opened.set(self.opened.get() + 1);
                 *self.server_version.borrow_mut() = Some(conn.server_version.clone());
@@ -120,7 +121,11 @@ impl Pool {
     fn lease(self: &Rc<Self>, mut conn: BackendConn) -> Lease {
         self.in_use.set(self.in_use.get() + 1);
         conn.last_used = Instant::now();
-        Lease { conn: Some(conn), pool: self.clone(), dirty: true }
+        Lease {
+            conn: Some(conn),
+            pool: self.clone(),
+            dirty: true,
+        }
     }
 
     fn take_idle(&self, key: &ConnKey) -> Option<BackendConn> {
@@ -169,7 +174,8 @@ impl Pool {
         }
         let pool = self.clone();
         tokio::task::spawn_local(async move {
-            let tick = (pool.config.idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+            let tick = (pool.config.idle_timeout / 4)
+                .clamp(Duration::from_millis(100), Duration::from_secs(5));
             let mut failures = 0u32;
             while !pool.closed.get() {
                 pool.expire_idle();
@@ -178,18 +184,21 @@ impl Pool {
                     let ready = pool.idle.borrow().iter().filter(|c| c.key == key).count();
                     if ready < pool.config.min_idle && pool.total.get() < pool.config.max_size {
                         pool.total.set(pool.total.get() + 1);
-                        match BackendConn::connect(&pool.target, &key, pool.config.connect_timeout).await {
+                        match BackendConn::connect(&pool.target, &key, pool.config.connect_timeout)
+                            .await
+                        {
                             Ok(conn) => {
                                 failures = 0;
                                 pool.opened.set(pool.opened.get() + 1);
-                                *pool.server_version.borrow_mut() = Some(conn.server_version.clone());
+                                *pool.server_version.borrow_mut() =
+                                    Some(conn.server_version.clone());
                                 pool.give_back(conn);
                                 continue;
                             }
                             Err(e) => {
                                 pool.forget_one();
                                 failures += 1;
-                                if failures == 1 || failures % 60 == 0 {
+                                if failures == 1 || failures.is_multiple_of(60) {
                                     tracing::warn!(backend = %pool.target.addr, error = %e, "cannot pre-open backend connection");
                                 }
                             }
@@ -248,7 +257,9 @@ pub struct Lease {
 
 impl Lease {
     pub fn conn(&mut self) -> &mut BackendConn {
-        self.conn.as_mut().expect("lease holds a connection until dropped")
+        self.conn
+            .as_mut()
+            .expect("lease holds a connection until dropped")
     }
 
     /// Closes the connection instead of returning it (it broke, or its state is unknown).
@@ -262,7 +273,9 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let Some(mut conn) = self.conn.take() else { return };
+        let Some(mut conn) = self.conn.take() else {
+            return;
+        };
         let pool = self.pool.clone();
         pool.in_use.set(pool.in_use.get() - 1);
         if !self.dirty {

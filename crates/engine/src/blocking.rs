@@ -145,7 +145,10 @@ impl BlockingPool {
     ///
     /// The job is queued when `spawn` is called, not when the future is first polled, and
     /// dropping the future does not cancel it (a blocking call cannot be interrupted anyway).
-    pub fn spawn<F, R>(&self, f: F) -> impl Future<Output = Result<R, BlockingError>> + Send + 'static
+    pub fn spawn<F, R>(
+        &self,
+        f: F,
+    ) -> impl Future<Output = Result<R, BlockingError>> + Send + 'static
     where
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,

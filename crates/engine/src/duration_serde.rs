@@ -16,7 +16,9 @@ use serde::{Deserializer, Serializer};
 
 /// Why a duration string was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid duration {input:?}: {reason} (expected e.g. \"10s\", \"500ms\", \"2m\", \"1m30s\")")]
+#[error(
+    "invalid duration {input:?}: {reason} (expected e.g. \"10s\", \"500ms\", \"2m\", \"1m30s\")"
+)]
 pub struct DurationParseError {
     input: String,
     reason: &'static str,

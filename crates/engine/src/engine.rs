@@ -9,7 +9,9 @@ use tokio::sync::oneshot;
 use crate::blocking::BlockingPool;
 use crate::config::EngineConfig;
 use crate::errors::EngineError;
-use crate::worker::{self, HandlerFactory, ShutdownCmd, WorkerReport, WorkerSetup, WorkerStartHook};
+use crate::worker::{
+    self, HandlerFactory, ShutdownCmd, WorkerReport, WorkerSetup, WorkerStartHook,
+};
 
 /// How long past the shutdown deadline we wait for a worker thread before giving up on it.
 /// Only a handler that blocks its worker thread (a bug) can make a worker this late.

@@ -34,7 +34,9 @@ fn bind_one(addr: SocketAddr, backlog: u32) -> Result<std::net::TcpListener, Eng
     let err = |op| move |source| EngineError::Bind { addr, op, source };
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
         .map_err(err("socket"))?;
-    socket.set_reuse_address(true).map_err(err("SO_REUSEADDR"))?;
+    socket
+        .set_reuse_address(true)
+        .map_err(err("SO_REUSEADDR"))?;
     socket.set_reuse_port(true).map_err(err("SO_REUSEPORT"))?;
     socket.set_nonblocking(true).map_err(err("O_NONBLOCK"))?;
     socket.bind(&addr.into()).map_err(err("bind"))?;

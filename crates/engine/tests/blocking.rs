@@ -33,7 +33,10 @@ fn wait_for(pool: &BlockingPool, what: &str, ok: impl Fn(BlockingStats) -> bool)
         if ok(s) {
             return s;
         }
-        assert!(Instant::now() < give_up, "timed out waiting for {what}; last {s:?}");
+        assert!(
+            Instant::now() < give_up,
+            "timed out waiting for {what}; last {s:?}"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -177,7 +180,9 @@ fn shutdown_finishes_queued_jobs_then_refuses() {
         pool.spawn(move || gate.wait())
     };
     let queued = pool.spawn(|| 5);
-    wait_for(&pool, "one busy, one queued", |s| s.busy == 1 && s.queued == 1);
+    wait_for(&pool, "one busy, one queued", |s| {
+        s.busy == 1 && s.queued == 1
+    });
     let clone = pool.clone();
     let stopper = std::thread::spawn(move || clone.shutdown(Duration::from_secs(3)));
     // New work is refused as soon as shutdown begins, even before the threads are gone.

@@ -159,7 +159,11 @@ fn duration_serde_works_for_other_crates() {
             max_lag: Some(d),
         };
         let text = toml::to_string(&v).unwrap();
-        assert_eq!(toml::from_str::<OtherCrateConfig>(&text).unwrap(), v, "{text}");
+        assert_eq!(
+            toml::from_str::<OtherCrateConfig>(&text).unwrap(),
+            v,
+            "{text}"
+        );
     }
     assert_eq!(
         duration_serde::parse_duration(&duration_serde::format_duration(Duration::from_secs(90)))

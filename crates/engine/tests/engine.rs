@@ -219,7 +219,10 @@ fn graceful_shutdown_drains_then_aborts() {
             aborted: 1
         }
     );
-    assert!(took >= Duration::from_millis(700), "returned before the deadline: {took:?}");
+    assert!(
+        took >= Duration::from_millis(700),
+        "returned before the deadline: {took:?}"
+    );
     assert!(took < Duration::from_secs(5), "shutdown too slow: {took:?}");
     assert_eq!(read_to_end(&mut fast), b"done");
     assert_eq!(read_to_end(&mut idle), b"bye");
@@ -248,11 +251,17 @@ fn new_connections_are_refused_while_draining() {
                 break;
             }
         }
-        assert!(Instant::now() < give_up, "still accepting after shutdown began");
+        assert!(
+            Instant::now() < give_up,
+            "still accepting after shutdown began"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     // The busy session still runs, so the refusal came from draining, not from exiting.
-    assert!(!shutdown.is_finished(), "shutdown ended before we saw a refusal");
+    assert!(
+        !shutdown.is_finished(),
+        "shutdown ended before we saw a refusal"
+    );
     let report = shutdown.join().unwrap();
     assert_eq!(report.aborted, 0);
     assert!(report.drained >= 1, "{report:?}");
@@ -301,7 +310,11 @@ fn bind_failure_is_returned_with_the_address() {
         .start()
         .unwrap_err();
     match &err {
-        EngineError::Bind { addr: a, op, source } => {
+        EngineError::Bind {
+            addr: a,
+            op,
+            source,
+        } => {
             assert_eq!(*a, addr);
             assert_eq!(*op, "bind");
             assert_eq!(source.kind(), ErrorKind::AddrInUse);
@@ -321,7 +334,10 @@ fn duplicate_listen_address_is_refused() {
         .listen(addr, factory(|| Echo))
         .start()
         .unwrap_err();
-    assert!(matches!(err, EngineError::DuplicateListen(a) if a == addr), "{err:?}");
+    assert!(
+        matches!(err, EngineError::DuplicateListen(a) if a == addr),
+        "{err:?}"
+    );
 }
 
 #[test]

@@ -43,7 +43,7 @@ impl Default for MysqlFrontConfig {
             max_connections: 10_000,
             max_allowed_packet: 64 << 20,
             connect_timeout: Duration::from_secs(10),
-            wait_timeout: Duration::from_secs(8 * 3600),
+            wait_timeout: Duration::from_hours(8),
             default_auth_plugin: auth::NATIVE_PASSWORD.into(),
             sha2_full_auth_first: true,
             tls: FrontTlsConfig::default(),

@@ -291,20 +291,18 @@ pub(crate) async fn authenticate(
         }
         (Some(u), _) => auth::native_verify(u.native_hash.as_ref(), scramble, &response),
     };
-    match (verified, user) {
-        (true, Some(u)) => Ok((u, seq)),
-        _ => {
-            FrontendMetrics::inc(&shared.metrics.auth_failures);
-            let name = String::from_utf8_lossy(user_name);
-            let msg = format!(
-                "Access denied for user '{name}'@'{}' (using password: {})",
-                peer.ip(),
-                if used_password { "YES" } else { "NO" }
-            );
-            send_err(io, seq, &ErrPacket::new(codes::ACCESS_DENIED, msg.clone())).await;
-            Err(msg)
-        }
+    if let (true, Some(u)) = (verified, user) {
+        return Ok((u, seq));
     }
+    FrontendMetrics::inc(&shared.metrics.auth_failures);
+    let name = String::from_utf8_lossy(user_name);
+    let msg = format!(
+        "Access denied for user '{name}'@'{}' (using password: {})",
+        peer.ip(),
+        if used_password { "YES" } else { "NO" }
+    );
+    send_err(io, seq, &ErrPacket::new(codes::ACCESS_DENIED, msg.clone())).await;
+    Err(msg)
 }
 
 /// `caching_sha2_password` full authentication: the client sends its password in cleartext

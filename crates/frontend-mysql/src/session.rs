@@ -87,7 +87,7 @@ pub(crate) async fn run(
     let end = session.serve().await;
     match &end {
         End::Quit | End::ClientGone => {
-            tracing::debug!(%peer, connection = id, "session ended: {end:?}")
+            tracing::debug!(%peer, connection = id, "session ended: {end:?}");
         }
         _ => tracing::info!(%peer, connection = id, "session ended: {end:?}"),
     }
@@ -152,8 +152,16 @@ impl Session {
         loop {
             if self.ctx.drain().is_draining() {
                 // A command that already arrived is answered, not silently dropped.
-                if matches!(manifold_mysql_proto::scan_logical(&self.io.rbuf, self.max_packet()), Ok(Some(_))) {
-                    send_err(&mut self.io, 1, &ErrPacket::new(codes::SERVER_SHUTDOWN, "Server shutdown in progress")).await;
+                if matches!(
+                    manifold_mysql_proto::scan_logical(&self.io.rbuf, self.max_packet()),
+                    Ok(Some(_))
+                ) {
+                    send_err(
+                        &mut self.io,
+                        1,
+                        &ErrPacket::new(codes::SERVER_SHUTDOWN, "Server shutdown in progress"),
+                    )
+                    .await;
                 }
                 return End::Shutdown;
             }

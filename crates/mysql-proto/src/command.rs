@@ -184,8 +184,9 @@ impl<'a> Command<'a> {
             Command::Quit | Command::StmtClose(_) | Command::StmtSendLongData { .. } => {
                 ResponseKind::None
             }
-            Command::Query(_) | Command::ProcessInfo => ResponseKind::ResultSets,
-            Command::StmtExecute { .. } => ResponseKind::ResultSets,
+            Command::Query(_) | Command::ProcessInfo | Command::StmtExecute { .. } => {
+                ResponseKind::ResultSets
+            }
             Command::StmtFetch { .. } => ResponseKind::Rows,
             Command::StmtPrepare(_) => ResponseKind::Prepare,
             Command::FieldList { .. } => ResponseKind::FieldList,

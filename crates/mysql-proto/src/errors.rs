@@ -78,12 +78,24 @@ mod tests {
 
     #[test]
     fn every_error_code_is_documented() {
-        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/errors.md")).unwrap();
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/errors.md"))
+                .unwrap();
         for (name, code) in ALL_ERROR_CODES {
             let row = format!("| {} | {} | `{name}` |", code.code, code.sqlstate);
-            assert!(doc.contains(&row), "docs/errors.md lacks the row for {name}: {row}");
+            assert!(
+                doc.contains(&row),
+                "docs/errors.md lacks the row for {name}: {row}"
+            );
         }
-        let rows = doc.lines().filter(|l| l.starts_with("| ") && l.contains('`')).count();
-        assert_eq!(rows, ALL_ERROR_CODES.len(), "docs/errors.md lists codes the code does not have");
+        let rows = doc
+            .lines()
+            .filter(|l| l.starts_with("| ") && l.contains('`'))
+            .count();
+        assert_eq!(
+            rows,
+            ALL_ERROR_CODES.len(),
+            "docs/errors.md lists codes the code does not have"
+        );
     }
 }

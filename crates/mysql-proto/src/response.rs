@@ -297,7 +297,7 @@ impl ResponseTracker {
                 }
                 let columns = u16::from_le_bytes([p[5], p[6]]);
                 let params = u16::from_le_bytes([p[7], p[8]]);
-                self.state = self.prepare_next(params, columns);
+                self.state = Self::prepare_next(params, columns);
                 Ok(if self.state == State::Done {
                     Progress::Done
                 } else {
@@ -311,7 +311,7 @@ impl ResponseTracker {
                         columns,
                     }
                 } else if self.deprecate_eof {
-                    self.prepare_next(0, columns)
+                    Self::prepare_next(0, columns)
                 } else {
                     State::PrepareParamsEof { columns }
                 };
@@ -325,7 +325,7 @@ impl ResponseTracker {
                 if first != Some(0xFE) {
                     return Err(bad);
                 }
-                self.state = self.prepare_next(0, columns);
+                self.state = Self::prepare_next(0, columns);
                 Ok(if self.state == State::Done {
                     Progress::Done
                 } else {
@@ -363,7 +363,7 @@ impl ResponseTracker {
         }
     }
 
-    fn prepare_next(&self, params: u16, columns: u16) -> State {
+    fn prepare_next(params: u16, columns: u16) -> State {
         if params > 0 {
             State::PrepareParams { params, columns }
         } else if columns > 0 {

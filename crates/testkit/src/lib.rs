@@ -6,6 +6,10 @@
 //! directory). It also generates throw-away TLS material and free ports for other test servers,
 //! and ships the `manifold-testkit` binary used by the demo and benchmark scripts.
 //!
+//! Its one piece of state outside a topology's directory is a pristine datadir template cached
+//! under `$TMPDIR/manifold-testkit-cache-<uid>/` (it saves the ~2 s of `mariadb-install-db` per
+//! topology; `MANIFOLD_TESTKIT_NO_CACHE=1` bypasses it).
+//!
 //! It must never ship in the manifold binary, must never mock a backend, and must never skip: when
 //! MariaDB is not installed, every entry point fails with an error that says what to install.
 //! It contains no `unsafe`; processes are signalled through the shell's `kill` and `Child::kill`.

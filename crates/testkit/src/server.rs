@@ -62,6 +62,7 @@ impl Server {
         &self.client_cnf
     }
 
+    /// True for replicas, which also run with `read_only=ON`.
     pub fn is_replica(&self) -> bool {
         self.is_replica
     }
@@ -129,12 +130,18 @@ impl Server {
         let child = guard.as_mut().expect("just set");
         match wait_ready(child, &self.socket, START_TIMEOUT) {
             Ok(()) => Ok(()),
-            Err(reason) => Err(Error::ServerStart {
-                server: self.name.clone(),
-                reason: reason.to_string(),
-                log: self.error_log.clone(),
-                tail: log_tail(&self.error_log),
-            }),
+            Err(reason) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                *guard = None;
+                self.current_pid.store(0, Ordering::Release);
+                Err(Error::ServerStart {
+                    server: self.name.clone(),
+                    reason: reason.to_string(),
+                    log: self.error_log.clone(),
+                    tail: log_tail(&self.error_log),
+                })
+            }
         }
     }
 }

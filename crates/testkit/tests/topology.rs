@@ -336,3 +336,37 @@ fn binary_stops_when_stdin_closes() {
     assert!(!up.dir.exists());
     assert!(up.pids.iter().all(|&pid| !alive(pid, &up.dir)));
 }
+
+#[test]
+fn binary_stops_when_its_parent_exits() {
+    // sh starts the binary with the test's stdin (kept open) and is then killed, as when a demo
+    // script dies without closing the pipe it started manifold-testkit with.
+    let mut sh = Command::new("sh")
+        .args([
+            "-c",
+            "exec 3<&0; \"$0\" up --replicas 0 --no-tls <&3 & wait",
+            env!("CARGO_BIN_EXE_manifold-testkit"),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(sh.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let dir = PathBuf::from(
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix("dir="))
+            .unwrap_or_else(|| panic!("no dir in {line:?}")),
+    );
+    assert!(dir.exists());
+    sh.kill().unwrap();
+    sh.wait().unwrap();
+    assert!(
+        poll(Duration::from_secs(15), || !dir.exists()),
+        "{} survived the parent of manifold-testkit",
+        dir.display()
+    );
+}

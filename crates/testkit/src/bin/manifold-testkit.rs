@@ -107,6 +107,8 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
 }
 
 fn up(options: Options) -> Result<(), String> {
+    // Taken before the slow start so a parent that dies meanwhile is still noticed.
+    let parent = std::os::unix::process::parent_id();
     let started = Instant::now();
     let topology = Topology::start(options.config).map_err(|e| e.to_string())?;
     for (user, password) in &options.users {
@@ -133,7 +135,6 @@ fn up(options: Options) -> Result<(), String> {
         let _ = on_eof.send("stdin closed");
     });
     std::thread::spawn(move || {
-        let parent = std::os::unix::process::parent_id();
         while std::os::unix::process::parent_id() == parent {
             std::thread::sleep(Duration::from_millis(500));
         }
