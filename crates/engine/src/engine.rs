@@ -145,15 +145,13 @@ impl EngineBuilder {
             let failure = match ready_rx.recv() {
                 Ok(Ok(_)) => continue,
                 Ok(Err((worker, reason))) => EngineError::WorkerStart { worker, reason },
-                // Every sender is gone without a report: a worker panicked, likely in a hook.
+                // Every sender is gone without a report: a worker died outside the guarded steps.
                 Err(mpsc::RecvError) => EngineError::WorkerStart {
                     worker: workers
                         .iter()
                         .find(|w| w.thread.is_finished())
                         .map_or(0, |w| w.id),
-                    reason: "worker thread exited during startup (panic in a start hook or \
-                             handler factory?)"
-                        .to_owned(),
+                    reason: "worker thread exited during startup without reporting why".to_owned(),
                 },
             };
             abort_workers(workers, &blocking);

@@ -6,6 +6,34 @@
 //! It must not know about MySQL (or any protocol: services plug in through
 //! [`ConnectionHandler`]), and must not take a cross-thread lock on the per-connection path: a
 //! connection lives on the worker that accepted it, and its state is `Rc`/`Cell`, never shared.
+//!
+//! ```no_run
+//! use std::{future::Future, net::SocketAddr, pin::Pin, rc::Rc};
+//! use manifold_engine::{
+//!     handler_factory, ConnectionHandler, EngineBuilder, EngineConfig, WorkerContext,
+//! };
+//!
+//! struct Echo;
+//! impl ConnectionHandler for Echo {
+//!     fn handle(
+//!         self: Rc<Self>,
+//!         mut stream: tokio::net::TcpStream,
+//!         _peer: SocketAddr,
+//!         _ctx: Rc<WorkerContext>,
+//!     ) -> Pin<Box<dyn Future<Output = ()>>> {
+//!         Box::pin(async move {
+//!             let (mut r, mut w) = stream.split();
+//!             let _ = tokio::io::copy(&mut r, &mut w).await;
+//!         })
+//!     }
+//! }
+//!
+//! let engine = EngineBuilder::new(EngineConfig::default())
+//!     .listen("0.0.0.0:7000".parse().unwrap(), handler_factory(|_ctx| Echo))
+//!     .start()?;
+//! let report = engine.run_until_signal();
+//! # Ok::<(), manifold_engine::EngineError>(())
+//! ```
 
 mod blocking;
 mod config;
@@ -20,5 +48,6 @@ pub use config::EngineConfig;
 pub use engine::{wait_for_signal, Engine, EngineBuilder, ShutdownReport};
 pub use errors::{BlockingError, ConfigError, EngineError};
 pub use worker::{
-    ConnectionGuard, ConnectionHandler, Drain, HandlerFactory, WorkerContext, WorkerStartHook,
+    handler_factory, ConnectionGuard, ConnectionHandler, Drain, HandlerFactory, WorkerContext,
+    WorkerStartHook,
 };

@@ -6,6 +6,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
@@ -15,7 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{oneshot, Notify};
 use tokio::task::{JoinHandle, LocalSet};
 
-use crate::blocking::BlockingPool;
+use crate::blocking::{panic_message, BlockingPool};
 
 /// Serves connections accepted on one front port of one worker.
 ///
@@ -36,6 +37,15 @@ pub trait ConnectionHandler: 'static {
 /// Builds a worker's handler; called on the worker thread, inside its `LocalSet`.
 pub type HandlerFactory =
     Arc<dyn Fn(&Rc<WorkerContext>) -> Rc<dyn ConnectionHandler> + Send + Sync>;
+
+/// Wraps a closure building a concrete handler into a [`HandlerFactory`].
+pub fn handler_factory<H, F>(make: F) -> HandlerFactory
+where
+    H: ConnectionHandler,
+    F: Fn(&Rc<WorkerContext>) -> H + Send + Sync + 'static,
+{
+    Arc::new(move |ctx: &Rc<WorkerContext>| Rc::new(make(ctx)) as Rc<dyn ConnectionHandler>)
+}
 
 /// Hook run on each worker thread before it starts accepting, inside its `LocalSet`
 /// (so `tokio::task::spawn_local` works), e.g. to pre-warm per-worker backend pools.
@@ -238,8 +248,13 @@ pub(crate) fn run(setup: WorkerSetup) -> WorkerReport {
     let ctx = Rc::new(WorkerContext::new(id, workers, blocking));
 
     let report = local.block_on(&rt, async {
+        // Caught so that start() can name the worker and the cause instead of a lost thread.
         for hook in &on_start {
-            hook(&ctx);
+            if let Err(panic) = catch_unwind(AssertUnwindSafe(|| hook(&ctx))) {
+                let reason = format!("start hook panicked: {}", panic_message(panic.as_ref()));
+                let _ = ready.send(Err((id, reason)));
+                return None;
+            }
         }
         let mut accept_tasks = Vec::with_capacity(listeners.len());
         for (std_listener, factory) in listeners {
@@ -250,7 +265,17 @@ pub(crate) fn run(setup: WorkerSetup) -> WorkerReport {
                     return None;
                 }
             };
-            let handler = factory(&ctx);
+            let handler = match catch_unwind(AssertUnwindSafe(|| factory(&ctx))) {
+                Ok(h) => h,
+                Err(panic) => {
+                    let reason = format!(
+                        "handler factory panicked: {}",
+                        panic_message(panic.as_ref())
+                    );
+                    let _ = ready.send(Err((id, reason)));
+                    return None;
+                }
+            };
             accept_tasks.push(tokio::task::spawn_local(accept_loop(
                 listener,
                 handler,

@@ -186,10 +186,14 @@ fn shutdown_finishes_queued_jobs_then_refuses() {
     let clone = pool.clone();
     let stopper = std::thread::spawn(move || clone.shutdown(Duration::from_secs(3)));
     // New work is refused as soon as shutdown begins, even before the threads are gone.
+    // A refused job resolves at once; an accepted one would wait behind the gate, so only peek.
     let refused = loop {
-        match block_on(pool.spawn(|| ())) {
-            Err(e) => break e,
-            Ok(()) => std::thread::sleep(Duration::from_millis(1)),
+        let peek =
+            block_on(async { tokio::time::timeout(Duration::ZERO, pool.spawn(|| ())).await });
+        match peek {
+            Ok(Err(e)) => break e,
+            Ok(Ok(())) => panic!("a job ran while the only thread is blocked"),
+            Err(_pending) => std::thread::sleep(Duration::from_millis(1)),
         }
     };
     assert_eq!(refused, BlockingError::Shutdown);

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use manifold_engine::{
-    ConnectionHandler, EngineBuilder, EngineConfig, EngineError, HandlerFactory, ShutdownReport,
-    WorkerContext,
+    handler_factory, ConnectionHandler, EngineBuilder, EngineConfig, EngineError, HandlerFactory,
+    ShutdownReport, WorkerContext,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -27,7 +27,7 @@ fn any_port() -> SocketAddr {
 }
 
 fn factory<H: ConnectionHandler>(make: fn() -> H) -> HandlerFactory {
-    Arc::new(move |_ctx: &Rc<WorkerContext>| Rc::new(make()) as Rc<dyn ConnectionHandler>)
+    handler_factory(move |_ctx| make())
 }
 
 fn read_to_end(s: &mut TcpStream) -> Vec<u8> {
@@ -168,7 +168,14 @@ fn port_zero_is_shared_by_all_workers() {
     // Only possible if several workers each have a socket on the one port.
     assert!(seen.len() > 1, "all 200 connections served by {seen:?}");
 
+    // Nothing in flight, so shutdown must not wait for its timeout.
+    let t = Instant::now();
     let report = engine.shutdown(Duration::from_secs(2));
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "took {:?}",
+        t.elapsed()
+    );
     assert_eq!(report, ShutdownReport::default());
 }
 
@@ -359,10 +366,13 @@ fn a_failing_start_hook_fails_start() {
         }))
         .start()
         .unwrap_err();
-    assert!(
-        matches!(err, EngineError::WorkerStart { worker: 1, .. }),
-        "{err:?}"
-    );
+    match &err {
+        EngineError::WorkerStart { worker, reason } => {
+            assert_eq!(*worker, 1);
+            assert!(reason.contains("hook refuses worker 1"), "{reason}");
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
 }
 
 #[test]
