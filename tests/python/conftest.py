@@ -109,7 +109,7 @@ def manifold(topology):
     m = Manifold(topology)
     yield m
     m.stop()
-    assert "panicked" not in m.log_text(), "manifold panicked: see " + str(m.log_path)
+    assert "panicked" not in m.log_path.read_text(), "manifold panicked: see " + str(m.log_path)
 
 
 @pytest.fixture

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use manifold_mysql_proto::auth;
 use manifold_mysql_proto::consts::caps;
-use manifold_mysql_proto::handshake::{AuthSwitchRequest, HandshakeResponse, HandshakeV10};
+use manifold_mysql_proto::handshake::{
+    AuthSwitchRequest, ChangeUser, HandshakeResponse, HandshakeV10,
+};
 use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
 use manifold_mysql_proto::Command;
 use tokio::net::TcpStream;
@@ -66,9 +68,21 @@ pub struct BackendConn {
     pub connection_id: u32,
     /// Capabilities in force on this connection.
     pub capabilities: u32,
-    /// The current schema, when known.
-    pub schema: Option<Vec<u8>>,
+    pub schema: Schema,
     pub last_used: Instant,
+    /// The login's scramble and plugin: `COM_CHANGE_USER` answers with them.
+    scramble: Vec<u8>,
+    plugin: String,
+}
+
+/// A backend connection's current schema as far as manifold knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schema {
+    /// No schema selected (a fresh login without one, or after `COM_CHANGE_USER` without one).
+    None,
+    Known(Vec<u8>),
+    /// A statement may have changed it (`USE` inside a `COM_QUERY`).
+    Unknown,
 }
 
 fn lost(what: &str, e: &ReadError) -> BackendError {
@@ -244,123 +258,18 @@ impl BackendConn {
             BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
         })?;
 
-        let mut scramble = scramble.to_vec();
-        loop {
-            let p = io
-                .read_packet(MAX_LOGIN_PACKET)
-                .await
-                .map_err(|e| login_err(addr, &e))?;
-            let payload = io.payload(&p).into_owned();
-            io.consume(p.raw_len);
-            let seq = p.last_seq.wrapping_add(1);
-            match payload.first() {
-                Some(0x00) => break,
-                Some(0xFF) => {
-                    let e = ErrPacket::decode(&payload).unwrap_or_else(|_| {
-                        ErrPacket::new(manifold_mysql_proto::codes::ACCESS_DENIED, "login refused")
-                    });
-                    let msg = format!("backend {addr} refused login of user '{}': {e}", key.user);
-                    return Err(BackendError::new(ErrorKind::Auth(e), true, msg));
-                }
-                Some(0xFE) => {
-                    let sw = AuthSwitchRequest::decode(&payload).map_err(|e| {
-                        BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: {e}"))
-                    })?;
-                    plugin = String::from_utf8_lossy(&sw.plugin).into_owned();
-                    scramble = sw.data[..sw.data.len().min(auth::SCRAMBLE_LEN)].to_vec();
-                    if plugin != auth::NATIVE_PASSWORD && plugin != auth::CACHING_SHA2_PASSWORD {
-                        return Err(BackendError::new(
-                            ErrorKind::Auth(ErrPacket::new(manifold_mysql_proto::codes::ACCESS_DENIED, "unsupported plugin")),
-                            true,
-                            format!("backend {addr} asks for auth plugin '{plugin}', which manifold does not implement (use mysql_native_password or caching_sha2_password for user '{}')", key.user),
-                        ));
-                    }
-                    let resp = plugin_response(&plugin, key.password.as_bytes(), &scramble);
-                    io.send(seq, &resp).await.map_err(|e| {
-                        BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
-                    })?;
-                }
-                Some(0x01) if plugin == auth::CACHING_SHA2_PASSWORD => match payload.get(1) {
-                    Some(&auth::SHA2_FAST_AUTH_SUCCESS) => {}
-                    Some(&auth::SHA2_PERFORM_FULL_AUTH) => {
-                        if io.stream.is_tls() {
-                            let mut pw = key.password.as_bytes().to_vec();
-                            pw.push(0);
-                            io.send(seq, &pw).await.map_err(|e| {
-                                BackendError::new(
-                                    ErrorKind::Connect,
-                                    true,
-                                    format!("backend {addr}: {e}"),
-                                )
-                            })?;
-                        } else {
-                            io.send(seq, &[auth::SHA2_REQUEST_PUBLIC_KEY])
-                                .await
-                                .map_err(|e| {
-                                    BackendError::new(
-                                        ErrorKind::Connect,
-                                        true,
-                                        format!("backend {addr}: {e}"),
-                                    )
-                                })?;
-                            let p = io
-                                .read_packet(MAX_LOGIN_PACKET)
-                                .await
-                                .map_err(|e| login_err(addr, &e))?;
-                            let key_packet = io.payload(&p).into_owned();
-                            io.consume(p.raw_len);
-                            let pem = key_packet.strip_prefix(&[0x01]).ok_or_else(|| {
-                                BackendError::new(
-                                    ErrorKind::Protocol,
-                                    true,
-                                    format!("backend {addr}: expected an RSA public key"),
-                                )
-                            })?;
-                            let enc =
-                                auth::encrypt_password_rsa(pem, key.password.as_bytes(), &scramble)
-                                    .map_err(|e| {
-                                        BackendError::new(
-                                            ErrorKind::Protocol,
-                                            true,
-                                            format!("backend {addr}: RSA: {e}"),
-                                        )
-                                    })?;
-                            io.send(p.last_seq.wrapping_add(1), &enc)
-                                .await
-                                .map_err(|e| {
-                                    BackendError::new(
-                                        ErrorKind::Connect,
-                                        true,
-                                        format!("backend {addr}: {e}"),
-                                    )
-                                })?;
-                        }
-                    }
-                    _ => {
-                        return Err(BackendError::new(
-                            ErrorKind::Protocol,
-                            true,
-                            format!("backend {addr}: unexpected caching_sha2_password message"),
-                        ))
-                    }
-                },
-                _ => {
-                    return Err(BackendError::new(
-                        ErrorKind::Protocol,
-                        true,
-                        format!("backend {addr}: unexpected packet during login"),
-                    ))
-                }
-            }
-        }
+        let scramble = scramble.to_vec();
+        finish_auth(&mut io, addr, key, &plugin, &scramble).await?;
         Ok(BackendConn {
             io,
             key: key.clone(),
             server_version: hs.server_version,
             connection_id: hs.connection_id,
             capabilities,
-            schema: None,
+            schema: Schema::None,
             last_used: Instant::now(),
+            scramble,
+            plugin,
         })
     }
 
@@ -397,24 +306,74 @@ impl BackendConn {
         }
     }
 
-    /// Makes `schema` the connection's current schema if it is not already.
+    /// Makes `schema` the connection's current schema, or leaves it with none selected when
+    /// `schema` is `None`. Returns the backend's ERR if it refuses (e.g. unknown database),
+    /// in which case the connection is left with no schema selected.
     pub async fn use_schema(
         &mut self,
         schema: Option<&[u8]>,
     ) -> Result<Result<(), ErrPacket>, BackendError> {
         let Some(schema) = schema else {
+            if self.schema != Schema::None {
+                // MySQL has no command to unselect a database; a change to the same user
+                // without one does it (and resets the session, which is fresh anyway).
+                self.change_user_reset().await?;
+            }
             return Ok(Ok(()));
         };
-        if self.schema.as_deref() == Some(schema) {
+        if self.schema == Schema::Known(schema.to_vec()) {
             return Ok(Ok(()));
         }
         match self.simple_command(&Command::InitDb(schema)).await? {
             Ok(_) => {
-                self.schema = Some(schema.to_vec());
+                self.schema = Schema::Known(schema.to_vec());
                 Ok(Ok(()))
             }
-            Err(e) => Ok(Err(e)),
+            Err(e) => {
+                // The server keeps its previous schema on a failed USE: leave none instead.
+                if self.schema != Schema::None {
+                    self.change_user_reset().await?;
+                }
+                Ok(Err(e))
+            }
         }
+    }
+
+    /// `COM_CHANGE_USER` to the same backend user with no schema: resets the session like
+    /// `COM_RESET_CONNECTION` and also unselects the schema.
+    pub async fn change_user_reset(&mut self) -> Result<(), BackendError> {
+        let cu = ChangeUser {
+            user: self.key.user.as_bytes().to_vec(),
+            auth_response: plugin_response(
+                &self.plugin,
+                self.key.password.as_bytes(),
+                &self.scramble,
+            ),
+            database: Vec::new(),
+            charset: Some(u16::from(self.key.charset)),
+            auth_plugin: Some(self.plugin.as_bytes().to_vec()),
+            attributes: Vec::new(),
+        };
+        let mut payload = Vec::with_capacity(64);
+        cu.encode(&mut payload, self.capabilities);
+        let addr = self.key_addr();
+        self.io.send(0, &payload).await.map_err(|e| {
+            BackendError::new(ErrorKind::Lost, false, format!("backend {addr}: {e}"))
+        })?;
+        let (key, plugin, scramble) =
+            (self.key.clone(), self.plugin.clone(), self.scramble.clone());
+        finish_auth(&mut self.io, &addr, &key, &plugin, &scramble).await?;
+        self.schema = Schema::None;
+        self.last_used = Instant::now();
+        Ok(())
+    }
+
+    fn key_addr(&self) -> String {
+        self.io
+            .stream
+            .tcp()
+            .peer_addr()
+            .map_or_else(|_| "?".into(), |a| a.to_string())
     }
 
     /// Cheap liveness probe for an idle connection: a readable socket means EOF, an error or
@@ -428,10 +387,161 @@ impl BackendConn {
     }
 }
 
+/// The rest of an authentication exchange once the response has been sent: auth switch,
+/// `caching_sha2_password` fast path or full authentication (cleartext over TLS, RSA
+/// otherwise), until the server's OK or ERR. Shared by login and `COM_CHANGE_USER`.
+async fn finish_auth(
+    io: &mut PacketIo,
+    addr: &str,
+    key: &ConnKey,
+    plugin: &str,
+    scramble: &[u8],
+) -> Result<(), BackendError> {
+    let mut plugin = plugin.to_owned();
+    let mut scramble = scramble.to_vec();
+    loop {
+        let p = io
+            .read_packet(MAX_LOGIN_PACKET)
+            .await
+            .map_err(|e| login_err(addr, &e))?;
+        let payload = io.payload(&p).into_owned();
+        io.consume(p.raw_len);
+        let seq = p.last_seq.wrapping_add(1);
+        match payload.first() {
+            Some(0x00) => return Ok(()),
+            Some(0xFF) => {
+                let e = ErrPacket::decode(&payload).unwrap_or_else(|_| {
+                    ErrPacket::new(manifold_mysql_proto::codes::ACCESS_DENIED, "login refused")
+                });
+                let msg = format!("backend {addr} refused login of user '{}': {e}", key.user);
+                return Err(BackendError::new(ErrorKind::Auth(e), true, msg));
+            }
+            Some(0xFE) => {
+                let sw = AuthSwitchRequest::decode(&payload).map_err(|e| {
+                    BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: {e}"))
+                })?;
+                plugin = String::from_utf8_lossy(&sw.plugin).into_owned();
+                scramble = sw.data[..sw.data.len().min(auth::SCRAMBLE_LEN)].to_vec();
+                if plugin != auth::NATIVE_PASSWORD && plugin != auth::CACHING_SHA2_PASSWORD {
+                    return Err(BackendError::new(
+                        ErrorKind::Auth(ErrPacket::new(manifold_mysql_proto::codes::ACCESS_DENIED, "unsupported plugin")),
+                        true,
+                        format!("backend {addr} asks for auth plugin '{plugin}', which manifold does not implement (use mysql_native_password or caching_sha2_password for user '{}')", key.user),
+                    ));
+                }
+                let resp = plugin_response(&plugin, key.password.as_bytes(), &scramble);
+                io.send(seq, &resp).await.map_err(|e| {
+                    BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
+                })?;
+            }
+            Some(0x01) if plugin == auth::CACHING_SHA2_PASSWORD => match payload.get(1) {
+                Some(&auth::SHA2_FAST_AUTH_SUCCESS) => {}
+                Some(&auth::SHA2_PERFORM_FULL_AUTH) => {
+                    if io.stream.is_tls() {
+                        let mut pw = key.password.as_bytes().to_vec();
+                        pw.push(0);
+                        io.send(seq, &pw).await.map_err(|e| {
+                            BackendError::new(
+                                ErrorKind::Connect,
+                                true,
+                                format!("backend {addr}: {e}"),
+                            )
+                        })?;
+                    } else {
+                        io.send(seq, &[auth::SHA2_REQUEST_PUBLIC_KEY])
+                            .await
+                            .map_err(|e| {
+                                BackendError::new(
+                                    ErrorKind::Connect,
+                                    true,
+                                    format!("backend {addr}: {e}"),
+                                )
+                            })?;
+                        let p = io
+                            .read_packet(MAX_LOGIN_PACKET)
+                            .await
+                            .map_err(|e| login_err(addr, &e))?;
+                        let key_packet = io.payload(&p).into_owned();
+                        io.consume(p.raw_len);
+                        let pem = key_packet.strip_prefix(&[0x01]).ok_or_else(|| {
+                            BackendError::new(
+                                ErrorKind::Protocol,
+                                true,
+                                format!("backend {addr}: expected an RSA public key"),
+                            )
+                        })?;
+                        let enc =
+                            auth::encrypt_password_rsa(pem, key.password.as_bytes(), &scramble)
+                                .map_err(|e| {
+                                    BackendError::new(
+                                        ErrorKind::Protocol,
+                                        true,
+                                        format!("backend {addr}: RSA: {e}"),
+                                    )
+                                })?;
+                        io.send(p.last_seq.wrapping_add(1), &enc)
+                            .await
+                            .map_err(|e| {
+                                BackendError::new(
+                                    ErrorKind::Connect,
+                                    true,
+                                    format!("backend {addr}: {e}"),
+                                )
+                            })?;
+                    }
+                }
+                _ => {
+                    return Err(BackendError::new(
+                        ErrorKind::Protocol,
+                        true,
+                        format!("backend {addr}: unexpected caching_sha2_password message"),
+                    ))
+                }
+            },
+            _ => {
+                return Err(BackendError::new(
+                    ErrorKind::Protocol,
+                    true,
+                    format!("backend {addr}: unexpected packet during login"),
+                ))
+            }
+        }
+    }
+}
+
 fn plugin_response(plugin: &str, password: &[u8], scramble: &[u8]) -> Vec<u8> {
     if plugin == auth::CACHING_SHA2_PASSWORD {
         auth::sha2_scramble(password, scramble)
     } else {
         auth::native_scramble(password, scramble)
+    }
+}
+
+/// Reads a server's handshake without logging in, for the version string it announces.
+/// Blocking: for startup only.
+pub fn probe_server_version(addr: &str, timeout: Duration) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::net::ToSocketAddrs;
+    let sock = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("{addr}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{addr}: no address"))?;
+    let mut s =
+        std::net::TcpStream::connect_timeout(&sock, timeout).map_err(|e| format!("{addr}: {e}"))?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Ok(Some(p)) = manifold_mysql_proto::scan_logical(&buf, MAX_LOGIN_PACKET) {
+            let hs = HandshakeV10::decode(&p.payload(&buf)).map_err(|e| format!("{addr}: {e}"))?;
+            return Ok(hs.server_version);
+        }
+        let n = s.read(&mut chunk).map_err(|e| format!("{addr}: {e}"))?;
+        if n == 0 {
+            return Err(format!("{addr}: closed before its handshake"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
     }
 }

@@ -89,6 +89,14 @@ pub enum ReadError {
     Proto(#[from] ProtoError),
 }
 
+fn eof_is_closed(e: io::Error) -> ReadError {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        ReadError::Closed
+    } else {
+        ReadError::Io(e)
+    }
+}
+
 const READ_CHUNK: usize = 64 * 1024;
 
 /// Buffered packet I/O. Reads land in one reusable buffer; a packet is handed out as a range
@@ -129,6 +137,42 @@ impl PacketIo {
             }
             self.fill().await?;
         }
+    }
+
+    /// Reads one packet without reading a byte past it, for the packet before a TLS upgrade:
+    /// a client may send its TLS ClientHello right behind its SSL request, and those bytes
+    /// belong to the TLS layer. Only for single-frame packets (login packets are small).
+    pub async fn read_packet_exact(
+        &mut self,
+        max_payload: usize,
+    ) -> Result<LogicalPacket, ReadError> {
+        debug_assert!(self.rbuf.is_empty());
+        let mut header = [0u8; 4];
+        self.stream
+            .read_exact(&mut header)
+            .await
+            .map_err(eof_is_closed)?;
+        let h = manifold_mysql_proto::Header::parse(&header).expect("four bytes");
+        if h.len > max_payload || h.len >= manifold_mysql_proto::consts::MAX_PAYLOAD {
+            return Err(ReadError::Proto(ProtoError::TooLarge {
+                size: h.len,
+                limit: max_payload,
+            }));
+        }
+        self.rbuf.extend_from_slice(&header);
+        let start = self.rbuf.len();
+        self.rbuf.resize(start + h.len, 0);
+        self.stream
+            .read_exact(&mut self.rbuf[start..])
+            .await
+            .map_err(eof_is_closed)?;
+        Ok(LogicalPacket {
+            raw_len: 4 + h.len,
+            payload_len: h.len,
+            frames: 1,
+            first_seq: h.seq,
+            last_seq: h.seq,
+        })
     }
 
     /// Like [`PacketIo::read_packet`] with a deadline.

@@ -13,6 +13,6 @@ pub mod pool;
 pub mod tls;
 
 pub use config::{BackendTlsConfig, PoolConfig, TlsMode};
-pub use conn::{BackendConn, BackendTarget, ConnKey};
+pub use conn::{probe_server_version, BackendConn, BackendTarget, ConnKey, Schema};
 pub use errors::{BackendError, ErrorKind, Side};
 pub use pool::{Lease, Pool, PoolStats};

@@ -15,7 +15,7 @@ use manifold_mysql_proto::Command;
 use tokio::sync::Notify;
 
 use crate::config::PoolConfig;
-use crate::conn::{BackendConn, BackendTarget, ConnKey};
+use crate::conn::{BackendConn, BackendTarget, ConnKey, Schema};
 use crate::errors::{BackendError, ErrorKind};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -80,13 +80,19 @@ impl Pool {
 
     /// Borrows a connection matching `key`: an idle one if there is one, else a new one if
     /// the pool has room, else waits up to `wait_timeout` for one to come back.
-    pub async fn acquire(self: &Rc<Self>, key: &ConnKey) -> Result<Lease, BackendError> {
+    /// `schema` is the schema the borrower wants current: an idle connection already there is
+    /// preferred, saving the statement that would switch it.
+    pub async fn acquire(
+        self: &Rc<Self>,
+        key: &ConnKey,
+        schema: Option<&[u8]>,
+    ) -> Result<Lease, BackendError> {
         if self.warm_key.borrow().is_none() {
             *self.warm_key.borrow_mut() = Some(key.clone());
         }
         let deadline = tokio::time::Instant::now() + self.config.wait_timeout;
         loop {
-            if let Some(conn) = self.take_idle(key) {
+            if let Some(conn) = self.take_idle(key, schema) {
                 return Ok(self.lease(conn));
             }
             if self.total.get() < self.config.max_size || self.evict_idle_other_key(key) {
@@ -128,17 +134,22 @@ impl Pool {
         }
     }
 
-    fn take_idle(&self, key: &ConnKey) -> Option<BackendConn> {
+    fn take_idle(&self, key: &ConnKey, schema: Option<&[u8]>) -> Option<BackendConn> {
         let mut idle = self.idle.borrow_mut();
+        let wanted = schema.map_or(Schema::None, |s| Schema::Known(s.to_vec()));
         // Most recently returned first: warm caches, and the oldest age out via idle_timeout.
-        while let Some(i) = idle.iter().rposition(|c| c.key == *key) {
+        // A connection already in the wanted schema first, then any of the right key.
+        loop {
+            let i = idle
+                .iter()
+                .rposition(|c| c.key == *key && c.schema == wanted)
+                .or_else(|| idle.iter().rposition(|c| c.key == *key))?;
             let conn = idle.remove(i).expect("index in range");
             if conn.looks_alive() {
                 return Some(conn);
             }
             self.total.set(self.total.get() - 1);
         }
-        None
     }
 
     /// At `max_size` with idle connections of other keys: close one to make room.

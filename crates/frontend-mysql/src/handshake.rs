@@ -33,6 +33,29 @@ pub(crate) struct Login {
 /// Why a login ended without a session. The client has been told (ERR) where it could be.
 pub(crate) type LoginFailure = String;
 
+/// Why authentication failed.
+#[derive(Debug)]
+pub(crate) enum AuthFailure {
+    /// Wrong credentials; the client has been sent ERR 1045.
+    Denied(String),
+    /// The exchange itself broke (connection closed, bad packet).
+    Broken(String),
+}
+
+impl From<String> for AuthFailure {
+    fn from(reason: String) -> Self {
+        AuthFailure::Broken(reason)
+    }
+}
+
+impl AuthFailure {
+    pub(crate) fn into_reason(self) -> String {
+        match self {
+            AuthFailure::Denied(r) | AuthFailure::Broken(r) => r,
+        }
+    }
+}
+
 fn read_err(what: &str, e: &ReadError) -> LoginFailure {
     format!("{what}: {e}")
 }
@@ -52,6 +75,7 @@ pub(crate) fn server_version(fe: &WorkerFrontend) -> Vec<u8> {
     let mut v = fe
         .pool
         .server_version()
+        .or_else(|| fe.shared.backend_version.load().as_deref().cloned())
         .unwrap_or_else(|| b"5.5.5-10.11.0-MariaDB".to_vec());
     v.extend_from_slice(b"-manifold");
     v
@@ -85,8 +109,9 @@ pub(crate) async fn login(
         .await
         .map_err(|e| format!("sending handshake: {e}"))?;
 
+    // Exactly one packet: a TLS ClientHello may follow the SSL request in the same segment.
     let mut p = io
-        .read_packet(MAX_LOGIN_PACKET)
+        .read_packet_exact(MAX_LOGIN_PACKET)
         .await
         .map_err(|e| read_err("reading handshake response", &e))?;
     let mut payload = io.payload(&p).into_owned();
@@ -107,9 +132,6 @@ pub(crate) async fn login(
         let Some(tls) = shared.tls.clone() else {
             return Err("client asked for TLS, which this server does not offer".into());
         };
-        if !io.rbuf.is_empty() {
-            return Err("client sent data after its SSL request before the TLS handshake".into());
-        }
         let Stream::Tcp(tcp) = io.into_stream() else {
             return Err("TLS requested twice".into());
         };
@@ -168,11 +190,13 @@ pub(crate) async fn login(
         seq,
         &resp.user,
         resp.auth_plugin.as_deref(),
+        Some(shared.config.default_auth_plugin.as_str()),
         resp.auth_response.clone(),
         &scramble,
         peer,
     )
-    .await?;
+    .await
+    .map_err(AuthFailure::into_reason)?;
     if !shared.per_user.acquire(&user.name, user.max_connections) {
         let msg = format!(
             "User '{}' has exceeded the 'max_connections' resource (current value: {})",
@@ -232,10 +256,11 @@ pub(crate) async fn authenticate(
     mut seq: u8,
     user_name: &[u8],
     client_plugin: Option<&[u8]>,
+    offered_plugin: Option<&str>,
     mut response: Vec<u8>,
     scramble: &[u8; 20],
     peer: SocketAddr,
-) -> Result<(Arc<User>, u8), LoginFailure> {
+) -> Result<(Arc<User>, u8), AuthFailure> {
     let users = shared.users.load();
     let user = users.get(user_name).cloned();
     let proposed = match client_plugin {
@@ -250,7 +275,12 @@ pub(crate) async fn authenticate(
         None if proposed.is_empty() => auth::NATIVE_PASSWORD,
         None => proposed,
     };
-    if plugin != proposed {
+    // As MySQL does, a response made for the plugin the user needs is used as it is, even if
+    // the handshake offered another. But a client that chose a plugin other than the one
+    // offered may send no response at all (libmariadb does): it expects a switch carrying
+    // the scramble.
+    let offered_other = offered_plugin.is_some_and(|o| o != proposed);
+    if plugin != proposed || (offered_other && response.is_empty()) {
         let mut out = Vec::with_capacity(64);
         AuthSwitchRequest {
             plugin: plugin.as_bytes().to_vec(),
@@ -281,7 +311,9 @@ pub(crate) async fn authenticate(
                 ok
             } else {
                 let ok;
-                (ok, seq) = sha2_full_auth(shared, ctx, io, seq, u, scramble).await?;
+                (ok, seq) = sha2_full_auth(shared, ctx, io, seq, u, scramble)
+                    .await
+                    .map_err(AuthFailure::Broken)?;
                 if ok {
                     FrontendMetrics::inc(&shared.metrics.sha2_full_auths);
                     shared.sha2_remember(&u.name);
@@ -302,7 +334,7 @@ pub(crate) async fn authenticate(
         if used_password { "YES" } else { "NO" }
     );
     send_err(io, seq, &ErrPacket::new(codes::ACCESS_DENIED, msg.clone())).await;
-    Err(msg)
+    Err(AuthFailure::Denied(msg))
 }
 
 /// `caching_sha2_password` full authentication: the client sends its password in cleartext

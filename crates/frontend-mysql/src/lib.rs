@@ -47,6 +47,8 @@ pub struct Shared {
     connections: AtomicUsize,
     per_user: dashmap_free::PerUserCounts,
     pub metrics: FrontendMetrics,
+    /// The primary's version as announced in its handshake, learned at start.
+    backend_version: arc_swap::ArcSwapOption<Vec<u8>>,
 }
 
 impl Shared {
@@ -87,7 +89,13 @@ impl Shared {
             connections: AtomicUsize::new(0),
             per_user: dashmap_free::PerUserCounts::default(),
             metrics: FrontendMetrics::default(),
+            backend_version: arc_swap::ArcSwapOption::empty(),
         }))
+    }
+
+    /// Records the version string the primary announces, which the handshake repeats.
+    pub fn set_backend_version(&self, version: Vec<u8>) {
+        self.backend_version.store(Some(Arc::new(version)));
     }
 
     /// Client connections open now, over all workers.

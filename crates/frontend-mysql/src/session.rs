@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use manifold_backend::io::{PacketIo, ReadError, Stream};
-use manifold_backend::{ConnKey, Lease};
+use manifold_backend::{ConnKey, Lease, Schema};
 use manifold_engine::WorkerContext;
 use manifold_mysql_proto::consts::{caps, status, MAX_PAYLOAD};
 use manifold_mysql_proto::handshake::ChangeUser;
@@ -14,7 +14,7 @@ use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
 use manifold_mysql_proto::{codes, Command, ErrorCode, ProtoError, ResponseKind};
 use tokio::net::TcpStream;
 
-use crate::handshake::{self, send_err};
+use crate::handshake::{self, send_err, AuthFailure};
 use crate::metrics::FrontendMetrics;
 use crate::relay::{self, RelayError};
 use crate::users::User;
@@ -346,7 +346,7 @@ impl Session {
                 self.capabilities,
                 self.charset,
             );
-            match self.fe.pool.acquire(&key).await {
+            match self.fe.pool.acquire(&key, self.schema.as_deref()).await {
                 Ok(l) => self.lease = Some(l),
                 Err(e) => {
                     FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
@@ -408,11 +408,11 @@ impl Session {
                 if kind == ResponseKind::ResultSets {
                     // A `USE` may have run: the connection's schema is no longer known for
                     // whoever borrows it next.
-                    conn.schema = None;
+                    conn.schema = Schema::Unknown;
                 }
                 if !r.saw_error {
                     if let Some(schema) = init_db {
-                        conn.schema = Some(schema.clone());
+                        conn.schema = Schema::Known(schema.clone());
                         self.schema = Some(schema);
                     }
                     if let Some(o) = set_option {
@@ -463,21 +463,34 @@ impl Session {
     async fn change_user(&mut self, cu: ChangeUser, seq: u8) -> Result<(), End> {
         let shared = self.fe.shared.clone();
         let old = self.user.clone();
-        let (user, seq) = match handshake::authenticate(
+        let auth = handshake::authenticate(
             &shared,
             &self.ctx,
             &mut self.io,
             seq,
             &cu.user,
             cu.auth_plugin.as_deref(),
+            None,
             cu.auth_response.clone(),
             &self.scramble,
             self.peer,
         )
-        .await
-        {
+        .await;
+        // Whatever the outcome, the session state is gone, as on a server: returning the lease
+        // resets it.
+        self.lease = None;
+        self.schema_checked = false;
+        self.status = status::AUTOCOMMIT;
+        let (user, seq) = match auth {
             Ok(r) => r,
-            Err(reason) => return Err(End::Refused(format!("COM_CHANGE_USER refused: {reason}"))),
+            Err(AuthFailure::Denied(reason)) => {
+                // Like MariaDB: the client got ERR 1045 and stays logged in as before.
+                tracing::info!(connection = self.id, %reason, "COM_CHANGE_USER refused");
+                return Ok(());
+            }
+            Err(AuthFailure::Broken(reason)) => {
+                return Err(End::Refused(format!("COM_CHANGE_USER failed: {reason}")))
+            }
         };
         if !shared.per_user.acquire(&user.name, user.max_connections) {
             let msg = format!(
@@ -487,17 +500,13 @@ impl Session {
             return Err(self.refuse(seq, codes::USER_LIMIT_REACHED, msg).await);
         }
         shared.per_user.release(&old.name);
-        // Everything session-scoped goes, as on a server: returning the lease resets it.
-        self.lease = None;
         self.user = user;
         self.schema = (!cu.database.is_empty()).then_some(cu.database);
-        self.schema_checked = false;
         if let Some(cs) = cu.charset {
             if cs != 0 {
                 self.charset = cs as u8;
             }
         }
-        self.status = status::AUTOCOMMIT;
         self.send_ok(seq).await
     }
 }

@@ -55,6 +55,12 @@ pub fn start(cfg: &Config) -> Result<Server, String> {
         .parse()
         .map_err(|e| format!("mysql.listen: {e}"))?;
     let shared = Shared::new(cfg.mysql.clone(), users, target, cfg.pool.clone())?;
+    match manifold_backend::probe_server_version(&cfg.backend.primary, cfg.pool.connect_timeout) {
+        Ok(v) => shared.set_backend_version(v),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the primary's version; the handshake announces a default until a backend answers")
+        }
+    }
     let factory_shared = shared.clone();
     let factory: HandlerFactory = Arc::new(move |ctx| {
         let fe = WorkerFrontend::new(factory_shared.clone(), ctx);
