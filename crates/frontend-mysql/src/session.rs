@@ -149,6 +149,15 @@ impl Session {
     }
 
     async fn serve(&mut self) -> End {
+        // One drain waiter and one idle timer for the whole session, re-armed lazily: a timer
+        // or waiter registered per command would cost the hot path a wheel insert and a lock.
+        let ctx = self.ctx.clone();
+        let drained = ctx.drain().notified();
+        tokio::pin!(drained);
+        let wait = self.fe.shared.config.wait_timeout;
+        let mut last_active = tokio::time::Instant::now();
+        let idle = tokio::time::sleep_until(last_active + wait);
+        tokio::pin!(idle);
         loop {
             if self.ctx.drain().is_draining() {
                 // A command that already arrived is answered, not silently dropped.
@@ -166,10 +175,17 @@ impl Session {
                 return End::Shutdown;
             }
             let max = self.max_packet();
-            let wait = self.fe.shared.config.wait_timeout;
             let read = tokio::select! {
-                r = self.io.read_packet_timeout(max, wait) => r,
-                () = self.ctx.drain().notified() => return End::Shutdown,
+                r = self.io.read_packet(max) => r,
+                () = &mut drained => return End::Shutdown,
+                () = &mut idle => {
+                    let deadline = last_active + wait;
+                    if tokio::time::Instant::now() < deadline {
+                        idle.as_mut().reset(deadline);
+                        continue;
+                    }
+                    Err(ReadError::Timeout)
+                }
             };
             let p = match read {
                 Ok(p) => p,
@@ -309,6 +325,7 @@ impl Session {
             if let Err(end) = outcome {
                 return end;
             }
+            last_active = tokio::time::Instant::now();
         }
     }
 
