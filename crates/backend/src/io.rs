@@ -89,12 +89,11 @@ pub enum ReadError {
     Proto(#[from] ProtoError),
 }
 
-fn eof_is_closed(e: io::Error) -> ReadError {
-    if e.kind() == io::ErrorKind::UnexpectedEof {
-        ReadError::Closed
-    } else {
-        ReadError::Io(e)
-    }
+fn cut_short() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "connection closed in the middle of a packet",
+    )
 }
 
 const READ_CHUNK: usize = 64 * 1024;
@@ -148,10 +147,14 @@ impl PacketIo {
     ) -> Result<LogicalPacket, ReadError> {
         debug_assert!(self.rbuf.is_empty());
         let mut header = [0u8; 4];
-        self.stream
-            .read_exact(&mut header)
-            .await
-            .map_err(eof_is_closed)?;
+        let mut got = 0;
+        while got < header.len() {
+            match self.stream.read(&mut header[got..]).await? {
+                0 if got == 0 => return Err(ReadError::Closed),
+                0 => return Err(ReadError::Io(cut_short())),
+                n => got += n,
+            }
+        }
         let h = manifold_mysql_proto::Header::parse(&header).expect("four bytes");
         if h.len > max_payload || h.len >= manifold_mysql_proto::consts::MAX_PAYLOAD {
             return Err(ReadError::Proto(ProtoError::TooLarge {
@@ -165,7 +168,13 @@ impl PacketIo {
         self.stream
             .read_exact(&mut self.rbuf[start..])
             .await
-            .map_err(eof_is_closed)?;
+            .map_err(|e| {
+                if e.kind() == io::ErrorKind::UnexpectedEof {
+                    ReadError::Io(cut_short())
+                } else {
+                    ReadError::Io(e)
+                }
+            })?;
         Ok(LogicalPacket {
             raw_len: 4 + h.len,
             payload_len: h.len,

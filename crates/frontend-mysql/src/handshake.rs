@@ -30,6 +30,10 @@ pub(crate) struct Login {
     pub scramble: [u8; 20],
 }
 
+/// The client closed without answering the handshake: what TCP health checks do.
+pub(crate) const CLOSED_BEFORE_LOGIN: &str =
+    "client closed the connection before answering the handshake";
+
 /// Why a login ended without a session. The client has been told (ERR) where it could be.
 pub(crate) type LoginFailure = String;
 
@@ -113,7 +117,10 @@ pub(crate) async fn login(
     let mut p = io
         .read_packet_exact(MAX_LOGIN_PACKET)
         .await
-        .map_err(|e| read_err("reading handshake response", &e))?;
+        .map_err(|e| match e {
+            ReadError::Closed => CLOSED_BEFORE_LOGIN.to_owned(),
+            e => read_err("reading handshake response", &e),
+        })?;
     let mut payload = io.payload(&p).into_owned();
     io.consume(p.raw_len);
     if p.first_seq != 1 {

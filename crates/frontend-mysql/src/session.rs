@@ -59,6 +59,10 @@ pub(crate) async fn run(
     .await
     {
         Ok(Ok(login)) => login,
+        Ok(Err(reason)) if reason == handshake::CLOSED_BEFORE_LOGIN => {
+            tracing::debug!(%peer, connection = id, "{reason}");
+            return;
+        }
         Ok(Err(reason)) => {
             tracing::info!(%peer, connection = id, %reason, "login failed");
             return;
