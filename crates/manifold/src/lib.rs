@@ -58,7 +58,7 @@ pub fn start(cfg: &Config) -> Result<Server, String> {
     match manifold_backend::probe_server_version(&cfg.backend.primary, cfg.pool.connect_timeout) {
         Ok(v) => shared.set_backend_version(v),
         Err(e) => {
-            tracing::warn!(error = %e, "cannot read the primary's version; the handshake announces a default until a backend answers")
+            tracing::warn!(error = %e, "cannot read the primary's version; the handshake announces a default until a backend answers");
         }
     }
     let factory_shared = shared.clone();
