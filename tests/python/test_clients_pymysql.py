@@ -518,9 +518,9 @@ def test_tls_client_connection(topology, manifold, schema):
         assert run(via, "SELECT 1 + 1")[1] == ((2,),)
         big = "x" * 300_000
         assert run(via, "SELECT %s", (big,))[1] == ((big,),)
-        # Ssl_cipher reports manifold's backend connection (plain TCP unless backend TLS is
-        # configured), not the client's: only assert that the statement works.
-        run(via, "SHOW STATUS LIKE 'Ssl_cipher'")
+        # backend.tls.mode = as_client (the default): a TLS client is encrypted end to end, so
+        # the server reports a TLS session, as it would to the client directly.
+        assert run(via, "SHOW SESSION STATUS LIKE 'Ssl_cipher'")[1][0][1] != ""
     # PyMySQL >= 1.2 prefers TLS when the server offers it, as it does here.
     with manifold.connect(database=schema) as preferred:
         assert isinstance(preferred._sock, ssl.SSLSocket)
@@ -528,6 +528,25 @@ def test_tls_client_connection(topology, manifold, schema):
     with manifold.connect(database=schema, ssl_disabled=True) as plain:
         assert not isinstance(plain._sock, ssl.SSLSocket)
         assert run(plain, "SELECT 1")[1] == ((1,),)
+        # ...and a plain client's backend session is plain too, as directly.
+        assert run(plain, "SHOW SESSION STATUS LIKE 'Ssl_cipher'")[1][0][1] == ""
+
+
+def test_backend_ending_an_idle_session_closes_the_client(topology, manifold):
+    """The server's wait_timeout ends an idle session: directly the client's socket is closed;
+    through manifold too (not an error 7702 on the next statement), so drivers that check
+    idle connections (go-sql-driver's stale-connection check) reconnect cleanly."""
+    for conn in both(topology, manifold):
+        with conn:
+            run(conn, "SET SESSION wait_timeout = 1")
+            # The server may send an ERR before closing; either way the connection must end in
+            # EOF. A socket that stays open times out (30 s) and fails the test.
+            conn._sock.settimeout(30)
+            try:
+                while conn._sock.recv(1024):
+                    pass
+            except ConnectionResetError:
+                pass  # closed with a reset: closed all the same
 
 
 def test_tls_verifies_against_ca_with_hostname(topology, manifold):

@@ -5,12 +5,17 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// How manifold's connections to backends use TLS (the values of MySQL's `--ssl-mode`).
+/// How manifold's connections to backends use TLS: the values of MySQL's `--ssl-mode`, plus
+/// `as_client` (MySQL Router's `server_ssl_mode=AS_CLIENT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum TlsMode {
-    /// Never.
+    /// Encrypt exactly when the client's connection is encrypted (and the backend offers
+    /// TLS), so a client that asked for TLS is encrypted end to end and sees a TLS session
+    /// on the server (`Ssl_cipher`). Certificates are checked against `ca` when it is set.
     #[default]
+    AsClient,
+    /// Never.
     Disabled,
     /// When the server offers it, without verifying its certificate.
     Preferred,

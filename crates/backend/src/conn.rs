@@ -41,22 +41,31 @@ pub struct BackendTarget {
 }
 
 /// What makes two backend connections interchangeable for a client session: the backend
-/// login, the client flags that change server behaviour, and the connection character set.
+/// login, the client flags that change server behaviour, the connection character set, and
+/// (for `TlsMode::AsClient`) whether the client's connection is encrypted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ConnKey {
     pub user: String,
     pub password: String,
     pub caps: u32,
     pub charset: u8,
+    pub client_tls: bool,
 }
 
 impl ConnKey {
-    pub fn new(user: &str, password: &str, client_caps: u32, charset: u8) -> Self {
+    pub fn new(
+        user: &str,
+        password: &str,
+        client_caps: u32,
+        charset: u8,
+        client_tls: bool,
+    ) -> Self {
         Self {
             user: user.to_owned(),
             password: password.to_owned(),
             caps: client_caps & caps::SESSION_AFFECTING,
             charset,
+            client_tls,
         }
     }
 }
@@ -152,11 +161,8 @@ impl BackendConn {
                     format!("backend {addr}: bad handshake"),
                 )
             })?;
-            return Err(BackendError::new(
-                ErrorKind::Connect,
-                true,
-                format!("backend {addr} refused the connection: {e}"),
-            ));
+            let message = format!("backend {addr} refused the connection: {e}");
+            return Err(BackendError::new(ErrorKind::Refused(e), true, message));
         }
         let hs = HandshakeV10::decode(&payload).map_err(|e| {
             BackendError::new(
@@ -179,6 +185,7 @@ impl BackendConn {
         let use_tls = match target.tls_mode {
             TlsMode::Disabled => false,
             TlsMode::Preferred => hs.capabilities & caps::SSL != 0,
+            TlsMode::AsClient => key.client_tls && hs.capabilities & caps::SSL != 0,
             _ => {
                 if hs.capabilities & caps::SSL == 0 {
                     return Err(BackendError::new(

@@ -20,6 +20,9 @@ pub enum ErrorKind {
     ConnectTimeout,
     /// TLS required but unavailable, or the TLS handshake failed.
     Tls,
+    /// The backend refused the connection before any login (e.g. ERR 1040, too many
+    /// connections; host blocked).
+    Refused(ErrPacket),
     /// The backend rejected manifold's login.
     Auth(ErrPacket),
     /// The backend sent something that does not follow the protocol.
@@ -50,12 +53,27 @@ impl BackendError {
         }
     }
 
+    /// The ERR packet a client sees for this failure. A backend's refusal before login keeps
+    /// its own code (clients retry on 1040 "Too many connections"); a refused login does
+    /// not, since the client's own credentials were fine.
+    pub fn to_err_packet(&self) -> ErrPacket {
+        match &self.kind {
+            ErrorKind::Refused(e) => ErrPacket {
+                code: e.code,
+                sqlstate: e.sqlstate,
+                message: self.message.clone().into_bytes(),
+            },
+            _ => ErrPacket::new(self.error_code(), self.message.clone()),
+        }
+    }
+
     /// The ERR code a client sees for this failure.
     pub fn error_code(&self) -> ErrorCode {
         match self.kind {
             ErrorKind::Connect
             | ErrorKind::ConnectTimeout
             | ErrorKind::Tls
+            | ErrorKind::Refused(_)
             | ErrorKind::Auth(_) => codes::BACKEND_UNAVAILABLE,
             ErrorKind::Protocol => codes::BACKEND_PROTOCOL,
             ErrorKind::Lost => codes::BACKEND_LOST,

@@ -18,11 +18,15 @@ pub fn client_config(cfg: &BackendTlsConfig) -> Result<Option<Arc<ClientConfig>>
         .map_err(|e| format!("backend.tls: {e}"))?;
     let config = match cfg.mode {
         TlsMode::Disabled => return Ok(None),
+        TlsMode::AsClient if cfg.ca.is_none() => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
+            .with_no_client_auth(),
         TlsMode::Preferred | TlsMode::Required => builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
             .with_no_client_auth(),
-        TlsMode::VerifyCa | TlsMode::VerifyIdentity => {
+        TlsMode::AsClient | TlsMode::VerifyCa | TlsMode::VerifyIdentity => {
             let path = cfg
                 .ca
                 .as_ref()
@@ -45,13 +49,13 @@ pub fn client_config(cfg: &BackendTlsConfig) -> Result<Option<Arc<ClientConfig>>
             let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
                 .map_err(|e| format!("backend.tls.ca: {e}"))?;
-            if cfg.mode == TlsMode::VerifyCa {
+            if cfg.mode == TlsMode::VerifyIdentity {
+                builder.with_webpki_verifier(webpki).with_no_client_auth()
+            } else {
                 builder
                     .dangerous()
                     .with_custom_certificate_verifier(Arc::new(IgnoreName(webpki)))
                     .with_no_client_auth()
-            } else {
-                builder.with_webpki_verifier(webpki).with_no_client_auth()
             }
         }
     };

@@ -99,6 +99,27 @@ pub(crate) async fn run(
     drop(user);
 }
 
+/// Resolves when the session's backend connection, idle between commands, is closed or sends
+/// something unasked (the server's wait_timeout, a KILL, a restart); pending forever while the
+/// session holds no connection. Cancel-safe: bytes read stay in the connection's buffer. Costs
+/// nothing per command: the socket's readiness was cleared by the last read of the answer.
+async fn backend_gone(lease: &mut Option<Lease>) -> String {
+    let Some(lease) = lease.as_mut() else {
+        return std::future::pending().await;
+    };
+    let io = &mut lease.conn().io;
+    if !io.rbuf.is_empty() {
+        return "backend sent data while the session was idle".to_owned();
+    }
+    match io.fill().await {
+        Ok(_) => "backend sent data while the session was idle".to_owned(),
+        Err(ReadError::Closed) => {
+            "backend closed the connection while the session was idle".to_owned()
+        }
+        Err(e) => format!("backend connection failed while the session was idle: {e}"),
+    }
+}
+
 /// Fields are read through `Debug` in the session-end log line.
 #[derive(Debug)]
 #[allow(dead_code)]
@@ -182,6 +203,17 @@ impl Session {
             let read = tokio::select! {
                 r = self.io.read_packet(max) => r,
                 () = &mut drained => return End::Shutdown,
+                why = backend_gone(&mut self.lease) => {
+                    // The server ended the session while the client was idle. Close the
+                    // client too, as the server would have: a client checking its idle
+                    // connection then sees EOF and reconnects, instead of getting ERR 7702 on
+                    // its next statement with its session state silently gone.
+                    if let Some(l) = self.lease.take() {
+                        l.discard();
+                    }
+                    tracing::info!(connection = self.id, peer = %self.peer, %why, "backend ended an idle session; closing the client");
+                    return End::BackendLost(why);
+                }
                 () = &mut idle => {
                     let deadline = last_active + wait;
                     if tokio::time::Instant::now() < deadline {
@@ -366,13 +398,14 @@ impl Session {
                 &self.user.backend_password,
                 self.capabilities,
                 self.charset,
+                self.io.stream.is_tls(),
             );
             match self.fe.pool.acquire(&key, self.schema.as_deref()).await {
                 Ok(l) => self.lease = Some(l),
                 Err(e) => {
                     FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
                     tracing::warn!(connection = self.id, error = %e, "no backend connection");
-                    return Err(ErrPacket::new(e.error_code(), e.message));
+                    return Err(e.to_err_packet());
                 }
             }
         }
@@ -388,7 +421,7 @@ impl Session {
                 }
                 Err(e) => {
                     self.lease.take().expect("lease").discard();
-                    return Err(ErrPacket::new(e.error_code(), e.message));
+                    return Err(e.to_err_packet());
                 }
             }
         }

@@ -43,7 +43,8 @@ struct Cli {
     /// Private key (PEM) of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-    /// TLS to backends: disabled, preferred, required, verify_ca, verify_identity.
+    /// TLS to backends: as_client (default: when the client uses TLS), disabled, preferred,
+    /// required, verify_ca, verify_identity.
     #[arg(long)]
     backend_tls: Option<String>,
     /// Log filter (overrides log.level), e.g. "info" or "debug".
@@ -100,7 +101,7 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
     if let Some(m) = &cli.backend_tls {
         cfg.backend.tls.mode = toml::Value::String(m.clone())
             .try_into()
-            .map_err(|_| format!("--backend-tls {m}: expected disabled, preferred, required, verify_ca or verify_identity"))?;
+            .map_err(|_| format!("--backend-tls {m}: expected as_client, disabled, preferred, required, verify_ca or verify_identity"))?;
     }
     if let Some(l) = &cli.log_level {
         cfg.log.level.clone_from(l);
