@@ -98,6 +98,10 @@ fn lost(what: &str, e: &ReadError) -> BackendError {
     BackendError::new(ErrorKind::Lost, false, format!("{what}: {e}"))
 }
 
+fn send_failed(addr: &str, e: &std::io::Error) -> BackendError {
+    BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
+}
+
 fn login_err(addr: &str, e: &ReadError) -> BackendError {
     match e {
         ReadError::Timeout => BackendError::new(
@@ -222,9 +226,10 @@ impl BackendConn {
             response.capabilities = capabilities;
             let mut ssl = Vec::new();
             response.encode_ssl_request(&mut ssl);
-            seq = io.send(seq, &ssl).await.map_err(|e| {
-                BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
-            })?;
+            seq = io
+                .send(seq, &ssl)
+                .await
+                .map_err(|e| send_failed(addr, &e))?;
             let Stream::Tcp(tcp) = io.into_stream() else {
                 unreachable!("fresh connection is plain TCP")
             };
@@ -261,9 +266,9 @@ impl BackendConn {
         response.auth_plugin = Some(plugin.as_bytes().to_vec());
         let mut out = Vec::new();
         response.encode(&mut out);
-        io.send(seq, &out).await.map_err(|e| {
-            BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
-        })?;
+        io.send(seq, &out)
+            .await
+            .map_err(|e| send_failed(addr, &e))?;
 
         let scramble = scramble.to_vec();
         finish_auth(&mut io, addr, key, &plugin, &scramble).await?;
@@ -437,9 +442,9 @@ async fn finish_auth(
                     ));
                 }
                 let resp = plugin_response(&plugin, key.password.as_bytes(), &scramble);
-                io.send(seq, &resp).await.map_err(|e| {
-                    BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
-                })?;
+                io.send(seq, &resp)
+                    .await
+                    .map_err(|e| send_failed(addr, &e))?;
             }
             Some(0x01) if plugin == auth::CACHING_SHA2_PASSWORD => match payload.get(1) {
                 Some(&auth::SHA2_FAST_AUTH_SUCCESS) => {}
@@ -447,23 +452,11 @@ async fn finish_auth(
                     if io.stream.is_tls() {
                         let mut pw = key.password.as_bytes().to_vec();
                         pw.push(0);
-                        io.send(seq, &pw).await.map_err(|e| {
-                            BackendError::new(
-                                ErrorKind::Connect,
-                                true,
-                                format!("backend {addr}: {e}"),
-                            )
-                        })?;
+                        io.send(seq, &pw).await.map_err(|e| send_failed(addr, &e))?;
                     } else {
                         io.send(seq, &[auth::SHA2_REQUEST_PUBLIC_KEY])
                             .await
-                            .map_err(|e| {
-                                BackendError::new(
-                                    ErrorKind::Connect,
-                                    true,
-                                    format!("backend {addr}: {e}"),
-                                )
-                            })?;
+                            .map_err(|e| send_failed(addr, &e))?;
                         let p = io
                             .read_packet(MAX_LOGIN_PACKET)
                             .await
@@ -488,13 +481,7 @@ async fn finish_auth(
                                 })?;
                         io.send(p.last_seq.wrapping_add(1), &enc)
                             .await
-                            .map_err(|e| {
-                                BackendError::new(
-                                    ErrorKind::Connect,
-                                    true,
-                                    format!("backend {addr}: {e}"),
-                                )
-                            })?;
+                            .map_err(|e| send_failed(addr, &e))?;
                     }
                 }
                 _ => {

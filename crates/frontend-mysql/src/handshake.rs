@@ -7,12 +7,12 @@ use std::sync::Arc;
 use manifold_backend::io::{PacketIo, ReadError, Stream};
 use manifold_engine::WorkerContext;
 use manifold_mysql_proto::auth;
-use manifold_mysql_proto::codes;
 use manifold_mysql_proto::consts::{caps, status, UTF8MB4_GENERAL_CI};
 use manifold_mysql_proto::handshake::{
     encode_auth_more_data, AuthSwitchRequest, HandshakeResponse, HandshakeV10,
 };
 use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
+use manifold_mysql_proto::{codes, LogicalPacket};
 
 use crate::metrics::FrontendMetrics;
 use crate::users::User;
@@ -123,18 +123,7 @@ pub(crate) async fn login(
         })?;
     let mut payload = io.payload(&p).into_owned();
     io.consume(p.raw_len);
-    if p.first_seq != 1 {
-        send_err(
-            &mut io,
-            p.last_seq.wrapping_add(1),
-            &ErrPacket::new(codes::NET_PACKETS_OUT_OF_ORDER, "Got packets out of order"),
-        )
-        .await;
-        return Err(format!(
-            "handshake response has sequence id {}, expected 1",
-            p.first_seq
-        ));
-    }
+    expect_seq(&mut io, &p, 1).await?;
     if HandshakeResponse::is_ssl_request(&payload) {
         let Some(tls) = shared.tls.clone() else {
             return Err("client asked for TLS, which this server does not offer".into());
@@ -153,18 +142,7 @@ pub(crate) async fn login(
             .map_err(|e| read_err("reading handshake response over TLS", &e))?;
         payload = io.payload(&p).into_owned();
         io.consume(p.raw_len);
-        if p.first_seq != 2 {
-            send_err(
-                &mut io,
-                p.last_seq.wrapping_add(1),
-                &ErrPacket::new(codes::NET_PACKETS_OUT_OF_ORDER, "Got packets out of order"),
-            )
-            .await;
-            return Err(format!(
-                "handshake response over TLS has sequence id {}, expected 2",
-                p.first_seq
-            ));
-        }
+        expect_seq(&mut io, &p, 2).await?;
     }
     let seq = p.last_seq.wrapping_add(1);
     let resp = match HandshakeResponse::decode(&payload) {
@@ -240,6 +218,23 @@ pub(crate) async fn login(
         database: resp.database.filter(|d| !d.is_empty()),
         scramble,
     })
+}
+
+/// Refuses a handshake response that does not carry the sequence id the exchange is at.
+async fn expect_seq(
+    io: &mut PacketIo,
+    p: &LogicalPacket,
+    expected: u8,
+) -> Result<(), LoginFailure> {
+    if p.first_seq == expected {
+        return Ok(());
+    }
+    let err = ErrPacket::new(codes::NET_PACKETS_OUT_OF_ORDER, "Got packets out of order");
+    send_err(io, p.last_seq.wrapping_add(1), &err).await;
+    Err(format!(
+        "handshake response has sequence id {}, expected {expected}",
+        p.first_seq
+    ))
 }
 
 async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginFailure> {

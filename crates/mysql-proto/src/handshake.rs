@@ -1,7 +1,7 @@
 //! Connection phase: the server's initial handshake (v10), the client's response (4.1), the
 //! TLS upgrade request, auth switch and auth "more data" packets.
 
-use crate::codec::{put_lenenc_bytes, put_lenenc_int, put_nul_bytes, put_u16, put_u32, Reader};
+use crate::codec::{put_lenenc_bytes, put_nul_bytes, put_u16, put_u32, Reader};
 use crate::consts::caps;
 use crate::errors::ProtoError;
 
@@ -106,7 +106,7 @@ pub struct HandshakeResponse {
     pub auth_response: Vec<u8>,
     pub database: Option<Vec<u8>>,
     pub auth_plugin: Option<Vec<u8>>,
-    pub attributes: Vec<(Vec<u8>, Vec<u8>)>,
+    pub attributes: Attributes,
 }
 
 /// Size of an SSL request packet: the fixed part of a handshake response.
@@ -149,12 +149,7 @@ impl HandshakeResponse {
             put_nul_bytes(out, self.auth_plugin.as_deref().unwrap_or_default());
         }
         if c & caps::CONNECT_ATTRS != 0 {
-            let mut attrs = Vec::new();
-            for (k, v) in &self.attributes {
-                put_lenenc_bytes(&mut attrs, k);
-                put_lenenc_bytes(&mut attrs, v);
-            }
-            put_lenenc_bytes(out, &attrs);
+            encode_attributes(out, &self.attributes);
         }
     }
 
@@ -186,15 +181,11 @@ impl HandshakeResponse {
         } else {
             None
         };
-        let mut attributes = Vec::new();
-        if capabilities & caps::CONNECT_ATTRS != 0 && !r.is_empty() {
-            let mut a = Reader::new(r.lenenc_bytes()?);
-            while !a.is_empty() {
-                let k = a.lenenc_bytes()?.to_vec();
-                let v = a.lenenc_bytes()?.to_vec();
-                attributes.push((k, v));
-            }
-        }
+        let attributes = if capabilities & caps::CONNECT_ATTRS != 0 && !r.is_empty() {
+            decode_attributes(&mut r)?
+        } else {
+            Vec::new()
+        };
         Ok(Self {
             capabilities,
             max_packet,
@@ -206,6 +197,29 @@ impl HandshakeResponse {
             attributes,
         })
     }
+}
+
+/// Connection attributes (key, value), as the client sent them.
+pub type Attributes = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Connection attributes on the wire: a length-encoded block of length-encoded key/value strings.
+fn encode_attributes(out: &mut Vec<u8>, attributes: &Attributes) {
+    let mut block = Vec::new();
+    for (k, v) in attributes {
+        put_lenenc_bytes(&mut block, k);
+        put_lenenc_bytes(&mut block, v);
+    }
+    put_lenenc_bytes(out, &block);
+}
+
+fn decode_attributes(r: &mut Reader<'_>) -> Result<Attributes, ProtoError> {
+    let mut block = Reader::new(r.lenenc_bytes()?);
+    let mut attributes = Vec::new();
+    while !block.is_empty() {
+        let k = block.lenenc_bytes()?.to_vec();
+        attributes.push((k, block.lenenc_bytes()?.to_vec()));
+    }
+    Ok(attributes)
 }
 
 /// `AuthSwitchRequest`: 0xFE, plugin name, plugin data (the scramble, usually NUL-terminated).
@@ -250,7 +264,7 @@ pub struct ChangeUser {
     pub database: Vec<u8>,
     pub charset: Option<u16>,
     pub auth_plugin: Option<Vec<u8>>,
-    pub attributes: Vec<(Vec<u8>, Vec<u8>)>,
+    pub attributes: Attributes,
 }
 
 impl ChangeUser {
@@ -276,13 +290,11 @@ impl ChangeUser {
         } else {
             None
         };
-        let mut attributes = Vec::new();
-        if capabilities & caps::CONNECT_ATTRS != 0 && !r.is_empty() {
-            let mut a = Reader::new(r.lenenc_bytes()?);
-            while !a.is_empty() {
-                attributes.push((a.lenenc_bytes()?.to_vec(), a.lenenc_bytes()?.to_vec()));
-            }
-        }
+        let attributes = if capabilities & caps::CONNECT_ATTRS != 0 && !r.is_empty() {
+            decode_attributes(&mut r)?
+        } else {
+            Vec::new()
+        };
         Ok(Self {
             user,
             auth_response,
@@ -309,13 +321,7 @@ impl ChangeUser {
                 put_nul_bytes(out, self.auth_plugin.as_deref().unwrap_or_default());
             }
             if capabilities & caps::CONNECT_ATTRS != 0 {
-                let mut attrs = Vec::new();
-                for (k, v) in &self.attributes {
-                    put_lenenc_bytes(&mut attrs, k);
-                    put_lenenc_bytes(&mut attrs, v);
-                }
-                put_lenenc_int(out, attrs.len() as u64);
-                out.extend_from_slice(&attrs);
+                encode_attributes(out, &self.attributes);
             }
         }
     }
