@@ -268,6 +268,35 @@ impl Client {
         }
     }
 
+    /// Sends one command and collects every packet that comes back until the server has been
+    /// quiet for `quiet`: an oracle independent of manifold's own idea of where answers end.
+    pub fn exchange(
+        &mut self,
+        payload: &[u8],
+        quiet: Duration,
+    ) -> Result<Vec<(u8, Vec<u8>)>, Error> {
+        self.send(0, payload)?;
+        self.stream.set_read_timeout(Some(quiet))?;
+        let mut packets = Vec::new();
+        loop {
+            match self.read_packet() {
+                Ok(p) => packets.push(p),
+                Err(Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    break
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.stream
+            .set_read_timeout(Some(Duration::from_secs(60)))?;
+        Ok(packets)
+    }
+
     pub fn scalar(&mut self, sql: &str) -> Result<Option<String>, Error> {
         Ok(self.query(sql)?.scalar())
     }

@@ -4,6 +4,7 @@
 mod harness;
 
 mod backend_auth;
+mod commands;
 mod large_packets;
 mod pool;
 mod shutdown;
