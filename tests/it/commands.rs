@@ -12,7 +12,9 @@ use crate::harness::{config, schema, start, topology, PASSWORD, USER};
 const QUIET: Duration = Duration::from_millis(400);
 
 /// (sequence id, first byte) of each packet: what identifies an answer's shape.
-fn shape(packets: &[(u8, Vec<u8>)]) -> Vec<(u8, Option<u8>)> {
+type Shape = Vec<(u8, Option<u8>)>;
+
+fn shape(packets: &[(u8, Vec<u8>)]) -> Shape {
     packets
         .iter()
         .map(|(seq, p)| (*seq, p.first().copied()))
@@ -32,7 +34,7 @@ fn stmt_execute(id: u32, cursor: bool, param: i32) -> Vec<u8> {
 }
 
 /// Runs the command script on one connection and returns each step's answer shape.
-fn script(c: &mut Client, db: &str) -> Vec<(&'static str, Vec<(u8, Option<u8>)>)> {
+fn script(c: &mut Client, db: &str) -> Vec<(&'static str, Shape)> {
     let mut steps = Vec::new();
     let mut step = |c: &mut Client, name: &'static str, payload: &[u8]| {
         let answer = c
