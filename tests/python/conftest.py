@@ -121,3 +121,15 @@ def schema(topology):
     yield name
     with topology.root() as c:
         c.cursor().execute(f"DROP DATABASE IF EXISTS {name}")
+
+
+@pytest.fixture
+def mariadb_account(topology):
+    """A second MariaDB account (all privileges) as (name, password), dropped afterwards."""
+    name, password = "u" + uuid.uuid4().hex[:10], "pw-" + uuid.uuid4().hex[:8]
+    with topology.root() as r:
+        r.cursor().execute(f"CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'")
+        r.cursor().execute(f"GRANT ALL PRIVILEGES ON *.* TO '{name}'@'%'")
+    yield name, password
+    with topology.root() as r:
+        r.cursor().execute(f"DROP USER IF EXISTS '{name}'@'%'")

@@ -544,3 +544,14 @@ class Bystander:
 def read_err_then_closed(conn, timeout=30):
     """The server's last words: every packet it sent before closing (bounded wait)."""
     return conn.wait_closed(timeout=timeout)
+
+
+def err_packets(packets):
+    """(code, message) of every packet in `packets`, which must all be ERR packets (what a
+    server sends before closing a connection it refuses)."""
+    out = []
+    for p in packets:
+        assert p[:1] == b"\xff", f"expected only ERR packets before the close, got {p[:40]!r}"
+        e = parse_err(p)
+        out.append((e.code, e.message))
+    return out

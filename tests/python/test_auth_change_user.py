@@ -4,7 +4,6 @@ session on that user's backend login; CURRENT_USER() reports the backend account
 manifold user here has the same name and password as a real MariaDB account and the results
 must equal the direct ones."""
 
-import uuid
 
 import pytest
 
@@ -19,20 +18,11 @@ def stop_and_check(m):
     return text
 
 
-@pytest.fixture
-def second_user(topology):
-    name, password = "cu" + uuid.uuid4().hex[:10], "pw-" + uuid.uuid4().hex[:8]
-    with topology.root() as r:
-        r.cursor().execute(f"CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'")
-        r.cursor().execute(f"GRANT ALL PRIVILEGES ON *.* TO '{name}'@'%'")
-    yield name, password
-    with topology.root() as r:
-        r.cursor().execute(f"DROP USER IF EXISTS '{name}'@'%'")
 
 
 @pytest.fixture
-def two_user_manifold(topology, second_user):
-    name, password = second_user
+def two_user_manifold(topology, mariadb_account):
+    name, password = mariadb_account
     m = Manifold(topology, ["--user", f"{name}:{password}"], log_name="manifold-auth-cu")
     yield m
     stop_and_check(m)
@@ -71,11 +61,11 @@ def scenario(port, schema, second):
     return out
 
 
-def test_change_user_switches_and_resets_state(topology, manifold, two_user_manifold, schema, second_user):
-    direct = scenario(topology.primary_port, schema, second_user)
-    via = scenario(two_user_manifold.port, schema, second_user)
+def test_change_user_switches_and_resets_state(topology, manifold, two_user_manifold, schema, mariadb_account):
+    direct = scenario(topology.primary_port, schema, mariadb_account)
+    via = scenario(two_user_manifold.port, schema, mariadb_account)
     assert via == direct
-    name = second_user[0]
+    name = mariadb_account[0]
     assert direct[0] == [("rows", ["CURRENT_USER()", "DATABASE()", "@v", "@@session.sql_mode = 'ANSI_QUOTES'"],
                           [("app@%", schema, "42", "1")])]
     assert direct[1][0][2] == [(f"{name}@%", schema, None, "0")]
@@ -84,8 +74,8 @@ def test_change_user_switches_and_resets_state(topology, manifold, two_user_mani
     assert direct[4][0][2] == [("0",)]
 
 
-def test_change_user_back_and_forth_many_times(topology, two_user_manifold, second_user):
-    name, password = second_user
+def test_change_user_back_and_forth_many_times(topology, two_user_manifold, mariadb_account):
+    name, password = mariadb_account
     c = rawmysql.connect(two_user_manifold.port)
     try:
         for i in range(10):
@@ -97,11 +87,11 @@ def test_change_user_back_and_forth_many_times(topology, two_user_manifold, seco
         c.quit()
 
 
-def test_change_user_to_unknown_database(topology, two_user_manifold, second_user):
+def test_change_user_to_unknown_database(topology, two_user_manifold, mariadb_account):
     """Directly: ERR 1049 for COM_CHANGE_USER itself. Through manifold the schema is checked
     when the backend is first used: the error may come from the change or from the next
     statement, and must be 1049 with the server's message either way."""
-    name, password = second_user
+    name, password = mariadb_account
     results = {}
     for label, port in (("direct", topology.primary_port), ("manifold", two_user_manifold.port)):
         c = rawmysql.connect(port)
@@ -118,7 +108,7 @@ def test_change_user_to_unknown_database(topology, two_user_manifold, second_use
     assert results["manifold"] == results["direct"]
 
 
-def test_failed_change_user_keeps_connection_like_mariadb(topology, two_user_manifold, second_user, schema):
+def test_failed_change_user_keeps_connection_like_mariadb(topology, two_user_manifold, mariadb_account, schema):
     """A wrong password in COM_CHANGE_USER: ERR 1045. MariaDB keeps the connection open and
     logged in as the previous user, in the same database, with its session state reset (user
     variables gone); a drop-in must not drop it."""
@@ -128,7 +118,7 @@ def test_failed_change_user_keeps_connection_like_mariadb(topology, two_user_man
         try:
             c.query("SET @keep = 1")
             with pytest.raises(rawmysql.MySQLError) as e:
-                c.change_user(second_user[0], "wrong-password")
+                c.change_user(mariadb_account[0], "wrong-password")
             err = (e.value.code, e.value.message)
             try:
                 after = c.query("SELECT CURRENT_USER(), DATABASE(), @keep")[0][2]
@@ -137,7 +127,7 @@ def test_failed_change_user_keeps_connection_like_mariadb(topology, two_user_man
             outcomes[label] = (err, after)
         finally:
             c.close()
-    assert outcomes["direct"][0] == (1045, f"Access denied for user '{second_user[0]}'@'127.0.0.1' (using password: YES)")
+    assert outcomes["direct"][0] == (1045, f"Access denied for user '{mariadb_account[0]}'@'127.0.0.1' (using password: YES)")
     assert outcomes["direct"][1] == [("app@%", schema, None)]
     assert outcomes["manifold"][0] == outcomes["direct"][0]
     assert outcomes["manifold"] == outcomes["direct"]
@@ -157,10 +147,10 @@ def test_change_user_unknown_user_gives_1045(topology, manifold):
     other.quit()
 
 
-def test_change_user_with_caching_sha2_manifold(topology, tmp_path, second_user):
+def test_change_user_with_caching_sha2_manifold(topology, tmp_path, mariadb_account):
     """On a manifold advertising caching_sha2_password, COM_CHANGE_USER with the native
     scramble (what the client computed) is switched or verified, and lands on the new user."""
-    name, password = second_user
+    name, password = mariadb_account
     cfg = tmp_path / "sha2.toml"
     cfg.write_text('[mysql]\ndefault_auth_plugin = "caching_sha2_password"\n')
     m = Manifold(topology, ["--config", str(cfg), "--user", f"{name}:{password}"], log_name="manifold-auth-cu-sha2")

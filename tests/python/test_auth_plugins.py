@@ -5,7 +5,6 @@ file. rawmysql records which caching_sha2_password path the server took ("fast",
 
 import subprocess
 import time
-import uuid
 
 import pymysql
 import pytest
@@ -44,16 +43,6 @@ def sha2_manifold(topology, tmp_path):
     stop_and_check(m)
 
 
-@pytest.fixture
-def backend_user(topology):
-    """A second MariaDB account (all privileges), dropped afterwards."""
-    name, password = "u" + uuid.uuid4().hex[:10], "pw-" + uuid.uuid4().hex[:8]
-    with topology.root() as r:
-        r.cursor().execute(f"CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'")
-        r.cursor().execute(f"GRANT ALL PRIVILEGES ON *.* TO '{name}'@'%'")
-    yield name, password
-    with topology.root() as r:
-        r.cursor().execute(f"DROP USER IF EXISTS '{name}'@'%'")
 
 
 def select1(conn):
@@ -214,10 +203,10 @@ def test_rsa_key_from_config_file(topology, tmp_path):
 # ---- users from a configuration file -------------------------------------------------------
 
 
-def test_config_file_users_with_each_plugin(topology, tmp_path, backend_user):
+def test_config_file_users_with_each_plugin(topology, tmp_path, mariadb_account):
     """Users defined in [[users]] with hashes from `manifold hash-password`: one with both
     hashes, one native-only, one sha2-only; a client proposing the other plugin is switched."""
-    bname, bpw = backend_user
+    bname, bpw = mariadb_account
     toml = SHA2
     for name, keep in (("both_u", ("password_native", "password_sha2")), ("native_u", ("password_native",)),
                        ("sha2_u", ("password_sha2",))):

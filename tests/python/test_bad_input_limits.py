@@ -11,7 +11,7 @@ import time
 import pytest
 
 import rawmysql
-from rawmysql import Bystander, local_port, wait_for_log
+from rawmysql import Bystander, err_packets as errors, local_port, wait_for_log
 from conftest import PASSWORD, USER, Manifold
 
 
@@ -30,15 +30,6 @@ def limited(topology, tmp_path, toml, name):
 
 def log_of(m):
     return lambda: m.log_path.read_text()
-
-
-def errors(packets):
-    out = []
-    for p in packets:
-        assert p[:1] == b"\xff", f"expected only ERR packets before the close, got {p[:40]!r}"
-        e = rawmysql.parse_err(p)
-        out.append((e.code, e.message))
-    return out
 
 
 # ---- max_allowed_packet ---------------------------------------------------------------------

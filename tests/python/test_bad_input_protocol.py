@@ -11,7 +11,7 @@ import threading
 import pytest
 
 import rawmysql
-from rawmysql import Bystander, local_port, wait_for_log
+from rawmysql import Bystander, err_packets as errors, local_port, wait_for_log
 from conftest import PASSWORD, USER
 
 
@@ -35,16 +35,6 @@ def bad_client(manifold, login=False):
     else:
         c.read_handshake()
     return c
-
-
-def errors(packets):
-    """(code, message) of every ERR packet among `packets`."""
-    out = []
-    for p in packets:
-        assert p[:1] == b"\xff", f"expected only ERR packets before the close, got {p[:40]!r}"
-        e = rawmysql.parse_err(p)
-        out.append((e.code, e.message))
-    return out
 
 
 # ---- connection phase -----------------------------------------------------------------------
