@@ -151,12 +151,10 @@ impl BackendConn {
         })?;
         let _ = tcp.set_nodelay(true);
         let mut io = PacketIo::new(Stream::Tcp(tcp));
-        let p = io
-            .read_packet(MAX_LOGIN_PACKET)
+        let (payload, mut seq) = io
+            .read_owned(MAX_LOGIN_PACKET)
             .await
             .map_err(|e| login_err(addr, &e))?;
-        let payload = io.payload(&p).into_owned();
-        io.consume(p.raw_len);
         if payload.first() == Some(&0xFF) {
             let e = ErrPacket::decode(&payload).map_err(|_| {
                 BackendError::new(
@@ -184,7 +182,6 @@ impl BackendConn {
         }
         let wanted = BASE_CAPS | key.caps;
         let mut capabilities = wanted & hs.capabilities;
-        let mut seq = p.last_seq.wrapping_add(1);
 
         let use_tls = match target.tls_mode {
             TlsMode::Disabled => false,
@@ -296,13 +293,11 @@ impl BackendConn {
         self.io.send(0, &payload).await.map_err(|e| {
             BackendError::new(ErrorKind::Lost, true, format!("sending to backend: {e}"))
         })?;
-        let p = self
+        let (payload, _) = self
             .io
-            .read_packet(MAX_LOGIN_PACKET)
+            .read_owned(MAX_LOGIN_PACKET)
             .await
             .map_err(|e| lost("waiting for backend", &e))?;
-        let payload = self.io.payload(&p).into_owned();
-        self.io.consume(p.raw_len);
         self.last_used = Instant::now();
         match payload.first() {
             Some(0xFF) => Ok(Err(ErrPacket::decode(&payload).map_err(|_| {
@@ -412,13 +407,10 @@ async fn finish_auth(
     let mut plugin = plugin.to_owned();
     let mut scramble = scramble.to_vec();
     loop {
-        let p = io
-            .read_packet(MAX_LOGIN_PACKET)
+        let (payload, seq) = io
+            .read_owned(MAX_LOGIN_PACKET)
             .await
             .map_err(|e| login_err(addr, &e))?;
-        let payload = io.payload(&p).into_owned();
-        io.consume(p.raw_len);
-        let seq = p.last_seq.wrapping_add(1);
         match payload.first() {
             Some(0x00) => return Ok(()),
             Some(0xFF) => {
@@ -457,12 +449,10 @@ async fn finish_auth(
                         io.send(seq, &[auth::SHA2_REQUEST_PUBLIC_KEY])
                             .await
                             .map_err(|e| send_failed(addr, &e))?;
-                        let p = io
-                            .read_packet(MAX_LOGIN_PACKET)
+                        let (key_packet, key_seq) = io
+                            .read_owned(MAX_LOGIN_PACKET)
                             .await
                             .map_err(|e| login_err(addr, &e))?;
-                        let key_packet = io.payload(&p).into_owned();
-                        io.consume(p.raw_len);
                         let pem = key_packet.strip_prefix(&[0x01]).ok_or_else(|| {
                             BackendError::new(
                                 ErrorKind::Protocol,
@@ -479,7 +469,7 @@ async fn finish_auth(
                                         format!("backend {addr}: RSA: {e}"),
                                     )
                                 })?;
-                        io.send(p.last_seq.wrapping_add(1), &enc)
+                        io.send(key_seq, &enc)
                             .await
                             .map_err(|e| send_failed(addr, &e))?;
                     }

@@ -184,6 +184,15 @@ impl PacketIo {
         })
     }
 
+    /// Reads one packet and hands out a copy of its payload with the sequence id that answers
+    /// it, for the small packets of logins and manifold's own commands.
+    pub async fn read_owned(&mut self, max_payload: usize) -> Result<(Vec<u8>, u8), ReadError> {
+        let p = self.read_packet(max_payload).await?;
+        let payload = self.payload(&p).into_owned();
+        self.consume(p.raw_len);
+        Ok((payload, p.last_seq.wrapping_add(1)))
+    }
+
     /// Like [`PacketIo::read_packet`] with a deadline.
     pub async fn read_packet_timeout(
         &mut self,

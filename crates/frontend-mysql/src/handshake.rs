@@ -238,13 +238,9 @@ async fn expect_seq(
 }
 
 async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginFailure> {
-    let p = io
-        .read_packet(MAX_LOGIN_PACKET)
+    io.read_owned(MAX_LOGIN_PACKET)
         .await
-        .map_err(|e| read_err("reading auth data", &e))?;
-    let payload = io.payload(&p).into_owned();
-    io.consume(p.raw_len);
-    Ok((payload, p.last_seq.wrapping_add(1)))
+        .map_err(|e| read_err("reading auth data", &e))
 }
 
 /// Verifies the client's credentials, switching plugin and running the `caching_sha2_password`

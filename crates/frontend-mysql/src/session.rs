@@ -37,7 +37,6 @@ pub(crate) async fn run(
 ) {
     let shared = fe.shared.clone();
     FrontendMetrics::inc(&shared.metrics.connections_accepted);
-    let _ = tcp.set_nodelay(true);
     let id = fe.next_connection_id();
     let mut io = PacketIo::new(Stream::Tcp(tcp));
     let open = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
