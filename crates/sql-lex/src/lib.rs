@@ -1,0 +1,15 @@
+//! A hot-path SQL lexer.
+//!
+//! This crate owns reading SQL text just far enough to make gateway decisions: splitting it
+//! into tokens (strings, quoted identifiers, comments and MySQL's executable `/*! ... */`
+//! comments handled as the server handles them) and [`scan`]ning a statement for what it does
+//! to a session — whether it takes a lock, creates a temporary table, touches user variables,
+//! or asks about the previous statement (`LAST_INSERT_ID()`, `ROW_COUNT()`, `FOUND_ROWS()`).
+//! It must not allocate, must not panic on any input, and must not grow into a SQL parser:
+//! when it cannot tell, it says so and the caller keeps the session where it is.
+
+mod lexer;
+mod scan;
+
+pub use lexer::{Lexer, Token, TokenKind};
+pub use scan::{scan, Scan, SessionFn, Verb};

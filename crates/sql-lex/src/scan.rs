@@ -1,0 +1,369 @@
+//! What a statement does to the session that runs it, read from its tokens.
+
+use crate::lexer::{Lexer, Token, TokenKind};
+
+/// The first word of the (first) statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Empty,
+    Select,
+    Insert,
+    Update,
+    Delete,
+    Replace,
+    Set,
+    Use,
+    Begin,
+    Start,
+    Commit,
+    Rollback,
+    Lock,
+    Unlock,
+    Create,
+    Drop,
+    Alter,
+    Show,
+    Prepare,
+    Execute,
+    Deallocate,
+    Handler,
+    Xa,
+    Call,
+    Do,
+    Flush,
+    Kill,
+    With,
+    Other,
+}
+
+impl Verb {
+    fn of(t: &Token<'_>) -> Verb {
+        if t.kind != TokenKind::Word {
+            return Verb::Other;
+        }
+        const VERBS: &[(&str, Verb)] = &[
+            ("SELECT", Verb::Select),
+            ("INSERT", Verb::Insert),
+            ("UPDATE", Verb::Update),
+            ("DELETE", Verb::Delete),
+            ("REPLACE", Verb::Replace),
+            ("SET", Verb::Set),
+            ("USE", Verb::Use),
+            ("BEGIN", Verb::Begin),
+            ("START", Verb::Start),
+            ("COMMIT", Verb::Commit),
+            ("ROLLBACK", Verb::Rollback),
+            ("LOCK", Verb::Lock),
+            ("UNLOCK", Verb::Unlock),
+            ("CREATE", Verb::Create),
+            ("DROP", Verb::Drop),
+            ("ALTER", Verb::Alter),
+            ("SHOW", Verb::Show),
+            ("PREPARE", Verb::Prepare),
+            ("EXECUTE", Verb::Execute),
+            ("DEALLOCATE", Verb::Deallocate),
+            ("HANDLER", Verb::Handler),
+            ("XA", Verb::Xa),
+            ("CALL", Verb::Call),
+            ("DO", Verb::Do),
+            ("FLUSH", Verb::Flush),
+            ("KILL", Verb::Kill),
+            ("WITH", Verb::With),
+        ];
+        VERBS
+            .iter()
+            .find(|(k, _)| t.text.eq_ignore_ascii_case(k.as_bytes()))
+            .map_or(Verb::Other, |(_, v)| *v)
+    }
+}
+
+/// Functions whose value comes from the session's previous statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionFn {
+    /// `LAST_INSERT_ID()`, `@@identity`, `@@last_insert_id`.
+    LastInsertId,
+    RowCount,
+    FoundRows,
+    /// `@@warning_count`, `@@error_count`, `SHOW WARNINGS`, `SHOW ERRORS`, `GET DIAGNOSTICS`.
+    Warnings,
+}
+
+/// What [`scan`] found. Flags are bits of [`Scan::flags`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scan {
+    pub verb: Verb,
+    pub flags: u32,
+    /// Statements in the text (`;`-separated, empty ones not counted).
+    pub statements: u32,
+}
+
+impl Scan {
+    /// A user variable is read or written (`@x`, `SET @x = ...`, `INTO @x`).
+    pub const USER_VARIABLE: u32 = 1;
+    pub const GET_LOCK: u32 = 1 << 1;
+    pub const RELEASE_LOCK: u32 = 1 << 2;
+    pub const RELEASE_ALL_LOCKS: u32 = 1 << 3;
+    /// `LOCK TABLES`, `FLUSH TABLES ... WITH READ LOCK`.
+    pub const LOCK_TABLES: u32 = 1 << 4;
+    pub const UNLOCK_TABLES: u32 = 1 << 5;
+    pub const CREATE_TEMPORARY: u32 = 1 << 6;
+    pub const DROP_TEMPORARY: u32 = 1 << 7;
+    pub const CALC_FOUND_ROWS: u32 = 1 << 8;
+    /// SQL-level `PREPARE`, `EXECUTE`, `DEALLOCATE PREPARE`.
+    pub const SQL_PREPARE: u32 = 1 << 9;
+    pub const HANDLER: u32 = 1 << 10;
+    /// `SET TRANSACTION ...`: characteristics of the next transaction only, not a variable.
+    pub const SET_TRANSACTION: u32 = 1 << 11;
+    /// `SET ROLE`: changes privileges, which no variable reports.
+    pub const SET_ROLE: u32 = 1 << 12;
+    /// `LAST_INSERT_ID(expr)`: sets the value later `LAST_INSERT_ID()` calls return.
+    pub const SETS_LAST_INSERT_ID: u32 = 1 << 13;
+    pub const LAST_INSERT_ID: u32 = 1 << 14;
+    pub const ROW_COUNT: u32 = 1 << 15;
+    pub const FOUND_ROWS: u32 = 1 << 16;
+    pub const WARNINGS: u32 = 1 << 17;
+    /// The text ends inside a string, quoted name or comment.
+    pub const UNTERMINATED: u32 = 1 << 18;
+
+    pub fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+
+    pub fn uses(&self, f: SessionFn) -> bool {
+        self.has(match f {
+            SessionFn::LastInsertId => Self::LAST_INSERT_ID,
+            SessionFn::RowCount => Self::ROW_COUNT,
+            SessionFn::FoundRows => Self::FOUND_ROWS,
+            SessionFn::Warnings => Self::WARNINGS,
+        })
+    }
+}
+
+/// Reads a statement (or several, `;`-separated) for what it does to its session. Costs one
+/// pass over the text and no allocation.
+pub fn scan(sql: &[u8]) -> Scan {
+    let mut out = Scan {
+        verb: Verb::Empty,
+        flags: 0,
+        statements: 0,
+    };
+    // Per statement: its first two words and whether a READ was just seen (for FLUSH ...
+    // WITH READ LOCK).
+    let mut first: Option<Verb> = None;
+    let mut second: Option<Token<'_>> = None;
+    let mut prev: Option<Token<'_>> = None;
+    // `LAST_INSERT_ID(` seen: `)` next means the no-argument form.
+    let mut open_last_insert_id = false;
+    let mut prev_read = false;
+    for t in Lexer::new(sql) {
+        if open_last_insert_id {
+            open_last_insert_id = false;
+            out.flags |= if t.is_punct(b')') {
+                Scan::LAST_INSERT_ID
+            } else {
+                Scan::SETS_LAST_INSERT_ID
+            };
+        }
+        match t.kind {
+            TokenKind::Punct if t.text == b";" => {
+                first = None;
+                second = None;
+                prev = None;
+                prev_read = false;
+                continue;
+            }
+            TokenKind::Unterminated => out.flags |= Scan::UNTERMINATED,
+            TokenKind::UserVar => out.flags |= Scan::USER_VARIABLE,
+            TokenKind::SysVar => {
+                let name = t.sysvar_name();
+                if name.eq_ignore_ascii_case(b"warning_count")
+                    || name.eq_ignore_ascii_case(b"error_count")
+                {
+                    out.flags |= Scan::WARNINGS;
+                } else if name.eq_ignore_ascii_case(b"identity")
+                    || name.eq_ignore_ascii_case(b"last_insert_id")
+                {
+                    out.flags |= Scan::LAST_INSERT_ID;
+                }
+            }
+            TokenKind::Punct if t.text == b"(" => {
+                if let Some(p) = prev.filter(|p| p.kind == TokenKind::Word) {
+                    if p.is("LAST_INSERT_ID") {
+                        open_last_insert_id = true;
+                    } else if p.is("GET_LOCK") {
+                        out.flags |= Scan::GET_LOCK;
+                    } else if p.is("RELEASE_LOCK") {
+                        out.flags |= Scan::RELEASE_LOCK;
+                    } else if p.is("RELEASE_ALL_LOCKS") {
+                        out.flags |= Scan::RELEASE_ALL_LOCKS;
+                    } else if p.is("ROW_COUNT") {
+                        out.flags |= Scan::ROW_COUNT;
+                    } else if p.is("FOUND_ROWS") {
+                        out.flags |= Scan::FOUND_ROWS;
+                    }
+                }
+            }
+            TokenKind::Word => {
+                if t.is("SQL_CALC_FOUND_ROWS") {
+                    out.flags |= Scan::CALC_FOUND_ROWS;
+                }
+                match (first, second) {
+                    (None, _) => {
+                        let verb = Verb::of(&t);
+                        first = Some(verb);
+                        out.statements += 1;
+                        if out.verb == Verb::Empty {
+                            out.verb = verb;
+                        }
+                        out.flags |= match verb {
+                            Verb::Prepare | Verb::Execute | Verb::Deallocate => Scan::SQL_PREPARE,
+                            Verb::Handler => Scan::HANDLER,
+                            _ => 0,
+                        };
+                    }
+                    (Some(verb), None) => {
+                        second = Some(t);
+                        out.flags |= match verb {
+                            Verb::Lock if t.is("TABLES") || t.is("TABLE") => Scan::LOCK_TABLES,
+                            Verb::Unlock if t.is("TABLES") || t.is("TABLE") => Scan::UNLOCK_TABLES,
+                            Verb::Create | Verb::Drop if t.is("TEMPORARY") => {
+                                if verb == Verb::Create {
+                                    Scan::CREATE_TEMPORARY
+                                } else {
+                                    Scan::DROP_TEMPORARY
+                                }
+                            }
+                            Verb::Set if t.is("TRANSACTION") => Scan::SET_TRANSACTION,
+                            Verb::Set if t.is("ROLE") => Scan::SET_ROLE,
+                            Verb::Show if t.is("WARNINGS") || t.is("ERRORS") => Scan::WARNINGS,
+                            Verb::Other if prev.is_some_and(|p| p.is("GET")) => {
+                                if t.is("DIAGNOSTICS") {
+                                    Scan::WARNINGS
+                                } else {
+                                    0
+                                }
+                            }
+                            _ => 0,
+                        };
+                    }
+                    (Some(verb), Some(second)) => match verb {
+                        Verb::Create if second.is("OR") && t.is("TEMPORARY") => {
+                            out.flags |= Scan::CREATE_TEMPORARY;
+                        }
+                        Verb::Flush if prev_read && t.is("LOCK") => {
+                            out.flags |= Scan::LOCK_TABLES;
+                        }
+                        Verb::Show if t.is("WARNINGS") || t.is("ERRORS") => {
+                            out.flags |= Scan::WARNINGS;
+                        }
+                        _ => {}
+                    },
+                }
+                prev_read = t.is("READ");
+            }
+            _ => {}
+        }
+        prev = Some(t);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(sql: &str) -> u32 {
+        scan(sql.as_bytes()).flags
+    }
+
+    #[test]
+    fn verbs() {
+        assert_eq!(scan(b"  select 1").verb, Verb::Select);
+        assert_eq!(scan(b"/* x */ INSERT INTO t VALUES (1)").verb, Verb::Insert);
+        assert_eq!(scan(b"").verb, Verb::Empty);
+        assert_eq!(scan(b"-- only a comment").verb, Verb::Empty);
+        assert_eq!(scan(b"(SELECT 1)").verb, Verb::Select);
+        assert_eq!(scan(b"SELECT 1; SELECT 2;").statements, 2);
+    }
+
+    #[test]
+    fn locks_and_temporary_tables() {
+        assert_eq!(flags("LOCK TABLES t READ"), Scan::LOCK_TABLES);
+        assert_eq!(flags("lock table t write"), Scan::LOCK_TABLES);
+        assert_eq!(flags("UNLOCK TABLES"), Scan::UNLOCK_TABLES);
+        assert_eq!(flags("FLUSH TABLES WITH READ LOCK"), Scan::LOCK_TABLES);
+        assert_eq!(flags("FLUSH TABLES t"), 0);
+        assert_eq!(flags("SELECT GET_LOCK('a', 1)"), Scan::GET_LOCK);
+        assert_eq!(flags("SELECT RELEASE_LOCK('a')"), Scan::RELEASE_LOCK);
+        assert_eq!(flags("SELECT release_all_locks()"), Scan::RELEASE_ALL_LOCKS);
+        assert_eq!(flags("SELECT 'GET_LOCK(1)'"), 0);
+        assert_eq!(flags("SELECT `get_lock`(1)"), 0);
+        assert_eq!(
+            flags("CREATE TEMPORARY TABLE t (a int)"),
+            Scan::CREATE_TEMPORARY
+        );
+        assert_eq!(
+            flags("CREATE OR REPLACE TEMPORARY TABLE t (a int)"),
+            Scan::CREATE_TEMPORARY
+        );
+        assert_eq!(flags("DROP TEMPORARY TABLE t"), Scan::DROP_TEMPORARY);
+        assert_eq!(flags("CREATE TABLE temporary (a int)"), 0);
+    }
+
+    #[test]
+    fn session_functions() {
+        assert_eq!(flags("SELECT LAST_INSERT_ID()"), Scan::LAST_INSERT_ID);
+        assert_eq!(flags("SELECT last_insert_id ( )"), Scan::LAST_INSERT_ID);
+        assert_eq!(
+            flags("UPDATE t SET id=LAST_INSERT_ID(id+1)"),
+            Scan::SETS_LAST_INSERT_ID
+        );
+        assert_eq!(flags("SELECT @@identity"), Scan::LAST_INSERT_ID);
+        assert_eq!(flags("SELECT ROW_COUNT()"), Scan::ROW_COUNT);
+        assert_eq!(flags("SELECT FOUND_ROWS()"), Scan::FOUND_ROWS);
+        assert_eq!(
+            flags("SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1"),
+            Scan::CALC_FOUND_ROWS
+        );
+        assert_eq!(flags("SHOW WARNINGS"), Scan::WARNINGS);
+        assert_eq!(flags("SHOW COUNT(*) ERRORS"), Scan::WARNINGS);
+        assert_eq!(flags("SELECT @@session.warning_count"), Scan::WARNINGS);
+        assert_eq!(
+            flags("GET DIAGNOSTICS @n = NUMBER"),
+            Scan::WARNINGS | Scan::USER_VARIABLE
+        );
+    }
+
+    #[test]
+    fn variables_and_set() {
+        assert_eq!(flags("SET @a = 1"), Scan::USER_VARIABLE);
+        assert_eq!(flags("SELECT 1 INTO @x"), Scan::USER_VARIABLE);
+        assert_eq!(flags("SET @@session.sql_mode = ''"), 0);
+        assert_eq!(flags("SET sql_mode = '@x'"), 0);
+        assert_eq!(
+            flags("SET TRANSACTION ISOLATION LEVEL READ COMMITTED"),
+            Scan::SET_TRANSACTION
+        );
+        assert_eq!(flags("SET SESSION TRANSACTION READ ONLY"), 0);
+        assert_eq!(flags("SET ROLE r"), Scan::SET_ROLE);
+        assert_eq!(flags("PREPARE s FROM 'SELECT 1'"), Scan::SQL_PREPARE);
+        assert_eq!(flags("HANDLER t OPEN"), Scan::HANDLER);
+    }
+
+    #[test]
+    fn executable_comments_count_and_later_statements_are_read() {
+        assert_eq!(
+            flags("/*!40101 SET @OLD = @@sql_mode */"),
+            Scan::USER_VARIABLE
+        );
+        assert_eq!(flags("SELECT 1; LOCK TABLES t WRITE"), Scan::LOCK_TABLES);
+        assert_eq!(flags("SELECT 'x"), Scan::UNTERMINATED);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(sql in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let _ = scan(&sql);
+        }
+    }
+}
