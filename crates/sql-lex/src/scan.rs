@@ -38,9 +38,6 @@ pub enum Verb {
 
 impl Verb {
     fn of(t: &Token<'_>) -> Verb {
-        if t.kind != TokenKind::Word {
-            return Verb::Other;
-        }
         const VERBS: &[(&str, Verb)] = &[
             ("SELECT", Verb::Select),
             ("INSERT", Verb::Insert),
@@ -70,6 +67,9 @@ impl Verb {
             ("KILL", Verb::Kill),
             ("WITH", Verb::With),
         ];
+        if t.kind != TokenKind::Word {
+            return Verb::Other;
+        }
         VERBS
             .iter()
             .find(|(k, _)| t.text.eq_ignore_ascii_case(k.as_bytes()))
@@ -236,12 +236,10 @@ pub fn scan(sql: &[u8]) -> Scan {
                             Verb::Set if t.is("TRANSACTION") => Scan::SET_TRANSACTION,
                             Verb::Set if t.is("ROLE") => Scan::SET_ROLE,
                             Verb::Show if t.is("WARNINGS") || t.is("ERRORS") => Scan::WARNINGS,
-                            Verb::Other if prev.is_some_and(|p| p.is("GET")) => {
-                                if t.is("DIAGNOSTICS") {
-                                    Scan::WARNINGS
-                                } else {
-                                    0
-                                }
+                            Verb::Other
+                                if prev.is_some_and(|p| p.is("GET")) && t.is("DIAGNOSTICS") =>
+                            {
+                                Scan::WARNINGS
                             }
                             _ => 0,
                         };
