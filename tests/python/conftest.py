@@ -6,6 +6,7 @@ with a message saying what to run or install; nothing is skipped."""
 
 import os
 import shutil
+import hashlib
 import socket
 import subprocess
 import time
@@ -102,6 +103,18 @@ class Manifold:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log.close()
+
+
+def configured(topology, tmp_path, toml, name):
+    """A manifold of its own with extra TOML configuration (the fixture's flags still apply)."""
+    cfg = tmp_path / f"{name}.toml"
+    cfg.write_text(toml)
+    return Manifold(topology, ["--config", str(cfg)], log_name=name)
+
+
+def native_hash(password):
+    """mysql_native_password's stored form: '*' + hex(SHA1(SHA1(password)))."""
+    return "*" + hashlib.sha1(hashlib.sha1(password.encode()).digest()).hexdigest().upper()
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import pytest
 
 import rawmysql
 from rawmysql import Bystander, err_packets as errors, local_port, wait_for_log
-from conftest import PASSWORD, USER, Manifold
+from conftest import PASSWORD, USER, Manifold, configured as limited
 
 
 def stop_and_check(m):
@@ -20,12 +20,6 @@ def stop_and_check(m):
     text = m.log_path.read_text()
     assert "panicked" not in text, f"manifold panicked: see {m.log_path}"
     return text
-
-
-def limited(topology, tmp_path, toml, name):
-    cfg = tmp_path / f"{name}.toml"
-    cfg.write_text(toml)
-    return Manifold(topology, ["--config", str(cfg)], log_name=name)
 
 
 def log_of(m):

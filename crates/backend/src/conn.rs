@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 use crate::config::TlsMode;
 use crate::errors::{BackendError, ErrorKind};
 use crate::io::{PacketIo, ReadError, Stream};
+use crate::state::{is_carried, SessionVars, TrackedChanges};
 
 /// Login packets are small; anything larger is a broken or hostile server.
 const MAX_LOGIN_PACKET: usize = 64 * 1024;
@@ -29,7 +30,18 @@ const BASE_CAPS: u32 = caps::LONG_PASSWORD
     | caps::SECURE_CONNECTION
     | caps::PLUGIN_AUTH
     | caps::PLUGIN_AUTH_LENENC_CLIENT_DATA
-    | caps::CONNECT_ATTRS;
+    | caps::CONNECT_ATTRS
+    | caps::SESSION_TRACK;
+
+/// Run on every backend connection after login and after each reset: the server then reports
+/// in its OK packets every system variable, schema and state change a statement makes, which
+/// is how manifold learns a session's state instead of guessing it from SQL text.
+const ENABLE_TRACKING: &[u8] = b"SET SESSION session_track_system_variables='*', \
+session_track_schema=ON, session_track_state_change=ON, session_track_transaction_info='STATE'";
+
+/// A connection returned this recently is not probed before reuse: the probe is a syscall
+/// per borrow, and a server closes idle connections only after seconds (`wait_timeout`).
+const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// Where a backend is and how to reach it.
 #[derive(Clone)]
@@ -78,6 +90,12 @@ pub struct BackendConn {
     /// Capabilities in force on this connection.
     pub capabilities: u32,
     pub schema: Schema,
+    /// System variables changed since login or the last reset, as the server reported them.
+    pub vars: SessionVars,
+    /// What `LAST_INSERT_ID()` returns on this connection, as far as manifold saw.
+    pub last_insert_id: u64,
+    /// The server reports state changes on this connection (see [`ENABLE_TRACKING`]).
+    pub tracking: bool,
     pub last_used: Instant,
     /// The login's scramble and plugin: `COM_CHANGE_USER` answers with them.
     scramble: Vec<u8>,
@@ -269,17 +287,98 @@ impl BackendConn {
 
         let scramble = scramble.to_vec();
         finish_auth(&mut io, addr, key, &plugin, &scramble).await?;
-        Ok(BackendConn {
+        let mut conn = BackendConn {
             io,
             key: key.clone(),
             server_version: hs.server_version,
             connection_id: hs.connection_id,
             capabilities,
             schema: Schema::None,
+            vars: SessionVars::default(),
+            last_insert_id: 0,
+            tracking: false,
             last_used: Instant::now(),
             scramble,
             plugin,
-        })
+        };
+        conn.enable_tracking().await?;
+        Ok(conn)
+    }
+
+    async fn enable_tracking(&mut self) -> Result<(), BackendError> {
+        self.tracking = false;
+        if self.capabilities & caps::SESSION_TRACK == 0 {
+            return Ok(());
+        }
+        match self
+            .simple_command(&Command::Query(ENABLE_TRACKING))
+            .await?
+        {
+            Ok(_) => self.tracking = true,
+            Err(e) => {
+                tracing::debug!(error = %e, "backend refuses session tracking; sessions on it will not be multiplexed");
+            }
+        }
+        Ok(())
+    }
+
+    /// `COM_RESET_CONNECTION`, then tracking on again: the connection is as after login,
+    /// except that the schema stays.
+    pub async fn reset(&mut self) -> Result<Result<(), ErrPacket>, BackendError> {
+        if let Err(e) = self.simple_command(&Command::ResetConnection).await? {
+            return Ok(Err(e));
+        }
+        self.vars.clear();
+        self.last_insert_id = 0;
+        self.enable_tracking().await?;
+        Ok(Ok(()))
+    }
+
+    /// Brings the connection's variables to `want` (and `LAST_INSERT_ID()` to
+    /// `last_insert_id` when given), with one `SET` when this connection changed nothing
+    /// `want` does not, else after a reset. The server's ERR is returned if it refuses, and
+    /// the connection's state is then unknown.
+    pub async fn sync_vars(
+        &mut self,
+        want: &SessionVars,
+        last_insert_id: Option<u64>,
+    ) -> Result<Result<(), ErrPacket>, BackendError> {
+        if !self.vars.is_subset_of(want) {
+            if let Err(e) = self.reset().await? {
+                return Ok(Err(e));
+            }
+        }
+        let mut sql = b"SET SESSION ".to_vec();
+        let mut n = want.write_assignments(&self.vars, &mut sql);
+        if let Some(id) = last_insert_id.filter(|id| *id != self.last_insert_id) {
+            if n > 0 {
+                sql.extend_from_slice(b", ");
+            }
+            sql.extend_from_slice(format!("last_insert_id={id}").as_bytes());
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(Ok(()));
+        }
+        match self.simple_command(&Command::Query(&sql)).await? {
+            Ok(ok) => {
+                if let Some(t) = TrackedChanges::decode(&ok.session_state) {
+                    for (name, value) in &t.vars {
+                        if is_carried(name) {
+                            self.vars.set(name, value);
+                        }
+                    }
+                }
+                for (name, value) in want.iter() {
+                    self.vars.set(name, value);
+                }
+                if let Some(id) = last_insert_id {
+                    self.last_insert_id = id;
+                }
+                Ok(Ok(()))
+            }
+            Err(e) => Ok(Err(e)),
+        }
     }
 
     /// Sends a command answered by one OK or ERR packet (`COM_INIT_DB`, `COM_PING`,
@@ -371,8 +470,10 @@ impl BackendConn {
             (self.key.clone(), self.plugin.clone(), self.scramble.clone());
         finish_auth(&mut self.io, &addr, &key, &plugin, &scramble).await?;
         self.schema = Schema::None;
+        self.vars.clear();
+        self.last_insert_id = 0;
         self.last_used = Instant::now();
-        Ok(())
+        self.enable_tracking().await
     }
 
     fn key_addr(&self) -> String {
@@ -388,6 +489,14 @@ impl BackendConn {
     pub fn looks_alive(&self) -> bool {
         if !self.io.rbuf.is_empty() {
             return false;
+        }
+        // The reactor's readiness first: it costs no syscall, and the last read of an answer
+        // normally cleared it, so "readable" means EOF, an error or unsolicited bytes (or a
+        // last read that filled the buffer exactly, which the probe below tells apart).
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let readable = self.io.stream.tcp().poll_read_ready(&mut cx).is_ready();
+        if !readable && self.last_used.elapsed() < PROBE_AFTER_IDLE {
+            return true;
         }
         let mut probe = [0u8; 1];
         matches!(self.io.stream.tcp().try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)

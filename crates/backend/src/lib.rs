@@ -10,9 +10,11 @@ pub mod conn;
 pub mod errors;
 pub mod io;
 pub mod pool;
+pub mod state;
 pub mod tls;
 
 pub use config::{BackendTlsConfig, PoolConfig, TlsMode};
 pub use conn::{probe_server_version, BackendConn, BackendTarget, ConnKey, Schema};
 pub use errors::{BackendError, ErrorKind, Side};
 pub use pool::{Lease, Pool, PoolStats};
+pub use state::{SessionVars, TrackedChanges};

@@ -1,17 +1,17 @@
 //! A worker's pool of connections to one backend.
 //!
-//! The pool lives on one worker thread (`Rc`/`RefCell`, no locks) and hands out [`Lease`]s.
-//! A lease is a borrow: today a client session keeps one for its lifetime, but nothing in the
-//! lease ties it to a session, so borrowing per statement or per transaction only changes when
-//! the frontend drops it. Returned connections are reset (`COM_RESET_CONNECTION`) before they
-//! are offered again, so no session sees another's variables, temporary tables or statements.
+//! The pool lives on one worker thread (`Rc`/`RefCell`, no locks) and hands out [`Lease`]s,
+//! borrowed per statement or per transaction by multiplexed sessions. A lease whose borrower
+//! knows the connection's whole state ([`Lease::mark_clean`]) goes back as it is, and the pool
+//! offers it first to a borrower wanting that state; any other is reset
+//! (`COM_RESET_CONNECTION`) before it is offered again, so no session sees another's
+//! variables, temporary tables or statements.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use manifold_mysql_proto::Command;
 use tokio::sync::Notify;
 
 use crate::config::PoolConfig;
@@ -87,13 +87,25 @@ impl Pool {
         key: &ConnKey,
         schema: Option<&[u8]>,
     ) -> Result<Lease, BackendError> {
+        self.acquire_matching(key, schema, 0).await
+    }
+
+    /// [`Pool::acquire`], preferring a connection whose changed variables have the signature
+    /// `vars` ([`crate::SessionVars::signature`]) and then one in `schema`, so that the
+    /// borrower has the least to restore.
+    pub async fn acquire_matching(
+        self: &Rc<Self>,
+        key: &ConnKey,
+        schema: Option<&[u8]>,
+        vars: u64,
+    ) -> Result<Lease, BackendError> {
         if self.warm_key.borrow().is_none() {
             *self.warm_key.borrow_mut() = Some(key.clone());
         }
         let deadline = tokio::time::Instant::now() + self.config.wait_timeout;
         loop {
-            if let Some(conn) = self.take_idle(key, schema) {
-                return Ok(self.lease(conn));
+            if let Some(conn) = self.take_idle(key, schema, vars) {
+                return Ok(self.lease(conn, true));
             }
             if self.total.get() < self.config.max_size || self.evict_idle_other_key(key) {
                 self.total.set(self.total.get() + 1);
@@ -103,7 +115,7 @@ impl Pool {
                 std::mem::forget(guard);
                 self.opened.set(self.opened.get() + 1);
                 *self.server_version.borrow_mut() = Some(conn.server_version.clone());
-                return Ok(self.lease(conn));
+                return Ok(self.lease(conn, false));
             }
             self.waiting.set(self.waiting.get() + 1);
             let woke = tokio::time::timeout_at(deadline, self.released.notified()).await;
@@ -124,25 +136,34 @@ impl Pool {
         }
     }
 
-    fn lease(self: &Rc<Self>, mut conn: BackendConn) -> Lease {
+    fn lease(self: &Rc<Self>, mut conn: BackendConn, reused: bool) -> Lease {
         self.in_use.set(self.in_use.get() + 1);
         conn.last_used = Instant::now();
         Lease {
             conn: Some(conn),
             pool: self.clone(),
             dirty: true,
+            reused,
         }
     }
 
-    fn take_idle(&self, key: &ConnKey, schema: Option<&[u8]>) -> Option<BackendConn> {
+    fn take_idle(&self, key: &ConnKey, schema: Option<&[u8]>, vars: u64) -> Option<BackendConn> {
         let mut idle = self.idle.borrow_mut();
-        let wanted = schema.map_or(Schema::None, |s| Schema::Known(s.to_vec()));
+        let in_schema = |c: &BackendConn| match (&c.schema, schema) {
+            (Schema::Known(have), Some(want)) => have == want,
+            (Schema::None, None) => true,
+            _ => false,
+        };
         // Most recently returned first: warm caches, and the oldest age out via idle_timeout.
-        // A connection already in the wanted schema first, then any of the right key.
+        // Same variables and schema first, then same variables, then any of the right key.
         loop {
             let i = idle
                 .iter()
-                .rposition(|c| c.key == *key && c.schema == wanted)
+                .rposition(|c| c.key == *key && c.vars.signature() == vars && in_schema(c))
+                .or_else(|| {
+                    idle.iter()
+                        .rposition(|c| c.key == *key && c.vars.signature() == vars)
+                })
                 .or_else(|| idle.iter().rposition(|c| c.key == *key))?;
             let conn = idle.remove(i).expect("index in range");
             if conn.looks_alive() {
@@ -264,6 +285,7 @@ pub struct Lease {
     pool: Rc<Pool>,
     /// The session may have changed server state on this connection.
     dirty: bool,
+    reused: bool,
 }
 
 impl Lease {
@@ -271,6 +293,19 @@ impl Lease {
         self.conn
             .as_mut()
             .expect("lease holds a connection until dropped")
+    }
+
+    /// The borrower knows the connection's whole session state (it is all in
+    /// [`BackendConn::vars`] and [`BackendConn::schema`]): it goes back to the pool as it is,
+    /// for a borrower that wants that state, instead of being reset.
+    /// The connection sat in the pool before this borrow (it was not opened for it), so the
+    /// server may have closed it meanwhile.
+    pub fn reused(&self) -> bool {
+        self.reused
+    }
+
+    pub fn mark_clean(&mut self) {
+        self.dirty = false;
     }
 
     /// Closes the connection instead of returning it (it broke, or its state is unknown).
@@ -295,8 +330,8 @@ impl Drop for Lease {
         }
         // Reset off the session's path; the pool counts the connection meanwhile.
         tokio::task::spawn_local(async move {
-            match conn.simple_command(&Command::ResetConnection).await {
-                Ok(Ok(_)) => {
+            match conn.reset().await {
+                Ok(Ok(())) => {
                     // COM_RESET_CONNECTION keeps the current schema.
                     conn.last_used = Instant::now();
                     pool.give_back(conn);

@@ -32,6 +32,10 @@ pub struct MysqlFrontConfig {
     /// through full authentication (cleartext over TLS, or RSA without TLS); later logins use
     /// the fast path. `false` skips full authentication whenever the fast path can verify.
     pub sha2_full_auth_first: bool,
+    /// Give a session's backend connection back to the pool after each statement (or
+    /// transaction) when nothing pins it there; `false` keeps one backend connection per
+    /// client session for the session's life.
+    pub multiplexing: bool,
     pub tls: FrontTlsConfig,
 }
 
@@ -46,6 +50,7 @@ impl Default for MysqlFrontConfig {
             wait_timeout: Duration::from_hours(8),
             default_auth_plugin: auth::NATIVE_PASSWORD.into(),
             sha2_full_auth_first: true,
+            multiplexing: true,
             tls: FrontTlsConfig::default(),
         }
     }

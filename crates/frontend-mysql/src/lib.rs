@@ -11,6 +11,7 @@
 pub mod config;
 mod handshake;
 mod metrics;
+pub mod pins;
 mod relay;
 mod session;
 pub mod size_serde;
@@ -31,6 +32,7 @@ use manifold_mysql_proto::auth::RsaKeyPair;
 
 pub use config::{FrontTlsConfig, MysqlFrontConfig, UserConfig};
 pub use metrics::FrontendMetrics;
+pub use pins::{PinCounters, PinReason};
 pub use users::{User, Users};
 
 /// State shared by all workers: read-mostly, swapped whole, never locked per request.
@@ -47,6 +49,8 @@ pub struct Shared {
     connections: AtomicUsize,
     per_user: dashmap_free::PerUserCounts,
     pub metrics: FrontendMetrics,
+    /// Each worker's pin counters, registered when the worker starts.
+    pin_counters: std::sync::Mutex<Vec<Arc<PinCounters>>>,
     /// The primary's version as announced in its handshake, learned at start.
     backend_version: arc_swap::ArcSwapOption<Vec<u8>>,
 }
@@ -88,6 +92,7 @@ impl Shared {
             sha2_cache: ArcSwap::from_pointee(std::collections::HashSet::new()),
             connections: AtomicUsize::new(0),
             per_user: dashmap_free::PerUserCounts::default(),
+            pin_counters: std::sync::Mutex::default(),
             metrics: FrontendMetrics::default(),
             backend_version: arc_swap::ArcSwapOption::empty(),
         }))
@@ -178,10 +183,23 @@ mod dashmap_free {
     }
 }
 
+impl Shared {
+    /// Times sessions became pinned for `reason`, summed over workers.
+    pub fn pins(&self, reason: PinReason) -> u64 {
+        self.pin_counters
+            .lock()
+            .expect("pin counter list")
+            .iter()
+            .map(|c| c.get(reason))
+            .sum()
+    }
+}
+
 /// One worker's side of the front door: its backend pool and connection-id sequence.
 pub struct WorkerFrontend {
     pub shared: Arc<Shared>,
     pub pool: Rc<Pool>,
+    pins: Arc<PinCounters>,
     worker_id: u32,
     workers: u32,
     next_id: Cell<u32>,
@@ -190,9 +208,16 @@ pub struct WorkerFrontend {
 impl WorkerFrontend {
     pub fn new(shared: Arc<Shared>, ctx: &WorkerContext) -> Rc<Self> {
         let pool = Pool::new(shared.backend.clone(), shared.pool.clone());
+        let pins = Arc::new(PinCounters::default());
+        shared
+            .pin_counters
+            .lock()
+            .expect("pin counter list")
+            .push(pins.clone());
         Rc::new(WorkerFrontend {
             shared,
             pool,
+            pins,
             worker_id: ctx.id() as u32,
             workers: ctx.workers().max(1) as u32,
             next_id: Cell::new(0),

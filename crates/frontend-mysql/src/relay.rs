@@ -7,7 +7,12 @@
 
 use manifold_backend::io::{PacketIo, ReadError};
 use manifold_backend::BackendConn;
-use manifold_mysql_proto::{Progress, ResponseKind, ResponseTracker};
+use std::borrow::Cow;
+
+use manifold_mysql_proto::consts::{caps, status};
+use manifold_mysql_proto::packet::HEADER_LEN;
+use manifold_mysql_proto::packets::OkPacket;
+use manifold_mysql_proto::{write_packet, Progress, ResponseKind, ResponseTracker};
 use tokio::io::AsyncWriteExt;
 
 #[derive(Debug)]
@@ -15,20 +20,38 @@ pub(crate) enum RelayError {
     /// The client went away or broke the protocol; the backend connection's state is unknown.
     Client(String),
     /// The backend connection failed. `err_seq` is where an ERR packet can still be injected
-    /// cleanly, when the client stream is at a packet boundary.
+    /// cleanly, when the client stream is at a packet boundary. `unanswered`: the command
+    /// certainly did not run (the send failed, or the connection was reset before any answer)
+    /// and is still at the front of the client's buffer, so it can go to another connection.
     Backend {
         message: String,
         err_seq: Option<u8>,
+        unanswered: bool,
     },
 }
 
+#[derive(Debug, Default)]
 pub(crate) struct Relayed {
     pub last_status: u16,
     pub saw_error: bool,
+    pub warnings: u16,
+    pub affected_rows: u64,
+    pub last_insert_id: u64,
+}
+
+/// How the answer's session-state data is handled.
+pub(crate) struct StateCapture<'a> {
+    /// The session-state data of every OK packet in the answer, concatenated (the format is
+    /// self-delimiting, so the whole decodes as one).
+    pub data: &'a mut Vec<u8>,
+    /// The client did not ask for `CLIENT_SESSION_TRACK`: OK packets reach it without the
+    /// tracking data the backend connection reports.
+    pub strip: bool,
 }
 
 /// Sends the command occupying the first `raw_len` bytes of `client.rbuf` to `backend` and
 /// relays the answer. `first_seq` is the sequence id of the answer's first packet.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn forward(
     client: &mut PacketIo,
     backend: &mut BackendConn,
@@ -37,25 +60,38 @@ pub(crate) async fn forward(
     deprecate_eof: bool,
     first_seq: u8,
     max_packet: usize,
+    state: StateCapture<'_>,
 ) -> Result<Relayed, RelayError> {
-    let sent = backend.io.stream.write_all(&client.rbuf[..raw_len]).await;
-    client.consume(raw_len);
-    if let Err(e) = sent {
+    // The command stays in the client's buffer until the answer starts: a pooled connection
+    // the server closed while it sat idle fails here, and the command can go elsewhere.
+    if let Err(e) = backend.io.stream.write_all(&client.rbuf[..raw_len]).await {
         return Err(RelayError::Backend {
             message: format!("sending to backend: {e}"),
             err_seq: Some(first_seq),
+            unanswered: true,
         });
     }
+    let mut command_pending = true;
     let mut tracker = ResponseTracker::new(kind, deprecate_eof, first_seq);
-    if kind == ResponseKind::None {
-        return Ok(Relayed {
-            last_status: 0,
-            saw_error: false,
-        });
+    if backend.tracking {
+        tracker = tracker.capturing_session_state();
     }
+    if kind == ResponseKind::None {
+        client.consume(raw_len);
+        return Ok(Relayed::default());
+    }
+    let mut need_more = false;
+    // After a SessionState the tracker may have the end of the answer still to report.
+    let mut report_pending = false;
     loop {
-        if backend.io.rbuf.is_empty() {
+        if (backend.io.rbuf.is_empty() && !report_pending) || need_more {
+            need_more = false;
             if let Err(e) = backend.io.fill().await {
+                // A reset (not an orderly close) before any answer means the server no longer
+                // had the connection when the command arrived: it never ran. A close may come
+                // after the server read (and ran) it.
+                let never_ran = command_pending
+                    && matches!(&e, ReadError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionReset);
                 let message = match e {
                     ReadError::Closed => {
                         "backend closed the connection during the query".to_owned()
@@ -65,15 +101,55 @@ pub(crate) async fn forward(
                 return Err(RelayError::Backend {
                     message,
                     err_seq: tracker.at_boundary().then(|| tracker.next_seq()),
+                    unanswered: never_ran,
                 });
             }
+        }
+        if command_pending {
+            client.consume(raw_len);
+            command_pending = false;
         }
         let (n, progress) = tracker
             .feed(&backend.io.rbuf)
             .map_err(|e| RelayError::Backend {
                 message: format!("backend answer does not follow the protocol: {e}"),
                 err_seq: None,
+                unanswered: false,
             })?;
+        if progress == Progress::SessionState {
+            let start = n - tracker.state_packet_len();
+            let packet = &backend.io.rbuf[start..n];
+            let mut ok =
+                OkPacket::decode(&packet[HEADER_LEN..], caps::SESSION_TRACK).map_err(|e| {
+                    RelayError::Backend {
+                        message: format!("backend sent a malformed OK packet: {e}"),
+                        err_seq: None,
+                        unanswered: false,
+                    }
+                })?;
+            state.data.extend_from_slice(&ok.session_state);
+            let out = if state.strip {
+                ok.status &= !status::SESSION_STATE_CHANGED;
+                ok.session_state.clear();
+                let mut out = Vec::with_capacity(start + 32);
+                out.extend_from_slice(&backend.io.rbuf[..start]);
+                let mut payload = Vec::with_capacity(32);
+                ok.encode(&mut payload, 0);
+                write_packet(&mut out, packet[3], &payload);
+                Cow::Owned(out)
+            } else {
+                Cow::Borrowed(&backend.io.rbuf[..n])
+            };
+            client
+                .stream
+                .write_all(&out)
+                .await
+                .map_err(|e| RelayError::Client(format!("writing to client: {e}")))?;
+            backend.io.consume(n);
+            report_pending = true;
+            continue;
+        }
+        report_pending = false;
         if n > 0 {
             client
                 .stream
@@ -83,7 +159,8 @@ pub(crate) async fn forward(
             backend.io.consume(n);
         }
         match progress {
-            Progress::More => {}
+            Progress::More | Progress::SessionState => {}
+            Progress::NeedMore => need_more = true,
             Progress::Done => break,
             Progress::LocalInfile => {
                 client
@@ -105,11 +182,15 @@ pub(crate) async fn forward(
         return Err(RelayError::Backend {
             message: "backend sent bytes past the end of its answer".into(),
             err_seq: None,
+            unanswered: false,
         });
     }
     Ok(Relayed {
         last_status: tracker.last_status(),
         saw_error: tracker.saw_error(),
+        warnings: tracker.last_warnings(),
+        affected_rows: tracker.last_affected_rows(),
+        last_insert_id: tracker.last_insert_id(),
     })
 }
 
@@ -130,6 +211,7 @@ async fn relay_infile(
         sent.map_err(|e| RelayError::Backend {
             message: format!("sending LOCAL INFILE data to backend: {e}"),
             err_seq: None,
+            unanswered: false,
         })?;
         if p.payload_len == 0 {
             return Ok(p.last_seq.wrapping_add(1));

@@ -6,17 +6,20 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use manifold_backend::io::{PacketIo, ReadError, Stream};
-use manifold_backend::{ConnKey, Lease, Schema};
+use manifold_backend::state::{is_carried, is_tracking_variable};
+use manifold_backend::{ConnKey, Lease, Schema, SessionVars, TrackedChanges};
 use manifold_engine::WorkerContext;
 use manifold_mysql_proto::consts::{caps, status, MAX_PAYLOAD};
 use manifold_mysql_proto::handshake::ChangeUser;
 use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
 use manifold_mysql_proto::{codes, Command, ErrorCode, ProtoError, ResponseKind};
+use manifold_sql_lex::Scan;
 use tokio::net::TcpStream;
 
 use crate::handshake::{self, send_err, AuthFailure};
 use crate::metrics::FrontendMetrics;
-use crate::relay::{self, RelayError};
+use crate::pins::{PinReason, Pins};
+use crate::relay::{self, RelayError, StateCapture};
 use crate::users::User;
 use crate::{Shared, WorkerFrontend};
 
@@ -86,7 +89,13 @@ pub(crate) async fn run(
         lease: None,
         status: status::AUTOCOMMIT,
         scramble: login.scramble,
+        vars: SessionVars::default(),
+        last_insert_id: 0,
+        pins: Pins::default(),
+        state_data: Vec::new(),
+        pending_collation: None,
     };
+    session.pin_if_not_multiplexing();
     let end = session.serve().await;
     match &end {
         End::Quit | End::ClientGone => {
@@ -147,6 +156,25 @@ struct Session {
     /// Server status flags from the last answer, for the OK packets manifold sends itself.
     status: u16,
     scramble: [u8; 20],
+    /// System variables the session changed, as the backends reported them.
+    vars: SessionVars,
+    /// What `LAST_INSERT_ID()` returns for this session.
+    last_insert_id: u64,
+    pins: Pins,
+    /// Reused buffer for the session-state data of an answer.
+    state_data: Vec<u8>,
+    /// The collation a running `SET NAMES ... COLLATE` sets, which servers do not report.
+    pending_collation: Option<Vec<u8>>,
+}
+
+/// What a forwarded command does besides running, decided from its first packet.
+#[derive(Debug, Clone, Copy)]
+enum Effect {
+    None,
+    /// `COM_QUERY`, with what the lexer saw in it.
+    Query(Scan),
+    StmtPrepare,
+    StmtClose,
 }
 
 /// What the command loop does with a command, decided from its first packet.
@@ -157,7 +185,7 @@ enum Action {
     ChangeUser(ChangeUser),
     ResetConnection,
     SetOption(u16),
-    Forward(ResponseKind),
+    Forward(ResponseKind, Effect),
     Unknown(u8),
 }
 
@@ -178,7 +206,7 @@ impl Session {
         let ctx = self.ctx.clone();
         let drained = ctx.drain().notified();
         tokio::pin!(drained);
-        let wait = self.fe.shared.config.wait_timeout;
+        let mut wait = self.idle_limit();
         let mut last_active = tokio::time::Instant::now();
         let idle = tokio::time::sleep_until(last_active + wait);
         tokio::pin!(idle);
@@ -285,7 +313,24 @@ impl Session {
                     Ok(Command::ResetConnection) => Ok(Action::ResetConnection),
                     Ok(Command::SetOption(o)) => Ok(Action::SetOption(o)),
                     Ok(Command::Unsupported(c)) => Ok(Action::Unknown(c)),
-                    Ok(c) => Ok(Action::Forward(c.response_kind())),
+                    Ok(Command::Query(sql)) => {
+                        let scan = manifold_sql_lex::scan(sql);
+                        if scan.has(Scan::SET_NAMES_COLLATE) {
+                            self.pending_collation = manifold_sql_lex::set_names_collation(sql)
+                                .map(<[u8]>::to_ascii_lowercase);
+                        }
+                        Ok(Action::Forward(
+                            ResponseKind::ResultSets,
+                            Effect::Query(scan),
+                        ))
+                    }
+                    Ok(c @ Command::StmtPrepare(_)) => {
+                        Ok(Action::Forward(c.response_kind(), Effect::StmtPrepare))
+                    }
+                    Ok(c @ Command::StmtClose { .. }) => {
+                        Ok(Action::Forward(c.response_kind(), Effect::StmtClose))
+                    }
+                    Ok(c) => Ok(Action::Forward(c.response_kind(), Effect::None)),
                 }
             };
             let action = match action {
@@ -319,7 +364,9 @@ impl Session {
                         self.send_ok(reply_seq).await
                     } else {
                         // An unchecked schema from the handshake: confirm it like a login would.
-                        match self.ensure_backend().await {
+                        let checked = self.ensure_backend(false).await;
+                        self.release_if_unpinned();
+                        match checked {
                             Ok(()) => self.send_ok(reply_seq).await,
                             Err(e) => self.send_err_packet(reply_seq, &e).await,
                         }
@@ -337,30 +384,41 @@ impl Session {
                         p.raw_len,
                         reply_seq,
                         ResponseKind::Single,
+                        Effect::None,
                         Some(schema),
                         None,
                     )
                     .await
                 }
                 Action::SetOption(o) => {
-                    self.forward(p.raw_len, reply_seq, ResponseKind::Single, None, Some(o))
-                        .await
+                    self.forward(
+                        p.raw_len,
+                        reply_seq,
+                        ResponseKind::Single,
+                        Effect::None,
+                        None,
+                        Some(o),
+                    )
+                    .await
                 }
                 Action::ResetConnection => {
-                    if self.lease.is_some() {
-                        self.forward(p.raw_len, reply_seq, ResponseKind::Single, None, None)
-                            .await
-                    } else {
-                        self.io.consume(p.raw_len);
-                        self.send_ok(reply_seq).await
-                    }
+                    self.io.consume(p.raw_len);
+                    self.reset_connection(reply_seq).await
                 }
-                Action::Forward(kind) => self.forward(p.raw_len, reply_seq, kind, None, None).await,
+                Action::Forward(kind, effect) => {
+                    self.forward(p.raw_len, reply_seq, kind, effect, None, None)
+                        .await
+                }
             };
             if let Err(end) = outcome {
                 return end;
             }
             last_active = tokio::time::Instant::now();
+            let limit = self.idle_limit();
+            if limit != wait {
+                wait = limit;
+                idle.as_mut().reset(last_active + wait);
+            }
         }
     }
 
@@ -388,9 +446,10 @@ impl Session {
             .map_err(|_| End::ClientGone)
     }
 
-    /// Borrows a backend connection if the session holds none, and makes the session's schema
-    /// current on it the first time. The ERR to send the client is returned on failure.
-    async fn ensure_backend(&mut self) -> Result<(), ErrPacket> {
+    /// Borrows a backend connection if the session holds none and brings it to the session's
+    /// state: schema, changed variables, and (when the statement asks for it)
+    /// `LAST_INSERT_ID()`. The ERR to send the client is returned on failure.
+    async fn ensure_backend(&mut self, wants_last_insert_id: bool) -> Result<(), ErrPacket> {
         if self.lease.is_none() {
             let key = ConnKey::new(
                 &self.user.backend_user,
@@ -399,7 +458,12 @@ impl Session {
                 self.charset,
                 self.io.stream.is_tls(),
             );
-            match self.fe.pool.acquire(&key, self.schema.as_deref()).await {
+            match self
+                .fe
+                .pool
+                .acquire_matching(&key, self.schema.as_deref(), self.vars.signature())
+                .await
+            {
                 Ok(l) => self.lease = Some(l),
                 Err(e) => {
                     FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
@@ -408,9 +472,15 @@ impl Session {
                 }
             }
         }
-        if !self.schema_checked {
-            let lease = self.lease.as_mut().expect("just ensured");
-            match lease.conn().use_schema(self.schema.as_deref()).await {
+        let lease = self.lease.as_mut().expect("just ensured");
+        let conn = lease.conn();
+        let schema_differs = match (&conn.schema, &self.schema) {
+            (Schema::Known(have), Some(want)) => have != want,
+            (Schema::None, None) => false,
+            _ => true,
+        };
+        if !self.schema_checked || schema_differs {
+            match conn.use_schema(self.schema.as_deref()).await {
                 Ok(Ok(())) => self.schema_checked = true,
                 Ok(Err(e)) => {
                     // As a server would at login: the schema does not exist or is not allowed.
@@ -424,7 +494,196 @@ impl Session {
                 }
             }
         }
+        let conn = self.lease.as_mut().expect("just ensured").conn();
+        if !conn.tracking {
+            self.pins.pin(PinReason::NoTracking, &self.fe.pins, self.id);
+            return Ok(());
+        }
+        let last_insert_id = (wants_last_insert_id && conn.last_insert_id != self.last_insert_id)
+            .then_some(self.last_insert_id);
+        if conn.vars != self.vars || last_insert_id.is_some() {
+            match conn.sync_vars(&self.vars, last_insert_id).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    self.lease.take().expect("lease").discard();
+                    // The backend's own code and SQLSTATE, with what manifold was doing.
+                    let message = format!(
+                        "manifold could not restore the session's variables on a backend connection: {}",
+                        e.message_lossy()
+                    );
+                    return Err(ErrPacket {
+                        message: message.into_bytes(),
+                        ..e
+                    });
+                }
+                Err(e) => {
+                    self.lease.take().expect("lease").discard();
+                    return Err(e.to_err_packet());
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// How long the client may stay idle: `mysql.wait_timeout`, or less if the session set
+    /// its own `wait_timeout` (which the backend connection, back in the pool while the
+    /// session idles, cannot enforce).
+    fn idle_limit(&self) -> std::time::Duration {
+        let configured = self.fe.shared.config.wait_timeout;
+        self.vars
+            .get(b"wait_timeout")
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u64>().ok())
+            .map_or(configured, |secs| {
+                configured.min(std::time::Duration::from_secs(secs.max(1)))
+            })
+    }
+
+    fn pin_if_not_multiplexing(&mut self) {
+        if !self.fe.shared.config.multiplexing {
+            self.pins.pin(PinReason::Disabled, &self.fe.pins, self.id);
+        }
+    }
+
+    /// Gives the backend connection back when nothing pins the session to it. The pool keeps
+    /// it as it is (no reset): its state is known, and a session wanting it is served first.
+    fn release_if_unpinned(&mut self) {
+        if self.pins.is_pinned() {
+            return;
+        }
+        if let Some(mut lease) = self.lease.take() {
+            lease.mark_clean();
+        }
+    }
+
+    /// `COM_RESET_CONNECTION`: the session's state goes back to what it was after login,
+    /// as MySQL resets it; the backend connection, if one is held, is reset too.
+    async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
+        self.vars.clear();
+        self.last_insert_id = 0;
+        self.pins.clear();
+        self.pin_if_not_multiplexing();
+        if let Some(lease) = self.lease.as_mut() {
+            match lease.conn().reset().await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return self.send_err_packet(seq, &e).await,
+                Err(e) => {
+                    self.lease.take().expect("lease").discard();
+                    return self.send_err_packet(seq, &e.to_err_packet()).await;
+                }
+            }
+        }
+        self.release_if_unpinned();
+        self.send_ok(seq).await
+    }
+
+    /// Takes in what a statement's answer said about the session's state: tracked
+    /// variables and schema, insert id, transaction status; and what the lexer saw.
+    fn after_statement(&mut self, effect: Effect, r: &relay::Relayed) {
+        let id = self.id;
+        let counters = self.fe.pins.clone();
+        let mut explained = false;
+        if !self.state_data.is_empty() {
+            tracing::trace!(connection = id, data = ?String::from_utf8_lossy(&self.state_data), "session state changes");
+            let changes = TrackedChanges::decode(&self.state_data);
+            self.state_data.clear();
+            let conn = self.lease.as_mut().map(Lease::conn);
+            match changes {
+                Some(t) => {
+                    let mut conn = conn;
+                    for (name, value) in &t.vars {
+                        if is_tracking_variable(name) {
+                            self.pins.pin(PinReason::SessionTracking, &counters, id);
+                            continue;
+                        }
+                        if !is_carried(name) {
+                            explained = true;
+                            continue;
+                        }
+                        if name == b"sql_log_bin" && (value == b"OFF" || value == b"0") {
+                            self.pins.pin(PinReason::SqlLogBin, &counters, id);
+                        }
+                        self.vars.set(name, value);
+                        if let Some(c) = conn.as_deref_mut() {
+                            c.vars.set(name, value);
+                        }
+                        explained = true;
+                    }
+                    if let Some(schema) = t.schema {
+                        if let Some(c) = conn {
+                            c.schema = Schema::Known(schema.clone());
+                        }
+                        self.schema = Some(schema);
+                        self.schema_checked = true;
+                        explained = true;
+                    }
+                    if t.state_changed && !explained {
+                        let known = match effect {
+                            Effect::Query(scan) => scan.has(
+                                Scan::USER_VARIABLE
+                                    | Scan::CREATE_TEMPORARY
+                                    | Scan::DROP_TEMPORARY
+                                    | Scan::SQL_PREPARE
+                                    | Scan::HANDLER
+                                    | Scan::SET_ROLE
+                                    | Scan::SET_TRANSACTION
+                                    | Scan::LOCK_TABLES
+                                    | Scan::UNLOCK_TABLES
+                                    | Scan::GET_LOCK
+                                    | Scan::RELEASE_LOCK
+                                    | Scan::RELEASE_ALL_LOCKS
+                                    | Scan::SETS_LAST_INSERT_ID,
+                            ),
+                            _ => false,
+                        };
+                        if !known {
+                            self.pins.pin(PinReason::UntrackedState, &counters, id);
+                        }
+                    }
+                }
+                None => self.pins.pin(PinReason::UntrackedState, &counters, id),
+            }
+        }
+        if let Some(collation) = self.pending_collation.take() {
+            if !r.saw_error {
+                self.vars.set(b"collation_connection", &collation);
+                if let Some(l) = self.lease.as_mut() {
+                    l.conn().vars.set(b"collation_connection", &collation);
+                }
+            }
+        }
+        if r.last_insert_id != 0 {
+            self.last_insert_id = r.last_insert_id;
+            if let Some(l) = self.lease.as_mut() {
+                l.conn().last_insert_id = r.last_insert_id;
+            }
+            self.pins
+                .release(PinReason::LastInsertIdExpr, &counters, id);
+        }
+        let in_transaction = self.status & status::IN_TRANS != 0;
+        match effect {
+            Effect::Query(scan) => {
+                self.pins
+                    .after_query(&scan, !r.saw_error, in_transaction, &counters, id);
+                let hold = r.warnings > 0
+                    || r.affected_rows > 0
+                    || r.last_insert_id != 0
+                    || scan.has(Scan::CALC_FOUND_ROWS);
+                self.pins.hold_for_next(hold, &counters, id);
+            }
+            Effect::StmtPrepare if !r.saw_error => self.pins.prepared(1, &counters, id),
+            Effect::StmtClose => self.pins.prepared(-1, &counters, id),
+            _ => {
+                if in_transaction {
+                    self.pins.pin(PinReason::Transaction, &counters, id);
+                }
+                self.pins.hold_for_next(
+                    r.warnings > 0 || r.affected_rows > 0 || r.last_insert_id != 0,
+                    &counters,
+                    id,
+                );
+            }
+        }
+        self.release_if_unpinned();
     }
 
     async fn forward(
@@ -432,16 +691,50 @@ impl Session {
         raw_len: usize,
         reply_seq: u8,
         kind: ResponseKind,
+        effect: Effect,
         init_db: Option<Vec<u8>>,
         set_option: Option<u16>,
     ) -> Result<(), End> {
-        if let Err(e) = self.ensure_backend().await {
-            self.io.consume(raw_len);
-            return self.send_err_packet(reply_seq, &e).await;
+        let wants_last_insert_id =
+            matches!(effect, Effect::Query(scan) if scan.has(Scan::LAST_INSERT_ID));
+        let mut result;
+        let mut retried = false;
+        loop {
+            // A session holding no connection has all its state in manifold: if a pooled
+            // connection turns out dead before answering, the command can run on another.
+            let movable = self.lease.is_none();
+            if let Err(e) = self.ensure_backend(wants_last_insert_id).await {
+                self.pending_collation = None;
+                self.io.consume(raw_len);
+                self.release_if_unpinned();
+                return self.send_err_packet(reply_seq, &e).await;
+            }
+            result = self
+                .relay_once(raw_len, reply_seq, kind, &mut retried, movable)
+                .await;
+            if result.is_some() {
+                break;
+            }
         }
+        let result = result.expect("loop ends with a result");
+        self.finish_forward(result, kind, effect, init_db, set_option)
+            .await
+    }
+
+    /// One attempt at relaying a command; `None` when it must be retried on another
+    /// connection (a reused pooled connection failed before answering, for the first time).
+    async fn relay_once(
+        &mut self,
+        raw_len: usize,
+        reply_seq: u8,
+        kind: ResponseKind,
+        retried: &mut bool,
+        movable: bool,
+    ) -> Option<Result<relay::Relayed, RelayError>> {
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         let max = self.max_packet();
         let lease = self.lease.as_mut().expect("ensured");
+        let reused = lease.reused();
         let result = relay::forward(
             &mut self.io,
             lease.conn(),
@@ -450,15 +743,45 @@ impl Session {
             deprecate_eof,
             reply_seq,
             max,
+            StateCapture {
+                data: &mut self.state_data,
+                strip: self.capabilities & caps::SESSION_TRACK == 0,
+            },
         )
         .await;
+        if let Err(RelayError::Backend {
+            message,
+            unanswered: true,
+            ..
+        }) = &result
+        {
+            if movable && reused && !*retried {
+                *retried = true;
+                self.state_data.clear();
+                self.lease.take().expect("lease").discard();
+                tracing::info!(connection = self.id, %message, "pooled backend connection failed before answering; running the command on another");
+                return None;
+            }
+            self.io.consume(raw_len);
+        }
+        Some(result)
+    }
+
+    async fn finish_forward(
+        &mut self,
+        result: Result<relay::Relayed, RelayError>,
+        kind: ResponseKind,
+        effect: Effect,
+        init_db: Option<Vec<u8>>,
+        set_option: Option<u16>,
+    ) -> Result<(), End> {
         match result {
             Ok(r) => {
                 if r.last_status != 0 {
                     self.status = r.last_status;
                 }
                 let conn = self.lease.as_mut().expect("ensured").conn();
-                if kind == ResponseKind::ResultSets {
+                if kind == ResponseKind::ResultSets && !conn.tracking {
                     // A `USE` may have run: the connection's schema is no longer known for
                     // whoever borrows it next.
                     conn.schema = Schema::Unknown;
@@ -479,9 +802,11 @@ impl Session {
                         conn.key.caps = self.capabilities & caps::SESSION_AFFECTING;
                     }
                 }
+                self.after_statement(effect, &r);
                 Ok(())
             }
             Err(RelayError::Client(reason)) => {
+                self.state_data.clear();
                 tracing::debug!(connection = self.id, %reason, "client failed during a statement");
                 // The backend's answer was cut short: its connection cannot be reused.
                 if let Some(l) = self.lease.take() {
@@ -489,7 +814,10 @@ impl Session {
                 }
                 Err(End::ClientGone)
             }
-            Err(RelayError::Backend { message, err_seq }) => {
+            Err(RelayError::Backend {
+                message, err_seq, ..
+            }) => {
+                self.state_data.clear();
                 FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
                 if let Some(l) = self.lease.take() {
                     l.discard();
@@ -534,6 +862,10 @@ impl Session {
         self.lease = None;
         self.schema_checked = false;
         self.status = status::AUTOCOMMIT;
+        self.vars.clear();
+        self.last_insert_id = 0;
+        self.pins.clear();
+        self.pin_if_not_multiplexing();
         let (user, seq) = match auth {
             Ok(r) => r,
             Err(AuthFailure::Denied(reason)) => {

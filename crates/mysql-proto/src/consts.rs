@@ -58,14 +58,15 @@ pub mod caps {
 
     /// Client flags that change what the server sends or how it behaves for the session.
     /// A backend connection must carry the same values as the client session it serves,
-    /// so these are part of the key a pooled connection is chosen by.
+    /// so these are part of the key a pooled connection is chosen by. `SESSION_TRACK` is not
+    /// among them: backend connections always track state, and manifold strips the tracking
+    /// data from OK packets for clients that did not ask for it.
     pub const SESSION_AFFECTING: u32 = FOUND_ROWS
         | IGNORE_SPACE
         | LOCAL_FILES
         | MULTI_STATEMENTS
         | MULTI_RESULTS
         | PS_MULTI_RESULTS
-        | SESSION_TRACK
         | DEPRECATE_EOF;
 }
 

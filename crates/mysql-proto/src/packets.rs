@@ -501,7 +501,8 @@ pub fn decode_session_state(data: &[u8]) -> Result<Vec<SessionTrack>, ProtoError
                 value: b.lenenc_bytes()?.to_vec(),
             },
             1 => SessionTrack::Schema(b.lenenc_bytes()?.to_vec()),
-            2 => SessionTrack::StateChange(b.lenenc_bytes()? == b"1"),
+            // The servers send the flag bare ("1"), not as a length-encoded string.
+            2 => SessionTrack::StateChange(body == b"1"),
             3 => {
                 b.u8()?; // encoding specification
                 SessionTrack::Gtids(b.lenenc_bytes()?.to_vec())
@@ -611,6 +612,8 @@ mod tests {
         put_lenenc_bytes(&mut body, b"autocommit");
         put_lenenc_bytes(&mut body, b"OFF");
         put_lenenc_bytes(&mut data, &body);
+        // State change, as MariaDB 10.11 sends it after SET NAMES: type 2, length 1, "1".
+        data.extend_from_slice(&[2, 1, b'1']);
         assert_eq!(
             decode_session_state(&data).unwrap(),
             vec![
@@ -618,7 +621,8 @@ mod tests {
                 SessionTrack::SystemVariable {
                     name: b"autocommit".to_vec(),
                     value: b"OFF".to_vec()
-                }
+                },
+                SessionTrack::StateChange(true),
             ]
         );
     }

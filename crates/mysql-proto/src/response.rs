@@ -48,6 +48,13 @@ pub enum Progress {
     LocalInfile,
     /// The answer is complete.
     Done,
+    /// Bytes consumed so far stop short of a packet that must be seen whole (an OK carrying
+    /// session-state changes, when capture is on): append more bytes and feed again from there.
+    NeedMore,
+    /// The last [`ResponseTracker::state_packet_len`] bytes consumed are one whole OK packet
+    /// carrying session-state changes. Handle it, then feed again: the tracker then reports
+    /// whatever follows it (possibly `Done` with nothing consumed).
+    SessionState,
 }
 
 #[derive(Debug, Clone)]
@@ -68,7 +75,15 @@ pub struct ResponseTracker {
     pending: Progress,
     last_status: u16,
     last_warnings: u16,
+    last_affected_rows: u64,
+    last_insert_id: u64,
     saw_error: bool,
+    capture_state: bool,
+    /// The packet being read is an OK with session-state changes, wholly in this `feed`'s data.
+    capturing: bool,
+    state_packet_len: usize,
+    /// What to report after a `SessionState`.
+    after_state: Option<Progress>,
 }
 
 impl ResponseTracker {
@@ -96,8 +111,66 @@ impl ResponseTracker {
             pending: Progress::More,
             last_status: 0,
             last_warnings: 0,
+            last_affected_rows: 0,
+            last_insert_id: 0,
             saw_error: false,
+            capture_state: false,
+            capturing: false,
+            state_packet_len: 0,
+            after_state: None,
         }
+    }
+
+    /// Reports OK packets that carry session-state changes as [`Progress::SessionState`], each
+    /// whole, so the caller can read (or rewrite) them before they go on.
+    #[must_use]
+    pub fn capturing_session_state(mut self) -> Self {
+        self.capture_state = true;
+        self
+    }
+
+    /// Length (header included) of the packet reported by the last [`Progress::SessionState`].
+    pub fn state_packet_len(&self) -> usize {
+        self.state_packet_len
+    }
+
+    /// Affected rows of the last OK packet seen.
+    pub fn last_affected_rows(&self) -> u64 {
+        self.last_affected_rows
+    }
+
+    /// Last-insert id of the last OK packet seen.
+    pub fn last_insert_id(&self) -> u64 {
+        self.last_insert_id
+    }
+
+    /// At the start of a packet that may be an OK: whether it must be captured, or more bytes
+    /// are needed to tell. `None` when the packet can be read the ordinary way.
+    fn check_state_packet(&self, rest: &[u8]) -> Option<Progress> {
+        let ok_first = match self.state {
+            State::First | State::Single => 0x00,
+            State::Rows if self.deprecate_eof => 0xFE,
+            _ => return None,
+        };
+        if rest.len() < HEADER_LEN + 1 {
+            return Some(Progress::NeedMore);
+        }
+        let len = usize::from(rest[0]) | usize::from(rest[1]) << 8 | usize::from(rest[2]) << 16;
+        if rest[HEADER_LEN] != ok_first || (ok_first == 0xFE && len >= MAX_PAYLOAD) {
+            return None;
+        }
+        let need = len.min(PREFIX);
+        if rest.len() < HEADER_LEN + need {
+            return Some(Progress::NeedMore);
+        }
+        let (_, _, st, _) = ok_status(&rest[HEADER_LEN..HEADER_LEN + need])?;
+        if st & status::SESSION_STATE_CHANGED == 0 {
+            return None;
+        }
+        if rest.len() < HEADER_LEN + len {
+            return Some(Progress::NeedMore);
+        }
+        Some(Progress::SessionState)
     }
 
     pub fn is_done(&self) -> bool {
@@ -138,6 +211,9 @@ impl ResponseTracker {
     /// Consumes bytes of the answer. Returns how many bytes of `data` belong to the answer so
     /// far and whether it is complete. Bytes past a `Done` are not consumed.
     pub fn feed(&mut self, data: &[u8]) -> Result<(usize, Progress), ProtoError> {
+        if let Some(p) = self.after_state.take() {
+            return Ok((0, p));
+        }
         let mut pos = 0;
         loop {
             if self.skip > 0 {
@@ -156,6 +232,13 @@ impl ResponseTracker {
                 self.header_have = 0;
                 self.prefix_have = 0;
                 self.continuation = self.len == MAX_PAYLOAD;
+                if self.capturing {
+                    self.capturing = false;
+                    self.state_packet_len = HEADER_LEN + self.len;
+                    let p = std::mem::replace(&mut self.pending, Progress::More);
+                    self.after_state = (p != Progress::More).then_some(p);
+                    return Ok((pos, Progress::SessionState));
+                }
                 if !self.continuation && self.pending != Progress::More {
                     let p = std::mem::replace(&mut self.pending, Progress::More);
                     return Ok((pos, p));
@@ -166,6 +249,13 @@ impl ResponseTracker {
             }
             if self.state == State::Done && !self.continuation {
                 return Err(ProtoError::Malformed("server sent more than the answer"));
+            }
+            if self.capture_state && self.header_have == 0 && !self.continuation {
+                match self.check_state_packet(&data[pos..]) {
+                    None => {}
+                    Some(Progress::SessionState) => self.capturing = true,
+                    Some(p) => return Ok((pos, p)),
+                }
             }
             if self.header_have < HEADER_LEN {
                 let n = (HEADER_LEN - self.header_have).min(data.len() - pos);
@@ -227,18 +317,22 @@ impl ResponseTracker {
         match self.state {
             State::Done => Err(bad),
             State::Single => {
-                if let (Some(0x00 | 0xFE), Some((_, _, st, w))) = (first, ok_status(p)) {
+                if let (Some(0x00 | 0xFE), Some((affected, id, st, w))) = (first, ok_status(p)) {
                     self.last_status = st;
                     self.last_warnings = w;
+                    self.last_affected_rows = affected;
+                    self.last_insert_id = id;
                 }
                 self.state = State::Done;
                 Ok(Progress::Done)
             }
             State::First => match first {
                 Some(0x00) => {
-                    let (_, _, st, w) = ok_status(p).ok_or(bad)?;
+                    let (affected, id, st, w) = ok_status(p).ok_or(bad)?;
                     self.last_status = st;
                     self.last_warnings = w;
+                    self.last_affected_rows = affected;
+                    self.last_insert_id = id;
                     Ok(self.after_result(st))
                 }
                 Some(0xFB) => {
@@ -457,6 +551,84 @@ mod tests {
             e
         };
         *seq = write_packet(out, *seq, &end);
+    }
+
+    /// Feeds `data` in `chunk`-sized arrivals the way a relay does (keeping unconsumed bytes
+    /// on `NeedMore`) and returns the forwarded bytes and the captured state packets.
+    fn relay_capturing(
+        kind: ResponseKind,
+        deprecate: bool,
+        data: &[u8],
+        chunk: usize,
+    ) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let mut t = ResponseTracker::new(kind, deprecate, 1).capturing_session_state();
+        let (mut buf, mut forwarded, mut captured) = (Vec::new(), Vec::new(), Vec::new());
+        let mut arrived = 0;
+        loop {
+            let (n, p) = t.feed(&buf).unwrap();
+            forwarded.extend_from_slice(&buf[..n]);
+            if p == Progress::SessionState {
+                captured.push(buf[n - t.state_packet_len()..n].to_vec());
+            }
+            buf.drain(..n);
+            match p {
+                Progress::Done => break,
+                Progress::SessionState => continue,
+                Progress::More if !buf.is_empty() => continue,
+                _ => {}
+            }
+            assert!(
+                arrived < data.len(),
+                "tracker wants more than the answer ({p:?})"
+            );
+            let end = (arrived + chunk).min(data.len());
+            buf.extend_from_slice(&data[arrived..end]);
+            arrived = end;
+        }
+        assert!(buf.is_empty() && arrived == data.len());
+        (forwarded, captured)
+    }
+
+    #[test]
+    fn session_state_oks_are_reported_whole_in_any_chunking() {
+        let tracked = |st: u16, header: u8| {
+            let mut v = Vec::new();
+            OkPacket {
+                header,
+                status: st | status::SESSION_STATE_CHANGED,
+                info: b"info".to_vec(),
+                session_state: vec![1, 5, 4, b't', b'e', b's', b't'],
+                ..Default::default()
+            }
+            .encode(&mut v, crate::consts::caps::SESSION_TRACK);
+            v
+        };
+        // Multi-results: a plain OK, a tracked OK with more results, a result set ending in a
+        // tracked OK (DEPRECATE_EOF).
+        let mut data = Vec::new();
+        let mut seq = 1;
+        seq = write_packet(&mut data, seq, &ok(status::MORE_RESULTS_EXISTS, 0));
+        seq = write_packet(&mut data, seq, &tracked(status::MORE_RESULTS_EXISTS, 0));
+        seq = write_packet(&mut data, seq, &[1]);
+        let mut c = Vec::new();
+        ColumnDefinition::new("a", crate::consts::column_type::VAR_STRING).encode(&mut c);
+        seq = write_packet(&mut data, seq, &c);
+        seq = write_packet(&mut data, seq, &[1, b'x']);
+        write_packet(&mut data, seq, &tracked(2, 0xFE));
+        for chunk in [1, 2, 3, 5, 7, 11, 64, 4096] {
+            let (forwarded, captured) =
+                relay_capturing(ResponseKind::ResultSets, true, &data, chunk);
+            assert_eq!(forwarded, data, "chunk {chunk}");
+            assert_eq!(captured.len(), 2, "chunk {chunk}");
+            assert_eq!(captured[0][4], 0x00);
+            assert_eq!(captured[1][4], 0xFE);
+            assert!(data.ends_with(&captured[1]));
+        }
+        // Off by default: the same bytes pass without being reported.
+        assert_eq!(
+            run(ResponseKind::ResultSets, true, &data, 3).1,
+            Progress::Done
+        );
     }
 
     fn run(kind: ResponseKind, deprecate: bool, data: &[u8], chunk: usize) -> (usize, Progress) {

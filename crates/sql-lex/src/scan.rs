@@ -124,6 +124,9 @@ impl Scan {
     pub const WARNINGS: u32 = 1 << 17;
     /// The text ends inside a string, quoted name or comment.
     pub const UNTERMINATED: u32 = 1 << 18;
+    /// `SET NAMES cs COLLATE co`: servers report the character sets it changes but not the
+    /// collation (see [`set_names_collation`]).
+    pub const SET_NAMES_COLLATE: u32 = 1 << 19;
 
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag != 0
@@ -254,6 +257,9 @@ pub fn scan(sql: &[u8]) -> Scan {
                         Verb::Show if t.is("WARNINGS") || t.is("ERRORS") => {
                             out.flags |= Scan::WARNINGS;
                         }
+                        Verb::Set if second.is("NAMES") && t.is("COLLATE") => {
+                            out.flags |= Scan::SET_NAMES_COLLATE;
+                        }
                         _ => {}
                     },
                 }
@@ -264,6 +270,23 @@ pub fn scan(sql: &[u8]) -> Scan {
         prev = Some(t);
     }
     out
+}
+
+/// The collation named by `SET NAMES cs COLLATE co` (unquoted), if that is the statement.
+pub fn set_names_collation(sql: &[u8]) -> Option<&[u8]> {
+    let mut tokens = Lexer::new(sql);
+    if !tokens.next()?.is("SET") || !tokens.next()?.is("NAMES") {
+        return None;
+    }
+    tokens.find(|t| t.is("COLLATE"))?;
+    let t = tokens.next()?;
+    match t.kind {
+        TokenKind::Word => Some(t.text),
+        TokenKind::String | TokenKind::QuotedIdent if t.text.len() >= 2 => {
+            Some(&t.text[1..t.text.len() - 1])
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -346,6 +369,16 @@ mod tests {
         assert_eq!(flags("SET ROLE r"), Scan::SET_ROLE);
         assert_eq!(flags("PREPARE s FROM 'SELECT 1'"), Scan::SQL_PREPARE);
         assert_eq!(flags("HANDLER t OPEN"), Scan::HANDLER);
+        assert_eq!(flags("SET NAMES latin1"), 0);
+        assert_eq!(
+            flags("SET NAMES latin1 COLLATE latin1_bin"),
+            Scan::SET_NAMES_COLLATE
+        );
+        assert_eq!(
+            set_names_collation(b"set names 'latin1' collate 'latin1_bin'"),
+            Some(&b"latin1_bin"[..])
+        );
+        assert_eq!(set_names_collation(b"SET NAMES latin1"), None);
     }
 
     #[test]

@@ -1,0 +1,241 @@
+//! Why a session keeps its backend connection between statements.
+//!
+//! A multiplexed session gives its backend connection back after every statement unless
+//! something lives on that connection that cannot be moved to another one. Each such thing is
+//! a pin reason; the session stays pinned while any reason holds, and each reason is counted
+//! (per worker, when a session becomes pinned for it) and logged at debug level.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use manifold_sql_lex::Scan;
+
+/// Reasons a session is pinned to its backend connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinReason {
+    /// Multiplexing is off in the configuration.
+    Disabled,
+    /// An open transaction (explicit, or implicit under `autocommit=0`).
+    Transaction,
+    /// `LOCK TABLES` / `FLUSH TABLES ... WITH READ LOCK` until `UNLOCK TABLES`.
+    LockTables,
+    /// `GET_LOCK()` until as many `RELEASE_LOCK()`s, or `RELEASE_ALL_LOCKS()`.
+    NamedLock,
+    /// `CREATE TEMPORARY TABLE` until as many `DROP TEMPORARY TABLE`s.
+    TemporaryTable,
+    /// Server-side prepared statements (`COM_STMT_PREPARE`) until they are closed.
+    PreparedStatement,
+    /// SQL-level `PREPARE`/`EXECUTE`/`DEALLOCATE`.
+    SqlPrepare,
+    /// User variables (`@x`).
+    UserVariable,
+    /// `HANDLER ... OPEN`.
+    Handler,
+    /// `SET ROLE`.
+    Role,
+    /// `SET TRANSACTION`: holds for the next transaction.
+    SetTransaction,
+    /// `sql_log_bin` turned off (restoring it needs privileges sessions may lack).
+    SqlLogBin,
+    /// The session changed `session_track_*` itself: manifold can no longer see its changes.
+    SessionTracking,
+    /// The backend does not report state changes.
+    NoTracking,
+    /// The server reported a state change manifold cannot attribute.
+    UntrackedState,
+    /// `LAST_INSERT_ID(expr)`: the value lives on the connection until the next insert id.
+    LastInsertIdExpr,
+    /// The previous statement left something the next may ask about on this connection:
+    /// warnings, affected rows, an insert id, or `SQL_CALC_FOUND_ROWS`. Held for one statement.
+    PreviousStatement,
+}
+
+pub const REASONS: [PinReason; 17] = [
+    PinReason::Disabled,
+    PinReason::Transaction,
+    PinReason::LockTables,
+    PinReason::NamedLock,
+    PinReason::TemporaryTable,
+    PinReason::PreparedStatement,
+    PinReason::SqlPrepare,
+    PinReason::UserVariable,
+    PinReason::Handler,
+    PinReason::Role,
+    PinReason::SetTransaction,
+    PinReason::SqlLogBin,
+    PinReason::SessionTracking,
+    PinReason::NoTracking,
+    PinReason::UntrackedState,
+    PinReason::LastInsertIdExpr,
+    PinReason::PreviousStatement,
+];
+
+impl PinReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            PinReason::Disabled => "multiplexing_disabled",
+            PinReason::Transaction => "transaction",
+            PinReason::LockTables => "lock_tables",
+            PinReason::NamedLock => "get_lock",
+            PinReason::TemporaryTable => "temporary_table",
+            PinReason::PreparedStatement => "prepared_statement",
+            PinReason::SqlPrepare => "sql_prepare",
+            PinReason::UserVariable => "user_variable",
+            PinReason::Handler => "handler",
+            PinReason::Role => "set_role",
+            PinReason::SetTransaction => "set_transaction",
+            PinReason::SqlLogBin => "sql_log_bin",
+            PinReason::SessionTracking => "session_tracking_changed",
+            PinReason::NoTracking => "backend_without_tracking",
+            PinReason::UntrackedState => "untracked_state_change",
+            PinReason::LastInsertIdExpr => "last_insert_id_expr",
+            PinReason::PreviousStatement => "previous_statement_info",
+        }
+    }
+
+    fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+}
+
+/// Times sessions became pinned, per reason. Each worker owns one and is its only writer
+/// (plain load + store, no read-modify-write); readers sum over workers.
+#[derive(Debug, Default)]
+pub struct PinCounters([AtomicU64; REASONS.len()]);
+
+impl PinCounters {
+    fn bump(&self, r: PinReason) {
+        let c = &self.0[r as usize];
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    pub fn get(&self, r: PinReason) -> u64 {
+        self.0[r as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// A session's pin state.
+#[derive(Debug, Default)]
+pub struct Pins {
+    /// Reasons that hold until the session is reset (`COM_RESET_CONNECTION`,
+    /// `COM_CHANGE_USER`), or until a statement lifts them.
+    reasons: u32,
+    named_locks: u32,
+    temporary_tables: u32,
+    prepared: u32,
+}
+
+impl Pins {
+    pub fn is_pinned(&self) -> bool {
+        self.reasons != 0
+    }
+
+    pub fn has(&self, r: PinReason) -> bool {
+        self.reasons & r.bit() != 0
+    }
+
+    /// The reasons in force, for logs.
+    pub fn describe(&self) -> String {
+        REASONS
+            .iter()
+            .filter(|r| self.has(**r))
+            .map(|r| r.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn set(&mut self, r: PinReason, on: bool, counters: &PinCounters, session: u32) {
+        if on && !self.has(r) {
+            counters.bump(r);
+            tracing::debug!(connection = session, reason = r.name(), "session pinned");
+        }
+        if on {
+            self.reasons |= r.bit();
+        } else if self.has(r) {
+            self.reasons &= !r.bit();
+            tracing::debug!(connection = session, reason = r.name(), "pin released");
+        }
+    }
+
+    pub fn pin(&mut self, r: PinReason, counters: &PinCounters, session: u32) {
+        self.set(r, true, counters, session);
+    }
+
+    pub fn clear(&mut self) {
+        *self = Pins::default();
+    }
+
+    /// Prepared statements opened (`+1`) or closed (`-1`).
+    pub fn prepared(&mut self, delta: i32, counters: &PinCounters, session: u32) {
+        self.prepared = self.prepared.saturating_add_signed(delta);
+        self.set(
+            PinReason::PreparedStatement,
+            self.prepared > 0,
+            counters,
+            session,
+        );
+    }
+
+    /// Updates the pins after a query ran: `scan` is what the lexer saw in it, `ok` whether
+    /// it succeeded, `in_transaction` the server's status after it.
+    pub fn after_query(
+        &mut self,
+        scan: &Scan,
+        ok: bool,
+        in_transaction: bool,
+        counters: &PinCounters,
+        session: u32,
+    ) {
+        let c = counters;
+        self.set(PinReason::Transaction, in_transaction, c, session);
+        if scan.has(Scan::LOCK_TABLES) {
+            self.set(PinReason::LockTables, true, c, session);
+        } else if scan.has(Scan::UNLOCK_TABLES) && ok {
+            self.set(PinReason::LockTables, false, c, session);
+        }
+        if scan.has(Scan::GET_LOCK) {
+            self.named_locks += 1;
+        }
+        if scan.has(Scan::RELEASE_ALL_LOCKS) && ok {
+            self.named_locks = 0;
+        } else if scan.has(Scan::RELEASE_LOCK) && ok {
+            self.named_locks = self.named_locks.saturating_sub(1);
+        }
+        self.set(PinReason::NamedLock, self.named_locks > 0, c, session);
+        if scan.has(Scan::CREATE_TEMPORARY) {
+            self.temporary_tables += 1;
+        } else if scan.has(Scan::DROP_TEMPORARY) && ok {
+            self.temporary_tables = self.temporary_tables.saturating_sub(1);
+        }
+        self.set(
+            PinReason::TemporaryTable,
+            self.temporary_tables > 0,
+            c,
+            session,
+        );
+        for (flag, reason) in [
+            (Scan::USER_VARIABLE, PinReason::UserVariable),
+            (Scan::SQL_PREPARE, PinReason::SqlPrepare),
+            (Scan::HANDLER, PinReason::Handler),
+            (Scan::SET_ROLE, PinReason::Role),
+            (Scan::SETS_LAST_INSERT_ID, PinReason::LastInsertIdExpr),
+        ] {
+            if scan.has(flag) {
+                self.set(reason, true, c, session);
+            }
+        }
+        if scan.has(Scan::SET_TRANSACTION) {
+            self.set(PinReason::SetTransaction, true, c, session);
+        } else if !in_transaction {
+            self.set(PinReason::SetTransaction, false, c, session);
+        }
+    }
+
+    /// Holds the connection for the next statement (or releases that hold).
+    pub fn hold_for_next(&mut self, hold: bool, counters: &PinCounters, session: u32) {
+        self.set(PinReason::PreviousStatement, hold, counters, session);
+    }
+
+    pub fn release(&mut self, r: PinReason, counters: &PinCounters, session: u32) {
+        self.set(r, false, counters, session);
+    }
+}

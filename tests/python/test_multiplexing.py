@@ -1,0 +1,204 @@
+"""Multiplexing: client sessions borrow a backend connection per statement (or transaction) and
+give it back; each session's state follows it to whichever connection it borrows next; what
+cannot move pins the session until it goes away.
+
+Each test runs a manifold of its own whose backend login is a fresh MariaDB account, so the
+backend connections it opens can be counted in the server's processlist."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pymysql
+import pytest
+
+from conftest import configured, native_hash
+
+POOL_TIMEOUT = 7703
+
+
+def mux_config(account, threads, max_size, wait_timeout="30s"):
+    name, password = account
+    return f"""
+[engine]
+threads = {threads}
+
+[pool]
+min_idle = 0
+max_size = {max_size}
+wait_timeout = "{wait_timeout}"
+
+[[users]]
+name = "{name}"
+password_native = "{native_hash(password)}"
+backend_password = "{password}"
+"""
+
+
+def backend_connections(topology, user):
+    with topology.root() as r:
+        cur = r.cursor()
+        cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (user,))
+        return cur.fetchone()[0]
+
+
+@pytest.fixture
+def mux(topology, tmp_path, mariadb_account, request):
+    threads, max_size, wait_timeout = getattr(request, "param", (2, 4, "30s"))
+    m = configured(topology, tmp_path, mux_config(mariadb_account, threads, max_size, wait_timeout),
+                   "manifold-mux")
+    name, password = mariadb_account
+    m.login = dict(user=name, password=password)
+    m.account = name
+    yield m
+    m.stop()
+    assert "panicked" not in m.log_path.read_text(), f"manifold panicked: see {m.log_path}"
+
+
+def connect(m, **kw):
+    kw.setdefault("autocommit", True)
+    return m.connect(**m.login, **kw)
+
+
+def one(conn, sql, args=None):
+    cur = conn.cursor()
+    cur.execute(sql, args)
+    return cur.fetchone()
+
+
+def test_2000_clients_on_8_backend_connections_each_keeping_its_state(topology, mux, schema):
+    """2 workers x pool.max_size 4: 2000 sessions, each with its own variables, run statements
+    32 at a time; the server never sees more than 8 connections from manifold, and every
+    session reads back its own values."""
+    sessions = [connect(mux, database=schema) for _ in range(2000)]
+    peak = [0]
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], backend_connections(topology, mux.account))
+            done.wait(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+
+    def set_state(i):
+        c = sessions[i]
+        c.cursor().execute(f"SET SESSION sql_select_limit = {1000 + i}")
+        c.cursor().execute(f"SET time_zone = '+{i % 12:02d}:{i % 60:02d}'")
+        return one(c, "SELECT @@sql_select_limit, @@time_zone, DATABASE()")
+
+    def check_state(i):
+        return one(sessions[i], "SELECT @@sql_select_limit, @@time_zone, DATABASE(), CONNECTION_ID()")
+
+    try:
+        with ThreadPoolExecutor(32) as ex:
+            first = list(ex.map(set_state, range(2000)))
+            second = list(ex.map(check_state, range(2000)))
+    finally:
+        done.set()
+        watcher.join()
+    for i in range(2000):
+        want = (1000 + i, f"+{i % 12:02d}:{i % 60:02d}", schema)
+        assert first[i] == want, f"session {i}"
+        assert second[i][:3] == want, f"session {i} sees another session's state: {second[i]}"
+    backend_ids = {row[3] for row in second}
+    assert 1 <= len(backend_ids) <= 8, backend_ids
+    assert 1 <= peak[0] <= 8, peak[0]
+    assert backend_connections(topology, mux.account) <= 8
+    for c in sessions:
+        c.close()
+
+
+def test_set_names_and_schema_follow_the_session(mux, schema):
+    a, b = connect(mux, database=schema), connect(mux)
+    a.cursor().execute("SET NAMES latin1 COLLATE latin1_bin")
+    for _ in range(10):
+        # b's statements take whichever connection is free; a's state must be there each time.
+        assert one(b, "SELECT @@character_set_client, @@collation_connection, DATABASE()")[:2] == \
+            ("utf8mb4", "utf8mb4_general_ci")
+        assert one(a, "SELECT @@character_set_client, @@collation_connection, DATABASE()") == \
+            ("latin1", "latin1_bin", schema)
+    a.cursor().execute("USE mysql")
+    assert one(a, "SELECT DATABASE()") == ("mysql",)
+    assert one(b, "SELECT DATABASE()") == (None,)
+
+
+@pytest.mark.parametrize("mux", [(1, 1, "1s")], indirect=True)
+@pytest.mark.parametrize(
+    "pin,unpin",
+    [
+        ("BEGIN", "COMMIT"),
+        ("SET autocommit = 0; INSERT INTO t VALUES (1)", "ROLLBACK"),
+        ("LOCK TABLES t WRITE", "UNLOCK TABLES"),
+        ("SELECT GET_LOCK('mux-test', 5)", "SELECT RELEASE_LOCK('mux-test')"),
+        ("CREATE TEMPORARY TABLE tmp (x INT)", "DROP TEMPORARY TABLE tmp"),
+        ("SET @v = 1", None),
+        ("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", "SELECT 1"),
+    ],
+)
+def test_pinned_session_keeps_its_connection_until_the_reason_goes(topology, mux, schema, pin, unpin):
+    """One worker, pool.max_size 1, pool.wait_timeout 1s: while session A is pinned, session B
+    cannot borrow the only connection and gets ERR 7703; once A's pin reason is gone, B runs."""
+    with topology.root() as r:
+        r.cursor().execute(f"CREATE TABLE {schema}.t (x INT)")
+    a = connect(mux, database=schema, client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS)
+    b = connect(mux, database=schema)
+    assert one(b, "SELECT 1") == (1,)
+    cur = a.cursor()
+    cur.execute(pin)
+    while cur.nextset():
+        pass
+    with pytest.raises(pymysql.MySQLError) as e:
+        one(b, "SELECT 1")
+    assert e.value.args[0] == POOL_TIMEOUT, e.value.args
+    assert "pool.wait_timeout" in e.value.args[1]
+    if unpin is None:
+        a.close()
+    else:
+        a.cursor().execute(unpin)
+        # The statement after the one that lifted the pin is free to move.
+        one(a, "SELECT 1")
+    assert one(b, "SELECT 1") == (1,)
+
+
+@pytest.mark.parametrize("mux", [(1, 1, "1s")], indirect=True)
+def test_changed_variables_do_not_pin(mux):
+    a, b = connect(mux), connect(mux)
+    a.cursor().execute("SET SESSION sql_mode = 'ANSI', time_zone = '+03:00', autocommit = 1")
+    assert one(b, "SELECT @@sql_mode, @@time_zone")[1] == "SYSTEM"
+    assert one(a, "SELECT @@sql_mode, @@time_zone") == \
+        ("REAL_AS_FLOAT,PIPES_AS_CONCAT,ANSI_QUOTES,IGNORE_SPACE,ANSI", "+03:00")
+
+
+@pytest.mark.parametrize("mux", [(1, 1, "10s")], indirect=True)
+def test_last_insert_id_and_warnings_follow_the_session(mux, schema):
+    """Two sessions share one backend connection; each one's LAST_INSERT_ID() and the
+    warnings of its previous statement are its own."""
+    a, b = connect(mux, database=schema), connect(mux, database=schema)
+    a.cursor().execute("CREATE TABLE ai (id INT AUTO_INCREMENT PRIMARY KEY, v TINYINT)")
+    a.cursor().execute("INSERT INTO ai (v) VALUES (1)")
+    one(a, "SELECT 1")
+    b.cursor().execute("INSERT INTO ai (v) VALUES (2), (3)")
+    one(b, "SELECT 1")
+    assert one(a, "SELECT LAST_INSERT_ID()") == (1,)
+    assert one(b, "SELECT LAST_INSERT_ID()") == (2,)
+    # A warning (out-of-range value clipped) stays readable by the next statement.
+    b.cursor().execute("SET SESSION sql_mode = ''")
+    b.cursor().execute("INSERT INTO ai (v) VALUES (1000)")
+    cur = b.cursor()
+    cur.execute("SHOW WARNINGS")
+    assert [w[1] for w in cur.fetchall()] == [1264]
+    assert one(a, "SELECT @@warning_count") == (0,)
+
+
+def test_client_without_session_tracking_sees_plain_ok_packets(mux, schema):
+    """PyMySQL does not ask for CLIENT_SESSION_TRACK: the OK packets of statements that change
+    state reach it without tracking data (it would read them as part of the info text)."""
+    c = connect(mux, database=schema)
+    cur = c.cursor()
+    cur.execute("SET SESSION sql_mode = 'TRADITIONAL'")
+    assert c.server_status & 0x4000 == 0
+    cur.execute(f"CREATE TABLE {schema}.x (a INT)")
+    cur.execute(f"INSERT INTO {schema}.x VALUES (1), (2), (3)")
+    assert cur.rowcount == 3
+    assert c._result.message in (b"", b"Records: 3  Duplicates: 0  Warnings: 0")
