@@ -10,7 +10,11 @@
 #   TABLE_SIZE=100000 rows in the one sbtest table
 #   PS_MODES="disable auto"  sysbench --db-ps-mode values; disable = text protocol (COM_QUERY),
 #                     auto = server-side prepared statements (COM_STMT_EXECUTE)
-#   TARGETS="direct haproxy manifold"
+#   TARGETS="direct haproxy manifold manifold-small-pool"
+#                     manifold: default pool (max_size 256 per worker: the pool grows to one
+#                     backend connection per busy client); manifold-small-pool: pool.max_size
+#                     SMALL_POOL per worker, so 64 clients multiplex onto few backend connections
+#   SMALL_POOL=8      pool.max_size per worker of manifold-small-pool
 #   WARMUP=5          seconds of unrecorded load on each target before the first round
 #   OUT=bench/out/point_select-<UTC time>   where raw results go
 #   MANIFOLD_BIN_DIR=target/release
@@ -24,7 +28,8 @@ THREADS=${THREADS:-64}
 PROXY_THREADS=${PROXY_THREADS:-2}
 TABLE_SIZE=${TABLE_SIZE:-100000}
 PS_MODES=${PS_MODES:-"disable auto"}
-TARGETS=${TARGETS:-"direct haproxy manifold"}
+TARGETS=${TARGETS:-"direct haproxy manifold manifold-small-pool"}
+SMALL_POOL=${SMALL_POOL:-8}
 WARMUP=${WARMUP:-5}
 BIN=${MANIFOLD_BIN_DIR:-$ROOT/target/release}
 OUT=${OUT:-$ROOT/bench/out/point_select-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -40,11 +45,12 @@ done
 
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
-TESTKIT_PID= HAPROXY_PID= MANIFOLD_PID=
+TESTKIT_PID= HAPROXY_PID= MANIFOLD_PID= SMALL_PID=
 
 cleanup() {
     set +e
     [ -n "$MANIFOLD_PID" ] && kill "$MANIFOLD_PID" 2>/dev/null && wait "$MANIFOLD_PID" 2>/dev/null
+    [ -n "$SMALL_PID" ] && kill "$SMALL_PID" 2>/dev/null && wait "$SMALL_PID" 2>/dev/null
     [ -n "$HAPROXY_PID" ] && kill "$HAPROXY_PID" 2>/dev/null && wait "$HAPROXY_PID" 2>/dev/null
     if [ -n "$TESTKIT_PID" ]; then
         exec 3>&- # closing the testkit's stdin tears the topology down
@@ -119,10 +125,17 @@ MANIFOLD_PORT=$(free_port)
     --threads "$PROXY_THREADS" --log-level warn >"$OUT/manifold.log" 2>&1 &
 MANIFOLD_PID=$!
 wait_port "$MANIFOLD_PORT" "$MANIFOLD_PID" manifold
-echo "haproxy pid $HAPROXY_PID on port $HAPROXY_PORT, manifold pid $MANIFOLD_PID on port $MANIFOLD_PORT"
 
-port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; *) die "unknown target $1" ;; esac; }
-pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; esac; }
+SMALL_PORT=$(free_port)
+printf '[pool]\nmax_size = %s\nmin_idle = %s\n' "$SMALL_POOL" "$((SMALL_POOL < 4 ? SMALL_POOL : 4))" >"$OUT/manifold-small-pool.toml"
+"$BIN/manifold" --config "$OUT/manifold-small-pool.toml" --primary "$PRIMARY" --user app:app \
+    --listen "127.0.0.1:$SMALL_PORT" --threads "$PROXY_THREADS" --log-level warn >"$OUT/manifold-small-pool.log" 2>&1 &
+SMALL_PID=$!
+wait_port "$SMALL_PORT" "$SMALL_PID" manifold-small-pool
+echo "haproxy pid $HAPROXY_PID on port $HAPROXY_PORT, manifold pid $MANIFOLD_PID on port $MANIFOLD_PORT, manifold-small-pool pid $SMALL_PID on port $SMALL_PORT"
+
+port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; manifold-small-pool) echo "$SMALL_PORT" ;; *) die "unknown target $1" ;; esac; }
+pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; manifold-small-pool) echo "$SMALL_PID" ;; esac; }
 
 # --- environment ----------------------------------------------------------------------------
 {
@@ -182,14 +195,19 @@ run_one() { # ps_mode round target
                 if (h95 == "" && cum >= 0.95 * total) h95 = v[i]
                 if (h99 == "" && cum >= 0.99 * total) h99 = v[i]
             }
-            q = queries > 0 ? queries : 1
-            pc = proxy == "" ? "" : dp / hz
-            pu = proxy == "" ? "" : sprintf("%.2f", dp / hz * 1e6 / q)
             # CPU used by anything else on the machine during the run: the noise indicator.
             other = db / hz - dm / hz - dp / hz - sbcpu
-            printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.2f,%s,%s,%.2f,%.2f,%.2f,%s\n", mode, round, target,
+            pc = proxy == "" ? "" : dp / hz
+            if (queries > 0) {
+                pu = proxy == "" ? "" : sprintf("%.2f", dp / hz * 1e6 / queries)
+                mu = sprintf("%.2f", dm / hz * 1e6 / queries)
+                su = sprintf("%.2f", sbcpu * 1e6 / queries)
+            } else {
+                pu = mu = su = "" # a failed run has no per-query figures
+            }
+            printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.2f,%s,%s,%s,%s,%.2f,%s\n", mode, round, target,
                 queries, qps, p95, h99, h95, errors, reconnects, pc, dm / hz, sbcpu, pu,
-                dm / hz * 1e6 / q, sbcpu * 1e6 / q, other, status
+                mu, su, other, status
         }' "$log" | tee -a "$CSV"
     if [ "$status" != 0 ] || grep -q FATAL "$log"; then
         echo "  !! sysbench failed against $target (exit $status): see $log" >&2
@@ -215,6 +233,7 @@ done
 
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"
 kill -0 "$MANIFOLD_PID" 2>/dev/null || echo "  !! manifold is no longer running: see $OUT/manifold.log" >&2
+kill -0 "$SMALL_PID" 2>/dev/null || echo "  !! manifold-small-pool is no longer running: see $OUT/manifold-small-pool.log" >&2
 kill -0 "$HAPROXY_PID" 2>/dev/null || echo "  !! haproxy is no longer running: see $OUT/haproxy.log" >&2
 
 # --- summary --------------------------------------------------------------------------------
@@ -247,12 +266,17 @@ for m in modes:
               f"{fmt(d['sysbench_us_per_q'], 1)} | {fmt(d['other_cpu_s'], 1)} | {errs} | {recs} |")
 print()
 for m in modes:
-    a, b = meds.get((m, "manifold")), meds.get((m, "haproxy"))
-    if a and b and b["qps"] and b["proxy_us_per_q"]:
-        print(f"- {m}: manifold/HAProxy QPS = {a['qps'] / b['qps']:.2f}, "
-              f"proxy CPU µs/query = {a['proxy_us_per_q'] / b['proxy_us_per_q']:.2f}")
-    d = meds.get((m, "direct"))
-    if a and d and d["qps"]:
-        print(f"- {m}: manifold/direct QPS = {a['qps'] / d['qps']:.2f}" + (f", HAProxy/direct QPS = {b['qps'] / d['qps']:.2f}" if b else ""))
+    b, d = meds.get((m, "haproxy")), meds.get((m, "direct"))
+    for t in ("manifold", "manifold-small-pool"):
+        a = meds.get((m, t))
+        if not a or a["qps"] is None or a["proxy_us_per_q"] is None:
+            continue
+        if b and b["qps"] and b["proxy_us_per_q"]:
+            print(f"- {m}: {t}/HAProxy QPS = {a['qps'] / b['qps']:.2f}, "
+                  f"proxy CPU µs/query = {a['proxy_us_per_q'] / b['proxy_us_per_q']:.2f}")
+        if a and d and d["qps"]:
+            print(f"- {m}: {t}/direct QPS = {a['qps'] / d['qps']:.2f}")
+    if b and d and d["qps"]:
+        print(f"- {m}: HAProxy/direct QPS = {b['qps'] / d['qps']:.2f}")
 EOF
 echo "raw results: $OUT"

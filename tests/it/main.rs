@@ -6,5 +6,6 @@ mod harness;
 mod backend_auth;
 mod commands;
 mod large_packets;
+mod multiplex;
 mod pool;
 mod shutdown;

@@ -39,10 +39,6 @@ const BASE_CAPS: u32 = caps::LONG_PASSWORD
 const ENABLE_TRACKING: &[u8] = b"SET SESSION session_track_system_variables='*', \
 session_track_schema=ON, session_track_state_change=ON, session_track_transaction_info='STATE'";
 
-/// A connection returned this recently is not probed before reuse: the probe is a syscall
-/// per borrow, and a server closes idle connections only after seconds (`wait_timeout`).
-const PROBE_AFTER_IDLE: Duration = Duration::from_secs(1);
-
 /// Where a backend is and how to reach it.
 #[derive(Clone)]
 pub struct BackendTarget {
@@ -490,12 +486,13 @@ impl BackendConn {
         if !self.io.rbuf.is_empty() {
             return false;
         }
-        // The reactor's readiness first: it costs no syscall, and the last read of an answer
-        // normally cleared it, so "readable" means EOF, an error or unsolicited bytes (or a
-        // last read that filled the buffer exactly, which the probe below tells apart).
+        // The reactor's readiness costs no syscall, and the last read of an answer normally
+        // cleared it, so "readable" means EOF, an error or unsolicited bytes (or a last read
+        // that filled the buffer exactly, which the probe below tells apart). A close the
+        // reactor has not seen yet shows up as a reset when the statement is sent, and the
+        // statement is then sent again elsewhere.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        let readable = self.io.stream.tcp().poll_read_ready(&mut cx).is_ready();
-        if !readable && self.last_used.elapsed() < PROBE_AFTER_IDLE {
+        if self.io.stream.tcp().poll_read_ready(&mut cx).is_pending() {
             return true;
         }
         let mut probe = [0u8; 1];

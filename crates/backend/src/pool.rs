@@ -102,24 +102,22 @@ impl Pool {
         if self.warm_key.borrow().is_none() {
             *self.warm_key.borrow_mut() = Some(key.clone());
         }
-        let deadline = tokio::time::Instant::now() + self.config.wait_timeout;
+        let mut deadline = None;
+        // First come, first served: while others wait, a newcomer queues behind them instead
+        // of taking the connection a waiter was just woken for (`Notify` wakes in order).
+        let mut woken = false;
         loop {
-            if let Some(conn) = self.take_idle(key, schema, vars) {
-                return Ok(self.lease(conn, true));
+            if woken || self.waiting.get() == 0 {
+                if let Some(lease) = self.take_or_open(key, schema, vars).await? {
+                    return Ok(lease);
+                }
             }
-            if self.total.get() < self.config.max_size || self.evict_idle_other_key(key) {
-                self.total.set(self.total.get() + 1);
-                let guard = SlotGuard(self);
-                let conn =
-                    BackendConn::connect(&self.target, key, self.config.connect_timeout).await?;
-                std::mem::forget(guard);
-                self.opened.set(self.opened.get() + 1);
-                *self.server_version.borrow_mut() = Some(conn.server_version.clone());
-                return Ok(self.lease(conn, false));
-            }
+            let until = *deadline
+                .get_or_insert_with(|| tokio::time::Instant::now() + self.config.wait_timeout);
             self.waiting.set(self.waiting.get() + 1);
-            let woke = tokio::time::timeout_at(deadline, self.released.notified()).await;
+            let woke = tokio::time::timeout_at(until, self.released.notified()).await;
             self.waiting.set(self.waiting.get() - 1);
+            woken = true;
             if woke.is_err() {
                 return Err(BackendError::new(
                     ErrorKind::PoolTimeout,
@@ -136,9 +134,30 @@ impl Pool {
         }
     }
 
-    fn lease(self: &Rc<Self>, mut conn: BackendConn, reused: bool) -> Lease {
+    /// An idle connection, else a new one if there is room; `None` when the pool is full.
+    async fn take_or_open(
+        self: &Rc<Self>,
+        key: &ConnKey,
+        schema: Option<&[u8]>,
+        vars: u64,
+    ) -> Result<Option<Lease>, BackendError> {
+        if let Some(conn) = self.take_idle(key, schema, vars) {
+            return Ok(Some(self.lease(conn, true)));
+        }
+        if self.total.get() < self.config.max_size || self.evict_idle_other_key(key) {
+            self.total.set(self.total.get() + 1);
+            let guard = SlotGuard(self);
+            let conn = BackendConn::connect(&self.target, key, self.config.connect_timeout).await?;
+            std::mem::forget(guard);
+            self.opened.set(self.opened.get() + 1);
+            *self.server_version.borrow_mut() = Some(conn.server_version.clone());
+            return Ok(Some(self.lease(conn, false)));
+        }
+        Ok(None)
+    }
+
+    fn lease(self: &Rc<Self>, conn: BackendConn, reused: bool) -> Lease {
         self.in_use.set(self.in_use.get() + 1);
-        conn.last_used = Instant::now();
         Lease {
             conn: Some(conn),
             pool: self.clone(),
@@ -184,18 +203,28 @@ impl Pool {
         false
     }
 
-    fn give_back(&self, conn: BackendConn) {
+    fn give_back(&self, mut conn: BackendConn) {
         if self.closed.get() {
             self.total.set(self.total.get() - 1);
             return;
         }
+        conn.last_used = Instant::now();
         self.idle.borrow_mut().push_back(conn);
-        self.released.notify_one();
+        self.wake_a_waiter();
     }
 
     fn forget_one(&self) {
         self.total.set(self.total.get() - 1);
-        self.released.notify_one();
+        self.wake_a_waiter();
+    }
+
+    /// Per-statement borrowing returns a connection per statement: skip `Notify`'s lock when
+    /// nobody waits. Waiters count themselves before they first poll, on this same thread, so
+    /// none is missed.
+    fn wake_a_waiter(&self) {
+        if self.waiting.get() > 0 {
+            self.released.notify_one();
+        }
     }
 
     /// Keeps `min_idle` connections ready and closes idle ones past `idle_timeout`; runs on

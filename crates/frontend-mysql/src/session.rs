@@ -94,6 +94,7 @@ pub(crate) async fn run(
         pins: Pins::default(),
         state_data: Vec::new(),
         pending_collation: None,
+        conn_key: None,
     };
     session.pin_if_not_multiplexing();
     let end = session.serve().await;
@@ -165,6 +166,9 @@ struct Session {
     state_data: Vec<u8>,
     /// The collation a running `SET NAMES ... COLLATE` sets, which servers do not report.
     pending_collation: Option<Vec<u8>>,
+    /// The key of the backend connections this session can use; built at the first borrow,
+    /// dropped when the user, flags or character set change.
+    conn_key: Option<ConnKey>,
 }
 
 /// What a forwarded command does besides running, decided from its first packet.
@@ -451,17 +455,19 @@ impl Session {
     /// `LAST_INSERT_ID()`. The ERR to send the client is returned on failure.
     async fn ensure_backend(&mut self, wants_last_insert_id: bool) -> Result<(), ErrPacket> {
         if self.lease.is_none() {
-            let key = ConnKey::new(
-                &self.user.backend_user,
-                &self.user.backend_password,
-                self.capabilities,
-                self.charset,
-                self.io.stream.is_tls(),
-            );
+            let key = self.conn_key.get_or_insert_with(|| {
+                ConnKey::new(
+                    &self.user.backend_user,
+                    &self.user.backend_password,
+                    self.capabilities,
+                    self.charset,
+                    self.io.stream.is_tls(),
+                )
+            });
             match self
                 .fe
                 .pool
-                .acquire_matching(&key, self.schema.as_deref(), self.vars.signature())
+                .acquire_matching(key, self.schema.as_deref(), self.vars.signature())
                 .await
             {
                 Ok(l) => self.lease = Some(l),
@@ -580,7 +586,8 @@ impl Session {
     /// variables and schema, insert id, transaction status; and what the lexer saw.
     fn after_statement(&mut self, effect: Effect, r: &relay::Relayed) {
         let id = self.id;
-        let counters = self.fe.pins.clone();
+        let fe = self.fe.clone();
+        let counters = &*fe.pins;
         let mut explained = false;
         if !self.state_data.is_empty() {
             tracing::trace!(connection = id, data = ?String::from_utf8_lossy(&self.state_data), "session state changes");
@@ -592,7 +599,7 @@ impl Session {
                     let mut conn = conn;
                     for (name, value) in &t.vars {
                         if is_tracking_variable(name) {
-                            self.pins.pin(PinReason::SessionTracking, &counters, id);
+                            self.pins.pin(PinReason::SessionTracking, counters, id);
                             continue;
                         }
                         if !is_carried(name) {
@@ -600,7 +607,7 @@ impl Session {
                             continue;
                         }
                         if name == b"sql_log_bin" && (value == b"OFF" || value == b"0") {
-                            self.pins.pin(PinReason::SqlLogBin, &counters, id);
+                            self.pins.pin(PinReason::SqlLogBin, counters, id);
                         }
                         self.vars.set(name, value);
                         if let Some(c) = conn.as_deref_mut() {
@@ -636,11 +643,11 @@ impl Session {
                             _ => false,
                         };
                         if !known {
-                            self.pins.pin(PinReason::UntrackedState, &counters, id);
+                            self.pins.pin(PinReason::UntrackedState, counters, id);
                         }
                     }
                 }
-                None => self.pins.pin(PinReason::UntrackedState, &counters, id),
+                None => self.pins.pin(PinReason::UntrackedState, counters, id),
             }
         }
         if let Some(collation) = self.pending_collation.take() {
@@ -656,29 +663,28 @@ impl Session {
             if let Some(l) = self.lease.as_mut() {
                 l.conn().last_insert_id = r.last_insert_id;
             }
-            self.pins
-                .release(PinReason::LastInsertIdExpr, &counters, id);
+            self.pins.release(PinReason::LastInsertIdExpr, counters, id);
         }
         let in_transaction = self.status & status::IN_TRANS != 0;
         match effect {
             Effect::Query(scan) => {
                 self.pins
-                    .after_query(&scan, !r.saw_error, in_transaction, &counters, id);
+                    .after_query(&scan, !r.saw_error, in_transaction, counters, id);
                 let hold = r.warnings > 0
                     || r.affected_rows > 0
                     || r.last_insert_id != 0
                     || scan.has(Scan::CALC_FOUND_ROWS);
-                self.pins.hold_for_next(hold, &counters, id);
+                self.pins.hold_for_next(hold, counters, id);
             }
-            Effect::StmtPrepare if !r.saw_error => self.pins.prepared(1, &counters, id),
-            Effect::StmtClose => self.pins.prepared(-1, &counters, id),
+            Effect::StmtPrepare if !r.saw_error => self.pins.prepared(1, counters, id),
+            Effect::StmtClose => self.pins.prepared(-1, counters, id),
             _ => {
                 if in_transaction {
-                    self.pins.pin(PinReason::Transaction, &counters, id);
+                    self.pins.pin(PinReason::Transaction, counters, id);
                 }
                 self.pins.hold_for_next(
                     r.warnings > 0 || r.affected_rows > 0 || r.last_insert_id != 0,
-                    &counters,
+                    counters,
                     id,
                 );
             }
@@ -800,6 +806,7 @@ impl Session {
                             self.capabilities &= !caps::MULTI_STATEMENTS;
                         }
                         conn.key.caps = self.capabilities & caps::SESSION_AFFECTING;
+                        self.conn_key = None;
                     }
                 }
                 self.after_statement(effect, &r);
@@ -866,6 +873,7 @@ impl Session {
         self.last_insert_id = 0;
         self.pins.clear();
         self.pin_if_not_multiplexing();
+        self.conn_key = None;
         let (user, seq) = match auth {
             Ok(r) => r,
             Err(AuthFailure::Denied(reason)) => {

@@ -1,0 +1,52 @@
+//! Pin reasons are counted per reason, once per time a session becomes pinned for it.
+
+use manifold_frontend_mysql::PinReason;
+
+use crate::harness::{client, config, schema, start};
+
+#[test]
+fn pins_are_counted_per_reason_and_released() {
+    let db = schema("mux_pins");
+    let mut cfg = config();
+    cfg.engine.threads = 1;
+    let server = start(&cfg);
+    let pins = |r| server.shared.pins(r);
+    let mut c = client(server.mysql_addr(), Some(&db));
+    c.query("SELECT 1").unwrap();
+    c.query("SET SESSION sql_mode = 'ANSI'").unwrap();
+    assert_eq!(pins(PinReason::Transaction), 0);
+    assert_eq!(
+        pins(PinReason::UntrackedState),
+        0,
+        "SET of a variable is tracked"
+    );
+
+    c.query("BEGIN").unwrap();
+    let in_tx = c.scalar("SELECT CONNECTION_ID()").unwrap();
+    c.query("SELECT 1").unwrap();
+    assert_eq!(c.scalar("SELECT CONNECTION_ID()").unwrap(), in_tx);
+    c.query("COMMIT").unwrap();
+    c.query("BEGIN").unwrap();
+    c.query("COMMIT").unwrap();
+    assert_eq!(pins(PinReason::Transaction), 2);
+
+    c.query("CREATE TEMPORARY TABLE tmp (x INT)").unwrap();
+    c.query("INSERT INTO tmp VALUES (1)").unwrap();
+    assert_eq!(
+        c.scalar("SELECT COUNT(*) FROM tmp").unwrap().as_deref(),
+        Some("1")
+    );
+    assert_eq!(pins(PinReason::TemporaryTable), 1);
+    c.query("DROP TEMPORARY TABLE tmp").unwrap();
+
+    c.query("SELECT GET_LOCK('it-mux', 1)").unwrap();
+    c.query("SELECT RELEASE_LOCK('it-mux')").unwrap();
+    assert_eq!(pins(PinReason::NamedLock), 1);
+
+    c.query("SET @v = 7").unwrap();
+    assert_eq!(c.scalar("SELECT @v").unwrap().as_deref(), Some("7"));
+    assert_eq!(pins(PinReason::UserVariable), 1);
+    assert_eq!(pins(PinReason::UntrackedState), 0);
+    drop(c);
+    drop(server);
+}
