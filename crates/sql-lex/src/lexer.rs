@@ -82,6 +82,10 @@ impl<'a> Lexer<'a> {
                 self.pos += 1;
             }
             let rest = &s[self.pos..];
+            // Most tokens start with none of the bytes a comment can start with.
+            if !matches!(rest.first(), Some(b'#' | b'-' | b'/' | b'*')) {
+                return true;
+            }
             if rest.first() == Some(&b'#')
                 || (rest.starts_with(b"--")
                     && rest
