@@ -502,8 +502,8 @@ impl Session {
         }
         let conn = self.lease.as_mut().expect("just ensured").conn();
         if !conn.tracking {
+            // Changes made on this connection cannot be seen: the session stays on it.
             self.pins.pin(PinReason::NoTracking, &self.fe.pins, self.id);
-            return Ok(());
         }
         let last_insert_id = (wants_last_insert_id && conn.last_insert_id != self.last_insert_id)
             .then_some(self.last_insert_id);
