@@ -202,3 +202,27 @@ def test_client_without_session_tracking_sees_plain_ok_packets(mux, schema):
     cur.execute(f"INSERT INTO {schema}.x VALUES (1), (2), (3)")
     assert cur.rowcount == 3
     assert c._result.message in (b"", b"Records: 3  Duplicates: 0  Warnings: 0")
+
+
+def test_connect_storm_opens_no_more_backend_connections_than_the_pool_holds(topology, mux):
+    """1000 short sessions (connect, one statement, quit) from 16 threads: the server sees at
+    most the pool's 8 connections from manifold, not one login per client."""
+    def server_logins():
+        with topology.root() as r:
+            cur = r.cursor()
+            cur.execute("SHOW GLOBAL STATUS LIKE 'Connections'")
+            return int(cur.fetchone()[1])
+
+    def short_session(i):
+        with connect(mux) as c:
+            return one(c, "SELECT %s", (i,))[0]
+
+    before = server_logins()
+    with ThreadPoolExecutor(16) as ex:
+        results = list(ex.map(short_session, range(1000)))
+    logins = server_logins() - before
+    assert results == list(range(1000))
+    # 8 pooled connections plus the root logins counting them, with room for another test
+    # manifold's maintenance; far below one login per client.
+    assert logins <= 8 + 2 + 10, logins
+    assert backend_connections(topology, mux.account) <= 8
