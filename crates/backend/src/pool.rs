@@ -119,6 +119,8 @@ impl Pool {
             self.waiting.set(self.waiting.get() - 1);
             woken = true;
             if woke.is_err() {
+                // A wake-up meant for this borrower may have come with the timeout: pass it on.
+                self.wake_a_waiter();
                 return Err(BackendError::new(
                     ErrorKind::PoolTimeout,
                     true,
