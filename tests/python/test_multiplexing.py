@@ -226,3 +226,66 @@ def test_connect_storm_opens_no_more_backend_connections_than_the_pool_holds(top
     # manifold's maintenance; far below one login per client.
     assert logins <= 8 + 2 + 10, logins
     assert backend_connections(topology, mux.account) <= 8
+
+
+SET_CORPUS = [
+    ("SET SESSION sql_mode = 'ANSI_QUOTES,NO_ZERO_DATE'", "@@sql_mode"),
+    ("SET sql_mode = ''", "@@sql_mode"),
+    ("SET @@session.time_zone = '-07:30'", "@@time_zone"),
+    ("SET time_zone = 'SYSTEM'", "@@time_zone"),
+    ("SET NAMES latin1", "CONCAT(@@character_set_client, @@character_set_results, @@collation_connection)"),
+    ("SET NAMES utf8mb4 COLLATE utf8mb4_unicode_ci", "@@collation_connection"),
+    ("SET CHARACTER SET latin2", "CONCAT(@@character_set_client, @@character_set_connection)"),
+    ("SET character_set_results = NULL", "IFNULL(@@character_set_results, 'NULL')"),
+    ("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", "@@tx_isolation"),
+    ("SET SESSION tx_read_only = 1", "@@tx_read_only"),
+    ("SET SESSION tx_read_only = 0", "@@tx_read_only"),
+    ("SET autocommit = 1", "@@autocommit"),
+    ("SET SESSION sql_select_limit = 3", "@@sql_select_limit"),
+    ("SET SESSION sql_select_limit = DEFAULT", "@@sql_select_limit"),
+    ("SET SESSION group_concat_max_len = 123456", "@@group_concat_max_len"),
+    ("SET SESSION max_statement_time = 2.5", "@@max_statement_time"),
+    ("SET SESSION div_precision_increment = 7", "@@div_precision_increment"),
+    ("SET SESSION lc_time_names = 'de_DE'", "@@lc_time_names"),
+    ("SET SESSION sql_auto_is_null = ON", "@@sql_auto_is_null"),
+    ("SET SESSION unique_checks = OFF, foreign_key_checks = 0", "CONCAT(@@unique_checks, @@foreign_key_checks)"),
+    ("SET SESSION optimizer_switch = 'index_merge=off'", "@@optimizer_switch LIKE 'index_merge=off%'"),
+    ("SET SESSION default_storage_engine = 'MyISAM'", "@@default_storage_engine"),
+    ("SET SESSION net_write_timeout = 99", "@@net_write_timeout"),
+    ("SET SESSION big_tables = 0", "@@max_heap_table_size > 0"),
+    ("SET SESSION sql_quote_show_create = 0", "@@sql_quote_show_create"),
+    ("/*!40101 SET SESSION sql_notes = 0 */", "@@sql_notes"),
+]
+
+
+def corpus_run(port_connect):
+    """Each SET in one session, then its value read back after another session has used the
+    (shared) connection in between."""
+    a, b = port_connect(), port_connect()
+    seen = []
+    for stmt, probe in SET_CORPUS:
+        try:
+            a.cursor().execute(stmt)
+            outcome = "ok"
+        except pymysql.MySQLError as e:
+            outcome = e.args[0]
+        # A statement that left warnings keeps its connection for one more statement (for
+        # SHOW WARNINGS); this one lets it go, so that b can take it.
+        one(a, "SELECT 1")
+        one(b, "SELECT 1")
+        seen.append((stmt, outcome, one(a, f"SELECT {probe}")[0]))
+    # The other session kept the defaults throughout.
+    seen.append(("other session", one(b, "SELECT @@sql_mode, @@time_zone, @@collation_connection")))
+    return seen
+
+
+@pytest.mark.parametrize("mux", [(1, 1, "10s")], indirect=True)
+def test_set_corpus_reads_back_as_on_mariadb(topology, mux):
+    """One worker, one backend connection shared by two sessions: every SET of the corpus
+    reads back exactly as it does on MariaDB directly, and the other session never sees it."""
+    name, password = mux.login["user"], mux.login["password"]
+    direct = corpus_run(lambda: pymysql.connect(host="127.0.0.1", port=topology.primary_port, user=name,
+                                                password=password, autocommit=True))
+    via = corpus_run(lambda: connect(mux))
+    for d, v in zip(direct, via):
+        assert v == d
