@@ -6,6 +6,7 @@ with a message saying what to run or install; nothing is skipped."""
 
 import os
 import shutil
+import contextlib
 import hashlib
 import socket
 import subprocess
@@ -61,19 +62,29 @@ class Topology:
                                password=self.root_password, autocommit=True, **kw)
 
 
-@pytest.fixture(scope="session")
-def topology():
+@contextlib.contextmanager
+def start_testkit(replicas):
+    """A MariaDB topology from `manifold-testkit up`, as the dict of its `key=value` line; torn
+    down (stdin closed) on exit."""
     if shutil.which("mariadbd") is None and not Path("/usr/sbin/mariadbd").exists():
         pytest.fail("mariadbd not found: apt-get install mariadb-server mariadb-client")
-    proc = subprocess.Popen([binary("manifold-testkit"), "up", "--replicas", "2", "--user", f"{USER}:{PASSWORD}"],
+    proc = subprocess.Popen([binary("manifold-testkit"), "up", "--replicas", str(replicas),
+                             "--user", f"{USER}:{PASSWORD}"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if not line:
         pytest.fail(f"manifold-testkit did not start a topology (exit {proc.wait()})")
-    info = dict(kv.split("=", 1) for kv in line.split())
-    yield Topology(info)
-    proc.stdin.close()
-    proc.wait(timeout=60)
+    try:
+        yield dict(kv.split("=", 1) for kv in line.split())
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="session")
+def topology():
+    with start_testkit(2) as info:
+        yield Topology(info)
 
 
 class Manifold:
@@ -94,6 +105,13 @@ class Manifold:
     def log_text(self):
         self.log.flush()
         return self.log_path.read_text()
+
+    def stop_and_check(self):
+        """Stops manifold and returns its log, failing the test if it panicked."""
+        self.stop()
+        text = self.log_path.read_text()
+        assert "panicked" not in text, f"manifold panicked: see {self.log_path}"
+        return text
 
     def stop(self):
         if self.proc.poll() is None:
@@ -121,8 +139,7 @@ def native_hash(password):
 def manifold(topology):
     m = Manifold(topology)
     yield m
-    m.stop()
-    assert "panicked" not in m.log_path.read_text(), "manifold panicked: see " + str(m.log_path)
+    m.stop_and_check()
 
 
 @pytest.fixture

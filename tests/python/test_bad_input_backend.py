@@ -7,7 +7,6 @@ killed with SIGKILL: the shared topology is never touched."""
 
 import os
 import signal
-import subprocess
 import time
 from types import SimpleNamespace
 
@@ -17,18 +16,7 @@ import pytest
 
 import rawmysql
 from rawmysql import wait_for_log
-from conftest import PASSWORD, USER, Manifold, binary, free_port
-
-
-def stop_and_check(m):
-    m.stop()
-    text = m.log_path.read_text()
-    assert "panicked" not in text, f"manifold panicked: see {m.log_path}"
-    return text
-
-
-def log_of(m):
-    return lambda: m.log_path.read_text()
+from conftest import PASSWORD, USER, Manifold, free_port, start_testkit
 
 
 @pytest.fixture
@@ -39,7 +27,7 @@ def unreachable(topology):
     m = Manifold(fake, [], log_name="manifold-bad-backend-down")
     m.dead = dead
     yield m
-    stop_and_check(m)
+    m.stop_and_check()
 
 
 def test_backend_unreachable_gives_7701_and_keeps_the_session(unreachable):
@@ -55,7 +43,7 @@ def test_backend_unreachable_gives_7701_and_keeps_the_session(unreachable):
     with pytest.raises(rawmysql.MySQLError) as e:
         other.query("SELECT 2")
     assert e.value.code == 7701
-    wait_for_log(log_of(unreachable), f"connection=", "no backend connection", unreachable.dead)
+    wait_for_log(unreachable.log_text, f"connection=", "no backend connection", unreachable.dead)
     c.quit()
     other.quit()
 
@@ -79,17 +67,9 @@ def test_backend_unreachable_with_database(unreachable):
 @pytest.fixture
 def own_topology():
     """A one-server MariaDB topology that this test may kill."""
-    proc = subprocess.Popen([binary("manifold-testkit"), "up", "--replicas", "0", "--user", f"{USER}:{PASSWORD}"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    if not line:
-        pytest.fail(f"manifold-testkit did not start a topology (exit {proc.wait()})")
-    info = dict(kv.split("=", 1) for kv in line.split())
-    topo = SimpleNamespace(primary=info["primary"], cert=info["cert"], key=info["key"],
-                           pid=int(info["pids"].split(",")[0]))
-    yield topo
-    proc.stdin.close()
-    proc.wait(timeout=60)
+    with start_testkit(0) as info:
+        yield SimpleNamespace(primary=info["primary"], cert=info["cert"], key=info["key"],
+                              pid=int(info["pids"].split(",")[0]))
 
 
 def test_backend_killed_mid_result(own_topology):
@@ -123,7 +103,7 @@ def test_backend_killed_mid_result(own_topology):
             conn.close()
         except pymysql.err.Error:
             pass
-        wait_for_log(log_of(m), "backend connection lost")
+        wait_for_log(m.log_text, "backend connection lost")
 
         # manifold keeps serving: a new client logs in; its statements get 7701 (nothing to
         # connect to) naming the backend.
@@ -148,7 +128,7 @@ def test_backend_killed_mid_result(own_topology):
             pass
         bystander.close()
     finally:
-        log = stop_and_check(m)
+        log = m.stop_and_check()
     assert "panicked" not in log
 
 
@@ -178,7 +158,7 @@ def test_backend_killed_while_statement_runs(own_topology):
         assert "Lost connection to backend during query" in e.value.message
         assert c.wait_closed(timeout=30) == []  # the session's server state died with it
         c.close()
-        wait_for_log(log_of(m), f"peer=127.0.0.1:{port}", "backend connection lost")
+        wait_for_log(m.log_text, f"peer=127.0.0.1:{port}", "backend connection lost")
         fresh = rawmysql.connect(m.port)
         with pytest.raises(rawmysql.MySQLError) as e2:
             fresh.query("SELECT 1")
@@ -186,4 +166,4 @@ def test_backend_killed_while_statement_runs(own_topology):
         fresh.quit()
         watcher.close()
     finally:
-        stop_and_check(m)
+        m.stop_and_check()

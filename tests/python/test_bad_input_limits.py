@@ -12,18 +12,7 @@ import pytest
 
 import rawmysql
 from rawmysql import Bystander, err_packets as errors, local_port, wait_for_log
-from conftest import PASSWORD, USER, Manifold, configured as limited
-
-
-def stop_and_check(m):
-    m.stop()
-    text = m.log_path.read_text()
-    assert "panicked" not in text, f"manifold panicked: see {m.log_path}"
-    return text
-
-
-def log_of(m):
-    return lambda: m.log_path.read_text()
+from conftest import PASSWORD, USER, configured as limited
 
 
 # ---- max_allowed_packet ---------------------------------------------------------------------
@@ -33,7 +22,7 @@ def log_of(m):
 def small_packets(topology, tmp_path):
     m = limited(topology, tmp_path, '[mysql]\nmax_allowed_packet = "1M"\n', "manifold-bad-packet")
     yield m
-    stop_and_check(m)
+    m.stop_and_check()
 
 
 def send_in_background(conn, data):
@@ -63,7 +52,7 @@ def test_query_over_max_allowed_packet(small_packets):
     assert len(got) == 1 and got[0][0] == 1153, got
     assert "max_allowed_packet" in got[0][1]
     c.close()
-    wait_for_log(log_of(small_packets), f"peer=127.0.0.1:{port}", "session ended", "max_allowed_packet")
+    wait_for_log(small_packets.log_text, f"peer=127.0.0.1:{port}", "session ended", "max_allowed_packet")
     b.check()
     # Just under the limit works.
     ok = rawmysql.connect(small_packets.port)
@@ -84,7 +73,7 @@ def test_split_command_over_max_allowed_packet(small_packets):
     t.join(30)
     assert [code for code, _ in got] == [1153], got
     c.close()
-    wait_for_log(log_of(small_packets), f"peer=127.0.0.1:{port}", "max_allowed_packet")
+    wait_for_log(small_packets.log_text, f"peer=127.0.0.1:{port}", "max_allowed_packet")
     b.check()
     b.close()
 
@@ -116,7 +105,7 @@ def test_load_data_local_packet_over_limit(small_packets, tmp_path):
 def short_connect(topology, tmp_path):
     m = limited(topology, tmp_path, '[mysql]\nconnect_timeout = "1s"\n', "manifold-bad-connect")
     yield m
-    stop_and_check(m)
+    m.stop_and_check()
 
 
 @pytest.mark.parametrize("stage", ["nothing", "partial header", "ssl request only", "auth switch unanswered",
@@ -149,7 +138,7 @@ def test_half_open_handshake_is_closed(short_connect, stage):
     c.close()
     if stage == "nothing":
         assert len(packets) == 1 and packets[0][0] == 10  # the server's handshake, then the close
-    line = wait_for_log(log_of(short_connect), f"peer=127.0.0.1:{port}", "connect_timeout")
+    line = wait_for_log(short_connect.log_text, f"peer=127.0.0.1:{port}", "connect_timeout")
     assert "handshake" in line
     b.check()
     b.close()
@@ -173,7 +162,7 @@ def test_many_half_open_connections_do_not_block_logins(short_connect):
 def short_wait(topology, tmp_path):
     m = limited(topology, tmp_path, '[mysql]\nwait_timeout = "1s"\n', "manifold-bad-wait")
     yield m
-    stop_and_check(m)
+    m.stop_and_check()
 
 
 def wait_closed_keeping_busy(conn, bystander, limit=30):
@@ -205,7 +194,7 @@ def test_idle_client_gets_1159_and_is_closed(short_wait, stage):
     c.close()
     assert [code for code, _ in got] == [1159], got
     assert "wait_timeout" in got[0][1]
-    wait_for_log(log_of(short_wait), f"peer=127.0.0.1:{port}", "session ended", "wait_timeout")
+    wait_for_log(short_wait.log_text, f"peer=127.0.0.1:{port}", "session ended", "wait_timeout")
     b.check()
     b.close()
 
@@ -235,7 +224,7 @@ def test_too_many_connections(topology, tmp_path):
         got = errors(fourth.wait_closed())
         fourth.close()
         assert got == [(1040, "Too many connections")]
-        wait_for_log(log_of(m), f"peer=127.0.0.1:{port}", "max_connections")
+        wait_for_log(m.log_text, f"peer=127.0.0.1:{port}", "max_connections")
         # PyMySQL sees the same error.
         import pymysql
         with pytest.raises(pymysql.err.OperationalError) as e:
@@ -264,4 +253,4 @@ def test_too_many_connections(topology, tmp_path):
         for o in others:
             o.quit()
     finally:
-        stop_and_check(m)
+        m.stop_and_check()

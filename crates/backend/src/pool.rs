@@ -78,22 +78,11 @@ impl Pool {
         self.server_version.borrow().clone()
     }
 
-    /// Borrows a connection matching `key`: an idle one if there is one, else a new one if
-    /// the pool has room, else waits up to `wait_timeout` for one to come back.
-    /// `schema` is the schema the borrower wants current: an idle connection already there is
-    /// preferred, saving the statement that would switch it.
+    /// Borrows a connection matching `key`: an idle one if there is one (preferring one whose
+    /// changed variables have the signature `vars`, [`crate::SessionVars::signature`], and
+    /// then one in `schema`, so the borrower has the least to restore), else a new one if the
+    /// pool has room, else waits up to `wait_timeout` for one to come back.
     pub async fn acquire(
-        self: &Rc<Self>,
-        key: &ConnKey,
-        schema: Option<&[u8]>,
-    ) -> Result<Lease, BackendError> {
-        self.acquire_matching(key, schema, 0).await
-    }
-
-    /// [`Pool::acquire`], preferring a connection whose changed variables have the signature
-    /// `vars` ([`crate::SessionVars::signature`]) and then one in `schema`, so that the
-    /// borrower has the least to restore.
-    pub async fn acquire_matching(
         self: &Rc<Self>,
         key: &ConnKey,
         schema: Option<&[u8]>,

@@ -66,7 +66,6 @@ pub fn is_carried(name: &[u8]) -> bool {
         b"rand_seed2",
         b"gtid_seq_no",
         b"gtid_next",
-        b"transaction_isolation_next",
     ];
     !is_tracking_variable(name) && !NOT_CARRIED.contains(&name)
 }

@@ -133,16 +133,6 @@ impl Pins {
         self.reasons & r.bit() != 0
     }
 
-    /// The reasons in force, for logs.
-    pub fn describe(&self) -> String {
-        REASONS
-            .iter()
-            .filter(|r| self.has(**r))
-            .map(|r| r.name())
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
     fn set(&mut self, r: PinReason, on: bool, counters: &PinCounters, session: u32) {
         if on && !self.has(r) {
             counters.bump(r);

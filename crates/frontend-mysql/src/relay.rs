@@ -39,6 +39,14 @@ pub(crate) struct Relayed {
     pub last_insert_id: u64,
 }
 
+impl Relayed {
+    /// The answer left something the next statement may ask the connection about: warnings,
+    /// affected rows (`ROW_COUNT()`) or an insert id.
+    pub fn leaves_info(&self) -> bool {
+        self.warnings > 0 || self.affected_rows > 0 || self.last_insert_id != 0
+    }
+}
+
 /// How the answer's session-state data is handled.
 pub(crate) struct StateCapture<'a> {
     /// The session-state data of every OK packet in the answer, concatenated (the format is

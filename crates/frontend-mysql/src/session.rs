@@ -467,7 +467,7 @@ impl Session {
             match self
                 .fe
                 .pool
-                .acquire_matching(key, self.schema.as_deref(), self.vars.signature())
+                .acquire(key, self.schema.as_deref(), self.vars.signature())
                 .await
             {
                 Ok(l) => self.lease = Some(l),
@@ -624,24 +624,7 @@ impl Session {
                         explained = true;
                     }
                     if t.state_changed && !explained {
-                        let known = match effect {
-                            Effect::Query(scan) => scan.has(
-                                Scan::USER_VARIABLE
-                                    | Scan::CREATE_TEMPORARY
-                                    | Scan::DROP_TEMPORARY
-                                    | Scan::SQL_PREPARE
-                                    | Scan::HANDLER
-                                    | Scan::SET_ROLE
-                                    | Scan::SET_TRANSACTION
-                                    | Scan::LOCK_TABLES
-                                    | Scan::UNLOCK_TABLES
-                                    | Scan::GET_LOCK
-                                    | Scan::RELEASE_LOCK
-                                    | Scan::RELEASE_ALL_LOCKS
-                                    | Scan::SETS_LAST_INSERT_ID,
-                            ),
-                            _ => false,
-                        };
+                        let known = matches!(effect, Effect::Query(scan) if scan.has(Scan::UNREPORTED_STATE));
                         if !known {
                             self.pins.pin(PinReason::UntrackedState, counters, id);
                         }
@@ -670,10 +653,7 @@ impl Session {
             Effect::Query(scan) => {
                 self.pins
                     .after_query(&scan, !r.saw_error, in_transaction, counters, id);
-                let hold = r.warnings > 0
-                    || r.affected_rows > 0
-                    || r.last_insert_id != 0
-                    || scan.has(Scan::CALC_FOUND_ROWS);
+                let hold = r.leaves_info() || scan.has(Scan::CALC_FOUND_ROWS);
                 self.pins.hold_for_next(hold, counters, id);
             }
             Effect::StmtPrepare if !r.saw_error => self.pins.prepared(1, counters, id),
@@ -682,11 +662,7 @@ impl Session {
                 if in_transaction {
                     self.pins.pin(PinReason::Transaction, counters, id);
                 }
-                self.pins.hold_for_next(
-                    r.warnings > 0 || r.affected_rows > 0 || r.last_insert_id != 0,
-                    counters,
-                    id,
-                );
+                self.pins.hold_for_next(r.leaves_info(), counters, id);
             }
         }
         self.release_if_unpinned();

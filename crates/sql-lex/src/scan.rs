@@ -77,17 +77,6 @@ impl Verb {
     }
 }
 
-/// Functions whose value comes from the session's previous statements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionFn {
-    /// `LAST_INSERT_ID()`, `@@identity`, `@@last_insert_id`.
-    LastInsertId,
-    RowCount,
-    FoundRows,
-    /// `@@warning_count`, `@@error_count`, `SHOW WARNINGS`, `SHOW ERRORS`, `GET DIAGNOSTICS`.
-    Warnings,
-}
-
 /// What [`scan`] found. Flags are bits of [`Scan::flags`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scan {
@@ -128,17 +117,24 @@ impl Scan {
     /// collation (see [`set_names_collation`]).
     pub const SET_NAMES_COLLATE: u32 = 1 << 19;
 
+    /// Statements that change session state the server flags (`session_track_state_change`)
+    /// without reporting what: a state change after one of these is accounted for.
+    pub const UNREPORTED_STATE: u32 = Self::USER_VARIABLE
+        | Self::CREATE_TEMPORARY
+        | Self::DROP_TEMPORARY
+        | Self::SQL_PREPARE
+        | Self::HANDLER
+        | Self::SET_ROLE
+        | Self::SET_TRANSACTION
+        | Self::LOCK_TABLES
+        | Self::UNLOCK_TABLES
+        | Self::GET_LOCK
+        | Self::RELEASE_LOCK
+        | Self::RELEASE_ALL_LOCKS
+        | Self::SETS_LAST_INSERT_ID;
+
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag != 0
-    }
-
-    pub fn uses(&self, f: SessionFn) -> bool {
-        self.has(match f {
-            SessionFn::LastInsertId => Self::LAST_INSERT_ID,
-            SessionFn::RowCount => Self::ROW_COUNT,
-            SessionFn::FoundRows => Self::FOUND_ROWS,
-            SessionFn::Warnings => Self::WARNINGS,
-        })
     }
 }
 
