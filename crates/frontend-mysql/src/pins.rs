@@ -176,7 +176,6 @@ impl Pins {
         session: u32,
     ) {
         let c = counters;
-        self.set(PinReason::Transaction, in_transaction, c, session);
         if scan.has(Scan::LOCK_TABLES) {
             self.set(PinReason::LockTables, true, c, session);
         } else if scan.has(Scan::UNLOCK_TABLES) && ok {
@@ -218,6 +217,11 @@ impl Pins {
         } else if !in_transaction {
             self.set(PinReason::SetTransaction, false, c, session);
         }
+    }
+
+    /// The server's status after a command says whether a transaction is open.
+    pub fn transaction(&mut self, open: bool, counters: &PinCounters, session: u32) {
+        self.set(PinReason::Transaction, open, counters, session);
     }
 
     /// Holds the connection for the next statement (or releases that hold).

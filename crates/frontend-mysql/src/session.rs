@@ -648,23 +648,21 @@ impl Session {
             }
             self.pins.release(PinReason::LastInsertIdExpr, counters, id);
         }
+        // Any command may start or end a transaction (a prepared COMMIT, for one).
         let in_transaction = self.status & status::IN_TRANS != 0;
+        self.pins.transaction(in_transaction, counters, id);
+        let mut hold = r.leaves_info();
         match effect {
             Effect::Query(scan) => {
                 self.pins
                     .after_query(&scan, !r.saw_error, in_transaction, counters, id);
-                let hold = r.leaves_info() || scan.has(Scan::CALC_FOUND_ROWS);
-                self.pins.hold_for_next(hold, counters, id);
+                hold |= scan.has(Scan::CALC_FOUND_ROWS);
             }
             Effect::StmtPrepare if !r.saw_error => self.pins.prepared(1, counters, id),
             Effect::StmtClose => self.pins.prepared(-1, counters, id),
-            _ => {
-                if in_transaction {
-                    self.pins.pin(PinReason::Transaction, counters, id);
-                }
-                self.pins.hold_for_next(r.leaves_info(), counters, id);
-            }
+            _ => {}
         }
+        self.pins.hold_for_next(hold, counters, id);
         self.release_if_unpinned();
     }
 
