@@ -44,6 +44,21 @@ COM_PING = 0x0E
 COM_CHANGE_USER = 0x11
 COM_BINLOG_DUMP = 0x12
 COM_RESET_CONNECTION = 0x1F
+COM_STMT_PREPARE = 0x16
+COM_STMT_EXECUTE = 0x17
+COM_STMT_SEND_LONG_DATA = 0x18
+COM_STMT_CLOSE = 0x19
+COM_STMT_RESET = 0x1A
+COM_STMT_FETCH = 0x1C
+
+SERVER_STATUS_CURSOR_EXISTS = 1 << 6
+SERVER_STATUS_LAST_ROW_SENT = 1 << 7
+CURSOR_TYPE_READ_ONLY = 1
+# MariaDB's "the statement prepared last" (execute-direct)
+LAST_PREPARED = 0xFFFFFFFF
+
+TYPE_TINY, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_NULL, TYPE_LONGLONG = 1, 2, 3, 5, 6, 8
+TYPE_BLOB, TYPE_VAR_STRING = 252, 253
 
 UTF8MB4_GENERAL_CI = 45
 NATIVE = "mysql_native_password"
@@ -486,6 +501,140 @@ class RawConn:
                 results.append(("rows", names, rows))
             if not status & SERVER_MORE_RESULTS_EXISTS:
                 return results
+
+    # ---- prepared statements (binary protocol) ---------------------------------------------
+
+    def _column_defs(self, n):
+        cols = []
+        for _ in range(n):
+            col = self.read_packet()
+            pos, fields = 0, []
+            for _ in range(6):
+                v, pos = lenenc_bytes(col, pos)
+                fields.append(v)
+            _fixed, pos = lenenc_int(col, pos)
+            cols.append((fields[4].decode(), col[pos + 6]))  # name, type
+        self.eof_status = None
+        if n and not self.capabilities & CLIENT_DEPRECATE_EOF:
+            eof = self.read_packet()
+            assert eof[0] == 0xFE and len(eof) < 9, eof
+            self.eof_status = struct.unpack_from("<H", eof, 3)[0]
+        return cols
+
+    def prepare(self, sql):
+        """COM_STMT_PREPARE; returns (statement id, column count, parameter count)."""
+        self.send_command(bytes([COM_STMT_PREPARE]) + (sql.encode() if isinstance(sql, str) else sql))
+        p = self.read_packet()
+        if p[0] == 0xFF:
+            raise parse_err(p)
+        stmt_id, ncols, nparams = struct.unpack_from("<IHH", p, 1)
+        self._column_defs(nparams)
+        self._column_defs(ncols)
+        return stmt_id, ncols, nparams
+
+    def execute(self, stmt_id, params=(), send_types=True, cursor=False):
+        """COM_STMT_EXECUTE with `params` (int, str/bytes or None), the types included only if
+        `send_types`. Returns the results as `query` does, values as str; with `cursor`, a
+        result set whose rows wait behind a cursor is ("cursor", names, status)."""
+        out = bytes([COM_STMT_EXECUTE]) + struct.pack("<IBI", stmt_id, CURSOR_TYPE_READ_ONLY if cursor else 0, 1)
+        if params:
+            bitmap = bytearray((len(params) + 7) // 8)
+            types, values = b"", b""
+            for i, v in enumerate(params):
+                if v is None:
+                    bitmap[i // 8] |= 1 << (i % 8)
+                    types += struct.pack("<H", TYPE_NULL)
+                elif isinstance(v, int):
+                    types += struct.pack("<H", TYPE_LONGLONG)
+                    values += struct.pack("<q", v)
+                else:
+                    b = v.encode() if isinstance(v, str) else v
+                    types += struct.pack("<H", TYPE_VAR_STRING)
+                    values += put_lenenc_bytes(b)
+            out += bytes(bitmap) + (b"\x01" + types if send_types else b"\x00") + values
+        self.send_command(out)
+        return self.read_binary_results()
+
+    def execute_raw(self, payload):
+        """Sends a COM_STMT_EXECUTE payload as given; reads the answer."""
+        self.send_command(payload)
+        return self.read_binary_results()
+
+    def _binary_rows(self, cols):
+        rows = []
+        while True:
+            r = self.read_packet()
+            if r[0] == 0xFE and len(r) < 0xFFFFFF and (len(r) < 9 or self.capabilities & CLIENT_DEPRECATE_EOF):
+                if self.capabilities & CLIENT_DEPRECATE_EOF:
+                    _a, pos = lenenc_int(r, 1)
+                    _i, pos = lenenc_int(r, pos)
+                    status = struct.unpack_from("<H", r, pos)[0]
+                else:
+                    status = struct.unpack_from("<H", r, 3)[0]
+                return rows, status
+            if r[0] == 0xFF:
+                raise parse_err(r)
+            nullmap_len = (len(cols) + 7 + 2) // 8
+            nulls = r[1:1 + nullmap_len]
+            pos, row = 1 + nullmap_len, []
+            for i, (_name, t) in enumerate(cols):
+                if nulls[(i + 2) // 8] & (1 << ((i + 2) % 8)):
+                    row.append(None)
+                    continue
+                fixed = {TYPE_TINY: ("<b", 1), TYPE_SHORT: ("<h", 2), TYPE_LONG: ("<i", 4),
+                         TYPE_LONGLONG: ("<q", 8), TYPE_DOUBLE: ("<d", 8)}.get(t)
+                if fixed:
+                    row.append(str(struct.unpack_from(fixed[0], r, pos)[0]))
+                    pos += fixed[1]
+                else:
+                    v, pos = lenenc_bytes(r, pos)
+                    row.append(v.decode("utf-8", "replace"))
+            rows.append(tuple(row))
+
+    def read_binary_results(self):
+        results = []
+        while True:
+            p = self.read_packet()
+            if p[0] == 0xFF:
+                raise parse_err(p)
+            if p[0] == 0x00:
+                affected, pos = lenenc_int(p, 1)
+                _insert_id, pos = lenenc_int(p, pos)
+                status, warnings = struct.unpack_from("<HH", p, pos)
+                results.append(("ok", affected, warnings))
+            else:
+                ncols, _ = lenenc_int(p, 0)
+                cols = self._column_defs(ncols)
+                self.columns = cols
+                names = [c[0] for c in cols]
+                status = self.eof_status
+                if status is not None and status & SERVER_STATUS_CURSOR_EXISTS:
+                    results.append(("cursor", names, status))
+                    return results
+                rows, status = self._binary_rows(cols)
+                if not rows and status & SERVER_STATUS_CURSOR_EXISTS:
+                    # CLIENT_DEPRECATE_EOF: the cursor shows in the packet ending the columns.
+                    results.append(("cursor", names, status))
+                    return results
+                results.append(("rows", names, rows))
+            if not status & SERVER_MORE_RESULTS_EXISTS:
+                return results
+
+    def fetch(self, stmt_id, n):
+        """COM_STMT_FETCH of up to `n` rows from the cursor `execute(..., cursor=True)` opened
+        (columns as that execute reported them); returns (rows, status)."""
+        self.send_command(bytes([COM_STMT_FETCH]) + struct.pack("<II", stmt_id, n))
+        return self._binary_rows(getattr(self, "columns", []))
+
+    def send_long_data(self, stmt_id, param, data):
+        self.send_command(bytes([COM_STMT_SEND_LONG_DATA]) + struct.pack("<IH", stmt_id, param) + data)
+
+    def stmt_reset(self, stmt_id):
+        self.send_command(bytes([COM_STMT_RESET]) + struct.pack("<I", stmt_id))
+        return self.read_ok_or_err()
+
+    def stmt_close(self, stmt_id):
+        self.send_command(bytes([COM_STMT_CLOSE]) + struct.pack("<I", stmt_id))
 
     def scalar(self, sql):
         res = self.query(sql)

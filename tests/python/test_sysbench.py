@@ -1,7 +1,8 @@
 """sysbench (1.0.20, MySQL driver built on libmariadb) through manifold.
 
 Behaviour only, never timings:
-- a 60 s, 32-thread oltp_read_write run through manifold ends without errors or reconnects, and
+- a 40 s, 64-thread oltp_read_write run through manifold with 8 backend connections per worker
+  (16 in all) ends without errors or reconnects, and
   every table then has the same CHECKSUM TABLE through manifold, on the primary and on each
   replica once it has caught up;
 - a deterministic workload (one thread, fixed event count, fixed seed) leaves the same data when
@@ -26,6 +27,8 @@ import uuid
 
 import pytest
 
+from conftest import configured, native_hash
+
 USER, PASSWORD = "app", "app"
 
 # Uniform keys: sysbench's default "special" distribution sends 75% of the accesses to 1% of the
@@ -49,10 +52,10 @@ def tail(text, lines=40):
     return "\n".join(text.splitlines()[-lines:])
 
 
-def sysbench(command, port, db, *args, test="oltp_read_write", cwd=None, timeout=300):
+def sysbench(command, port, db, *args, test="oltp_read_write", cwd=None, timeout=300, login=(USER, PASSWORD)):
     """Runs one sysbench command; fails the test unless it exits 0 without a FATAL line."""
     cmd = [sysbench_bin(), test, "--db-driver=mysql", "--mysql-host=127.0.0.1", f"--mysql-port={port}",
-           f"--mysql-user={USER}", f"--mysql-password={PASSWORD}", f"--mysql-db={db}", *args, command]
+           f"--mysql-user={login[0]}", f"--mysql-password={login[1]}", f"--mysql-db={db}", *args, command]
     try:
         p = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=timeout)
@@ -130,12 +133,58 @@ def schemas(topology):
             c.cursor().execute(f"DROP DATABASE IF EXISTS {name}")
 
 
-def test_oltp_read_write_32_threads(topology, manifold, schema):
+@pytest.fixture
+def small_pool(topology, tmp_path, mariadb_account):
+    """A manifold whose workers (2) open at most 8 backend connections each, logging in to
+    MariaDB as an account of its own (so its connections can be counted)."""
+    name, password = mariadb_account
+    toml = f"""
+[engine]
+threads = 2
+
+[pool]
+max_size = 8
+
+[[users]]
+name = "{name}"
+password_native = "{native_hash(password)}"
+backend_password = "{password}"
+"""
+    m = configured(topology, tmp_path, toml, "manifold-small-pool")
+    m.login = mariadb_account
+    yield m
+    m.stop_and_check()
+
+
+def test_oltp_read_write_64_threads_on_16_backend_connections(topology, small_pool, schema):
+    """64 sysbench threads (prepared statements, transactions) multiplexed over 16 backend
+    connections: no errors, no reconnects, and the data ends the same everywhere."""
+    manifold = small_pool
     tables = table_names(LOAD_TABLES)
-    sysbench("prepare", manifold.port, schema, *LOAD_TABLES, "--threads=4")
-    out = sysbench("run", manifold.port, schema, *LOAD_TABLES, "--threads=32", "--time=60", timeout=240)
+    login = manifold.login
+    sysbench("prepare", manifold.port, schema, *LOAD_TABLES, "--threads=4", login=login)
+    peak = [0]
+    done = threading.Event()
+
+    def watch():
+        with topology.root() as r:
+            cur = r.cursor()
+            while not done.is_set():
+                cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (login[0],))
+                peak[0] = max(peak[0], cur.fetchone()[0])
+                done.wait(0.2)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        out = sysbench("run", manifold.port, schema, *LOAD_TABLES, "--threads=64", "--time=40", timeout=240,
+                       login=login)
+    finally:
+        done.set()
+        watcher.join()
     stats = run_stats(out)
     assert_clean(stats, out, "oltp_read_write through manifold")
+    assert 1 <= peak[0] <= 16, f"{peak[0]} backend connections for 2 pools of at most 8"
 
     with manifold.connect(autocommit=True) as m, topology.root() as p:
         through = checksums(m, schema, tables)

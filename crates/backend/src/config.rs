@@ -53,6 +53,11 @@ pub struct PoolConfig {
     /// How long a statement waits for a free connection when the pool is at `max_size`.
     #[serde(with = "manifold_engine::duration_serde")]
     pub wait_timeout: Duration,
+    /// Prepared statements one backend connection keeps; beyond this the least recently used
+    /// is closed. Keep `max_size` × workers × this under the server's
+    /// `max_prepared_stmt_count` (16382 by default); if the server refuses anyway, half of
+    /// the connection's statements are closed and the prepare is tried once more.
+    pub max_prepared_statements: usize,
 }
 
 impl Default for PoolConfig {
@@ -63,6 +68,7 @@ impl Default for PoolConfig {
             idle_timeout: Duration::from_mins(1),
             connect_timeout: Duration::from_secs(5),
             wait_timeout: Duration::from_secs(10),
+            max_prepared_statements: 64,
         }
     }
 }
@@ -80,6 +86,9 @@ impl PoolConfig {
         }
         if self.connect_timeout.is_zero() {
             return Err("pool.connect_timeout: must be greater than 0".into());
+        }
+        if self.max_prepared_statements == 0 {
+            return Err("pool.max_prepared_statements: must be at least 1".into());
         }
         if self.wait_timeout.is_zero() {
             return Err("pool.wait_timeout: must be greater than 0".into());

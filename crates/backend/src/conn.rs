@@ -10,13 +10,17 @@ use manifold_mysql_proto::handshake::{
     AuthSwitchRequest, ChangeUser, HandshakeResponse, HandshakeV10,
 };
 use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
-use manifold_mysql_proto::Command;
+use manifold_mysql_proto::{Command, Progress, ResponseKind, ResponseTracker};
 use tokio::net::TcpStream;
 
 use crate::config::TlsMode;
 use crate::errors::{BackendError, ErrorKind};
 use crate::io::{PacketIo, ReadError, Stream};
 use crate::state::{is_carried, SessionVars, TrackedChanges};
+use crate::stmts::PreparedOnConn;
+
+/// ER_MAX_PREPARED_STMT_COUNT_REACHED: the server's `max_prepared_stmt_count` is used up.
+const MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 
 /// Login packets are small; anything larger is a broken or hostile server.
 const MAX_LOGIN_PACKET: usize = 64 * 1024;
@@ -92,10 +96,22 @@ pub struct BackendConn {
     pub last_insert_id: u64,
     /// The server reports state changes on this connection (see [`ENABLE_TRACKING`]).
     pub tracking: bool,
+    /// Prepared statements the server holds for manifold on this connection.
+    pub stmts: PreparedOnConn,
     pub last_used: Instant,
     /// The login's scramble and plugin: `COM_CHANGE_USER` answers with them.
     scramble: Vec<u8>,
     plugin: String,
+}
+
+/// A backend's answer to `COM_STMT_PREPARE`.
+#[derive(Debug)]
+pub struct PrepareAnswer {
+    pub statement_id: u32,
+    pub columns: u16,
+    pub params: u16,
+    /// The answer's packets as received, headers included.
+    pub raw: Vec<u8>,
 }
 
 /// A backend connection's current schema as far as manifold knows.
@@ -293,6 +309,7 @@ impl BackendConn {
             vars: SessionVars::default(),
             last_insert_id: 0,
             tracking: false,
+            stmts: PreparedOnConn::default(),
             last_used: Instant::now(),
             scramble,
             plugin,
@@ -326,6 +343,7 @@ impl BackendConn {
         }
         self.vars.clear();
         self.last_insert_id = 0;
+        self.stmts.clear();
         self.enable_tracking().await?;
         Ok(Ok(()))
     }
@@ -408,6 +426,108 @@ impl BackendConn {
         }
     }
 
+    /// `COM_STMT_PREPARE`: the whole answer (all its packets, headers included, sequence ids
+    /// as a client's first command would get them) and what its first packet says, or the
+    /// server's ERR. The statement is not recorded in [`BackendConn::stmts`]: that is the
+    /// caller's decision.
+    pub async fn prepare(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Result<PrepareAnswer, ErrPacket>, BackendError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        Command::StmtPrepare(sql).encode(&mut payload);
+        self.io.send(0, &payload).await.map_err(|e| {
+            BackendError::new(ErrorKind::Lost, true, format!("sending to backend: {e}"))
+        })?;
+        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
+        let mut tracker = ResponseTracker::new(ResponseKind::Prepare, deprecate_eof, 1);
+        let mut raw = Vec::new();
+        loop {
+            if self.io.rbuf.is_empty() {
+                self.io
+                    .fill()
+                    .await
+                    .map_err(|e| lost("waiting for backend", &e))?;
+            }
+            let (n, progress) = tracker.feed(&self.io.rbuf).map_err(|e| {
+                BackendError::new(
+                    ErrorKind::Protocol,
+                    false,
+                    format!("backend answer to COM_STMT_PREPARE: {e}"),
+                )
+            })?;
+            raw.extend_from_slice(&self.io.rbuf[..n]);
+            self.io.consume(n);
+            match progress {
+                Progress::Done => break,
+                Progress::More => {}
+                _ => {
+                    return Err(BackendError::new(
+                        ErrorKind::Protocol,
+                        false,
+                        "unexpected answer to COM_STMT_PREPARE",
+                    ))
+                }
+            }
+        }
+        self.last_used = Instant::now();
+        let bad = || BackendError::new(ErrorKind::Protocol, false, "bad COM_STMT_PREPARE answer");
+        let first = raw.get(4..).ok_or_else(bad)?;
+        if first.first() == Some(&0xFF) {
+            return Ok(Err(ErrPacket::decode(first).map_err(|_| bad())?));
+        }
+        // 0x00, statement id (4), columns (2), params (2), filler, warnings (2).
+        if first.len() < 9 || first[0] != 0 {
+            return Err(bad());
+        }
+        Ok(Ok(PrepareAnswer {
+            statement_id: u32::from_le_bytes(first[1..5].try_into().expect("4 bytes")),
+            columns: u16::from_le_bytes([first[5], first[6]]),
+            params: u16::from_le_bytes([first[7], first[8]]),
+            raw,
+        }))
+    }
+
+    /// [`BackendConn::prepare`], first closing least recently used statements so that at most
+    /// `keep` remain with the new one. If the server still refuses for its global
+    /// `max_prepared_stmt_count` (ERR 1461), half of this connection's statements are closed
+    /// and the prepare is tried once more.
+    pub async fn prepare_evicting(
+        &mut self,
+        sql: &[u8],
+        keep: usize,
+    ) -> Result<Result<PrepareAnswer, ErrPacket>, BackendError> {
+        while self.stmts.len() >= keep.max(1) {
+            self.evict_statement().await?;
+        }
+        match self.prepare(sql).await? {
+            Err(e) if e.code == MAX_PREPARED_STMT_COUNT_REACHED && !self.stmts.is_empty() => {
+                for _ in 0..self.stmts.len().div_ceil(2) {
+                    self.evict_statement().await?;
+                }
+                self.prepare(sql).await
+            }
+            answer => Ok(answer),
+        }
+    }
+
+    async fn evict_statement(&mut self) -> Result<(), BackendError> {
+        match self.stmts.evict_least_recently_used() {
+            Some(id) => self.close_statement(id).await,
+            None => Ok(()),
+        }
+    }
+
+    /// `COM_STMT_CLOSE` (the server sends no answer).
+    pub async fn close_statement(&mut self, backend_id: u32) -> Result<(), BackendError> {
+        let mut payload = Vec::with_capacity(5);
+        Command::StmtClose(backend_id).encode(&mut payload);
+        self.io.send(0, &payload).await.map_err(|e| {
+            BackendError::new(ErrorKind::Lost, false, format!("sending to backend: {e}"))
+        })?;
+        Ok(())
+    }
+
     /// Makes `schema` the connection's current schema, or leaves it with none selected when
     /// `schema` is `None`. Returns the backend's ERR if it refuses (e.g. unknown database),
     /// in which case the connection is left with no schema selected.
@@ -468,6 +588,7 @@ impl BackendConn {
         self.schema = Schema::None;
         self.vars.clear();
         self.last_insert_id = 0;
+        self.stmts.clear();
         self.last_used = Instant::now();
         self.enable_tracking().await
     }

@@ -11,10 +11,11 @@ pub mod errors;
 pub mod io;
 pub mod pool;
 pub mod state;
+pub mod stmts;
 pub mod tls;
 
 pub use config::{BackendTlsConfig, PoolConfig, TlsMode};
-pub use conn::{probe_server_version, BackendConn, BackendTarget, ConnKey, Schema};
+pub use conn::{probe_server_version, BackendConn, BackendTarget, ConnKey, PrepareAnswer, Schema};
 pub use errors::{BackendError, ErrorKind, Side};
 pub use pool::{Lease, Pool, PoolStats};
 pub use state::{SessionVars, TrackedChanges};

@@ -15,10 +15,11 @@ pub mod pins;
 mod relay;
 mod session;
 pub mod size_serde;
+mod statements;
 mod tls;
 pub mod users;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -195,10 +196,12 @@ impl Shared {
     }
 }
 
-/// One worker's side of the front door: its backend pool and connection-id sequence.
+/// One worker's side of the front door: its backend pool, prepared statements and
+/// connection-id sequence.
 pub struct WorkerFrontend {
     pub shared: Arc<Shared>,
     pub pool: Rc<Pool>,
+    statements: RefCell<statements::Registry>,
     pins: Arc<PinCounters>,
     worker_id: u32,
     workers: u32,
@@ -217,6 +220,7 @@ impl WorkerFrontend {
         Rc::new(WorkerFrontend {
             shared,
             pool,
+            statements: RefCell::default(),
             pins,
             worker_id: ctx.id() as u32,
             workers: ctx.workers().max(1) as u32,

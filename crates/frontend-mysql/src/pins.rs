@@ -22,8 +22,10 @@ pub enum PinReason {
     NamedLock,
     /// `CREATE TEMPORARY TABLE` until as many `DROP TEMPORARY TABLE`s.
     TemporaryTable,
-    /// Server-side prepared statements (`COM_STMT_PREPARE`) until they are closed.
-    PreparedStatement,
+    /// A prepared statement's open cursor, until fetched to the end, reset or closed.
+    Cursor,
+    /// `COM_STMT_SEND_LONG_DATA` sent parameter data ahead of the execute.
+    LongData,
     /// SQL-level `PREPARE`/`EXECUTE`/`DEALLOCATE`.
     SqlPrepare,
     /// User variables (`@x`).
@@ -49,13 +51,14 @@ pub enum PinReason {
     PreviousStatement,
 }
 
-pub const REASONS: [PinReason; 17] = [
+pub const REASONS: [PinReason; 18] = [
     PinReason::Disabled,
     PinReason::Transaction,
     PinReason::LockTables,
     PinReason::NamedLock,
     PinReason::TemporaryTable,
-    PinReason::PreparedStatement,
+    PinReason::Cursor,
+    PinReason::LongData,
     PinReason::SqlPrepare,
     PinReason::UserVariable,
     PinReason::Handler,
@@ -77,7 +80,8 @@ impl PinReason {
             PinReason::LockTables => "lock_tables",
             PinReason::NamedLock => "get_lock",
             PinReason::TemporaryTable => "temporary_table",
-            PinReason::PreparedStatement => "prepared_statement",
+            PinReason::Cursor => "open_cursor",
+            PinReason::LongData => "long_data",
             PinReason::SqlPrepare => "sql_prepare",
             PinReason::UserVariable => "user_variable",
             PinReason::Handler => "handler",
@@ -121,12 +125,17 @@ pub struct Pins {
     reasons: u32,
     named_locks: u32,
     temporary_tables: u32,
-    prepared: u32,
 }
 
 impl Pins {
     pub fn is_pinned(&self) -> bool {
         self.reasons != 0
+    }
+
+    /// Something other than the previous statement's leftovers lives on the connection:
+    /// losing the connection loses session state.
+    pub fn holds_server_state(&self) -> bool {
+        self.reasons & !PinReason::PreviousStatement.bit() != 0
     }
 
     pub fn has(&self, r: PinReason) -> bool {
@@ -154,15 +163,17 @@ impl Pins {
         *self = Pins::default();
     }
 
-    /// Prepared statements opened (`+1`) or closed (`-1`).
-    pub fn prepared(&mut self, delta: i32, counters: &PinCounters, session: u32) {
-        self.prepared = self.prepared.saturating_add_signed(delta);
-        self.set(
-            PinReason::PreparedStatement,
-            self.prepared > 0,
-            counters,
-            session,
-        );
+    /// Whether any of the session's prepared statements has an open cursor or parameter
+    /// data sent ahead, after a prepared-statement command.
+    pub fn statements(
+        &mut self,
+        cursor: bool,
+        long_data: bool,
+        counters: &PinCounters,
+        session: u32,
+    ) {
+        self.set(PinReason::Cursor, cursor, counters, session);
+        self.set(PinReason::LongData, long_data, counters, session);
     }
 
     /// Updates the pins after a query ran: `scan` is what the lexer saw in it, `ok` whether

@@ -58,12 +58,15 @@ pub(crate) struct StateCapture<'a> {
 }
 
 /// Sends the command occupying the first `raw_len` bytes of `client.rbuf` to `backend` and
-/// relays the answer. `first_seq` is the sequence id of the answer's first packet.
+/// relays the answer. `first_seq` is the sequence id of the answer's first packet. `rewritten`
+/// is sent instead of the client's bytes when manifold changed the command (still consumed
+/// from `client.rbuf` once the answer starts).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn forward(
     client: &mut PacketIo,
     backend: &mut BackendConn,
     raw_len: usize,
+    rewritten: Option<&[u8]>,
     kind: ResponseKind,
     deprecate_eof: bool,
     first_seq: u8,
@@ -72,7 +75,8 @@ pub(crate) async fn forward(
 ) -> Result<Relayed, RelayError> {
     // The command stays in the client's buffer until the answer starts: a pooled connection
     // the server closed while it sat idle fails here, and the command can go elsewhere.
-    if let Err(e) = backend.io.stream.write_all(&client.rbuf[..raw_len]).await {
+    let command = rewritten.unwrap_or(&client.rbuf[..raw_len]);
+    if let Err(e) = backend.io.stream.write_all(command).await {
         return Err(RelayError::Backend {
             message: format!("sending to backend: {e}"),
             err_seq: Some(first_seq),

@@ -7,19 +7,23 @@ use std::sync::Arc;
 
 use manifold_backend::io::{PacketIo, ReadError, Stream};
 use manifold_backend::state::{is_carried, is_tracking_variable};
-use manifold_backend::{ConnKey, Lease, Schema, SessionVars, TrackedChanges};
+use manifold_backend::{BackendError, ConnKey, Lease, Schema, SessionVars, TrackedChanges};
 use manifold_engine::WorkerContext;
 use manifold_mysql_proto::consts::{caps, status, MAX_PAYLOAD};
 use manifold_mysql_proto::handshake::ChangeUser;
 use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
-use manifold_mysql_proto::{codes, Command, ErrorCode, ProtoError, ResponseKind};
+use manifold_mysql_proto::{
+    codes, renumber, Command, ErrorCode, PacketBuilder, ProtoError, ResponseKind,
+};
 use manifold_sql_lex::Scan;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::handshake::{self, send_err, AuthFailure};
 use crate::metrics::FrontendMetrics;
 use crate::pins::{PinReason, Pins};
 use crate::relay::{self, RelayError, StateCapture};
+use crate::statements::{ExecuteLayout, SessionStatements};
 use crate::users::User;
 use crate::{Shared, WorkerFrontend};
 
@@ -95,6 +99,8 @@ pub(crate) async fn run(
         state_data: Vec::new(),
         pending_collation: None,
         conn_key: None,
+        stmts: SessionStatements::default(),
+        exec_buf: Vec::new(),
     };
     session.pin_if_not_multiplexing();
     let end = session.serve().await;
@@ -127,6 +133,26 @@ async fn backend_gone(lease: &mut Option<Lease>) -> String {
         }
         Err(e) => format!("backend connection failed while the session was idle: {e}"),
     }
+}
+
+/// Why a prepared statement could not be made ready on a backend connection.
+enum BindError {
+    /// The server (or manifold) refused: the client gets this ERR, the connection is fine.
+    Refused(ErrPacket),
+    Lost(BackendError),
+}
+
+impl From<BackendError> for BindError {
+    fn from(e: BackendError) -> Self {
+        BindError::Lost(e)
+    }
+}
+
+fn unknown_statement(id: u32, function: &str) -> ErrPacket {
+    ErrPacket::new(
+        codes::UNKNOWN_STMT_HANDLER,
+        format!("Unknown prepared statement handler ({id}) given to {function}"),
+    )
 }
 
 /// Fields are read through `Debug` in the session-end log line.
@@ -169,6 +195,10 @@ struct Session {
     /// The key of the backend connections this session can use; built at the first borrow,
     /// dropped when the user, flags or character set change.
     conn_key: Option<ConnKey>,
+    /// The session's prepared statements (see [`crate::statements`]).
+    stmts: SessionStatements,
+    /// Reused buffer for a prepared-statement command manifold had to rebuild.
+    exec_buf: Vec<u8>,
 }
 
 /// What a forwarded command does besides running, decided from its first packet.
@@ -177,8 +207,50 @@ enum Effect {
     None,
     /// `COM_QUERY`, with what the lexer saw in it.
     Query(Scan),
-    StmtPrepare,
-    StmtClose,
+    /// `COM_STMT_EXECUTE` of the session's statement `id` (resolved), with what the lexer saw
+    /// in the statement's text and where the parts of the command are.
+    Execute {
+        id: u32,
+        scan: Scan,
+        layout: ExecuteLayout,
+    },
+    /// `COM_STMT_FETCH` from the statement's open cursor.
+    Fetch(u32),
+    /// `COM_STMT_SEND_LONG_DATA`.
+    LongData(u32),
+    /// `COM_STMT_RESET` of a statement with a cursor or long data on the pinned connection.
+    Reset(u32),
+}
+
+impl Effect {
+    /// The session's prepared statement the command names, which must be ready on the
+    /// backend connection before the command goes there.
+    fn statement(self) -> Option<u32> {
+        match self {
+            Effect::Execute { id, .. }
+            | Effect::Fetch(id)
+            | Effect::LongData(id)
+            | Effect::Reset(id) => Some(id),
+            Effect::None | Effect::Query(_) => None,
+        }
+    }
+
+    fn scan(self) -> Option<Scan> {
+        match self {
+            Effect::Query(scan) | Effect::Execute { scan, .. } => Some(scan),
+            _ => None,
+        }
+    }
+}
+
+/// Prepared-statement commands other than `COM_STMT_PREPARE`, with the client's statement id.
+#[derive(Debug, Clone, Copy)]
+enum StmtCommand {
+    Execute(u32),
+    LongData(u32),
+    Fetch(u32),
+    Reset(u32),
+    Close(u32),
 }
 
 /// What the command loop does with a command, decided from its first packet.
@@ -190,6 +262,8 @@ enum Action {
     ResetConnection,
     SetOption(u16),
     Forward(ResponseKind, Effect),
+    Prepare,
+    Stmt(StmtCommand),
     Unknown(u8),
 }
 
@@ -328,12 +402,18 @@ impl Session {
                             Effect::Query(scan),
                         ))
                     }
-                    Ok(c @ Command::StmtPrepare(_)) => {
-                        Ok(Action::Forward(c.response_kind(), Effect::StmtPrepare))
+                    Ok(Command::StmtPrepare(_)) => Ok(Action::Prepare),
+                    Ok(Command::StmtExecute { statement_id, .. }) => {
+                        Ok(Action::Stmt(StmtCommand::Execute(statement_id)))
                     }
-                    Ok(c @ Command::StmtClose { .. }) => {
-                        Ok(Action::Forward(c.response_kind(), Effect::StmtClose))
+                    Ok(Command::StmtSendLongData { statement_id, .. }) => {
+                        Ok(Action::Stmt(StmtCommand::LongData(statement_id)))
                     }
+                    Ok(Command::StmtFetch { statement_id, .. }) => {
+                        Ok(Action::Stmt(StmtCommand::Fetch(statement_id)))
+                    }
+                    Ok(Command::StmtReset(id)) => Ok(Action::Stmt(StmtCommand::Reset(id))),
+                    Ok(Command::StmtClose(id)) => Ok(Action::Stmt(StmtCommand::Close(id))),
                     Ok(c) => Ok(Action::Forward(c.response_kind(), Effect::None)),
                 }
             };
@@ -413,6 +493,12 @@ impl Session {
                     self.forward(p.raw_len, reply_seq, kind, effect, None, None)
                         .await
                 }
+                Action::Prepare => {
+                    let sql = Box::<[u8]>::from(&p.payload(&self.io.rbuf)[1..]);
+                    self.io.consume(p.raw_len);
+                    self.stmt_prepare(reply_seq, sql).await
+                }
+                Action::Stmt(c) => self.stmt_command(c, p.raw_len, first_len, reply_seq).await,
             };
             if let Err(end) = outcome {
                 return end;
@@ -565,6 +651,7 @@ impl Session {
     /// as MySQL resets it; the backend connection, if one is held, is reset too.
     async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
         self.vars.clear();
+        self.stmts.clear();
         self.last_insert_id = 0;
         self.pins.clear();
         self.pin_if_not_multiplexing();
@@ -624,7 +711,7 @@ impl Session {
                         explained = true;
                     }
                     if t.state_changed && !explained {
-                        let known = matches!(effect, Effect::Query(scan) if scan.has(Scan::UNREPORTED_STATE));
+                        let known = effect.scan().is_some_and(|s| s.has(Scan::UNREPORTED_STATE));
                         if !known {
                             self.pins.pin(PinReason::UntrackedState, counters, id);
                         }
@@ -652,18 +739,62 @@ impl Session {
         let in_transaction = self.status & status::IN_TRANS != 0;
         self.pins.transaction(in_transaction, counters, id);
         let mut hold = r.leaves_info();
-        match effect {
-            Effect::Query(scan) => {
-                self.pins
-                    .after_query(&scan, !r.saw_error, in_transaction, counters, id);
-                hold |= scan.has(Scan::CALC_FOUND_ROWS);
-            }
-            Effect::StmtPrepare if !r.saw_error => self.pins.prepared(1, counters, id),
-            Effect::StmtClose => self.pins.prepared(-1, counters, id),
-            _ => {}
+        if let Some(scan) = effect.scan() {
+            self.pins
+                .after_query(&scan, !r.saw_error, in_transaction, counters, id);
+            hold |= scan.has(Scan::CALC_FOUND_ROWS);
+        }
+        if let Some(stmt) = effect.statement() {
+            self.after_statement_command(effect, stmt, r);
+            self.pins.statements(
+                self.stmts.any_cursor(),
+                self.stmts.any_long_data(),
+                counters,
+                id,
+            );
         }
         self.pins.hold_for_next(hold, counters, id);
         self.release_if_unpinned();
+    }
+
+    /// What a prepared-statement command left on the backend connection: a cursor, long data,
+    /// or parameter types the server may have dropped.
+    fn after_statement_command(&mut self, effect: Effect, stmt: u32, r: &relay::Relayed) {
+        let Some(s) = self.stmts.get_mut(stmt) else {
+            return;
+        };
+        let forget_types = match effect {
+            Effect::Execute { layout, .. } => {
+                s.long_data = false;
+                s.cursor = layout.cursor && r.last_status & status::CURSOR_EXISTS != 0;
+                false
+            }
+            Effect::Fetch(_) => {
+                if r.last_status & status::LAST_ROW_SENT != 0 {
+                    // The server closed the cursor and reset the statement's parameters.
+                    s.cursor = false;
+                    true
+                } else {
+                    false
+                }
+            }
+            Effect::LongData(_) => {
+                s.long_data = true;
+                false
+            }
+            Effect::Reset(_) => {
+                s.cursor = false;
+                s.long_data = false;
+                true
+            }
+            Effect::None | Effect::Query(_) => false,
+        };
+        if forget_types {
+            let global = s.meta.global_id;
+            if let Some(c) = self.lease.as_mut().and_then(|l| l.conn().stmts.get(global)) {
+                c.bound_types.clear();
+            }
+        }
     }
 
     async fn forward(
@@ -675,8 +806,9 @@ impl Session {
         init_db: Option<Vec<u8>>,
         set_option: Option<u16>,
     ) -> Result<(), End> {
-        let wants_last_insert_id =
-            matches!(effect, Effect::Query(scan) if scan.has(Scan::LAST_INSERT_ID));
+        let wants_last_insert_id = effect.scan().is_some_and(|s| s.has(Scan::LAST_INSERT_ID));
+        // COM_STMT_SEND_LONG_DATA has no answer, so no way to report a failure.
+        let answered = kind != ResponseKind::None;
         let mut result;
         let mut retried = false;
         loop {
@@ -687,10 +819,37 @@ impl Session {
                 self.pending_collation = None;
                 self.io.consume(raw_len);
                 self.release_if_unpinned();
+                if !answered {
+                    return Ok(());
+                }
                 return self.send_err_packet(reply_seq, &e).await;
             }
+            let rewritten = match effect.statement() {
+                None => false,
+                Some(stmt) => match self.bind_statement(stmt, raw_len, effect).await {
+                    Ok(rewritten) => rewritten,
+                    Err(BindError::Refused(e)) => {
+                        self.io.consume(raw_len);
+                        self.release_if_unpinned();
+                        if !answered {
+                            tracing::warn!(connection = self.id, error = %e.message_lossy(), "parameter data dropped: the statement could not be prepared on the backend connection");
+                            return Ok(());
+                        }
+                        return self.send_err_packet(reply_seq, &e).await;
+                    }
+                    Err(BindError::Lost(e)) => {
+                        if movable && !retried {
+                            retried = true;
+                            tracing::info!(connection = self.id, error = %e, "pooled backend connection failed preparing a statement; trying another");
+                            continue;
+                        }
+                        self.io.consume(raw_len);
+                        return self.backend_failed(answered.then_some(reply_seq), &e).await;
+                    }
+                },
+            };
             result = self
-                .relay_once(raw_len, reply_seq, kind, &mut retried, movable)
+                .relay_once(raw_len, reply_seq, kind, &mut retried, movable, rewritten)
                 .await;
             if result.is_some() {
                 break;
@@ -710,6 +869,7 @@ impl Session {
         kind: ResponseKind,
         retried: &mut bool,
         movable: bool,
+        rewritten: bool,
     ) -> Option<Result<relay::Relayed, RelayError>> {
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         let max = self.max_packet();
@@ -719,6 +879,7 @@ impl Session {
             &mut self.io,
             lease.conn(),
             raw_len,
+            rewritten.then_some(self.exec_buf.as_slice()),
             kind,
             deprecate_eof,
             reply_seq,
@@ -822,6 +983,295 @@ impl Session {
         }
     }
 
+    /// A backend connection failed under a command manifold sent on its own. The connection
+    /// is closed. When it held the session's server-side state (a transaction, locks...),
+    /// that state is gone: the client is told and disconnected, as when a statement's
+    /// connection breaks; otherwise only this command fails.
+    async fn backend_failed(&mut self, seq: Option<u8>, e: &BackendError) -> Result<(), End> {
+        FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
+        if let Some(l) = self.lease.take() {
+            l.discard();
+        }
+        tracing::warn!(connection = self.id, peer = %self.peer, error = %e, "backend connection lost");
+        let fatal = self.pins.holds_server_state();
+        if let Some(seq) = seq {
+            self.send_err_packet(seq, &e.to_err_packet()).await?;
+        }
+        if fatal {
+            return Err(End::BackendLost(e.message.clone()));
+        }
+        self.pins.hold_for_next(false, &self.fe.pins, self.id);
+        Ok(())
+    }
+
+    /// `COM_STMT_PREPARE`: prepared on a backend connection, registered as the worker's
+    /// statement for its text, and answered with the session's own id for it.
+    async fn stmt_prepare(&mut self, reply_seq: u8, sql: Box<[u8]>) -> Result<(), End> {
+        if let Err(e) = self.ensure_backend(false).await {
+            self.stmts.prepare_failed();
+            self.release_if_unpinned();
+            return self.send_err_packet(reply_seq, &e).await;
+        }
+        let keep = self.fe.shared.pool.max_prepared_statements;
+        let conn = self.lease.as_mut().expect("ensured").conn();
+        let mut answer = match conn.prepare_evicting(&sql, keep).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(e)) => {
+                self.stmts.prepare_failed();
+                self.release_if_unpinned();
+                return self.send_err_packet(reply_seq, &e).await;
+            }
+            Err(e) => {
+                self.stmts.prepare_failed();
+                return self.backend_failed(Some(reply_seq), &e).await;
+            }
+        };
+        let meta = self.fe.statements.borrow_mut().register(
+            self.schema.as_deref(),
+            &sql,
+            answer.params,
+            answer.columns,
+        );
+        let replaced = conn
+            .stmts
+            .insert(meta.global_id, answer.statement_id, answer.params);
+        if let Some(old) = replaced {
+            if let Err(e) = conn.close_statement(old).await {
+                self.stmts.prepare_failed();
+                return self.backend_failed(Some(reply_seq), &e).await;
+            }
+        }
+        let id = self.stmts.add(meta);
+        answer.raw[5..9].copy_from_slice(&id.to_le_bytes());
+        if reply_seq != 1 {
+            renumber(&mut answer.raw, reply_seq);
+        }
+        let sent = match self.io.stream.write_all(&answer.raw).await {
+            Ok(()) => self.io.stream.flush().await,
+            Err(e) => Err(e),
+        };
+        self.release_if_unpinned();
+        sent.map_err(|_| End::ClientGone)
+    }
+
+    /// The prepared-statement commands other than `COM_STMT_PREPARE`, named by the client's
+    /// statement id.
+    async fn stmt_command(
+        &mut self,
+        command: StmtCommand,
+        raw_len: usize,
+        first_len: usize,
+        reply_seq: u8,
+    ) -> Result<(), End> {
+        match command {
+            StmtCommand::Execute(client_id) => {
+                let id = self.stmts.resolve(client_id);
+                let Some(s) = self.stmts.get_mut(id) else {
+                    self.io.consume(raw_len);
+                    let e = unknown_statement(client_id, "mysqld_stmt_execute");
+                    return self.send_err_packet(reply_seq, &e).await;
+                };
+                let params = s.meta.params;
+                let payload = &self.io.rbuf[4..4 + first_len];
+                let Some(layout) = ExecuteLayout::parse(payload, params) else {
+                    self.io.consume(raw_len);
+                    let e = ErrPacket::new(
+                        codes::WRONG_ARGUMENTS,
+                        format!("Incorrect arguments to mysqld_stmt_execute: the command is too short for the statement's {params} parameters"),
+                    );
+                    return self.send_err_packet(reply_seq, &e).await;
+                };
+                if let Some(types) = layout.types(payload, params) {
+                    if s.types != types {
+                        s.types.clear();
+                        s.types.extend_from_slice(types);
+                    }
+                }
+                let scan = s.meta.scan;
+                let effect = Effect::Execute { id, scan, layout };
+                self.forward(
+                    raw_len,
+                    reply_seq,
+                    ResponseKind::ResultSets,
+                    effect,
+                    None,
+                    None,
+                )
+                .await
+            }
+            StmtCommand::LongData(client_id) => {
+                let id = self.stmts.resolve(client_id);
+                if self.stmts.get_mut(id).is_none() {
+                    // No answer to give; the server too reports this only at the execute.
+                    self.io.consume(raw_len);
+                    return Ok(());
+                }
+                let effect = Effect::LongData(id);
+                self.forward(raw_len, reply_seq, ResponseKind::None, effect, None, None)
+                    .await
+            }
+            StmtCommand::Fetch(client_id) => {
+                let id = self.stmts.resolve(client_id);
+                let err = match self.stmts.get_mut(id) {
+                    None => unknown_statement(client_id, "mysqld_stmt_fetch"),
+                    Some(s) if !s.cursor => ErrPacket::new(
+                        codes::STMT_HAS_NO_OPEN_CURSOR,
+                        format!("The statement ({client_id}) has no open cursor"),
+                    ),
+                    Some(_) => {
+                        let effect = Effect::Fetch(id);
+                        return self
+                            .forward(raw_len, reply_seq, ResponseKind::Rows, effect, None, None)
+                            .await;
+                    }
+                };
+                self.io.consume(raw_len);
+                self.send_err_packet(reply_seq, &err).await
+            }
+            StmtCommand::Reset(client_id) => {
+                let id = self.stmts.resolve(client_id);
+                let held = self.lease.is_some();
+                match self.stmts.get_mut(id) {
+                    None => {
+                        self.io.consume(raw_len);
+                        let e = unknown_statement(client_id, "mysqld_stmt_reset");
+                        self.send_err_packet(reply_seq, &e).await
+                    }
+                    Some(s) if held && (s.cursor || s.long_data) => {
+                        let effect = Effect::Reset(id);
+                        self.forward(raw_len, reply_seq, ResponseKind::Single, effect, None, None)
+                            .await
+                    }
+                    Some(s) => {
+                        // Nothing of it lives on a backend connection between commands.
+                        s.cursor = false;
+                        s.long_data = false;
+                        self.io.consume(raw_len);
+                        self.send_ok(reply_seq).await
+                    }
+                }
+            }
+            StmtCommand::Close(client_id) => {
+                self.io.consume(raw_len);
+                let id = self.stmts.resolve(client_id);
+                let Some(s) = self.stmts.remove(id) else {
+                    return Ok(());
+                };
+                // The backend statement stays for other sessions; what this one left on it goes.
+                if let (true, Some(lease)) = (s.cursor || s.long_data, self.lease.as_mut()) {
+                    let conn = lease.conn();
+                    if let Some(c) = conn.stmts.get(s.meta.global_id) {
+                        c.bound_types.clear();
+                        let backend_id = c.backend_id;
+                        if let Err(e) = conn.simple_command(&Command::StmtReset(backend_id)).await {
+                            self.backend_failed(None, &e).await?;
+                        }
+                    }
+                }
+                self.pins.statements(
+                    self.stmts.any_cursor(),
+                    self.stmts.any_long_data(),
+                    &self.fe.pins,
+                    self.id,
+                );
+                self.release_if_unpinned();
+                Ok(())
+            }
+        }
+    }
+
+    /// Makes the session's statement `stmt` ready on the borrowed connection for the command
+    /// at the front of the client's buffer: prepared there if it is not yet (in the schema
+    /// the client prepared it in), the client's statement id in the command replaced with
+    /// the server's, and for an execute the parameter types added when the client left them
+    /// out and this server statement has not seen them. Returns whether the command to send
+    /// was rebuilt in `exec_buf`.
+    async fn bind_statement(
+        &mut self,
+        stmt: u32,
+        raw_len: usize,
+        effect: Effect,
+    ) -> Result<bool, BindError> {
+        let keep = self.fe.shared.pool.max_prepared_statements;
+        let max = self.max_packet();
+        let meta = match self.stmts.get_mut(stmt) {
+            Some(s) => s.meta.clone(),
+            None => {
+                return Err(BindError::Refused(unknown_statement(
+                    stmt,
+                    "mysqld_stmt_execute",
+                )))
+            }
+        };
+        let conn = self.lease.as_mut().expect("ensured").conn();
+        let backend_id = if let Some(c) = conn.stmts.get(meta.global_id) {
+            c.backend_id
+        } else {
+            let elsewhere = meta.schema.as_deref().filter(
+                |want| !matches!(&conn.schema, Schema::Known(have) if have.as_slice() == *want),
+            );
+            if let Some(schema) = elsewhere {
+                conn.use_schema(Some(schema))
+                    .await?
+                    .map_err(BindError::Refused)?;
+            }
+            let answer = conn.prepare_evicting(&meta.sql, keep).await?;
+            if elsewhere.is_some() && self.schema.is_some() {
+                // Back to the session's schema (a session without one keeps the
+                // statement's: the next borrow brings the connection to the session's
+                // state anyway).
+                conn.use_schema(self.schema.as_deref())
+                    .await?
+                    .map_err(BindError::Refused)?;
+            }
+            let answer = answer.map_err(BindError::Refused)?;
+            if answer.params != meta.params {
+                conn.close_statement(answer.statement_id).await?;
+                return Err(BindError::Refused(ErrPacket::new(
+                        codes::NEED_REPREPARE,
+                        format!("Prepared statement needs to be re-prepared: it now takes {} parameters instead of {}", answer.params, meta.params),
+                    )));
+            }
+            conn.stmts
+                .insert(meta.global_id, answer.statement_id, answer.params);
+            answer.statement_id
+        };
+        // Command byte, then the statement id, in every prepared-statement command.
+        self.io.rbuf[5..9].copy_from_slice(&backend_id.to_le_bytes());
+        let Effect::Execute { layout, .. } = effect else {
+            return Ok(false);
+        };
+        let (Some(s), Some(c)) = (self.stmts.get_mut(stmt), conn.stmts.get(meta.global_id)) else {
+            return Ok(false);
+        };
+        if layout.has_types || s.types.is_empty() {
+            if c.bound_types != s.types {
+                c.bound_types.clone_from(&s.types);
+            }
+            return Ok(false);
+        }
+        if c.bound_types == s.types {
+            return Ok(false);
+        }
+        // The client relies on types this server statement has not seen: send them.
+        let packet = manifold_mysql_proto::scan_logical(&self.io.rbuf[..raw_len], max)
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                BindError::Refused(ErrPacket::new(
+                    codes::NET_READ_ERROR,
+                    "Malformed COM_STMT_EXECUTE",
+                ))
+            })?;
+        let payload = packet.payload(&self.io.rbuf);
+        self.exec_buf.clear();
+        let builder = PacketBuilder::begin(&mut self.exec_buf);
+        layout.with_types(&payload, &s.types, &mut self.exec_buf);
+        builder.finish(&mut self.exec_buf, 0);
+        c.bound_types.clone_from(&s.types);
+        Ok(true)
+    }
+
     async fn change_user(&mut self, cu: ChangeUser, seq: u8) -> Result<(), End> {
         let shared = self.fe.shared.clone();
         let old = self.user.clone();
@@ -844,6 +1294,7 @@ impl Session {
         self.schema_checked = false;
         self.status = status::AUTOCOMMIT;
         self.vars.clear();
+        self.stmts.clear();
         self.last_insert_id = 0;
         self.pins.clear();
         self.pin_if_not_multiplexing();

@@ -61,6 +61,15 @@ pub mod codes {
         SERVER_SHUTDOWN = (1053, "08S01", "Server shutdown in progress");
         /// A TLS-only user connected without TLS or the TLS handshake failed.
         SECURE_TRANSPORT_REQUIRED = (3159, "HY000", "Connections using insecure transport are prohibited");
+        /// A prepared-statement command named a statement the session does not have.
+        UNKNOWN_STMT_HANDLER = (1243, "HY000", "Unknown prepared statement handler");
+        /// `COM_STMT_FETCH` on a statement without an open cursor.
+        STMT_HAS_NO_OPEN_CURSOR = (1421, "HY000", "The statement has no open cursor");
+        /// `COM_STMT_EXECUTE` too short for the statement's parameters.
+        WRONG_ARGUMENTS = (1210, "HY000", "Incorrect arguments to mysqld_stmt_execute");
+        /// A statement prepared again on another backend connection now takes a different
+        /// number of parameters (the table changed since the client prepared it).
+        NEED_REPREPARE = (1615, "HY000", "Prepared statement needs to be re-prepared");
         /// No backend connection could be opened (refused, unreachable, timed out, login failed).
         BACKEND_UNAVAILABLE = (7701, "08S01", "Backend unavailable");
         /// The backend connection broke while a statement was running.

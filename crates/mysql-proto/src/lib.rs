@@ -20,5 +20,5 @@ pub mod response;
 
 pub use command::{Command, ResponseKind};
 pub use errors::{codes, ErrorCode, ProtoError};
-pub use packet::{scan_logical, write_packet, Header, LogicalPacket, PacketBuilder};
+pub use packet::{renumber, scan_logical, write_packet, Header, LogicalPacket, PacketBuilder};
 pub use response::{Progress, ResponseTracker};

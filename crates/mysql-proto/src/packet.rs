@@ -132,6 +132,18 @@ pub fn write_packet(out: &mut Vec<u8>, mut seq: u8, payload: &[u8]) -> u8 {
     }
 }
 
+/// Gives the whole packets in `buf` consecutive sequence ids from `first_seq`, for an answer
+/// obtained under one command and relayed under another.
+pub fn renumber(buf: &mut [u8], first_seq: u8) {
+    let mut seq = first_seq;
+    let mut at = 0;
+    while let Some(h) = buf.get(at..).and_then(Header::parse) {
+        buf[at + 3] = seq;
+        seq = seq.wrapping_add(1);
+        at += HEADER_LEN + h.len;
+    }
+}
+
 /// Builds a packet in place: reserve the header, let the caller append the payload, then fix
 /// the header up. Saves the copy `write_packet` would make for packets built field by field.
 #[derive(Debug)]

@@ -12,4 +12,4 @@ mod lexer;
 mod scan;
 
 pub use lexer::{Lexer, Token, TokenKind};
-pub use scan::{scan, set_names_collation, Scan, Verb};
+pub use scan::{parse_kill, replace_connection_id, scan, set_names_collation, Kill, Scan, Verb};

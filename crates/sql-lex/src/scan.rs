@@ -116,6 +116,8 @@ impl Scan {
     /// `SET NAMES cs COLLATE co`: servers report the character sets it changes but not the
     /// collation (see [`set_names_collation`]).
     pub const SET_NAMES_COLLATE: u32 = 1 << 19;
+    /// `CONNECTION_ID()`: a gateway answers with its own id for the session.
+    pub const CONNECTION_ID: u32 = 1 << 20;
 
     /// Statements that change session state the server flags (`session_track_state_change`)
     /// without reporting what: a state change after one of these is accounted for.
@@ -199,6 +201,8 @@ pub fn scan(sql: &[u8]) -> Scan {
                         out.flags |= Scan::ROW_COUNT;
                     } else if p.is("FOUND_ROWS") {
                         out.flags |= Scan::FOUND_ROWS;
+                    } else if p.is("CONNECTION_ID") {
+                        out.flags |= Scan::CONNECTION_ID;
                     }
                 }
             }
@@ -268,6 +272,65 @@ pub fn scan(sql: &[u8]) -> Scan {
     out
 }
 
+/// Appends `sql` to `out` with every `CONNECTION_ID()` call replaced by `id`, so the server
+/// answers with the gateway's id for the session instead of its own.
+pub fn replace_connection_id(sql: &[u8], id: u32, out: &mut Vec<u8>) {
+    let mut copied = 0;
+    let mut tokens = Lexer::new(sql).peekable();
+    while let Some(t) = tokens.next() {
+        if !t.is("CONNECTION_ID") {
+            continue;
+        }
+        if tokens.next_if(|n| n.is_punct(b'(')).is_none() {
+            continue;
+        }
+        let Some(close) = tokens.next_if(|n| n.is_punct(b')')) else {
+            continue;
+        };
+        out.extend_from_slice(&sql[copied..t.start]);
+        // Writing to a Vec cannot fail.
+        let _ = std::io::Write::write_fmt(out, format_args!("{id}"));
+        copied = close.start + 1;
+    }
+    out.extend_from_slice(&sql[copied..]);
+}
+
+/// A `KILL` statement, as a gateway with its own connection ids must handle it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kill {
+    /// `KILL [HARD|SOFT] [CONNECTION] id`.
+    Connection(u64),
+    /// `KILL [HARD|SOFT] QUERY id`.
+    Query(u64),
+    /// Another form (`KILL USER`, `KILL QUERY ID`, an expression): the gateway cannot map it.
+    Unsupported,
+}
+
+/// Reads `sql` as a `KILL` statement; `None` when it is not one.
+pub fn parse_kill(sql: &[u8]) -> Option<Kill> {
+    let mut tokens = Lexer::new(sql).peekable();
+    if !tokens.next()?.is("KILL") {
+        return None;
+    }
+    tokens.next_if(|t| t.is("HARD") || t.is("SOFT"));
+    let query = tokens.next_if(|t| t.is("QUERY")).is_some();
+    if !query {
+        tokens.next_if(|t| t.is("CONNECTION"));
+    }
+    let id = match tokens.next() {
+        Some(t) if t.kind == TokenKind::Number => std::str::from_utf8(t.text)
+            .ok()
+            .and_then(|n| n.parse::<u64>().ok()),
+        _ => None,
+    };
+    let rest_is_empty = tokens.all(|t| t.is_punct(b';'));
+    Some(match id {
+        Some(id) if rest_is_empty && query => Kill::Query(id),
+        Some(id) if rest_is_empty => Kill::Connection(id),
+        _ => Kill::Unsupported,
+    })
+}
+
 /// The collation named by `SET NAMES cs COLLATE co` (unquoted), if that is the statement.
 pub fn set_names_collation(sql: &[u8]) -> Option<&[u8]> {
     let mut tokens = Lexer::new(sql);
@@ -291,6 +354,33 @@ mod tests {
 
     fn flags(sql: &str) -> u32 {
         scan(sql.as_bytes()).flags
+    }
+
+    #[test]
+    fn connection_id_calls_are_replaced() {
+        let mut out = Vec::new();
+        let sql = b"SELECT CONNECTION_ID(), 'CONNECTION_ID()', connection_id ( ) /* CONNECTION_ID() */";
+        assert!(scan(sql).has(Scan::CONNECTION_ID));
+        replace_connection_id(sql, 42, &mut out);
+        assert_eq!(out, b"SELECT 42, 'CONNECTION_ID()', 42 /* CONNECTION_ID() */");
+        out.clear();
+        replace_connection_id(b"SELECT CONNECTION_ID(1), CONNECTION_ID", 7, &mut out);
+        assert_eq!(out, b"SELECT CONNECTION_ID(1), CONNECTION_ID");
+        assert!(!scan(b"SELECT 'CONNECTION_ID()'").has(Scan::CONNECTION_ID));
+    }
+
+    #[test]
+    fn kill_forms() {
+        assert_eq!(parse_kill(b"SELECT 1"), None);
+        assert_eq!(parse_kill(b"KILL 12"), Some(Kill::Connection(12)));
+        assert_eq!(parse_kill(b"kill connection 12;"), Some(Kill::Connection(12)));
+        assert_eq!(parse_kill(b"KILL HARD QUERY 7"), Some(Kill::Query(7)));
+        assert_eq!(parse_kill(b"KILL SOFT 7"), Some(Kill::Connection(7)));
+        assert_eq!(parse_kill(b"KILL QUERY ID 7"), Some(Kill::Unsupported));
+        assert_eq!(parse_kill(b"KILL USER app"), Some(Kill::Unsupported));
+        assert_eq!(parse_kill(b"KILL 1; SELECT 1"), Some(Kill::Unsupported));
+        assert_eq!(parse_kill(b"KILL 1+1"), Some(Kill::Unsupported));
+        assert_eq!(parse_kill(b"KILL"), Some(Kill::Unsupported));
     }
 
     #[test]
