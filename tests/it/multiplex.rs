@@ -22,9 +22,9 @@ fn pins_are_counted_per_reason_and_released() {
     );
 
     c.query("BEGIN").unwrap();
-    let in_tx = c.scalar("SELECT CONNECTION_ID()").unwrap();
+    let in_tx = c.scalar("SELECT @@pseudo_thread_id").unwrap();
     c.query("SELECT 1").unwrap();
-    assert_eq!(c.scalar("SELECT CONNECTION_ID()").unwrap(), in_tx);
+    assert_eq!(c.scalar("SELECT @@pseudo_thread_id").unwrap(), in_tx);
     c.query("COMMIT").unwrap();
     c.query("BEGIN").unwrap();
     c.query("COMMIT").unwrap();

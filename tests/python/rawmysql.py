@@ -461,46 +461,59 @@ class RawConn:
         self.send_command(bytes([COM_QUERY]) + (sql.encode() if isinstance(sql, str) else sql))
         return self.read_results()
 
-    def read_results(self):
+    def _ok_or_column_count(self):
+        """The first packet of a result: (("ok", affected rows, warnings), status) for an OK,
+        (column count, None) for a result set. Raises MySQLError on an ERR."""
+        p = self.read_packet()
+        if p[0] == 0xFF:
+            raise parse_err(p)
+        if p[0] == 0x00:
+            affected, pos = lenenc_int(p, 1)
+            _insert_id, pos = lenenc_int(p, pos)
+            status, warnings = struct.unpack_from("<HH", p, pos)
+            return ("ok", affected, warnings), status
+        return lenenc_int(p, 0)[0], None
+
+    def _read_all(self, result_set):
+        """Reads results until one says no more follow. `result_set(column count)` reads one
+        result set and returns (entry, status); a "cursor" entry ends the answer."""
         results = []
         while True:
-            p = self.read_packet()
-            if p[0] == 0xFF:
-                raise parse_err(p)
-            if p[0] == 0x00:
-                affected, pos = lenenc_int(p, 1)
-                _insert_id, pos = lenenc_int(p, pos)
-                status, warnings = struct.unpack_from("<HH", p, pos)
-                results.append(("ok", affected, warnings))
-            else:
-                ncols, _ = lenenc_int(p, 0)
-                names = []
-                for _ in range(ncols):
-                    col = self.read_packet()
-                    pos = 0
-                    fields = []
-                    for _ in range(6):  # catalog, schema, table, org_table, name, org_name
-                        v, pos = lenenc_bytes(col, pos)
-                        fields.append(v)
-                    names.append(fields[4].decode())
-                eof = self.read_packet()
-                assert eof[0] == 0xFE and len(eof) < 9, eof
-                rows = []
-                while True:
-                    r = self.read_packet()
-                    if r[0] == 0xFE and len(r) < 9:
-                        status = struct.unpack_from("<H", r, 3)[0]
-                        break
-                    if r[0] == 0xFF:
-                        raise parse_err(r)
-                    pos, row = 0, []
-                    for _ in range(ncols):
-                        v, pos = lenenc_bytes(r, pos)
-                        row.append(None if v is None else v.decode("utf-8", "replace"))
-                    rows.append(tuple(row))
-                results.append(("rows", names, rows))
-            if not status & SERVER_MORE_RESULTS_EXISTS:
+            ok, status = self._ok_or_column_count()
+            if status is None:
+                ok, status = result_set(ok)
+            results.append(ok)
+            if ok[0] == "cursor" or not status & SERVER_MORE_RESULTS_EXISTS:
                 return results
+
+    def read_results(self):
+        return self._read_all(self._text_result_set)
+
+    def _text_result_set(self, ncols):
+        names = []
+        for _ in range(ncols):
+            col = self.read_packet()
+            pos = 0
+            fields = []
+            for _ in range(6):  # catalog, schema, table, org_table, name, org_name
+                v, pos = lenenc_bytes(col, pos)
+                fields.append(v)
+            names.append(fields[4].decode())
+        eof = self.read_packet()
+        assert eof[0] == 0xFE and len(eof) < 9, eof
+        rows = []
+        while True:
+            r = self.read_packet()
+            if r[0] == 0xFE and len(r) < 9:
+                status = struct.unpack_from("<H", r, 3)[0]
+                return ("rows", names, rows), status
+            if r[0] == 0xFF:
+                raise parse_err(r)
+            pos, row = 0, []
+            for _ in range(ncols):
+                v, pos = lenenc_bytes(r, pos)
+                row.append(None if v is None else v.decode("utf-8", "replace"))
+            rows.append(tuple(row))
 
     # ---- prepared statements (binary protocol) ---------------------------------------------
 
@@ -592,33 +605,20 @@ class RawConn:
             rows.append(tuple(row))
 
     def read_binary_results(self):
-        results = []
-        while True:
-            p = self.read_packet()
-            if p[0] == 0xFF:
-                raise parse_err(p)
-            if p[0] == 0x00:
-                affected, pos = lenenc_int(p, 1)
-                _insert_id, pos = lenenc_int(p, pos)
-                status, warnings = struct.unpack_from("<HH", p, pos)
-                results.append(("ok", affected, warnings))
-            else:
-                ncols, _ = lenenc_int(p, 0)
-                cols = self._column_defs(ncols)
-                self.columns = cols
-                names = [c[0] for c in cols]
-                status = self.eof_status
-                if status is not None and status & SERVER_STATUS_CURSOR_EXISTS:
-                    results.append(("cursor", names, status))
-                    return results
-                rows, status = self._binary_rows(cols)
-                if not rows and status & SERVER_STATUS_CURSOR_EXISTS:
-                    # CLIENT_DEPRECATE_EOF: the cursor shows in the packet ending the columns.
-                    results.append(("cursor", names, status))
-                    return results
-                results.append(("rows", names, rows))
-            if not status & SERVER_MORE_RESULTS_EXISTS:
-                return results
+        return self._read_all(self._binary_result_set)
+
+    def _binary_result_set(self, ncols):
+        cols = self._column_defs(ncols)
+        self.columns = cols
+        names = [c[0] for c in cols]
+        status = self.eof_status
+        if status is not None and status & SERVER_STATUS_CURSOR_EXISTS:
+            return ("cursor", names, status), status
+        rows, status = self._binary_rows(cols)
+        if not rows and status & SERVER_STATUS_CURSOR_EXISTS:
+            # CLIENT_DEPRECATE_EOF: the cursor shows in the packet ending the columns.
+            return ("cursor", names, status), status
+        return ("rows", names, rows), status
 
     def fetch(self, stmt_id, n):
         """COM_STMT_FETCH of up to `n` rows from the cursor `execute(..., cursor=True)` opened
@@ -683,8 +683,8 @@ class Bystander:
 
     def check(self):
         self.n += 1
-        got = self.conn.query(f"SELECT {self.n} + 1000, CONNECTION_ID() > 0")
-        assert got == [("rows", [f"{self.n} + 1000", "CONNECTION_ID() > 0"], [(str(self.n + 1000), "1")])], got
+        got = self.conn.query(f"SELECT {self.n} + 1000, CONNECTION_ID() > 0 AS has_id")
+        assert got == [("rows", [f"{self.n} + 1000", "has_id"], [(str(self.n + 1000), "1")])], got
 
     def close(self):
         self.conn.quit()

@@ -87,7 +87,8 @@ def test_2000_clients_on_8_backend_connections_each_keeping_its_state(topology, 
         return one(c, "SELECT @@sql_select_limit, @@time_zone, DATABASE()")
 
     def check_state(i):
-        return one(sessions[i], "SELECT @@sql_select_limit, @@time_zone, DATABASE(), CONNECTION_ID()")
+        # @@pseudo_thread_id is the backend connection's own id (CONNECTION_ID() is manifold's).
+        return one(sessions[i], "SELECT @@sql_select_limit, @@time_zone, DATABASE(), @@pseudo_thread_id")
 
     try:
         with ThreadPoolExecutor(32) as ex:

@@ -12,6 +12,7 @@ pub mod config;
 mod handshake;
 mod metrics;
 pub mod pins;
+mod registry;
 mod relay;
 mod session;
 pub mod size_serde;
@@ -52,6 +53,8 @@ pub struct Shared {
     pub metrics: FrontendMetrics,
     /// Each worker's pin counters, registered when the worker starts.
     pin_counters: std::sync::Mutex<Vec<Arc<PinCounters>>>,
+    /// Each worker's sessions, registered when the worker starts.
+    session_shards: std::sync::Mutex<Vec<Arc<registry::SessionShard>>>,
     /// The primary's version as announced in its handshake, learned at start.
     backend_version: arc_swap::ArcSwapOption<Vec<u8>>,
 }
@@ -94,6 +97,7 @@ impl Shared {
             connections: AtomicUsize::new(0),
             per_user: dashmap_free::PerUserCounts::default(),
             pin_counters: std::sync::Mutex::default(),
+            session_shards: std::sync::Mutex::default(),
             metrics: FrontendMetrics::default(),
             backend_version: arc_swap::ArcSwapOption::empty(),
         }))
@@ -185,6 +189,12 @@ mod dashmap_free {
 }
 
 impl Shared {
+    /// The logged-in session with connection id `id`, on whichever worker.
+    fn find_session(&self, id: u32) -> Option<Arc<registry::SessionHandle>> {
+        let shards = self.session_shards.lock().expect("session shards").clone();
+        shards.iter().find_map(|s| s.get(id))
+    }
+
     /// Times sessions became pinned for `reason`, summed over workers.
     pub fn pins(&self, reason: PinReason) -> u64 {
         self.pin_counters
@@ -202,6 +212,7 @@ pub struct WorkerFrontend {
     pub shared: Arc<Shared>,
     pub pool: Rc<Pool>,
     statements: RefCell<statements::Registry>,
+    sessions: Arc<registry::SessionShard>,
     pins: Arc<PinCounters>,
     worker_id: u32,
     workers: u32,
@@ -217,7 +228,14 @@ impl WorkerFrontend {
             .lock()
             .expect("pin counter list")
             .push(pins.clone());
+        let sessions = Arc::new(registry::SessionShard::default());
+        shared
+            .session_shards
+            .lock()
+            .expect("session shards")
+            .push(sessions.clone());
         Rc::new(WorkerFrontend {
+            sessions,
             shared,
             pool,
             statements: RefCell::default(),

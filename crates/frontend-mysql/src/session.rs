@@ -15,13 +15,14 @@ use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
 use manifold_mysql_proto::{
     codes, renumber, Command, ErrorCode, PacketBuilder, ProtoError, ResponseKind,
 };
-use manifold_sql_lex::Scan;
+use manifold_sql_lex::{Kill, Scan};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::handshake::{self, send_err, AuthFailure};
 use crate::metrics::FrontendMetrics;
 use crate::pins::{PinReason, Pins};
+use crate::registry::SessionHandle;
 use crate::relay::{self, RelayError, StateCapture};
 use crate::statements::{ExecuteLayout, SessionStatements};
 use crate::users::User;
@@ -79,7 +80,11 @@ pub(crate) async fn run(
         }
     };
     let user = login.user.clone();
+    let registration = fe
+        .sessions
+        .register(id, &login.user.name, login.io.stream.tcp());
     let mut session = Session {
+        handle: registration.handle.clone(),
         fe: fe.clone(),
         ctx,
         io: login.io,
@@ -111,6 +116,7 @@ pub(crate) async fn run(
         _ => tracing::info!(%peer, connection = id, "session ended: {end:?}"),
     }
     shared.per_user.release(&session.user.name);
+    drop(registration);
     drop(user);
 }
 
@@ -168,6 +174,8 @@ enum End {
 }
 
 struct Session {
+    /// What other sessions (`KILL`) see of this one.
+    handle: Arc<SessionHandle>,
     fe: Rc<WorkerFrontend>,
     ctx: Rc<WorkerContext>,
     io: PacketIo,
@@ -264,6 +272,7 @@ enum Action {
     Forward(ResponseKind, Effect),
     Prepare,
     Stmt(StmtCommand),
+    Kill(Kill),
     Unknown(u8),
 }
 
@@ -313,7 +322,7 @@ impl Session {
                     // client too, as the server would have: a client checking its idle
                     // connection then sees EOF and reconnects, instead of getting ERR 7702 on
                     // its next statement with its session state silently gone.
-                    if let Some(l) = self.lease.take() {
+                    if let Some(l) = self.take_lease() {
                         l.discard();
                     }
                     tracing::info!(connection = self.id, peer = %self.peer, %why, "backend ended an idle session; closing the client");
@@ -391,6 +400,14 @@ impl Session {
                     Ok(Command::ResetConnection) => Ok(Action::ResetConnection),
                     Ok(Command::SetOption(o)) => Ok(Action::SetOption(o)),
                     Ok(Command::Unsupported(c)) => Ok(Action::Unknown(c)),
+                    Ok(Command::ProcessKill(id)) => {
+                        Ok(Action::Kill(Kill::Connection(u64::from(id))))
+                    }
+                    Ok(Command::Query(sql)) if manifold_sql_lex::scan(sql).has(Scan::KILL) => {
+                        Ok(Action::Kill(
+                            manifold_sql_lex::parse_kill(sql).unwrap_or(Kill::Unsupported),
+                        ))
+                    }
                     Ok(Command::Query(sql)) => {
                         let scan = manifold_sql_lex::scan(sql);
                         if scan.has(Scan::SET_NAMES_COLLATE) {
@@ -499,6 +516,10 @@ impl Session {
                     self.stmt_prepare(reply_seq, sql).await
                 }
                 Action::Stmt(c) => self.stmt_command(c, p.raw_len, first_len, reply_seq).await,
+                Action::Kill(k) => {
+                    self.io.consume(p.raw_len);
+                    self.kill(k, reply_seq).await
+                }
             };
             if let Err(end) = outcome {
                 return end;
@@ -556,7 +577,10 @@ impl Session {
                 .acquire(key, self.schema.as_deref(), self.vars.signature())
                 .await
             {
-                Ok(l) => self.lease = Some(l),
+                Ok(mut l) => {
+                    self.handle.publish_backend_thread(l.conn().connection_id);
+                    self.lease = Some(l);
+                }
                 Err(e) => {
                     FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
                     tracing::warn!(connection = self.id, error = %e, "no backend connection");
@@ -581,7 +605,7 @@ impl Session {
                     return Err(e);
                 }
                 Err(e) => {
-                    self.lease.take().expect("lease").discard();
+                    self.take_lease().expect("lease").discard();
                     return Err(e.to_err_packet());
                 }
             }
@@ -597,7 +621,7 @@ impl Session {
             match conn.sync_vars(&self.vars, last_insert_id).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
-                    self.lease.take().expect("lease").discard();
+                    self.take_lease().expect("lease").discard();
                     // The backend's own code and SQLSTATE, with what manifold was doing.
                     let message = format!(
                         "manifold could not restore the session's variables on a backend connection: {}",
@@ -609,7 +633,7 @@ impl Session {
                     });
                 }
                 Err(e) => {
-                    self.lease.take().expect("lease").discard();
+                    self.take_lease().expect("lease").discard();
                     return Err(e.to_err_packet());
                 }
             }
@@ -636,13 +660,101 @@ impl Session {
         }
     }
 
+    /// Lets go of the backend connection (the caller returns or discards it).
+    fn take_lease(&mut self) -> Option<Lease> {
+        let lease = self.lease.take();
+        if lease.is_some() {
+            self.handle.publish_backend_thread(0);
+        }
+        lease
+    }
+
+    /// `KILL [QUERY] id` and `COM_PROCESS_KILL`, with manifold's connection ids: the target
+    /// session's statement is interrupted on its backend connection (`KILL QUERY` of that
+    /// connection's server thread, sent on one of this session's), and for `KILL CONNECTION`
+    /// its client connection is closed. Only the same manifold user may kill a session.
+    async fn kill(&mut self, kill: Kill, seq: u8) -> Result<(), End> {
+        let (target, query_only) = match kill {
+            Kill::Connection(id) => (id, false),
+            Kill::Query(id) => (id, true),
+            Kill::Unsupported => {
+                let e = ErrPacket::new(
+                    codes::NOT_SUPPORTED_YET,
+                    "This version of manifold doesn't yet support 'KILL in this form': use KILL [CONNECTION | QUERY] <connection id>, a single statement",
+                );
+                return self.send_err_packet(seq, &e).await;
+            }
+        };
+        let unknown = ErrPacket::new(
+            codes::NO_SUCH_THREAD,
+            format!("Unknown thread id: {target}"),
+        );
+        let Some(target) = u32::try_from(target).ok() else {
+            return self.send_err_packet(seq, &unknown).await;
+        };
+        if target == self.id {
+            if query_only {
+                let e = ErrPacket::new(codes::QUERY_INTERRUPTED, "Query execution was interrupted");
+                return self.send_err_packet(seq, &e).await;
+            }
+            let e = ErrPacket::new(codes::CONNECTION_KILLED, "Connection was killed");
+            self.send_err_packet(seq, &e).await?;
+            return Err(End::Refused("killed by its own KILL".into()));
+        }
+        let Some(handle) = self.fe.shared.find_session(target) else {
+            return self.send_err_packet(seq, &unknown).await;
+        };
+        if handle.user() != self.user.name {
+            let e = ErrPacket::new(
+                codes::KILL_DENIED,
+                format!("You are not owner of thread {target}"),
+            );
+            return self.send_err_packet(seq, &e).await;
+        }
+        let thread = handle.backend_thread();
+        if thread != 0 {
+            if let Err(e) = self.ensure_backend(false).await {
+                self.release_if_unpinned();
+                return self.send_err_packet(seq, &e).await;
+            }
+            // Checked again just before sending: the target may have given the connection
+            // back (to be borrowed by another session) while this one borrowed its own.
+            if handle.backend_thread() == thread {
+                let sql = format!("KILL QUERY {thread}");
+                let conn = self.lease.as_mut().expect("ensured").conn();
+                match conn.simple_command(&Command::Query(sql.as_bytes())).await {
+                    // 1094: the statement ended and the connection closed meanwhile.
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) if e.code == codes::NO_SUCH_THREAD.code => {}
+                    Ok(Err(e)) => {
+                        self.release_if_unpinned();
+                        return self.send_err_packet(seq, &e).await;
+                    }
+                    Err(e) => return self.backend_failed(Some(seq), &e).await,
+                }
+            }
+            self.release_if_unpinned();
+        }
+        if !query_only {
+            handle.disconnect();
+        }
+        tracing::info!(
+            connection = self.id,
+            target,
+            query_only,
+            backend_thread = thread,
+            "KILL"
+        );
+        self.send_ok(seq).await
+    }
+
     /// Gives the backend connection back when nothing pins the session to it. The pool keeps
     /// it as it is (no reset): its state is known, and a session wanting it is served first.
     fn release_if_unpinned(&mut self) {
         if self.pins.is_pinned() {
             return;
         }
-        if let Some(mut lease) = self.lease.take() {
+        if let Some(mut lease) = self.take_lease() {
             lease.mark_clean();
         }
     }
@@ -660,7 +772,7 @@ impl Session {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => return self.send_err_packet(seq, &e).await,
                 Err(e) => {
-                    self.lease.take().expect("lease").discard();
+                    self.take_lease().expect("lease").discard();
                     return self.send_err_packet(seq, &e.to_err_packet()).await;
                 }
             }
@@ -807,6 +919,8 @@ impl Session {
         set_option: Option<u16>,
     ) -> Result<(), End> {
         let wants_last_insert_id = effect.scan().is_some_and(|s| s.has(Scan::LAST_INSERT_ID));
+        let query_rewritten = matches!(effect, Effect::Query(s) if s.has(Scan::CONNECTION_ID))
+            && self.rewrite_connection_id(raw_len);
         // COM_STMT_SEND_LONG_DATA has no answer, so no way to report a failure.
         let answered = kind != ResponseKind::None;
         let mut result;
@@ -825,7 +939,7 @@ impl Session {
                 return self.send_err_packet(reply_seq, &e).await;
             }
             let rewritten = match effect.statement() {
-                None => false,
+                None => query_rewritten,
                 Some(stmt) => match self.bind_statement(stmt, raw_len, effect).await {
                     Ok(rewritten) => rewritten,
                     Err(BindError::Refused(e)) => {
@@ -899,7 +1013,7 @@ impl Session {
             if movable && reused && !*retried {
                 *retried = true;
                 self.state_data.clear();
-                self.lease.take().expect("lease").discard();
+                self.take_lease().expect("lease").discard();
                 tracing::info!(connection = self.id, %message, "pooled backend connection failed before answering; running the command on another");
                 return None;
             }
@@ -951,7 +1065,7 @@ impl Session {
                 self.state_data.clear();
                 tracing::debug!(connection = self.id, %reason, "client failed during a statement");
                 // The backend's answer was cut short: its connection cannot be reused.
-                if let Some(l) = self.lease.take() {
+                if let Some(l) = self.take_lease() {
                     l.discard();
                 }
                 Err(End::ClientGone)
@@ -961,7 +1075,7 @@ impl Session {
             }) => {
                 self.state_data.clear();
                 FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
-                if let Some(l) = self.lease.take() {
+                if let Some(l) = self.take_lease() {
                     l.discard();
                 }
                 tracing::warn!(connection = self.id, peer = %self.peer, %message, "backend connection lost");
@@ -989,7 +1103,7 @@ impl Session {
     /// connection breaks; otherwise only this command fails.
     async fn backend_failed(&mut self, seq: Option<u8>, e: &BackendError) -> Result<(), End> {
         FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
-        if let Some(l) = self.lease.take() {
+        if let Some(l) = self.take_lease() {
             l.discard();
         }
         tracing::warn!(connection = self.id, peer = %self.peer, error = %e, "backend connection lost");
@@ -1004,9 +1118,33 @@ impl Session {
         Ok(())
     }
 
+    /// Builds in `exec_buf` the `COM_QUERY` at the front of the client's buffer with its
+    /// `CONNECTION_ID()` calls answering manifold's id for the session.
+    fn rewrite_connection_id(&mut self, raw_len: usize) -> bool {
+        let max = self.max_packet();
+        let Some(packet) = manifold_mysql_proto::scan_logical(&self.io.rbuf[..raw_len], max)
+            .ok()
+            .flatten()
+        else {
+            return false;
+        };
+        let payload = packet.payload(&self.io.rbuf);
+        self.exec_buf.clear();
+        let builder = PacketBuilder::begin(&mut self.exec_buf);
+        self.exec_buf.push(payload[0]);
+        manifold_sql_lex::replace_connection_id(&payload[1..], self.id, &mut self.exec_buf);
+        builder.finish(&mut self.exec_buf, 0);
+        true
+    }
+
     /// `COM_STMT_PREPARE`: prepared on a backend connection, registered as the worker's
     /// statement for its text, and answered with the session's own id for it.
-    async fn stmt_prepare(&mut self, reply_seq: u8, sql: Box<[u8]>) -> Result<(), End> {
+    async fn stmt_prepare(&mut self, reply_seq: u8, mut sql: Box<[u8]>) -> Result<(), End> {
+        if manifold_sql_lex::scan(&sql).has(Scan::CONNECTION_ID) {
+            let mut text = Vec::with_capacity(sql.len());
+            manifold_sql_lex::replace_connection_id(&sql, self.id, &mut text);
+            sql = text.into();
+        }
         if let Err(e) = self.ensure_backend(false).await {
             self.stmts.prepare_failed();
             self.release_if_unpinned();
@@ -1290,7 +1428,7 @@ impl Session {
         .await;
         // Whatever the outcome, the session state is gone, as on a server: returning the lease
         // resets it.
-        self.lease = None;
+        drop(self.take_lease());
         self.schema_checked = false;
         self.status = status::AUTOCOMMIT;
         self.vars.clear();
@@ -1318,6 +1456,7 @@ impl Session {
             return Err(self.refuse(seq, codes::USER_LIMIT_REACHED, msg).await);
         }
         shared.per_user.release(&old.name);
+        self.handle.set_user(&user.name);
         self.user = user;
         self.schema = (!cu.database.is_empty()).then_some(cu.database);
         if let Some(cs) = cu.charset {

@@ -70,6 +70,16 @@ pub mod codes {
         /// A statement prepared again on another backend connection now takes a different
         /// number of parameters (the table changed since the client prepared it).
         NEED_REPREPARE = (1615, "HY000", "Prepared statement needs to be re-prepared");
+        /// `KILL` named a connection id no session has.
+        NO_SUCH_THREAD = (1094, "HY000", "Unknown thread id");
+        /// `KILL` of another user's session.
+        KILL_DENIED = (1095, "HY000", "You are not owner of thread");
+        /// `KILL QUERY` of the session's own connection interrupts the `KILL` itself.
+        QUERY_INTERRUPTED = (1317, "70100", "Query execution was interrupted");
+        /// `KILL` of the session's own connection.
+        CONNECTION_KILLED = (1927, "70100", "Connection was killed");
+        /// A statement form manifold cannot map to its own sessions (`KILL USER`, `KILL QUERY ID`).
+        NOT_SUPPORTED_YET = (1235, "42000", "This version doesn't yet support it");
         /// No backend connection could be opened (refused, unreachable, timed out, login failed).
         BACKEND_UNAVAILABLE = (7701, "08S01", "Backend unavailable");
         /// The backend connection broke while a statement was running.

@@ -118,6 +118,8 @@ impl Scan {
     pub const SET_NAMES_COLLATE: u32 = 1 << 19;
     /// `CONNECTION_ID()`: a gateway answers with its own id for the session.
     pub const CONNECTION_ID: u32 = 1 << 20;
+    /// A statement of the text is a `KILL`.
+    pub const KILL: u32 = 1 << 21;
 
     /// Statements that change session state the server flags (`session_track_state_change`)
     /// without reporting what: a state change after one of these is accounted for.
@@ -221,6 +223,7 @@ pub fn scan(sql: &[u8]) -> Scan {
                         out.flags |= match verb {
                             Verb::Prepare | Verb::Execute | Verb::Deallocate => Scan::SQL_PREPARE,
                             Verb::Handler => Scan::HANDLER,
+                            Verb::Kill => Scan::KILL,
                             _ => 0,
                         };
                     }
@@ -272,25 +275,71 @@ pub fn scan(sql: &[u8]) -> Scan {
     out
 }
 
+/// Words that end a top-level select list.
+const AFTER_SELECT_LIST: &[&str] = &[
+    "FROM",
+    "INTO",
+    "WHERE",
+    "GROUP",
+    "HAVING",
+    "ORDER",
+    "LIMIT",
+    "UNION",
+    "WINDOW",
+    "FOR",
+    "LOCK",
+    "EXCEPT",
+    "INTERSECT",
+];
+
 /// Appends `sql` to `out` with every `CONNECTION_ID()` call replaced by `id`, so the server
-/// answers with the gateway's id for the session instead of its own.
+/// answers with the gateway's id for the session instead of its own. A call that is a whole
+/// item of the top-level select list keeps its column name (`` 42 AS `CONNECTION_ID()` ``),
+/// as clients may read the column by name.
 pub fn replace_connection_id(sql: &[u8], id: u32, out: &mut Vec<u8>) {
     let mut copied = 0;
+    let mut depth = 0usize;
+    let mut in_select_list = false;
+    let mut prev: Option<Token<'_>> = None;
     let mut tokens = Lexer::new(sql).peekable();
     while let Some(t) = tokens.next() {
-        if !t.is("CONNECTION_ID") {
-            continue;
+        if t.is_punct(b'(') {
+            depth += 1;
+        } else if t.is_punct(b')') {
+            depth = depth.saturating_sub(1);
+        } else if depth == 0 {
+            if t.is("SELECT") {
+                in_select_list = true;
+            } else if t.is_punct(b';') || AFTER_SELECT_LIST.iter().any(|k| t.is(k)) {
+                in_select_list = false;
+            }
         }
-        if tokens.next_if(|n| n.is_punct(b'(')).is_none() {
-            continue;
-        }
-        let Some(close) = tokens.next_if(|n| n.is_punct(b')')) else {
-            continue;
+        let call = t.is("CONNECTION_ID") && {
+            let mut ahead = tokens.clone();
+            ahead.next().is_some_and(|n| n.is_punct(b'('))
+                && ahead.next().is_some_and(|n| n.is_punct(b')'))
         };
+        if !call {
+            prev = Some(t);
+            continue;
+        }
+        tokens.next();
+        let close = tokens.next().expect("checked above");
+        let item_start = prev
+            .is_some_and(|p| p.is("SELECT") || p.is("DISTINCT") || p.is("ALL") || p.is_punct(b','));
+        let item_end = tokens.peek().is_none_or(|n| {
+            n.is_punct(b',') || n.is_punct(b';') || AFTER_SELECT_LIST.iter().any(|k| n.is(k))
+        });
         out.extend_from_slice(&sql[copied..t.start]);
         // Writing to a Vec cannot fail.
         let _ = std::io::Write::write_fmt(out, format_args!("{id}"));
+        if depth == 0 && in_select_list && item_start && item_end {
+            out.extend_from_slice(b" AS `");
+            out.extend_from_slice(&sql[t.start..=close.start]);
+            out.push(b'`');
+        }
         copied = close.start + 1;
+        prev = Some(close);
     }
     out.extend_from_slice(&sql[copied..]);
 }
@@ -359,10 +408,36 @@ mod tests {
     #[test]
     fn connection_id_calls_are_replaced() {
         let mut out = Vec::new();
-        let sql = b"SELECT CONNECTION_ID(), 'CONNECTION_ID()', connection_id ( ) /* CONNECTION_ID() */";
+        let sql =
+            b"SELECT CONNECTION_ID(), 'CONNECTION_ID()', connection_id ( ) /* CONNECTION_ID() */";
         assert!(scan(sql).has(Scan::CONNECTION_ID));
         replace_connection_id(sql, 42, &mut out);
-        assert_eq!(out, b"SELECT 42, 'CONNECTION_ID()', 42 /* CONNECTION_ID() */");
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "SELECT 42 AS `CONNECTION_ID()`, 'CONNECTION_ID()', 42 AS `connection_id ( )` /* CONNECTION_ID() */"
+        );
+        let cases: &[(&str, &str)] = &[
+            ("SELECT CONNECTION_ID() > 0", "SELECT 42 > 0"),
+            ("SELECT CONNECTION_ID() AS me", "SELECT 42 AS me"),
+            (
+                "SELECT a FROM t WHERE b IN (1, CONNECTION_ID(), 3)",
+                "SELECT a FROM t WHERE b IN (1, 42, 3)",
+            ),
+            (
+                "SELECT a, CONNECTION_ID() FROM t ORDER BY a, CONNECTION_ID()",
+                "SELECT a, 42 AS `CONNECTION_ID()` FROM t ORDER BY a, 42",
+            ),
+            (
+                "SELECT CONCAT('x', CONNECTION_ID());",
+                "SELECT CONCAT('x', 42);",
+            ),
+            ("DO CONNECTION_ID()", "DO 42"),
+        ];
+        for (sql, want) in cases {
+            out.clear();
+            replace_connection_id(sql.as_bytes(), 42, &mut out);
+            assert_eq!(String::from_utf8_lossy(&out), *want);
+        }
         out.clear();
         replace_connection_id(b"SELECT CONNECTION_ID(1), CONNECTION_ID", 7, &mut out);
         assert_eq!(out, b"SELECT CONNECTION_ID(1), CONNECTION_ID");
@@ -373,7 +448,10 @@ mod tests {
     fn kill_forms() {
         assert_eq!(parse_kill(b"SELECT 1"), None);
         assert_eq!(parse_kill(b"KILL 12"), Some(Kill::Connection(12)));
-        assert_eq!(parse_kill(b"kill connection 12;"), Some(Kill::Connection(12)));
+        assert_eq!(
+            parse_kill(b"kill connection 12;"),
+            Some(Kill::Connection(12))
+        );
         assert_eq!(parse_kill(b"KILL HARD QUERY 7"), Some(Kill::Query(7)));
         assert_eq!(parse_kill(b"KILL SOFT 7"), Some(Kill::Connection(7)));
         assert_eq!(parse_kill(b"KILL QUERY ID 7"), Some(Kill::Unsupported));
@@ -381,6 +459,8 @@ mod tests {
         assert_eq!(parse_kill(b"KILL 1; SELECT 1"), Some(Kill::Unsupported));
         assert_eq!(parse_kill(b"KILL 1+1"), Some(Kill::Unsupported));
         assert_eq!(parse_kill(b"KILL"), Some(Kill::Unsupported));
+        assert!(scan(b"SELECT 1; KILL 3").has(Scan::KILL));
+        assert!(!scan(b"SELECT 'KILL 3'").has(Scan::KILL));
     }
 
     #[test]

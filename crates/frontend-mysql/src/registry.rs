@@ -1,0 +1,100 @@
+//! Every logged-in client session, findable by its connection id from any worker: what
+//! `KILL` needs (and what an admin's session list will read).
+//!
+//! Each worker keeps its sessions in a shard of its own, so a login and a session end take
+//! one uncontended lock; only `KILL` locks another worker's shard. A session publishes the
+//! server thread id of the backend connection it holds (a relaxed store at each borrow and
+//! release, read by nobody else on the request path).
+
+use std::collections::HashMap;
+use std::net::Shutdown;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// What another session may need to know about, or do to, a session.
+#[derive(Debug)]
+pub(crate) struct SessionHandle {
+    pub id: u32,
+    /// The manifold user now logged in (changes with `COM_CHANGE_USER`).
+    user: Mutex<String>,
+    /// Server thread id of the backend connection the session holds; 0 when it holds none.
+    backend_thread: AtomicU32,
+    /// A duplicate of the client's socket: shutting it down ends the session from any thread
+    /// (its reads see end of file, its writes fail), with no per-command cost to the session.
+    socket: Option<socket2::Socket>,
+}
+
+impl SessionHandle {
+    pub fn user(&self) -> String {
+        self.user.lock().expect("session user").clone()
+    }
+
+    pub fn set_user(&self, name: &str) {
+        name.clone_into(&mut self.user.lock().expect("session user"));
+    }
+
+    pub fn backend_thread(&self) -> u32 {
+        self.backend_thread.load(Ordering::Relaxed)
+    }
+
+    pub fn publish_backend_thread(&self, id: u32) {
+        self.backend_thread.store(id, Ordering::Relaxed);
+    }
+
+    /// Ends the session's client connection (`KILL CONNECTION`).
+    pub fn disconnect(&self) {
+        if let Some(s) = &self.socket {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// One worker's sessions.
+#[derive(Debug, Default)]
+pub(crate) struct SessionShard(Mutex<HashMap<u32, Arc<SessionHandle>>>);
+
+impl SessionShard {
+    /// Registers a session until the returned guard is dropped.
+    pub fn register(
+        self: &Arc<Self>,
+        id: u32,
+        user: &str,
+        socket: &tokio::net::TcpStream,
+    ) -> Registration {
+        let socket = socket2::SockRef::from(socket).try_clone().ok();
+        let handle = Arc::new(SessionHandle {
+            id,
+            user: Mutex::new(user.to_owned()),
+            backend_thread: AtomicU32::new(0),
+            socket,
+        });
+        self.0
+            .lock()
+            .expect("session shard")
+            .insert(id, handle.clone());
+        Registration {
+            shard: self.clone(),
+            handle,
+        }
+    }
+
+    pub fn get(&self, id: u32) -> Option<Arc<SessionHandle>> {
+        self.0.lock().expect("session shard").get(&id).cloned()
+    }
+}
+
+/// A session's place in its worker's shard; removes it when dropped.
+pub(crate) struct Registration {
+    shard: Arc<SessionShard>,
+    pub handle: Arc<SessionHandle>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.shard
+            .0
+            .lock()
+            .expect("session shard")
+            .remove(&self.handle.id);
+    }
+}
