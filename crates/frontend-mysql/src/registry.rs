@@ -7,7 +7,6 @@
 //! release, read by nobody else on the request path).
 
 use std::collections::HashMap;
-use std::net::Shutdown;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -19,9 +18,10 @@ pub(crate) struct SessionHandle {
     user: Mutex<String>,
     /// Server thread id of the backend connection the session holds; 0 when it holds none.
     backend_thread: AtomicU32,
-    /// A duplicate of the client's socket: shutting it down ends the session from any thread
-    /// (its reads see end of file, its writes fail), with no per-command cost to the session.
-    socket: Option<socket2::Socket>,
+    /// Wakes the session's one long-lived waiter (armed with its drain waiter, not per
+    /// command) to end it: `KILL CONNECTION`. No extra file descriptor per session, which a
+    /// duplicated socket would cost: ten thousand clients would need twenty thousand.
+    killed: tokio::sync::Notify,
 }
 
 impl SessionHandle {
@@ -41,11 +41,15 @@ impl SessionHandle {
         self.backend_thread.store(id, Ordering::Relaxed);
     }
 
-    /// Ends the session's client connection (`KILL CONNECTION`).
+    /// Ends the session's client connection (`KILL CONNECTION`) the next time it waits for
+    /// its client; a session not yet waiting keeps the request.
     pub fn disconnect(&self) {
-        if let Some(s) = &self.socket {
-            let _ = s.shutdown(Shutdown::Both);
-        }
+        self.killed.notify_one();
+    }
+
+    /// Resolves once the session is killed.
+    pub fn killed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.killed.notified()
     }
 }
 
@@ -55,18 +59,12 @@ pub(crate) struct SessionShard(Mutex<HashMap<u32, Arc<SessionHandle>>>);
 
 impl SessionShard {
     /// Registers a session until the returned guard is dropped.
-    pub fn register(
-        self: &Arc<Self>,
-        id: u32,
-        user: &str,
-        socket: &tokio::net::TcpStream,
-    ) -> Registration {
-        let socket = socket2::SockRef::from(socket).try_clone().ok();
+    pub fn register(self: &Arc<Self>, id: u32, user: &str) -> Registration {
         let handle = Arc::new(SessionHandle {
             id,
             user: Mutex::new(user.to_owned()),
             backend_thread: AtomicU32::new(0),
-            socket,
+            killed: tokio::sync::Notify::new(),
         });
         self.0
             .lock()

@@ -80,9 +80,7 @@ pub(crate) async fn run(
         }
     };
     let user = login.user.clone();
-    let registration = fe
-        .sessions
-        .register(id, &login.user.name, login.io.stream.tcp());
+    let registration = fe.sessions.register(id, &login.user.name);
     let mut session = Session {
         handle: registration.handle.clone(),
         fe: fe.clone(),
@@ -168,6 +166,8 @@ enum End {
     Quit,
     ClientGone,
     Shutdown,
+    /// `KILL CONNECTION` from another session.
+    Killed,
     /// A protocol violation or limit; the client was sent an ERR saying which.
     Refused(String),
     BackendLost(String),
@@ -293,6 +293,9 @@ impl Session {
         let ctx = self.ctx.clone();
         let drained = ctx.drain().notified();
         tokio::pin!(drained);
+        let handle = self.handle.clone();
+        let killed = handle.killed();
+        tokio::pin!(killed);
         let mut wait = self.idle_limit();
         let mut last_active = tokio::time::Instant::now();
         let idle = tokio::time::sleep_until(last_active + wait);
@@ -317,6 +320,7 @@ impl Session {
             let read = tokio::select! {
                 r = self.io.read_packet(max) => r,
                 () = &mut drained => return End::Shutdown,
+                () = &mut killed => return End::Killed,
                 why = backend_gone(&mut self.lease) => {
                     // The server ended the session while the client was idle. Close the
                     // client too, as the server would have: a client checking its idle
