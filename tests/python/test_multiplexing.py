@@ -83,12 +83,12 @@ def test_2000_clients_on_8_backend_connections_each_keeping_its_state(topology, 
     def set_state(i):
         c = sessions[i]
         c.cursor().execute(f"SET SESSION sql_select_limit = {1000 + i}")
-        c.cursor().execute(f"SET time_zone = '+{i % 12:02d}:{i % 60:02d}'")
-        return one(c, "SELECT @@sql_select_limit, @@time_zone, DATABASE()")
+        c.cursor().execute(f"SET time_zone = '+{i % 12:02d}:{i % 60:02d}', @mine = {i}")
+        return one(c, "SELECT @@sql_select_limit, @@time_zone, DATABASE(), @mine")
 
     def check_state(i):
         # @@pseudo_thread_id is the backend connection's own id (CONNECTION_ID() is manifold's).
-        return one(sessions[i], "SELECT @@sql_select_limit, @@time_zone, DATABASE(), @@pseudo_thread_id")
+        return one(sessions[i], "SELECT @@sql_select_limit, @@time_zone, DATABASE(), @mine, @@pseudo_thread_id")
 
     try:
         with ThreadPoolExecutor(32) as ex:
@@ -98,10 +98,10 @@ def test_2000_clients_on_8_backend_connections_each_keeping_its_state(topology, 
         done.set()
         watcher.join()
     for i in range(2000):
-        want = (1000 + i, f"+{i % 12:02d}:{i % 60:02d}", schema)
+        want = (1000 + i, f"+{i % 12:02d}:{i % 60:02d}", schema, i)
         assert first[i] == want, f"session {i}"
-        assert second[i][:3] == want, f"session {i} sees another session's state: {second[i]}"
-    backend_ids = {row[3] for row in second}
+        assert second[i][:4] == want, f"session {i} sees another session's state: {second[i]}"
+    backend_ids = {row[4] for row in second}
     assert 1 <= len(backend_ids) <= 8, backend_ids
     assert 1 <= peak[0] <= 8, peak[0]
     assert backend_connections(topology, mux.account) <= 8
@@ -132,7 +132,7 @@ def test_set_names_and_schema_follow_the_session(mux, schema):
         ("LOCK TABLES t WRITE", "UNLOCK TABLES"),
         ("SELECT GET_LOCK('mux-test', 5)", "SELECT RELEASE_LOCK('mux-test')"),
         ("CREATE TEMPORARY TABLE tmp (x INT)", "DROP TEMPORARY TABLE tmp"),
-        ("SET @v = 1", None),
+        ("SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1", "SELECT FOUND_ROWS()"),
         ("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", "SELECT 1"),
     ],
 )
@@ -189,6 +189,83 @@ def test_last_insert_id_and_warnings_follow_the_session(mux, schema):
     cur.execute("SHOW WARNINGS")
     assert [w[1] for w in cur.fetchall()] == [1264]
     assert one(a, "SELECT @@warning_count") == (0,)
+
+
+def diagnostics_run(connect_a, connect_b, schema):
+    """Two sessions interleaving statements that leave warnings, errors, row counts and found
+    rows with the statements that ask about them."""
+    a, b = connect_a(), connect_b()
+    seen = []
+
+    def q(conn, sql):
+        cur = conn.cursor()
+        try:
+            cur.execute(sql)
+            seen.append((sql, cur.fetchall(), [d[0] for d in cur.description or []]))
+        except pymysql.MySQLError as e:
+            seen.append((sql, e.args))
+
+    for c in (a, b):
+        q(c, f"USE {schema}")
+    q(a, "CREATE TABLE d (a INT)")
+    q(a, "INSERT INTO d VALUES (1), (2), (3)")
+    q(b, "SELECT 1/0")
+    q(a, "SELECT ROW_COUNT()")
+    q(b, "SHOW WARNINGS")
+    q(b, "SHOW COUNT(*) WARNINGS")
+    q(b, "SELECT @@warning_count, @@session.error_count, ROW_COUNT()")
+    q(a, "SHOW WARNINGS")
+    q(a, "SELECT * FROM d WHERE a > 1")
+    q(b, "INSERT INTO missing VALUES (1)")
+    q(a, "SELECT FOUND_ROWS(), ROW_COUNT()")
+    q(b, "SHOW ERRORS")
+    q(b, "SHOW WARNINGS LIMIT 0, 1")
+    q(b, "SHOW COUNT(*) ERRORS")
+    q(b, "SELECT ROW_COUNT()")
+    q(a, "SELECT 1/0, 1/0 FROM d")
+    q(a, "SET @x = 1")  # uses no table: the warnings stay
+    q(a, "SHOW WARNINGS LIMIT 1")
+    q(a, "SELECT a FROM d")  # uses a table: they go
+    q(a, "SHOW WARNINGS")
+    q(b, "UPDATE d SET a = a + 10 WHERE a > 1")
+    q(a, "SELECT 2")
+    q(b, "SELECT ROW_COUNT(), FOUND_ROWS()")
+    q(b, "SHOW WARNINGS; SELECT 1")
+    return seen
+
+
+@pytest.mark.parametrize("mux", [(1, 1, "10s")], indirect=True)
+def test_previous_statement_answers_match_mariadb_without_holding_a_connection(topology, mux, schema):
+    """ROW_COUNT(), FOUND_ROWS(), SHOW WARNINGS/ERRORS (all forms) and @@warning_count read
+    what the session's own previous statement left, exactly as on MariaDB directly, while two
+    sessions share one backend connection (a held connection would time the other out)."""
+    name, password = mux.login["user"], mux.login["password"]
+
+    def direct():
+        return pymysql.connect(host="127.0.0.1", port=topology.primary_port, user=name,
+                               password=password, autocommit=True)
+
+    want = diagnostics_run(direct, direct, schema)
+    with topology.root() as r:
+        r.cursor().execute(f"DROP TABLE {schema}.d")
+    got = diagnostics_run(lambda: connect(mux), lambda: connect(mux), schema)
+    for w, g in zip(want, got):
+        assert g == w
+    assert len(got) == len(want)
+
+
+@pytest.mark.parametrize("mux", [(1, 1, "1s")], indirect=True)
+def test_get_diagnostics_outside_a_program_is_refused_clearly(mux):
+    a = connect(mux)
+    with pytest.raises(pymysql.MySQLError) as e:
+        a.cursor().execute("GET DIAGNOSTICS @n = NUMBER")
+    assert e.value.args[0] == 1235 and "SHOW WARNINGS" in e.value.args[1]
+    # Inside a transaction the connection that ran the previous statement answers.
+    a.cursor().execute("BEGIN")
+    a.cursor().execute("SELECT 1/0")
+    a.cursor().execute("GET DIAGNOSTICS @n = NUMBER")
+    assert one(a, "SELECT @n") == (1,)
+    a.cursor().execute("COMMIT")
 
 
 def test_client_without_session_tracking_sees_plain_ok_packets(mux, schema):
@@ -255,6 +332,16 @@ SET_CORPUS = [
     ("SET SESSION big_tables = 0", "@@max_heap_table_size > 0"),
     ("SET SESSION sql_quote_show_create = 0", "@@sql_quote_show_create"),
     ("/*!40101 SET SESSION sql_notes = 0 */", "@@sql_notes"),
+    # User variables, read back with their types.
+    ("SET @a := 1, @B = 'x', @c = 1.50, @d = 1.5e0", "CONCAT_WS(',', @a + 0, @b, @c * 2, @d / 4)"),
+    ("SET @a = @a + 1, sql_mode = 'ANSI', @`odd``name` = X'00ff'",
+     "CONCAT_WS(',', @a, @@sql_mode, HEX(@`odd``name`), COLLATION(@`odd``name`))"),
+    ("SET @u = CAST(5 AS UNSIGNED), @s = _latin1 X'E9' COLLATE latin1_bin",
+     "CONCAT_WS(',', @u, COLLATION(@s), HEX(@s), CAST(@u AS CHAR))"),
+    ("SELECT 7, 'y' INTO @into, @b", "CONCAT_WS(',', @into, @b)"),
+    ("SELECT @n := 41 + 1 FROM DUAL", "@n"),
+    ("SET @a = NULL, @big = REPEAT('z', 70000)", "CONCAT_WS(',', IFNULL(@a, 'null'), LENGTH(@big))"),
+    ("SET @bad = (SELECT 1 UNION SELECT 2)", "IFNULL(@bad, 'unset')"),
 ]
 
 
@@ -269,13 +356,12 @@ def corpus_run(port_connect):
             outcome = "ok"
         except pymysql.MySQLError as e:
             outcome = e.args[0]
-        # A statement that left warnings keeps its connection for one more statement (for
-        # SHOW WARNINGS); this one lets it go, so that b can take it.
-        one(a, "SELECT 1")
+        # b takes the shared connection in between.
         one(b, "SELECT 1")
         seen.append((stmt, outcome, one(a, f"SELECT {probe}")[0]))
     # The other session kept the defaults throughout.
-    seen.append(("other session", one(b, "SELECT @@sql_mode, @@time_zone, @@collation_connection")))
+    seen.append(("other session", one(b, "SELECT @@sql_mode, @@time_zone, @@collation_connection, "
+                                         "@a, @b, @into, @n, @s")))
     return seen
 
 

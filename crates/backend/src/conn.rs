@@ -9,14 +9,16 @@ use manifold_mysql_proto::consts::caps;
 use manifold_mysql_proto::handshake::{
     AuthSwitchRequest, ChangeUser, HandshakeResponse, HandshakeV10,
 };
-use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
+use manifold_mysql_proto::packets::{
+    decode_text_row, is_row_terminator, ColumnDefinition, ErrPacket, OkPacket,
+};
 use manifold_mysql_proto::{Command, Progress, ResponseKind, ResponseTracker};
 use tokio::net::TcpStream;
 
 use crate::config::TlsMode;
 use crate::errors::{BackendError, ErrorKind};
 use crate::io::{PacketIo, ReadError, Stream};
-use crate::state::{is_carried, SessionVars, TrackedChanges};
+use crate::state::{is_carried, user_variable_literal, SessionVars, TrackedChanges, UserVars};
 use crate::stmts::PreparedOnConn;
 
 /// ER_MAX_PREPARED_STMT_COUNT_REACHED: the server's `max_prepared_stmt_count` is used up.
@@ -24,6 +26,10 @@ const MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 
 /// Login packets are small; anything larger is a broken or hostile server.
 const MAX_LOGIN_PACKET: usize = 64 * 1024;
+
+/// Rows of manifold's own queries: user variable values, warnings. A user variable may hold
+/// up to `max_allowed_packet` bytes, shown in hex twice over.
+const MAX_ROWS_PACKET: usize = 1 << 30;
 
 /// Capabilities manifold always asks backends for; the session-affecting ones are added from
 /// the client session the connection serves (see [`ConnKey`]).
@@ -92,6 +98,8 @@ pub struct BackendConn {
     pub schema: Schema,
     /// System variables changed since login or the last reset, as the server reported them.
     pub vars: SessionVars,
+    /// User variables set on this connection for the session it serves (or served).
+    pub user_vars: UserVars,
     /// What `LAST_INSERT_ID()` returns on this connection, as far as manifold saw.
     pub last_insert_id: u64,
     /// The server reports state changes on this connection (see [`ENABLE_TRACKING`]).
@@ -102,6 +110,13 @@ pub struct BackendConn {
     /// The login's scramble and plugin: `COM_CHANGE_USER` answers with them.
     scramble: Vec<u8>,
     plugin: String,
+}
+
+/// A small text result set read whole: manifold's own queries only.
+#[derive(Debug, Default)]
+pub struct Rows {
+    pub columns: Vec<ColumnDefinition>,
+    pub rows: Vec<Vec<Option<Vec<u8>>>>,
 }
 
 /// A backend's answer to `COM_STMT_PREPARE`.
@@ -307,6 +322,7 @@ impl BackendConn {
             capabilities,
             schema: Schema::None,
             vars: SessionVars::default(),
+            user_vars: UserVars::default(),
             last_insert_id: 0,
             tracking: false,
             stmts: PreparedOnConn::default(),
@@ -342,19 +358,21 @@ impl BackendConn {
             return Ok(Err(e));
         }
         self.vars.clear();
+        self.user_vars.clear();
         self.last_insert_id = 0;
         self.stmts.clear();
         self.enable_tracking().await?;
         Ok(Ok(()))
     }
 
-    /// Brings the connection's variables to `want` (and `LAST_INSERT_ID()` to
-    /// `last_insert_id` when given), with one `SET` when this connection changed nothing
-    /// `want` does not, else after a reset. The server's ERR is returned if it refuses, and
-    /// the connection's state is then unknown.
+    /// Brings the connection's system and user variables to `want` and `want_user` (and
+    /// `LAST_INSERT_ID()` to `last_insert_id` when given), with one `SET` when this connection
+    /// changed no system variable `want` does not, else after a reset. The server's ERR is
+    /// returned if it refuses, and the connection's state is then unknown.
     pub async fn sync_vars(
         &mut self,
         want: &SessionVars,
+        want_user: &UserVars,
         last_insert_id: Option<u64>,
     ) -> Result<Result<(), ErrPacket>, BackendError> {
         if !self.vars.is_subset_of(want) {
@@ -362,8 +380,10 @@ impl BackendConn {
                 return Ok(Err(e));
             }
         }
-        let mut sql = b"SET SESSION ".to_vec();
+        // Unqualified names are session variables; `SET SESSION @x=...` would not parse.
+        let mut sql = b"SET ".to_vec();
         let mut n = want.write_assignments(&self.vars, &mut sql);
+        n += want_user.write_assignments(&self.user_vars, &mut sql);
         if let Some(id) = last_insert_id.filter(|id| *id != self.last_insert_id) {
             if n > 0 {
                 sql.extend_from_slice(b", ");
@@ -386,6 +406,7 @@ impl BackendConn {
                 for (name, value) in want.iter() {
                     self.vars.set(name, value);
                 }
+                self.user_vars.clone_from(want_user);
                 if let Some(id) = last_insert_id {
                     self.last_insert_id = id;
                 }
@@ -424,6 +445,126 @@ impl BackendConn {
                 "unexpected answer to a simple command",
             )),
         }
+    }
+
+    /// Runs a query of manifold's own whose answer is one small text result set (or an OK):
+    /// its columns and rows, or the server's ERR.
+    pub async fn query_rows(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Result<Rows, ErrPacket>, BackendError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        Command::Query(sql).encode(&mut payload);
+        self.io.send(0, &payload).await.map_err(|e| {
+            BackendError::new(ErrorKind::Lost, true, format!("sending to backend: {e}"))
+        })?;
+        let bad = |what: &str| {
+            BackendError::new(
+                ErrorKind::Protocol,
+                false,
+                format!("backend answered manifold's query with {what}"),
+            )
+        };
+        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
+        let mut read = async || {
+            self.io
+                .read_owned(MAX_ROWS_PACKET)
+                .await
+                .map(|(p, _)| p)
+                .map_err(|e| lost("waiting for backend", &e))
+        };
+        let first = read().await?;
+        let mut out = Rows::default();
+        match first.first() {
+            Some(0xFF) => {
+                return Ok(Err(
+                    ErrPacket::decode(&first).map_err(|_| bad("a bad ERR packet"))?
+                ))
+            }
+            Some(0x00) => return Ok(Ok(out)),
+            _ => {}
+        }
+        let columns = manifold_mysql_proto::codec::Reader::new(&first)
+            .lenenc_int()
+            .map_err(|_| bad("a bad column count"))?;
+        for _ in 0..columns {
+            let c = read().await?;
+            out.columns
+                .push(ColumnDefinition::decode(&c).map_err(|_| bad("a bad column definition"))?);
+        }
+        if !deprecate_eof {
+            read().await?;
+        }
+        loop {
+            let p = read().await?;
+            match p.first() {
+                Some(0xFF) => {
+                    return Ok(Err(
+                        ErrPacket::decode(&p).map_err(|_| bad("a bad ERR packet"))?
+                    ))
+                }
+                Some(&b) if is_row_terminator(b, p.len(), deprecate_eof) => break,
+                _ => out
+                    .rows
+                    .push(decode_text_row(&p, out.columns.len()).map_err(|_| bad("a bad row"))?),
+            }
+        }
+        self.last_used = Instant::now();
+        Ok(Ok(out))
+    }
+
+    /// Reads the current values of user variables `names` (lowercase, as
+    /// [`UserVars`] keys them) and records them in [`BackendConn::user_vars`]; returns the
+    /// literals read in the order of `names`.
+    pub async fn capture_user_vars(
+        &mut self,
+        names: &[Vec<u8>],
+    ) -> Result<Result<Vec<Vec<u8>>, ErrPacket>, BackendError> {
+        let mut sql = b"SELECT ".to_vec();
+        for (i, name) in names.iter().enumerate() {
+            if i > 0 {
+                sql.extend_from_slice(b", ");
+            }
+            let mut quoted = b"@`".to_vec();
+            for &b in name {
+                if b == b'`' {
+                    quoted.push(b'`');
+                }
+                quoted.push(b);
+            }
+            quoted.push(b'`');
+            sql.extend_from_slice(&quoted);
+            sql.extend_from_slice(b", COLLATION(");
+            sql.extend_from_slice(&quoted);
+            sql.extend_from_slice(b"), HEX(");
+            sql.extend_from_slice(&quoted);
+            sql.push(b')');
+        }
+        let rows = match self.query_rows(&sql).await? {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(e)),
+        };
+        let (Some(row), true) = (rows.rows.first(), rows.columns.len() == names.len() * 3) else {
+            return Err(BackendError::new(
+                ErrorKind::Protocol,
+                false,
+                "backend answered a user-variable read with an unexpected shape",
+            ));
+        };
+        let mut out = Vec::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            let c = &rows.columns[i * 3];
+            let literal = user_variable_literal(
+                c.column_type,
+                c.flags,
+                row[i * 3].as_deref(),
+                row[i * 3 + 1].as_deref(),
+                row[i * 3 + 2].as_deref(),
+            );
+            self.user_vars.set(name, literal.clone());
+            out.push(literal);
+        }
+        Ok(Ok(out))
     }
 
     /// `COM_STMT_PREPARE`: the whole answer (all its packets, headers included, sequence ids
@@ -587,6 +728,7 @@ impl BackendConn {
         finish_auth(&mut self.io, &addr, &key, &plugin, &scramble).await?;
         self.schema = Schema::None;
         self.vars.clear();
+        self.user_vars.clear();
         self.last_insert_id = 0;
         self.stmts.clear();
         self.last_used = Instant::now();

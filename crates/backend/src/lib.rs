@@ -15,7 +15,9 @@ pub mod stmts;
 pub mod tls;
 
 pub use config::{BackendTlsConfig, PoolConfig, TlsMode};
-pub use conn::{probe_server_version, BackendConn, BackendTarget, ConnKey, PrepareAnswer, Schema};
+pub use conn::{
+    probe_server_version, BackendConn, BackendTarget, ConnKey, PrepareAnswer, Rows, Schema,
+};
 pub use errors::{BackendError, ErrorKind, Side};
 pub use pool::{Lease, Pool, PoolStats};
-pub use state::{SessionVars, TrackedChanges};
+pub use state::{SessionVars, TrackedChanges, UserVars};

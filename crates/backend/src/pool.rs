@@ -79,7 +79,7 @@ impl Pool {
     }
 
     /// Borrows a connection matching `key`: an idle one if there is one (preferring one whose
-    /// changed variables have the signature `vars`, [`crate::SessionVars::signature`], and
+    /// changed variables have the signature `vars`, [`crate::state::state_signature`], and
     /// then one in `schema`, so the borrower has the least to restore), else a new one if the
     /// pool has room, else waits up to `wait_timeout` for one to come back.
     pub async fn acquire(
@@ -169,10 +169,16 @@ impl Pool {
         loop {
             let i = idle
                 .iter()
-                .rposition(|c| c.key == *key && c.vars.signature() == vars && in_schema(c))
+                .rposition(|c| {
+                    c.key == *key
+                        && crate::state::state_signature(&c.vars, &c.user_vars) == vars
+                        && in_schema(c)
+                })
                 .or_else(|| {
-                    idle.iter()
-                        .rposition(|c| c.key == *key && c.vars.signature() == vars)
+                    idle.iter().rposition(|c| {
+                        c.key == *key
+                            && crate::state::state_signature(&c.vars, &c.user_vars) == vars
+                    })
                 })
                 .or_else(|| idle.iter().rposition(|c| c.key == *key))?;
             let conn = idle.remove(i).expect("index in range");

@@ -148,6 +148,187 @@ impl SessionVars {
     }
 }
 
+/// User variables (`@x`) a session set, each as the SQL literal that recreates its value and
+/// type on another connection, sorted by name (lowercase, as the server keys them). A
+/// variable set to NULL is kept as a NULL of its type: it is not the same as an unset one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserVars {
+    vars: Vec<(Vec<u8>, Vec<u8>)>,
+    signature: u64,
+}
+
+impl UserVars {
+    pub fn is_empty(&self) -> bool {
+        self.vars.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.vars.len()
+    }
+
+    pub fn signature(&self) -> u64 {
+        self.signature
+    }
+
+    pub fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        self.vars
+            .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+            .ok()
+            .map(|i| self.vars[i].1.as_slice())
+    }
+
+    /// Records `name`'s value as a literal (see [`user_variable_literal`]).
+    pub fn set(&mut self, name: &[u8], literal: Vec<u8>) {
+        match self.vars.binary_search_by(|(n, _)| n.as_slice().cmp(name)) {
+            Ok(i) => self.vars[i].1 = literal,
+            Err(i) => self.vars.insert(i, (name.to_vec(), literal)),
+        }
+        // FNV-1a over names and literals, as for system variables.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (n, v) in &self.vars {
+            for b in n.iter().chain([&0u8]).chain(v.iter()).chain([&0u8]) {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        self.signature = if self.vars.is_empty() { 0 } else { h | 1 };
+    }
+
+    pub fn clear(&mut self) {
+        self.vars.clear();
+        self.signature = 0;
+    }
+
+    /// Appends `@name=literal` assignments that turn `current` into `self`, comma-separated,
+    /// to a `SET` statement being built. Variables only `current` has are set to NULL: no
+    /// statement unsets a user variable, so another session's variable reads as NULL (of
+    /// the type it had, where an unset one is a binary string).
+    /// Returns how many were appended.
+    pub fn write_assignments(&self, current: &UserVars, out: &mut Vec<u8>) -> usize {
+        let mut n = 0;
+        let mut assign = |name: &[u8], literal: &[u8], out: &mut Vec<u8>| {
+            if !out.ends_with(b" ") {
+                out.extend_from_slice(b", ");
+            }
+            out.extend_from_slice(b"@`");
+            for &b in name {
+                if b == b'`' {
+                    out.push(b'`');
+                }
+                out.push(b);
+            }
+            out.extend_from_slice(b"`=");
+            out.extend_from_slice(literal);
+            n += 1;
+        };
+        for (name, literal) in &self.vars {
+            if current.get(name) != Some(literal.as_slice()) {
+                assign(name, literal, out);
+            }
+        }
+        for (name, _) in &current.vars {
+            if self.get(name).is_none() {
+                assign(name, b"NULL", out);
+            }
+        }
+        n
+    }
+}
+
+/// A user variable's value as a SQL literal of the same type, from what `SELECT @x,
+/// COLLATION(@x), HEX(@x)` answered: the column type and flags of `@x`, its text (`None`
+/// for NULL), its collation and its bytes in hex.
+pub fn user_variable_literal(
+    column_type: u8,
+    column_flags: u16,
+    text: Option<&[u8]>,
+    collation: Option<&[u8]>,
+    hex: Option<&[u8]>,
+) -> Vec<u8> {
+    use manifold_mysql_proto::consts::column_type as ty;
+    const UNSIGNED_FLAG: u16 = 0x20;
+    let Some(text) = text else {
+        return typed_null(column_type, column_flags & UNSIGNED_FLAG != 0, collation);
+    };
+    let mut out = Vec::with_capacity(text.len() + 16);
+    match column_type {
+        ty::LONGLONG | ty::LONG | ty::INT24 | ty::SHORT | ty::TINY => {
+            if column_flags & UNSIGNED_FLAG != 0 {
+                out.extend_from_slice(b"CAST(");
+                out.extend_from_slice(text);
+                out.extend_from_slice(b" AS UNSIGNED)");
+            } else {
+                out.extend_from_slice(text);
+            }
+        }
+        ty::NEWDECIMAL | ty::DECIMAL => out.extend_from_slice(text),
+        ty::DOUBLE | ty::FLOAT => {
+            out.extend_from_slice(text);
+            if !text.iter().any(|b| *b == b'e' || *b == b'E') {
+                // A bare `1.5` would be a DECIMAL.
+                out.extend_from_slice(b"e0");
+            }
+        }
+        _ => {
+            let hex = hex.unwrap_or_default();
+            match collation {
+                Some(c) if c != b"binary" => {
+                    let charset = c.split(|b| *b == b'_').next().unwrap_or(c);
+                    out.push(b'_');
+                    out.extend_from_slice(charset);
+                    out.extend_from_slice(b" X'");
+                    out.extend_from_slice(hex);
+                    out.extend_from_slice(b"' COLLATE ");
+                    out.extend_from_slice(c);
+                }
+                _ => {
+                    // `X''` is not a valid hex literal in every server.
+                    if hex.is_empty() {
+                        out.extend_from_slice(b"BINARY ''");
+                    } else {
+                        out.extend_from_slice(b"X'");
+                        out.extend_from_slice(hex);
+                        out.push(b'\'');
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// NULL of a user variable's type: a variable set to NULL keeps the type it had.
+fn typed_null(column_type: u8, unsigned: bool, collation: Option<&[u8]>) -> Vec<u8> {
+    use manifold_mysql_proto::consts::column_type as ty;
+    let cast: &[u8] = match column_type {
+        ty::LONGLONG | ty::LONG | ty::INT24 | ty::SHORT | ty::TINY if unsigned => b"UNSIGNED",
+        ty::LONGLONG | ty::LONG | ty::INT24 | ty::SHORT | ty::TINY => b"SIGNED",
+        ty::NEWDECIMAL | ty::DECIMAL => b"DECIMAL",
+        ty::DOUBLE | ty::FLOAT => b"DOUBLE",
+        _ => match collation {
+            Some(c) if c != b"binary" => {
+                let charset = c.split(|b| *b == b'_').next().unwrap_or(c);
+                let mut out = b"CAST(NULL AS CHAR CHARACTER SET ".to_vec();
+                out.extend_from_slice(charset);
+                out.extend_from_slice(b") COLLATE ");
+                out.extend_from_slice(c);
+                return out;
+            }
+            _ => return b"NULL".to_vec(),
+        },
+    };
+    let mut out = b"CAST(NULL AS ".to_vec();
+    out.extend_from_slice(cast);
+    out.push(b')');
+    out
+}
+
+/// One number for a session's or connection's whole movable state, so a pool finds a
+/// connection already in a session's state with one comparison per candidate.
+pub fn state_signature(vars: &SessionVars, user: &UserVars) -> u64 {
+    vars.signature() ^ user.signature().rotate_left(1)
+}
+
 /// A tracked value as SQL: numbers bare, `NULL` for the one variable whose empty value means
 /// NULL, everything else as a quoted string (enums, sets, booleans as `ON`/`OFF`, time zones).
 fn write_value(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
@@ -177,6 +358,75 @@ fn write_value(name: &[u8], value: &[u8], out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_variables_restore_the_difference_and_unset_the_rest() {
+        let mut want = UserVars::default();
+        want.set(b"a", b"1".to_vec());
+        want.set(b"odd`name", b"X'00'".to_vec());
+        let mut have = UserVars::default();
+        have.set(b"a", b"1".to_vec());
+        have.set(b"other", b"2".to_vec());
+        let mut sql = b"SET ".to_vec();
+        assert_eq!(want.write_assignments(&have, &mut sql), 2);
+        assert_eq!(
+            String::from_utf8(sql).unwrap(),
+            "SET @`odd``name`=X'00', @`other`=NULL"
+        );
+        assert_ne!(want.signature(), have.signature());
+        have.clone_from(&want);
+        assert_eq!(want.signature(), have.signature());
+        have.clear();
+        assert_eq!(have.signature(), 0);
+    }
+
+    #[test]
+    fn user_variable_literals_keep_the_type() {
+        use manifold_mysql_proto::consts::column_type as ty;
+        let lit = |t, f, text: Option<&str>, coll: Option<&str>, hex: Option<&str>| {
+            String::from_utf8(user_variable_literal(
+                t,
+                f,
+                text.map(str::as_bytes),
+                coll.map(str::as_bytes),
+                hex.map(str::as_bytes),
+            ))
+            .unwrap()
+        };
+        assert_eq!(lit(ty::LONGLONG, 0, Some("-5"), None, None), "-5");
+        assert_eq!(
+            lit(ty::LONGLONG, 0x20, Some("5"), None, None),
+            "CAST(5 AS UNSIGNED)"
+        );
+        assert_eq!(lit(ty::NEWDECIMAL, 0, Some("1.50"), None, None), "1.50");
+        assert_eq!(lit(ty::DOUBLE, 0, Some("1.5"), None, None), "1.5e0");
+        assert_eq!(lit(ty::DOUBLE, 0, Some("1e20"), None, None), "1e20");
+        assert_eq!(
+            lit(ty::VAR_STRING, 0, Some("é"), Some("latin1_bin"), Some("E9")),
+            "_latin1 X'E9' COLLATE latin1_bin"
+        );
+        assert_eq!(
+            lit(ty::BLOB, 0, Some("x"), Some("binary"), Some("78")),
+            "X'78'"
+        );
+        assert_eq!(
+            lit(ty::VAR_STRING, 0, Some(""), Some("binary"), Some("")),
+            "BINARY ''"
+        );
+        assert_eq!(
+            lit(ty::LONGLONG, 0x20, None, Some("binary"), None),
+            "CAST(NULL AS UNSIGNED)"
+        );
+        assert_eq!(
+            lit(ty::DOUBLE, 0, None, Some("binary"), None),
+            "CAST(NULL AS DOUBLE)"
+        );
+        assert_eq!(
+            lit(ty::VAR_STRING, 0, None, Some("latin1_bin"), None),
+            "CAST(NULL AS CHAR CHARACTER SET latin1) COLLATE latin1_bin"
+        );
+        assert_eq!(lit(ty::LONG_BLOB, 0, None, Some("binary"), None), "NULL");
+    }
 
     fn vars(pairs: &[(&str, &str)]) -> SessionVars {
         let mut v = SessionVars::default();

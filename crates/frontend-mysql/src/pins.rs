@@ -28,7 +28,7 @@ pub enum PinReason {
     LongData,
     /// SQL-level `PREPARE`/`EXECUTE`/`DEALLOCATE`.
     SqlPrepare,
-    /// User variables (`@x`).
+    /// User variables (`@x`) an assignment left that manifold could not read back.
     UserVariable,
     /// `HANDLER ... OPEN`.
     Handler,
@@ -46,8 +46,10 @@ pub enum PinReason {
     UntrackedState,
     /// `LAST_INSERT_ID(expr)`: the value lives on the connection until the next insert id.
     LastInsertIdExpr,
-    /// The previous statement left something the next may ask about on this connection:
-    /// warnings, affected rows, an insert id, or `SQL_CALC_FOUND_ROWS`. Held for one statement.
+    /// The previous statement left something the next may ask this connection about:
+    /// `SQL_CALC_FOUND_ROWS`, or, for a session that prepared a statement reading
+    /// `ROW_COUNT()`, `FOUND_ROWS()` or warnings, affected rows, warnings or an insert id.
+    /// Held for one statement.
     PreviousStatement,
 }
 
@@ -213,7 +215,6 @@ impl Pins {
             session,
         );
         for (flag, reason) in [
-            (Scan::USER_VARIABLE, PinReason::UserVariable),
             (Scan::SQL_PREPARE, PinReason::SqlPrepare),
             (Scan::HANDLER, PinReason::Handler),
             (Scan::SET_ROLE, PinReason::Role),

@@ -37,6 +37,9 @@ pub(crate) struct Relayed {
     pub warnings: u16,
     pub affected_rows: u64,
     pub last_insert_id: u64,
+    /// The last result was a result set (not an OK), of `rows` rows.
+    pub result_set: bool,
+    pub rows: u64,
 }
 
 impl Relayed {
@@ -203,6 +206,8 @@ pub(crate) async fn forward(
         warnings: tracker.last_warnings(),
         affected_rows: tracker.last_affected_rows(),
         last_insert_id: tracker.last_insert_id(),
+        result_set: tracker.last_was_result_set(),
+        rows: tracker.last_rows(),
     })
 }
 

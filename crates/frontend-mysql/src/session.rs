@@ -6,16 +6,20 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use manifold_backend::io::{PacketIo, ReadError, Stream};
-use manifold_backend::state::{is_carried, is_tracking_variable};
-use manifold_backend::{BackendError, ConnKey, Lease, Schema, SessionVars, TrackedChanges};
-use manifold_engine::WorkerContext;
-use manifold_mysql_proto::consts::{caps, status, MAX_PAYLOAD};
-use manifold_mysql_proto::handshake::ChangeUser;
-use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
-use manifold_mysql_proto::{
-    codes, renumber, Command, ErrorCode, PacketBuilder, ProtoError, ResponseKind,
+use manifold_backend::state::{is_carried, is_tracking_variable, state_signature};
+use manifold_backend::{
+    BackendError, ConnKey, Lease, Schema, SessionVars, TrackedChanges, UserVars,
 };
-use manifold_sql_lex::{Kill, Scan};
+use manifold_engine::WorkerContext;
+use manifold_mysql_proto::consts::{caps, column_flag, column_type, status, MAX_PAYLOAD};
+use manifold_mysql_proto::handshake::ChangeUser;
+use manifold_mysql_proto::packets::{
+    encode_text_row, ColumnDefinition, EofPacket, ErrPacket, OkPacket,
+};
+use manifold_mysql_proto::{
+    codes, renumber, write_packet, Command, ErrorCode, PacketBuilder, ProtoError, ResponseKind,
+};
+use manifold_sql_lex::{Kill, Scan, SessionValues, ShowDiagnostics, Verb};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -97,6 +101,9 @@ pub(crate) async fn run(
         status: status::AUTOCOMMIT,
         scramble: login.scramble,
         vars: SessionVars::default(),
+        user_vars: UserVars::default(),
+        assigned_user_vars: Vec::new(),
+        previous: PreviousStatement::default(),
         last_insert_id: 0,
         pins: Pins::default(),
         state_data: Vec::new(),
@@ -173,6 +180,45 @@ enum End {
     BackendLost(String),
 }
 
+/// What a statement leaves for the next one to ask about (`ROW_COUNT()`, `FOUND_ROWS()`,
+/// `SHOW WARNINGS`, `@@warning_count`). The server keeps these per connection; a session
+/// that moves between connections keeps its own, so no connection is held for them.
+#[derive(Debug)]
+struct PreviousStatement {
+    row_count: i64,
+    found_rows: u64,
+    /// `@@warning_count`: every condition raised, including any past `max_error_count`.
+    warning_count: u64,
+    /// The conditions as `SHOW WARNINGS` lists them: level, code, message.
+    conditions: Vec<[Vec<u8>; 3]>,
+    /// The session prepared a statement asking about its previous statement: prepared text
+    /// cannot be rewritten per execution, so the connection is held after statements that
+    /// leave something to ask about, as ProxySQL does.
+    asked_by_prepared: bool,
+}
+
+impl Default for PreviousStatement {
+    fn default() -> Self {
+        // As a fresh server session reports them.
+        Self {
+            row_count: -1,
+            found_rows: 0,
+            warning_count: 0,
+            conditions: Vec::new(),
+            asked_by_prepared: false,
+        }
+    }
+}
+
+impl PreviousStatement {
+    fn error_count(&self) -> u64 {
+        self.conditions
+            .iter()
+            .filter(|c| c[0].as_slice() == b"Error")
+            .count() as u64
+    }
+}
+
 struct Session {
     /// What other sessions (`KILL`) see of this one.
     handle: Arc<SessionHandle>,
@@ -193,6 +239,12 @@ struct Session {
     scramble: [u8; 20],
     /// System variables the session changed, as the backends reported them.
     vars: SessionVars,
+    /// User variables the session set, read back after each statement assigning them.
+    user_vars: UserVars,
+    /// Names of the user variables the command being forwarded assigns (buffer reused).
+    assigned_user_vars: Vec<Vec<u8>>,
+    /// What the session's previous statement left for the next to ask about.
+    previous: PreviousStatement,
     /// What `LAST_INSERT_ID()` returns for this session.
     last_insert_id: u64,
     pins: Pins,
@@ -273,6 +325,10 @@ enum Action {
     Prepare,
     Stmt(StmtCommand),
     Kill(Kill),
+    /// `SHOW WARNINGS` / `SHOW ERRORS` answered from what the session kept.
+    ShowDiagnostics(ShowDiagnostics),
+    /// `GET DIAGNOSTICS` with no connection that ran the previous statement.
+    GetDiagnostics,
     Unknown(u8),
 }
 
@@ -407,21 +463,32 @@ impl Session {
                     Ok(Command::ProcessKill(id)) => {
                         Ok(Action::Kill(Kill::Connection(u64::from(id))))
                     }
-                    Ok(Command::Query(sql)) if manifold_sql_lex::scan(sql).has(Scan::KILL) => {
-                        Ok(Action::Kill(
-                            manifold_sql_lex::parse_kill(sql).unwrap_or(Kill::Unsupported),
-                        ))
-                    }
                     Ok(Command::Query(sql)) => {
                         let scan = manifold_sql_lex::scan(sql);
-                        if scan.has(Scan::SET_NAMES_COLLATE) {
-                            self.pending_collation = manifold_sql_lex::set_names_collation(sql)
-                                .map(<[u8]>::to_ascii_lowercase);
+                        // Held connection: it ran the previous statement and knows about it.
+                        let moved = self.lease.is_none();
+                        if scan.has(Scan::KILL) {
+                            Ok(Action::Kill(
+                                manifold_sql_lex::parse_kill(sql).unwrap_or(Kill::Unsupported),
+                            ))
+                        } else if let Some(show) =
+                            (moved && scan.has(Scan::WARNINGS) && scan.verb == Verb::Show)
+                                .then(|| manifold_sql_lex::parse_show_diagnostics(sql))
+                                .flatten()
+                        {
+                            Ok(Action::ShowDiagnostics(show))
+                        } else if moved && scan.has(Scan::GET_DIAGNOSTICS) {
+                            Ok(Action::GetDiagnostics)
+                        } else {
+                            if scan.has(Scan::SET_NAMES_COLLATE) {
+                                self.pending_collation = manifold_sql_lex::set_names_collation(sql)
+                                    .map(<[u8]>::to_ascii_lowercase);
+                            }
+                            Ok(Action::Forward(
+                                ResponseKind::ResultSets,
+                                Effect::Query(scan),
+                            ))
                         }
-                        Ok(Action::Forward(
-                            ResponseKind::ResultSets,
-                            Effect::Query(scan),
-                        ))
                     }
                     Ok(Command::StmtPrepare(_)) => Ok(Action::Prepare),
                     Ok(Command::StmtExecute { statement_id, .. }) => {
@@ -524,6 +591,18 @@ impl Session {
                     self.io.consume(p.raw_len);
                     self.kill(k, reply_seq).await
                 }
+                Action::ShowDiagnostics(show) => {
+                    self.io.consume(p.raw_len);
+                    self.show_diagnostics(show, reply_seq).await
+                }
+                Action::GetDiagnostics => {
+                    self.io.consume(p.raw_len);
+                    let e = ErrPacket::new(
+                        codes::NOT_SUPPORTED_YET,
+                        "This version of manifold doesn't yet support 'GET DIAGNOSTICS outside a stored program': the session's conditions are answered by SHOW WARNINGS, SHOW ERRORS and @@warning_count",
+                    );
+                    self.send_err_packet(reply_seq, &e).await
+                }
             };
             if let Err(end) = outcome {
                 return end;
@@ -578,7 +657,11 @@ impl Session {
             match self
                 .fe
                 .pool
-                .acquire(key, self.schema.as_deref(), self.vars.signature())
+                .acquire(
+                    key,
+                    self.schema.as_deref(),
+                    state_signature(&self.vars, &self.user_vars),
+                )
                 .await
             {
                 Ok(mut l) => {
@@ -621,8 +704,11 @@ impl Session {
         }
         let last_insert_id = (wants_last_insert_id && conn.last_insert_id != self.last_insert_id)
             .then_some(self.last_insert_id);
-        if conn.vars != self.vars || last_insert_id.is_some() {
-            match conn.sync_vars(&self.vars, last_insert_id).await {
+        if conn.vars != self.vars || conn.user_vars != self.user_vars || last_insert_id.is_some() {
+            match conn
+                .sync_vars(&self.vars, &self.user_vars, last_insert_id)
+                .await
+            {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     self.take_lease().expect("lease").discard();
@@ -767,6 +853,8 @@ impl Session {
     /// as MySQL resets it; the backend connection, if one is held, is reset too.
     async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
         self.vars.clear();
+        self.user_vars.clear();
+        self.previous = PreviousStatement::default();
         self.stmts.clear();
         self.last_insert_id = 0;
         self.pins.clear();
@@ -854,7 +942,7 @@ impl Session {
         // Any command may start or end a transaction (a prepared COMMIT, for one).
         let in_transaction = self.status & status::IN_TRANS != 0;
         self.pins.transaction(in_transaction, counters, id);
-        let mut hold = r.leaves_info();
+        let mut hold = self.previous.asked_by_prepared && r.leaves_info();
         if let Some(scan) = effect.scan() {
             self.pins
                 .after_query(&scan, !r.saw_error, in_transaction, counters, id);
@@ -923,8 +1011,9 @@ impl Session {
         set_option: Option<u16>,
     ) -> Result<(), End> {
         let wants_last_insert_id = effect.scan().is_some_and(|s| s.has(Scan::LAST_INSERT_ID));
-        let query_rewritten = matches!(effect, Effect::Query(s) if s.has(Scan::CONNECTION_ID))
-            && self.rewrite_connection_id(raw_len);
+        self.note_assigned_user_vars(raw_len, effect);
+        let query_rewritten = matches!(effect, Effect::Query(s) if s.has(Scan::SESSION_VALUES))
+            && self.rewrite_session_values(raw_len);
         // COM_STMT_SEND_LONG_DATA has no answer, so no way to report a failure.
         let answered = kind != ResponseKind::None;
         let mut result;
@@ -976,6 +1065,221 @@ impl Session {
         let result = result.expect("loop ends with a result");
         self.finish_forward(result, kind, effect, init_db, set_option)
             .await
+    }
+
+    /// Keeps what a statement's answer leaves for the next statement to ask about: its row
+    /// count, the rows it returned and, when it raised any, its conditions, read at once
+    /// with `SHOW WARNINGS` on the connection that ran it.
+    async fn remember_previous_statement(
+        &mut self,
+        scan: &Scan,
+        r: &relay::Relayed,
+    ) -> Result<(), End> {
+        let p = &mut self.previous;
+        p.row_count = if r.saw_error || r.result_set {
+            -1
+        } else {
+            r.affected_rows as i64
+        };
+        if r.result_set && !r.saw_error {
+            p.found_rows = r.rows;
+        }
+        if r.warnings == 0 && !r.saw_error {
+            if !scan.keeps_diagnostics() {
+                p.warning_count = 0;
+                p.conditions.clear();
+            }
+            return Ok(());
+        }
+        let conn = self.lease.as_mut().expect("held while answering").conn();
+        match conn.query_rows(b"SHOW WARNINGS").await {
+            Ok(Ok(rows)) => {
+                let p = &mut self.previous;
+                p.conditions.clear();
+                for row in rows.rows {
+                    let mut it = row.into_iter().map(Option::unwrap_or_default);
+                    let (Some(level), Some(code), Some(message)) =
+                        (it.next(), it.next(), it.next())
+                    else {
+                        continue;
+                    };
+                    p.conditions.push([level, code, message]);
+                }
+                p.warning_count = u64::from(r.warnings).max(p.conditions.len() as u64);
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(connection = self.id, error = %e.message_lossy(), "could not read the statement's warnings");
+                self.previous.conditions.clear();
+                self.previous.warning_count = u64::from(r.warnings);
+                Ok(())
+            }
+            Err(e) => self.backend_failed(None, &e).await,
+        }
+    }
+
+    /// `SHOW WARNINGS`, `SHOW ERRORS` and their `COUNT(*)` forms, answered from the
+    /// conditions the session's previous statement raised. The column definitions come from
+    /// the server (`SHOW WARNINGS LIMIT 0` on a borrowed connection in the session's
+    /// state), so names, lengths and character set are the server's own.
+    async fn show_diagnostics(&mut self, show: ShowDiagnostics, seq: u8) -> Result<(), End> {
+        let errors = self.previous.error_count();
+        if show.count {
+            let (name, n) = if show.errors_only {
+                ("@@session.error_count", errors)
+            } else {
+                ("@@session.warning_count", self.previous.warning_count)
+            };
+            let mut column = ColumnDefinition::new(name, column_type::LONGLONG);
+            column.flags = column_flag::UNSIGNED | column_flag::BINARY;
+            let value = n.to_string();
+            return self
+                .send_result_set(seq, &[column], &[vec![Some(value.into_bytes())]])
+                .await;
+        }
+        if let Err(e) = self.ensure_backend(false).await {
+            self.release_if_unpinned();
+            return self.send_err_packet(seq, &e).await;
+        }
+        let conn = self.lease.as_mut().expect("ensured").conn();
+        let columns = match conn.query_rows(b"SHOW WARNINGS LIMIT 0").await {
+            Ok(Ok(rows)) => rows.columns,
+            Ok(Err(e)) => {
+                self.release_if_unpinned();
+                return self.send_err_packet(seq, &e).await;
+            }
+            Err(e) => return self.backend_failed(Some(seq), &e).await,
+        };
+        self.release_if_unpinned();
+        let limit = show.limit.unwrap_or(u64::MAX);
+        let rows: Vec<Vec<Option<Vec<u8>>>> = self
+            .previous
+            .conditions
+            .iter()
+            .filter(|c| !show.errors_only || c[0].as_slice() == b"Error")
+            .skip(usize::try_from(show.offset).unwrap_or(usize::MAX))
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .map(|c| c.iter().map(|v| Some(v.clone())).collect())
+            .collect();
+        self.send_result_set(seq, &columns, &rows).await
+    }
+
+    /// A text result set of manifold's own, in the client's EOF convention.
+    async fn send_result_set(
+        &mut self,
+        seq: u8,
+        columns: &[ColumnDefinition],
+        rows: &[Vec<Option<Vec<u8>>>],
+    ) -> Result<(), End> {
+        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
+        let warnings = u16::try_from(self.previous.warning_count).unwrap_or(u16::MAX);
+        let mut out = Vec::with_capacity(256);
+        let mut payload = Vec::with_capacity(128);
+        let mut seq = seq;
+        manifold_mysql_proto::codec::put_lenenc_int(&mut payload, columns.len() as u64);
+        seq = write_packet(&mut out, seq, &payload);
+        for c in columns {
+            payload.clear();
+            c.encode(&mut payload);
+            seq = write_packet(&mut out, seq, &payload);
+        }
+        let eof = EofPacket {
+            warnings,
+            status: self.status,
+        };
+        if !deprecate_eof {
+            payload.clear();
+            eof.encode(&mut payload);
+            seq = write_packet(&mut out, seq, &payload);
+        }
+        for row in rows {
+            payload.clear();
+            encode_text_row(&mut payload, row.iter().map(Option::as_deref));
+            seq = write_packet(&mut out, seq, &payload);
+        }
+        payload.clear();
+        if deprecate_eof {
+            OkPacket {
+                header: 0xFE,
+                warnings,
+                status: self.status,
+                ..Default::default()
+            }
+            .encode(&mut payload, self.capabilities);
+        } else {
+            eof.encode(&mut payload);
+        }
+        write_packet(&mut out, seq, &payload);
+        self.previous.row_count = -1;
+        let sent = match self.io.stream.write_all(&out).await {
+            Ok(()) => self.io.stream.flush().await,
+            Err(e) => Err(e),
+        };
+        sent.map_err(|_| End::ClientGone)
+    }
+
+    /// Lists in `assigned_user_vars` the user variables the command at the front of the
+    /// client's buffer assigns, so their new values can be read back after it.
+    fn note_assigned_user_vars(&mut self, raw_len: usize, effect: Effect) {
+        self.assigned_user_vars.clear();
+        if !effect.scan().is_some_and(|s| s.has(Scan::USER_VARIABLE)) {
+            return;
+        }
+        match effect {
+            Effect::Query(_) => {
+                let max = self.max_packet();
+                if let Ok(Some(p)) =
+                    manifold_mysql_proto::scan_logical(&self.io.rbuf[..raw_len], max)
+                {
+                    let payload = p.payload(&self.io.rbuf);
+                    manifold_sql_lex::assigned_user_variables(
+                        &payload[1..],
+                        &mut self.assigned_user_vars,
+                    );
+                }
+            }
+            Effect::Execute { id, .. } => {
+                if let Some(s) = self.stmts.get_mut(id) {
+                    manifold_sql_lex::assigned_user_variables(
+                        &s.meta.sql,
+                        &mut self.assigned_user_vars,
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Reads back the user variables the statement just answered assigned, so they follow
+    /// the session to whatever connection it borrows next. If the server will not say, the
+    /// session stays on this connection; if the connection is lost, so are the variables,
+    /// and the session ends as a server's would.
+    async fn read_back_user_vars(&mut self) -> Result<(), End> {
+        let names = std::mem::take(&mut self.assigned_user_vars);
+        let conn = self.lease.as_mut().expect("held while answering").conn();
+        let outcome = conn.capture_user_vars(&names).await;
+        match outcome {
+            Ok(Ok(values)) => {
+                for (name, value) in names.iter().zip(values) {
+                    self.user_vars.set(name, value);
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(connection = self.id, error = %e.message_lossy(), "could not read back user variables; the session stays on its backend connection");
+                self.pins
+                    .pin(PinReason::UserVariable, &self.fe.pins, self.id);
+            }
+            Err(e) => {
+                if let Some(l) = self.take_lease() {
+                    l.discard();
+                }
+                tracing::warn!(connection = self.id, peer = %self.peer, error = %e, "backend connection lost reading back user variables");
+                return Err(End::BackendLost(e.to_string()));
+            }
+        }
+        self.assigned_user_vars = names;
+        self.assigned_user_vars.clear();
+        Ok(())
     }
 
     /// One attempt at relaying a command; `None` when it must be retried on another
@@ -1062,6 +1366,12 @@ impl Session {
                         self.conn_key = None;
                     }
                 }
+                if let Some(scan) = effect.scan() {
+                    self.remember_previous_statement(&scan, &r).await?;
+                }
+                if !self.assigned_user_vars.is_empty() {
+                    self.read_back_user_vars().await?;
+                }
                 self.after_statement(effect, &r);
                 Ok(())
             }
@@ -1122,9 +1432,24 @@ impl Session {
         Ok(())
     }
 
-    /// Builds in `exec_buf` the `COM_QUERY` at the front of the client's buffer with its
-    /// `CONNECTION_ID()` calls answering manifold's id for the session.
-    fn rewrite_connection_id(&mut self, raw_len: usize) -> bool {
+    /// What the session's statements are told in the server's place: manifold's connection
+    /// id always, and what the previous statement left unless the session still holds the
+    /// connection that ran it (which then answers exactly).
+    fn session_values(&self) -> SessionValues {
+        let p = &self.previous;
+        let moved = self.lease.is_none();
+        SessionValues {
+            connection_id: Some(self.id),
+            row_count: moved.then_some(p.row_count),
+            found_rows: moved.then_some(p.found_rows),
+            warning_count: moved.then_some(p.warning_count),
+            error_count: moved.then(|| p.error_count()),
+        }
+    }
+
+    /// Builds in `exec_buf` the `COM_QUERY` at the front of the client's buffer with the
+    /// session's values in place (see [`Self::session_values`]); false when nothing changed.
+    fn rewrite_session_values(&mut self, raw_len: usize) -> bool {
         let max = self.max_packet();
         let Some(packet) = manifold_mysql_proto::scan_logical(&self.io.rbuf[..raw_len], max)
             .ok()
@@ -1132,22 +1457,32 @@ impl Session {
         else {
             return false;
         };
+        let values = self.session_values();
         let payload = packet.payload(&self.io.rbuf);
         self.exec_buf.clear();
         let builder = PacketBuilder::begin(&mut self.exec_buf);
         self.exec_buf.push(payload[0]);
-        manifold_sql_lex::replace_connection_id(&payload[1..], self.id, &mut self.exec_buf);
+        let replaced =
+            manifold_sql_lex::replace_session_values(&payload[1..], &values, &mut self.exec_buf);
         builder.finish(&mut self.exec_buf, 0);
-        true
+        replaced
     }
 
     /// `COM_STMT_PREPARE`: prepared on a backend connection, registered as the worker's
     /// statement for its text, and answered with the session's own id for it.
     async fn stmt_prepare(&mut self, reply_seq: u8, mut sql: Box<[u8]>) -> Result<(), End> {
-        if manifold_sql_lex::scan(&sql).has(Scan::CONNECTION_ID) {
+        let scan = manifold_sql_lex::scan(&sql);
+        if scan.has(Scan::CONNECTION_ID) {
             let mut text = Vec::with_capacity(sql.len());
-            manifold_sql_lex::replace_connection_id(&sql, self.id, &mut text);
+            let id_only = SessionValues {
+                connection_id: Some(self.id),
+                ..SessionValues::default()
+            };
+            manifold_sql_lex::replace_session_values(&sql, &id_only, &mut text);
             sql = text.into();
+        }
+        if scan.has(Scan::ROW_COUNT | Scan::FOUND_ROWS | Scan::WARNINGS) {
+            self.previous.asked_by_prepared = true;
         }
         if let Err(e) = self.ensure_backend(false).await {
             self.stmts.prepare_failed();
@@ -1436,6 +1771,8 @@ impl Session {
         self.schema_checked = false;
         self.status = status::AUTOCOMMIT;
         self.vars.clear();
+        self.user_vars.clear();
+        self.previous = PreviousStatement::default();
         self.stmts.clear();
         self.last_insert_id = 0;
         self.pins.clear();

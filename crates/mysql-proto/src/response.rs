@@ -77,6 +77,9 @@ pub struct ResponseTracker {
     last_warnings: u16,
     last_affected_rows: u64,
     last_insert_id: u64,
+    /// Rows of the last result set so far, and whether the last result was one (not an OK).
+    last_rows: u64,
+    last_was_result_set: bool,
     saw_error: bool,
     capture_state: bool,
     /// The packet being read is an OK with session-state changes, wholly in this `feed`'s data.
@@ -113,6 +116,8 @@ impl ResponseTracker {
             last_warnings: 0,
             last_affected_rows: 0,
             last_insert_id: 0,
+            last_rows: 0,
+            last_was_result_set: false,
             saw_error: false,
             capture_state: false,
             capturing: false,
@@ -190,6 +195,16 @@ impl ResponseTracker {
     /// Status flags of the last OK/EOF seen (e.g. `SERVER_STATUS_IN_TRANS`).
     pub fn last_status(&self) -> u16 {
         self.last_status
+    }
+
+    /// Rows the last result set of the answer had (0 if the last result was an OK).
+    pub fn last_rows(&self) -> u64 {
+        self.last_rows
+    }
+
+    /// The answer's last result was a result set, not an OK.
+    pub fn last_was_result_set(&self) -> bool {
+        self.last_was_result_set
     }
 
     pub fn last_warnings(&self) -> u16 {
@@ -329,6 +344,7 @@ impl ResponseTracker {
             State::First => match first {
                 Some(0x00) => {
                     let (affected, id, st, w) = ok_status(p).ok_or(bad)?;
+                    self.last_was_result_set = false;
                     self.last_status = st;
                     self.last_warnings = w;
                     self.last_affected_rows = affected;
@@ -345,6 +361,8 @@ impl ResponseTracker {
                         return Err(ProtoError::Malformed("result set with zero columns"));
                     }
                     self.state = State::Columns(n);
+                    self.last_was_result_set = true;
+                    self.last_rows = 0;
                     Ok(Progress::More)
                 }
                 None => Err(bad),
@@ -383,6 +401,7 @@ impl ResponseTracker {
                     self.last_warnings = w;
                     return Ok(self.after_result(st));
                 }
+                self.last_rows += 1;
                 Ok(Progress::More)
             }
             State::PrepareFirst => {
@@ -629,6 +648,43 @@ mod tests {
             run(ResponseKind::ResultSets, true, &data, 3).1,
             Progress::Done
         );
+    }
+
+    #[test]
+    fn rows_of_the_last_result_set_are_counted() {
+        let mut c = Vec::new();
+        ColumnDefinition::new("a", crate::consts::column_type::VAR_STRING).encode(&mut c);
+        // An OK with more results, then a result set of three rows (one split over two
+        // packets, which counts once).
+        let mut data = Vec::new();
+        let mut seq = write_packet(&mut data, 1, &ok(status::MORE_RESULTS_EXISTS, 0));
+        seq = write_packet(&mut data, seq, &[1]);
+        seq = write_packet(&mut data, seq, &c);
+        seq = write_packet(&mut data, seq, &[1, b'x']);
+        let mut big = vec![0xFC, 0xFF, 0xFF, 0xFF];
+        big.resize(MAX_PAYLOAD + 10, b'y');
+        seq = write_packet(&mut data, seq, &big);
+        seq = write_packet(&mut data, seq, &[0xFB]);
+        write_packet(&mut data, seq, &ok(2, 0xFE));
+        let mut t = ResponseTracker::new(ResponseKind::ResultSets, true, 1);
+        let mut pos = 0;
+        loop {
+            let end = (pos + 4096).min(data.len());
+            let (n, p) = t.feed(&data[pos..end]).unwrap();
+            pos += n;
+            if p == Progress::Done {
+                break;
+            }
+        }
+        assert_eq!(pos, data.len());
+        assert!(t.last_was_result_set());
+        assert_eq!(t.last_rows(), 3);
+        // An OK alone is no result set.
+        let mut data = Vec::new();
+        write_packet(&mut data, 1, &ok(0, 0));
+        let mut t = ResponseTracker::new(ResponseKind::ResultSets, true, 1);
+        assert_eq!(t.feed(&data).unwrap().1, Progress::Done);
+        assert!(!t.last_was_result_set());
     }
 
     fn run(kind: ResponseKind, deprecate: bool, data: &[u8], chunk: usize) -> (usize, Progress) {

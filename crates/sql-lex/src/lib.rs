@@ -10,6 +10,11 @@
 
 mod lexer;
 mod scan;
+mod uservars;
 
 pub use lexer::{Lexer, Token, TokenKind};
-pub use scan::{parse_kill, replace_connection_id, scan, set_names_collation, Kill, Scan, Verb};
+pub use scan::{
+    parse_kill, parse_show_diagnostics, replace_session_values, scan, set_names_collation, Kill,
+    Scan, SessionValues, ShowDiagnostics, Verb,
+};
+pub use uservars::{assigned_user_variables, user_variable_name};

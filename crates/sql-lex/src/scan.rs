@@ -120,6 +120,14 @@ impl Scan {
     pub const CONNECTION_ID: u32 = 1 << 20;
     /// A statement of the text is a `KILL`.
     pub const KILL: u32 = 1 << 21;
+    /// The word `FROM` appears: the statement may read tables.
+    pub const FROM: u32 = 1 << 22;
+    /// `GET DIAGNOSTICS`.
+    pub const GET_DIAGNOSTICS: u32 = 1 << 23;
+
+    /// What a gateway may answer in the server's place (see [`SessionValues`]).
+    pub const SESSION_VALUES: u32 =
+        Self::CONNECTION_ID | Self::ROW_COUNT | Self::FOUND_ROWS | Self::WARNINGS;
 
     /// Statements that change session state the server flags (`session_track_state_change`)
     /// without reporting what: a state change after one of these is accounted for.
@@ -139,6 +147,16 @@ impl Scan {
 
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag != 0
+    }
+
+    /// The statement leaves the session's list of warnings as it was when it raises none
+    /// itself: the server clears the list only for statements that use tables, and a
+    /// `SELECT`, `SET` or `DO` with no `FROM` uses none (unless a stored function it calls
+    /// does, which this cannot see).
+    pub fn keeps_diagnostics(&self) -> bool {
+        matches!(self.verb, Verb::Select | Verb::Set | Verb::Do)
+            && self.statements == 1
+            && !self.has(Scan::FROM)
     }
 }
 
@@ -211,6 +229,8 @@ pub fn scan(sql: &[u8]) -> Scan {
             TokenKind::Word => {
                 if t.is("SQL_CALC_FOUND_ROWS") {
                     out.flags |= Scan::CALC_FOUND_ROWS;
+                } else if t.is("FROM") {
+                    out.flags |= Scan::FROM;
                 }
                 match (first, second) {
                     (None, _) => {
@@ -245,7 +265,7 @@ pub fn scan(sql: &[u8]) -> Scan {
                             Verb::Other
                                 if prev.is_some_and(|p| p.is("GET")) && t.is("DIAGNOSTICS") =>
                             {
-                                Scan::WARNINGS
+                                Scan::GET_DIAGNOSTICS
                             }
                             _ => 0,
                         };
@@ -292,39 +312,102 @@ const AFTER_SELECT_LIST: &[&str] = &[
     "INTERSECT",
 ];
 
-/// Appends `sql` to `out` with every `CONNECTION_ID()` call replaced by `id`, so the server
-/// answers with the gateway's id for the session instead of its own. A call that is a whole
-/// item of the top-level select list keeps its column name (`` 42 AS `CONNECTION_ID()` ``),
-/// as clients may read the column by name.
-pub fn replace_connection_id(sql: &[u8], id: u32, out: &mut Vec<u8>) {
+/// What a gateway answers in the server's place when a statement asks about its session:
+/// the gateway's own connection id, and what the session's previous statement left (kept
+/// by the gateway because the statement may run on another backend connection than the
+/// previous one). `None` leaves the text as the server would read it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SessionValues {
+    /// `CONNECTION_ID()`, everywhere in the text.
+    pub connection_id: Option<u32>,
+    /// `ROW_COUNT()` in the text's first statement (later ones follow a statement of the
+    /// same text, on the same connection).
+    pub row_count: Option<i64>,
+    /// `FOUND_ROWS()` in the first statement.
+    pub found_rows: Option<u64>,
+    /// `@@warning_count` (`@@session.`, `@@local.`) in the first statement.
+    pub warning_count: Option<u64>,
+    /// `@@error_count` in the first statement.
+    pub error_count: Option<u64>,
+}
+
+/// Appends `sql` to `out` with the calls and variables `values` covers replaced by their
+/// values. A call or variable that is a whole item of the top-level select list keeps its
+/// column name (`` 42 AS `CONNECTION_ID()` ``), as clients may read the column by name.
+/// Returns whether anything was replaced.
+pub fn replace_session_values(sql: &[u8], values: &SessionValues, out: &mut Vec<u8>) -> bool {
     let mut copied = 0;
     let mut depth = 0usize;
+    let mut statement = 0usize;
     let mut in_select_list = false;
     let mut prev: Option<Token<'_>> = None;
     let mut tokens = Lexer::new(sql).peekable();
+    let mut replaced = false;
     while let Some(t) = tokens.next() {
         if t.is_punct(b'(') {
             depth += 1;
         } else if t.is_punct(b')') {
             depth = depth.saturating_sub(1);
-        } else if depth == 0 {
+        } else if t.is_punct(b';') {
+            statement += 1;
+            depth = 0;
+        }
+        if depth == 0 {
             if t.is("SELECT") {
                 in_select_list = true;
             } else if t.is_punct(b';') || AFTER_SELECT_LIST.iter().any(|k| t.is(k)) {
                 in_select_list = false;
             }
         }
-        let call = t.is("CONNECTION_ID") && {
-            let mut ahead = tokens.clone();
-            ahead.next().is_some_and(|n| n.is_punct(b'('))
-                && ahead.next().is_some_and(|n| n.is_punct(b')'))
+        let first = statement == 0;
+        let value: Option<i128> = match t.kind {
+            TokenKind::Word => {
+                let empty_call = {
+                    let mut ahead = tokens.clone();
+                    ahead.next().is_some_and(|n| n.is_punct(b'('))
+                        && ahead.next().is_some_and(|n| n.is_punct(b')'))
+                };
+                if !empty_call {
+                    None
+                } else if t.is("CONNECTION_ID") {
+                    values.connection_id.map(i128::from)
+                } else if t.is("ROW_COUNT") && first {
+                    values.row_count.map(i128::from)
+                } else if t.is("FOUND_ROWS") && first {
+                    values.found_rows.map(i128::from)
+                } else {
+                    None
+                }
+            }
+            TokenKind::SysVar
+                if first
+                    && !t
+                        .text
+                        .get(2..9)
+                        .is_some_and(|p| p.eq_ignore_ascii_case(b"global.")) =>
+            {
+                let name = t.sysvar_name();
+                if name.eq_ignore_ascii_case(b"warning_count") {
+                    values.warning_count.map(i128::from)
+                } else if name.eq_ignore_ascii_case(b"error_count") {
+                    values.error_count.map(i128::from)
+                } else {
+                    None
+                }
+            }
+            _ => None,
         };
-        if !call {
+        let Some(value) = value else {
             prev = Some(t);
             continue;
-        }
-        tokens.next();
-        let close = tokens.next().expect("checked above");
+        };
+        let last = if t.kind == TokenKind::Word {
+            tokens.next();
+            tokens.next().expect("checked above")
+        } else {
+            t
+        };
+        let end = last.start + last.text.len();
         let item_start = prev
             .is_some_and(|p| p.is("SELECT") || p.is("DISTINCT") || p.is("ALL") || p.is_punct(b','));
         let item_end = tokens.peek().is_none_or(|n| {
@@ -332,16 +415,87 @@ pub fn replace_connection_id(sql: &[u8], id: u32, out: &mut Vec<u8>) {
         });
         out.extend_from_slice(&sql[copied..t.start]);
         // Writing to a Vec cannot fail.
-        let _ = std::io::Write::write_fmt(out, format_args!("{id}"));
+        let _ = std::io::Write::write_fmt(out, format_args!("{value}"));
         if depth == 0 && in_select_list && item_start && item_end {
             out.extend_from_slice(b" AS `");
-            out.extend_from_slice(&sql[t.start..=close.start]);
+            for &b in &sql[t.start..end] {
+                if b == b'`' {
+                    out.push(b'`');
+                }
+                out.push(b);
+            }
             out.push(b'`');
         }
-        copied = close.start + 1;
-        prev = Some(close);
+        copied = end;
+        prev = Some(last);
+        replaced = true;
     }
     out.extend_from_slice(&sql[copied..]);
+    replaced
+}
+
+/// A `SHOW WARNINGS` / `SHOW ERRORS` statement, which a gateway answers from the conditions
+/// it kept for the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShowDiagnostics {
+    /// `SHOW ERRORS`: conditions of level Error only.
+    pub errors_only: bool,
+    /// `SHOW COUNT(*) WARNINGS|ERRORS`.
+    pub count: bool,
+    pub offset: u64,
+    pub limit: Option<u64>,
+}
+
+/// Reads `sql` as a whole `SHOW [COUNT(*)] WARNINGS|ERRORS [LIMIT [offset,] n]`; `None`
+/// for anything else (including that statement followed by another).
+pub fn parse_show_diagnostics(sql: &[u8]) -> Option<ShowDiagnostics> {
+    let mut tokens = Lexer::new(sql).peekable();
+    if !tokens.next()?.is("SHOW") {
+        return None;
+    }
+    let mut count = false;
+    if tokens.next_if(|t| t.is("COUNT")).is_some() {
+        for want in [b'(', b'*', b')'] {
+            if !tokens.next()?.is_punct(want) {
+                return None;
+            }
+        }
+        count = true;
+    }
+    let what = tokens.next()?;
+    let errors_only = if what.is("ERRORS") {
+        true
+    } else if what.is("WARNINGS") {
+        false
+    } else {
+        return None;
+    };
+    let number = |t: Option<Token<'_>>| -> Option<u64> {
+        let t = t?;
+        if t.kind != TokenKind::Number {
+            return None;
+        }
+        std::str::from_utf8(t.text).ok()?.parse().ok()
+    };
+    let mut out = ShowDiagnostics {
+        errors_only,
+        count,
+        offset: 0,
+        limit: None,
+    };
+    if !count && tokens.next_if(|t| t.is("LIMIT")).is_some() {
+        let a = number(tokens.next())?;
+        if tokens.next_if(|t| t.is_punct(b',')).is_some() {
+            out.offset = a;
+            out.limit = Some(number(tokens.next())?);
+        } else if tokens.next_if(|t| t.is("OFFSET")).is_some() {
+            out.offset = number(tokens.next())?;
+            out.limit = Some(a);
+        } else {
+            out.limit = Some(a);
+        }
+    }
+    tokens.all(|t| t.is_punct(b';')).then_some(out)
 }
 
 /// A `KILL` statement, as a gateway with its own connection ids must handle it.
@@ -401,8 +555,9 @@ pub fn set_names_collation(sql: &[u8]) -> Option<&[u8]> {
 mod tests {
     use super::*;
 
+    /// Flags other than [`Scan::FROM`], which most statements under test carry.
     fn flags(sql: &str) -> u32 {
-        scan(sql.as_bytes()).flags
+        scan(sql.as_bytes()).flags & !Scan::FROM
     }
 
     #[test]
@@ -411,7 +566,7 @@ mod tests {
         let sql =
             b"SELECT CONNECTION_ID(), 'CONNECTION_ID()', connection_id ( ) /* CONNECTION_ID() */";
         assert!(scan(sql).has(Scan::CONNECTION_ID));
-        replace_connection_id(sql, 42, &mut out);
+        replace_session_values(sql, &id(42), &mut out);
         assert_eq!(
             String::from_utf8_lossy(&out),
             "SELECT 42 AS `CONNECTION_ID()`, 'CONNECTION_ID()', 42 AS `connection_id ( )` /* CONNECTION_ID() */"
@@ -435,13 +590,96 @@ mod tests {
         ];
         for (sql, want) in cases {
             out.clear();
-            replace_connection_id(sql.as_bytes(), 42, &mut out);
+            replace_session_values(sql.as_bytes(), &id(42), &mut out);
             assert_eq!(String::from_utf8_lossy(&out), *want);
         }
         out.clear();
-        replace_connection_id(b"SELECT CONNECTION_ID(1), CONNECTION_ID", 7, &mut out);
+        assert!(!replace_session_values(
+            b"SELECT CONNECTION_ID(1), CONNECTION_ID",
+            &id(7),
+            &mut out
+        ));
         assert_eq!(out, b"SELECT CONNECTION_ID(1), CONNECTION_ID");
         assert!(!scan(b"SELECT 'CONNECTION_ID()'").has(Scan::CONNECTION_ID));
+    }
+
+    fn id(connection_id: u32) -> SessionValues {
+        SessionValues {
+            connection_id: Some(connection_id),
+            ..SessionValues::default()
+        }
+    }
+
+    #[test]
+    fn previous_statement_values_are_replaced_in_the_first_statement_only() {
+        let values = SessionValues {
+            connection_id: Some(9),
+            row_count: Some(-1),
+            found_rows: Some(12),
+            warning_count: Some(2),
+            error_count: Some(0),
+        };
+        let cases: &[(&str, &str)] = &[
+            (
+                "SELECT ROW_COUNT(), found_rows(), @@warning_count, @@session.error_count",
+                "SELECT -1 AS `ROW_COUNT()`, 12 AS `found_rows()`, 2 AS `@@warning_count`, 0 AS `@@session.error_count`",
+            ),
+            (
+                "SELECT ROW_COUNT() + 1; SELECT ROW_COUNT(), CONNECTION_ID()",
+                "SELECT -1 + 1; SELECT ROW_COUNT(), 9 AS `CONNECTION_ID()`",
+            ),
+            ("SET @n = @@local.warning_count", "SET @n = 2"),
+            ("SELECT @@global.warning_count", "SELECT @@global.warning_count"),
+            ("SELECT @@warning_count2", "SELECT @@warning_count2"),
+        ];
+        for (sql, want) in cases {
+            let mut out = Vec::new();
+            replace_session_values(sql.as_bytes(), &values, &mut out);
+            assert_eq!(String::from_utf8_lossy(&out), *want);
+        }
+        let mut out = Vec::new();
+        let only_id = id(9);
+        assert!(!replace_session_values(
+            b"SELECT ROW_COUNT()",
+            &only_id,
+            &mut out
+        ));
+        assert_eq!(out, b"SELECT ROW_COUNT()");
+    }
+
+    #[test]
+    fn show_diagnostics_forms() {
+        let show = |errors_only, count, offset, limit| {
+            Some(ShowDiagnostics {
+                errors_only,
+                count,
+                offset,
+                limit,
+            })
+        };
+        assert_eq!(
+            parse_show_diagnostics(b"SHOW WARNINGS"),
+            show(false, false, 0, None)
+        );
+        assert_eq!(
+            parse_show_diagnostics(b"show errors;"),
+            show(true, false, 0, None)
+        );
+        assert_eq!(
+            parse_show_diagnostics(b"SHOW WARNINGS LIMIT 2, 3"),
+            show(false, false, 2, Some(3))
+        );
+        assert_eq!(
+            parse_show_diagnostics(b"SHOW WARNINGS LIMIT 3 OFFSET 2"),
+            show(false, false, 2, Some(3))
+        );
+        assert_eq!(
+            parse_show_diagnostics(b"SHOW COUNT(*) ERRORS"),
+            show(true, true, 0, None)
+        );
+        assert_eq!(parse_show_diagnostics(b"SHOW WARNINGS; SELECT 1"), None);
+        assert_eq!(parse_show_diagnostics(b"SHOW WARNINGS LIMIT x"), None);
+        assert_eq!(parse_show_diagnostics(b"SHOW TABLES"), None);
     }
 
     #[test]
@@ -517,8 +755,13 @@ mod tests {
         assert_eq!(flags("SELECT @@session.warning_count"), Scan::WARNINGS);
         assert_eq!(
             flags("GET DIAGNOSTICS @n = NUMBER"),
-            Scan::WARNINGS | Scan::USER_VARIABLE
+            Scan::GET_DIAGNOSTICS | Scan::USER_VARIABLE
         );
+        assert!(scan(b"SELECT 1").keeps_diagnostics());
+        assert!(scan(b"SET @x = @@warning_count").keeps_diagnostics());
+        assert!(!scan(b"SELECT a FROM t").keeps_diagnostics());
+        assert!(!scan(b"SELECT 1; SELECT 2").keeps_diagnostics());
+        assert!(!scan(b"INSERT INTO t VALUES (1)").keeps_diagnostics());
     }
 
     #[test]
