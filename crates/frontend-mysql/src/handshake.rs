@@ -182,7 +182,7 @@ pub(crate) async fn login(
     )
     .await
     .map_err(AuthFailure::into_reason)?;
-    if !shared.per_user.acquire(&user.name, user.max_connections) {
+    if !user.acquire_connection() {
         let msg = format!(
             "User '{}' has exceeded the 'max_connections' resource (current value: {})",
             user.name, user.max_connections
@@ -203,7 +203,7 @@ pub(crate) async fn login(
     let mut out = Vec::with_capacity(16);
     ok.encode(&mut out, capabilities);
     if let Err(e) = io.send(seq, &out).await {
-        shared.per_user.release(&user.name);
+        user.release_connection();
         return Err(format!("sending login OK: {e}"));
     }
     Ok(Login {

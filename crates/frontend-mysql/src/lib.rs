@@ -49,7 +49,6 @@ pub struct Shared {
     /// Users who completed a `caching_sha2_password` full authentication since start.
     sha2_cache: ArcSwap<std::collections::HashSet<String>>,
     connections: AtomicUsize,
-    per_user: dashmap_free::PerUserCounts,
     pub metrics: FrontendMetrics,
     /// Each worker's pin counters, registered when the worker starts.
     pin_counters: std::sync::Mutex<Vec<Arc<PinCounters>>>,
@@ -95,7 +94,6 @@ impl Shared {
             rsa_pem,
             sha2_cache: ArcSwap::from_pointee(std::collections::HashSet::new()),
             connections: AtomicUsize::new(0),
-            per_user: dashmap_free::PerUserCounts::default(),
             pin_counters: std::sync::Mutex::default(),
             session_shards: std::sync::Mutex::default(),
             metrics: FrontendMetrics::default(),
@@ -142,49 +140,6 @@ impl Shared {
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
         Ok(self.rsa.get_or_init(|| Arc::new(key)).clone())
-    }
-}
-
-/// Per-user connection counts without a lock per login: a small fixed array of atomics
-/// indexed by a hash of the user name (collisions only make a limit stricter, never looser).
-mod dashmap_free {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    const SLOTS: usize = 256;
-
-    pub struct PerUserCounts([AtomicUsize; SLOTS]);
-
-    impl Default for PerUserCounts {
-        fn default() -> Self {
-            Self(std::array::from_fn(|_| AtomicUsize::new(0)))
-        }
-    }
-
-    fn slot(user: &str) -> usize {
-        // FNV-1a: stable and cheap; no need for DoS resistance on configured user names.
-        let mut h: u32 = 0x811c_9dc5;
-        for b in user.bytes() {
-            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
-        }
-        h as usize % SLOTS
-    }
-
-    impl PerUserCounts {
-        pub fn acquire(&self, user: &str, limit: usize) -> bool {
-            let s = &self.0[slot(user)];
-            if limit == 0 {
-                s.fetch_add(1, Ordering::Relaxed);
-                return true;
-            }
-            s.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < limit).then_some(n + 1)
-            })
-            .is_ok()
-        }
-
-        pub fn release(&self, user: &str) {
-            self.0[slot(user)].fetch_sub(1, Ordering::Relaxed);
-        }
     }
 }
 

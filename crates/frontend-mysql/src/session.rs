@@ -120,7 +120,7 @@ pub(crate) async fn run(
         }
         _ => tracing::info!(%peer, connection = id, "session ended: {end:?}"),
     }
-    shared.per_user.release(&session.user.name);
+    session.user.release_connection();
     drop(registration);
     drop(user);
 }
@@ -1789,14 +1789,14 @@ impl Session {
                 return Err(End::Refused(format!("COM_CHANGE_USER failed: {reason}")))
             }
         };
-        if !shared.per_user.acquire(&user.name, user.max_connections) {
+        if !user.acquire_connection() {
             let msg = format!(
                 "User '{}' has exceeded the 'max_connections' resource (current value: {})",
                 user.name, user.max_connections
             );
             return Err(self.refuse(seq, codes::USER_LIMIT_REACHED, msg).await);
         }
-        shared.per_user.release(&old.name);
+        old.release_connection();
         self.handle.set_user(&user.name);
         self.user = user;
         self.schema = (!cu.database.is_empty()).then_some(cu.database);

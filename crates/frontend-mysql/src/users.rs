@@ -1,6 +1,7 @@
 //! The table of users clients log in as, built once from configuration and swapped whole.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use manifold_mysql_proto::auth;
@@ -15,9 +16,29 @@ pub struct User {
     pub backend_user: String,
     pub backend_password: String,
     pub max_connections: usize,
+    /// Sessions logged in as this user now, on every worker: one atomic add at login and
+    /// one subtract at the end, on this user's own counter.
+    connections: AtomicUsize,
 }
 
 impl User {
+    /// Counts a new session of this user unless that would pass `max_connections`.
+    pub fn acquire_connection(&self) -> bool {
+        if self.max_connections == 0 {
+            self.connections.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        self.connections
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.max_connections).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    pub fn release_connection(&self) {
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
     /// The plugin this user authenticates with when the client proposes one we cannot check.
     pub fn preferred_plugin(&self, default: &str) -> &'static str {
         match (self.native_hash.is_some(), self.sha2_hash.is_some()) {
@@ -60,6 +81,7 @@ impl Users {
                 backend_user: u.backend_user.clone().unwrap_or_else(|| u.name.clone()),
                 backend_password: u.backend_password.clone(),
                 max_connections: u.max_connections,
+                connections: AtomicUsize::new(0),
             };
             if by_name.insert(u.name.clone(), Arc::new(user)).is_some() {
                 return Err(format!(
