@@ -38,6 +38,8 @@ fn bind_one(addr: SocketAddr, backlog: u32) -> Result<std::net::TcpListener, Eng
         .set_reuse_address(true)
         .map_err(err("SO_REUSEADDR"))?;
     socket.set_reuse_port(true).map_err(err("SO_REUSEPORT"))?;
+    // Accepted sockets inherit it: no setsockopt per connection.
+    socket.set_tcp_nodelay(true).map_err(err("TCP_NODELAY"))?;
     socket.set_nonblocking(true).map_err(err("O_NONBLOCK"))?;
     socket.bind(&addr.into()).map_err(err("bind"))?;
     // Validated to fit; clamp anyway so a direct caller cannot make listen(2) see a negative.

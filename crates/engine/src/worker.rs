@@ -355,9 +355,6 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer)) => {
-                if let Err(e) = stream.set_nodelay(true) {
-                    tracing::debug!(worker = ctx.id, %peer, error = %e, "cannot set TCP_NODELAY");
-                }
                 ctx.accepted.set(ctx.accepted.get() + 1);
                 let guard = ctx.track_connection();
                 let fut = Rc::clone(&handler).handle(stream, peer, Rc::clone(&ctx));
