@@ -268,6 +268,71 @@ def test_get_diagnostics_outside_a_program_is_refused_clearly(mux):
     a.cursor().execute("COMMIT")
 
 
+def test_max_backend_connections_caps_all_workers_together(topology, tmp_path, mariadb_account, schema):
+    """2 workers x pool.max_size 8 but pool.max_backend_connections 3: 400 statements from 40
+    sessions (spread over both workers) all run, the server never sees more than 3
+    connections, and a worker whose sessions wait while the other holds the budget gets it
+    (min_idle 2 per worker cannot both be met). With all 3 held in transactions, another
+    statement gets ERR 7703 naming the limit, and runs once one commits."""
+    name, password = mariadb_account
+    m = configured(topology, tmp_path, f"""
+[engine]
+threads = 2
+
+[pool]
+min_idle = 2
+max_size = 8
+max_backend_connections = 3
+wait_timeout = "2s"
+
+[[users]]
+name = "{name}"
+password_native = "{native_hash(password)}"
+backend_password = "{password}"
+""", "manifold-budget")
+    try:
+        sessions = [m.connect(user=name, password=password, database=schema, autocommit=True)
+                    for _ in range(40)]
+        peak = [0]
+        done = threading.Event()
+
+        def watch():
+            while not done.is_set():
+                peak[0] = max(peak[0], backend_connections(topology, name))
+                done.wait(0.02)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        try:
+            with ThreadPoolExecutor(40) as ex:
+                got = list(ex.map(lambda i: [one(sessions[i], "SELECT %s + SLEEP(0.01)", (k,))[0]
+                                             for k in range(10)], range(40)))
+        finally:
+            done.set()
+            watcher.join()
+        assert got == [[float(k) for k in range(10)] for _ in range(40)] or \
+            got == [list(range(10)) for _ in range(40)]
+        assert 1 <= peak[0] <= 3, peak[0]
+        holders = sessions[:3]
+        for h in holders:
+            h.cursor().execute("BEGIN")
+            one(h, "SELECT 1")
+        assert backend_connections(topology, name) == 3
+        with pytest.raises(pymysql.MySQLError) as e:
+            one(sessions[3], "SELECT 1")
+        assert e.value.args[0] == POOL_TIMEOUT
+        assert "max_backend_connections (3)" in e.value.args[1]
+        holders[0].cursor().execute("COMMIT")
+        assert one(sessions[3], "SELECT 2") == (2,)
+        for h in holders[1:]:
+            h.cursor().execute("COMMIT")
+        assert backend_connections(topology, name) <= 3
+        for c in sessions:
+            c.close()
+    finally:
+        m.stop_and_check()
+
+
 def test_client_without_session_tracking_sees_plain_ok_packets(mux, schema):
     """PyMySQL does not ask for CLIENT_SESSION_TRACK: the OK packets of statements that change
     state reach it without tracking data (it would read them as part of the info text)."""

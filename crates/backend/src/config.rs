@@ -58,6 +58,10 @@ pub struct PoolConfig {
     /// `max_prepared_stmt_count` (16382 by default); if the server refuses anyway, half of
     /// the connection's statements are closed and the prepare is tried once more.
     pub max_prepared_statements: usize,
+    /// Most connections to one backend over all workers together; 0 = only `max_size` per
+    /// worker. A worker waiting for a connection while the others hold them all gets one
+    /// as soon as another worker has one idle.
+    pub max_backend_connections: usize,
 }
 
 impl Default for PoolConfig {
@@ -69,6 +73,7 @@ impl Default for PoolConfig {
             connect_timeout: Duration::from_secs(5),
             wait_timeout: Duration::from_secs(10),
             max_prepared_statements: 64,
+            max_backend_connections: 0,
         }
     }
 }

@@ -10,6 +10,8 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -28,9 +30,68 @@ pub struct PoolStats {
     pub opened_total: u64,
 }
 
+/// The connections all workers' pools may open to one backend
+/// (`pool.max_backend_connections`). Touched only when a connection opens or closes, and
+/// read (a relaxed load) when one goes back to its pool: never per statement otherwise.
+#[derive(Debug, Default)]
+pub struct BackendBudget {
+    limit: usize,
+    open: AtomicUsize,
+    /// Workers with a borrower waiting because the others hold the whole budget: pools
+    /// above their fair share give budget back (close a returned connection) while any is.
+    starving: AtomicUsize,
+    /// Pools sharing the budget (one per worker).
+    pools: AtomicUsize,
+    /// Wakes the other workers' pools when one starts starving, so they give back idle
+    /// connections at once instead of at their next maintenance tick.
+    wanted: Notify,
+}
+
+impl BackendBudget {
+    /// `limit` 0: no limit beyond each pool's own `max_size`.
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            limit,
+            ..Self::default()
+        })
+    }
+
+    fn try_reserve(&self) -> bool {
+        if self.limit == 0 {
+            return true;
+        }
+        self.open
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.limit).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn release(&self, n: usize) {
+        if self.limit != 0 && n > 0 {
+            self.open.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Connections open (or opening) now, when limited.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// What one pool may keep while another worker starves: an equal share, at least one.
+    fn fair_share(&self) -> usize {
+        (self.limit / self.pools.load(Ordering::Relaxed).max(1)).max(1)
+    }
+}
+
+/// How often a borrower starved by [`BackendBudget`] looks for budget another worker gave
+/// back (that worker cannot wake it: it is another thread's runtime).
+const STARVED_RECHECK: Duration = Duration::from_millis(5);
+
 pub struct Pool {
     pub target: BackendTarget,
     pub config: PoolConfig,
+    budget: Arc<BackendBudget>,
     idle: RefCell<VecDeque<BackendConn>>,
     /// Connections that exist or are being opened: idle + leased + resetting + connecting.
     total: Cell<usize>,
@@ -47,10 +108,13 @@ pub struct Pool {
 }
 
 impl Pool {
-    pub fn new(target: BackendTarget, config: PoolConfig) -> Rc<Pool> {
+    /// `budget` is shared by every worker's pool to the same backend.
+    pub fn new(target: BackendTarget, config: PoolConfig, budget: Arc<BackendBudget>) -> Rc<Pool> {
+        budget.pools.fetch_add(1, Ordering::Relaxed);
         Rc::new(Pool {
             target,
             config,
+            budget,
             idle: RefCell::new(VecDeque::new()),
             total: Cell::new(0),
             in_use: Cell::new(0),
@@ -95,34 +159,85 @@ impl Pool {
         // First come, first served: while others wait, a newcomer queues behind them instead
         // of taking the connection a waiter was just woken for (`Notify` wakes in order).
         let mut woken = false;
-        loop {
+        let mut starving = false;
+        let result = loop {
             if woken || self.waiting.get() == 0 {
-                if let Some(lease) = self.take_or_open(key, schema, vars).await? {
-                    return Ok(lease);
+                match self.take_or_open(key, schema, vars).await {
+                    Ok(Some(lease)) => break Ok(lease),
+                    Ok(None) => {}
+                    Err(e) => break Err(e),
                 }
             }
             let until = *deadline
                 .get_or_insert_with(|| tokio::time::Instant::now() + self.config.wait_timeout);
+            // Below max_size but out of budget: the other workers hold it all.
+            let starved = self.budget.limit != 0
+                && self.total.get() < self.config.max_size
+                && self.budget.open() >= self.budget.limit;
+            if starved != starving {
+                starving = starved;
+                if starved {
+                    self.budget.starving.fetch_add(1, Ordering::Relaxed);
+                    self.budget.wanted.notify_waiters();
+                } else {
+                    self.budget.starving.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            let wake_at = if starved {
+                until.min(tokio::time::Instant::now() + STARVED_RECHECK)
+            } else {
+                until
+            };
             self.waiting.set(self.waiting.get() + 1);
-            let woke = tokio::time::timeout_at(until, self.released.notified()).await;
+            let woke = tokio::time::timeout_at(wake_at, self.released.notified()).await;
             self.waiting.set(self.waiting.get() - 1);
             woken = true;
+            if woke.is_err() && tokio::time::Instant::now() < until {
+                continue;
+            }
             if woke.is_err() {
                 // A wake-up meant for this borrower may have come with the timeout: pass it on.
                 self.wake_a_waiter();
-                return Err(BackendError::new(
+                let limit = if starving {
+                    format!(
+                        "all workers hold pool.max_backend_connections ({})",
+                        self.budget.limit
+                    )
+                } else {
+                    format!("pool.max_size {}", self.config.max_size)
+                };
+                break Err(BackendError::new(
                     ErrorKind::PoolTimeout,
                     true,
                     format!(
-                        "no free connection to backend {} within pool.wait_timeout ({:?}); {} in use (pool.max_size {})",
+                        "no free connection to backend {} within pool.wait_timeout ({:?}); {} in use here ({limit})",
                         self.target.addr,
                         self.config.wait_timeout,
                         self.in_use.get(),
-                        self.config.max_size
                     ),
                 ));
             }
+        };
+        if starving {
+            self.budget.starving.fetch_sub(1, Ordering::Relaxed);
         }
+        result
+    }
+
+    /// Counts a connection about to be opened, if this pool and the backend's budget have
+    /// room for it.
+    fn reserve_slot(&self) -> bool {
+        if self.total.get() >= self.config.max_size || !self.budget.try_reserve() {
+            return false;
+        }
+        self.total.set(self.total.get() + 1);
+        true
+    }
+
+    /// `n` connections closed (or never opened).
+    fn release_slots(&self, n: usize) {
+        self.total.set(self.total.get() - n);
+        self.budget.release(n);
     }
 
     /// An idle connection, else a new one if there is room; `None` when the pool is full.
@@ -135,8 +250,7 @@ impl Pool {
         if let Some(conn) = self.take_idle(key, schema, vars) {
             return Ok(Some(self.lease(conn, true)));
         }
-        if self.total.get() < self.config.max_size || self.evict_idle_other_key(key) {
-            self.total.set(self.total.get() + 1);
+        if self.reserve_slot() || self.evict_idle_other_key(key) {
             let guard = SlotGuard(self);
             let conn = BackendConn::connect(&self.target, key, self.config.connect_timeout).await?;
             std::mem::forget(guard);
@@ -185,7 +299,7 @@ impl Pool {
             if conn.looks_alive() {
                 return Some(conn);
             }
-            self.total.set(self.total.get() - 1);
+            self.release_slots(1);
         }
     }
 
@@ -194,15 +308,15 @@ impl Pool {
         let mut idle = self.idle.borrow_mut();
         if let Some(i) = idle.iter().position(|c| c.key != *key) {
             idle.remove(i);
-            // The slot is reused by the caller: `total` stays.
+            // The slot (and its budget) is reused by the caller: `total` stays.
             return true;
         }
         false
     }
 
     fn give_back(&self, mut conn: BackendConn) {
-        if self.closed.get() {
-            self.total.set(self.total.get() - 1);
+        if self.closed.get() || self.owes_budget() {
+            self.release_slots(1);
             return;
         }
         conn.last_used = Instant::now();
@@ -210,8 +324,28 @@ impl Pool {
         self.wake_a_waiter();
     }
 
+    /// Another worker's borrowers wait for budget this pool holds more than its share of (or
+    /// holds with no borrower waiting here): a connection coming back or idle should go back
+    /// to the backend instead. Even with borrowers waiting here, or they would keep it from
+    /// the other worker for as long as they are busy.
+    fn owes_budget(&self) -> bool {
+        self.budget.limit != 0
+            && self.budget.starving.load(Ordering::Relaxed) > 0
+            && (self.waiting.get() == 0 || self.total.get() > self.budget.fair_share())
+    }
+
+    /// Closes idle connections while [`Self::owes_budget`].
+    fn give_back_budget(&self) {
+        while self.owes_budget() {
+            if self.idle.borrow_mut().pop_front().is_none() {
+                return;
+            }
+            self.release_slots(1);
+        }
+    }
+
     fn forget_one(&self) {
-        self.total.set(self.total.get() - 1);
+        self.release_slots(1);
         self.wake_a_waiter();
     }
 
@@ -240,8 +374,9 @@ impl Pool {
                 let key = pool.warm_key.borrow().clone();
                 if let Some(key) = key {
                     let ready = pool.idle.borrow().iter().filter(|c| c.key == key).count();
-                    if ready < pool.config.min_idle && pool.total.get() < pool.config.max_size {
-                        pool.total.set(pool.total.get() + 1);
+                    // Not while another worker waits for budget: it would take it back.
+                    let starving = pool.budget.starving.load(Ordering::Relaxed) > 0;
+                    if ready < pool.config.min_idle && !starving && pool.reserve_slot() {
                         match BackendConn::connect(&pool.target, &key, pool.config.connect_timeout)
                             .await
                         {
@@ -263,7 +398,11 @@ impl Pool {
                         }
                     }
                 }
-                tokio::time::sleep(tick).await;
+                tokio::select! {
+                    () = tokio::time::sleep(tick) => {}
+                    () = pool.budget.wanted.notified() => {}
+                }
+                pool.give_back_budget();
             }
         });
     }
@@ -283,7 +422,7 @@ impl Pool {
         }
         let dropped = before - kept.len();
         *idle = kept;
-        self.total.set(self.total.get() - dropped);
+        self.release_slots(dropped);
     }
 
     /// Stops maintenance and closes idle connections; leased ones close when returned.
@@ -291,7 +430,7 @@ impl Pool {
         self.closed.set(true);
         let n = self.idle.borrow().len();
         self.idle.borrow_mut().clear();
-        self.total.set(self.total.get() - n);
+        self.release_slots(n);
     }
 }
 

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
-use manifold_backend::{BackendTarget, Pool, PoolConfig};
+use manifold_backend::{BackendBudget, BackendTarget, Pool, PoolConfig};
 use manifold_engine::{ConnectionHandler, WorkerContext};
 use manifold_mysql_proto::auth::RsaKeyPair;
 
@@ -44,6 +44,8 @@ pub struct Shared {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub backend: BackendTarget,
     pub pool: PoolConfig,
+    /// `pool.max_backend_connections`, shared by every worker's pool to the backend.
+    pub backend_budget: Arc<BackendBudget>,
     rsa: OnceLock<Arc<RsaKeyPair>>,
     rsa_pem: Option<String>,
     /// Users who completed a `caching_sha2_password` full authentication since start.
@@ -89,6 +91,7 @@ impl Shared {
             users: ArcSwap::from_pointee(users),
             tls,
             backend,
+            backend_budget: BackendBudget::new(pool.max_backend_connections),
             pool,
             rsa: OnceLock::new(),
             rsa_pem,
@@ -176,7 +179,11 @@ pub struct WorkerFrontend {
 
 impl WorkerFrontend {
     pub fn new(shared: Arc<Shared>, ctx: &WorkerContext) -> Rc<Self> {
-        let pool = Pool::new(shared.backend.clone(), shared.pool.clone());
+        let pool = Pool::new(
+            shared.backend.clone(),
+            shared.pool.clone(),
+            shared.backend_budget.clone(),
+        );
         let pins = Arc::new(PinCounters::default());
         shared
             .pin_counters
