@@ -561,7 +561,7 @@ impl BackendConn {
                 row[i * 3 + 1].as_deref(),
                 row[i * 3 + 2].as_deref(),
             );
-            self.user_vars.set(name, literal.clone());
+            self.user_vars.set(name, &literal);
             out.push(literal);
         }
         Ok(Ok(out))

@@ -8,12 +8,49 @@
 
 use manifold_mysql_proto::packets::{decode_session_state, SessionTrack};
 
+/// Name/value pairs sorted by name, with a hash of the whole so pools compare states in one
+/// comparison (0 for none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct SortedPairs {
+    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    signature: u64,
+}
+
+impl SortedPairs {
+    fn get(&self, name: &[u8]) -> Option<&[u8]> {
+        self.pairs
+            .binary_search_by(|(n, _)| n.as_slice().cmp(name))
+            .ok()
+            .map(|i| self.pairs[i].1.as_slice())
+    }
+
+    fn set(&mut self, name: &[u8], value: &[u8]) {
+        match self.pairs.binary_search_by(|(n, _)| n.as_slice().cmp(name)) {
+            Ok(i) if self.pairs[i].1 == value => return,
+            Ok(i) => value.clone_into(&mut self.pairs[i].1),
+            Err(i) => self.pairs.insert(i, (name.to_vec(), value.to_vec())),
+        }
+        // FNV-1a: stable, no allocation, and states are few.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (n, v) in &self.pairs {
+            for b in n.iter().chain([&0u8]).chain(v.iter()).chain([&0u8]) {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        self.signature = h | 1;
+    }
+
+    fn clear(&mut self) {
+        self.pairs.clear();
+        self.signature = 0;
+    }
+}
+
 /// Variables changed from the server's defaults, sorted by name. Names are stored lowercase.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionVars {
-    vars: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Hash of `vars`, so pools compare states in one comparison.
-    signature: u64,
+    vars: SortedPairs,
 }
 
 /// What one OK packet's session-state data said.
@@ -72,59 +109,37 @@ pub fn is_carried(name: &[u8]) -> bool {
 
 impl SessionVars {
     pub fn is_empty(&self) -> bool {
-        self.vars.is_empty()
+        self.vars.pairs.is_empty()
     }
 
     pub fn signature(&self) -> u64 {
-        self.signature
+        self.vars.signature
     }
 
     pub fn get(&self, name: &[u8]) -> Option<&[u8]> {
-        self.vars
-            .binary_search_by(|(n, _)| n.as_slice().cmp(name))
-            .ok()
-            .map(|i| self.vars[i].1.as_slice())
+        self.vars.get(name)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.vars.iter().map(|(n, v)| (n.as_slice(), v.as_slice()))
+        self.vars
+            .pairs
+            .iter()
+            .map(|(n, v)| (n.as_slice(), v.as_slice()))
     }
 
     /// Records a variable's new value. `name` must be lowercase.
     pub fn set(&mut self, name: &[u8], value: &[u8]) {
-        match self.vars.binary_search_by(|(n, _)| n.as_slice().cmp(name)) {
-            Ok(i) => {
-                if self.vars[i].1 == value {
-                    return;
-                }
-                self.vars[i].1 = value.to_vec();
-            }
-            Err(i) => self.vars.insert(i, (name.to_vec(), value.to_vec())),
-        }
-        self.signature = self.hash();
+        self.vars.set(name, value);
     }
 
     pub fn clear(&mut self) {
         self.vars.clear();
-        self.signature = 0;
     }
 
     /// Every variable this connection changed is also changed by `want` (maybe to another
     /// value), so `SET`ting `want`'s values is enough to match it.
     pub fn is_subset_of(&self, want: &SessionVars) -> bool {
-        self.vars.iter().all(|(n, _)| want.get(n).is_some())
-    }
-
-    fn hash(&self) -> u64 {
-        // FNV-1a: stable, no allocation, and states are few.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for (n, v) in &self.vars {
-            for b in n.iter().chain([&0u8]).chain(v.iter()).chain([&0u8]) {
-                h ^= u64::from(*b);
-                h = h.wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-        h | 1 // 0 is the empty state
+        self.vars.pairs.iter().all(|(n, _)| want.get(n).is_some())
     }
 
     /// Appends `name=value` assignments for the variables of `self` that `current` lacks or
@@ -132,7 +147,7 @@ impl SessionVars {
     /// Returns how many were appended.
     pub fn write_assignments(&self, current: &SessionVars, out: &mut Vec<u8>) -> usize {
         let mut n = 0;
-        for (name, value) in &self.vars {
+        for (name, value) in &self.vars.pairs {
             if current.get(name) == Some(value.as_slice()) {
                 continue;
             }
@@ -153,50 +168,33 @@ impl SessionVars {
 /// variable set to NULL is kept as a NULL of its type: it is not the same as an unset one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UserVars {
-    vars: Vec<(Vec<u8>, Vec<u8>)>,
-    signature: u64,
+    vars: SortedPairs,
 }
 
 impl UserVars {
     pub fn is_empty(&self) -> bool {
-        self.vars.is_empty()
+        self.vars.pairs.is_empty()
     }
 
     pub fn len(&self) -> usize {
-        self.vars.len()
+        self.vars.pairs.len()
     }
 
     pub fn signature(&self) -> u64 {
-        self.signature
+        self.vars.signature
     }
 
     pub fn get(&self, name: &[u8]) -> Option<&[u8]> {
-        self.vars
-            .binary_search_by(|(n, _)| n.as_slice().cmp(name))
-            .ok()
-            .map(|i| self.vars[i].1.as_slice())
+        self.vars.get(name)
     }
 
     /// Records `name`'s value as a literal (see [`user_variable_literal`]).
-    pub fn set(&mut self, name: &[u8], literal: Vec<u8>) {
-        match self.vars.binary_search_by(|(n, _)| n.as_slice().cmp(name)) {
-            Ok(i) => self.vars[i].1 = literal,
-            Err(i) => self.vars.insert(i, (name.to_vec(), literal)),
-        }
-        // FNV-1a over names and literals, as for system variables.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for (n, v) in &self.vars {
-            for b in n.iter().chain([&0u8]).chain(v.iter()).chain([&0u8]) {
-                h ^= u64::from(*b);
-                h = h.wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-        self.signature = if self.vars.is_empty() { 0 } else { h | 1 };
+    pub fn set(&mut self, name: &[u8], literal: &[u8]) {
+        self.vars.set(name, literal);
     }
 
     pub fn clear(&mut self) {
         self.vars.clear();
-        self.signature = 0;
     }
 
     /// Appends `@name=literal` assignments that turn `current` into `self`, comma-separated,
@@ -221,12 +219,12 @@ impl UserVars {
             out.extend_from_slice(literal);
             n += 1;
         };
-        for (name, literal) in &self.vars {
+        for (name, literal) in &self.vars.pairs {
             if current.get(name) != Some(literal.as_slice()) {
                 assign(name, literal, out);
             }
         }
-        for (name, _) in &current.vars {
+        for (name, _) in &current.vars.pairs {
             if self.get(name).is_none() {
                 assign(name, b"NULL", out);
             }
@@ -362,11 +360,11 @@ mod tests {
     #[test]
     fn user_variables_restore_the_difference_and_unset_the_rest() {
         let mut want = UserVars::default();
-        want.set(b"a", b"1".to_vec());
-        want.set(b"odd`name", b"X'00'".to_vec());
+        want.set(b"a", b"1");
+        want.set(b"odd`name", b"X'00'");
         let mut have = UserVars::default();
-        have.set(b"a", b"1".to_vec());
-        have.set(b"other", b"2".to_vec());
+        have.set(b"a", b"1");
+        have.set(b"other", b"2");
         let mut sql = b"SET ".to_vec();
         assert_eq!(want.write_assignments(&have, &mut sql), 2);
         assert_eq!(

@@ -1261,7 +1261,7 @@ impl Session {
         match outcome {
             Ok(Ok(values)) => {
                 for (name, value) in names.iter().zip(values) {
-                    self.user_vars.set(name, value);
+                    self.user_vars.set(name, &value);
                 }
             }
             Ok(Err(e)) => {
