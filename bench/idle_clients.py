@@ -16,73 +16,35 @@ Driven by commands on stdin, one per line; every answer is one line on stdout:
                                                              -> "check open=N closed=C unexpected=U ping_ok=P ping_failed=Q [errors=...]"
   close (or EOF) COM_QUIT and close every session, then exit -> "closed N"
 
-The protocol code is a minimal asyncio version of what tests/python/rawmysql.py does for its
-blocking RawConn (copied rather than imported, so the benchmark does not depend on the tests).
+The protocol comes from tests/python/rawmysql.py (imported from the checkout this script is
+in): its constants, the handshake parser, the mysql_native_password scramble and ERR parsing,
+and for the one warm-up session its blocking RawConn. The many sessions need asyncio, which
+RawConn (a blocking socket per connection) does not offer, so the packet I/O, the login
+exchange and COM_PING are written here again on asyncio streams.
 """
 
 import argparse
 import asyncio
 import collections
-import hashlib
+import os
 import random
 import struct
 import sys
 import time
 
-CLIENT_LONG_PASSWORD = 1
-CLIENT_LONG_FLAG = 1 << 2
-CLIENT_PROTOCOL_41 = 1 << 9
-CLIENT_TRANSACTIONS = 1 << 13
-CLIENT_SECURE_CONNECTION = 1 << 15
-CLIENT_MULTI_RESULTS = 1 << 17
-CLIENT_PLUGIN_AUTH = 1 << 19
-CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA = 1 << 21
-CAPS = (CLIENT_LONG_PASSWORD | CLIENT_LONG_FLAG | CLIENT_PROTOCOL_41 | CLIENT_TRANSACTIONS
-        | CLIENT_SECURE_CONNECTION | CLIENT_MULTI_RESULTS | CLIENT_PLUGIN_AUTH
-        | CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA)
-UTF8MB4_GENERAL_CI = 45
-NATIVE = "mysql_native_password"
-COM_QUIT, COM_QUERY, COM_PING = 0x01, 0x03, 0x0E
+sys.dont_write_bytecode = True  # no __pycache__ left in tests/python by a benchmark
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+from rawmysql import (COM_PING, COM_QUIT, DEFAULT_CAPS, NATIVE, UTF8MB4_GENERAL_CI,  # noqa: E402
+                      Handshake, RawConn, native_scramble, parse_err, put_lenenc_bytes)
 
 
 class Failed(Exception):
     pass
 
 
-def native_scramble(password, scramble):
-    if not password:
-        return b""
-    h1 = hashlib.sha1(password.encode()).digest()
-    h2 = hashlib.sha1(h1).digest()
-    h3 = hashlib.sha1(scramble[:20] + h2).digest()
-    return bytes(a ^ b for a, b in zip(h1, h3))
-
-
 def err_text(p):
-    code = struct.unpack_from("<H", p, 1)[0]
-    msg = p[9:] if p[3:4] == b"#" else p[3:]
-    return f"ERR {code} {msg.decode('utf-8', 'replace')}"
-
-
-def parse_handshake(p):
-    """(server capabilities, 20-byte scramble, auth plugin) of a handshake v10 payload."""
-    if p[0] == 0xFF:
-        raise Failed("handshake: " + err_text(p))
-    end = p.index(b"\0", 1)
-    pos = end + 1 + 4  # server version, connection id
-    part1 = p[pos:pos + 8]
-    pos += 9
-    caps = struct.unpack_from("<H", p, pos)[0]
-    caps |= struct.unpack_from("<H", p, pos + 5)[0] << 16
-    auth_len = p[pos + 7]
-    pos += 8 + 10
-    n2 = max(13, auth_len - 8)
-    scramble = bytes(part1 + p[pos:pos + n2]).rstrip(b"\0")[:20]
-    pos += n2
-    plugin = ""
-    if caps & CLIENT_PLUGIN_AUTH and pos < len(p):
-        plugin = p[pos:].split(b"\0")[0].decode()
-    return caps, scramble, plugin
+    e = parse_err(p)
+    return f"ERR {e.code} {e.message}"
 
 
 class Session:
@@ -103,14 +65,16 @@ class Session:
         self.seq = (self.seq + 1) & 0xFF
 
     async def login(self, user, password):
+        p = await self.read_packet()
+        if p[0] == 0xFF:
+            raise Failed("handshake: " + err_text(p))
+        hs = Handshake(p)
         # Whatever plugin the handshake proposes, answer with mysql_native_password; a server
         # that wants another one for this user sends an auth switch, which fails below.
-        caps, scramble, _plugin = parse_handshake(await self.read_packet())
-        plugin = NATIVE
-        out = struct.pack("<IIB", CAPS & caps, 1 << 24, UTF8MB4_GENERAL_CI) + b"\0" * 23
-        auth = native_scramble(password, scramble)
-        out += user.encode() + b"\0" + bytes([len(auth)]) + auth + plugin.encode() + b"\0"
-        self.write_packet(out)
+        # (RawConn.handshake_response builds the same packet, from a RawConn's state.)
+        out = struct.pack("<IIB", DEFAULT_CAPS & hs.capabilities, 1 << 24, UTF8MB4_GENERAL_CI) + b"\0" * 23
+        out += user.encode() + b"\0" + put_lenenc_bytes(native_scramble(password, hs.scramble))
+        self.write_packet(out + NATIVE.encode() + b"\0")
         await self.writer.drain()
         while True:
             p = await self.read_packet()
@@ -139,25 +103,6 @@ class Session:
         if p[0] != 0x00:
             raise Failed("ping: " + (err_text(p) if p[0] == 0xFF else repr(bytes(p[:16]))))
 
-    async def select_1(self):
-        await self.command(bytes([COM_QUERY]) + b"SELECT 1")
-        p = await self.read_packet()
-        if p[0] == 0xFF:
-            raise Failed("SELECT 1: " + err_text(p))
-        for _ in range(p[0]):  # column definitions
-            await self.read_packet()
-        await self.read_packet()  # EOF (CLIENT_DEPRECATE_EOF is not requested)
-        rows = []
-        while True:
-            p = await self.read_packet()
-            if p[0] == 0xFE and len(p) < 9:
-                break
-            if p[0] == 0xFF:
-                raise Failed("SELECT 1: " + err_text(p))
-            rows.append(bytes(p))
-        if rows != [b"\x011"]:
-            raise Failed(f"SELECT 1 returned {rows!r}")
-
     def quit(self):
         try:
             self.seq = 0
@@ -176,6 +121,18 @@ async def connect(args):
         writer.close()
         raise
     return s
+
+
+def warmup(args):
+    """One blocking session: log in, SELECT 1 (checked), COM_QUIT."""
+    c = RawConn(args.port, host=args.host, timeout=args.timeout)
+    try:
+        c.login(args.user, args.password)
+        v = c.scalar("SELECT 1")
+        if v != "1":
+            raise Failed(f"SELECT 1 returned {v!r}")
+    finally:
+        c.quit()
 
 
 def describe(e):
@@ -221,9 +178,7 @@ async def main():
             return
         if line == "warmup":
             try:
-                s = await connect(args)
-                await s.select_1()
-                s.quit()
+                await asyncio.to_thread(warmup, args)
                 say("warmup ok")
             except Exception as e:
                 say("warmup failed: " + describe(e))

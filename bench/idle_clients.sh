@@ -22,6 +22,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
 CLIENTS=${CLIENTS:-10000}
 IDLE_SECS=${IDLE_SECS:-30}
@@ -31,19 +33,14 @@ CLIENTS_DIRECT=${CLIENTS_DIRECT:-1000}
 PROXY_THREADS=${PROXY_THREADS:-2}
 MAX_CONNECTIONS=${MAX_CONNECTIONS:-$((CLIENTS + 100))}
 SETTLE=${SETTLE:-3}
-SRC_BIN=${MANIFOLD_BIN_DIR:-$ROOT/target/release}
 OUT=${OUT:-$ROOT/bench/out/idle_clients-$(date -u +%Y%m%dT%H%M%SZ)}
 CLIENT_PY=$ROOT/bench/idle_clients.py
-CLK_TCK=$(getconf CLK_TCK)
 
-die() { echo "idle_clients.sh: $*" >&2; exit 1; }
-for tool in mysql python3; do
-    command -v "$tool" >/dev/null || die "$tool not found (apt-get install -y mariadb-client python3)"
+need_tools "apt-get install -y mariadb-client python3" mysql python3
+need_binaries
+for f in "$CLIENT_PY" "$ROOT/tests/python/rawmysql.py"; do
+    [ -r "$f" ] || die "$f missing"
 done
-for b in manifold manifold-testkit; do
-    [ -x "$SRC_BIN/$b" ] || die "$SRC_BIN/$b missing: cargo build --release --workspace"
-done
-[ -r "$CLIENT_PY" ] || die "$CLIENT_PY missing"
 [ "$CLIENTS_DIRECT" -le 1900 ] || die "CLIENTS_DIRECT=$CLIENTS_DIRECT: the testkit's MariaDB allows 2000 connections"
 # The client process holds CLIENTS sockets; manifold CLIENTS plus its backend connections.
 NEED_FDS=$((CLIENTS + 1000))
@@ -52,12 +49,9 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$NEED_FDS" ]; then
         die "open-file limit $(ulimit -n) is below the $NEED_FDS needed for CLIENTS=$CLIENTS (hard limit $(ulimit -Hn))"
 fi
 
-mkdir -p "$OUT"
-TMP=$(mktemp -d)
-TESTKIT_PID= MANIFOLD_PID= CLIENT_PID= SLEEP_PID=
-
-cleanup() {
-    set +e
+CLIENT_PID= SLEEP_PID=
+# Runs at exit before lib.sh's cleanup stops manifold and the topology.
+before_cleanup() {
     [ -n "$SLEEP_PID" ] && kill "$SLEEP_PID" 2>/dev/null
     if [ -n "$CLIENT_PID" ]; then
         exec 4>&- # EOF on its stdin: the client closes its sessions and exits
@@ -65,34 +59,9 @@ cleanup() {
         kill "$CLIENT_PID" 2>/dev/null
         wait "$CLIENT_PID" 2>/dev/null
     fi
-    [ -n "$MANIFOLD_PID" ] && kill "$MANIFOLD_PID" 2>/dev/null && wait "$MANIFOLD_PID" 2>/dev/null
-    if [ -n "$TESTKIT_PID" ]; then
-        exec 3>&- # closing the testkit's stdin tears the topology down
-        wait "$TESTKIT_PID" 2>/dev/null
-    fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Private copies of the binaries: target/release may be rebuilt while this runs.
-BIN=$TMP/bin
-mkdir -p "$BIN"
-cp "$SRC_BIN/manifold" "$SRC_BIN/manifold-testkit" "$BIN/"
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-wait_port() { # port pid what
-    for _ in $(seq 1 300); do
-        kill -0 "$2" 2>/dev/null || die "$3 exited early"
-        (exec 9<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    die "$3 did not listen on port $1"
 }
 
-# utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/PID/stat).
-cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# /proc readings of the measured process besides cpu_ticks (lib.sh).
 # CPU time in nanoseconds, summed over the process's threads (first field of schedstat): the
 # same quantity as cpu_ticks at a finer resolution.
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s}'; }
@@ -105,41 +74,22 @@ pause() { sleep "$1" & SLEEP_PID=$!; wait "$SLEEP_PID"; SLEEP_PID=; }
 nthreads() { awk '/^Threads:/ {print $2}' "/proc/$1/status"; }
 
 # --- topology -------------------------------------------------------------------------------
-mkfifo "$TMP/testkit.in"
-"$BIN/manifold-testkit" up --replicas 0 --user app:app <"$TMP/testkit.in" >"$TMP/topology.txt" 2>"$OUT/testkit.log" &
-TESTKIT_PID=$!
-exec 3>"$TMP/testkit.in"
-for _ in $(seq 1 600); do
-    grep -q 'pids=' "$TMP/topology.txt" 2>/dev/null && break
-    kill -0 "$TESTKIT_PID" 2>/dev/null || die "manifold-testkit exited: $(cat "$OUT/testkit.log")"
-    sleep 0.1
-done
-TOPOLOGY=$(head -1 "$TMP/topology.txt")
-field() { tr ' ' '\n' <<<"$TOPOLOGY" | sed -n "s/^$1=//p"; }
-PRIMARY=$(field primary)
-PRIMARY_PORT=${PRIMARY##*:}
-MARIADB_PID=$(field pids | cut -d, -f1)
-[ -n "$PRIMARY_PORT" ] && [ -d "/proc/$MARIADB_PID" ] || die "unexpected topology line: $TOPOLOGY"
-echo "topology: primary $PRIMARY, mariadbd pid $MARIADB_PID"
+bench_setup
+start_topology
 
 # Connections MariaDB has open, read on the primary itself; the reading is one of them.
 threads_connected() {
-    mysql -h127.0.0.1 -P"$PRIMARY_PORT" -uapp -papp -N -e "SHOW GLOBAL STATUS LIKE 'Threads_connected'" | awk '{print $2}'
+    primary_sql -N -e "SHOW GLOBAL STATUS LIKE 'Threads_connected'" | awk '{print $2}'
 }
 BASELINE=$(threads_connected)
 
 # --- environment ----------------------------------------------------------------------------
 {
-    echo "date: $(date -u +%FT%TZ)"
-    echo "nproc: $(nproc)"
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-    echo "memory: $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-    echo "kernel: $(uname -sr)"
-    echo "mariadb: $(mysql -h127.0.0.1 -P"$PRIMARY_PORT" -uapp -papp -N -e 'SELECT VERSION()')"
+    env_header
     echo "python: $(python3 --version)"
-    echo "manifold: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- crates 2>/dev/null || echo ' (+ uncommitted changes in crates/)'), binary $SRC_BIN/manifold of $(date -u -r "$SRC_BIN/manifold" +%FT%TZ), sha256 $(sha256sum "$BIN/manifold" | cut -c1-12)"
+    manifold_build
     echo "open-file limit: $(ulimit -n)"
-    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "load average at start: $(load_average)"
     echo "settings: CLIENTS=$CLIENTS IDLE_SECS=$IDLE_SECS CONCURRENCY=$CONCURRENCY PING_SAMPLE=$PING_SAMPLE CLIENTS_DIRECT=$CLIENTS_DIRECT PROXY_THREADS=$PROXY_THREADS MAX_CONNECTIONS=$MAX_CONNECTIONS SETTLE=$SETTLE CLK_TCK=$CLK_TCK"
     echo "MariaDB Threads_connected before anything connects: $BASELINE (the reading's own connection)"
 } | tee "$OUT/env.txt"
@@ -182,7 +132,6 @@ stop_clients() {
     wait "$CLIENT_PID" 2>/dev/null || true
     CLIENT_PID=
 }
-kv() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 
 RESULTS=$OUT/results.txt
 : >"$RESULTS"
@@ -242,28 +191,21 @@ measure() { # target port clients pid
 }
 
 # --- manifold -------------------------------------------------------------------------------
-MANIFOLD_PORT=$(free_port)
 printf '[mysql]\nmax_connections = %s\n' "$MAX_CONNECTIONS" >"$OUT/manifold.toml"
-"$BIN/manifold" --config "$OUT/manifold.toml" --primary "$PRIMARY" --user app:app \
-    --listen "127.0.0.1:$MANIFOLD_PORT" --threads "$PROXY_THREADS" --log-level warn >"$OUT/manifold.log" 2>&1 &
-MANIFOLD_PID=$!
-wait_port "$MANIFOLD_PORT" "$MANIFOLD_PID" manifold
+start_manifold MANIFOLD manifold "$OUT/manifold.toml"
 echo "manifold pid $MANIFOLD_PID on port $MANIFOLD_PORT"
 measure manifold "$MANIFOLD_PORT" "$CLIENTS" "$MANIFOLD_PID"
-kill -0 "$MANIFOLD_PID" 2>/dev/null || echo "  !! manifold is no longer running: see $OUT/manifold.log" >&2
-if [ -s "$OUT/manifold.log" ]; then
-    echo "  !! manifold logged $(wc -l <"$OUT/manifold.log") line(s) at warn level or above: see $OUT/manifold.log" >&2
-fi
+check_running manifold "$MANIFOLD_PID"
+check_quiet_log manifold
 
 # --- MariaDB directly, for comparison ------------------------------------------------------
 if [ "$CLIENTS_DIRECT" -gt 0 ]; then
     # manifold goes first, so that its backend connections are not counted here.
-    kill "$MANIFOLD_PID" 2>/dev/null && wait "$MANIFOLD_PID" 2>/dev/null || true
-    MANIFOLD_PID=
+    stop_pid MANIFOLD_PID
     sleep 1
     measure direct "$PRIMARY_PORT" "$CLIENTS_DIRECT" "$MARIADB_PID"
 fi
-echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"
+note_load_at_end
 
 # --- summary --------------------------------------------------------------------------------
 python3 - "$RESULTS" "$BASELINE" "$IDLE_SECS" "$CLK_TCK" <<'EOF' | tee "$OUT/summary.md"

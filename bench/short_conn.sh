@@ -16,6 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-15}
@@ -23,136 +25,42 @@ CLIENT_THREADS=${CLIENT_THREADS:-16}
 PROXY_THREADS=${PROXY_THREADS:-2}
 TARGETS=${TARGETS:-"direct haproxy manifold"}
 WARMUP=${WARMUP:-3}
-SRC_BIN=${MANIFOLD_BIN_DIR:-$ROOT/target/release}
 OUT=${OUT:-$ROOT/bench/out/short_conn-$(date -u +%Y%m%dT%H%M%SZ)}
 LUA=$ROOT/bench/short_conn.lua
-CLK_TCK=$(getconf CLK_TCK)
 NPROC=$(nproc)
 
-die() { echo "short_conn.sh: $*" >&2; exit 1; }
-for tool in sysbench haproxy mysql python3 /usr/bin/time; do
-    command -v "$tool" >/dev/null || die "$tool not found (apt-get install -y sysbench haproxy mariadb-client python3 time)"
-done
-for b in manifold manifold-testkit; do
-    [ -x "$SRC_BIN/$b" ] || die "$SRC_BIN/$b missing: cargo build --release --workspace"
-done
+need_tools "apt-get install -y sysbench haproxy mariadb-client python3 time" sysbench haproxy mysql python3 /usr/bin/time
+need_binaries
 [ -r "$LUA" ] || die "$LUA missing"
 for t in $TARGETS; do
     case $t in direct | haproxy | manifold) ;; *) die "unknown target $t (direct, haproxy, manifold)" ;; esac
 done
 
-mkdir -p "$OUT"
-TMP=$(mktemp -d)
-TESTKIT_PID= HAPROXY_PID= MANIFOLD_PID=
-
-cleanup() {
-    set +e
-    [ -n "$MANIFOLD_PID" ] && kill "$MANIFOLD_PID" 2>/dev/null && wait "$MANIFOLD_PID" 2>/dev/null
-    [ -n "$HAPROXY_PID" ] && kill "$HAPROXY_PID" 2>/dev/null && wait "$HAPROXY_PID" 2>/dev/null
-    if [ -n "$TESTKIT_PID" ]; then
-        exec 3>&- # closing the testkit's stdin tears the topology down
-        wait "$TESTKIT_PID" 2>/dev/null
-    fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Private copies of the binaries: target/release may be rebuilt while this runs.
-BIN=$TMP/bin
-mkdir -p "$BIN"
-cp "$SRC_BIN/manifold" "$SRC_BIN/manifold-testkit" "$BIN/"
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-wait_port() { # port pid what
-    for _ in $(seq 1 300); do
-        kill -0 "$2" 2>/dev/null || die "$3 exited early"
-        (exec 9<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    die "$3 did not listen on port $1"
-}
-
-# utime + stime of a process, in clock ticks (fields 14 and 15 of /proc/PID/stat; the text
-# after the ") " closing the command name starts at field 3).
-cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
-# Busy ticks of the whole machine (user nice system irq softirq steal of /proc/stat's cpu line).
-busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-
-# --- topology -------------------------------------------------------------------------------
-mkfifo "$TMP/testkit.in"
-"$BIN/manifold-testkit" up --replicas 0 --user app:app <"$TMP/testkit.in" >"$TMP/topology.txt" 2>"$OUT/testkit.log" &
-TESTKIT_PID=$!
-exec 3>"$TMP/testkit.in"
-for _ in $(seq 1 600); do
-    grep -q 'pids=' "$TMP/topology.txt" 2>/dev/null && break
-    kill -0 "$TESTKIT_PID" 2>/dev/null || die "manifold-testkit exited: $(cat "$OUT/testkit.log")"
-    sleep 0.1
-done
-TOPOLOGY=$(head -1 "$TMP/topology.txt")
-field() { tr ' ' '\n' <<<"$TOPOLOGY" | sed -n "s/^$1=//p"; }
-PRIMARY=$(field primary)
-PRIMARY_PORT=${PRIMARY##*:}
-MARIADB_PID=$(field pids | cut -d, -f1)
-[ -n "$PRIMARY_PORT" ] && [ -d "/proc/$MARIADB_PID" ] || die "unexpected topology line: $TOPOLOGY"
-echo "topology: primary $PRIMARY, mariadbd pid $MARIADB_PID"
+# --- topology and proxies -------------------------------------------------------------------
+bench_setup
+start_topology
+start_haproxy
+start_manifold MANIFOLD manifold
+echo "haproxy pid $HAPROXY_PID on port $HAPROXY_PORT, manifold pid $MANIFOLD_PID on port $MANIFOLD_PORT"
 
 # Server counters, read directly on the primary: "Connections Com_select". The reading itself
 # is one connection (counted in Connections) and no SELECT.
 server_counters() {
-    mysql -h127.0.0.1 -P"$PRIMARY_PORT" -uapp -papp -N -e \
-        "SHOW GLOBAL STATUS WHERE Variable_name IN ('Connections', 'Com_select')" |
+    primary_sql -N -e "SHOW GLOBAL STATUS WHERE Variable_name IN ('Connections', 'Com_select')" |
         awk '{v[$1] = $2} END {print v["Connections"], v["Com_select"]}'
 }
-
-# --- proxies --------------------------------------------------------------------------------
-HAPROXY_PORT=$(free_port)
-cat >"$TMP/haproxy.cfg" <<EOF
-global
-    nbthread $PROXY_THREADS
-    maxconn 4096
-
-defaults
-    mode tcp
-    maxconn 4096
-    timeout connect 5s
-    timeout client 1h
-    timeout server 1h
-
-listen mysql
-    bind 127.0.0.1:$HAPROXY_PORT
-    server primary $PRIMARY maxconn 4096
-EOF
-cp "$TMP/haproxy.cfg" "$OUT/haproxy.cfg"
-haproxy -c -q -f "$TMP/haproxy.cfg" || die "invalid HAProxy configuration"
-haproxy -db -f "$TMP/haproxy.cfg" >"$OUT/haproxy.log" 2>&1 &
-HAPROXY_PID=$!
-wait_port "$HAPROXY_PORT" "$HAPROXY_PID" haproxy
-
-MANIFOLD_PORT=$(free_port)
-"$BIN/manifold" --primary "$PRIMARY" --user app:app --listen "127.0.0.1:$MANIFOLD_PORT" \
-    --threads "$PROXY_THREADS" --log-level warn >"$OUT/manifold.log" 2>&1 &
-MANIFOLD_PID=$!
-wait_port "$MANIFOLD_PORT" "$MANIFOLD_PID" manifold
-echo "haproxy pid $HAPROXY_PID on port $HAPROXY_PORT, manifold pid $MANIFOLD_PID on port $MANIFOLD_PORT"
 
 port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; esac; }
 pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; esac; }
 
 # --- environment ----------------------------------------------------------------------------
 {
-    echo "date: $(date -u +%FT%TZ)"
-    echo "nproc: $NPROC"
-    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-    echo "memory: $(awk '/MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
-    echo "kernel: $(uname -sr)"
-    echo "mariadb: $(mysql -h127.0.0.1 -P"$PRIMARY_PORT" -uapp -papp -N -e 'SELECT VERSION()')"
+    env_header
     echo "haproxy: $(haproxy -v | head -1)"
     echo "sysbench: $(sysbench --version)"
-    echo "manifold: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- crates 2>/dev/null || echo ' (+ uncommitted changes in crates/)'), binary $SRC_BIN/manifold of $(date -u -r "$SRC_BIN/manifold" +%FT%TZ), sha256 $(sha256sum "$BIN/manifold" | cut -c1-12)"
+    manifold_build
     echo "tcp: ip_local_port_range $(sysctl -n net.ipv4.ip_local_port_range | tr '\t' '-'), tcp_tw_reuse $(sysctl -n net.ipv4.tcp_tw_reuse), somaxconn $(sysctl -n net.core.somaxconn)"
-    echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "load average at start: $(load_average)"
     echo "settings: ROUNDS=$ROUNDS DURATION=$DURATION CLIENT_THREADS=$CLIENT_THREADS PROXY_THREADS=$PROXY_THREADS TARGETS=\"$TARGETS\" WARMUP=$WARMUP CLK_TCK=$CLK_TCK"
 } | tee "$OUT/env.txt"
 
@@ -167,17 +75,13 @@ run_one() { # round target
     port=$(port_of "$target")
     pid=$(pid_of "$target")
     log="$OUT/r$round-$target.log"
-    local s0 s1 m0 p0=0 m1 p1=0 b0 b1
+    local s0 s1 cpu0 cpu1
     s0=$(server_counters)
-    b0=$(busy_ticks)
-    m0=$(cpu_ticks "$MARIADB_PID")
-    [ -n "$pid" ] && p0=$(cpu_ticks "$pid")
+    cpu0=$(cpu_sample "$pid")
     /usr/bin/time -f '%U %S %e' -o "$log.time" \
         sysbench "${SB[@]}" --mysql-port="$port" --time="$DURATION" --percentile=95 --histogram=on \
         run >"$log" 2>&1 || status=$?
-    m1=$(cpu_ticks "$MARIADB_PID")
-    [ -n "$pid" ] && p1=$(cpu_ticks "$pid")
-    b1=$(busy_ticks)
+    cpu1=$(cpu_sample "$pid")
     s1=$(server_counters)
     # Connections (events), rate, p95 and errors from sysbench's report; p99 from its latency
     # histogram (the first bucket where the cumulative count reaches 99%). server_connections:
@@ -186,7 +90,7 @@ run_one() { # round target
     # the client's connections; through manifold, server_connections is the number of backend
     # connections it opened.
     awk -v round="$round" -v target="$target" -v status="$status" -v nproc="$NPROC" \
-        -v dm="$((m1 - m0))" -v dp="$((p1 - p0))" -v db="$((b1 - b0))" -v hz="$CLK_TCK" -v proxy="$pid" \
+        -v cpu0="$cpu0" -v cpu1="$cpu1" -v hz="$CLK_TCK" -v proxy="$pid" \
         -v s0="$s0" -v s1="$s1" \
         -v sbcpu="$(awk '{print $1 + $2}' "$log.time" 2>/dev/null | tail -1)" \
         -v sbsys="$(awk '{print $2}' "$log.time" 2>/dev/null | tail -1)" \
@@ -196,6 +100,8 @@ run_one() { # round target
         /95th percentile:/ { p95 = $3 }
         /ignored errors:/ { errors = $3 }
         END {
+            # CPU ticks over the run: the machine busy, mariadbd, the proxy (see cpu_sample)
+            split(cpu0, ca); split(cpu1, cb); db = cb[1] - ca[1]; dm = cb[2] - ca[2]; dp = cb[3] - ca[3]
             for (i = 1; i <= n; i++) {
                 cum += c[i]
                 if (h99 == "" && cum >= 0.99 * total) h99 = v[i]
@@ -237,23 +143,17 @@ for round in $(seq 1 "$ROUNDS"); do
     done
 done
 
-echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/env.txt"
-kill -0 "$MANIFOLD_PID" 2>/dev/null || echo "  !! manifold is no longer running: see $OUT/manifold.log" >&2
-kill -0 "$HAPROXY_PID" 2>/dev/null || echo "  !! haproxy is no longer running: see $OUT/haproxy.log" >&2
-if [ -s "$OUT/manifold.log" ]; then
-    echo "  !! manifold logged $(wc -l <"$OUT/manifold.log") line(s) at warn level or above: see $OUT/manifold.log" >&2
-fi
+note_load_at_end
+check_running manifold "$MANIFOLD_PID"
+check_running haproxy "$HAPROXY_PID"
+check_quiet_log manifold
 
 # --- summary --------------------------------------------------------------------------------
-python3 - "$CSV" "$NPROC" "$DURATION" <<'EOF' | tee "$OUT/summary.md"
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
+summarize "$CSV" "$NPROC" "$DURATION" <<'EOF' | tee "$OUT/summary.md"
+import sys
+from summary_lib import fmt, med, read_rows, rounds
+rows = read_rows(sys.argv[1])
 nproc, duration = int(sys.argv[2]), float(sys.argv[3])
-def med(rs, key):
-    vals = [float(r[key]) for r in rs if r[key] not in ("", None)]
-    return statistics.median(vals) if vals else None
-def fmt(v, nd):
-    return "–" if v is None else f"{v:,.{nd}f}"
 targets = list(dict.fromkeys(r["target"] for r in rows))
 keys = ("conn_per_s", "p95_ms", "p99_ms", "proxy_us_per_conn", "mariadb_us_per_conn",
         "sysbench_us_per_conn", "sysbench_sys_pct", "sysbench_cpu_share", "other_cpu_s")
@@ -266,14 +166,13 @@ meds = {t: {k: med([r for r in rows if r["target"] == t], k) for k in keys} for 
 for t in targets:
     rs = [r for r in rows if r["target"] == t]
     d = meds[t]
-    bad = sum(1 for r in rs if r["exit"] != "0")
     errs = sum(int(r["errors"] or 0) for r in rs)
     conns = sum(int(r["connections"] or 0) for r in rs)
     logins = sum(int(r["server_connections"] or 0) for r in rs)
     def ratio(base):
         b = meds.get(base, {}).get("conn_per_s")
         return "–" if not b or d["conn_per_s"] is None else f"{d['conn_per_s'] / b:.2f}"
-    print(f"| {t} | {len(rs)}{' (' + str(bad) + ' failed)' if bad else ''} | {fmt(d['conn_per_s'], 0)} "
+    print(f"| {t} | {rounds(rs)} | {fmt(d['conn_per_s'], 0)} "
           f"| {ratio('direct')} | {ratio('haproxy')} | {fmt(d['p95_ms'], 2)} | {fmt(d['p99_ms'], 2)} "
           f"| {fmt(d['proxy_us_per_conn'], 1)} | {fmt(d['mariadb_us_per_conn'], 1)} "
           f"| {fmt(d['sysbench_us_per_conn'], 1)} | {fmt(d['sysbench_cpu_share'], 2)} "
