@@ -15,6 +15,9 @@
 #                     backend connection per busy client); manifold-small-pool: pool.max_size
 #                     SMALL_POOL per worker, so 64 clients multiplex onto few backend connections
 #   SMALL_POOL=8      pool.max_size per worker of manifold-small-pool
+#   PIPELINE_DEPTH=8  manifold-pipeline (a target to add to TARGETS): manifold-small-pool's
+#                     pool with pool.pipeline_depth PIPELINE_DEPTH, so statements of sessions
+#                     waiting for a connection ride behind another session's
 #   WARMUP=5          seconds of unrecorded load on each target before the first round
 #   OUT=bench/out/point_select-<UTC time>   where raw results go
 #   MANIFOLD_BIN_DIR=target/release       manifold and manifold-testkit are copied from here
@@ -33,6 +36,7 @@ TABLE_SIZE=${TABLE_SIZE:-100000}
 PS_MODES=${PS_MODES:-"disable auto"}
 TARGETS=${TARGETS:-"direct haproxy manifold manifold-small-pool"}
 SMALL_POOL=${SMALL_POOL:-8}
+PIPELINE_DEPTH=${PIPELINE_DEPTH:-8}
 WARMUP=${WARMUP:-5}
 OUT=${OUT:-$ROOT/bench/out/point_select-$(date -u +%Y%m%dT%H%M%SZ)}
 
@@ -46,10 +50,17 @@ start_haproxy
 start_manifold MANIFOLD manifold
 printf '[pool]\nmax_size = %s\nmin_idle = %s\n' "$SMALL_POOL" "$((SMALL_POOL < 4 ? SMALL_POOL : 4))" >"$OUT/manifold-small-pool.toml"
 start_manifold SMALL manifold-small-pool "$OUT/manifold-small-pool.toml"
-echo "haproxy pid $HAPROXY_PID on port $HAPROXY_PORT, manifold pid $MANIFOLD_PID on port $MANIFOLD_PORT, manifold-small-pool pid $SMALL_PID on port $SMALL_PORT"
+PIPE_PID= PIPE_PORT=
+case " $TARGETS " in
+*" manifold-pipeline "*)
+    { cat "$OUT/manifold-small-pool.toml"; printf 'pipeline_depth = %s\n' "$PIPELINE_DEPTH"; } >"$OUT/manifold-pipeline.toml"
+    start_manifold PIPE manifold-pipeline "$OUT/manifold-pipeline.toml"
+    ;;
+esac
+echo "haproxy pid $HAPROXY_PID on port $HAPROXY_PORT, manifold pid $MANIFOLD_PID on port $MANIFOLD_PORT, manifold-small-pool pid $SMALL_PID on port $SMALL_PORT${PIPE_PID:+, manifold-pipeline pid $PIPE_PID on port $PIPE_PORT}"
 
-port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; manifold-small-pool) echo "$SMALL_PORT" ;; *) die "unknown target $1" ;; esac; }
-pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; manifold-small-pool) echo "$SMALL_PID" ;; esac; }
+port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; manifold-small-pool) echo "$SMALL_PORT" ;; manifold-pipeline) echo "$PIPE_PORT" ;; *) die "unknown target $1" ;; esac; }
+pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; manifold-small-pool) echo "$SMALL_PID" ;; manifold-pipeline) echo "$PIPE_PID" ;; esac; }
 
 # --- environment ----------------------------------------------------------------------------
 {
@@ -141,6 +152,7 @@ done
 note_load_at_end
 check_running manifold "$MANIFOLD_PID"
 check_running manifold-small-pool "$SMALL_PID"
+if [ -n "$PIPE_PID" ]; then check_running manifold-pipeline "$PIPE_PID"; fi
 check_running haproxy "$HAPROXY_PID"
 
 # --- summary --------------------------------------------------------------------------------
@@ -169,7 +181,7 @@ for m in modes:
 print()
 for m in modes:
     b, d = meds.get((m, "haproxy")), meds.get((m, "direct"))
-    for t in ("manifold", "manifold-small-pool"):
+    for t in ("manifold", "manifold-small-pool", "manifold-pipeline"):
         a = meds.get((m, t))
         if not a or a["qps"] is None or a["proxy_us_per_q"] is None:
             continue

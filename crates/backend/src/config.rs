@@ -62,6 +62,10 @@ pub struct PoolConfig {
     /// worker. A worker waiting for a connection while the others hold them all gets one
     /// as soon as another worker has one idle.
     pub max_backend_connections: usize,
+    /// Pipelining across sessions: how many other sessions' statements may be written
+    /// right behind a borrower's on its connection, when they would otherwise wait for one;
+    /// 0 = off.
+    pub pipeline_depth: usize,
 }
 
 impl Default for PoolConfig {
@@ -74,6 +78,7 @@ impl Default for PoolConfig {
             wait_timeout: Duration::from_secs(10),
             max_prepared_statements: 64,
             max_backend_connections: 0,
+            pipeline_depth: 0,
         }
     }
 }

@@ -106,6 +106,9 @@ pub struct BackendConn {
     pub tracking: bool,
     /// Prepared statements the server holds for manifold on this connection.
     pub stmts: PreparedOnConn,
+    /// Borrowers whose commands were written after the current borrower's, in order: the
+    /// connection goes to each in turn to read its answer (see [`crate::pool::Follower`]).
+    pub(crate) followers: std::collections::VecDeque<std::rc::Rc<crate::pool::Follower>>,
     pub last_used: Instant,
     /// The login's scramble and plugin: `COM_CHANGE_USER` answers with them.
     scramble: Vec<u8>,
@@ -326,6 +329,7 @@ impl BackendConn {
             last_insert_id: 0,
             tracking: false,
             stmts: PreparedOnConn::default(),
+            followers: std::collections::VecDeque::new(),
             last_used: Instant::now(),
             scramble,
             plugin,
@@ -745,6 +749,47 @@ impl BackendConn {
 
     /// Cheap liveness probe for an idle connection: a readable socket means EOF, an error or
     /// unsolicited bytes (e.g. the server's wait_timeout notice), all of which make it unusable.
+    /// Answers of other borrowers' commands follow the current borrower's on the wire.
+    pub fn has_followers(&self) -> bool {
+        !self.followers.is_empty()
+    }
+
+    /// Reads and drops the followers' answers, then tells each to send its command again
+    /// elsewhere: for a borrower that must keep the connection (it became pinned) while
+    /// others' answers are still to come on it.
+    pub async fn shed_followers(&mut self) -> Result<(), BackendError> {
+        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
+        while let Some(f) = self.followers.pop_front() {
+            let mut tracker = ResponseTracker::new(ResponseKind::ResultSets, deprecate_eof, 1);
+            loop {
+                if self.io.rbuf.is_empty() {
+                    if let Err(e) = self.io.fill().await {
+                        f.broken();
+                        crate::pool::Pool::break_followers(self);
+                        return Err(lost("reading a pipelined answer", &e));
+                    }
+                }
+                let (n, progress) = tracker.feed(&self.io.rbuf).map_err(|e| {
+                    BackendError::new(ErrorKind::Protocol, false, format!("pipelined answer: {e}"))
+                })?;
+                self.io.consume(n);
+                match progress {
+                    Progress::Done => break,
+                    Progress::LocalInfile => {
+                        return Err(BackendError::new(
+                            ErrorKind::Protocol,
+                            false,
+                            "a pipelined SELECT asked for a local file",
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+            f.broken();
+        }
+        Ok(())
+    }
+
     pub fn looks_alive(&self) -> bool {
         if !self.io.rbuf.is_empty() {
             return false;

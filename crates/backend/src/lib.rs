@@ -19,5 +19,5 @@ pub use conn::{
     probe_server_version, BackendConn, BackendTarget, ConnKey, PrepareAnswer, Rows, Schema,
 };
 pub use errors::{BackendError, ErrorKind, Side};
-pub use pool::{BackendBudget, Lease, Pool, PoolStats};
+pub use pool::{Acquired, BackendBudget, Lease, Pool, PoolStats};
 pub use state::{SessionVars, TrackedChanges, UserVars};

@@ -84,6 +84,48 @@ impl BackendBudget {
     }
 }
 
+/// A borrower waiting for a connection whose command may ride behind another borrower's on
+/// a connection already in its state (pipelining across sessions). The borrower that writes
+/// it claims it; the connection comes to it, command sent, once the answers before its own
+/// have been read ([`Acquired::Followed`]). If the connection breaks first, the follower is
+/// told to send its command again elsewhere: only statements safe to run twice follow.
+pub struct Follower {
+    key: ConnKey,
+    schema: Option<Vec<u8>>,
+    signature: u64,
+    /// The command's packets, as the client sent them.
+    pub command: Vec<u8>,
+    state: Cell<FollowerState>,
+    lease: RefCell<Option<Lease>>,
+    wake: Notify,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FollowerState {
+    Waiting,
+    /// Its command was written; the connection will come.
+    Claimed,
+    /// The connection broke before its answer: send the command again.
+    Broken,
+}
+
+impl Follower {
+    /// Its answer will not come: it sends its command again elsewhere.
+    pub(crate) fn broken(&self) {
+        self.state.set(FollowerState::Broken);
+        self.wake.notify_one();
+    }
+}
+
+/// What [`Pool::acquire_or_follow`] got.
+pub enum Acquired {
+    /// A connection for the borrower to send its command on.
+    Lease(Lease),
+    /// A connection its command was already written to, behind others' whose answers have
+    /// been read: the next answer on it is the borrower's.
+    Followed(Lease),
+}
+
 /// How often a borrower starved by [`BackendBudget`] looks for budget another worker gave
 /// back (that worker cannot wake it: it is another thread's runtime).
 const STARVED_RECHECK: Duration = Duration::from_millis(5);
@@ -105,6 +147,8 @@ pub struct Pool {
     closed: Cell<bool>,
     /// Server version string seen in the last backend handshake.
     server_version: RefCell<Option<Vec<u8>>>,
+    /// Borrowers waiting whose commands may follow another's (oldest first).
+    followers: RefCell<VecDeque<Rc<Follower>>>,
 }
 
 impl Pool {
@@ -124,6 +168,7 @@ impl Pool {
             warm_key: RefCell::new(None),
             closed: Cell::new(false),
             server_version: RefCell::new(None),
+            followers: RefCell::new(VecDeque::new()),
         })
     }
 
@@ -224,6 +269,119 @@ impl Pool {
         result
     }
 
+    /// Like [`Pool::acquire`], but when the borrower would have to wait, its `command` may
+    /// instead be written behind another borrower's on a connection already in state
+    /// `vars` and `schema`, and the connection comes to it when its answer is next.
+    pub async fn acquire_or_follow(
+        self: &Rc<Self>,
+        key: &ConnKey,
+        schema: Option<&[u8]>,
+        vars: u64,
+        command: &[u8],
+    ) -> Result<Acquired, BackendError> {
+        if self.waiting.get() == 0 {
+            if let Some(lease) = self.take_or_open(key, schema, vars).await? {
+                return Ok(Acquired::Lease(lease));
+            }
+        }
+        let me = Rc::new(Follower {
+            key: key.clone(),
+            schema: schema.map(<[u8]>::to_vec),
+            signature: vars,
+            command: command.to_vec(),
+            state: Cell::new(FollowerState::Waiting),
+            lease: RefCell::new(None),
+            wake: Notify::new(),
+        });
+        self.followers.borrow_mut().push_back(me.clone());
+        let until = tokio::time::Instant::now() + self.config.wait_timeout;
+        loop {
+            match me.state.get() {
+                FollowerState::Broken => {
+                    return self.acquire(key, schema, vars).await.map(Acquired::Lease);
+                }
+                FollowerState::Claimed => {
+                    if let Some(lease) = me.lease.borrow_mut().take() {
+                        return Ok(Acquired::Followed(lease));
+                    }
+                    // Claimed followers always get the connection or a break.
+                    me.wake.notified().await;
+                }
+                FollowerState::Waiting => {
+                    self.waiting.set(self.waiting.get() + 1);
+                    let woke = tokio::select! {
+                        () = self.released.notified() => true,
+                        () = me.wake.notified() => false,
+                        () = tokio::time::sleep_until(until) => {
+                            self.waiting.set(self.waiting.get() - 1);
+                            self.followers.borrow_mut().retain(|f| !Rc::ptr_eq(f, &me));
+                            self.wake_a_waiter();
+                            return Err(BackendError::new(
+                                ErrorKind::PoolTimeout,
+                                true,
+                                format!(
+                                    "no free connection to backend {} within pool.wait_timeout ({:?}); {} in use (pool.max_size {})",
+                                    self.target.addr,
+                                    self.config.wait_timeout,
+                                    self.in_use.get(),
+                                    self.config.max_size
+                                ),
+                            ));
+                        }
+                    };
+                    self.waiting.set(self.waiting.get() - 1);
+                    if woke && me.state.get() != FollowerState::Waiting {
+                        // The connection released for a waiter is not this one's to take.
+                        self.wake_a_waiter();
+                    }
+                    if woke && me.state.get() == FollowerState::Waiting {
+                        if let Some(lease) = self.take_or_open(key, schema, vars).await? {
+                            self.followers.borrow_mut().retain(|f| !Rc::ptr_eq(f, &me));
+                            if me.state.get() == FollowerState::Waiting {
+                                return Ok(Acquired::Lease(lease));
+                            }
+                            // Claimed while opening: the claim stands, this one goes back.
+                            drop(lease);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Borrowers wait whose commands may follow another's.
+    pub fn has_followers(&self) -> bool {
+        !self.followers.borrow().is_empty()
+    }
+
+    /// Takes up to `max` waiting followers whose state is `conn`'s, for their commands to be
+    /// written right behind the current borrower's; returns how many were taken. Their
+    /// commands are appended to `out`, and the connection will go to each in turn.
+    pub fn claim_followers(&self, conn: &mut BackendConn, max: usize, out: &mut Vec<u8>) -> usize {
+        let mut followers = self.followers.borrow_mut();
+        if followers.is_empty() || !conn.tracking {
+            return 0;
+        }
+        let signature = crate::state::state_signature(&conn.vars, &conn.user_vars);
+        let mut taken = 0;
+        followers.retain(|f| {
+            let same_schema = match (&conn.schema, &f.schema) {
+                (Schema::Known(have), Some(want)) => have == want,
+                (Schema::None, None) => true,
+                _ => false,
+            };
+            let fits = taken < max && same_schema && f.key == conn.key && f.signature == signature;
+            if fits {
+                taken += 1;
+                f.state.set(FollowerState::Claimed);
+                out.extend_from_slice(&f.command);
+                conn.followers.push_back(f.clone());
+            }
+            !fits
+        });
+        taken
+    }
+
     /// Counts a connection about to be opened, if this pool and the backend's budget have
     /// room for it.
     fn reserve_slot(&self) -> bool {
@@ -312,6 +470,31 @@ impl Pool {
             return true;
         }
         false
+    }
+
+    /// The connection comes back: if others' answers are still to come on it, it goes to the
+    /// first of them instead (still counted in use).
+    fn give_back_or_pass(self: &Rc<Self>, mut conn: BackendConn) {
+        let Some(next) = conn.followers.pop_front() else {
+            self.give_back(conn);
+            return;
+        };
+        // The followers after `next` stay with the connection.
+        self.in_use.set(self.in_use.get() + 1);
+        *next.lease.borrow_mut() = Some(Lease {
+            conn: Some(conn),
+            pool: self.clone(),
+            dirty: true,
+            reused: true,
+        });
+        next.wake.notify_one();
+    }
+
+    /// The connection is closing with followers' answers unread: each sends its command again.
+    pub(crate) fn break_followers(conn: &mut BackendConn) {
+        for f in conn.followers.drain(..) {
+            f.broken();
+        }
     }
 
     fn give_back(&self, mut conn: BackendConn) {
@@ -475,7 +658,8 @@ impl Lease {
 
     /// Closes the connection instead of returning it (it broke, or its state is unknown).
     pub fn discard(mut self) {
-        if self.conn.take().is_some() {
+        if let Some(mut conn) = self.conn.take() {
+            Pool::break_followers(&mut conn);
             self.pool.in_use.set(self.pool.in_use.get() - 1);
             self.pool.forget_one();
         }
@@ -490,7 +674,13 @@ impl Drop for Lease {
         let pool = self.pool.clone();
         pool.in_use.set(pool.in_use.get() - 1);
         if !self.dirty {
-            pool.give_back(conn);
+            pool.give_back_or_pass(conn);
+            return;
+        }
+        if conn.has_followers() {
+            // Unknown state cannot be reset under answers still on their way.
+            Pool::break_followers(&mut conn);
+            pool.forget_one();
             return;
         }
         // Reset off the session's path; the pool counts the connection meanwhile.

@@ -153,6 +153,16 @@ impl Shared {
         shards.iter().find_map(|s| s.get(id))
     }
 
+    /// Statements written behind another session's on its connection, summed over workers.
+    pub fn pipelined(&self) -> u64 {
+        self.pin_counters
+            .lock()
+            .expect("pin counter list")
+            .iter()
+            .map(|c| c.pipelined())
+            .sum()
+    }
+
     /// Times sessions became pinned for `reason`, summed over workers.
     pub fn pins(&self, reason: PinReason) -> u64 {
         self.pin_counters

@@ -103,12 +103,22 @@ impl PinReason {
     }
 }
 
-/// Times sessions became pinned, per reason. Each worker owns one and is its only writer
-/// (plain load + store, no read-modify-write); readers sum over workers.
+/// Times sessions became pinned, per reason, and statements written behind another
+/// session's (pipelining). Each worker owns one and is its only writer (plain load + store,
+/// no read-modify-write); readers sum over workers.
 #[derive(Debug, Default)]
-pub struct PinCounters([AtomicU64; REASONS.len()]);
+pub struct PinCounters([AtomicU64; REASONS.len()], AtomicU64);
 
 impl PinCounters {
+    pub fn add_pipelined(&self, n: u64) {
+        self.1
+            .store(self.1.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+    }
+
+    pub fn pipelined(&self) -> u64 {
+        self.1.load(Ordering::Relaxed)
+    }
+
     fn bump(&self, r: PinReason) {
         let c = &self.0[r as usize];
         c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);

@@ -60,16 +60,27 @@ pub(crate) struct StateCapture<'a> {
     pub strip: bool,
 }
 
-/// Sends the command occupying the first `raw_len` bytes of `client.rbuf` to `backend` and
-/// relays the answer. `first_seq` is the sequence id of the answer's first packet. `rewritten`
-/// is sent instead of the client's bytes when manifold changed the command (still consumed
-/// from `client.rbuf` once the answer starts).
+/// What goes to the backend for the command at the front of the client's buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Outgoing<'a> {
+    /// The client's bytes as they are.
+    Client,
+    /// These bytes instead: the command as manifold changed it, maybe with other
+    /// sessions' commands behind it (pipelining).
+    Bytes(&'a [u8]),
+    /// Already written (behind another session's command).
+    Sent,
+}
+
+/// Sends the command occupying the first `raw_len` bytes of `client.rbuf` to `backend` (as
+/// `outgoing` says) and relays the answer. `first_seq` is the sequence id of the answer's
+/// first packet. The command is consumed from `client.rbuf` once the answer starts.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn forward(
     client: &mut PacketIo,
     backend: &mut BackendConn,
     raw_len: usize,
-    rewritten: Option<&[u8]>,
+    outgoing: Outgoing<'_>,
     kind: ResponseKind,
     deprecate_eof: bool,
     first_seq: u8,
@@ -78,13 +89,19 @@ pub(crate) async fn forward(
 ) -> Result<Relayed, RelayError> {
     // The command stays in the client's buffer until the answer starts: a pooled connection
     // the server closed while it sat idle fails here, and the command can go elsewhere.
-    let command = rewritten.unwrap_or(&client.rbuf[..raw_len]);
-    if let Err(e) = backend.io.stream.write_all(command).await {
-        return Err(RelayError::Backend {
-            message: format!("sending to backend: {e}"),
-            err_seq: Some(first_seq),
-            unanswered: true,
-        });
+    let command = match outgoing {
+        Outgoing::Client => Some(&client.rbuf[..raw_len]),
+        Outgoing::Bytes(b) => Some(b),
+        Outgoing::Sent => None,
+    };
+    if let Some(command) = command {
+        if let Err(e) = backend.io.stream.write_all(command).await {
+            return Err(RelayError::Backend {
+                message: format!("sending to backend: {e}"),
+                err_seq: Some(first_seq),
+                unanswered: true,
+            });
+        }
     }
     let mut command_pending = true;
     let mut tracker = ResponseTracker::new(kind, deprecate_eof, first_seq);
@@ -193,7 +210,8 @@ pub(crate) async fn forward(
         .flush()
         .await
         .map_err(|e| RelayError::Client(format!("writing to client: {e}")))?;
-    if !backend.io.rbuf.is_empty() {
+    // Other sessions' answers may follow this one when their commands rode behind it.
+    if !backend.io.rbuf.is_empty() && !backend.has_followers() {
         return Err(RelayError::Backend {
             message: "backend sent bytes past the end of its answer".into(),
             err_seq: None,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use manifold_backend::io::{PacketIo, ReadError, Stream};
 use manifold_backend::state::{is_carried, is_tracking_variable, state_signature};
 use manifold_backend::{
-    BackendError, ConnKey, Lease, Schema, SessionVars, TrackedChanges, UserVars,
+    Acquired, BackendError, ConnKey, Lease, Schema, SessionVars, TrackedChanges, UserVars,
 };
 use manifold_engine::WorkerContext;
 use manifold_mysql_proto::consts::{caps, column_flag, column_type, status, MAX_PAYLOAD};
@@ -27,7 +27,7 @@ use crate::handshake::{self, send_err, AuthFailure};
 use crate::metrics::FrontendMetrics;
 use crate::pins::{PinReason, Pins};
 use crate::registry::SessionHandle;
-use crate::relay::{self, RelayError, StateCapture};
+use crate::relay::{self, Outgoing, RelayError, StateCapture};
 use crate::statements::{ExecuteLayout, SessionStatements};
 use crate::users::User;
 use crate::{Shared, WorkerFrontend};
@@ -311,6 +311,18 @@ enum StmtCommand {
     Fetch(u32),
     Reset(u32),
     Close(u32),
+}
+
+/// How a command goes to its backend connection (see [`relay::Outgoing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outgo {
+    Client,
+    /// As rewritten in `exec_buf`.
+    Rewritten,
+    /// The client's bytes, with other sessions' commands behind them if any wait.
+    Lead,
+    /// Already written behind another session's command.
+    Sent,
 }
 
 /// What the command loop does with a command, decided from its first packet.
@@ -1016,12 +1028,30 @@ impl Session {
             && self.rewrite_session_values(raw_len);
         // COM_STMT_SEND_LONG_DATA has no answer, so no way to report a failure.
         let answered = kind != ResponseKind::None;
+        let pipelinable = self.pipelinable(effect, raw_len);
         let mut result;
         let mut retried = false;
         loop {
             // A session holding no connection has all its state in manifold: if a pooled
             // connection turns out dead before answering, the command can run on another.
             let movable = self.lease.is_none();
+            let mut sent = false;
+            if pipelinable && self.lease.is_none() {
+                match self.acquire_or_follow(raw_len).await {
+                    Ok(followed) => sent = followed,
+                    Err(e) => {
+                        self.io.consume(raw_len);
+                        return self.send_err_packet(reply_seq, &e).await;
+                    }
+                }
+            }
+            if sent {
+                // Riding behind another session's command: the answer is next on the wire.
+                result = self
+                    .relay_once(raw_len, reply_seq, kind, &mut retried, false, Outgo::Sent)
+                    .await;
+                break;
+            }
             if let Err(e) = self.ensure_backend(wants_last_insert_id).await {
                 self.pending_collation = None;
                 self.io.consume(raw_len);
@@ -1055,8 +1085,15 @@ impl Session {
                     }
                 },
             };
+            let outgo = if rewritten {
+                Outgo::Rewritten
+            } else if pipelinable {
+                Outgo::Lead
+            } else {
+                Outgo::Client
+            };
             result = self
-                .relay_once(raw_len, reply_seq, kind, &mut retried, movable, rewritten)
+                .relay_once(raw_len, reply_seq, kind, &mut retried, movable, outgo)
                 .await;
             if result.is_some() {
                 break;
@@ -1065,6 +1102,65 @@ impl Session {
         let result = result.expect("loop ends with a result");
         self.finish_forward(result, kind, effect, init_db, set_option)
             .await
+    }
+
+    /// The command may ride behind another session's on a busy connection (pipelining): a
+    /// lone `SELECT` of an autocommit session holding no connection, asking nothing about
+    /// the session or its previous statement and changing nothing, so it runs the same on
+    /// any connection in the session's state, and could run again after a break.
+    fn pipelinable(&self, effect: Effect, raw_len: usize) -> bool {
+        const MAX_FOLLOWER_COMMAND: usize = 16 * 1024;
+        let Effect::Query(scan) = effect else {
+            return false;
+        };
+        self.fe.shared.pool.pipeline_depth > 0
+            && self.lease.is_none()
+            && !self.pins.is_pinned()
+            && raw_len <= MAX_FOLLOWER_COMMAND
+            && scan.verb == Verb::Select
+            && scan.statements == 1
+            && scan.flags & !Scan::FROM == 0
+            && self.status & status::IN_TRANS == 0
+            && self.status & status::AUTOCOMMIT != 0
+            && (self.schema_checked || self.schema.is_none())
+            && self.pending_collation.is_none()
+            && !self.previous.asked_by_prepared
+    }
+
+    /// Borrows a connection, or if none is free, waits for one with the command riding
+    /// behind another session's (true: the command is sent and its answer is next).
+    async fn acquire_or_follow(&mut self, raw_len: usize) -> Result<bool, ErrPacket> {
+        let pool = self.fe.pool.clone();
+        let key = self.conn_key.get_or_insert_with(|| {
+            ConnKey::new(
+                &self.user.backend_user,
+                &self.user.backend_password,
+                self.capabilities,
+                self.charset,
+                self.io.stream.is_tls(),
+            )
+        });
+        let acquired = pool
+            .acquire_or_follow(
+                key,
+                self.schema.as_deref(),
+                state_signature(&self.vars, &self.user_vars),
+                &self.io.rbuf[..raw_len],
+            )
+            .await;
+        let (mut lease, followed) = match acquired {
+            Ok(Acquired::Lease(l)) => (l, false),
+            Ok(Acquired::Followed(l)) => (l, true),
+            Err(e) => {
+                FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
+                tracing::warn!(connection = self.id, error = %e, "no backend connection");
+                return Err(e.to_err_packet());
+            }
+        };
+        self.handle
+            .publish_backend_thread(lease.conn().connection_id);
+        self.lease = Some(lease);
+        Ok(followed)
     }
 
     /// Keeps what a statement's answer leaves for the next statement to ask about: its row
@@ -1092,6 +1188,12 @@ impl Session {
             return Ok(());
         }
         let conn = self.lease.as_mut().expect("held while answering").conn();
+        if conn.has_followers() {
+            // Other sessions' answers come next on this connection: no room for a query.
+            self.previous.conditions.clear();
+            self.previous.warning_count = u64::from(r.warnings);
+            return Ok(());
+        }
         match conn.query_rows(b"SHOW WARNINGS").await {
             Ok(Ok(rows)) => {
                 let p = &mut self.previous;
@@ -1291,17 +1393,39 @@ impl Session {
         kind: ResponseKind,
         retried: &mut bool,
         movable: bool,
-        rewritten: bool,
+        outgo: Outgo,
     ) -> Option<Result<relay::Relayed, RelayError>> {
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         let max = self.max_packet();
         let lease = self.lease.as_mut().expect("ensured");
         let reused = lease.reused();
+        let outgoing = match outgo {
+            Outgo::Client => Outgoing::Client,
+            Outgo::Rewritten => Outgoing::Bytes(&self.exec_buf),
+            Outgo::Sent => Outgoing::Sent,
+            Outgo::Lead if !self.fe.pool.has_followers() => Outgoing::Client,
+            Outgo::Lead => {
+                // Sessions waiting for a connection in this one's state ride behind it.
+                self.exec_buf.clear();
+                self.exec_buf.extend_from_slice(&self.io.rbuf[..raw_len]);
+                let depth = self.fe.shared.pool.pipeline_depth;
+                let n = self
+                    .fe
+                    .pool
+                    .claim_followers(lease.conn(), depth, &mut self.exec_buf);
+                if n == 0 {
+                    Outgoing::Client
+                } else {
+                    self.fe.pins.add_pipelined(n as u64);
+                    Outgoing::Bytes(&self.exec_buf)
+                }
+            }
+        };
         let result = relay::forward(
             &mut self.io,
             lease.conn(),
             raw_len,
-            rewritten.then_some(self.exec_buf.as_slice()),
+            outgoing,
             kind,
             deprecate_eof,
             reply_seq,
@@ -1373,6 +1497,16 @@ impl Session {
                     self.read_back_user_vars().await?;
                 }
                 self.after_statement(effect, &r);
+                if let Some(l) = self.lease.as_mut() {
+                    if l.conn().has_followers() {
+                        // Pinned by what a pipelined SELECT did (a stored function, say):
+                        // the sessions behind it run their statements again elsewhere.
+                        tracing::info!(connection = self.id, "pinned with statements pipelined behind; they run again on another connection");
+                        if let Err(e) = l.conn().shed_followers().await {
+                            return self.backend_failed(None, &e).await;
+                        }
+                    }
+                }
                 Ok(())
             }
             Err(RelayError::Client(reason)) => {
