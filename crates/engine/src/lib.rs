@@ -41,6 +41,7 @@ pub mod duration_serde;
 mod engine;
 mod errors;
 mod listener;
+mod memory;
 mod worker;
 
 pub use blocking::{BlockingConfig, BlockingPool, BlockingStats};

@@ -95,6 +95,9 @@ pub struct WorkerContext {
     drain: Drain,
     blocking: BlockingPool,
     active: Cell<usize>,
+    /// Most connections active at once since the last memory trim.
+    peak_active: Cell<usize>,
+    memory_trims: Cell<u64>,
     accepted: Cell<u64>,
     /// Woken when `active` drops to zero, so shutdown need not poll.
     idle: Notify,
@@ -120,6 +123,8 @@ impl WorkerContext {
             drain: Drain::new(),
             blocking,
             active: Cell::new(0),
+            peak_active: Cell::new(0),
+            memory_trims: Cell::new(0),
             accepted: Cell::new(0),
             idle: Notify::new(),
         }
@@ -153,6 +158,12 @@ impl WorkerContext {
         self.active.get()
     }
 
+    /// Times this worker returned free heap memory to the system after its connections fell
+    /// well below their peak.
+    pub fn memory_trims(&self) -> u64 {
+        self.memory_trims.get()
+    }
+
     /// Connections this worker has accepted since it started.
     pub fn accepted_connections(&self) -> u64 {
         self.accepted.get()
@@ -161,7 +172,11 @@ impl WorkerContext {
     /// Counts a connection as active until the returned guard drops. The engine does this for
     /// every accepted connection; services can use it for connections they adopt themselves.
     pub fn track_connection(self: &Rc<Self>) -> ConnectionGuard {
-        self.active.set(self.active.get() + 1);
+        let active = self.active.get() + 1;
+        self.active.set(active);
+        if active > self.peak_active.get() {
+            self.peak_active.set(active);
+        }
         ConnectionGuard {
             ctx: Rc::clone(self),
         }
@@ -187,6 +202,19 @@ impl Drop for ConnectionGuard {
         self.ctx.active.set(left);
         if left == 0 {
             self.ctx.idle.notify_waiters();
+        }
+        let peak = self.ctx.peak_active.get();
+        if peak - left >= crate::memory::TRIM_AFTER_CLOSED && left <= peak / 2 {
+            self.ctx.peak_active.set(left);
+            self.ctx.memory_trims.set(self.ctx.memory_trims.get() + 1);
+            tracing::debug!(
+                worker = self.ctx.id,
+                peak,
+                left,
+                "connections fell well below their peak; returning free memory"
+            );
+            // Not awaited: nothing depends on it.
+            drop(self.ctx.blocking.spawn(crate::memory::return_free_memory));
         }
     }
 }

@@ -405,3 +405,62 @@ impl ConnectionHandler for Blocking {
         })
     }
 }
+
+/// Says `+` when accepted; on `t`, answers the worker's memory trim count (u64 LE).
+struct Trims;
+
+impl ConnectionHandler for Trims {
+    fn handle(
+        self: Rc<Self>,
+        mut stream: tokio::net::TcpStream,
+        _peer: SocketAddr,
+        ctx: Rc<WorkerContext>,
+    ) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(async move {
+            if stream.write_all(b"+").await.is_err() {
+                return;
+            }
+            let mut b = [0u8; 1];
+            while let Ok(1) = stream.read(&mut b).await {
+                if b[0] == b't' {
+                    let _ = stream.write_all(&ctx.memory_trims().to_le_bytes()).await;
+                }
+            }
+        })
+    }
+}
+
+#[test]
+fn free_memory_is_returned_once_a_crowd_of_connections_is_gone() {
+    let engine = EngineBuilder::new(cfg(1))
+        .listen(any_port(), factory(|| Trims))
+        .start()
+        .unwrap();
+    let addr = engine.local_addrs()[0];
+    let trims = || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        assert_eq!(read_exact_n(&mut s, 1), b"+");
+        s.write_all(b"t").unwrap();
+        u64::from_le_bytes(read_exact_n(&mut s, 8).try_into().unwrap())
+    };
+    assert_eq!(trims(), 0);
+    let crowd: Vec<TcpStream> = (0..1100)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            assert_eq!(read_exact_n(&mut s, 1), b"+");
+            s
+        })
+        .collect();
+    assert_eq!(trims(), 0, "no trim while the crowd is connected");
+    drop(crowd);
+    // The worker sees the closes in its own time.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while trims() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no trim after 1100 connections closed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(trims(), 1, "one trim per crowd");
+}
