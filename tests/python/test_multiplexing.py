@@ -231,6 +231,13 @@ def diagnostics_run(connect_a, connect_b, schema):
     q(a, "SELECT 2")
     q(b, "SELECT ROW_COUNT(), FOUND_ROWS()")
     q(b, "SHOW WARNINGS; SELECT 1")
+    # Inside a transaction the connection answers; after COMMIT (no table) manifold does.
+    q(a, "BEGIN")
+    q(a, "SELECT 1/0 FROM d LIMIT 1")
+    q(a, "SHOW WARNINGS")
+    q(a, "COMMIT")
+    q(a, "SHOW WARNINGS")
+    q(a, "SELECT @@warning_count")
     return seen
 
 

@@ -150,13 +150,28 @@ impl Scan {
     }
 
     /// The statement leaves the session's list of warnings as it was when it raises none
-    /// itself: the server clears the list only for statements that use tables, and a
-    /// `SELECT`, `SET` or `DO` with no `FROM` uses none (unless a stored function it calls
-    /// does, which this cannot see).
+    /// itself. The server clears the list only for statements that use tables: not
+    /// `SHOW WARNINGS`/`SHOW ERRORS` (which read it), transaction control, `USE`, and a
+    /// `SELECT`, `SET` or `DO` with no `FROM` (unless a stored function it calls uses one,
+    /// which this cannot see). Anything else is taken to use tables.
     pub fn keeps_diagnostics(&self) -> bool {
-        matches!(self.verb, Verb::Select | Verb::Set | Verb::Do)
-            && self.statements == 1
-            && !self.has(Scan::FROM)
+        if self.statements > 1 {
+            return false;
+        }
+        match self.verb {
+            Verb::Show => self.has(Scan::WARNINGS),
+            Verb::Select | Verb::Set | Verb::Do => !self.has(Scan::FROM),
+            Verb::Begin
+            | Verb::Start
+            | Verb::Commit
+            | Verb::Rollback
+            | Verb::Use
+            | Verb::Unlock
+            | Verb::Xa
+            | Verb::Kill
+            | Verb::Empty => true,
+            _ => false,
+        }
     }
 }
 
@@ -762,6 +777,10 @@ mod tests {
         assert!(!scan(b"SELECT a FROM t").keeps_diagnostics());
         assert!(!scan(b"SELECT 1; SELECT 2").keeps_diagnostics());
         assert!(!scan(b"INSERT INTO t VALUES (1)").keeps_diagnostics());
+        assert!(scan(b"SHOW WARNINGS LIMIT 1").keeps_diagnostics());
+        assert!(!scan(b"SHOW TABLES").keeps_diagnostics());
+        assert!(scan(b"COMMIT").keeps_diagnostics());
+        assert!(!scan(b"TRUNCATE t").keeps_diagnostics());
     }
 
     #[test]
