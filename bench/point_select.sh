@@ -15,6 +15,9 @@
 #                     backend connection per busy client); manifold-small-pool: pool.max_size
 #                     SMALL_POOL per worker, so 64 clients multiplex onto few backend connections
 #   SMALL_POOL=8      pool.max_size per worker of manifold-small-pool
+#   DB_CPUS=          CPUs (taskset list) for mariadbd alone, as if the database had a host of
+#                     its own; the proxies and sysbench then share the others (CLIENT_CPUS,
+#                     default: every CPU not in DB_CPUS). Empty: nothing is pinned.
 #   PIPELINE_DEPTH=8  manifold-pipeline (a target to add to TARGETS): manifold-small-pool's
 #                     pool with pool.pipeline_depth PIPELINE_DEPTH, so statements of sessions
 #                     waiting for a connection ride behind another session's
@@ -37,6 +40,8 @@ PS_MODES=${PS_MODES:-"disable auto"}
 TARGETS=${TARGETS:-"direct haproxy manifold manifold-small-pool"}
 SMALL_POOL=${SMALL_POOL:-8}
 PIPELINE_DEPTH=${PIPELINE_DEPTH:-8}
+DB_CPUS=${DB_CPUS:-}
+CLIENT_CPUS=${CLIENT_CPUS:-}
 WARMUP=${WARMUP:-5}
 OUT=${OUT:-$ROOT/bench/out/point_select-$(date -u +%Y%m%dT%H%M%SZ)}
 
@@ -59,6 +64,27 @@ case " $TARGETS " in
 esac
 echo "haproxy pid $HAPROXY_PID on port $HAPROXY_PORT, manifold pid $MANIFOLD_PID on port $MANIFOLD_PORT, manifold-small-pool pid $SMALL_PID on port $SMALL_PORT${PIPE_PID:+, manifold-pipeline pid $PIPE_PID on port $PIPE_PORT}"
 
+# Optional CPU split: the database on DB_CPUS, everything else on CLIENT_CPUS.
+PIN_CLIENT=()
+if [ -n "$DB_CPUS" ]; then
+    command -v taskset >/dev/null || die "taskset not found (apt-get install -y util-linux)"
+    if [ -z "$CLIENT_CPUS" ]; then
+        CLIENT_CPUS=$(python3 -c 'import os, sys
+db = set()
+for part in sys.argv[1].split(","):
+    a, _, b = part.partition("-")
+    db.update(range(int(a), int(b or a) + 1))
+print(",".join(str(c) for c in sorted(os.sched_getaffinity(0) - db)))' "$DB_CPUS")
+    fi
+    [ -n "$CLIENT_CPUS" ] || die "DB_CPUS=$DB_CPUS leaves no CPU for the clients"
+    taskset -apc "$DB_CPUS" "$MARIADB_PID" >/dev/null
+    for p in "$HAPROXY_PID" "$MANIFOLD_PID" "$SMALL_PID" ${PIPE_PID:+"$PIPE_PID"}; do
+        taskset -apc "$CLIENT_CPUS" "$p" >/dev/null
+    done
+    PIN_CLIENT=(taskset -c "$CLIENT_CPUS")
+    echo "mariadbd on CPUs $DB_CPUS; proxies and sysbench on CPUs $CLIENT_CPUS"
+fi
+
 port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; manifold-small-pool) echo "$SMALL_PORT" ;; manifold-pipeline) echo "$PIPE_PORT" ;; *) die "unknown target $1" ;; esac; }
 pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; manifold-small-pool) echo "$SMALL_PID" ;; manifold-pipeline) echo "$PIPE_PID" ;; esac; }
 
@@ -69,7 +95,7 @@ pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifol
     echo "sysbench: $(sysbench --version)"
     manifold_build
     echo "load average at start: $(load_average)"
-    echo "settings: ROUNDS=$ROUNDS DURATION=$DURATION THREADS=$THREADS PROXY_THREADS=$PROXY_THREADS TABLE_SIZE=$TABLE_SIZE PS_MODES=\"$PS_MODES\" TARGETS=\"$TARGETS\" WARMUP=$WARMUP CLK_TCK=$CLK_TCK"
+    echo "settings: ROUNDS=$ROUNDS DURATION=$DURATION THREADS=$THREADS PROXY_THREADS=$PROXY_THREADS TABLE_SIZE=$TABLE_SIZE PS_MODES=\"$PS_MODES\" TARGETS=\"$TARGETS\" WARMUP=$WARMUP CLK_TCK=$CLK_TCK DB_CPUS=$DB_CPUS CLIENT_CPUS=$CLIENT_CPUS"
 } | tee "$OUT/env.txt"
 
 # --- data -----------------------------------------------------------------------------------
@@ -91,7 +117,7 @@ run_one() { # ps_mode round target
     local cpu0 cpu1
     cpu0=$(cpu_sample "$pid")
     /usr/bin/time -f '%U %S' -o "$log.time" \
-        sysbench "${SB[@]}" --mysql-port="$port" --db-ps-mode="$mode" --threads="$THREADS" \
+        "${PIN_CLIENT[@]}" sysbench "${SB[@]}" --mysql-port="$port" --db-ps-mode="$mode" --threads="$THREADS" \
         --time="$DURATION" --percentile=95 --histogram=on run >"$log" 2>&1 || status=$?
     cpu1=$(cpu_sample "$pid")
     # Queries, QPS, p95 and counters from sysbench's report; p99 (and p95 again, as a check of
@@ -135,7 +161,7 @@ run_one() { # ps_mode round target
 first_mode=${PS_MODES%% *}
 for target in $TARGETS; do
     echo "warming up $target ($WARMUP s)"
-    sysbench "${SB[@]}" --mysql-port="$(port_of "$target")" --db-ps-mode="$first_mode" --threads="$THREADS" \
+    "${PIN_CLIENT[@]}" sysbench "${SB[@]}" --mysql-port="$(port_of "$target")" --db-ps-mode="$first_mode" --threads="$THREADS" \
         --time="$WARMUP" run >"$OUT/warmup-$target.log" 2>&1 || echo "  !! warm-up against $target failed" >&2
 done
 
