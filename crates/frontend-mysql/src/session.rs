@@ -652,20 +652,28 @@ impl Session {
             .map_err(|_| End::ClientGone)
     }
 
+    /// What the session's backend connections are pooled under: its backend login,
+    /// capabilities, character set and whether it came over TLS.
+    /// Set once per session (and after what changes it); borrowers read the field.
+    fn ensure_conn_key(&mut self) {
+        if self.conn_key.is_none() {
+            self.conn_key = Some(ConnKey::new(
+                &self.user.backend_user,
+                &self.user.backend_password,
+                self.capabilities,
+                self.charset,
+                self.io.stream.is_tls(),
+            ));
+        }
+    }
+
     /// Borrows a backend connection if the session holds none and brings it to the session's
     /// state: schema, changed variables, and (when the statement asks for it)
     /// `LAST_INSERT_ID()`. The ERR to send the client is returned on failure.
     async fn ensure_backend(&mut self, wants_last_insert_id: bool) -> Result<(), ErrPacket> {
         if self.lease.is_none() {
-            let key = self.conn_key.get_or_insert_with(|| {
-                ConnKey::new(
-                    &self.user.backend_user,
-                    &self.user.backend_password,
-                    self.capabilities,
-                    self.charset,
-                    self.io.stream.is_tls(),
-                )
-            });
+            self.ensure_conn_key();
+            let key = self.conn_key.as_ref().expect("just ensured");
             match self
                 .fe
                 .pool
@@ -1131,15 +1139,8 @@ impl Session {
     /// behind another session's (true: the command is sent and its answer is next).
     async fn acquire_or_follow(&mut self, raw_len: usize) -> Result<bool, ErrPacket> {
         let pool = self.fe.pool.clone();
-        let key = self.conn_key.get_or_insert_with(|| {
-            ConnKey::new(
-                &self.user.backend_user,
-                &self.user.backend_password,
-                self.capabilities,
-                self.charset,
-                self.io.stream.is_tls(),
-            )
-        });
+        self.ensure_conn_key();
+        let key = self.conn_key.as_ref().expect("just ensured");
         let acquired = pool
             .acquire_or_follow(
                 key,
