@@ -91,3 +91,59 @@ fn unreachable_backend_is_an_error_naming_it_and_the_session_survives() {
     // Same session, next statement: still a clean error, not a broken connection.
     assert_eq!(c.query("SELECT 1").unwrap_err().code(), Some(7701));
 }
+
+#[test]
+fn idle_connections_the_server_closed_are_replaced_in_the_background() {
+    let t = crate::harness::topology();
+    // A login of its own, so that killing its connections touches no other test.
+    t.create_user("pool_health", "pool_health").unwrap();
+    let mut cfg = config();
+    cfg.users = vec![manifold::config::user_with_password(
+        "pool_health",
+        "pool_health",
+    )];
+    cfg.engine.threads = 1;
+    cfg.pool.min_idle = 2;
+    // Maintenance runs every idle_timeout / 4 (at least every 100 ms).
+    cfg.pool.idle_timeout = Duration::from_millis(400);
+    let server = start(&cfg);
+    let ids = || -> Vec<String> {
+        let list = t
+            .sql_value(
+                &t.primary,
+                "SELECT IFNULL(GROUP_CONCAT(ID ORDER BY ID), '') FROM information_schema.PROCESSLIST WHERE USER = 'pool_health'",
+            )
+            .unwrap();
+        list.split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let wait_for = |what: &str, ok: &dyn Fn(&[String]) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = ids();
+            if ok(&now) {
+                return now;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}: {now:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // The first session teaches the pool what to keep ready.
+    let mut c =
+        manifold_tests::Client::connect(server.mysql_addr(), "pool_health", "pool_health", None)
+            .unwrap();
+    c.query("SELECT 1").unwrap();
+    drop(c);
+    let old = wait_for("min_idle connections opened", &|ids| ids.len() >= 2);
+    for id in &old {
+        t.sql(&t.primary, &format!("KILL {id}")).unwrap();
+    }
+    // No client does anything: maintenance finds them closed and opens others.
+    let new = wait_for("killed idle connections replaced", &|ids| {
+        ids.len() >= 2 && ids.iter().all(|id| !old.contains(id))
+    });
+    assert!(new.len() >= 2);
+    drop(server);
+}

@@ -590,6 +590,9 @@ impl Pool {
         });
     }
 
+    /// Closes idle connections past `idle_timeout` (beyond `min_idle`) and, whatever their
+    /// age, those the server has closed (its `wait_timeout`, a `KILL`, a restart), so that
+    /// the refill that follows replaces them before a session needs one.
     fn expire_idle(&self) {
         let now = Instant::now();
         let mut idle = self.idle.borrow_mut();
@@ -598,6 +601,9 @@ impl Pool {
         // Newest are at the back; walk from the back and keep `min_idle` regardless of age.
         let mut kept = VecDeque::with_capacity(before);
         while let Some(c) = idle.pop_back() {
+            if !c.looks_alive() {
+                continue;
+            }
             if keep > 0 || now.duration_since(c.last_used) < self.config.idle_timeout {
                 keep = keep.saturating_sub(1);
                 kept.push_front(c);
