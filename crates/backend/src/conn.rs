@@ -420,17 +420,32 @@ impl BackendConn {
         }
     }
 
+    /// Writes one command of manifold's own. `unsent_is_retryable`: whether a failure here
+    /// leaves the caller free to run the command on another connection.
+    async fn send_command(
+        &mut self,
+        cmd: &Command<'_>,
+        unsent_is_retryable: bool,
+    ) -> Result<(), BackendError> {
+        let mut payload = Vec::new();
+        cmd.encode(&mut payload);
+        self.io.send(0, &payload).await.map_err(|e| {
+            BackendError::new(
+                ErrorKind::Lost,
+                unsent_is_retryable,
+                format!("sending to backend: {e}"),
+            )
+        })?;
+        Ok(())
+    }
+
     /// Sends a command answered by one OK or ERR packet (`COM_INIT_DB`, `COM_PING`,
     /// `COM_RESET_CONNECTION`, `COM_SET_OPTION`), returning the backend's verdict.
     pub async fn simple_command(
         &mut self,
         cmd: &Command<'_>,
     ) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
-        let mut payload = Vec::with_capacity(32);
-        cmd.encode(&mut payload);
-        self.io.send(0, &payload).await.map_err(|e| {
-            BackendError::new(ErrorKind::Lost, true, format!("sending to backend: {e}"))
-        })?;
+        self.send_command(cmd, true).await?;
         let (payload, _) = self
             .io
             .read_owned(MAX_LOGIN_PACKET)
@@ -457,11 +472,7 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<Result<Rows, ErrPacket>, BackendError> {
-        let mut payload = Vec::with_capacity(sql.len() + 1);
-        Command::Query(sql).encode(&mut payload);
-        self.io.send(0, &payload).await.map_err(|e| {
-            BackendError::new(ErrorKind::Lost, true, format!("sending to backend: {e}"))
-        })?;
+        self.send_command(&Command::Query(sql), true).await?;
         let bad = |what: &str| {
             BackendError::new(
                 ErrorKind::Protocol,
@@ -579,11 +590,7 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<Result<PrepareAnswer, ErrPacket>, BackendError> {
-        let mut payload = Vec::with_capacity(sql.len() + 1);
-        Command::StmtPrepare(sql).encode(&mut payload);
-        self.io.send(0, &payload).await.map_err(|e| {
-            BackendError::new(ErrorKind::Lost, true, format!("sending to backend: {e}"))
-        })?;
+        self.send_command(&Command::StmtPrepare(sql), true).await?;
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         let mut tracker = ResponseTracker::new(ResponseKind::Prepare, deprecate_eof, 1);
         let mut raw = Vec::new();
@@ -665,11 +672,8 @@ impl BackendConn {
 
     /// `COM_STMT_CLOSE` (the server sends no answer).
     pub async fn close_statement(&mut self, backend_id: u32) -> Result<(), BackendError> {
-        let mut payload = Vec::with_capacity(5);
-        Command::StmtClose(backend_id).encode(&mut payload);
-        self.io.send(0, &payload).await.map_err(|e| {
-            BackendError::new(ErrorKind::Lost, false, format!("sending to backend: {e}"))
-        })?;
+        self.send_command(&Command::StmtClose(backend_id), false)
+            .await?;
         Ok(())
     }
 

@@ -197,6 +197,32 @@ impl Pool {
         schema: Option<&[u8]>,
         vars: u64,
     ) -> Result<Lease, BackendError> {
+        match self.acquire_inner(key, schema, vars, None).await? {
+            Acquired::Lease(lease) => Ok(lease),
+            Acquired::Followed(_) => unreachable!("no command to follow with"),
+        }
+    }
+
+    /// Like [`Pool::acquire`], but while the borrower waits, its `command` may instead be
+    /// written behind another borrower's on a connection already in state `vars` and
+    /// `schema`, and the connection comes to it when its answer is next.
+    pub async fn acquire_or_follow(
+        self: &Rc<Self>,
+        key: &ConnKey,
+        schema: Option<&[u8]>,
+        vars: u64,
+        command: &[u8],
+    ) -> Result<Acquired, BackendError> {
+        self.acquire_inner(key, schema, vars, Some(command)).await
+    }
+
+    async fn acquire_inner(
+        self: &Rc<Self>,
+        key: &ConnKey,
+        schema: Option<&[u8]>,
+        vars: u64,
+        mut command: Option<&[u8]>,
+    ) -> Result<Acquired, BackendError> {
         if self.warm_key.borrow().is_none() {
             *self.warm_key.borrow_mut() = Some(key.clone());
         }
@@ -205,12 +231,64 @@ impl Pool {
         // of taking the connection a waiter was just woken for (`Notify` wakes in order).
         let mut woken = false;
         let mut starving = false;
+        // Made only once the borrower has to wait: the fast path allocates nothing.
+        let mut follower: Option<Rc<Follower>> = None;
         let result = loop {
+            match follower.as_ref().map(|f| f.state.get()) {
+                Some(FollowerState::Claimed) => {
+                    let f = follower.as_ref().expect("matched");
+                    if let Some(lease) = f.lease.borrow_mut().take() {
+                        break Ok(Acquired::Followed(lease));
+                    }
+                    // Claimed: the connection or a break will come, whatever the deadline.
+                    f.wake.notified().await;
+                    continue;
+                }
+                Some(FollowerState::Broken) => {
+                    // Its command went nowhere useful: it is sent again on a borrowed one.
+                    follower = None;
+                    command = None;
+                    woken = true;
+                }
+                Some(FollowerState::Waiting) | None => {}
+            }
             if woken || self.waiting.get() == 0 {
                 match self.take_or_open(key, schema, vars).await {
-                    Ok(Some(lease)) => break Ok(lease),
+                    Ok(Some(lease)) => match follower.take() {
+                        Some(f) if f.state.get() == FollowerState::Claimed => {
+                            // Claimed while a connection was being opened: the claim stands.
+                            drop(lease);
+                            follower = Some(f);
+                            continue;
+                        }
+                        Some(f) => {
+                            self.forget_follower(&f);
+                            break Ok(Acquired::Lease(lease));
+                        }
+                        None => break Ok(Acquired::Lease(lease)),
+                    },
                     Ok(None) => {}
-                    Err(e) => break Err(e),
+                    Err(e) => {
+                        if let Some(f) = follower.take() {
+                            self.forget_follower(&f);
+                        }
+                        break Err(e);
+                    }
+                }
+            }
+            if follower.is_none() {
+                if let Some(command) = command {
+                    let f = Rc::new(Follower {
+                        key: key.clone(),
+                        schema: schema.map(<[u8]>::to_vec),
+                        signature: vars,
+                        command: command.to_vec(),
+                        state: Cell::new(FollowerState::Waiting),
+                        lease: RefCell::new(None),
+                        wake: Notify::new(),
+                    });
+                    self.followers.borrow_mut().push_back(f.clone());
+                    follower = Some(f);
                 }
             }
             let until = *deadline
@@ -234,33 +312,32 @@ impl Pool {
                 until
             };
             self.waiting.set(self.waiting.get() + 1);
-            let woke = tokio::time::timeout_at(wake_at, self.released.notified()).await;
+            let released = tokio::select! {
+                () = self.released.notified() => Some(true),
+                () = tokio::time::sleep_until(wake_at) => Some(false),
+                () = async {
+                    match &follower {
+                        Some(f) => f.wake.notified().await,
+                        None => std::future::pending().await,
+                    }
+                } => None,
+            };
             self.waiting.set(self.waiting.get() - 1);
-            woken = true;
-            if woke.is_err() && tokio::time::Instant::now() < until {
-                continue;
+            let still_waiting = follower
+                .as_ref()
+                .is_none_or(|f| f.state.get() == FollowerState::Waiting);
+            if released == Some(true) && !still_waiting {
+                // The connection released for a waiter is not this one's to take.
+                self.wake_a_waiter();
             }
-            if woke.is_err() {
+            woken = released.is_some();
+            if released == Some(false) && still_waiting && tokio::time::Instant::now() >= until {
                 // A wake-up meant for this borrower may have come with the timeout: pass it on.
                 self.wake_a_waiter();
-                let limit = if starving {
-                    format!(
-                        "all workers hold pool.max_backend_connections ({})",
-                        self.budget.limit
-                    )
-                } else {
-                    format!("pool.max_size {}", self.config.max_size)
-                };
-                break Err(BackendError::new(
-                    ErrorKind::PoolTimeout,
-                    true,
-                    format!(
-                        "no free connection to backend {} within pool.wait_timeout ({:?}); {} in use here ({limit})",
-                        self.target.addr,
-                        self.config.wait_timeout,
-                        self.in_use.get(),
-                    ),
-                ));
+                if let Some(f) = follower.take() {
+                    self.forget_follower(&f);
+                }
+                break Err(self.wait_timed_out(starving));
             }
         };
         if starving {
@@ -269,84 +346,30 @@ impl Pool {
         result
     }
 
-    /// Like [`Pool::acquire`], but when the borrower would have to wait, its `command` may
-    /// instead be written behind another borrower's on a connection already in state
-    /// `vars` and `schema`, and the connection comes to it when its answer is next.
-    pub async fn acquire_or_follow(
-        self: &Rc<Self>,
-        key: &ConnKey,
-        schema: Option<&[u8]>,
-        vars: u64,
-        command: &[u8],
-    ) -> Result<Acquired, BackendError> {
-        if self.waiting.get() == 0 {
-            if let Some(lease) = self.take_or_open(key, schema, vars).await? {
-                return Ok(Acquired::Lease(lease));
-            }
-        }
-        let me = Rc::new(Follower {
-            key: key.clone(),
-            schema: schema.map(<[u8]>::to_vec),
-            signature: vars,
-            command: command.to_vec(),
-            state: Cell::new(FollowerState::Waiting),
-            lease: RefCell::new(None),
-            wake: Notify::new(),
-        });
-        self.followers.borrow_mut().push_back(me.clone());
-        let until = tokio::time::Instant::now() + self.config.wait_timeout;
-        loop {
-            match me.state.get() {
-                FollowerState::Broken => {
-                    return self.acquire(key, schema, vars).await.map(Acquired::Lease);
-                }
-                FollowerState::Claimed => {
-                    if let Some(lease) = me.lease.borrow_mut().take() {
-                        return Ok(Acquired::Followed(lease));
-                    }
-                    // Claimed followers always get the connection or a break.
-                    me.wake.notified().await;
-                }
-                FollowerState::Waiting => {
-                    self.waiting.set(self.waiting.get() + 1);
-                    let woke = tokio::select! {
-                        () = self.released.notified() => true,
-                        () = me.wake.notified() => false,
-                        () = tokio::time::sleep_until(until) => {
-                            self.waiting.set(self.waiting.get() - 1);
-                            self.followers.borrow_mut().retain(|f| !Rc::ptr_eq(f, &me));
-                            self.wake_a_waiter();
-                            return Err(BackendError::new(
-                                ErrorKind::PoolTimeout,
-                                true,
-                                format!(
-                                    "no free connection to backend {} within pool.wait_timeout ({:?}); {} in use (pool.max_size {})",
-                                    self.target.addr,
-                                    self.config.wait_timeout,
-                                    self.in_use.get(),
-                                    self.config.max_size
-                                ),
-                            ));
-                        }
-                    };
-                    self.waiting.set(self.waiting.get() - 1);
-                    if woke && me.state.get() != FollowerState::Waiting {
-                        // The connection released for a waiter is not this one's to take.
-                        self.wake_a_waiter();
-                    }
-                    if woke && me.state.get() == FollowerState::Waiting {
-                        if let Some(lease) = self.take_or_open(key, schema, vars).await? {
-                            self.followers.borrow_mut().retain(|f| !Rc::ptr_eq(f, &me));
-                            if me.state.get() == FollowerState::Waiting {
-                                return Ok(Acquired::Lease(lease));
-                            }
-                            // Claimed while opening: the claim stands, this one goes back.
-                            drop(lease);
-                        }
-                    }
-                }
-            }
-        }
+    /// A follower that will not ride after all leaves the queue.
+    fn forget_follower(&self, f: &Rc<Follower>) {
+        self.followers.borrow_mut().retain(|x| !Rc::ptr_eq(x, f));
+    }
+
+    fn wait_timed_out(&self, starving: bool) -> BackendError {
+        let limit = if starving {
+            format!(
+                "all workers hold pool.max_backend_connections ({})",
+                self.budget.limit
+            )
+        } else {
+            format!("pool.max_size {}", self.config.max_size)
+        };
+        BackendError::new(
+            ErrorKind::PoolTimeout,
+            true,
+            format!(
+                "no free connection to backend {} within pool.wait_timeout ({:?}); {} in use here ({limit})",
+                self.target.addr,
+                self.config.wait_timeout,
+                self.in_use.get(),
+            ),
+        )
     }
 
     /// Borrowers wait whose commands may follow another's.

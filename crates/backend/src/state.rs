@@ -176,10 +176,6 @@ impl UserVars {
         self.vars.pairs.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.vars.pairs.len()
-    }
-
     pub fn signature(&self) -> u64 {
         self.vars.signature
     }
