@@ -25,7 +25,7 @@
 #   free_port; wait_port PORT PID WHAT
 #   kv LINE KEY                  the value of KEY=value in a line of space-separated pairs
 #   cpu_ticks PID; busy_ticks    CPU time (clock ticks) of a process; of the whole machine
-#   cpu_sample [PID]             "machine mariadbd PID" ticks, to take before and after a run
+#   cpu_sample ["PID..."]        "machine mariadbd proxy proxy_sys" ticks, before and after a run
 #   env_header; manifold_build; load_average    lines of env.txt
 #   note_load_at_end             appends the end load average to env.txt (and prints it)
 #   check_running NAME PID       warns if NAME died during the run (see $OUT/NAME.log)
@@ -106,15 +106,23 @@ kv() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 cpu_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 # Busy ticks of the whole machine (user nice system irq softirq steal of /proc/stat's cpu line).
 busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
-# "machine mariadbd proxy": busy_ticks, and cpu_ticks of mariadbd and of the process PID (0
-# without a PID). A run's CPU use is the difference of a sample before and one after it. Fails
-# (and so stops the script at `x=$(cpu_sample ...)`) if a process is gone.
-cpu_sample() { # [pid]
-    local busy mariadb proxy=0
+# Kernel (system) ticks of a process.
+sys_ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $13}'; }
+# "machine mariadbd proxy proxy_sys": busy_ticks, cpu_ticks of mariadbd, and the cpu_ticks and
+# sys_ticks summed over the processes PIDS (a space-separated list; 0 0 without one). A run's
+# CPU use is the difference of a sample before and one after it. Fails (and so stops the
+# script at `x=$(cpu_sample ...)`) if a process is gone.
+cpu_sample() { # ["pid..."]
+    local busy mariadb proxy=0 proxy_sys=0 pid t
     busy=$(busy_ticks) || return
     mariadb=$(cpu_ticks "$MARIADB_PID") || return
-    if [ -n "${1:-}" ]; then proxy=$(cpu_ticks "$1") || return; fi
-    echo "$busy $mariadb $proxy"
+    for pid in ${1:-}; do
+        t=$(cpu_ticks "$pid") || return
+        proxy=$((proxy + t))
+        t=$(sys_ticks "$pid") || return
+        proxy_sys=$((proxy_sys + t))
+    done
+    echo "$busy $mariadb $proxy $proxy_sys"
 }
 
 primary_sql() { mysql -h127.0.0.1 -P"$PRIMARY_PORT" -uapp -papp "$@"; }
