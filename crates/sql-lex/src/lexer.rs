@@ -59,10 +59,54 @@ pub struct Lexer<'a> {
     sql: &'a [u8],
     pos: usize,
     in_executable_comment: bool,
+    hint: Option<RouteHint>,
 }
 
+/// Where a comment asks manifold to send its statement: `/* manifold:primary */` or
+/// `/* manifold:replica */` (also inside `/*+ ... */`). The last such comment wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteHint {
+    Primary,
+    Replica,
+}
+
+impl RouteHint {
+    /// The hint in a comment's body, if it holds one.
+    fn in_comment(body: &[u8]) -> Option<RouteHint> {
+        const TAG: &[u8] = b"manifold:";
+        let at = find(body, TAG)?;
+        let word = &body[at + TAG.len()..];
+        let end = word
+            .iter()
+            .position(|b| !b.is_ascii_alphanumeric() && *b != b'_')
+            .unwrap_or(word.len());
+        let word = &word[..end];
+        if word.eq_ignore_ascii_case(b"primary") || word.eq_ignore_ascii_case(b"master") {
+            Some(RouteHint::Primary)
+        } else if word.eq_ignore_ascii_case(b"replica") || word.eq_ignore_ascii_case(b"slave") {
+            Some(RouteHint::Replica)
+        } else {
+            None
+        }
+    }
+}
+
+/// Bytes that continue a word: ASCII letters and digits, `_`, `$`, and any byte of a
+/// multi-byte character. A table, as this is asked once per byte of every word.
+const WORD_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80;
+        b += 1;
+    }
+    t
+};
+
+#[inline]
 fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+    WORD_BYTES[b as usize]
 }
 
 impl<'a> Lexer<'a> {
@@ -71,7 +115,13 @@ impl<'a> Lexer<'a> {
             sql,
             pos: 0,
             in_executable_comment: false,
+            hint: None,
         }
+    }
+
+    /// The routing hint of the comments passed so far (see [`RouteHint`]).
+    pub fn hint(&self) -> Option<RouteHint> {
+        self.hint
     }
 
     /// Skips whitespace and comments; returns false at an unterminated comment.
@@ -103,7 +153,12 @@ impl<'a> Lexer<'a> {
                 self.in_executable_comment = true;
             } else if rest.starts_with(b"/*") {
                 match find(&rest[2..], b"*/") {
-                    Some(i) => self.pos += 2 + i + 2,
+                    Some(i) => {
+                        if let Some(h) = RouteHint::in_comment(&rest[2..2 + i]) {
+                            self.hint = Some(h);
+                        }
+                        self.pos += 2 + i + 2;
+                    }
                     None => return false,
                 }
             } else if self.in_executable_comment && rest.starts_with(b"*/") {
@@ -262,6 +317,32 @@ mod tests {
         );
         // `--` not followed by a space is two minus signs.
         assert_eq!(kinds("1--2").len(), 4);
+    }
+
+    #[test]
+    fn routing_hints_come_from_comments() {
+        let hint = |sql: &str| {
+            let mut lx = Lexer::new(sql.as_bytes());
+            for _ in lx.by_ref() {}
+            lx.hint()
+        };
+        assert_eq!(hint("SELECT 1"), None);
+        assert_eq!(
+            hint("/* manifold:primary */ SELECT 1"),
+            Some(RouteHint::Primary)
+        );
+        assert_eq!(
+            hint("SELECT /*+ manifold:replica */ 1"),
+            Some(RouteHint::Replica)
+        );
+        assert_eq!(
+            hint("SELECT 1 /* x manifold:MASTER y */"),
+            Some(RouteHint::Primary)
+        );
+        assert_eq!(hint("SELECT 1 /* manifold:elsewhere */"), None);
+        // Not a comment: inside a string, or the text of a line comment.
+        assert_eq!(hint("SELECT '/* manifold:primary */'"), None);
+        assert_eq!(hint("SELECT 1 -- manifold:primary"), None);
     }
 
     #[test]

@@ -4,17 +4,22 @@
 //! into tokens (strings, quoted identifiers, comments and MySQL's executable `/*! ... */`
 //! comments handled as the server handles them) and [`scan`]ning a statement for what it does
 //! to a session — whether it takes a lock, creates a temporary table, touches user variables,
-//! or asks about the previous statement (`LAST_INSERT_ID()`, `ROW_COUNT()`, `FOUND_ROWS()`).
+//! or asks about the previous statement (`LAST_INSERT_ID()`, `ROW_COUNT()`, `FOUND_ROWS()`) —
+//! and what routing needs: the statement's [`Class`] (read, write, locking read, transaction
+//! control...), a `/* manifold:primary */` hint, and its [`digest`].
 //! It must not allocate, must not panic on any input, and must not grow into a SQL parser:
 //! when it cannot tell, it says so and the caller keeps the session where it is.
 
+mod digest;
+mod keyword;
 mod lexer;
 mod scan;
 mod uservars;
 
-pub use lexer::{Lexer, Token, TokenKind};
+pub use digest::{digest, fnv1a, MAX_DIGEST_TEXT};
+pub use lexer::{Lexer, RouteHint, Token, TokenKind};
 pub use scan::{
-    parse_kill, parse_show_diagnostics, replace_session_values, scan, set_names_collation, Kill,
-    Scan, SessionValues, ShowDiagnostics, Verb,
+    parse_kill, parse_show_diagnostics, replace_session_values, scan, scan_with_digest,
+    set_names_collation, Class, Kill, Scan, SessionValues, ShowDiagnostics, Verb,
 };
 pub use uservars::{assigned_user_variables, user_variable_name};

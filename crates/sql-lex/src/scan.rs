@@ -1,6 +1,8 @@
 //! What a statement does to the session that runs it, read from its tokens.
 
-use crate::lexer::{Lexer, Token, TokenKind};
+use crate::digest::DigestWriter;
+use crate::keyword::{keyword, Kw};
+use crate::lexer::{Lexer, RouteHint, Token, TokenKind};
 
 /// The first word of the (first) statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,47 +35,48 @@ pub enum Verb {
     Flush,
     Kill,
     With,
+    /// `DESCRIBE`, `DESC`.
+    Describe,
+    Explain,
+    Help,
     Other,
 }
 
 impl Verb {
-    fn of(t: &Token<'_>) -> Verb {
-        const VERBS: &[(&str, Verb)] = &[
-            ("SELECT", Verb::Select),
-            ("INSERT", Verb::Insert),
-            ("UPDATE", Verb::Update),
-            ("DELETE", Verb::Delete),
-            ("REPLACE", Verb::Replace),
-            ("SET", Verb::Set),
-            ("USE", Verb::Use),
-            ("BEGIN", Verb::Begin),
-            ("START", Verb::Start),
-            ("COMMIT", Verb::Commit),
-            ("ROLLBACK", Verb::Rollback),
-            ("LOCK", Verb::Lock),
-            ("UNLOCK", Verb::Unlock),
-            ("CREATE", Verb::Create),
-            ("DROP", Verb::Drop),
-            ("ALTER", Verb::Alter),
-            ("SHOW", Verb::Show),
-            ("PREPARE", Verb::Prepare),
-            ("EXECUTE", Verb::Execute),
-            ("DEALLOCATE", Verb::Deallocate),
-            ("HANDLER", Verb::Handler),
-            ("XA", Verb::Xa),
-            ("CALL", Verb::Call),
-            ("DO", Verb::Do),
-            ("FLUSH", Verb::Flush),
-            ("KILL", Verb::Kill),
-            ("WITH", Verb::With),
-        ];
-        if t.kind != TokenKind::Word {
-            return Verb::Other;
+    fn of(kw: Kw) -> Verb {
+        match kw {
+            Kw::Select => Verb::Select,
+            Kw::Insert => Verb::Insert,
+            Kw::Update => Verb::Update,
+            Kw::Delete => Verb::Delete,
+            Kw::Replace => Verb::Replace,
+            Kw::Set => Verb::Set,
+            Kw::Use => Verb::Use,
+            Kw::Begin => Verb::Begin,
+            Kw::Start => Verb::Start,
+            Kw::Commit => Verb::Commit,
+            Kw::Rollback => Verb::Rollback,
+            Kw::Lock => Verb::Lock,
+            Kw::Unlock => Verb::Unlock,
+            Kw::Create => Verb::Create,
+            Kw::Drop => Verb::Drop,
+            Kw::Alter => Verb::Alter,
+            Kw::Show => Verb::Show,
+            Kw::Prepare => Verb::Prepare,
+            Kw::Execute => Verb::Execute,
+            Kw::Deallocate => Verb::Deallocate,
+            Kw::Handler => Verb::Handler,
+            Kw::Xa => Verb::Xa,
+            Kw::Call => Verb::Call,
+            Kw::Do => Verb::Do,
+            Kw::Flush => Verb::Flush,
+            Kw::Kill => Verb::Kill,
+            Kw::With => Verb::With,
+            Kw::Describe | Kw::Desc => Verb::Describe,
+            Kw::Explain => Verb::Explain,
+            Kw::Help => Verb::Help,
+            _ => Verb::Other,
         }
-        VERBS
-            .iter()
-            .find(|(k, _)| t.text.eq_ignore_ascii_case(k.as_bytes()))
-            .map_or(Verb::Other, |(_, v)| *v)
     }
 }
 
@@ -84,6 +87,31 @@ pub struct Scan {
     pub flags: u32,
     /// Statements in the text (`;`-separated, empty ones not counted).
     pub statements: u32,
+    /// A `/* manifold:primary */` or `/* manifold:replica */` comment.
+    pub hint: Option<RouteHint>,
+}
+
+/// Where a statement may run, as far as its text tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Reads only: any node with the data may answer (`SELECT`, `SHOW`, `DESCRIBE`,
+    /// `EXPLAIN`, `HELP`, a `WITH` query).
+    Read,
+    /// `SELECT ... FOR UPDATE`, `LOCK IN SHARE MODE`, `FOR SHARE`: takes row locks.
+    LockingRead,
+    /// Changes data or schema, or calls something with side effects (`GET_LOCK`,
+    /// `NEXTVAL`, `LAST_INSERT_ID(expr)`, `INTO OUTFILE`).
+    Write,
+    /// `BEGIN`, `START TRANSACTION` (not read only), any `XA` statement.
+    Begin,
+    /// `START TRANSACTION READ ONLY`.
+    BeginReadOnly,
+    /// `COMMIT`, `ROLLBACK`.
+    End,
+    /// `SET`, `USE`: changes the session, which manifold tracks and carries to any node.
+    Session,
+    /// Several statements, `CALL`, `DO`, or anything not recognised.
+    Unknown,
 }
 
 impl Scan {
@@ -124,6 +152,27 @@ impl Scan {
     pub const FROM: u32 = 1 << 22;
     /// `GET DIAGNOSTICS`.
     pub const GET_DIAGNOSTICS: u32 = 1 << 23;
+    /// `FOR UPDATE`, `FOR SHARE`, `LOCK IN SHARE MODE`.
+    pub const LOCKING_READ: u32 = 1 << 24;
+    /// `NEXTVAL(`, `SETVAL(`, `LASTVAL(`, `NEXT VALUE FOR`, `PREVIOUS VALUE FOR`: sequences
+    /// live on the primary.
+    pub const SEQUENCE: u32 = 1 << 25;
+    /// `INTO OUTFILE`, `INTO DUMPFILE`: writes a file on the server.
+    pub const INTO_FILE: u32 = 1 << 26;
+    /// `READ ONLY` after `START TRANSACTION`.
+    pub const READ_ONLY: u32 = 1 << 27;
+    /// `INSERT`, `UPDATE` or `DELETE` after the first word (a `WITH ... DELETE`; `REPLACE`
+    /// is left out, being also a string function).
+    pub const DML_WORD: u32 = 1 << 28;
+
+    /// What makes a `SELECT` need the primary.
+    pub const NEEDS_PRIMARY: u32 = Self::LOCKING_READ
+        | Self::SEQUENCE
+        | Self::INTO_FILE
+        | Self::GET_LOCK
+        | Self::RELEASE_LOCK
+        | Self::RELEASE_ALL_LOCKS
+        | Self::SETS_LAST_INSERT_ID;
 
     /// What a gateway may answer in the server's place (see [`SessionValues`]).
     pub const SESSION_VALUES: u32 =
@@ -147,6 +196,52 @@ impl Scan {
 
     pub fn has(&self, flag: u32) -> bool {
         self.flags & flag != 0
+    }
+
+    /// Where the statement may run (see [`Class`]). Several statements in one text are
+    /// [`Class::Unknown`]: their order on one connection matters.
+    pub fn class(&self) -> Class {
+        if self.statements > 1 || self.has(Self::UNTERMINATED) {
+            return Class::Unknown;
+        }
+        match self.verb {
+            Verb::Select | Verb::With => {
+                if self.has(Self::LOCKING_READ) {
+                    Class::LockingRead
+                } else if self.has(Self::NEEDS_PRIMARY)
+                    || (self.verb == Verb::With && self.has(Self::DML_WORD))
+                {
+                    Class::Write
+                } else {
+                    Class::Read
+                }
+            }
+            Verb::Show | Verb::Describe | Verb::Explain | Verb::Help => Class::Read,
+            Verb::Insert
+            | Verb::Update
+            | Verb::Delete
+            | Verb::Replace
+            | Verb::Create
+            | Verb::Drop
+            | Verb::Alter
+            | Verb::Lock
+            | Verb::Unlock
+            | Verb::Flush
+            | Verb::Handler => Class::Write,
+            Verb::Start if self.has(Self::READ_ONLY) => Class::BeginReadOnly,
+            Verb::Begin | Verb::Start | Verb::Xa => Class::Begin,
+            Verb::Commit | Verb::Rollback => Class::End,
+            Verb::Set if self.has(Self::NEEDS_PRIMARY) => Class::Write,
+            Verb::Set | Verb::Use => Class::Session,
+            Verb::Empty
+            | Verb::Prepare
+            | Verb::Execute
+            | Verb::Deallocate
+            | Verb::Call
+            | Verb::Do
+            | Verb::Kill
+            | Verb::Other => Class::Unknown,
+        }
     }
 
     /// The statement leaves the session's list of warnings as it was when it raises none
@@ -178,20 +273,39 @@ impl Scan {
 /// Reads a statement (or several, `;`-separated) for what it does to its session. Costs one
 /// pass over the text and no allocation.
 pub fn scan(sql: &[u8]) -> Scan {
+    scan_tokens(sql, |_| {})
+}
+
+/// [`scan`] and [`digest`](crate::digest()) in one pass over the text: what routing rules and
+/// statistics need besides the scan. The digest text goes to `digest_text` (see
+/// [`digest`](crate::digest())); its hash is returned.
+pub fn scan_with_digest(sql: &[u8], digest_text: &mut Vec<u8>) -> (Scan, u64) {
+    let mut writer = DigestWriter::new(digest_text);
+    let scan = scan_tokens(sql, |t| writer.push(t));
+    (scan, writer.finish())
+}
+
+/// The pass [`scan`] makes, handing every token to `each` as well.
+#[inline]
+fn scan_tokens<'a>(sql: &'a [u8], mut each: impl FnMut(&Token<'a>)) -> Scan {
     let mut out = Scan {
         verb: Verb::Empty,
         flags: 0,
         statements: 0,
+        hint: None,
     };
-    // Per statement: its first two words and whether a READ was just seen (for FLUSH ...
-    // WITH READ LOCK).
+    // Per statement: its verb and second word, and the previous word (`Kw::None` after
+    // anything that is not a word).
     let mut first: Option<Verb> = None;
-    let mut second: Option<Token<'_>> = None;
-    let mut prev: Option<Token<'_>> = None;
+    let mut second: Option<Kw> = None;
+    let mut prev = Kw::None;
+    // Whether the previous token was a word.
+    let mut prev_word = false;
     // `LAST_INSERT_ID(` seen: `)` next means the no-argument form.
     let mut open_last_insert_id = false;
-    let mut prev_read = false;
-    for t in Lexer::new(sql) {
+    let mut lexer = Lexer::new(sql);
+    for t in lexer.by_ref() {
+        each(&t);
         if open_last_insert_id {
             open_last_insert_id = false;
             out.flags |= if t.is_punct(b')') {
@@ -200,16 +314,42 @@ pub fn scan(sql: &[u8]) -> Scan {
                 Scan::SETS_LAST_INSERT_ID
             };
         }
-        match t.kind {
+        let kw = match t.kind {
+            TokenKind::Word => keyword(t.text),
             TokenKind::Punct if t.text == b";" => {
                 first = None;
                 second = None;
-                prev = None;
-                prev_read = false;
+                prev = Kw::None;
+                prev_word = false;
                 continue;
             }
-            TokenKind::Unterminated => out.flags |= Scan::UNTERMINATED,
-            TokenKind::UserVar => out.flags |= Scan::USER_VARIABLE,
+            TokenKind::Punct if t.text == b"(" => {
+                if prev_word {
+                    out.flags |= match prev {
+                        Kw::LastInsertId => {
+                            open_last_insert_id = true;
+                            0
+                        }
+                        Kw::GetLock => Scan::GET_LOCK,
+                        Kw::ReleaseLock => Scan::RELEASE_LOCK,
+                        Kw::ReleaseAllLocks => Scan::RELEASE_ALL_LOCKS,
+                        Kw::RowCount => Scan::ROW_COUNT,
+                        Kw::FoundRows => Scan::FOUND_ROWS,
+                        Kw::ConnectionId => Scan::CONNECTION_ID,
+                        Kw::Nextval | Kw::Setval | Kw::Lastval => Scan::SEQUENCE,
+                        _ => 0,
+                    };
+                }
+                Kw::None
+            }
+            TokenKind::Unterminated => {
+                out.flags |= Scan::UNTERMINATED;
+                Kw::None
+            }
+            TokenKind::UserVar => {
+                out.flags |= Scan::USER_VARIABLE;
+                Kw::None
+            }
             TokenKind::SysVar => {
                 let name = t.sysvar_name();
                 if name.eq_ignore_ascii_case(b"warning_count")
@@ -221,92 +361,70 @@ pub fn scan(sql: &[u8]) -> Scan {
                 {
                     out.flags |= Scan::LAST_INSERT_ID;
                 }
+                Kw::None
             }
-            TokenKind::Punct if t.text == b"(" => {
-                if let Some(p) = prev.filter(|p| p.kind == TokenKind::Word) {
-                    if p.is("LAST_INSERT_ID") {
-                        open_last_insert_id = true;
-                    } else if p.is("GET_LOCK") {
-                        out.flags |= Scan::GET_LOCK;
-                    } else if p.is("RELEASE_LOCK") {
-                        out.flags |= Scan::RELEASE_LOCK;
-                    } else if p.is("RELEASE_ALL_LOCKS") {
-                        out.flags |= Scan::RELEASE_ALL_LOCKS;
-                    } else if p.is("ROW_COUNT") {
-                        out.flags |= Scan::ROW_COUNT;
-                    } else if p.is("FOUND_ROWS") {
-                        out.flags |= Scan::FOUND_ROWS;
-                    } else if p.is("CONNECTION_ID") {
-                        out.flags |= Scan::CONNECTION_ID;
+            _ => Kw::None,
+        };
+        let is_word = t.kind == TokenKind::Word;
+        if is_word {
+            out.flags |= match (prev, kw) {
+                (_, Kw::SqlCalcFoundRows) => Scan::CALC_FOUND_ROWS,
+                (_, Kw::From) => Scan::FROM,
+                (Kw::For, Kw::Update | Kw::Share) | (Kw::In, Kw::Share) => Scan::LOCKING_READ,
+                (Kw::Into, Kw::Outfile | Kw::Dumpfile) => Scan::INTO_FILE,
+                (Kw::Next | Kw::Previous, Kw::Value) => Scan::SEQUENCE,
+                (Kw::Read, Kw::Only) if first == Some(Verb::Start) => Scan::READ_ONLY,
+                (p, Kw::Insert | Kw::Update | Kw::Delete)
+                    if first.is_some() && p != Kw::For && p != Kw::Key =>
+                {
+                    Scan::DML_WORD
+                }
+                _ => 0,
+            };
+            match (first, second) {
+                (None, _) => {
+                    let verb = Verb::of(kw);
+                    first = Some(verb);
+                    out.statements += 1;
+                    if out.verb == Verb::Empty {
+                        out.verb = verb;
                     }
+                    out.flags |= match verb {
+                        Verb::Prepare | Verb::Execute | Verb::Deallocate => Scan::SQL_PREPARE,
+                        Verb::Handler => Scan::HANDLER,
+                        Verb::Kill => Scan::KILL,
+                        _ => 0,
+                    };
+                }
+                (Some(verb), None) => {
+                    second = Some(kw);
+                    out.flags |= match (verb, kw) {
+                        (Verb::Lock, Kw::Tables | Kw::Table) => Scan::LOCK_TABLES,
+                        (Verb::Unlock, Kw::Tables | Kw::Table) => Scan::UNLOCK_TABLES,
+                        (Verb::Create, Kw::Temporary) => Scan::CREATE_TEMPORARY,
+                        (Verb::Drop, Kw::Temporary) => Scan::DROP_TEMPORARY,
+                        (Verb::Set, Kw::Transaction) => Scan::SET_TRANSACTION,
+                        (Verb::Set, Kw::Role) => Scan::SET_ROLE,
+                        (Verb::Show, Kw::Warnings | Kw::Errors) => Scan::WARNINGS,
+                        (Verb::Other, Kw::Diagnostics) if prev == Kw::Get => Scan::GET_DIAGNOSTICS,
+                        _ => 0,
+                    };
+                }
+                (Some(verb), Some(second)) => {
+                    out.flags |= match (verb, second, kw) {
+                        (Verb::Create, Kw::Or, Kw::Temporary) => Scan::CREATE_TEMPORARY,
+                        (Verb::Flush, _, Kw::Lock) if prev == Kw::Read => Scan::LOCK_TABLES,
+                        (Verb::Show, _, Kw::Warnings | Kw::Errors) => Scan::WARNINGS,
+                        (Verb::Set, Kw::Names, Kw::Collate) => Scan::SET_NAMES_COLLATE,
+                        _ => 0,
+                    };
                 }
             }
-            TokenKind::Word => {
-                if t.is("SQL_CALC_FOUND_ROWS") {
-                    out.flags |= Scan::CALC_FOUND_ROWS;
-                } else if t.is("FROM") {
-                    out.flags |= Scan::FROM;
-                }
-                match (first, second) {
-                    (None, _) => {
-                        let verb = Verb::of(&t);
-                        first = Some(verb);
-                        out.statements += 1;
-                        if out.verb == Verb::Empty {
-                            out.verb = verb;
-                        }
-                        out.flags |= match verb {
-                            Verb::Prepare | Verb::Execute | Verb::Deallocate => Scan::SQL_PREPARE,
-                            Verb::Handler => Scan::HANDLER,
-                            Verb::Kill => Scan::KILL,
-                            _ => 0,
-                        };
-                    }
-                    (Some(verb), None) => {
-                        second = Some(t);
-                        out.flags |= match verb {
-                            Verb::Lock if t.is("TABLES") || t.is("TABLE") => Scan::LOCK_TABLES,
-                            Verb::Unlock if t.is("TABLES") || t.is("TABLE") => Scan::UNLOCK_TABLES,
-                            Verb::Create | Verb::Drop if t.is("TEMPORARY") => {
-                                if verb == Verb::Create {
-                                    Scan::CREATE_TEMPORARY
-                                } else {
-                                    Scan::DROP_TEMPORARY
-                                }
-                            }
-                            Verb::Set if t.is("TRANSACTION") => Scan::SET_TRANSACTION,
-                            Verb::Set if t.is("ROLE") => Scan::SET_ROLE,
-                            Verb::Show if t.is("WARNINGS") || t.is("ERRORS") => Scan::WARNINGS,
-                            Verb::Other
-                                if prev.is_some_and(|p| p.is("GET")) && t.is("DIAGNOSTICS") =>
-                            {
-                                Scan::GET_DIAGNOSTICS
-                            }
-                            _ => 0,
-                        };
-                    }
-                    (Some(verb), Some(second)) => match verb {
-                        Verb::Create if second.is("OR") && t.is("TEMPORARY") => {
-                            out.flags |= Scan::CREATE_TEMPORARY;
-                        }
-                        Verb::Flush if prev_read && t.is("LOCK") => {
-                            out.flags |= Scan::LOCK_TABLES;
-                        }
-                        Verb::Show if t.is("WARNINGS") || t.is("ERRORS") => {
-                            out.flags |= Scan::WARNINGS;
-                        }
-                        Verb::Set if second.is("NAMES") && t.is("COLLATE") => {
-                            out.flags |= Scan::SET_NAMES_COLLATE;
-                        }
-                        _ => {}
-                    },
-                }
-                prev_read = t.is("READ");
-            }
-            _ => {}
         }
-        prev = Some(t);
+        prev = kw;
+        prev_word = is_word;
     }
+    out.hint = lexer.hint();
     out
 }
 
@@ -817,6 +935,87 @@ mod tests {
         );
         assert_eq!(flags("SELECT 1; LOCK TABLES t WRITE"), Scan::LOCK_TABLES);
         assert_eq!(flags("SELECT 'x"), Scan::UNTERMINATED);
+    }
+
+    #[test]
+    fn classes() {
+        use crate::RouteHint;
+        let class = |sql: &str| scan(sql.as_bytes()).class();
+        for sql in [
+            "SELECT c FROM sbtest1 WHERE id=5",
+            "select 1",
+            "SELECT SLEEP(0)",
+            "SELECT @x",
+            "SELECT a INTO @x FROM t",
+            "SHOW TABLES",
+            "DESC t",
+            "DESCRIBE t",
+            "EXPLAIN SELECT 1",
+            "HELP 'select'",
+            "WITH x AS (SELECT 1) SELECT * FROM x",
+            "WITH x AS (SELECT REPLACE(a, 'b', 'c') FROM t) SELECT * FROM x",
+            "/* manifold:primary */ SELECT 1",
+            "SELECT * FROM t WHERE `update` = 1",
+        ] {
+            assert_eq!(class(sql), Class::Read, "{sql}");
+        }
+        for sql in [
+            "SELECT * FROM t FOR UPDATE",
+            "SELECT * FROM t LOCK IN SHARE MODE",
+            "select * from t for share",
+        ] {
+            assert_eq!(class(sql), Class::LockingRead, "{sql}");
+        }
+        for sql in [
+            "INSERT INTO t VALUES (1)",
+            "INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE a=1",
+            "UPDATE t SET a=1",
+            "DELETE FROM t",
+            "REPLACE INTO t VALUES (1)",
+            "CREATE TABLE t (a int)",
+            "DROP TABLE t",
+            "ALTER TABLE t ADD b int",
+            "LOCK TABLES t READ",
+            "SELECT GET_LOCK('a', 1)",
+            "SELECT RELEASE_LOCK('a')",
+            "SELECT NEXTVAL(s)",
+            "SELECT NEXT VALUE FOR s",
+            "SELECT LAST_INSERT_ID(5)",
+            "SELECT * FROM t INTO OUTFILE '/tmp/x'",
+            "WITH x AS (SELECT 1) DELETE FROM t",
+            "SET @x = NEXTVAL(s)",
+        ] {
+            assert_eq!(class(sql), Class::Write, "{sql}");
+        }
+        assert_eq!(class("BEGIN"), Class::Begin);
+        assert_eq!(class("START TRANSACTION"), Class::Begin);
+        assert_eq!(class("START TRANSACTION READ WRITE"), Class::Begin);
+        assert_eq!(class("start transaction read only"), Class::BeginReadOnly);
+        assert_eq!(
+            class("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"),
+            Class::BeginReadOnly
+        );
+        assert_eq!(class("COMMIT"), Class::End);
+        assert_eq!(class("ROLLBACK"), Class::End);
+        assert_eq!(class("SET NAMES utf8mb4"), Class::Session);
+        assert_eq!(class("SET @a := 1"), Class::Session);
+        assert_eq!(class("USE db"), Class::Session);
+        for sql in [
+            "SELECT 1; SELECT 2",
+            "CALL p()",
+            "DO 1",
+            "PREPARE s FROM 'SELECT 1'",
+            "",
+            "SELECT 'x",
+            "FROBNICATE",
+        ] {
+            assert_eq!(class(sql), Class::Unknown, "{sql}");
+        }
+        assert_eq!(
+            scan(b"/* manifold:replica */ SELECT 1").hint,
+            Some(RouteHint::Replica)
+        );
+        assert_eq!(scan(b"SELECT 1").hint, None);
     }
 
     proptest::proptest! {
