@@ -1,42 +1,14 @@
 //! The keywords [`scan`](crate::scan) looks for, recognised with one fold and one integer
 //! match per word instead of a string comparison per keyword.
 
+use crate::scan::Verb;
+
 /// A word [`scan`](crate::scan) cares about; [`Kw::None`] for every other word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kw {
     None,
-    // Statement verbs.
-    Select,
-    Insert,
-    Update,
-    Delete,
-    Replace,
-    Set,
-    Use,
-    Begin,
-    Start,
-    Commit,
-    Rollback,
-    Lock,
-    Unlock,
-    Create,
-    Drop,
-    Alter,
-    Show,
-    Prepare,
-    Execute,
-    Deallocate,
-    Handler,
-    Xa,
-    Call,
-    Do,
-    Flush,
-    Kill,
-    With,
-    Describe,
-    Desc,
-    Explain,
-    Help,
+    /// The first word of a statement.
+    Verb(Verb),
     // Other words.
     From,
     SqlCalcFoundRows,
@@ -90,12 +62,11 @@ const fn pack(word: &[u8]) -> u128 {
 }
 
 macro_rules! keywords {
-    ($($text:literal => $kw:ident,)*) => {
+    ($($name:ident = $text:literal => $kw:expr,)*) => {
         /// The keyword `word` is, case-insensitively.
         pub(crate) fn keyword(word: &[u8]) -> Kw {
-            #[allow(non_upper_case_globals)]
             mod keys {
-                $(pub(super) const $kw: u128 = super::pack($text);)*
+                $(pub(super) const $name: u128 = super::pack($text);)*
             }
             if word.len() > 16 {
                 return if word.eq_ignore_ascii_case(b"SQL_CALC_FOUND_ROWS") {
@@ -107,7 +78,7 @@ macro_rules! keywords {
                 };
             }
             match pack(word) {
-                $(keys::$kw => Kw::$kw,)*
+                $(keys::$name => $kw,)*
                 _ => Kw::None,
             }
         }
@@ -115,71 +86,71 @@ macro_rules! keywords {
 }
 
 keywords! {
-    b"SELECT" => Select,
-    b"INSERT" => Insert,
-    b"UPDATE" => Update,
-    b"DELETE" => Delete,
-    b"REPLACE" => Replace,
-    b"SET" => Set,
-    b"USE" => Use,
-    b"BEGIN" => Begin,
-    b"START" => Start,
-    b"COMMIT" => Commit,
-    b"ROLLBACK" => Rollback,
-    b"LOCK" => Lock,
-    b"UNLOCK" => Unlock,
-    b"CREATE" => Create,
-    b"DROP" => Drop,
-    b"ALTER" => Alter,
-    b"SHOW" => Show,
-    b"PREPARE" => Prepare,
-    b"EXECUTE" => Execute,
-    b"DEALLOCATE" => Deallocate,
-    b"HANDLER" => Handler,
-    b"XA" => Xa,
-    b"CALL" => Call,
-    b"DO" => Do,
-    b"FLUSH" => Flush,
-    b"KILL" => Kill,
-    b"WITH" => With,
-    b"DESCRIBE" => Describe,
-    b"DESC" => Desc,
-    b"EXPLAIN" => Explain,
-    b"HELP" => Help,
-    b"FROM" => From,
-    b"TABLES" => Tables,
-    b"TABLE" => Table,
-    b"TEMPORARY" => Temporary,
-    b"TRANSACTION" => Transaction,
-    b"ROLE" => Role,
-    b"WARNINGS" => Warnings,
-    b"ERRORS" => Errors,
-    b"GET" => Get,
-    b"DIAGNOSTICS" => Diagnostics,
-    b"OR" => Or,
-    b"READ" => Read,
-    b"NAMES" => Names,
-    b"COLLATE" => Collate,
-    b"FOR" => For,
-    b"SHARE" => Share,
-    b"IN" => In,
-    b"INTO" => Into,
-    b"OUTFILE" => Outfile,
-    b"DUMPFILE" => Dumpfile,
-    b"NEXT" => Next,
-    b"PREVIOUS" => Previous,
-    b"VALUE" => Value,
-    b"ONLY" => Only,
-    b"KEY" => Key,
-    b"LAST_INSERT_ID" => LastInsertId,
-    b"GET_LOCK" => GetLock,
-    b"RELEASE_LOCK" => ReleaseLock,
-    b"ROW_COUNT" => RowCount,
-    b"FOUND_ROWS" => FoundRows,
-    b"CONNECTION_ID" => ConnectionId,
-    b"NEXTVAL" => Nextval,
-    b"SETVAL" => Setval,
-    b"LASTVAL" => Lastval,
+    SELECT = b"SELECT" => Kw::Verb(Verb::Select),
+    INSERT = b"INSERT" => Kw::Verb(Verb::Insert),
+    UPDATE = b"UPDATE" => Kw::Verb(Verb::Update),
+    DELETE = b"DELETE" => Kw::Verb(Verb::Delete),
+    REPLACE = b"REPLACE" => Kw::Verb(Verb::Replace),
+    SET = b"SET" => Kw::Verb(Verb::Set),
+    USE = b"USE" => Kw::Verb(Verb::Use),
+    BEGIN = b"BEGIN" => Kw::Verb(Verb::Begin),
+    START = b"START" => Kw::Verb(Verb::Start),
+    COMMIT = b"COMMIT" => Kw::Verb(Verb::Commit),
+    ROLLBACK = b"ROLLBACK" => Kw::Verb(Verb::Rollback),
+    LOCK = b"LOCK" => Kw::Verb(Verb::Lock),
+    UNLOCK = b"UNLOCK" => Kw::Verb(Verb::Unlock),
+    CREATE = b"CREATE" => Kw::Verb(Verb::Create),
+    DROP = b"DROP" => Kw::Verb(Verb::Drop),
+    ALTER = b"ALTER" => Kw::Verb(Verb::Alter),
+    SHOW = b"SHOW" => Kw::Verb(Verb::Show),
+    PREPARE = b"PREPARE" => Kw::Verb(Verb::Prepare),
+    EXECUTE = b"EXECUTE" => Kw::Verb(Verb::Execute),
+    DEALLOCATE = b"DEALLOCATE" => Kw::Verb(Verb::Deallocate),
+    HANDLER = b"HANDLER" => Kw::Verb(Verb::Handler),
+    XA = b"XA" => Kw::Verb(Verb::Xa),
+    CALL = b"CALL" => Kw::Verb(Verb::Call),
+    DO = b"DO" => Kw::Verb(Verb::Do),
+    FLUSH = b"FLUSH" => Kw::Verb(Verb::Flush),
+    KILL = b"KILL" => Kw::Verb(Verb::Kill),
+    WITH = b"WITH" => Kw::Verb(Verb::With),
+    DESCRIBE = b"DESCRIBE" => Kw::Verb(Verb::Describe),
+    DESC = b"DESC" => Kw::Verb(Verb::Describe),
+    EXPLAIN = b"EXPLAIN" => Kw::Verb(Verb::Explain),
+    HELP = b"HELP" => Kw::Verb(Verb::Help),
+    FROM = b"FROM" => Kw::From,
+    TABLES = b"TABLES" => Kw::Tables,
+    TABLE = b"TABLE" => Kw::Table,
+    TEMPORARY = b"TEMPORARY" => Kw::Temporary,
+    TRANSACTION = b"TRANSACTION" => Kw::Transaction,
+    ROLE = b"ROLE" => Kw::Role,
+    WARNINGS = b"WARNINGS" => Kw::Warnings,
+    ERRORS = b"ERRORS" => Kw::Errors,
+    GET = b"GET" => Kw::Get,
+    DIAGNOSTICS = b"DIAGNOSTICS" => Kw::Diagnostics,
+    OR = b"OR" => Kw::Or,
+    READ = b"READ" => Kw::Read,
+    NAMES = b"NAMES" => Kw::Names,
+    COLLATE = b"COLLATE" => Kw::Collate,
+    FOR = b"FOR" => Kw::For,
+    SHARE = b"SHARE" => Kw::Share,
+    IN = b"IN" => Kw::In,
+    INTO = b"INTO" => Kw::Into,
+    OUTFILE = b"OUTFILE" => Kw::Outfile,
+    DUMPFILE = b"DUMPFILE" => Kw::Dumpfile,
+    NEXT = b"NEXT" => Kw::Next,
+    PREVIOUS = b"PREVIOUS" => Kw::Previous,
+    VALUE = b"VALUE" => Kw::Value,
+    ONLY = b"ONLY" => Kw::Only,
+    KEY = b"KEY" => Kw::Key,
+    LAST_INSERT_ID = b"LAST_INSERT_ID" => Kw::LastInsertId,
+    GET_LOCK = b"GET_LOCK" => Kw::GetLock,
+    RELEASE_LOCK = b"RELEASE_LOCK" => Kw::ReleaseLock,
+    ROW_COUNT = b"ROW_COUNT" => Kw::RowCount,
+    FOUND_ROWS = b"FOUND_ROWS" => Kw::FoundRows,
+    CONNECTION_ID = b"CONNECTION_ID" => Kw::ConnectionId,
+    NEXTVAL = b"NEXTVAL" => Kw::Nextval,
+    SETVAL = b"SETVAL" => Kw::Setval,
+    LASTVAL = b"LASTVAL" => Kw::Lastval,
 }
 
 #[cfg(test)]
@@ -188,8 +159,9 @@ mod tests {
 
     #[test]
     fn words_fold_case_and_others_are_none() {
-        assert_eq!(keyword(b"select"), Kw::Select);
-        assert_eq!(keyword(b"SeLeCt"), Kw::Select);
+        assert_eq!(keyword(b"select"), Kw::Verb(Verb::Select));
+        assert_eq!(keyword(b"SeLeCt"), Kw::Verb(Verb::Select));
+        assert_eq!(keyword(b"desc"), Kw::Verb(Verb::Describe));
         assert_eq!(keyword(b"sql_calc_found_rows"), Kw::SqlCalcFoundRows);
         assert_eq!(keyword(b"Release_All_Locks"), Kw::ReleaseAllLocks);
         assert_eq!(keyword(b"connection_id"), Kw::ConnectionId);

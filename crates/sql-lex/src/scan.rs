@@ -42,44 +42,6 @@ pub enum Verb {
     Other,
 }
 
-impl Verb {
-    fn of(kw: Kw) -> Verb {
-        match kw {
-            Kw::Select => Verb::Select,
-            Kw::Insert => Verb::Insert,
-            Kw::Update => Verb::Update,
-            Kw::Delete => Verb::Delete,
-            Kw::Replace => Verb::Replace,
-            Kw::Set => Verb::Set,
-            Kw::Use => Verb::Use,
-            Kw::Begin => Verb::Begin,
-            Kw::Start => Verb::Start,
-            Kw::Commit => Verb::Commit,
-            Kw::Rollback => Verb::Rollback,
-            Kw::Lock => Verb::Lock,
-            Kw::Unlock => Verb::Unlock,
-            Kw::Create => Verb::Create,
-            Kw::Drop => Verb::Drop,
-            Kw::Alter => Verb::Alter,
-            Kw::Show => Verb::Show,
-            Kw::Prepare => Verb::Prepare,
-            Kw::Execute => Verb::Execute,
-            Kw::Deallocate => Verb::Deallocate,
-            Kw::Handler => Verb::Handler,
-            Kw::Xa => Verb::Xa,
-            Kw::Call => Verb::Call,
-            Kw::Do => Verb::Do,
-            Kw::Flush => Verb::Flush,
-            Kw::Kill => Verb::Kill,
-            Kw::With => Verb::With,
-            Kw::Describe | Kw::Desc => Verb::Describe,
-            Kw::Explain => Verb::Explain,
-            Kw::Help => Verb::Help,
-            _ => Verb::Other,
-        }
-    }
-}
-
 /// What [`scan`] found. Flags are bits of [`Scan::flags`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scan {
@@ -370,11 +332,13 @@ fn scan_tokens<'a>(sql: &'a [u8], mut each: impl FnMut(&Token<'a>)) -> Scan {
             out.flags |= match (prev, kw) {
                 (_, Kw::SqlCalcFoundRows) => Scan::CALC_FOUND_ROWS,
                 (_, Kw::From) => Scan::FROM,
-                (Kw::For, Kw::Update | Kw::Share) | (Kw::In, Kw::Share) => Scan::LOCKING_READ,
+                (Kw::For, Kw::Verb(Verb::Update) | Kw::Share) | (Kw::In, Kw::Share) => {
+                    Scan::LOCKING_READ
+                }
                 (Kw::Into, Kw::Outfile | Kw::Dumpfile) => Scan::INTO_FILE,
                 (Kw::Next | Kw::Previous, Kw::Value) => Scan::SEQUENCE,
                 (Kw::Read, Kw::Only) if first == Some(Verb::Start) => Scan::READ_ONLY,
-                (p, Kw::Insert | Kw::Update | Kw::Delete)
+                (p, Kw::Verb(Verb::Insert | Verb::Update | Verb::Delete))
                     if first.is_some() && p != Kw::For && p != Kw::Key =>
                 {
                     Scan::DML_WORD
@@ -383,7 +347,10 @@ fn scan_tokens<'a>(sql: &'a [u8], mut each: impl FnMut(&Token<'a>)) -> Scan {
             };
             match (first, second) {
                 (None, _) => {
-                    let verb = Verb::of(kw);
+                    let verb = match kw {
+                        Kw::Verb(v) => v,
+                        _ => Verb::Other,
+                    };
                     first = Some(verb);
                     out.statements += 1;
                     if out.verb == Verb::Empty {
@@ -413,7 +380,9 @@ fn scan_tokens<'a>(sql: &'a [u8], mut each: impl FnMut(&Token<'a>)) -> Scan {
                 (Some(verb), Some(second)) => {
                     out.flags |= match (verb, second, kw) {
                         (Verb::Create, Kw::Or, Kw::Temporary) => Scan::CREATE_TEMPORARY,
-                        (Verb::Flush, _, Kw::Lock) if prev == Kw::Read => Scan::LOCK_TABLES,
+                        (Verb::Flush, _, Kw::Verb(Verb::Lock)) if prev == Kw::Read => {
+                            Scan::LOCK_TABLES
+                        }
                         (Verb::Show, _, Kw::Warnings | Kw::Errors) => Scan::WARNINGS,
                         (Verb::Set, Kw::Names, Kw::Collate) => Scan::SET_NAMES_COLLATE,
                         _ => 0,
