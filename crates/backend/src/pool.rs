@@ -183,6 +183,11 @@ impl Pool {
         }
     }
 
+    /// Connections lent out now: the balancer's outstanding requests on this node.
+    pub fn in_use(&self) -> usize {
+        self.in_use.get()
+    }
+
     pub fn server_version(&self) -> Option<Vec<u8>> {
         self.server_version.borrow().clone()
     }

@@ -31,6 +31,7 @@ use arc_swap::ArcSwap;
 use manifold_backend::{BackendBudget, BackendTarget, Pool, PoolConfig};
 use manifold_engine::{ConnectionHandler, WorkerContext};
 use manifold_mysql_proto::auth::RsaKeyPair;
+use manifold_router::{Balancer, Topology};
 
 pub use config::{FrontTlsConfig, MysqlFrontConfig, UserConfig};
 pub use metrics::FrontendMetrics;
@@ -42,10 +43,13 @@ pub struct Shared {
     pub config: MysqlFrontConfig,
     pub users: ArcSwap<Users>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
-    pub backend: BackendTarget,
+    /// How to reach each node of `topology` (same index).
+    pub targets: Vec<BackendTarget>,
+    /// The cluster: its nodes, their health, which one is the primary.
+    pub topology: Arc<Topology>,
     pub pool: PoolConfig,
-    /// `pool.max_backend_connections`, shared by every worker's pool to the backend.
-    pub backend_budget: Arc<BackendBudget>,
+    /// `pool.max_backend_connections` of each node, shared by every worker's pool to it.
+    budgets: Vec<Arc<BackendBudget>>,
     rsa: OnceLock<Arc<RsaKeyPair>>,
     rsa_pem: Option<String>,
     /// Users who completed a `caching_sha2_password` full authentication since start.
@@ -64,10 +68,14 @@ impl Shared {
     pub fn new(
         config: MysqlFrontConfig,
         users: Users,
-        backend: BackendTarget,
+        targets: Vec<BackendTarget>,
+        topology: Arc<Topology>,
         pool: PoolConfig,
     ) -> Result<Arc<Shared>, String> {
         config.validate()?;
+        if targets.len() != topology.nodes.len() {
+            return Err("one backend target per node is needed".into());
+        }
         let tls = match (&config.tls.cert, &config.tls.key) {
             (Some(c), Some(k)) => Some(tls::server_config(c, k)?),
             _ => None,
@@ -90,8 +98,12 @@ impl Shared {
             config,
             users: ArcSwap::from_pointee(users),
             tls,
-            backend,
-            backend_budget: BackendBudget::new(pool.max_backend_connections),
+            budgets: targets
+                .iter()
+                .map(|_| BackendBudget::new(pool.max_backend_connections))
+                .collect(),
+            targets,
+            topology,
             pool,
             rsa: OnceLock::new(),
             rsa_pem,
@@ -174,11 +186,13 @@ impl Shared {
     }
 }
 
-/// One worker's side of the front door: its backend pool, prepared statements and
-/// connection-id sequence.
+/// One worker's side of the front door: its backend pools (one per node), read balancer,
+/// prepared statements and connection-id sequence.
 pub struct WorkerFrontend {
     pub shared: Arc<Shared>,
-    pub pool: Rc<Pool>,
+    /// This worker's pool to each node of the topology (same index).
+    pub pools: Vec<Rc<Pool>>,
+    balancer: Balancer,
     statements: RefCell<statements::Registry>,
     sessions: Arc<registry::SessionShard>,
     pins: Arc<PinCounters>,
@@ -189,11 +203,12 @@ pub struct WorkerFrontend {
 
 impl WorkerFrontend {
     pub fn new(shared: Arc<Shared>, ctx: &WorkerContext) -> Rc<Self> {
-        let pool = Pool::new(
-            shared.backend.clone(),
-            shared.pool.clone(),
-            shared.backend_budget.clone(),
-        );
+        let pools = shared
+            .targets
+            .iter()
+            .zip(&shared.budgets)
+            .map(|(target, budget)| Pool::new(target.clone(), shared.pool.clone(), budget.clone()))
+            .collect();
         let pins = Arc::new(PinCounters::default());
         shared
             .pin_counters
@@ -209,7 +224,8 @@ impl WorkerFrontend {
         Rc::new(WorkerFrontend {
             sessions,
             shared,
-            pool,
+            pools,
+            balancer: Balancer::default(),
             statements: RefCell::default(),
             pins,
             worker_id: ctx.id() as u32,

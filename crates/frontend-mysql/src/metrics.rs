@@ -11,6 +11,8 @@ pub struct FrontendMetrics {
     pub sha2_fast_auths: AtomicU64,
     pub protocol_errors: AtomicU64,
     pub backend_errors: AtomicU64,
+    /// Reads a replica could not serve in time for causal consistency, answered elsewhere.
+    pub causal_fallbacks: AtomicU64,
 }
 
 impl FrontendMetrics {

@@ -247,6 +247,16 @@ impl Pins {
     }
 
     /// Holds the connection for the next statement (or releases that hold).
+    /// The reasons the session is pinned, by name.
+    pub fn describe(&self) -> String {
+        let names: Vec<&str> = REASONS
+            .iter()
+            .filter(|r| self.has(**r))
+            .map(|r| r.name())
+            .collect();
+        names.join(", ")
+    }
+
     pub fn hold_for_next(&mut self, hold: bool, counters: &PinCounters, session: u32) {
         self.set(PinReason::PreviousStatement, hold, counters, session);
     }

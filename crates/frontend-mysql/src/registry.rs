@@ -7,7 +7,7 @@
 //! release, read by nobody else on the request path).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What another session may need to know about, or do to, a session.
@@ -16,8 +16,9 @@ pub(crate) struct SessionHandle {
     pub id: u32,
     /// The manifold user now logged in (changes with `COM_CHANGE_USER`).
     user: Mutex<String>,
-    /// Server thread id of the backend connection the session holds; 0 when it holds none.
-    backend_thread: AtomicU32,
+    /// The backend connection the session holds: its node (high half) and server thread id
+    /// (low half); 0 when it holds none.
+    backend_thread: AtomicU64,
     /// Wakes the session's one long-lived waiter (armed with its drain waiter, not per
     /// command) to end it: `KILL CONNECTION`. No extra file descriptor per session, which a
     /// duplicated socket would cost: ten thousand clients would need twenty thousand.
@@ -33,12 +34,20 @@ impl SessionHandle {
         name.clone_into(&mut self.user.lock().expect("session user"));
     }
 
-    pub fn backend_thread(&self) -> u32 {
-        self.backend_thread.load(Ordering::Relaxed)
+    /// The node and server thread id of the backend connection the session holds; thread
+    /// 0 when it holds none.
+    pub fn backend_thread(&self) -> (usize, u32) {
+        let v = self.backend_thread.load(Ordering::Relaxed);
+        ((v >> 32) as usize, v as u32)
     }
 
-    pub fn publish_backend_thread(&self, id: u32) {
-        self.backend_thread.store(id, Ordering::Relaxed);
+    pub fn publish_backend_thread(&self, node: usize, id: u32) {
+        let v = if id == 0 {
+            0
+        } else {
+            (node as u64) << 32 | u64::from(id)
+        };
+        self.backend_thread.store(v, Ordering::Relaxed);
     }
 
     /// Ends the session's client connection (`KILL CONNECTION`) the next time it waits for
@@ -63,7 +72,7 @@ impl SessionShard {
         let handle = Arc::new(SessionHandle {
             id,
             user: Mutex::new(user.to_owned()),
-            backend_thread: AtomicU32::new(0),
+            backend_thread: AtomicU64::new(0),
             killed: tokio::sync::Notify::new(),
         });
         self.0

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use manifold_backend::io::{PacketIo, ReadError, Stream};
 use manifold_backend::state::{is_carried, is_tracking_variable, state_signature};
 use manifold_backend::{
-    Acquired, BackendError, ConnKey, Lease, Schema, SessionVars, TrackedChanges, UserVars,
+    Acquired, BackendError, ConnKey, ErrorKind, Lease, Schema, SessionVars, TrackedChanges,
+    UserVars,
 };
 use manifold_engine::WorkerContext;
 use manifold_mysql_proto::consts::{caps, column_flag, column_type, status, MAX_PAYLOAD};
@@ -19,7 +20,8 @@ use manifold_mysql_proto::packets::{
 use manifold_mysql_proto::{
     codes, renumber, write_packet, Command, ErrorCode, PacketBuilder, ProtoError, ResponseKind,
 };
-use manifold_sql_lex::{Kill, Scan, SessionValues, ShowDiagnostics, Verb};
+use manifold_router::{CausalReads, Gtid, GtidPos, NodeId};
+use manifold_sql_lex::{Class, Kill, RouteHint, Scan, SessionValues, ShowDiagnostics, Verb};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -98,6 +100,11 @@ pub(crate) async fn run(
         schema: login.database,
         schema_checked: false,
         lease: None,
+        lease_node: 0,
+        last_write: None,
+        last_write_seen_on: 0,
+        last_write_missing_on: 0,
+        last_write_missing: None,
         status: status::AUTOCOMMIT,
         scramble: login.scramble,
         vars: SessionVars::default(),
@@ -234,6 +241,18 @@ struct Session {
     /// The backend has confirmed `schema` exists (it was made current on the lease).
     schema_checked: bool,
     lease: Option<Lease>,
+    /// The node `lease` is a connection to.
+    lease_node: NodeId,
+    /// The GTID of the session's last committed write (`last_gtid`, tracked by the server):
+    /// what its reads must see (`routing.causal_reads = session`).
+    last_write: Option<Gtid>,
+    /// Nodes known to have applied `last_write` (a bit per node).
+    last_write_seen_on: u64,
+    /// Nodes that did not apply a write of the session (`last_write_missing`) within
+    /// `routing.causal_read_timeout`: the session's reads avoid them until the monitor sees
+    /// they have it, instead of waiting on them again after each write.
+    last_write_missing_on: u64,
+    last_write_missing: Option<Gtid>,
     /// Server status flags from the last answer, for the OK packets manifold sends itself.
     status: u16,
     scramble: [u8; 20],
@@ -301,6 +320,25 @@ impl Effect {
             _ => None,
         }
     }
+}
+
+/// Whether a command whose backend connection fails before answering runs again on another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    Never,
+    /// Once, if the connection came from the pool (the server may have closed it there).
+    OnceIfReused,
+    /// On another node: a read on a replica, which may have just died.
+    Elsewhere,
+}
+
+/// What a read routed to a replica must wait for there first (causal reads).
+#[derive(Debug, Clone, Copy)]
+enum Wait {
+    /// The session's last write.
+    Write(Gtid),
+    /// Everything the primary has committed as of now.
+    Primary,
 }
 
 /// Prepared-statement commands other than `COM_STMT_PREPARE`, with the client's statement id.
@@ -548,7 +586,7 @@ impl Session {
                         self.send_ok(reply_seq).await
                     } else {
                         // An unchecked schema from the handshake: confirm it like a login would.
-                        let checked = self.ensure_backend(false).await;
+                        let checked = self.ensure_backend(self.primary(), false).await;
                         self.release_if_unpinned();
                         match checked {
                             Ok(()) => self.send_ok(reply_seq).await,
@@ -670,13 +708,16 @@ impl Session {
     /// Borrows a backend connection if the session holds none and brings it to the session's
     /// state: schema, changed variables, and (when the statement asks for it)
     /// `LAST_INSERT_ID()`. The ERR to send the client is returned on failure.
-    async fn ensure_backend(&mut self, wants_last_insert_id: bool) -> Result<(), ErrPacket> {
+    /// A session holding a connection keeps it, whatever `node` says.
+    async fn ensure_backend(
+        &mut self,
+        node: NodeId,
+        wants_last_insert_id: bool,
+    ) -> Result<(), ErrPacket> {
         if self.lease.is_none() {
             self.ensure_conn_key();
             let key = self.conn_key.as_ref().expect("just ensured");
-            match self
-                .fe
-                .pool
+            match self.fe.pools[node]
                 .acquire(
                     key,
                     self.schema.as_deref(),
@@ -685,10 +726,20 @@ impl Session {
                 .await
             {
                 Ok(mut l) => {
-                    self.handle.publish_backend_thread(l.conn().connection_id);
+                    self.handle
+                        .publish_backend_thread(node, l.conn().connection_id);
                     self.lease = Some(l);
+                    self.lease_node = node;
                 }
                 Err(e) => {
+                    let topology = &self.fe.shared.topology;
+                    if node != topology.primary()
+                        && matches!(e.kind, ErrorKind::Connect | ErrorKind::ConnectTimeout)
+                    {
+                        // The next read goes elsewhere at once, not after the monitor's
+                        // next checks; the monitor takes the node back when it answers.
+                        topology.nodes[node].shun(&e.message);
+                    }
                     FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
                     tracing::warn!(connection = self.id, error = %e, "no backend connection");
                     return Err(e.to_err_packet());
@@ -774,7 +825,7 @@ impl Session {
     fn take_lease(&mut self) -> Option<Lease> {
         let lease = self.lease.take();
         if lease.is_some() {
-            self.handle.publish_backend_thread(0);
+            self.handle.publish_backend_thread(0, 0);
         }
         lease
     }
@@ -821,15 +872,20 @@ impl Session {
             );
             return self.send_err_packet(seq, &e).await;
         }
-        let thread = handle.backend_thread();
+        let (node, thread) = handle.backend_thread();
         if thread != 0 {
-            if let Err(e) = self.ensure_backend(false).await {
+            if self.lease.is_some() && self.lease_node != node {
+                // `KILL QUERY` must run on the target's node.
+                self.pins.hold_for_next(false, &self.fe.pins, self.id);
+                self.release_if_unpinned();
+            }
+            if let Err(e) = self.ensure_backend(node, false).await {
                 self.release_if_unpinned();
                 return self.send_err_packet(seq, &e).await;
             }
             // Checked again just before sending: the target may have given the connection
             // back (to be borrowed by another session) while this one borrowed its own.
-            if handle.backend_thread() == thread {
+            if handle.backend_thread() == (node, thread) && self.lease_node == node {
                 let sql = format!("KILL QUERY {thread}");
                 let conn = self.lease.as_mut().expect("ensured").conn();
                 match conn.simple_command(&Command::Query(sql.as_bytes())).await {
@@ -904,6 +960,7 @@ impl Session {
             tracing::trace!(connection = id, data = ?String::from_utf8_lossy(&self.state_data), "session state changes");
             let changes = TrackedChanges::decode(&self.state_data);
             self.state_data.clear();
+            let mut last_gtid = None;
             let conn = self.lease.as_mut().map(Lease::conn);
             match changes {
                 Some(t) => {
@@ -914,6 +971,9 @@ impl Session {
                             continue;
                         }
                         if !is_carried(name) {
+                            if name == b"last_gtid" {
+                                last_gtid = Gtid::parse(value);
+                            }
                             explained = true;
                             continue;
                         }
@@ -942,6 +1002,9 @@ impl Session {
                     }
                 }
                 None => self.pins.pin(PinReason::UntrackedState, counters, id),
+            }
+            if let Some(g) = last_gtid {
+                self.note_write(g);
             }
         }
         if let Some(collation) = self.pending_collation.take() {
@@ -1036,16 +1099,30 @@ impl Session {
             && self.rewrite_session_values(raw_len);
         // COM_STMT_SEND_LONG_DATA has no answer, so no way to report a failure.
         let answered = kind != ResponseKind::None;
+        if let Some(e) = self.leave_replica_for(effect) {
+            self.pending_collation = None;
+            self.io.consume(raw_len);
+            return self.send_err_packet(reply_seq, &e).await;
+        }
         let pipelinable = self.pipelinable(effect, raw_len);
         let mut result;
         let mut retried = false;
+        // Nodes this command has given up on (shunned by a failed connect, or too far behind
+        // for a causal read).
+        let mut skip = 0u64;
         loop {
             // A session holding no connection has all its state in manifold: if a pooled
             // connection turns out dead before answering, the command can run on another.
             let movable = self.lease.is_none();
+            let (node, wait) = if movable {
+                self.recheck_missing_writes();
+                self.route(effect, skip)
+            } else {
+                (self.lease_node, None)
+            };
             let mut sent = false;
-            if pipelinable && self.lease.is_none() {
-                match self.acquire_or_follow(raw_len).await {
+            if pipelinable && movable && wait.is_none() {
+                match self.acquire_or_follow(node, raw_len).await {
                     Ok(followed) => sent = followed,
                     Err(e) => {
                         self.io.consume(raw_len);
@@ -1056,11 +1133,17 @@ impl Session {
             if sent {
                 // Riding behind another session's command: the answer is next on the wire.
                 result = self
-                    .relay_once(raw_len, reply_seq, kind, &mut retried, false, Outgo::Sent)
+                    .relay_once(raw_len, reply_seq, kind, Retry::Never, Outgo::Sent)
                     .await;
                 break;
             }
-            if let Err(e) = self.ensure_backend(wants_last_insert_id).await {
+            if let Err(e) = self.ensure_backend(node, wants_last_insert_id).await {
+                if movable && node != self.primary() && !self.fe.shared.topology.nodes[node].is_up()
+                {
+                    // The read's node was just found down: another one answers it.
+                    skip |= 1 << node;
+                    continue;
+                }
                 self.pending_collation = None;
                 self.io.consume(raw_len);
                 self.release_if_unpinned();
@@ -1068,6 +1151,12 @@ impl Session {
                     return Ok(());
                 }
                 return self.send_err_packet(reply_seq, &e).await;
+            }
+            if let Some(wait) = wait {
+                if !self.wait_until_applied(wait).await {
+                    skip |= 1 << node;
+                    continue;
+                }
             }
             let rewritten = match effect.statement() {
                 None => query_rewritten,
@@ -1100,11 +1189,24 @@ impl Session {
             } else {
                 Outgo::Client
             };
+            // A read that a replica fails before answering runs on another node.
+            let retry = if movable && node != self.primary() && skip & (1 << node) == 0 {
+                Retry::Elsewhere
+            } else if movable && !retried {
+                Retry::OnceIfReused
+            } else {
+                Retry::Never
+            };
             result = self
-                .relay_once(raw_len, reply_seq, kind, &mut retried, movable, outgo)
+                .relay_once(raw_len, reply_seq, kind, retry, outgo)
                 .await;
             if result.is_some() {
                 break;
+            }
+            match retry {
+                Retry::Elsewhere => skip |= 1 << node,
+                Retry::OnceIfReused => retried = true,
+                Retry::Never => {}
             }
         }
         let result = result.expect("loop ends with a result");
@@ -1137,8 +1239,8 @@ impl Session {
 
     /// Borrows a connection, or if none is free, waits for one with the command riding
     /// behind another session's (true: the command is sent and its answer is next).
-    async fn acquire_or_follow(&mut self, raw_len: usize) -> Result<bool, ErrPacket> {
-        let pool = self.fe.pool.clone();
+    async fn acquire_or_follow(&mut self, node: NodeId, raw_len: usize) -> Result<bool, ErrPacket> {
+        let pool = self.fe.pools[node].clone();
         self.ensure_conn_key();
         let key = self.conn_key.as_ref().expect("just ensured");
         let acquired = pool
@@ -1159,9 +1261,202 @@ impl Session {
             }
         };
         self.handle
-            .publish_backend_thread(lease.conn().connection_id);
+            .publish_backend_thread(node, lease.conn().connection_id);
         self.lease = Some(lease);
+        self.lease_node = node;
         Ok(followed)
+    }
+
+    fn primary(&self) -> NodeId {
+        self.fe.shared.topology.primary()
+    }
+
+    /// Forgets the nodes that missed the session's write once the monitor sees they have
+    /// applied it.
+    fn recheck_missing_writes(&mut self) {
+        let Some(g) = self.last_write_missing else {
+            return;
+        };
+        let topology = &self.fe.shared.topology;
+        for n in 0..topology.nodes.len() {
+            if self.last_write_missing_on & (1 << n) != 0 && topology.has_applied(n, g) {
+                self.last_write_missing_on &= !(1 << n);
+            }
+        }
+        if self.last_write_missing_on == 0 {
+            self.last_write_missing = None;
+        }
+    }
+
+    /// Where a command of a session holding no connection runs, and what a replica must
+    /// have applied first. Reads (and read-only transactions) of an autocommit session go to
+    /// any node that can read, by weight and load; everything else to the primary. `SHOW`
+    /// stays on the primary: `SHOW MASTER STATUS`, `SHOW PROCESSLIST` and the like describe
+    /// the server that answers. Hints override the class. `skip`: nodes not to use.
+    fn route(&self, effect: Effect, skip: u64) -> (NodeId, Option<Wait>) {
+        let topology = &self.fe.shared.topology;
+        let primary = topology.primary();
+        if !topology.splits_reads() || self.pins.is_pinned() {
+            return (primary, None);
+        }
+        let Some(scan) = effect.scan() else {
+            return (primary, None);
+        };
+        let between_transactions =
+            self.status & status::IN_TRANS == 0 && self.status & status::AUTOCOMMIT != 0;
+        let replica_may_answer = between_transactions
+            && match scan.hint {
+                Some(RouteHint::Primary) => false,
+                Some(RouteHint::Replica) => true,
+                None => match scan.class() {
+                    Class::Read => scan.verb != Verb::Show,
+                    Class::BeginReadOnly => true,
+                    _ => false,
+                },
+            };
+        if !replica_may_answer {
+            return (primary, None);
+        }
+        let pools = &self.fe.pools;
+        let mut skip = skip | self.last_write_missing_on;
+        if scan.hint == Some(RouteHint::Replica) {
+            skip |= 1 << primary;
+        }
+        let node = self.fe.balancer.pick(topology, |n| pools[n].in_use(), skip);
+        if node == primary {
+            return (primary, None);
+        }
+        let wait = match topology.config.causal_reads {
+            CausalReads::None => None,
+            CausalReads::Session => self
+                .last_write
+                .filter(|&g| {
+                    self.last_write_seen_on & (1 << node) == 0 && !topology.has_applied(node, g)
+                })
+                .map(Wait::Write),
+            CausalReads::Global => Some(Wait::Primary),
+        };
+        (node, wait)
+    }
+
+    /// A session held on a replica connection with a command that must run on the primary
+    /// (outside a transaction: a read-only one is the server's to refuse writes in): a
+    /// session held only so the next statement could ask about its previous one lets go of
+    /// it (manifold answers those questions itself once it has moved); one held by
+    /// server-side state cannot move, and the command is refused with the ERR returned.
+    fn leave_replica_for(&mut self, effect: Effect) -> Option<ErrPacket> {
+        if self.lease.is_none()
+            || self.lease_node == self.primary()
+            || self.status & status::IN_TRANS != 0
+        {
+            return None;
+        }
+        let scan = effect.scan()?;
+        if self.route(effect, 0).0 != self.primary() || scan.hint == Some(RouteHint::Replica) {
+            return None;
+        }
+        if !self.pins.holds_server_state() {
+            self.pins.hold_for_next(false, &self.fe.pins, self.id);
+            self.release_if_unpinned();
+            return None;
+        }
+        Some(ErrPacket::new(
+            codes::PRIMARY_NEEDED_ON_REPLICA,
+            format!(
+                "This statement must run on the primary, but the session is held on replica {} by state it made there ({}); end that state first, or start such work with /* manifold:primary */",
+                self.fe.shared.topology.nodes[self.lease_node].addr,
+                self.pins.describe(),
+            ),
+        ))
+    }
+
+    /// The session committed a write with GTID `gtid` (its `last_gtid`): its reads wait for
+    /// it on replicas from now on.
+    fn note_write(&mut self, gtid: Gtid) {
+        self.last_write = Some(gtid);
+        self.last_write_seen_on = 1 << self.lease_node;
+    }
+
+    /// Waits (`MASTER_GTID_WAIT`, up to `routing.causal_read_timeout`) until the replica
+    /// the session holds has applied what `wait` names; false when it has not, after giving
+    /// the connection back: the read goes elsewhere.
+    async fn wait_until_applied(&mut self, wait: Wait) -> bool {
+        let topology = self.fe.shared.topology.clone();
+        let timeout = topology.config.causal_read_timeout.as_secs_f64();
+        let position = match wait {
+            Wait::Write(g) => format!("{}-{}-{}", g.domain, g.server, g.seq),
+            Wait::Primary => match self.primary_position().await {
+                Some(p) if p.is_empty() => return true,
+                Some(p) => p.to_string(),
+                None => {
+                    self.give_back_lease();
+                    return false;
+                }
+            },
+        };
+        let sql = format!("SELECT MASTER_GTID_WAIT('{position}', {timeout:.3})");
+        let node = self.lease_node;
+        let conn = self.lease.as_mut().expect("held").conn();
+        let reached = match conn.query_rows(sql.as_bytes()).await {
+            Ok(Ok(rows)) => {
+                rows.rows.first().and_then(|r| r.first()).cloned().flatten() == Some(b"0".to_vec())
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(connection = self.id, node = %topology.nodes[node].addr, error = %e.message_lossy(), "MASTER_GTID_WAIT refused; the read goes elsewhere");
+                false
+            }
+            Err(e) => {
+                tracing::info!(connection = self.id, node = %topology.nodes[node].addr, error = %e, "backend connection lost waiting for a GTID; the read goes elsewhere");
+                self.take_lease().expect("held").discard();
+                return false;
+            }
+        };
+        if reached {
+            if let Wait::Write(_) = wait {
+                self.last_write_seen_on |= 1 << node;
+            }
+            return true;
+        }
+        tracing::debug!(connection = self.id, node = %topology.nodes[node].addr, %position, "replica has not applied the session's write in time; the read goes elsewhere");
+        FrontendMetrics::inc(&self.fe.shared.metrics.causal_fallbacks);
+        if let Wait::Write(g) = wait {
+            self.last_write_missing.get_or_insert(g);
+            self.last_write_missing_on |= 1 << node;
+        }
+        self.give_back_lease();
+        false
+    }
+
+    /// The primary's `@@gtid_binlog_pos`, read on a connection borrowed for it.
+    async fn primary_position(&mut self) -> Option<GtidPos> {
+        self.ensure_conn_key();
+        let key = self.conn_key.as_ref().expect("just ensured");
+        let pool = self.fe.pools[self.primary()].clone();
+        let mut lease = pool
+            .acquire(key, None, state_signature(&self.vars, &self.user_vars))
+            .await
+            .ok()?;
+        let rows = lease.conn().query_rows(b"SELECT @@gtid_binlog_pos").await;
+        match rows {
+            Ok(Ok(rows)) => {
+                // The query changed nothing on the connection.
+                lease.mark_clean();
+                let text = rows.rows.first()?.first()?.clone().unwrap_or_default();
+                GtidPos::parse(&text)
+            }
+            Ok(Err(_)) => None,
+            Err(_) => {
+                lease.discard();
+                None
+            }
+        }
+    }
+
+    /// Returns the held connection to the pool as it is (its state is the session's, known).
+    fn give_back_lease(&mut self) {
+        if let Some(mut lease) = self.take_lease() {
+            lease.mark_clean();
+        }
     }
 
     /// Keeps what a statement's answer leaves for the next statement to ask about: its row
@@ -1240,7 +1535,7 @@ impl Session {
                 .send_result_set(seq, &[column], &[vec![Some(value.into_bytes())]])
                 .await;
         }
-        if let Err(e) = self.ensure_backend(false).await {
+        if let Err(e) = self.ensure_backend(self.primary(), false).await {
             self.release_if_unpinned();
             return self.send_err_packet(seq, &e).await;
         }
@@ -1392,8 +1687,7 @@ impl Session {
         raw_len: usize,
         reply_seq: u8,
         kind: ResponseKind,
-        retried: &mut bool,
-        movable: bool,
+        retry: Retry,
         outgo: Outgo,
     ) -> Option<Result<relay::Relayed, RelayError>> {
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
@@ -1404,16 +1698,17 @@ impl Session {
             Outgo::Client => Outgoing::Client,
             Outgo::Rewritten => Outgoing::Bytes(&self.exec_buf),
             Outgo::Sent => Outgoing::Sent,
-            Outgo::Lead if !self.fe.pool.has_followers() => Outgoing::Client,
+            Outgo::Lead if !self.fe.pools[self.lease_node].has_followers() => Outgoing::Client,
             Outgo::Lead => {
                 // Sessions waiting for a connection in this one's state ride behind it.
                 self.exec_buf.clear();
                 self.exec_buf.extend_from_slice(&self.io.rbuf[..raw_len]);
                 let depth = self.fe.shared.pool.pipeline_depth;
-                let n = self
-                    .fe
-                    .pool
-                    .claim_followers(lease.conn(), depth, &mut self.exec_buf);
+                let n = self.fe.pools[self.lease_node].claim_followers(
+                    lease.conn(),
+                    depth,
+                    &mut self.exec_buf,
+                );
                 if n == 0 {
                     Outgoing::Client
                 } else {
@@ -1443,8 +1738,7 @@ impl Session {
             ..
         }) = &result
         {
-            if movable && reused && !*retried {
-                *retried = true;
+            if retry == Retry::Elsewhere || (retry == Retry::OnceIfReused && reused) {
                 self.state_data.clear();
                 self.take_lease().expect("lease").discard();
                 tracing::info!(connection = self.id, %message, "pooled backend connection failed before answering; running the command on another");
@@ -1619,7 +1913,7 @@ impl Session {
         if scan.has(Scan::ROW_COUNT | Scan::FOUND_ROWS | Scan::WARNINGS) {
             self.previous.asked_by_prepared = true;
         }
-        if let Err(e) = self.ensure_backend(false).await {
+        if let Err(e) = self.ensure_backend(self.primary(), false).await {
             self.stmts.prepare_failed();
             self.release_if_unpinned();
             return self.send_err_packet(reply_seq, &e).await;

@@ -1,5 +1,5 @@
 //! The configuration file: one TOML document whose tables belong to the components
-//! (`[engine]`, `[mysql]`, `[backend]`, `[pool]`, `[[users]]`, `[log]`). Every table rejects
+//! (`[engine]`, `[mysql]`, `[backend]`, `[pool]`, `[routing]`, `[[users]]`, `[log]`). Every table rejects
 //! unknown keys, and `validate` checks values, naming the key at fault.
 
 use std::path::Path;
@@ -7,6 +7,7 @@ use std::path::Path;
 use manifold_backend::{BackendTlsConfig, PoolConfig};
 use manifold_engine::EngineConfig;
 use manifold_frontend_mysql::{MysqlFrontConfig, UserConfig};
+use manifold_router::{ReplicaEntry, RoutingConfig};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -16,6 +17,7 @@ pub struct Config {
     pub mysql: MysqlFrontConfig,
     pub backend: BackendConfig,
     pub pool: PoolConfig,
+    pub routing: RoutingConfig,
     pub users: Vec<UserConfig>,
     pub log: LogConfig,
 }
@@ -25,8 +27,9 @@ pub struct Config {
 pub struct BackendConfig {
     /// The primary, "host:port".
     pub primary: String,
-    /// Replicas, "host:port" each (recorded; reads are routed to them by the router).
-    pub replicas: Vec<String>,
+    /// Replicas: "host:port" each, or `{ addr = "host:port", read_weight = 2,
+    /// max_replication_lag = "5s" }`.
+    pub replicas: Vec<ReplicaEntry>,
     pub tls: BackendTlsConfig,
 }
 
@@ -98,8 +101,9 @@ impl Config {
             return Err("backend.primary: required (host:port of the primary server)".into());
         }
         check_addr("backend.primary", &self.backend.primary)?;
+        self.routing.validate()?;
         for (i, r) in self.backend.replicas.iter().enumerate() {
-            check_addr(&format!("backend.replicas[{i}]"), r)?;
+            check_addr(&format!("backend.replicas[{i}]"), r.addr())?;
         }
         if matches!(
             self.backend.tls.mode,

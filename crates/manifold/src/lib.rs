@@ -1,5 +1,5 @@
 //! The manifold server as a library: configuration loading and wiring the components
-//! (engine, MySQL front door, backend pools) into a running server. The binary's `main` and the
+//! (engine, MySQL front door, backend pools, router and its monitor) into a running server. The binary's `main` and the
 //! integration tests both start manifold through [`start`]. Logic that is not about assembling
 //! and stopping the server belongs in the component crates.
 
@@ -10,9 +10,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use manifold_backend::{BackendTarget, TlsMode};
+use manifold_backend::{BackendTarget, ConnKey, TlsMode};
 use manifold_engine::{ConnectionHandler, Engine, EngineBuilder, HandlerFactory, ShutdownReport};
 use manifold_frontend_mysql::{Shared, Users, WorkerFrontend};
+use manifold_router::{Monitor, Topology};
 
 use crate::config::Config;
 
@@ -20,6 +21,8 @@ use crate::config::Config;
 pub struct Server {
     pub engine: Engine,
     pub shared: Arc<Shared>,
+    /// Checks the nodes until the server is dropped.
+    pub monitor: Monitor,
 }
 
 impl Server {
@@ -39,22 +42,39 @@ pub fn start(cfg: &Config) -> Result<Server, String> {
     cfg.validate()?;
     let users = Users::from_config(&cfg.users)?;
     let tls = manifold_backend::tls::client_config(&cfg.backend.tls)?;
-    let target = BackendTarget {
-        addr: cfg.backend.primary.clone(),
-        tls_mode: if tls.is_some() {
-            cfg.backend.tls.mode
-        } else {
-            TlsMode::Disabled
-        },
-        tls,
-        max_packet: 1 << 30,
-    };
+    let topology = Arc::new(Topology::new(
+        &cfg.backend.primary,
+        &cfg.backend.replicas,
+        cfg.routing.clone(),
+    )?);
+    let targets: Vec<BackendTarget> = topology
+        .nodes
+        .iter()
+        .map(|node| BackendTarget {
+            addr: node.addr.clone(),
+            tls_mode: if tls.is_some() {
+                cfg.backend.tls.mode
+            } else {
+                TlsMode::Disabled
+            },
+            tls: tls.clone(),
+            max_packet: 1 << 30,
+        })
+        .collect();
     let listen: SocketAddr = cfg
         .mysql
         .listen
         .parse()
         .map_err(|e| format!("mysql.listen: {e}"))?;
-    let shared = Shared::new(cfg.mysql.clone(), users, target, cfg.pool.clone())?;
+    let monitor_login = monitor_login(cfg);
+    let shared = Shared::new(
+        cfg.mysql.clone(),
+        users,
+        targets.clone(),
+        topology.clone(),
+        cfg.pool.clone(),
+    )?;
+    let monitor = Monitor::start(topology, targets, monitor_login)?;
     match manifold_backend::probe_server_version(&cfg.backend.primary, cfg.pool.connect_timeout) {
         Ok(v) => shared.set_backend_version(v),
         Err(e) => {
@@ -64,12 +84,33 @@ pub fn start(cfg: &Config) -> Result<Server, String> {
     let factory_shared = shared.clone();
     let factory: HandlerFactory = Arc::new(move |ctx| {
         let fe = WorkerFrontend::new(factory_shared.clone(), ctx);
-        fe.pool.spawn_maintenance(None);
+        for pool in &fe.pools {
+            pool.spawn_maintenance(None);
+        }
         fe as Rc<dyn ConnectionHandler>
     });
     let engine = EngineBuilder::new(cfg.engine.clone())
         .listen(listen, factory)
         .start()
         .map_err(|e| e.to_string())?;
-    Ok(Server { engine, shared })
+    Ok(Server {
+        engine,
+        shared,
+        monitor,
+    })
+}
+
+/// `routing.monitor.user`, or else the first user's backend login.
+fn monitor_login(cfg: &Config) -> ConnKey {
+    let m = &cfg.routing.monitor;
+    let (user, password) = match (&m.user, cfg.users.first()) {
+        (Some(u), _) => (u.clone(), m.password.clone()),
+        (None, Some(u)) => (
+            u.backend_user.clone().unwrap_or_else(|| u.name.clone()),
+            u.backend_password.clone(),
+        ),
+        (None, None) => (String::new(), String::new()),
+    };
+    // utf8mb4_general_ci; the monitor's queries return ASCII.
+    ConnKey::new(&user, &password, 0, 45, false)
 }

@@ -83,7 +83,11 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
         cfg.backend.primary.clone_from(p);
     }
     if !cli.replica.is_empty() {
-        cfg.backend.replicas.clone_from(&cli.replica);
+        cfg.backend.replicas = cli
+            .replica
+            .iter()
+            .map(|r| manifold_router::ReplicaEntry::Addr(r.clone()))
+            .collect();
     }
     for u in &cli.user {
         cfg.users.push(user_from_flag(u)?);
@@ -128,7 +132,7 @@ fn run(cfg: &Config) -> Result<(), String> {
         listen = %server.mysql_addr(),
         threads = server.engine.threads(),
         primary = %cfg.backend.primary,
-        replicas = ?cfg.backend.replicas,
+        replicas = ?cfg.backend.replicas.iter().map(manifold_router::ReplicaEntry::addr).collect::<Vec<_>>(),
         users = cfg.users.len(),
         tls = server.shared.tls.is_some(),
         "manifold serving MySQL clients"

@@ -88,6 +88,10 @@ pub mod codes {
         BACKEND_POOL_TIMEOUT = (7703, "HY000", "Timed out waiting for a backend connection");
         /// The backend sent something manifold could not follow.
         BACKEND_PROTOCOL = (7704, "08S01", "Backend protocol error");
+        /// A statement that must run on the primary came while the session is held on a
+        /// replica connection by server-side state (a cursor, a lock, a user variable the
+        /// server would not report).
+        PRIMARY_NEEDED_ON_REPLICA = (7705, "HY000", "Statement needs the primary while the session is held on a replica");
     }
 }
 

@@ -1,0 +1,259 @@
+//! The background monitor: one thread, one check loop per node.
+//!
+//! Each check logs in (once; the connection is kept), reads `@@read_only` and the node's GTID
+//! positions and, on replicas, `SHOW SLAVE STATUS`. A node failing `shun_after` checks in a
+//! row is shunned; its next good check takes it back. A replica's lag is how long ago the
+//! primary first had a transaction the replica still lacks (from GTID positions, so it is
+//! right even when the SQL thread is stopped and `Seconds_Behind_Master` is NULL), or
+//! `Seconds_Behind_Master` when that is larger. When the primary turns `read_only` (or stops
+//! answering) and exactly one other node answers with `read_only=OFF`, that node becomes the
+//! primary.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use manifold_backend::{BackendConn, BackendTarget, ConnKey, Rows};
+
+use crate::gtid::GtidPos;
+use crate::topology::{NodeId, ReadOnly, Topology};
+
+/// Primary positions kept to date replicas' lag against (each first seen at its instant).
+const HISTORY: usize = 4096;
+
+/// The running monitor; dropping it stops the thread.
+pub struct Monitor {
+    stop: Arc<tokio::sync::Notify>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Monitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Monitor")
+    }
+}
+
+impl Monitor {
+    /// Starts checking every node of `topology`. `targets[n]` is how to reach node `n`;
+    /// `login` the monitor's backend login.
+    pub fn start(
+        topology: Arc<Topology>,
+        targets: Vec<BackendTarget>,
+        login: ConnKey,
+    ) -> Result<Monitor, String> {
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("manifold-monitor".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        tracing::error!(error = %e, "monitor cannot start its runtime");
+                        return;
+                    }
+                };
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&rt, async move {
+                    let history = Rc::new(RefCell::new(VecDeque::new()));
+                    for (node, target) in targets.into_iter().enumerate() {
+                        let check = NodeCheck {
+                            topology: topology.clone(),
+                            node,
+                            target,
+                            login: login.clone(),
+                            history: history.clone(),
+                        };
+                        tokio::task::spawn_local(check.run());
+                    }
+                    tokio::task::spawn_local(follow_promotions(topology));
+                    stopped.notified().await;
+                });
+            })
+            .map_err(|e| format!("cannot start the monitor thread: {e}"))?;
+        Ok(Monitor {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.stop.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What one check found.
+struct Observed {
+    read_only: bool,
+    /// `@@gtid_current_pos`: what the node has applied.
+    current: GtidPos,
+    /// `@@gtid_binlog_pos`: what the node has written to its binlog (the primary's commits).
+    binlog: GtidPos,
+    seconds_behind: Option<u64>,
+}
+
+struct NodeCheck {
+    topology: Arc<Topology>,
+    node: NodeId,
+    target: BackendTarget,
+    login: ConnKey,
+    /// The primary's positions, oldest first, each with when it was first seen.
+    history: Rc<RefCell<VecDeque<(Instant, GtidPos)>>>,
+}
+
+impl NodeCheck {
+    async fn run(self) {
+        let cfg = &self.topology.config.monitor;
+        let node = &self.topology.nodes[self.node];
+        let mut conn: Option<BackendConn> = None;
+        let mut failures = 0u32;
+        loop {
+            let started = Instant::now();
+            match tokio::time::timeout(cfg.timeout, self.check(&mut conn)).await {
+                Ok(Ok(seen)) => {
+                    failures = 0;
+                    self.record(&seen);
+                    node.restore();
+                }
+                outcome => {
+                    conn = None;
+                    failures += 1;
+                    let why = match outcome {
+                        Ok(Err(e)) => e,
+                        _ => format!(
+                            "no answer within routing.monitor.timeout ({:?})",
+                            cfg.timeout
+                        ),
+                    };
+                    if failures == 1 {
+                        tracing::info!(node = %node.addr, error = %why, "health check failed");
+                    }
+                    if failures >= cfg.shun_after {
+                        node.shun(&format!("{failures} health checks failed in a row: {why}"));
+                    }
+                }
+            }
+            tokio::time::sleep(cfg.interval.saturating_sub(started.elapsed())).await;
+        }
+    }
+
+    async fn check(&self, conn: &mut Option<BackendConn>) -> Result<Observed, String> {
+        if conn.is_none() {
+            let c = BackendConn::connect(
+                &self.target,
+                &self.login,
+                self.topology.config.monitor.timeout,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            *conn = Some(c);
+        }
+        let c = conn.as_mut().expect("just connected");
+        let rows = query(
+            c,
+            b"SELECT @@read_only, @@gtid_current_pos, @@gtid_binlog_pos",
+        )
+        .await?;
+        let row = rows.rows.first().ok_or("no row for @@read_only")?;
+        let text = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+        let read_only = text(0) == b"1";
+        let current = GtidPos::parse(&text(1)).ok_or("bad @@gtid_current_pos")?;
+        let binlog = GtidPos::parse(&text(2)).ok_or("bad @@gtid_binlog_pos")?;
+        let mut seconds_behind = None;
+        if self.node != self.topology.primary() {
+            // Without the privilege the lag comes from GTID positions alone.
+            if let Ok(status) = query(c, b"SHOW SLAVE STATUS").await {
+                seconds_behind = column(&status, b"Seconds_Behind_Master")
+                    .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok());
+            }
+        }
+        Ok(Observed {
+            read_only,
+            current,
+            binlog,
+            seconds_behind,
+        })
+    }
+
+    fn record(&self, seen: &Observed) {
+        let node = &self.topology.nodes[self.node];
+        node.set_read_only(seen.read_only);
+        node.set_position(seen.current.clone());
+        let now = Instant::now();
+        let mut history = self.history.borrow_mut();
+        if self.node == self.topology.primary() {
+            if history.back().is_none_or(|(_, p)| *p != seen.binlog) {
+                if history.len() == HISTORY {
+                    history.pop_front();
+                }
+                history.push_back((now, seen.binlog.clone()));
+            }
+            node.set_lag(Some(Duration::ZERO));
+            return;
+        }
+        // The first of the primary's positions this replica does not cover: it has lacked a
+        // transaction since then.
+        let missing_since = history
+            .iter()
+            .rev()
+            .take_while(|(_, p)| !seen.current.covers(p))
+            .last()
+            .map(|(t, _)| *t);
+        let by_gtid = missing_since.map_or(Duration::ZERO, |t| now.duration_since(t));
+        let by_status = seen
+            .seconds_behind
+            .map_or(Duration::ZERO, Duration::from_secs);
+        node.set_lag(Some(by_gtid.max(by_status)));
+    }
+}
+
+async fn query(conn: &mut BackendConn, sql: &[u8]) -> Result<Rows, String> {
+    match conn.query_rows(sql).await {
+        Ok(Ok(rows)) => Ok(rows),
+        Ok(Err(e)) => Err(format!(
+            "{} answered {}: {}",
+            String::from_utf8_lossy(sql),
+            e.code,
+            e.message_lossy()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The first row's value of the column named `name`.
+fn column(rows: &Rows, name: &[u8]) -> Option<Vec<u8>> {
+    let i = rows.columns.iter().position(|c| c.name == name)?;
+    rows.rows.first()?.get(i).cloned().flatten()
+}
+
+/// Follows a promotion done outside manifold: when the primary is `read_only` or shunned and
+/// exactly one other node is up with `read_only=OFF`, writes go there from then on.
+async fn follow_promotions(topology: Arc<Topology>) {
+    loop {
+        tokio::time::sleep(topology.config.monitor.interval).await;
+        let primary = topology.primary();
+        let old = &topology.nodes[primary];
+        if old.is_up() && old.read_only() != ReadOnly::On {
+            continue;
+        }
+        let mut writable = (0..topology.nodes.len()).filter(|&n| {
+            n != primary
+                && topology.nodes[n].is_up()
+                && topology.nodes[n].read_only() == ReadOnly::Off
+        });
+        if let (Some(new), None) = (writable.next(), writable.next()) {
+            topology.set_primary(new);
+            tracing::warn!(old = %old.addr, new = %topology.nodes[new].addr, "primary changed: writes now go to the node that turned read_only=OFF");
+        }
+    }
+}

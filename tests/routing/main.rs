@@ -1,0 +1,375 @@
+//! Read/write splitting against a real primary with two GTID replicas: where statements
+//! land (by `@@port` and by the servers' own `Com_select`), lag exclusion, causal reads.
+//! The tests stop and start replication, so they run one at a time on this binary's
+//! topology; each uses its own schema.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use manifold::config::{user_with_password, Config};
+use manifold::Server;
+use manifold_router::{ReplicaConfig, ReplicaEntry};
+use manifold_testkit::Topology;
+use manifold_tests::Client;
+
+const USER: &str = "app";
+const PASSWORD: &str = "app";
+
+fn topology() -> &'static Topology {
+    static READY: OnceLock<()> = OnceLock::new();
+    let t = Topology::shared();
+    READY.get_or_init(|| t.create_user(USER, PASSWORD).expect("create test user"));
+    t
+}
+
+/// Tests here stop replicas' SQL threads: one at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// manifold in front of the topology, reads weighted `weights` (primary first), one worker
+/// so that one session's reads follow one balancer.
+fn config(weights: [u32; 3]) -> Config {
+    let t = topology();
+    let mut cfg = Config::default();
+    cfg.backend.primary = t.primary.addr().to_string();
+    cfg.backend.replicas = t
+        .replicas
+        .iter()
+        .zip(&weights[1..])
+        .map(|(r, w)| {
+            ReplicaEntry::Node(ReplicaConfig {
+                addr: r.addr().to_string(),
+                read_weight: Some(*w),
+                max_replication_lag: None,
+            })
+        })
+        .collect();
+    cfg.routing.primary_read_weight = weights[0];
+    cfg.routing.monitor.interval = Duration::from_millis(100);
+    cfg.routing.max_replication_lag = Duration::from_secs(2);
+    cfg.routing.causal_read_timeout = Duration::from_millis(300);
+    cfg.mysql.listen = "127.0.0.1:0".into();
+    cfg.engine.threads = 1;
+    cfg.pool.min_idle = 1;
+    cfg.users.push(user_with_password(USER, PASSWORD));
+    cfg
+}
+
+/// Starts manifold and waits until the monitor has measured every replica.
+fn start(cfg: &Config) -> Server {
+    let server = manifold::start(cfg).expect("manifold starts");
+    let topology = &server.shared.topology;
+    wait_for("every node readable", Duration::from_secs(15), || {
+        (0..topology.nodes.len())
+            .all(|n| topology.nodes[n].read_weight == 0 || topology.can_read(n))
+    });
+    server
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn schema(name: &str) -> String {
+    let name = format!("rt_{name}");
+    topology().create_schema(&name).expect("create schema");
+    name
+}
+
+fn client(addr: SocketAddr, db: Option<&str>) -> Client {
+    Client::connect(addr, USER, PASSWORD, db).expect("login through manifold")
+}
+
+fn port_of(server: &manifold_testkit::Server) -> String {
+    server.addr().port().to_string()
+}
+
+fn ports() -> [String; 3] {
+    let t = topology();
+    [
+        port_of(&t.primary),
+        port_of(&t.replicas[0]),
+        port_of(&t.replicas[1]),
+    ]
+}
+
+fn com_select(server: &manifold_testkit::Server) -> u64 {
+    let line = topology()
+        .sql_value(server, "SHOW GLOBAL STATUS LIKE 'Com_select'")
+        .unwrap();
+    line.split('\t').nth(1).unwrap().parse().unwrap()
+}
+
+/// Where `n` runs of `sql` (which returns `@@port` first) ran: port → count.
+fn tally(c: &mut Client, sql: &str, n: usize) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::new();
+    for _ in 0..n {
+        let port = c.scalar(sql).unwrap().expect("a port");
+        *seen.entry(port).or_insert(0) += 1;
+    }
+    seen
+}
+
+fn count(t: &BTreeMap<String, usize>, port: &str) -> usize {
+    t.get(port).copied().unwrap_or(0)
+}
+
+#[test]
+fn reads_follow_weights_and_everything_else_stays_on_the_primary() {
+    let _serial = serial();
+    let db = schema("weights");
+    let t = topology();
+    t.sql(
+        &t.primary,
+        &format!("CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, port INT)"),
+    )
+    .unwrap();
+    t.wait_replicated(Duration::from_secs(10)).unwrap();
+    let server = start(&config([1, 1, 2]));
+    let [primary, r1, r2] = ports();
+    let mut c = client(server.mysql_addr(), Some(&db));
+
+    let servers = [&t.primary, &t.replicas[0], &t.replicas[1]];
+    let before: Vec<u64> = servers.iter().map(|s| com_select(s)).collect();
+    let reads = tally(&mut c, "SELECT @@port", 400);
+    let after: Vec<u64> = servers.iter().map(|s| com_select(s)).collect();
+    // Weights 1:1:2 over 400 reads, spread by a weighted round robin.
+    for (port, want) in [(&primary, 100), (&r1, 100), (&r2, 200)] {
+        let got = count(&reads, port);
+        assert!(
+            got.abs_diff(want) <= 10,
+            "port {port}: {got} reads, want ~{want}: {reads:?}"
+        );
+    }
+    // The servers' own counters agree (the monitor's checks add a few).
+    for (i, port) in [&primary, &r1, &r2].into_iter().enumerate() {
+        let delta = after[i] - before[i];
+        let routed = count(&reads, port) as u64;
+        assert!(
+            delta >= routed && delta <= routed + 60,
+            "{port}: Com_select rose by {delta}, manifold sent {routed}"
+        );
+    }
+
+    for _ in 0..20 {
+        c.query("INSERT INTO t (port) VALUES (@@port)").unwrap();
+    }
+    let on_primary = t
+        .sql_value(
+            &t.primary,
+            &format!("SELECT COUNT(*) FROM {db}.t WHERE port = {primary}"),
+        )
+        .unwrap();
+    assert_eq!(on_primary, "20", "every write ran on the primary");
+
+    let locking = tally(&mut c, "SELECT @@port FROM t LIMIT 1 FOR UPDATE", 20);
+    assert_eq!(count(&locking, &primary), 20, "locking reads: {locking:?}");
+    let show = c.query("SHOW VARIABLES LIKE 'port'").unwrap();
+    assert_eq!(
+        show.rows[0][1].as_deref(),
+        Some(primary.as_str()),
+        "SHOW runs on the primary"
+    );
+
+    c.query("BEGIN").unwrap();
+    let in_tx = tally(&mut c, "SELECT @@port", 10);
+    c.query("COMMIT").unwrap();
+    assert_eq!(
+        count(&in_tx, &primary),
+        10,
+        "a transaction stays on the primary: {in_tx:?}"
+    );
+
+    let mut read_only_on_replica = 0;
+    for _ in 0..8 {
+        c.query("START TRANSACTION READ ONLY").unwrap();
+        let in_tx = tally(&mut c, "SELECT @@port", 5);
+        c.query("COMMIT").unwrap();
+        assert_eq!(
+            in_tx.len(),
+            1,
+            "a read-only transaction stays on one node: {in_tx:?}"
+        );
+        if count(&in_tx, &primary) == 0 {
+            read_only_on_replica += 1;
+        }
+    }
+    assert!(
+        read_only_on_replica > 0,
+        "read-only transactions go to replicas too"
+    );
+
+    c.query("SET autocommit = 0").unwrap();
+    let no_autocommit = tally(&mut c, "SELECT @@port", 10);
+    c.query("COMMIT").unwrap();
+    c.query("SET autocommit = 1").unwrap();
+    assert_eq!(count(&no_autocommit, &primary), 10, "{no_autocommit:?}");
+
+    let hinted = tally(&mut c, "/* manifold:primary */ SELECT @@port", 20);
+    assert_eq!(count(&hinted, &primary), 20, "{hinted:?}");
+    let hinted = tally(&mut c, "SELECT /* manifold:replica */ @@port", 20);
+    assert_eq!(count(&hinted, &primary), 0, "{hinted:?}");
+
+    // Off: everything on the primary.
+    let mut cfg = config([1, 1, 2]);
+    cfg.routing.read_write_split = false;
+    let unsplit = manifold::start(&cfg).unwrap();
+    let mut c = client(unsplit.mysql_addr(), Some(&db));
+    let reads = tally(&mut c, "SELECT @@port", 20);
+    assert_eq!(count(&reads, &primary), 20, "{reads:?}");
+}
+
+/// Writes to the primary every 50 ms until dropped, so a stopped replica falls behind.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Writer {
+    fn start(db: &str) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let sql = format!("INSERT INTO {db}.t (port) VALUES (0)");
+        let thread = std::thread::spawn(move || {
+            let t = topology();
+            while !flag.load(Ordering::Relaxed) {
+                t.sql(&t.primary, &sql).unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        Writer {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts a replica's SQL thread again when dropped, so a failing test leaves the topology
+/// replicating.
+struct SqlThreadStopped(&'static manifold_testkit::Server);
+
+impl SqlThreadStopped {
+    fn stop(replica: &'static manifold_testkit::Server) -> Self {
+        topology().sql(replica, "STOP SLAVE SQL_THREAD").unwrap();
+        SqlThreadStopped(replica)
+    }
+}
+
+impl Drop for SqlThreadStopped {
+    fn drop(&mut self) {
+        let _ = topology().sql(self.0, "START SLAVE SQL_THREAD");
+    }
+}
+
+#[test]
+fn a_lagging_replica_gets_no_reads_until_it_catches_up() {
+    let _serial = serial();
+    let db = schema("lag");
+    let t = topology();
+    t.sql(
+        &t.primary,
+        &format!("CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, port INT)"),
+    )
+    .unwrap();
+    t.wait_replicated(Duration::from_secs(10)).unwrap();
+    let server = start(&config([0, 1, 1]));
+    let [_, r1, r2] = ports();
+    let mut c = client(server.mysql_addr(), Some(&db));
+    let reads = tally(&mut c, "SELECT @@port", 20);
+    assert_eq!(
+        (count(&reads, &r1), count(&reads, &r2)),
+        (10, 10),
+        "{reads:?}"
+    );
+
+    let stopped = SqlThreadStopped::stop(&t.replicas[1]);
+    let writer = Writer::start(&db);
+    let node = &server.shared.topology.nodes[2];
+    wait_for(
+        "the stopped replica to pass its lag bound",
+        Duration::from_secs(20),
+        || node.lag().is_some_and(|l| l > Duration::from_secs(2)),
+    );
+    let reads = tally(&mut c, "SELECT @@port", 40);
+    assert_eq!(count(&reads, &r2), 0, "beyond its lag bound: {reads:?}");
+    assert_eq!(count(&reads, &r1), 40);
+
+    drop(stopped);
+    wait_for("the replica to catch up", Duration::from_secs(20), || {
+        node.lag().is_some_and(|l| l <= Duration::from_secs(2))
+    });
+    let reads = tally(&mut c, "SELECT @@port", 40);
+    assert!(count(&reads, &r2) >= 10, "back within bounds: {reads:?}");
+    drop(writer);
+}
+
+#[test]
+fn a_session_always_reads_its_own_writes() {
+    let _serial = serial();
+    let db = schema("causal");
+    let t = topology();
+    t.sql(
+        &t.primary,
+        &format!("CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)"),
+    )
+    .unwrap();
+    t.wait_replicated(Duration::from_secs(10)).unwrap();
+    let server = start(&config([1, 1, 1]));
+    let [primary, r1, r2] = ports();
+    let mut c = client(server.mysql_addr(), Some(&db));
+    let mut by_port: BTreeMap<String, usize> = BTreeMap::new();
+    // The first replica applies nothing for the first quarter of the run.
+    let mut stopped = Some(SqlThreadStopped::stop(&t.replicas[0]));
+    for i in 0..2000 {
+        if i == 500 {
+            stopped = None;
+        }
+        let ok = c.query(&format!("INSERT INTO t (v) VALUES ({i})")).unwrap();
+        let row = c
+            .query(&format!(
+                "SELECT v, @@port FROM t WHERE id = {}",
+                ok.last_insert_id
+            ))
+            .unwrap();
+        assert_eq!(
+            row.rows.first().and_then(|r| r[0].clone()),
+            Some(i.to_string()),
+            "read {i} did not see its own write: {row:?}"
+        );
+        *by_port.entry(row.rows[0][1].clone().unwrap()).or_insert(0) += 1;
+    }
+    assert!(stopped.is_none());
+    let on_replicas = count(&by_port, &r1) + count(&by_port, &r2);
+    assert!(
+        on_replicas >= 200,
+        "replicas served reads too: {by_port:?} (primary {primary})"
+    );
+    let fallbacks = server
+        .shared
+        .metrics
+        .causal_fallbacks
+        .load(Ordering::Relaxed);
+    assert!(
+        fallbacks > 0,
+        "the stopped replica made some reads go elsewhere"
+    );
+}
