@@ -23,10 +23,14 @@ pub(crate) enum RelayError {
     /// cleanly, when the client stream is at a packet boundary. `unanswered`: the command
     /// certainly did not run (the send failed, or the connection was reset before any answer)
     /// and is still at the front of the client's buffer, so it can go to another connection.
+    /// `nothing_relayed`: no byte of an answer reached the client and the command is still at
+    /// the front of its buffer, though it may have run (the server closed the connection
+    /// after reading it): a read can still run again elsewhere.
     Backend {
         message: String,
         err_seq: Option<u8>,
         unanswered: bool,
+        nothing_relayed: bool,
     },
 }
 
@@ -100,6 +104,7 @@ pub(crate) async fn forward(
                 message: format!("sending to backend: {e}"),
                 err_seq: Some(first_seq),
                 unanswered: true,
+                nothing_relayed: true,
             });
         }
     }
@@ -134,6 +139,7 @@ pub(crate) async fn forward(
                     message,
                     err_seq: tracker.at_boundary().then(|| tracker.next_seq()),
                     unanswered: never_ran,
+                    nothing_relayed: command_pending,
                 });
             }
         }
@@ -147,6 +153,7 @@ pub(crate) async fn forward(
                 message: format!("backend answer does not follow the protocol: {e}"),
                 err_seq: None,
                 unanswered: false,
+                nothing_relayed: false,
             })?;
         if progress == Progress::SessionState {
             let start = n - tracker.state_packet_len();
@@ -157,6 +164,7 @@ pub(crate) async fn forward(
                         message: format!("backend sent a malformed OK packet: {e}"),
                         err_seq: None,
                         unanswered: false,
+                        nothing_relayed: false,
                     }
                 })?;
             state.data.extend_from_slice(&ok.session_state);
@@ -216,6 +224,7 @@ pub(crate) async fn forward(
             message: "backend sent bytes past the end of its answer".into(),
             err_seq: None,
             unanswered: false,
+            nothing_relayed: false,
         });
     }
     Ok(Relayed {
@@ -247,6 +256,7 @@ async fn relay_infile(
             message: format!("sending LOCAL INFILE data to backend: {e}"),
             err_seq: None,
             unanswered: false,
+            nothing_relayed: false,
         })?;
         if p.payload_len == 0 {
             return Ok(p.last_seq.wrapping_add(1));

@@ -101,6 +101,7 @@ pub(crate) async fn run(
         schema_checked: false,
         lease: None,
         lease_node: 0,
+        setup_lost: false,
         last_write: None,
         last_write_seen_on: 0,
         last_write_missing_on: 0,
@@ -243,6 +244,9 @@ struct Session {
     lease: Option<Lease>,
     /// The node `lease` is a connection to.
     lease_node: NodeId,
+    /// The connection just borrowed broke while being brought to the session's state:
+    /// nothing of the command ran, so it may go to another connection.
+    setup_lost: bool,
     /// The GTID of the session's last committed write (`last_gtid`, tracked by the server):
     /// what its reads must see (`routing.causal_reads = session`).
     last_write: Option<Gtid>,
@@ -322,13 +326,17 @@ impl Effect {
     }
 }
 
+/// How many connections that broke before a command went out it tries before failing.
+const MAX_SETUP_ATTEMPTS: u32 = 4;
+
 /// Whether a command whose backend connection fails before answering runs again on another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Retry {
     Never,
     /// Once, if the connection came from the pool (the server may have closed it there).
     OnceIfReused,
-    /// On another node: a read on a replica, which may have just died.
+    /// On another node, if no answer reached the client, even if the server may have run
+    /// it: a read, whose node may have just died.
     Elsewhere,
 }
 
@@ -732,14 +740,15 @@ impl Session {
                     self.lease_node = node;
                 }
                 Err(e) => {
-                    let topology = &self.fe.shared.topology;
-                    if node != topology.primary()
-                        && matches!(e.kind, ErrorKind::Connect | ErrorKind::ConnectTimeout)
-                    {
-                        // The next read goes elsewhere at once, not after the monitor's
-                        // next checks; the monitor takes the node back when it answers.
-                        topology.nodes[node].shun(&e.message);
+                    if matches!(e.kind, ErrorKind::Connect | ErrorKind::ConnectTimeout) {
+                        // The next read goes elsewhere, and writes wait for a primary, at
+                        // once rather than after the monitor's next checks; the monitor
+                        // takes the node back when it answers.
+                        self.fe.shared.topology.nodes[node].shun(&e.message);
                     }
+                    // A new connection that broke during its login (the server going down):
+                    // the command may try another.
+                    self.setup_lost = e.kind == ErrorKind::Lost;
                     FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
                     tracing::warn!(connection = self.id, error = %e, "no backend connection");
                     return Err(e.to_err_packet());
@@ -764,6 +773,7 @@ impl Session {
                 }
                 Err(e) => {
                     self.take_lease().expect("lease").discard();
+                    self.setup_lost = true;
                     return Err(e.to_err_packet());
                 }
             }
@@ -795,6 +805,7 @@ impl Session {
                 }
                 Err(e) => {
                     self.take_lease().expect("lease").discard();
+                    self.setup_lost = true;
                     return Err(e.to_err_packet());
                 }
             }
@@ -1110,6 +1121,8 @@ impl Session {
         // Nodes this command has given up on (shunned by a failed connect, or too far behind
         // for a causal read).
         let mut skip = 0u64;
+        let mut primary_deadline = None;
+        let mut attempts = 0;
         loop {
             // A session holding no connection has all its state in manifold: if a pooled
             // connection turns out dead before answering, the command can run on another.
@@ -1120,6 +1133,17 @@ impl Session {
             } else {
                 (self.lease_node, None)
             };
+            if movable && node == self.primary() && !self.fe.shared.topology.nodes[node].is_up() {
+                if let Err(e) = self.wait_for_primary(&mut primary_deadline).await {
+                    self.pending_collation = None;
+                    self.io.consume(raw_len);
+                    if !answered {
+                        return Ok(());
+                    }
+                    return self.send_err_packet(reply_seq, &e).await;
+                }
+                continue;
+            }
             let mut sent = false;
             if pipelinable && movable && wait.is_none() {
                 match self.acquire_or_follow(node, raw_len).await {
@@ -1138,9 +1162,15 @@ impl Session {
                 break;
             }
             if let Err(e) = self.ensure_backend(node, wants_last_insert_id).await {
-                if movable && node != self.primary() && !self.fe.shared.topology.nodes[node].is_up()
+                let lost = std::mem::take(&mut self.setup_lost);
+                if movable
+                    && attempts < MAX_SETUP_ATTEMPTS
+                    && (lost || !self.fe.shared.topology.nodes[node].is_up())
                 {
-                    // The read's node was just found down: another one answers it.
+                    // The node was just found down, or the pooled connection dead: a read
+                    // goes to another node, a write waits for a primary or tries another
+                    // connection.
+                    attempts += 1;
                     skip |= 1 << node;
                     continue;
                 }
@@ -1190,7 +1220,10 @@ impl Session {
                 Outgo::Client
             };
             // A read that a replica fails before answering runs on another node.
-            let retry = if movable && node != self.primary() && skip & (1 << node) == 0 {
+            let read = effect
+                .scan()
+                .is_some_and(|s| matches!(s.class(), Class::Read | Class::BeginReadOnly));
+            let retry = if movable && read && skip & (1 << node) == 0 {
                 Retry::Elsewhere
             } else if movable && !retried {
                 Retry::OnceIfReused
@@ -1269,6 +1302,32 @@ impl Session {
 
     fn primary(&self) -> NodeId {
         self.fe.shared.topology.primary()
+    }
+
+    /// The primary is down: waits for it (or a promoted replica) to answer the monitor, up
+    /// to `routing.failover_timeout` from the first call for this statement (`deadline`).
+    async fn wait_for_primary(
+        &mut self,
+        deadline: &mut Option<tokio::time::Instant>,
+    ) -> Result<(), ErrPacket> {
+        let topology = self.fe.shared.topology.clone();
+        let limit = topology.config.failover_timeout;
+        let until = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + limit);
+        loop {
+            if topology.nodes[topology.primary()].is_up() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= until {
+                FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
+                let down = &topology.nodes[topology.primary()].addr;
+                return Err(ErrPacket::new(
+                    codes::BACKEND_UNAVAILABLE,
+                    format!("No primary: {down} is down and no other node became primary within routing.failover_timeout ({limit:?})"),
+                ));
+            }
+            let step = tokio::time::Instant::now() + std::time::Duration::from_millis(20);
+            tokio::time::sleep_until(step.min(until)).await;
+        }
     }
 
     /// Forgets the nodes that missed the session's write once the monitor sees they have
@@ -1734,16 +1793,27 @@ impl Session {
         .await;
         if let Err(RelayError::Backend {
             message,
-            unanswered: true,
+            unanswered,
+            nothing_relayed,
             ..
         }) = &result
         {
-            if retry == Retry::Elsewhere || (retry == Retry::OnceIfReused && reused) {
+            let again = match retry {
+                Retry::Elsewhere => *nothing_relayed,
+                Retry::OnceIfReused => *unanswered && reused,
+                Retry::Never => false,
+            };
+            if again {
                 self.state_data.clear();
                 self.take_lease().expect("lease").discard();
-                tracing::info!(connection = self.id, %message, "pooled backend connection failed before answering; running the command on another");
+                tracing::info!(connection = self.id, %message, "backend connection failed before answering; running the command on another");
                 return None;
             }
+        }
+        if let Err(RelayError::Backend {
+            unanswered: true, ..
+        }) = &result
+        {
             self.io.consume(raw_len);
         }
         Some(result)

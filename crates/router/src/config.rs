@@ -67,6 +67,13 @@ pub struct RoutingConfig {
     /// answers it instead.
     #[serde(with = "manifold_engine::duration_serde")]
     pub causal_read_timeout: Duration,
+    /// While the primary is down, statements for it wait this long for it to come back or
+    /// for a new one (a promoted replica) before they fail; reads go on from the replicas.
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub failover_timeout: Duration,
+    /// When the monitor shuns the primary, promote the most advanced replica and point the
+    /// others at it. Never while the old primary still answers manifold.
+    pub auto_promote: bool,
     pub monitor: MonitorConfig,
 }
 
@@ -78,6 +85,8 @@ impl Default for RoutingConfig {
             max_replication_lag: Duration::from_secs(10),
             causal_reads: CausalReads::Session,
             causal_read_timeout: Duration::from_secs(1),
+            failover_timeout: Duration::from_secs(10),
+            auto_promote: false,
             monitor: MonitorConfig::default(),
         }
     }

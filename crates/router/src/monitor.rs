@@ -7,7 +7,8 @@
 //! right even when the SQL thread is stopped and `Seconds_Behind_Master` is NULL), or
 //! `Seconds_Behind_Master` when that is larger. When the primary turns `read_only` (or stops
 //! answering) and exactly one other node answers with `read_only=OFF`, that node becomes the
-//! primary.
+//! primary. With `routing.auto_promote`, a shunned primary is replaced by the most advanced
+//! replica, which manifold promotes itself.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -61,17 +62,17 @@ impl Monitor {
                 let local = tokio::task::LocalSet::new();
                 local.block_on(&rt, async move {
                     let history = Rc::new(RefCell::new(VecDeque::new()));
-                    for (node, target) in targets.into_iter().enumerate() {
+                    for (node, target) in targets.iter().enumerate() {
                         let check = NodeCheck {
                             topology: topology.clone(),
                             node,
-                            target,
+                            target: target.clone(),
                             login: login.clone(),
                             history: history.clone(),
                         };
                         tokio::task::spawn_local(check.run());
                     }
-                    tokio::task::spawn_local(follow_promotions(topology));
+                    tokio::task::spawn_local(follow_promotions(topology, targets, login));
                     stopped.notified().await;
                 });
             })
@@ -237,13 +238,19 @@ fn column(rows: &Rows, name: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Follows a promotion done outside manifold: when the primary is `read_only` or shunned and
-/// exactly one other node is up with `read_only=OFF`, writes go there from then on.
-async fn follow_promotions(topology: Arc<Topology>) {
+/// exactly one other node is up with `read_only=OFF`, writes go there from then on. With
+/// `auto_promote`, promotes a replica itself once the primary is shunned (`shun_after`
+/// failed checks), so that writes waiting `failover_timeout` find the new one.
+async fn follow_promotions(topology: Arc<Topology>, targets: Vec<BackendTarget>, login: ConnKey) {
     loop {
         tokio::time::sleep(topology.config.monitor.interval).await;
         let primary = topology.primary();
         let old = &topology.nodes[primary];
         if old.is_up() && old.read_only() != ReadOnly::On {
+            continue;
+        }
+        if !old.is_up() && topology.config.auto_promote {
+            promote(&topology, &targets, &login).await;
             continue;
         }
         let mut writable = (0..topology.nodes.len()).filter(|&n| {
@@ -254,6 +261,90 @@ async fn follow_promotions(topology: Arc<Topology>) {
         if let (Some(new), None) = (writable.next(), writable.next()) {
             topology.set_primary(new);
             tracing::warn!(old = %old.addr, new = %topology.nodes[new].addr, "primary changed: writes now go to the node that turned read_only=OFF");
+        }
+    }
+}
+
+/// Promotes the most advanced replica that is up, after making sure the primary does not
+/// answer (two primaries taking writes would be worse than none), and points the other
+/// replicas at it.
+async fn promote(topology: &Topology, targets: &[BackendTarget], login: &ConnKey) {
+    let timeout = topology.config.monitor.timeout;
+    let old = topology.primary();
+    if BackendConn::connect(&targets[old], login, timeout)
+        .await
+        .is_ok()
+    {
+        tracing::warn!(primary = %topology.nodes[old].addr, "not promoting a replica: the primary answers manifold again");
+        return;
+    }
+    let up: Vec<NodeId> = (0..topology.nodes.len())
+        .filter(|&n| n != old && topology.nodes[n].is_up())
+        .collect();
+    // The replica whose position includes the most others' (ties: configuration order).
+    let Some(&new) = up.iter().max_by_key(|&&c| {
+        let pos = topology.nodes[c].position();
+        let covered = up
+            .iter()
+            .filter(|&&o| pos.covers(&topology.nodes[o].position()))
+            .count();
+        (covered, std::cmp::Reverse(c))
+    }) else {
+        tracing::error!("primary down and no replica up to promote");
+        return;
+    };
+    let new_addr = &topology.nodes[new].addr;
+    tracing::warn!(old = %topology.nodes[old].addr, new = %new_addr, "primary down; promoting a replica");
+    let steps = async {
+        let mut c = BackendConn::connect(&targets[new], login, timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        // Apply what was received before the primary died, then stop replicating.
+        query(&mut c, b"STOP SLAVE IO_THREAD").await?;
+        let status = query(&mut c, b"SHOW SLAVE STATUS").await?;
+        if let Some(io_pos) = column(&status, b"Gtid_IO_Pos") {
+            let pos = GtidPos::parse(&io_pos).ok_or("bad Gtid_IO_Pos")?;
+            let wait = format!(
+                "SELECT MASTER_GTID_WAIT('{pos}', {})",
+                timeout.as_secs_f64()
+            );
+            query(&mut c, wait.as_bytes()).await?;
+        }
+        query(&mut c, b"STOP SLAVE").await?;
+        query(&mut c, b"RESET SLAVE ALL").await?;
+        query(&mut c, b"SET GLOBAL read_only = OFF").await?;
+        Ok::<(), String>(())
+    };
+    if let Err(e) = steps.await {
+        tracing::error!(node = %new_addr, error = %e, "promotion failed");
+        return;
+    }
+    topology.set_primary(new);
+    let Some((host, port)) = new_addr.rsplit_once(':') else {
+        return;
+    };
+    let repoint = format!(
+        "CHANGE MASTER TO master_host='{}', master_port={port}, master_use_gtid=slave_pos",
+        host.replace(['\'', '\\'], "")
+    );
+    for &other in up.iter().filter(|&&n| n != new) {
+        let outcome = async {
+            let mut c = BackendConn::connect(&targets[other], login, timeout)
+                .await
+                .map_err(|e| e.to_string())?;
+            query(&mut c, b"STOP SLAVE").await?;
+            query(&mut c, repoint.as_bytes()).await?;
+            query(&mut c, b"START SLAVE").await?;
+            Ok::<(), String>(())
+        }
+        .await;
+        match outcome {
+            Ok(()) => {
+                tracing::info!(node = %topology.nodes[other].addr, primary = %new_addr, "replica now replicates from the new primary");
+            }
+            Err(e) => {
+                tracing::error!(node = %topology.nodes[other].addr, error = %e, "could not point replica at the new primary");
+            }
         }
     }
 }
