@@ -88,11 +88,13 @@ def topology():
 
 
 class Manifold:
-    def __init__(self, topo, extra_args=(), log_name="manifold"):
+    def __init__(self, topo, extra_args=(), log_name="manifold", split=False):
+        """`split`: the replicas too, so reads are split over them (else the primary only)."""
         self.port = free_port()
         self.log_path = ROOT / "target" / f"{log_name}-{self.port}.log"
         self.log = open(self.log_path, "w")
-        args = [binary("manifold"), "--primary", topo.primary, "--user", f"{USER}:{PASSWORD}",
+        replicas = [a for port in topo.replica_ports for a in ("--replica", f"127.0.0.1:{port}")] if split else []
+        args = [binary("manifold"), "--primary", topo.primary, *replicas, "--user", f"{USER}:{PASSWORD}",
                 "--listen", f"127.0.0.1:{self.port}", "--tls-cert", topo.cert, "--tls-key", topo.key, *extra_args]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         wait_port(self.port, self.proc, "manifold")
@@ -138,6 +140,14 @@ def native_hash(password):
 @pytest.fixture(scope="session")
 def manifold(topology):
     m = Manifold(topology)
+    yield m
+    m.stop_and_check()
+
+
+@pytest.fixture(scope="session")
+def split_manifold(topology):
+    """manifold in front of the primary and both replicas: reads split, causal reads on."""
+    m = Manifold(topology, log_name="manifold-split", split=True)
     yield m
     m.stop_and_check()
 

@@ -127,7 +127,9 @@ def run_suite(go, binary, label, addr, dbname, extra_env=None):
     return outcome
 
 
-def test_go_sql_driver_suite(topology, manifold):
+def test_go_sql_driver_suite(topology, split_manifold):
+    """Through a manifold splitting reads over the replicas, as it runs in production."""
+    manifold = split_manifold
     go = find_go()
     suffix = uuid.uuid4().hex[:8]
     databases = {"direct": f"gsd_direct_{suffix}", "manifold": f"gsd_manifold_{suffix}"}

@@ -373,3 +373,75 @@ fn a_session_always_reads_its_own_writes() {
         "the stopped replica made some reads go elsewhere"
     );
 }
+
+#[test]
+fn rules_route_by_digest_schema_and_user_and_hints_beat_them() {
+    let _serial = serial();
+    let db = schema("rules");
+    let other = schema("rules_billing");
+    let t = topology();
+    t.sql(
+        &t.primary,
+        &format!("CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, port INT)"),
+    )
+    .unwrap();
+    t.wait_replicated(Duration::from_secs(10)).unwrap();
+    let [primary, r1, r2] = ports();
+    let mut cfg = config([1, 1, 1]);
+    let rule = |digest: Option<&str>, schema: Option<&str>, user: Option<&str>, target: &str| {
+        manifold_router::RuleConfig {
+            digest: digest.map(str::to_owned),
+            schema: schema.map(str::to_owned),
+            user: user.map(str::to_owned),
+            target: target.to_owned(),
+        }
+    };
+    cfg.routing.rules = vec![
+        rule(
+            Some("AS rule_probe$"),
+            None,
+            None,
+            &t.replicas[1].addr().to_string(),
+        ),
+        rule(None, Some(&other), None, "primary"),
+        rule(None, None, Some(USER), "replicas"),
+    ];
+    let server = start(&cfg);
+    let mut c = client(server.mysql_addr(), Some(&db));
+
+    let probe = tally(&mut c, "SELECT @@port AS rule_probe", 20);
+    assert_eq!(count(&probe, &r2), 20, "digest rule to one node: {probe:?}");
+    let by_user = tally(&mut c, "SELECT @@port", 20);
+    assert_eq!(
+        count(&by_user, &primary),
+        0,
+        "user rule to the replicas: {by_user:?}"
+    );
+    assert!(
+        count(&by_user, &r1) > 0 && count(&by_user, &r2) > 0,
+        "{by_user:?}"
+    );
+    let hinted = tally(&mut c, "/* manifold:primary */ SELECT @@port", 10);
+    assert_eq!(
+        count(&hinted, &primary),
+        10,
+        "a hint beats the rules: {hinted:?}"
+    );
+    for _ in 0..10 {
+        c.query("INSERT INTO t (port) VALUES (@@port)").unwrap();
+    }
+    let on_primary = t
+        .sql_value(
+            &t.primary,
+            &format!("SELECT COUNT(*) FROM {db}.t WHERE port = {primary}"),
+        )
+        .unwrap();
+    assert_eq!(on_primary, "10", "a rule never sends writes to replicas");
+    c.query(&format!("USE {other}")).unwrap();
+    let by_schema = tally(&mut c, "SELECT @@port", 10);
+    assert_eq!(
+        count(&by_schema, &primary),
+        10,
+        "schema rule: {by_schema:?}"
+    );
+}

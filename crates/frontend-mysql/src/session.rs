@@ -119,6 +119,7 @@ pub(crate) async fn run(
         conn_key: None,
         stmts: SessionStatements::default(),
         exec_buf: Vec::new(),
+        digest: Vec::new(),
     };
     session.pin_if_not_multiplexing();
     let end = session.serve().await;
@@ -282,6 +283,8 @@ struct Session {
     stmts: SessionStatements,
     /// Reused buffer for a prepared-statement command manifold had to rebuild.
     exec_buf: Vec<u8>,
+    /// The digest text of the statement being routed, when routing rules match digests.
+    digest: Vec<u8>,
 }
 
 /// What a forwarded command does besides running, decided from its first packet.
@@ -338,6 +341,27 @@ enum Retry {
     /// On another node, if no answer reached the client, even if the server may have run
     /// it: a read, whose node may have just died.
     Elsewhere,
+}
+
+/// Where a statement may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Primary,
+    /// Any node that can read, by weight.
+    Any,
+    /// Any node but the primary that can read (the primary when none can).
+    Replicas,
+    Node(NodeId),
+}
+
+impl From<manifold_router::Target> for Target {
+    fn from(t: manifold_router::Target) -> Self {
+        match t {
+            manifold_router::Target::Primary => Target::Primary,
+            manifold_router::Target::Replicas => Target::Replicas,
+            manifold_router::Target::Node(n) => Target::Node(n),
+        }
+    }
 }
 
 /// What a read routed to a replica must wait for there first (causal reads).
@@ -522,7 +546,12 @@ impl Session {
                         Ok(Action::Kill(Kill::Connection(u64::from(id))))
                     }
                     Ok(Command::Query(sql)) => {
-                        let scan = manifold_sql_lex::scan(sql);
+                        self.digest.clear();
+                        let scan = if self.fe.shared.topology.rules.needs_digest() {
+                            manifold_sql_lex::scan_with_digest(sql, &mut self.digest).0
+                        } else {
+                            manifold_sql_lex::scan(sql)
+                        };
                         // Held connection: it ran the previous statement and knows about it.
                         let moved = self.lease.is_none();
                         if scan.has(Scan::KILL) {
@@ -1129,7 +1158,8 @@ impl Session {
             let movable = self.lease.is_none();
             let (node, wait) = if movable {
                 self.recheck_missing_writes();
-                self.route(effect, skip)
+                let rule = self.match_rule(effect);
+                self.route(effect, skip, rule)
             } else {
                 (self.lease_node, None)
             };
@@ -1330,6 +1360,28 @@ impl Session {
         }
     }
 
+    /// The first routing rule matching the statement about to be routed (`digest` holds a
+    /// query's digest text, computed with its scan; a prepared statement's is computed here).
+    fn match_rule(&mut self, effect: Effect) -> Option<Target> {
+        let fe = self.fe.clone();
+        let rules = &fe.shared.topology.rules;
+        if rules.is_empty() {
+            return None;
+        }
+        effect.scan()?;
+        if let Effect::Execute { id, .. } = effect {
+            self.digest.clear();
+            if rules.needs_digest() {
+                if let Some(s) = self.stmts.get_mut(id) {
+                    manifold_sql_lex::digest(&s.meta.sql, &mut self.digest);
+                }
+            }
+        }
+        rules
+            .route(&self.digest, self.schema.as_deref(), &self.user.name)
+            .map(|(_, t)| t.into())
+    }
+
     /// Forgets the nodes that missed the session's write once the monitor sees they have
     /// applied it.
     fn recheck_missing_writes(&mut self) {
@@ -1352,7 +1404,7 @@ impl Session {
     /// any node that can read, by weight and load; everything else to the primary. `SHOW`
     /// stays on the primary: `SHOW MASTER STATUS`, `SHOW PROCESSLIST` and the like describe
     /// the server that answers. Hints override the class. `skip`: nodes not to use.
-    fn route(&self, effect: Effect, skip: u64) -> (NodeId, Option<Wait>) {
+    fn route(&self, effect: Effect, skip: u64, rule: Option<Target>) -> (NodeId, Option<Wait>) {
         let topology = &self.fe.shared.topology;
         let primary = topology.primary();
         if !topology.splits_reads() || self.pins.is_pinned() {
@@ -1363,25 +1415,37 @@ impl Session {
         };
         let between_transactions =
             self.status & status::IN_TRANS == 0 && self.status & status::AUTOCOMMIT != 0;
-        let replica_may_answer = between_transactions
-            && match scan.hint {
-                Some(RouteHint::Primary) => false,
-                Some(RouteHint::Replica) => true,
-                None => match scan.class() {
-                    Class::Read => scan.verb != Verb::Show,
-                    Class::BeginReadOnly => true,
-                    _ => false,
-                },
-            };
-        if !replica_may_answer {
+        // A hint decides, then the first matching rule, then the statement's class.
+        let target = match (scan.hint, rule) {
+            (Some(RouteHint::Primary), _) => Target::Primary,
+            (Some(RouteHint::Replica), _) => Target::Replicas,
+            // Rules move reads (and CALLs, multi-statements...); writes, locking reads,
+            // transaction control and SET stay on the primary whatever a rule says.
+            (None, Some(t))
+                if matches!(
+                    scan.class(),
+                    Class::Read | Class::BeginReadOnly | Class::Unknown
+                ) =>
+            {
+                t
+            }
+            (None, _) => match scan.class() {
+                Class::Read if scan.verb != Verb::Show => Target::Any,
+                Class::BeginReadOnly => Target::Any,
+                _ => Target::Primary,
+            },
+        };
+        if !between_transactions || target == Target::Primary {
             return (primary, None);
         }
         let pools = &self.fe.pools;
-        let mut skip = skip | self.last_write_missing_on;
-        if scan.hint == Some(RouteHint::Replica) {
-            skip |= 1 << primary;
-        }
-        let node = self.fe.balancer.pick(topology, |n| pools[n].in_use(), skip);
+        let skip = skip | self.last_write_missing_on;
+        let pick = |skip: u64| self.fe.balancer.pick(topology, |n| pools[n].in_use(), skip);
+        let node = match target {
+            Target::Node(n) if topology.nodes[n].is_up() && skip & (1 << n) == 0 => n,
+            Target::Replicas | Target::Node(_) => pick(skip | 1 << primary),
+            Target::Any | Target::Primary => pick(skip),
+        };
         if node == primary {
             return (primary, None);
         }
@@ -1411,7 +1475,9 @@ impl Session {
             return None;
         }
         let scan = effect.scan()?;
-        if self.route(effect, 0).0 != self.primary() || scan.hint == Some(RouteHint::Replica) {
+        let rule = self.match_rule(effect);
+        if self.route(effect, 0, rule).0 != self.primary() || scan.hint == Some(RouteHint::Replica)
+        {
             return None;
         }
         if !self.pins.holds_server_state() {

@@ -105,6 +105,12 @@ impl Config {
         for (i, r) in self.backend.replicas.iter().enumerate() {
             check_addr(&format!("backend.replicas[{i}]"), r.addr())?;
         }
+        // Duplicate nodes, rules' patterns and targets.
+        manifold_router::Topology::new(
+            &self.backend.primary,
+            &self.backend.replicas,
+            self.routing.clone(),
+        )?;
         if matches!(
             self.backend.tls.mode,
             manifold_backend::TlsMode::VerifyCa | manifold_backend::TlsMode::VerifyIdentity
@@ -188,6 +194,18 @@ mod tests {
             ("[pool]\nmax_size = 0", "pool.max_size"),
             ("[pool]\nmin_idle = 9\nmax_size = 4", "pool.min_idle"),
             ("[engine]\nblocking_max_threads = 0", "blocking_max_threads"),
+            (
+                "[[routing.rules]]\ndigest = \"(\"\ntarget = \"primary\"",
+                "routing.rules[0].digest",
+            ),
+            (
+                "[[routing.rules]]\ntarget = \"10.9.9.9:1\"",
+                "routing.rules[0].target",
+            ),
+            (
+                "[routing.monitor]\nshun_after = 0",
+                "routing.monitor.shun_after",
+            ),
         ] {
             let e = err(extra);
             assert!(e.contains(key), "{extra}: {e}");

@@ -75,6 +75,9 @@ pub struct RoutingConfig {
     /// others at it. Never while the old primary still answers manifold.
     pub auto_promote: bool,
     pub monitor: MonitorConfig,
+    /// Checked in order for each statement of a session holding no connection; the first
+    /// rule whose conditions all hold decides (a hint in the statement decides first).
+    pub rules: Vec<crate::rules::RuleConfig>,
 }
 
 impl Default for RoutingConfig {
@@ -88,6 +91,7 @@ impl Default for RoutingConfig {
             failover_timeout: Duration::from_secs(10),
             auto_promote: false,
             monitor: MonitorConfig::default(),
+            rules: Vec::new(),
         }
     }
 }

@@ -12,9 +12,11 @@
 pub mod config;
 pub mod gtid;
 pub mod monitor;
+pub mod rules;
 pub mod topology;
 
 pub use config::{CausalReads, MonitorConfig, ReplicaConfig, ReplicaEntry, RoutingConfig};
 pub use gtid::{Gtid, GtidPos};
 pub use monitor::Monitor;
+pub use rules::{RuleConfig, Rules, Target};
 pub use topology::{Balancer, Node, NodeId, ReadOnly, Topology, MAX_NODES};

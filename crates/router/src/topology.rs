@@ -140,6 +140,7 @@ pub struct Topology {
     pub nodes: Vec<Node>,
     primary: AtomicUsize,
     pub config: RoutingConfig,
+    pub rules: crate::rules::Rules,
 }
 
 impl Topology {
@@ -173,10 +174,14 @@ impl Topology {
             }
             nodes.push(node);
         }
+        let rules = crate::rules::Rules::new(&config.rules, |addr| {
+            nodes.iter().position(|n| n.addr == addr)
+        })?;
         Ok(Topology {
             nodes,
             primary: AtomicUsize::new(0),
             config,
+            rules,
         })
     }
 
