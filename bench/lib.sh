@@ -13,8 +13,10 @@
 #                                copies of the binaries in $BIN, so a rebuild of $SRC_BIN during the
 #                                run does not matter. A script with processes of its own defines
 #                                before_cleanup, which runs first.
-#   start_topology               MariaDB from `manifold-testkit up` (no replicas, user app:app);
-#                                sets PRIMARY (host:port), PRIMARY_PORT, MARIADB_PID
+#   start_topology               MariaDB from `manifold-testkit up` (TOPOLOGY_REPLICAS replicas,
+#                                default 0; user app:app); sets PRIMARY (host:port), PRIMARY_PORT,
+#                                MARIADB_PID, REPLICAS (host:port,...), MARIADB_PIDS (all, primary
+#                                first)
 #   start_haproxy                HAProxy (mode tcp, nbthread PROXY_THREADS) in front of the
 #                                primary; config in $OUT/haproxy.cfg; sets HAPROXY_PORT, HAPROXY_PID
 #   start_manifold VAR NAME [CONFIG]
@@ -38,6 +40,7 @@ SRC_BIN=${MANIFOLD_BIN_DIR:-$ROOT/target/release}
 # shellcheck disable=SC2034
 CLK_TCK=$(getconf CLK_TCK) MANIFOLD_PORT= MANIFOLD_PID=
 TMP= BIN= TESTKIT_PID= PRIMARY= PRIMARY_PORT= MARIADB_PID= HAPROXY_PORT= HAPROXY_PID=
+REPLICAS= MARIADB_PIDS=
 BENCH_STOP=() # names of the variables holding the pids cleanup stops, in the order started
 
 die() { echo "$BENCH_SCRIPT: $*" >&2; exit 1; }
@@ -132,7 +135,7 @@ primary_sql() { mysql -h127.0.0.1 -P"$PRIMARY_PORT" -uapp -papp "$@"; }
 # pids=<mariadbd pid>,...) and keeps it running until its stdin (fd 3 here) is closed.
 start_topology() {
     mkfifo "$TMP/testkit.in"
-    "$BIN/manifold-testkit" up --replicas 0 --user app:app <"$TMP/testkit.in" >"$TMP/topology.txt" 2>"$OUT/testkit.log" &
+    "$BIN/manifold-testkit" up --replicas "${TOPOLOGY_REPLICAS:-0}" --user app:app <"$TMP/testkit.in" >"$TMP/topology.txt" 2>"$OUT/testkit.log" &
     TESTKIT_PID=$!
     exec 3>"$TMP/testkit.in"
     for _ in $(seq 1 600); do
@@ -145,6 +148,8 @@ start_topology() {
     PRIMARY=$(kv "$topology" primary)
     PRIMARY_PORT=${PRIMARY##*:}
     MARIADB_PID=$(kv "$topology" pids | cut -d, -f1)
+    # shellcheck disable=SC2034
+    REPLICAS=$(kv "$topology" replicas) MARIADB_PIDS=$(kv "$topology" pids | tr , ' ')
     [ -n "$PRIMARY_PORT" ] && [ -d "/proc/$MARIADB_PID" ] || die "unexpected topology line: $topology"
     echo "topology: primary $PRIMARY, mariadbd pid $MARIADB_PID"
 }
