@@ -445,3 +445,64 @@ fn rules_route_by_digest_schema_and_user_and_hints_beat_them() {
         "schema rule: {by_schema:?}"
     );
 }
+
+#[test]
+fn the_schema_or_the_user_chooses_the_cluster() {
+    let _serial = serial();
+    let db = schema("clusters");
+    let b = Topology::start(manifold_testkit::TopologyConfig {
+        replicas: 0,
+        tls: false,
+        ..manifold_testkit::TopologyConfig::default()
+    })
+    .expect("start a second cluster");
+    b.create_user(USER, PASSWORD).unwrap();
+    b.create_user("bob", "bob").unwrap();
+    b.create_schema("cl_b").unwrap();
+    let mut cfg = config([1, 1, 1]);
+    cfg.clusters.push(manifold::config::ClusterConfig {
+        name: "b".into(),
+        primary: b.primary.addr().to_string(),
+        replicas: Vec::new(),
+        schemas: vec!["cl_b".into()],
+        users: vec!["bob".into()],
+    });
+    cfg.users.push(user_with_password("bob", "bob"));
+    let server = start(&cfg);
+    let b_port = port_of(&b.primary);
+    let addr = server.mysql_addr();
+    let mut c = client(addr, Some(&db));
+
+    let on_default = tally(&mut c, "SELECT @@port", 10);
+    assert_eq!(count(&on_default, &b_port), 0, "{on_default:?}");
+    c.query("USE cl_b").unwrap();
+    let on_b = tally(&mut c, "SELECT @@port", 10);
+    assert_eq!(count(&on_b, &b_port), 10, "after USE cl_b: {on_b:?}");
+    c.query("CREATE TABLE x (id INT)").unwrap();
+    c.query("INSERT INTO x VALUES (1)").unwrap();
+    assert_eq!(
+        b.sql_value(&b.primary, "SELECT COUNT(*) FROM cl_b.x")
+            .unwrap(),
+        "1"
+    );
+    c.query(&format!("USE {db}")).unwrap();
+    let back = tally(&mut c, "SELECT @@port", 10);
+    assert_eq!(
+        count(&back, &b_port),
+        0,
+        "back on the default cluster: {back:?}"
+    );
+
+    let mut by_login_schema = client(addr, Some("cl_b"));
+    assert_eq!(
+        by_login_schema.scalar("SELECT @@port").unwrap(),
+        Some(b_port.clone())
+    );
+    let mut bob = Client::connect(addr, "bob", "bob", None).unwrap();
+    assert_eq!(bob.scalar("SELECT @@port").unwrap(), Some(b_port.clone()));
+    let e = bob.query(&format!("USE {db}")).unwrap_err();
+    assert!(
+        e.to_string().contains(&db),
+        "bob's cluster has no {db}: {e}"
+    );
+}

@@ -38,18 +38,35 @@ pub use metrics::FrontendMetrics;
 pub use pins::{PinCounters, PinReason};
 pub use users::{User, Users};
 
+/// One primary and its replicas, and which sessions use them.
+pub struct Cluster {
+    pub name: String,
+    /// Its nodes, their health, which one is the primary.
+    pub topology: Arc<Topology>,
+    /// How to reach each node (same index).
+    pub targets: Vec<BackendTarget>,
+    /// Sessions whose current schema is one of these use this cluster...
+    pub schemas: Vec<String>,
+    /// ...else sessions of these users do.
+    pub users: Vec<String>,
+}
+
 /// State shared by all workers: read-mostly, swapped whole, never locked per request.
 pub struct Shared {
     pub config: MysqlFrontConfig,
     pub users: ArcSwap<Users>,
     pub tls: Option<Arc<rustls::ServerConfig>>,
-    /// How to reach each node of `topology` (same index).
-    pub targets: Vec<BackendTarget>,
-    /// The cluster: its nodes, their health, which one is the primary.
+    /// The clusters; the first is the default (`[backend]`).
+    pub clusters: Vec<Cluster>,
+    /// The default cluster's topology.
     pub topology: Arc<Topology>,
+    /// Cluster by schema, then by user, when there are several.
+    cluster_of_schema: std::collections::HashMap<Vec<u8>, usize>,
+    cluster_of_user: std::collections::HashMap<String, usize>,
     pub pool: PoolConfig,
-    /// `pool.max_backend_connections` of each node, shared by every worker's pool to it.
-    budgets: Vec<Arc<BackendBudget>>,
+    /// `pool.max_backend_connections` of each node of each cluster, shared by every
+    /// worker's pool to it.
+    budgets: Vec<Vec<Arc<BackendBudget>>>,
     rsa: OnceLock<Arc<RsaKeyPair>>,
     rsa_pem: Option<String>,
     /// Users who completed a `caching_sha2_password` full authentication since start.
@@ -68,13 +85,26 @@ impl Shared {
     pub fn new(
         config: MysqlFrontConfig,
         users: Users,
-        targets: Vec<BackendTarget>,
-        topology: Arc<Topology>,
+        clusters: Vec<Cluster>,
         pool: PoolConfig,
     ) -> Result<Arc<Shared>, String> {
         config.validate()?;
-        if targets.len() != topology.nodes.len() {
-            return Err("one backend target per node is needed".into());
+        if clusters.is_empty()
+            || clusters
+                .iter()
+                .any(|c| c.targets.len() != c.topology.nodes.len())
+        {
+            return Err("each cluster needs one backend target per node".into());
+        }
+        let mut cluster_of_schema = std::collections::HashMap::new();
+        let mut cluster_of_user = std::collections::HashMap::new();
+        for (i, c) in clusters.iter().enumerate() {
+            for s in &c.schemas {
+                cluster_of_schema.insert(s.as_bytes().to_vec(), i);
+            }
+            for u in &c.users {
+                cluster_of_user.insert(u.clone(), i);
+            }
         }
         let tls = match (&config.tls.cert, &config.tls.key) {
             (Some(c), Some(k)) => Some(tls::server_config(c, k)?),
@@ -98,12 +128,19 @@ impl Shared {
             config,
             users: ArcSwap::from_pointee(users),
             tls,
-            budgets: targets
+            budgets: clusters
                 .iter()
-                .map(|_| BackendBudget::new(pool.max_backend_connections))
+                .map(|c| {
+                    c.targets
+                        .iter()
+                        .map(|_| BackendBudget::new(pool.max_backend_connections))
+                        .collect()
+                })
                 .collect(),
-            targets,
-            topology,
+            topology: clusters[0].topology.clone(),
+            clusters,
+            cluster_of_schema,
+            cluster_of_user,
             pool,
             rsa: OnceLock::new(),
             rsa_pem,
@@ -159,6 +196,19 @@ impl Shared {
 }
 
 impl Shared {
+    /// The cluster a session with current schema `schema` and user `user` uses: the one
+    /// listing the schema, else the one listing the user, else the default.
+    fn cluster_for(&self, schema: Option<&[u8]>, user: &str) -> usize {
+        if self.clusters.len() == 1 {
+            return 0;
+        }
+        schema
+            .and_then(|s| self.cluster_of_schema.get(s))
+            .or_else(|| self.cluster_of_user.get(user))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The logged-in session with connection id `id`, on whichever worker.
     fn find_session(&self, id: u32) -> Option<Arc<registry::SessionHandle>> {
         let shards = self.session_shards.lock().expect("session shards").clone();
@@ -190,9 +240,10 @@ impl Shared {
 /// prepared statements and connection-id sequence.
 pub struct WorkerFrontend {
     pub shared: Arc<Shared>,
-    /// This worker's pool to each node of the topology (same index).
-    pub pools: Vec<Rc<Pool>>,
-    balancer: Balancer,
+    /// This worker's pool to each node of each cluster (`pools[cluster][node]`).
+    pub pools: Vec<Vec<Rc<Pool>>>,
+    /// This worker's read balancer for each cluster.
+    balancers: Vec<Balancer>,
     statements: RefCell<statements::Registry>,
     sessions: Arc<registry::SessionShard>,
     pins: Arc<PinCounters>,
@@ -204,10 +255,24 @@ pub struct WorkerFrontend {
 impl WorkerFrontend {
     pub fn new(shared: Arc<Shared>, ctx: &WorkerContext) -> Rc<Self> {
         let pools = shared
-            .targets
+            .clusters
             .iter()
             .zip(&shared.budgets)
-            .map(|(target, budget)| Pool::new(target.clone(), shared.pool.clone(), budget.clone()))
+            .map(|(cluster, budgets)| {
+                cluster
+                    .targets
+                    .iter()
+                    .zip(budgets)
+                    .map(|(target, budget)| {
+                        Pool::new(target.clone(), shared.pool.clone(), budget.clone())
+                    })
+                    .collect()
+            })
+            .collect();
+        let balancers = shared
+            .clusters
+            .iter()
+            .map(|_| Balancer::default())
             .collect();
         let pins = Arc::new(PinCounters::default());
         shared
@@ -225,7 +290,7 @@ impl WorkerFrontend {
             sessions,
             shared,
             pools,
-            balancer: Balancer::default(),
+            balancers,
             statements: RefCell::default(),
             pins,
             worker_id: ctx.id() as u32,

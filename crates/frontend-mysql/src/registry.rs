@@ -16,8 +16,8 @@ pub(crate) struct SessionHandle {
     pub id: u32,
     /// The manifold user now logged in (changes with `COM_CHANGE_USER`).
     user: Mutex<String>,
-    /// The backend connection the session holds: its node (high half) and server thread id
-    /// (low half); 0 when it holds none.
+    /// The backend connection the session holds: its cluster (bits 48..), node (bits 32..48)
+    /// and server thread id (low half); 0 when it holds none.
     backend_thread: AtomicU64,
     /// Wakes the session's one long-lived waiter (armed with its drain waiter, not per
     /// command) to end it: `KILL CONNECTION`. No extra file descriptor per session, which a
@@ -34,18 +34,18 @@ impl SessionHandle {
         name.clone_into(&mut self.user.lock().expect("session user"));
     }
 
-    /// The node and server thread id of the backend connection the session holds; thread
-    /// 0 when it holds none.
-    pub fn backend_thread(&self) -> (usize, u32) {
+    /// The cluster, node and server thread id of the backend connection the session holds;
+    /// thread 0 when it holds none.
+    pub fn backend_thread(&self) -> (usize, usize, u32) {
         let v = self.backend_thread.load(Ordering::Relaxed);
-        ((v >> 32) as usize, v as u32)
+        ((v >> 48) as usize, (v >> 32) as usize & 0xFFFF, v as u32)
     }
 
-    pub fn publish_backend_thread(&self, node: usize, id: u32) {
+    pub fn publish_backend_thread(&self, cluster: usize, node: usize, id: u32) {
         let v = if id == 0 {
             0
         } else {
-            (node as u64) << 32 | u64::from(id)
+            (cluster as u64) << 48 | (node as u64) << 32 | u64::from(id)
         };
         self.backend_thread.store(v, Ordering::Relaxed);
     }

@@ -100,7 +100,9 @@ pub(crate) async fn run(
         schema: login.database,
         schema_checked: false,
         lease: None,
+        cluster: 0,
         lease_node: 0,
+        schema_follows_statement: false,
         setup_lost: false,
         last_write: None,
         last_write_seen_on: 0,
@@ -243,8 +245,12 @@ struct Session {
     /// The backend has confirmed `schema` exists (it was made current on the lease).
     schema_checked: bool,
     lease: Option<Lease>,
+    /// The cluster the session's statements go to (and `lease` belongs to while held).
+    cluster: usize,
     /// The node `lease` is a connection to.
     lease_node: NodeId,
+    /// The command about to run changes the schema on another cluster (`USE`, `COM_INIT_DB`).
+    schema_follows_statement: bool,
     /// The connection just borrowed broke while being brought to the session's state:
     /// nothing of the command ran, so it may go to another connection.
     setup_lost: bool,
@@ -529,6 +535,8 @@ impl Session {
             } else {
                 p.payload_len
             };
+            // A `USE` (or `COM_INIT_DB`) of a schema another cluster serves runs there.
+            let mut use_cluster = None;
             let action = {
                 let first = &self.io.rbuf[4..4 + first_len];
                 match Command::decode(first) {
@@ -547,13 +555,21 @@ impl Session {
                     }
                     Ok(Command::Query(sql)) => {
                         self.digest.clear();
-                        let scan = if self.fe.shared.topology.rules.needs_digest() {
+                        let scan = if self.fe.shared.clusters[self.cluster]
+                            .topology
+                            .rules
+                            .needs_digest()
+                        {
                             manifold_sql_lex::scan_with_digest(sql, &mut self.digest).0
                         } else {
                             manifold_sql_lex::scan(sql)
                         };
                         // Held connection: it ran the previous statement and knows about it.
                         let moved = self.lease.is_none();
+                        if scan.verb == Verb::Use && self.fe.shared.clusters.len() > 1 {
+                            use_cluster = manifold_sql_lex::parse_use(sql)
+                                .map(|s| self.fe.shared.cluster_for(Some(s), &self.user.name));
+                        }
                         if scan.has(Scan::KILL) {
                             Ok(Action::Kill(
                                 manifold_sql_lex::parse_kill(sql).unwrap_or(Kill::Unsupported),
@@ -605,6 +621,23 @@ impl Session {
                         .await;
                 }
             };
+            if self.lease.is_none() && self.fe.shared.clusters.len() > 1 {
+                let before = self.cluster;
+                self.cluster = match &action {
+                    Action::InitDb(schema) => {
+                        self.fe.shared.cluster_for(Some(schema), &self.user.name)
+                    }
+                    _ => use_cluster.unwrap_or_else(|| {
+                        self.fe
+                            .shared
+                            .cluster_for(self.schema.as_deref(), &self.user.name)
+                    }),
+                };
+                // The statement makes another schema current there: the session's current one
+                // (which that cluster may not have) is not restored first.
+                self.schema_follows_statement = self.cluster != before
+                    && (use_cluster.is_some() || matches!(action, Action::InitDb(_)));
+            }
             let outcome = match action {
                 Action::Quit => return End::Quit,
                 Action::Unknown(c) => {
@@ -691,6 +724,7 @@ impl Session {
                     self.send_err_packet(reply_seq, &e).await
                 }
             };
+            self.schema_follows_statement = false;
             if let Err(end) = outcome {
                 return end;
             }
@@ -754,7 +788,7 @@ impl Session {
         if self.lease.is_none() {
             self.ensure_conn_key();
             let key = self.conn_key.as_ref().expect("just ensured");
-            match self.fe.pools[node]
+            match self.fe.pools[self.cluster][node]
                 .acquire(
                     key,
                     self.schema.as_deref(),
@@ -764,7 +798,7 @@ impl Session {
             {
                 Ok(mut l) => {
                     self.handle
-                        .publish_backend_thread(node, l.conn().connection_id);
+                        .publish_backend_thread(self.cluster, node, l.conn().connection_id);
                     self.lease = Some(l);
                     self.lease_node = node;
                 }
@@ -773,7 +807,7 @@ impl Session {
                         // The next read goes elsewhere, and writes wait for a primary, at
                         // once rather than after the monitor's next checks; the monitor
                         // takes the node back when it answers.
-                        self.fe.shared.topology.nodes[node].shun(&e.message);
+                        self.fe.shared.clusters[self.cluster].topology.nodes[node].shun(&e.message);
                     }
                     // A new connection that broke during its login (the server going down):
                     // the command may try another.
@@ -791,7 +825,7 @@ impl Session {
             (Schema::None, None) => false,
             _ => true,
         };
-        if !self.schema_checked || schema_differs {
+        if (!self.schema_checked || schema_differs) && !self.schema_follows_statement {
             match conn.use_schema(self.schema.as_deref()).await {
                 Ok(Ok(())) => self.schema_checked = true,
                 Ok(Err(e)) => {
@@ -865,7 +899,7 @@ impl Session {
     fn take_lease(&mut self) -> Option<Lease> {
         let lease = self.lease.take();
         if lease.is_some() {
-            self.handle.publish_backend_thread(0, 0);
+            self.handle.publish_backend_thread(0, 0, 0);
         }
         lease
     }
@@ -912,12 +946,15 @@ impl Session {
             );
             return self.send_err_packet(seq, &e).await;
         }
-        let (node, thread) = handle.backend_thread();
+        let (cluster, node, thread) = handle.backend_thread();
         if thread != 0 {
-            if self.lease.is_some() && self.lease_node != node {
+            if self.lease.is_some() && (self.cluster, self.lease_node) != (cluster, node) {
                 // `KILL QUERY` must run on the target's node.
                 self.pins.hold_for_next(false, &self.fe.pins, self.id);
                 self.release_if_unpinned();
+            }
+            if self.lease.is_none() {
+                self.cluster = cluster;
             }
             if let Err(e) = self.ensure_backend(node, false).await {
                 self.release_if_unpinned();
@@ -925,7 +962,9 @@ impl Session {
             }
             // Checked again just before sending: the target may have given the connection
             // back (to be borrowed by another session) while this one borrowed its own.
-            if handle.backend_thread() == (node, thread) && self.lease_node == node {
+            if handle.backend_thread() == (cluster, node, thread)
+                && (self.cluster, self.lease_node) == (cluster, node)
+            {
                 let sql = format!("KILL QUERY {thread}");
                 let conn = self.lease.as_mut().expect("ensured").conn();
                 match conn.simple_command(&Command::Query(sql.as_bytes())).await {
@@ -1163,7 +1202,10 @@ impl Session {
             } else {
                 (self.lease_node, None)
             };
-            if movable && node == self.primary() && !self.fe.shared.topology.nodes[node].is_up() {
+            if movable
+                && node == self.primary()
+                && !self.fe.shared.clusters[self.cluster].topology.nodes[node].is_up()
+            {
                 if let Err(e) = self.wait_for_primary(&mut primary_deadline).await {
                     self.pending_collation = None;
                     self.io.consume(raw_len);
@@ -1195,7 +1237,7 @@ impl Session {
                 let lost = std::mem::take(&mut self.setup_lost);
                 if movable
                     && attempts < MAX_SETUP_ATTEMPTS
-                    && (lost || !self.fe.shared.topology.nodes[node].is_up())
+                    && (lost || !self.fe.shared.clusters[self.cluster].topology.nodes[node].is_up())
                 {
                     // The node was just found down, or the pooled connection dead: a read
                     // goes to another node, a write waits for a primary or tries another
@@ -1303,7 +1345,7 @@ impl Session {
     /// Borrows a connection, or if none is free, waits for one with the command riding
     /// behind another session's (true: the command is sent and its answer is next).
     async fn acquire_or_follow(&mut self, node: NodeId, raw_len: usize) -> Result<bool, ErrPacket> {
-        let pool = self.fe.pools[node].clone();
+        let pool = self.fe.pools[self.cluster][node].clone();
         self.ensure_conn_key();
         let key = self.conn_key.as_ref().expect("just ensured");
         let acquired = pool
@@ -1324,14 +1366,14 @@ impl Session {
             }
         };
         self.handle
-            .publish_backend_thread(node, lease.conn().connection_id);
+            .publish_backend_thread(self.cluster, node, lease.conn().connection_id);
         self.lease = Some(lease);
         self.lease_node = node;
         Ok(followed)
     }
 
     fn primary(&self) -> NodeId {
-        self.fe.shared.topology.primary()
+        self.fe.shared.clusters[self.cluster].topology.primary()
     }
 
     /// The primary is down: waits for it (or a promoted replica) to answer the monitor, up
@@ -1340,7 +1382,7 @@ impl Session {
         &mut self,
         deadline: &mut Option<tokio::time::Instant>,
     ) -> Result<(), ErrPacket> {
-        let topology = self.fe.shared.topology.clone();
+        let topology = self.fe.shared.clusters[self.cluster].topology.clone();
         let limit = topology.config.failover_timeout;
         let until = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + limit);
         loop {
@@ -1388,7 +1430,7 @@ impl Session {
         let Some(g) = self.last_write_missing else {
             return;
         };
-        let topology = &self.fe.shared.topology;
+        let topology = &self.fe.shared.clusters[self.cluster].topology;
         for n in 0..topology.nodes.len() {
             if self.last_write_missing_on & (1 << n) != 0 && topology.has_applied(n, g) {
                 self.last_write_missing_on &= !(1 << n);
@@ -1405,7 +1447,7 @@ impl Session {
     /// stays on the primary: `SHOW MASTER STATUS`, `SHOW PROCESSLIST` and the like describe
     /// the server that answers. Hints override the class. `skip`: nodes not to use.
     fn route(&self, effect: Effect, skip: u64, rule: Option<Target>) -> (NodeId, Option<Wait>) {
-        let topology = &self.fe.shared.topology;
+        let topology = &self.fe.shared.clusters[self.cluster].topology;
         let primary = topology.primary();
         if !topology.splits_reads() || self.pins.is_pinned() {
             return (primary, None);
@@ -1440,7 +1482,13 @@ impl Session {
         }
         let pools = &self.fe.pools;
         let skip = skip | self.last_write_missing_on;
-        let pick = |skip: u64| self.fe.balancer.pick(topology, |n| pools[n].in_use(), skip);
+        let pick = |skip: u64| {
+            self.fe.balancers[self.cluster].pick(
+                topology,
+                |n| pools[self.cluster][n].in_use(),
+                skip,
+            )
+        };
         let node = match target {
             Target::Node(n) if topology.nodes[n].is_up() && skip & (1 << n) == 0 => n,
             Target::Replicas | Target::Node(_) => pick(skip | 1 << primary),
@@ -1489,7 +1537,7 @@ impl Session {
             codes::PRIMARY_NEEDED_ON_REPLICA,
             format!(
                 "This statement must run on the primary, but the session is held on replica {} by state it made there ({}); end that state first, or start such work with /* manifold:primary */",
-                self.fe.shared.topology.nodes[self.lease_node].addr,
+                self.fe.shared.clusters[self.cluster].topology.nodes[self.lease_node].addr,
                 self.pins.describe(),
             ),
         ))
@@ -1506,7 +1554,7 @@ impl Session {
     /// the session holds has applied what `wait` names; false when it has not, after giving
     /// the connection back: the read goes elsewhere.
     async fn wait_until_applied(&mut self, wait: Wait) -> bool {
-        let topology = self.fe.shared.topology.clone();
+        let topology = self.fe.shared.clusters[self.cluster].topology.clone();
         let timeout = topology.config.causal_read_timeout.as_secs_f64();
         let position = match wait {
             Wait::Write(g) => format!("{}-{}-{}", g.domain, g.server, g.seq),
@@ -1556,7 +1604,7 @@ impl Session {
     async fn primary_position(&mut self) -> Option<GtidPos> {
         self.ensure_conn_key();
         let key = self.conn_key.as_ref().expect("just ensured");
-        let pool = self.fe.pools[self.primary()].clone();
+        let pool = self.fe.pools[self.cluster][self.primary()].clone();
         let mut lease = pool
             .acquire(key, None, state_signature(&self.vars, &self.user_vars))
             .await
@@ -1823,13 +1871,15 @@ impl Session {
             Outgo::Client => Outgoing::Client,
             Outgo::Rewritten => Outgoing::Bytes(&self.exec_buf),
             Outgo::Sent => Outgoing::Sent,
-            Outgo::Lead if !self.fe.pools[self.lease_node].has_followers() => Outgoing::Client,
+            Outgo::Lead if !self.fe.pools[self.cluster][self.lease_node].has_followers() => {
+                Outgoing::Client
+            }
             Outgo::Lead => {
                 // Sessions waiting for a connection in this one's state ride behind it.
                 self.exec_buf.clear();
                 self.exec_buf.extend_from_slice(&self.io.rbuf[..raw_len]);
                 let depth = self.fe.shared.pool.pipeline_depth;
-                let n = self.fe.pools[self.lease_node].claim_followers(
+                let n = self.fe.pools[self.cluster][self.lease_node].claim_followers(
                     lease.conn(),
                     depth,
                     &mut self.exec_buf,

@@ -18,6 +18,8 @@ pub struct Config {
     pub backend: BackendConfig,
     pub pool: PoolConfig,
     pub routing: RoutingConfig,
+    /// Clusters besides `[backend]` (the default one), with the schemas and users they serve.
+    pub clusters: Vec<ClusterConfig>,
     pub users: Vec<UserConfig>,
     pub log: LogConfig,
 }
@@ -31,6 +33,35 @@ pub struct BackendConfig {
     /// max_replication_lag = "5s" }`.
     pub replicas: Vec<ReplicaEntry>,
     pub tls: BackendTlsConfig,
+}
+
+/// Another primary with its replicas (`[[clusters]]`). A session uses the cluster listing its
+/// current schema, else the one listing its user, else `[backend]`'s. `[backend.tls]`,
+/// `[pool]` and `[routing]` apply to every cluster.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub name: String,
+    pub primary: String,
+    #[serde(default)]
+    pub replicas: Vec<ReplicaEntry>,
+    #[serde(default)]
+    pub schemas: Vec<String>,
+    #[serde(default)]
+    pub users: Vec<String>,
+}
+
+impl ClusterConfig {
+    /// `routing` with only the rules that can apply to a cluster of `nodes`: a rule naming a
+    /// node of another cluster is left out.
+    pub fn routing_for(routing: &RoutingConfig, nodes: &[&str]) -> RoutingConfig {
+        let mut r = routing.clone();
+        r.rules.retain(|rule| {
+            matches!(rule.target.as_str(), "primary" | "replicas")
+                || nodes.contains(&rule.target.as_str())
+        });
+        r
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -105,12 +136,7 @@ impl Config {
         for (i, r) in self.backend.replicas.iter().enumerate() {
             check_addr(&format!("backend.replicas[{i}]"), r.addr())?;
         }
-        // Duplicate nodes, rules' patterns and targets.
-        manifold_router::Topology::new(
-            &self.backend.primary,
-            &self.backend.replicas,
-            self.routing.clone(),
-        )?;
+        self.validate_clusters()?;
         if matches!(
             self.backend.tls.mode,
             manifold_backend::TlsMode::VerifyCa | manifold_backend::TlsMode::VerifyIdentity
@@ -126,6 +152,72 @@ impl Config {
         }
         for (i, u) in self.users.iter().enumerate() {
             u.validate(i)?;
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// Every cluster: `("default", primary, replicas)` first, then `[[clusters]]`.
+    pub fn cluster_nodes(&self) -> Vec<(&str, &str, &[ReplicaEntry])> {
+        let mut all = vec![(
+            "default",
+            self.backend.primary.as_str(),
+            self.backend.replicas.as_slice(),
+        )];
+        for c in &self.clusters {
+            all.push((c.name.as_str(), c.primary.as_str(), c.replicas.as_slice()));
+        }
+        all
+    }
+
+    fn validate_clusters(&self) -> Result<(), String> {
+        let mut names = std::collections::HashSet::from(["default"]);
+        let mut schemas = std::collections::HashSet::new();
+        let mut users = std::collections::HashSet::new();
+        for (i, c) in self.clusters.iter().enumerate() {
+            let key = format!("clusters[{i}]");
+            if c.name.is_empty() || !names.insert(c.name.as_str()) {
+                return Err(format!(
+                    "{key}.name: '{}' is empty, 'default' or used twice",
+                    c.name
+                ));
+            }
+            check_addr(&format!("{key}.primary"), &c.primary)?;
+            for (j, r) in c.replicas.iter().enumerate() {
+                check_addr(&format!("{key}.replicas[{j}]"), r.addr())?;
+            }
+            for s in &c.schemas {
+                if !schemas.insert(s.as_str()) {
+                    return Err(format!("{key}.schemas: '{s}' is listed by two clusters"));
+                }
+            }
+            for u in &c.users {
+                if !users.insert(u.as_str()) {
+                    return Err(format!("{key}.users: '{u}' is listed by two clusters"));
+                }
+            }
+        }
+        let mut all_nodes = Vec::new();
+        for (_, primary, replicas) in self.cluster_nodes() {
+            all_nodes.push(primary);
+            all_nodes.extend(replicas.iter().map(ReplicaEntry::addr));
+        }
+        for (i, rule) in self.routing.rules.iter().enumerate() {
+            let t = rule.target.as_str();
+            if !matches!(t, "primary" | "replicas") && !all_nodes.contains(&t) {
+                return Err(format!("routing.rules[{i}].target: '{t}' is not primary, replicas, or a configured node's host:port"));
+            }
+        }
+        // Each cluster's nodes and the rules that apply there (patterns, duplicates).
+        for (_, primary, replicas) in self.cluster_nodes() {
+            let mut nodes = vec![primary];
+            nodes.extend(replicas.iter().map(ReplicaEntry::addr));
+            manifold_router::Topology::new(
+                primary,
+                replicas,
+                ClusterConfig::routing_for(&self.routing, &nodes),
+            )?;
         }
         Ok(())
     }
@@ -205,6 +297,14 @@ mod tests {
             (
                 "[routing.monitor]\nshun_after = 0",
                 "routing.monitor.shun_after",
+            ),
+            (
+                "[[clusters]]\nname = \"default\"\nprimary = \"h:1\"",
+                "clusters[0].name",
+            ),
+            (
+                "[[clusters]]\nname = \"b\"\nprimary = \"h\"",
+                "clusters[0].primary",
             ),
         ] {
             let e = err(extra);

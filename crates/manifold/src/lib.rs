@@ -12,17 +12,17 @@ use std::time::Duration;
 
 use manifold_backend::{BackendTarget, ConnKey, TlsMode};
 use manifold_engine::{ConnectionHandler, Engine, EngineBuilder, HandlerFactory, ShutdownReport};
-use manifold_frontend_mysql::{Shared, Users, WorkerFrontend};
+use manifold_frontend_mysql::{Cluster, Shared, Users, WorkerFrontend};
 use manifold_router::{Monitor, Topology};
 
-use crate::config::Config;
+use crate::config::{ClusterConfig, Config};
 
 /// A running manifold.
 pub struct Server {
     pub engine: Engine,
     pub shared: Arc<Shared>,
-    /// Checks the nodes until the server is dropped.
-    pub monitor: Monitor,
+    /// Check the nodes (one monitor per cluster) until the server is dropped.
+    pub monitors: Vec<Monitor>,
 }
 
 impl Server {
@@ -42,39 +42,52 @@ pub fn start(cfg: &Config) -> Result<Server, String> {
     cfg.validate()?;
     let users = Users::from_config(&cfg.users)?;
     let tls = manifold_backend::tls::client_config(&cfg.backend.tls)?;
-    let topology = Arc::new(Topology::new(
-        &cfg.backend.primary,
-        &cfg.backend.replicas,
-        cfg.routing.clone(),
-    )?);
-    let targets: Vec<BackendTarget> = topology
-        .nodes
-        .iter()
-        .map(|node| BackendTarget {
-            addr: node.addr.clone(),
-            tls_mode: if tls.is_some() {
-                cfg.backend.tls.mode
-            } else {
-                TlsMode::Disabled
-            },
-            tls: tls.clone(),
-            max_packet: 1 << 30,
-        })
-        .collect();
+    let mut clusters = Vec::new();
+    for (i, (name, primary, replicas)) in cfg.cluster_nodes().into_iter().enumerate() {
+        let mut nodes = vec![primary];
+        nodes.extend(replicas.iter().map(manifold_router::ReplicaEntry::addr));
+        let topology = Arc::new(Topology::new(
+            primary,
+            replicas,
+            ClusterConfig::routing_for(&cfg.routing, &nodes),
+        )?);
+        let targets: Vec<BackendTarget> = topology
+            .nodes
+            .iter()
+            .map(|node| BackendTarget {
+                addr: node.addr.clone(),
+                tls_mode: if tls.is_some() {
+                    cfg.backend.tls.mode
+                } else {
+                    TlsMode::Disabled
+                },
+                tls: tls.clone(),
+                max_packet: 1 << 30,
+            })
+            .collect();
+        let (schemas, users) = match i.checked_sub(1).map(|k| &cfg.clusters[k]) {
+            Some(c) => (c.schemas.clone(), c.users.clone()),
+            None => (Vec::new(), Vec::new()),
+        };
+        clusters.push(Cluster {
+            name: name.to_owned(),
+            topology,
+            targets,
+            schemas,
+            users,
+        });
+    }
     let listen: SocketAddr = cfg
         .mysql
         .listen
         .parse()
         .map_err(|e| format!("mysql.listen: {e}"))?;
     let monitor_login = monitor_login(cfg);
-    let shared = Shared::new(
-        cfg.mysql.clone(),
-        users,
-        targets.clone(),
-        topology.clone(),
-        cfg.pool.clone(),
-    )?;
-    let monitor = Monitor::start(topology, targets, monitor_login)?;
+    let monitors = clusters
+        .iter()
+        .map(|c| Monitor::start(c.topology.clone(), c.targets.clone(), monitor_login.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let shared = Shared::new(cfg.mysql.clone(), users, clusters, cfg.pool.clone())?;
     match manifold_backend::probe_server_version(&cfg.backend.primary, cfg.pool.connect_timeout) {
         Ok(v) => shared.set_backend_version(v),
         Err(e) => {
@@ -84,7 +97,7 @@ pub fn start(cfg: &Config) -> Result<Server, String> {
     let factory_shared = shared.clone();
     let factory: HandlerFactory = Arc::new(move |ctx| {
         let fe = WorkerFrontend::new(factory_shared.clone(), ctx);
-        for pool in &fe.pools {
+        for pool in fe.pools.iter().flatten() {
             pool.spawn_maintenance(None);
         }
         fe as Rc<dyn ConnectionHandler>
@@ -96,7 +109,7 @@ pub fn start(cfg: &Config) -> Result<Server, String> {
     Ok(Server {
         engine,
         shared,
-        monitor,
+        monitors,
     })
 }
 

@@ -19,7 +19,7 @@ mod uservars;
 pub use digest::{digest, fnv1a, MAX_DIGEST_TEXT};
 pub use lexer::{Lexer, RouteHint, Token, TokenKind};
 pub use scan::{
-    parse_kill, parse_show_diagnostics, replace_session_values, scan, scan_with_digest,
+    parse_kill, parse_show_diagnostics, parse_use, replace_session_values, scan, scan_with_digest,
     set_names_collation, Class, Kill, Scan, SessionValues, ShowDiagnostics, Verb,
 };
 pub use uservars::{assigned_user_variables, user_variable_name};

@@ -636,6 +636,27 @@ pub fn parse_kill(sql: &[u8]) -> Option<Kill> {
     })
 }
 
+/// The schema `USE name` (or `` USE `name` ``) names, if that is the whole statement; `None`
+/// for a quoted name with an escaped backtick.
+pub fn parse_use(sql: &[u8]) -> Option<&[u8]> {
+    let mut tokens = Lexer::new(sql);
+    if !tokens.next()?.is("USE") {
+        return None;
+    }
+    let name = tokens.next()?;
+    if !tokens.all(|t| t.is_punct(b';')) {
+        return None;
+    }
+    match name.kind {
+        TokenKind::Word => Some(name.text),
+        TokenKind::QuotedIdent => {
+            let inner = &name.text[1..name.text.len() - 1];
+            (!inner.contains(&b'`')).then_some(inner)
+        }
+        _ => None,
+    }
+}
+
 /// The collation named by `SET NAMES cs COLLATE co` (unquoted), if that is the statement.
 pub fn set_names_collation(sql: &[u8]) -> Option<&[u8]> {
     let mut tokens = Lexer::new(sql);
@@ -660,6 +681,16 @@ mod tests {
     /// Flags other than [`Scan::FROM`], which most statements under test carry.
     fn flags(sql: &str) -> u32 {
         scan(sql.as_bytes()).flags & !Scan::FROM
+    }
+
+    #[test]
+    fn use_names_its_schema() {
+        assert_eq!(parse_use(b"USE shop"), Some(&b"shop"[..]));
+        assert_eq!(parse_use(b"use `my db`;"), Some(&b"my db"[..]));
+        assert_eq!(parse_use(b"USE `a``b`"), None);
+        assert_eq!(parse_use(b"USE a; SELECT 1"), None);
+        assert_eq!(parse_use(b"SELECT 1"), None);
+        assert_eq!(parse_use(b"USE"), None);
     }
 
     #[test]
