@@ -126,8 +126,12 @@ class Manifold:
 
 
 def configured(topology, tmp_path, toml, name):
-    """A manifold of its own with extra TOML configuration (the fixture's flags still apply)."""
+    """A manifold of its own with extra TOML configuration (the fixture's flags still apply).
+    Its monitor logs in as root, so that the backend connections of the test's own account
+    are its pools' alone (tests count them)."""
     cfg = tmp_path / f"{name}.toml"
+    if "[routing.monitor]" not in toml:
+        toml += f'\n[routing.monitor]\nuser = "root"\npassword = "{topology.root_password}"\n'
     cfg.write_text(toml)
     return Manifold(topology, ["--config", str(cfg)], log_name=name)
 

@@ -86,6 +86,20 @@ fn schema(name: &str) -> String {
     name
 }
 
+/// A fresh schema with table `t (id INT AUTO_INCREMENT PRIMARY KEY, <column> INT)`, on the
+/// replicas too.
+fn schema_with_table(name: &str, column: &str) -> String {
+    let db = schema(name);
+    let t = topology();
+    t.sql(
+        &t.primary,
+        &format!("CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, {column} INT)"),
+    )
+    .unwrap();
+    t.wait_replicated(Duration::from_secs(10)).unwrap();
+    db
+}
+
 fn client(addr: SocketAddr, db: Option<&str>) -> Client {
     Client::connect(addr, USER, PASSWORD, db).expect("login through manifold")
 }
@@ -120,6 +134,23 @@ fn tally(c: &mut Client, sql: &str, n: usize) -> BTreeMap<String, usize> {
     seen
 }
 
+/// Runs `n` inserts of `@@port` into `db.t` and returns how many rows the primary has with
+/// its own port.
+fn writes_on_primary(c: &mut Client, db: &str, n: usize) -> usize {
+    for _ in 0..n {
+        c.query("INSERT INTO t (port) VALUES (@@port)").unwrap();
+    }
+    let t = topology();
+    let primary = port_of(&t.primary);
+    t.sql_value(
+        &t.primary,
+        &format!("SELECT COUNT(*) FROM {db}.t WHERE port = {primary}"),
+    )
+    .unwrap()
+    .parse()
+    .unwrap()
+}
+
 fn count(t: &BTreeMap<String, usize>, port: &str) -> usize {
     t.get(port).copied().unwrap_or(0)
 }
@@ -127,14 +158,8 @@ fn count(t: &BTreeMap<String, usize>, port: &str) -> usize {
 #[test]
 fn reads_follow_weights_and_everything_else_stays_on_the_primary() {
     let _serial = serial();
-    let db = schema("weights");
+    let db = schema_with_table("weights", "port");
     let t = topology();
-    t.sql(
-        &t.primary,
-        &format!("CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, port INT)"),
-    )
-    .unwrap();
-    t.wait_replicated(Duration::from_secs(10)).unwrap();
     let server = start(&config([1, 1, 2]));
     let [primary, r1, r2] = ports();
     let mut c = client(server.mysql_addr(), Some(&db));
@@ -161,16 +186,11 @@ fn reads_follow_weights_and_everything_else_stays_on_the_primary() {
         );
     }
 
-    for _ in 0..20 {
-        c.query("INSERT INTO t (port) VALUES (@@port)").unwrap();
-    }
-    let on_primary = t
-        .sql_value(
-            &t.primary,
-            &format!("SELECT COUNT(*) FROM {db}.t WHERE port = {primary}"),
-        )
-        .unwrap();
-    assert_eq!(on_primary, "20", "every write ran on the primary");
+    assert_eq!(
+        writes_on_primary(&mut c, &db, 20),
+        20,
+        "every write ran on the primary"
+    );
 
     let locking = tally(&mut c, "SELECT @@port FROM t LIMIT 1 FOR UPDATE", 20);
     assert_eq!(count(&locking, &primary), 20, "locking reads: {locking:?}");
@@ -283,14 +303,8 @@ impl Drop for SqlThreadStopped {
 #[test]
 fn a_lagging_replica_gets_no_reads_until_it_catches_up() {
     let _serial = serial();
-    let db = schema("lag");
+    let db = schema_with_table("lag", "port");
     let t = topology();
-    t.sql(
-        &t.primary,
-        &format!("CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, port INT)"),
-    )
-    .unwrap();
-    t.wait_replicated(Duration::from_secs(10)).unwrap();
     let server = start(&config([0, 1, 1]));
     let [_, r1, r2] = ports();
     let mut c = client(server.mysql_addr(), Some(&db));
@@ -325,14 +339,8 @@ fn a_lagging_replica_gets_no_reads_until_it_catches_up() {
 #[test]
 fn a_session_always_reads_its_own_writes() {
     let _serial = serial();
-    let db = schema("causal");
+    let db = schema_with_table("causal", "v");
     let t = topology();
-    t.sql(
-        &t.primary,
-        &format!("CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)"),
-    )
-    .unwrap();
-    t.wait_replicated(Duration::from_secs(10)).unwrap();
     let server = start(&config([1, 1, 1]));
     let [primary, r1, r2] = ports();
     let mut c = client(server.mysql_addr(), Some(&db));
@@ -377,15 +385,9 @@ fn a_session_always_reads_its_own_writes() {
 #[test]
 fn rules_route_by_digest_schema_and_user_and_hints_beat_them() {
     let _serial = serial();
-    let db = schema("rules");
+    let db = schema_with_table("rules", "port");
     let other = schema("rules_billing");
     let t = topology();
-    t.sql(
-        &t.primary,
-        &format!("CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, port INT)"),
-    )
-    .unwrap();
-    t.wait_replicated(Duration::from_secs(10)).unwrap();
     let [primary, r1, r2] = ports();
     let mut cfg = config([1, 1, 1]);
     let rule = |digest: Option<&str>, schema: Option<&str>, user: Option<&str>, target: &str| {
@@ -427,16 +429,11 @@ fn rules_route_by_digest_schema_and_user_and_hints_beat_them() {
         10,
         "a hint beats the rules: {hinted:?}"
     );
-    for _ in 0..10 {
-        c.query("INSERT INTO t (port) VALUES (@@port)").unwrap();
-    }
-    let on_primary = t
-        .sql_value(
-            &t.primary,
-            &format!("SELECT COUNT(*) FROM {db}.t WHERE port = {primary}"),
-        )
-        .unwrap();
-    assert_eq!(on_primary, "10", "a rule never sends writes to replicas");
+    assert_eq!(
+        writes_on_primary(&mut c, &db, 10),
+        10,
+        "a rule never sends writes to replicas"
+    );
     c.query(&format!("USE {other}")).unwrap();
     let by_schema = tally(&mut c, "SELECT @@port", 10);
     assert_eq!(
@@ -505,4 +502,34 @@ fn the_schema_or_the_user_chooses_the_cluster() {
         e.to_string().contains(&db),
         "bob's cluster has no {db}: {e}"
     );
+}
+
+#[test]
+fn the_monitor_keeps_a_heartbeat_when_configured() {
+    let _serial = serial();
+    let t = topology();
+    let mut cfg = config([1, 1, 1]);
+    cfg.routing.monitor.heartbeat_table = Some("rt_heartbeat.beat".into());
+    let server = start(&cfg);
+    let read = |s: &manifold_testkit::Server| {
+        t.sql_value(s, "SELECT ts FROM rt_heartbeat.beat WHERE id = 1")
+            .unwrap_or_default()
+    };
+    wait_for(
+        "the heartbeat on every replica",
+        Duration::from_secs(10),
+        || t.replicas.iter().all(|r| !read(r).is_empty()),
+    );
+    let first = read(&t.replicas[0]);
+    wait_for("the heartbeat to move on", Duration::from_secs(10), || {
+        read(&t.replicas[0]) > first
+    });
+    let node = &server.shared.topology.nodes[1];
+    assert!(
+        node.lag().is_some_and(|l| l < Duration::from_secs(2)),
+        "{:?}",
+        node.lag()
+    );
+    drop(server);
+    t.sql(&t.primary, "DROP DATABASE rt_heartbeat").unwrap();
 }

@@ -63,6 +63,8 @@ pub struct Shared {
     /// Cluster by schema, then by user, when there are several.
     cluster_of_schema: std::collections::HashMap<Vec<u8>, usize>,
     cluster_of_user: std::collections::HashMap<String, usize>,
+    /// Some cluster's routing rules match on digests: queries get one in the lexer's pass.
+    rules_need_digest: bool,
     pub pool: PoolConfig,
     /// `pool.max_backend_connections` of each node of each cluster, shared by every
     /// worker's pool to it.
@@ -138,6 +140,7 @@ impl Shared {
                 })
                 .collect(),
             topology: clusters[0].topology.clone(),
+            rules_need_digest: clusters.iter().any(|c| c.topology.rules.needs_digest()),
             clusters,
             cluster_of_schema,
             cluster_of_user,

@@ -555,11 +555,7 @@ impl Session {
                     }
                     Ok(Command::Query(sql)) => {
                         self.digest.clear();
-                        let scan = if self.fe.shared.clusters[self.cluster]
-                            .topology
-                            .rules
-                            .needs_digest()
-                        {
+                        let scan = if self.fe.shared.rules_need_digest {
                             manifold_sql_lex::scan_with_digest(sql, &mut self.digest).0
                         } else {
                             manifold_sql_lex::scan(sql)
@@ -1295,7 +1291,7 @@ impl Session {
             let read = effect
                 .scan()
                 .is_some_and(|s| matches!(s.class(), Class::Read | Class::BeginReadOnly));
-            let retry = if movable && read && skip & (1 << node) == 0 {
+            let retry = if movable && read && skip & (1 << node) == 0 && self.another_reader(node) {
                 Retry::Elsewhere
             } else if movable && !retried {
                 Retry::OnceIfReused
@@ -1374,6 +1370,13 @@ impl Session {
 
     fn primary(&self) -> NodeId {
         self.fe.shared.clusters[self.cluster].topology.primary()
+    }
+
+    /// Some node other than `node` can take a read now (so retrying one elsewhere makes sense).
+    fn another_reader(&self, node: NodeId) -> bool {
+        let topology = &self.fe.shared.clusters[self.cluster].topology;
+        topology.splits_reads()
+            && (0..topology.nodes.len()).any(|n| n != node && topology.can_read(n))
     }
 
     /// The primary is down: waits for it (or a promoted replica) to answer the monitor, up

@@ -111,6 +111,11 @@ pub struct MonitorConfig {
     /// `REPLICATION CLIENT` (or `SLAVE MONITOR`) to read replication status.
     pub user: Option<String>,
     pub password: String,
+    /// `schema.table` the monitor keeps a heartbeat in: it writes `UTC_TIMESTAMP(6)` there on
+    /// the primary at each check (creating both if missing) and reads its age on each
+    /// replica, which then counts as lag when larger than what GTIDs and
+    /// `Seconds_Behind_Master` say. Needs the nodes' clocks in sync.
+    pub heartbeat_table: Option<String>,
 }
 
 impl Default for MonitorConfig {
@@ -121,6 +126,7 @@ impl Default for MonitorConfig {
             shun_after: 3,
             user: None,
             password: String::new(),
+            heartbeat_table: None,
         }
     }
 }
@@ -135,6 +141,17 @@ impl RoutingConfig {
         }
         if self.monitor.shun_after == 0 {
             return Err("routing.monitor.shun_after: must be at least 1".into());
+        }
+        if let Some(t) = &self.monitor.heartbeat_table {
+            let parts: Vec<&str> = t.split('.').collect();
+            let plain = |p: &&str| {
+                !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            };
+            if parts.len() != 2 || !parts.iter().all(plain) {
+                return Err(format!(
+                    "routing.monitor.heartbeat_table: '{t}' is not schema.table (letters, digits, _)"
+                ));
+            }
         }
         if self.causal_read_timeout.is_zero() {
             return Err("routing.causal_read_timeout: must be greater than 0".into());

@@ -69,6 +69,7 @@ impl Monitor {
                             target: target.clone(),
                             login: login.clone(),
                             history: history.clone(),
+                            heartbeat_failing: std::cell::Cell::new(false),
                         };
                         tokio::task::spawn_local(check.run());
                     }
@@ -101,6 +102,8 @@ struct Observed {
     /// `@@gtid_binlog_pos`: what the node has written to its binlog (the primary's commits).
     binlog: GtidPos,
     seconds_behind: Option<u64>,
+    /// Age of the heartbeat row (replicas, with `heartbeat_table`).
+    heartbeat_age: Option<Duration>,
 }
 
 struct NodeCheck {
@@ -110,6 +113,8 @@ struct NodeCheck {
     login: ConnKey,
     /// The primary's positions, oldest first, each with when it was first seen.
     history: Rc<RefCell<VecDeque<(Instant, GtidPos)>>>,
+    /// The last heartbeat write failed (logged once until one succeeds).
+    heartbeat_failing: std::cell::Cell<bool>,
 }
 
 impl NodeCheck {
@@ -171,11 +176,39 @@ impl NodeCheck {
         let current = GtidPos::parse(&text(1)).ok_or("bad @@gtid_current_pos")?;
         let binlog = GtidPos::parse(&text(2)).ok_or("bad @@gtid_binlog_pos")?;
         let mut seconds_behind = None;
-        if self.node != self.topology.primary() {
+        let mut heartbeat_age = None;
+        let heartbeat = self.topology.config.monitor.heartbeat_table.as_deref();
+        if self.node == self.topology.primary() {
+            if let Some(table) = heartbeat {
+                // The primary's health does not depend on it.
+                match beat(c, table).await {
+                    Ok(()) => self.heartbeat_failing.set(false),
+                    Err(e) => {
+                        if !self.heartbeat_failing.replace(true) {
+                            tracing::warn!(node = %self.topology.nodes[self.node].addr, error = %e, "cannot write the heartbeat");
+                        }
+                    }
+                }
+            }
+        } else {
             // Without the privilege the lag comes from GTID positions alone.
             if let Ok(status) = query(c, b"SHOW SLAVE STATUS").await {
                 seconds_behind = column(&status, b"Seconds_Behind_Master")
                     .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok());
+            }
+            if let Some(table) = heartbeat {
+                // Not there yet (not replicated, or no primary wrote it): no figure.
+                let sql = format!(
+                    "SELECT TIMESTAMPDIFF(MICROSECOND, ts, UTC_TIMESTAMP(6)) FROM {table} WHERE id = 1"
+                );
+                if let Ok(rows) = query(c, sql.as_bytes()).await {
+                    heartbeat_age = rows
+                        .rows
+                        .first()
+                        .and_then(|r| r.first().cloned().flatten())
+                        .and_then(|v| std::str::from_utf8(&v).ok()?.parse::<i64>().ok())
+                        .map(|us| Duration::from_micros(us.max(0) as u64));
+                }
             }
         }
         Ok(Observed {
@@ -183,6 +216,7 @@ impl NodeCheck {
             current,
             binlog,
             seconds_behind,
+            heartbeat_age,
         })
     }
 
@@ -214,8 +248,30 @@ impl NodeCheck {
         let by_status = seen
             .seconds_behind
             .map_or(Duration::ZERO, Duration::from_secs);
-        node.set_lag(Some(by_gtid.max(by_status)));
+        let by_heartbeat = seen.heartbeat_age.unwrap_or(Duration::ZERO);
+        node.set_lag(Some(by_gtid.max(by_status).max(by_heartbeat)));
     }
+}
+
+/// Writes the heartbeat on the primary, creating its schema and table the first time.
+async fn beat(conn: &mut BackendConn, table: &str) -> Result<(), String> {
+    let write = format!("REPLACE INTO {table} (id, ts) VALUES (1, UTC_TIMESTAMP(6))");
+    if query(conn, write.as_bytes()).await.is_ok() {
+        return Ok(());
+    }
+    let schema = table.split('.').next().unwrap_or(table);
+    query(
+        conn,
+        format!("CREATE DATABASE IF NOT EXISTS {schema}").as_bytes(),
+    )
+    .await?;
+    query(
+        conn,
+        format!("CREATE TABLE IF NOT EXISTS {table} (id INT PRIMARY KEY, ts DATETIME(6) NOT NULL)")
+            .as_bytes(),
+    )
+    .await?;
+    query(conn, write.as_bytes()).await.map(|_| ())
 }
 
 async fn query(conn: &mut BackendConn, sql: &[u8]) -> Result<Rows, String> {
