@@ -63,7 +63,7 @@ fn config(t: &Topology) -> Config {
 
 fn start(cfg: &Config) -> Server {
     let server = manifold::start(cfg).expect("manifold starts");
-    let topology = &server.shared.topology;
+    let topology = server.shared.topology();
     wait_for("every node readable", Duration::from_secs(15), || {
         (0..topology.nodes.len()).all(|n| topology.can_read(n))
     });
@@ -163,7 +163,7 @@ fn a_killed_replica_costs_autocommit_reads_nothing() {
     let load = ReadLoad::start(&server, "fo_kill", 32);
     std::thread::sleep(Duration::from_secs(1));
     t.kill_server(&t.replicas[0]).unwrap();
-    let node = &server.shared.topology.nodes[1];
+    let node = &server.shared.topology().nodes[1];
     wait_for(
         "the killed replica to be shunned",
         Duration::from_secs(10),
@@ -174,7 +174,7 @@ fn a_killed_replica_costs_autocommit_reads_nothing() {
     wait_for(
         "the replica to be taken back",
         Duration::from_secs(20),
-        || server.shared.topology.can_read(1),
+        || server.shared.topology().can_read(1),
     );
     load.phase.store(1, Ordering::Relaxed);
     std::thread::sleep(Duration::from_secs(1));
@@ -235,7 +235,7 @@ fn writes_wait_for_a_primary_promoted_by_hand_while_reads_go_on() {
     writer
         .query("UPDATE t SET port = @@port WHERE id = 3")
         .unwrap();
-    assert_eq!(server.shared.topology.primary(), 1);
+    assert_eq!(server.shared.topology().primary(), 1);
     assert_eq!(
         t.sql_value(new, "SELECT port FROM fo_manual.t WHERE id = 3")
             .unwrap(),
@@ -265,7 +265,7 @@ fn auto_promote_replaces_a_killed_primary() {
     writer
         .query("UPDATE t SET port = @@port WHERE id = 2")
         .unwrap();
-    let topology = &server.shared.topology;
+    let topology = server.shared.topology();
     let new = topology.primary();
     assert_ne!(new, 0, "a replica was promoted");
     let (promoted, other) = if new == 1 {

@@ -64,7 +64,7 @@ fn config(weights: [u32; 3]) -> Config {
 /// Starts manifold and waits until the monitor has measured every replica.
 fn start(cfg: &Config) -> Server {
     let server = manifold::start(cfg).expect("manifold starts");
-    let topology = &server.shared.topology;
+    let topology = server.shared.topology();
     wait_for("every node readable", Duration::from_secs(15), || {
         (0..topology.nodes.len())
             .all(|n| topology.nodes[n].read_weight == 0 || topology.can_read(n))
@@ -317,7 +317,7 @@ fn a_lagging_replica_gets_no_reads_until_it_catches_up() {
 
     let stopped = SqlThreadStopped::stop(&t.replicas[1]);
     let writer = Writer::start(&db);
-    let node = &server.shared.topology.nodes[2];
+    let node = &server.shared.topology().nodes[2];
     wait_for(
         "the stopped replica to pass its lag bound",
         Duration::from_secs(20),
@@ -524,7 +524,7 @@ fn the_monitor_keeps_a_heartbeat_when_configured() {
     wait_for("the heartbeat to move on", Duration::from_secs(10), || {
         read(&t.replicas[0]) > first
     });
-    let node = &server.shared.topology.nodes[1];
+    let node = &server.shared.topology().nodes[1];
     assert!(
         node.lag().is_some_and(|l| l < Duration::from_secs(2)),
         "{:?}",
@@ -570,5 +570,37 @@ fn global_causal_reads_see_every_session_s_writes() {
     assert!(
         fallbacks > 0,
         "the stopped replica made some reads go elsewhere"
+    );
+}
+
+#[test]
+fn a_session_held_on_a_replica_for_its_next_statement_still_writes_on_the_primary() {
+    let _serial = serial();
+    let db = schema_with_table("held", "port");
+    let server = start(&config([0, 1, 1]));
+    let [primary, _, _] = ports();
+    let mut c = client(server.mysql_addr(), Some(&db));
+    assert_eq!(writes_on_primary(&mut c, &db, 3), 3);
+    topology().wait_replicated(Duration::from_secs(10)).unwrap();
+    // SQL_CALC_FOUND_ROWS holds the replica that ran it for the next statement...
+    let read = c
+        .query("SELECT SQL_CALC_FOUND_ROWS @@port FROM t LIMIT 1")
+        .unwrap();
+    assert_ne!(
+        read.scalar(),
+        Some(primary.clone()),
+        "the read ran on a replica"
+    );
+    assert_eq!(
+        c.scalar("SELECT FOUND_ROWS()").unwrap().as_deref(),
+        Some("3")
+    );
+    // ...but a write after it goes to the primary.
+    c.query("SELECT SQL_CALC_FOUND_ROWS @@port FROM t LIMIT 1")
+        .unwrap();
+    assert_eq!(
+        writes_on_primary(&mut c, &db, 1),
+        4,
+        "the write ran on the primary"
     );
 }

@@ -76,7 +76,7 @@ pub(crate) fn server_version(fe: &WorkerFrontend) -> Vec<u8> {
     if !cfg.is_empty() {
         return cfg.as_bytes().to_vec();
     }
-    let mut v = fe.pools[0][fe.shared.topology.primary()]
+    let mut v = fe.pools[0][fe.shared.topology().primary()]
         .server_version()
         .or_else(|| fe.shared.backend_version.load().as_deref().cloned())
         .unwrap_or_else(|| b"5.5.5-10.11.0-MariaDB".to_vec());

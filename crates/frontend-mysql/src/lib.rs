@@ -58,8 +58,6 @@ pub struct Shared {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// The clusters; the first is the default (`[backend]`).
     pub clusters: Vec<Cluster>,
-    /// The default cluster's topology.
-    pub topology: Arc<Topology>,
     /// Cluster by schema, then by user, when there are several.
     cluster_of_schema: std::collections::HashMap<Vec<u8>, usize>,
     cluster_of_user: std::collections::HashMap<String, usize>,
@@ -139,7 +137,6 @@ impl Shared {
                         .collect()
                 })
                 .collect(),
-            topology: clusters[0].topology.clone(),
             rules_need_digest: clusters.iter().any(|c| c.topology.rules.needs_digest()),
             clusters,
             cluster_of_schema,
@@ -199,6 +196,11 @@ impl Shared {
 }
 
 impl Shared {
+    /// The default cluster's topology (`[backend]`).
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.clusters[0].topology
+    }
+
     /// The cluster a session with current schema `schema` and user `user` uses: the one
     /// listing the schema, else the one listing the user, else the default.
     fn cluster_for(&self, schema: Option<&[u8]>, user: &str) -> usize {

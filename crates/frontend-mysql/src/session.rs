@@ -108,6 +108,7 @@ pub(crate) async fn run(
         last_write_seen_on: 0,
         last_write_missing_on: 0,
         last_write_missing: None,
+        last_write_cluster: 0,
         status: status::AUTOCOMMIT,
         scramble: login.scramble,
         vars: SessionVars::default(),
@@ -264,6 +265,8 @@ struct Session {
     /// they have it, instead of waiting on them again after each write.
     last_write_missing_on: u64,
     last_write_missing: Option<Gtid>,
+    /// The cluster `last_write` was made in: only its nodes can have it.
+    last_write_cluster: usize,
     /// Server status flags from the last answer, for the OK packets manifold sends itself.
     status: u16,
     scramble: [u8; 20],
@@ -345,7 +348,7 @@ enum Retry {
     /// Once, if the connection came from the pool (the server may have closed it there).
     OnceIfReused,
     /// On another node, if no answer reached the client, even if the server may have run
-    /// it: a read, whose node may have just died.
+    /// it, and another node can read: a read, whose node may have just died.
     Elsewhere,
 }
 
@@ -367,6 +370,30 @@ impl From<manifold_router::Target> for Target {
             manifold_router::Target::Replicas => Target::Replicas,
             manifold_router::Target::Node(n) => Target::Node(n),
         }
+    }
+}
+
+/// Where a statement may go by itself: a hint decides, then the first matching rule, then
+/// the statement's class. Rules move reads (and `CALL`s, multi-statements...); writes,
+/// locking reads, transaction control and `SET` stay on the primary whatever a rule says.
+/// `SHOW` stays on the primary: it describes the server that answers.
+fn statement_target(scan: &Scan, rule: Option<Target>) -> Target {
+    match (scan.hint, rule) {
+        (Some(RouteHint::Primary), _) => Target::Primary,
+        (Some(RouteHint::Replica), _) => Target::Replicas,
+        (None, Some(t))
+            if matches!(
+                scan.class(),
+                Class::Read | Class::BeginReadOnly | Class::Unknown
+            ) =>
+        {
+            t
+        }
+        (None, _) => match scan.class() {
+            Class::Read if scan.verb != Verb::Show => Target::Any,
+            Class::BeginReadOnly => Target::Any,
+            _ => Target::Primary,
+        },
     }
 }
 
@@ -803,7 +830,7 @@ impl Session {
                         // The next read goes elsewhere, and writes wait for a primary, at
                         // once rather than after the monitor's next checks; the monitor
                         // takes the node back when it answers.
-                        self.fe.shared.clusters[self.cluster].topology.nodes[node].shun(&e.message);
+                        self.topology().nodes[node].shun(&e.message);
                     }
                     // A new connection that broke during its login (the server going down):
                     // the command may try another.
@@ -1198,10 +1225,7 @@ impl Session {
             } else {
                 (self.lease_node, None)
             };
-            if movable
-                && node == self.primary()
-                && !self.fe.shared.clusters[self.cluster].topology.nodes[node].is_up()
-            {
+            if movable && node == self.primary() && !self.topology().nodes[node].is_up() {
                 if let Err(e) = self.wait_for_primary(&mut primary_deadline).await {
                     self.pending_collation = None;
                     self.io.consume(raw_len);
@@ -1233,7 +1257,7 @@ impl Session {
                 let lost = std::mem::take(&mut self.setup_lost);
                 if movable
                     && attempts < MAX_SETUP_ATTEMPTS
-                    && (lost || !self.fe.shared.clusters[self.cluster].topology.nodes[node].is_up())
+                    && (lost || !self.topology().nodes[node].is_up())
                 {
                     // The node was just found down, or the pooled connection dead: a read
                     // goes to another node, a write waits for a primary or tries another
@@ -1291,7 +1315,7 @@ impl Session {
             let read = effect
                 .scan()
                 .is_some_and(|s| matches!(s.class(), Class::Read | Class::BeginReadOnly));
-            let retry = if movable && read && skip & (1 << node) == 0 && self.another_reader(node) {
+            let retry = if movable && read && skip & (1 << node) == 0 {
                 Retry::Elsewhere
             } else if movable && !retried {
                 Retry::OnceIfReused
@@ -1368,13 +1392,18 @@ impl Session {
         Ok(followed)
     }
 
+    /// The topology of the session's cluster.
+    fn topology(&self) -> &Arc<manifold_router::Topology> {
+        &self.fe.shared.clusters[self.cluster].topology
+    }
+
     fn primary(&self) -> NodeId {
-        self.fe.shared.clusters[self.cluster].topology.primary()
+        self.topology().primary()
     }
 
     /// Some node other than `node` can take a read now (so retrying one elsewhere makes sense).
     fn another_reader(&self, node: NodeId) -> bool {
-        let topology = &self.fe.shared.clusters[self.cluster].topology;
+        let topology = self.topology();
         topology.splits_reads()
             && (0..topology.nodes.len()).any(|n| n != node && topology.can_read(n))
     }
@@ -1385,7 +1414,7 @@ impl Session {
         &mut self,
         deadline: &mut Option<tokio::time::Instant>,
     ) -> Result<(), ErrPacket> {
-        let topology = self.fe.shared.clusters[self.cluster].topology.clone();
+        let topology = self.topology().clone();
         let limit = topology.config.failover_timeout;
         let until = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + limit);
         loop {
@@ -1409,7 +1438,7 @@ impl Session {
     /// query's digest text, computed with its scan; a prepared statement's is computed here).
     fn match_rule(&mut self, effect: Effect) -> Option<Target> {
         let fe = self.fe.clone();
-        let rules = &fe.shared.topology.rules;
+        let rules = &fe.shared.clusters[self.cluster].topology.rules;
         if rules.is_empty() {
             return None;
         }
@@ -1424,7 +1453,7 @@ impl Session {
         }
         rules
             .route(&self.digest, self.schema.as_deref(), &self.user.name)
-            .map(|(_, t)| t.into())
+            .map(Target::from)
     }
 
     /// Forgets the nodes that missed the session's write once the monitor sees they have
@@ -1433,7 +1462,10 @@ impl Session {
         let Some(g) = self.last_write_missing else {
             return;
         };
-        let topology = &self.fe.shared.clusters[self.cluster].topology;
+        if self.last_write_cluster != self.cluster {
+            return;
+        }
+        let topology = self.topology().clone();
         for n in 0..topology.nodes.len() {
             if self.last_write_missing_on & (1 << n) != 0 && topology.has_applied(n, g) {
                 self.last_write_missing_on &= !(1 << n);
@@ -1450,7 +1482,7 @@ impl Session {
     /// stays on the primary: `SHOW MASTER STATUS`, `SHOW PROCESSLIST` and the like describe
     /// the server that answers. Hints override the class. `skip`: nodes not to use.
     fn route(&self, effect: Effect, skip: u64, rule: Option<Target>) -> (NodeId, Option<Wait>) {
-        let topology = &self.fe.shared.clusters[self.cluster].topology;
+        let topology = self.topology();
         let primary = topology.primary();
         if !topology.splits_reads() || self.pins.is_pinned() {
             return (primary, None);
@@ -1460,31 +1492,17 @@ impl Session {
         };
         let between_transactions =
             self.status & status::IN_TRANS == 0 && self.status & status::AUTOCOMMIT != 0;
-        // A hint decides, then the first matching rule, then the statement's class.
-        let target = match (scan.hint, rule) {
-            (Some(RouteHint::Primary), _) => Target::Primary,
-            (Some(RouteHint::Replica), _) => Target::Replicas,
-            // Rules move reads (and CALLs, multi-statements...); writes, locking reads,
-            // transaction control and SET stay on the primary whatever a rule says.
-            (None, Some(t))
-                if matches!(
-                    scan.class(),
-                    Class::Read | Class::BeginReadOnly | Class::Unknown
-                ) =>
-            {
-                t
-            }
-            (None, _) => match scan.class() {
-                Class::Read if scan.verb != Verb::Show => Target::Any,
-                Class::BeginReadOnly => Target::Any,
-                _ => Target::Primary,
-            },
-        };
+        let target = statement_target(&scan, rule);
         if !between_transactions || target == Target::Primary {
             return (primary, None);
         }
         let pools = &self.fe.pools;
-        let skip = skip | self.last_write_missing_on;
+        let same_cluster = self.last_write_cluster == self.cluster;
+        let skip = if same_cluster {
+            skip | self.last_write_missing_on
+        } else {
+            skip
+        };
         let pick = |skip: u64| {
             self.fe.balancers[self.cluster].pick(
                 topology,
@@ -1504,6 +1522,7 @@ impl Session {
             CausalReads::None => None,
             CausalReads::Session => self
                 .last_write
+                .filter(|_| same_cluster)
                 .filter(|&g| {
                     self.last_write_seen_on & (1 << node) == 0 && !topology.has_applied(node, g)
                 })
@@ -1527,7 +1546,9 @@ impl Session {
         }
         let scan = effect.scan()?;
         let rule = self.match_rule(effect);
-        if self.route(effect, 0, rule).0 != self.primary() || scan.hint == Some(RouteHint::Replica)
+        // `SET`, `COMMIT`... change only the session: they may run where it is held.
+        if statement_target(&scan, rule) != Target::Primary
+            || matches!(scan.class(), Class::Session | Class::End)
         {
             return None;
         }
@@ -1540,7 +1561,7 @@ impl Session {
             codes::PRIMARY_NEEDED_ON_REPLICA,
             format!(
                 "This statement must run on the primary, but the session is held on replica {} by state it made there ({}); end that state first, or start such work with /* manifold:primary */",
-                self.fe.shared.clusters[self.cluster].topology.nodes[self.lease_node].addr,
+                self.topology().nodes[self.lease_node].addr,
                 self.pins.describe(),
             ),
         ))
@@ -1549,6 +1570,11 @@ impl Session {
     /// The session committed a write with GTID `gtid` (its `last_gtid`): its reads wait for
     /// it on replicas from now on.
     fn note_write(&mut self, gtid: Gtid) {
+        if self.last_write_cluster != self.cluster {
+            self.last_write_missing = None;
+            self.last_write_missing_on = 0;
+        }
+        self.last_write_cluster = self.cluster;
         self.last_write = Some(gtid);
         self.last_write_seen_on = 1 << self.lease_node;
     }
@@ -1557,7 +1583,7 @@ impl Session {
     /// the session holds has applied what `wait` names; false when it has not, after giving
     /// the connection back: the read goes elsewhere.
     async fn wait_until_applied(&mut self, wait: Wait) -> bool {
-        let topology = self.fe.shared.clusters[self.cluster].topology.clone();
+        let topology = self.topology().clone();
         let timeout = topology.config.causal_read_timeout.as_secs_f64();
         let position = match wait {
             Wait::Write(g) => format!("{}-{}-{}", g.domain, g.server, g.seq),
@@ -1918,7 +1944,7 @@ impl Session {
         }) = &result
         {
             let again = match retry {
-                Retry::Elsewhere => *nothing_relayed,
+                Retry::Elsewhere => *nothing_relayed && self.another_reader(self.lease_node),
                 Retry::OnceIfReused => *unanswered && reused,
                 Retry::Never => false,
             };

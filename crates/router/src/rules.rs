@@ -93,18 +93,13 @@ impl Rules {
         self.needs_digest
     }
 
-    /// The first matching rule's target and its index.
-    pub fn route(
-        &self,
-        digest: &[u8],
-        schema: Option<&[u8]>,
-        user: &str,
-    ) -> Option<(usize, Target)> {
-        self.rules.iter().enumerate().find_map(|(i, r)| {
+    /// The first matching rule's target.
+    pub fn route(&self, digest: &[u8], schema: Option<&[u8]>, user: &str) -> Option<Target> {
+        self.rules.iter().find_map(|r| {
             let matches = r.user.as_deref().is_none_or(|u| u == user)
                 && r.schema.as_deref().is_none_or(|s| Some(s) == schema)
                 && r.digest.as_ref().is_none_or(|d| d.is_match(digest));
-            matches.then_some((i, r.target))
+            matches.then_some(r.target)
         })
     }
 }
@@ -147,20 +142,14 @@ mod tests {
             |d: &str, s: Option<&str>, u: &str| rules.route(d.as_bytes(), s.map(str::as_bytes), u);
         assert_eq!(
             r("SELECT a FROM reports WHERE id=?", None, "app"),
-            Some((0, Target::Node(2)))
+            Some(Target::Node(2))
         );
         assert_eq!(
             r("SELECT a FROM reports", Some("billing"), "etl"),
-            Some((0, Target::Node(2)))
+            Some(Target::Node(2))
         );
-        assert_eq!(
-            r("SELECT ?", Some("billing"), "etl"),
-            Some((1, Target::Primary))
-        );
-        assert_eq!(
-            r("SELECT ?", Some("shop"), "etl"),
-            Some((2, Target::Replicas))
-        );
+        assert_eq!(r("SELECT ?", Some("billing"), "etl"), Some(Target::Primary));
+        assert_eq!(r("SELECT ?", Some("shop"), "etl"), Some(Target::Replicas));
         assert_eq!(r("SELECT ?", None, "app"), None);
     }
 
