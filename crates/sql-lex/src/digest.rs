@@ -18,7 +18,7 @@ pub const MAX_DIGEST_TEXT: usize = 2048;
 ///   their spelling and are separated by one space where the text had any, none after `(`
 ///   or `,` or before `)` or `,`.
 pub fn digest(sql: &[u8], out: &mut Vec<u8>) -> u64 {
-    let mut writer = DigestWriter::new(out);
+    let mut writer = DigestWriter::new(sql, out);
     for t in Lexer::new(sql) {
         writer.push(&t);
     }
@@ -26,21 +26,28 @@ pub fn digest(sql: &[u8], out: &mut Vec<u8>) -> u64 {
 }
 
 /// Builds a digest text token by token (so that [`scan_with_digest`](crate::scan_with_digest)
-/// needs one pass over the text).
-pub(crate) struct DigestWriter<'o> {
+/// needs one pass over the text). Most of a statement is copied as it is: runs of tokens
+/// the digest keeps, with the separators it would write, are copied as one slice when
+/// something else comes.
+pub(crate) struct DigestWriter<'s, 'o> {
+    sql: &'s [u8],
     out: &'o mut Vec<u8>,
+    /// `sql[span..prev_end]` is digest text not yet copied to `out`.
+    span: usize,
     prev_end: usize,
     /// The previous token was a value or closed one (a sign after it is a binary minus).
     after_operand: bool,
-    /// A `-` or `+` that starts a number if a number follows right after it.
-    sign: Option<u8>,
+    /// Where a `-` or `+` stands that starts a number if a number follows right after it.
+    sign: Option<usize>,
 }
 
-impl<'o> DigestWriter<'o> {
-    pub(crate) fn new(out: &'o mut Vec<u8>) -> Self {
+impl<'s, 'o> DigestWriter<'s, 'o> {
+    pub(crate) fn new(sql: &'s [u8], out: &'o mut Vec<u8>) -> Self {
         out.clear();
         DigestWriter {
+            sql,
             out,
+            span: 0,
             prev_end: 0,
             after_operand: false,
             sign: None,
@@ -53,74 +60,134 @@ impl<'o> DigestWriter<'o> {
             return;
         }
         let gap = t.start > self.prev_end;
-        self.prev_end = t.start + t.text.len();
+        let end = t.start + t.text.len();
         if let Some(sign) = self.sign.take() {
             if t.kind == TokenKind::Number && !gap {
-                // The space before the sign is written.
-                self.literal(false);
+                // The sign and the number are one value; what came before the sign stays.
+                self.flush_to(sign);
+                self.literal(false, end);
                 return;
             }
-            // Not a signed number after all: the sign goes out as punctuation.
-            self.out.push(sign);
+            // Not a signed number after all: the sign stays as punctuation.
         }
-        if t.kind == TokenKind::Punct && (t.text == b"-" || t.text == b"+") && !self.after_operand {
-            space(self.out, gap);
-            self.sign = Some(t.text[0]);
-            self.after_operand = false;
-            return;
+        match t.kind {
+            TokenKind::String | TokenKind::Number | TokenKind::Unterminated => {
+                self.flush_to(self.prev_end);
+                self.literal(gap, end);
+            }
+            TokenKind::Punct if matches!(t.text, b"-" | b"+") && !self.after_operand => {
+                self.keep(t.start, end, gap, false);
+                self.sign = Some(t.start);
+                self.after_operand = false;
+            }
+            _ => {
+                let tight = t.kind == TokenKind::Punct && matches!(t.text, b")" | b",");
+                self.keep(t.start, end, gap, tight);
+                // After a word a sign is taken as a minus: telling keywords (`= -1`,
+                // `IN (-1)` are after punctuation anyway) from names would cost a lookup per
+                // word, and the digest only has to treat every value alike, which it does
+                // either way.
+                self.after_operand = t.kind != TokenKind::Punct || t.text == b")";
+            }
         }
-        if matches!(
-            t.kind,
-            TokenKind::String | TokenKind::Number | TokenKind::Unterminated
-        ) {
-            self.literal(gap);
-            return;
-        }
-        let tight = t.kind == TokenKind::Punct && matches!(t.text, b")" | b",");
-        space(self.out, gap && !tight);
-        self.out.extend_from_slice(t.text);
-        // After a word a sign is taken as a minus: telling keywords (`= -1`, `IN (-1)` are
-        // after punctuation anyway) from names would cost a lookup per word, and the digest
-        // only has to treat every value alike, which it does either way.
-        self.after_operand = t.kind != TokenKind::Punct || t.text == b")";
     }
 
-    fn literal(&mut self, gap: bool) {
+    /// A token the digest keeps as it is spelled, at `sql[start..end]`.
+    #[inline]
+    fn keep(&mut self, start: usize, end: usize, gap: bool, tight: bool) {
+        let last = if self.prev_end > self.span {
+            self.sql.get(self.prev_end - 1).copied()
+        } else {
+            self.out.last().copied()
+        };
+        let space = gap && !tight && !matches!(last, None | Some(b'(' | b','));
+        let as_written = if space {
+            start == self.prev_end + 1 && self.sql.get(self.prev_end) == Some(&b' ')
+        } else {
+            start == self.prev_end
+        };
+        if !as_written {
+            self.flush_to(self.prev_end);
+            if space {
+                self.out.push(b' ');
+            }
+            self.span = start;
+        }
+        self.prev_end = end;
+    }
+
+    /// Copies the pending run up to `to` (short of its end when a sign turned out to start
+    /// a value), no further than the digest's length limit.
+    #[inline]
+    fn flush_to(&mut self, to: usize) {
+        let room = (MAX_DIGEST_TEXT + 1).saturating_sub(self.out.len());
+        let to = to.min(self.span + room);
+        if to > self.span {
+            self.out.extend_from_slice(&self.sql[self.span..to]);
+        }
+        self.span = to;
+    }
+
+    /// A value ending at `end` becomes `?`, or folds into the list it continues.
+    fn literal(&mut self, gap: bool, end: usize) {
         let out = &mut *self.out;
         if out.ends_with(b"...,") {
             out.pop();
         } else if out.ends_with(b"?,") {
             out.extend_from_slice(b"...");
         } else {
-            space(out, gap);
+            if gap && !matches!(out.last(), None | Some(b'(' | b',')) {
+                out.push(b' ');
+            }
             out.push(b'?');
         }
         self.after_operand = true;
+        self.span = end;
+        self.prev_end = end;
     }
 
-    pub(crate) fn finish(self) -> u64 {
-        if let Some(sign) = self.sign {
-            self.out.push(sign);
+    pub(crate) fn finish(mut self) -> u64 {
+        if self.out.len() < MAX_DIGEST_TEXT {
+            self.flush_to(self.prev_end);
         }
         self.out.truncate(MAX_DIGEST_TEXT);
-        fnv1a(self.out)
+        digest_hash(self.out)
     }
 }
 
-fn space(out: &mut Vec<u8>, gap: bool) {
-    if gap && !out.is_empty() && !out.ends_with(b"(") && !out.ends_with(b",") {
-        out.push(b' ');
+/// The 64-bit hash of a digest text: eight bytes per multiply, then a final mix so that
+/// every bit of the text reaches every bit of the hash. Quick on the short texts digests
+/// are and good enough to key a statistics table; not for anything an attacker may aim at.
+pub fn digest_hash(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let load8 = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"));
+    let load4 = |at: usize| {
+        u64::from(u32::from_le_bytes(
+            bytes[at..at + 4].try_into().expect("four bytes"),
+        ))
+    };
+    let n = bytes.len();
+    let mut h = (n as u64).wrapping_mul(K);
+    let mut at = 0;
+    while at + 8 < n {
+        h = (h.rotate_left(23) ^ load8(at)).wrapping_mul(K);
+        at += 8;
     }
-}
-
-/// FNV-1a, 64 bits: quick on short texts and good enough to key a statistics table.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    // The last one to eight bytes, read in fixed-size loads that may overlap bytes already
+    // hashed (the length, hashed first, keeps texts apart).
+    let last = match n {
+        0 => 0,
+        1..=3 => u64::from(bytes[0]) | u64::from(bytes[n / 2]) << 8 | u64::from(bytes[n - 1]) << 16,
+        4..=7 => load4(0) | load4(n - 4) << 32,
+        _ => load8(n - 8),
+    };
+    h = (h.rotate_left(23) ^ last).wrapping_mul(K);
+    // The finaliser of MurmurHash3.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
 }
 
 #[cfg(test)]
@@ -203,6 +270,22 @@ mod tests {
             "SELECT a - ?,b-?,-c,f(?,...) FROM t WHERE x IN (?,...) AND y = - ?"
         );
         assert_eq!(d("SELECT 1 -"), "SELECT ? -");
+    }
+
+    #[test]
+    fn hashes_differ_by_any_byte_and_length() {
+        let text = b"SELECT c FROM sbtest1 WHERE id=? AND k IN (?,...)";
+        let mut seen = std::collections::HashSet::new();
+        for len in 0..=text.len() {
+            assert!(seen.insert(digest_hash(&text[..len])), "prefix {len}");
+        }
+        for at in 0..text.len() {
+            let mut t = text.to_vec();
+            t[at] ^= 1;
+            assert!(seen.insert(digest_hash(&t)), "byte {at}");
+        }
+        // A zero byte at the end is not the same as no byte.
+        assert_ne!(digest_hash(b"SELECT"), digest_hash(b"SELECT\0"));
     }
 
     #[test]

@@ -109,6 +109,62 @@ fn is_word_byte(b: u8) -> bool {
     WORD_BYTES[b as usize]
 }
 
+/// What the first byte of a token (or of what lies between tokens) can start: one table
+/// lookup decides where every token goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lead {
+    Space,
+    Word,
+    Digit,
+    Quote,
+    At,
+    /// `#`, `-`, `/`, `*`: a comment, or the end of an executable one, or punctuation.
+    MaybeComment,
+    Punct,
+}
+
+const LEADS: [Lead; 256] = {
+    let mut t = [Lead::Punct; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = match c {
+            // `u8::is_ascii_whitespace`: no vertical tab.
+            b' ' | b'\t' | b'\n' | b'\r' | 0x0c => Lead::Space,
+            b'0'..=b'9' => Lead::Digit,
+            b'\'' | b'"' | b'`' => Lead::Quote,
+            b'@' => Lead::At,
+            b'#' | b'-' | b'/' | b'*' => Lead::MaybeComment,
+            _ if WORD_BYTES[b] => Lead::Word,
+            _ => Lead::Punct,
+        };
+        b += 1;
+    }
+    t
+};
+
+/// What [`Lexer::comment_at`] found.
+enum Trivia {
+    /// A comment (or an executable comment's delimiter) ends right before this position.
+    Skipped(usize),
+    /// The byte is punctuation after all.
+    Punct,
+    /// A comment that never closes.
+    Unterminated,
+}
+
+/// Eight copies of a byte, for looking at eight bytes at once.
+const fn splat(b: u8) -> u64 {
+    u64::from_ne_bytes([b; 8])
+}
+
+/// Bit 7 of each byte of the result is set where `word` has a zero byte, and the lowest
+/// set bit is exact (higher ones may be false, after a borrow).
+#[inline]
+fn zero_bytes(word: u64) -> u64 {
+    word.wrapping_sub(splat(1)) & !word & splat(0x80)
+}
+
 impl<'a> Lexer<'a> {
     pub fn new(sql: &'a [u8]) -> Self {
         Self {
@@ -124,74 +180,96 @@ impl<'a> Lexer<'a> {
         self.hint
     }
 
-    /// Skips whitespace and comments; returns false at an unterminated comment.
-    fn skip_trivia(&mut self) -> bool {
+    /// What starts at `pos`, whose byte is one of `#-/*`.
+    fn comment_at(&mut self, pos: usize) -> Trivia {
         let s = self.sql;
-        loop {
-            while self.pos < s.len() && s[self.pos].is_ascii_whitespace() {
-                self.pos += 1;
+        let rest = &s[pos..];
+        if rest[0] == b'#'
+            || (rest.starts_with(b"--")
+                && rest
+                    .get(2)
+                    .is_none_or(|b| b.is_ascii_whitespace() || *b < 0x20))
+        {
+            return Trivia::Skipped(
+                rest.iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(s.len(), |i| pos + i),
+            );
+        }
+        if rest.starts_with(b"/*!") || rest.starts_with(b"/*M!") {
+            let mut end = pos + if rest[2] == b'!' { 3 } else { 4 };
+            while end < s.len() && s[end].is_ascii_digit() {
+                end += 1;
             }
-            let rest = &s[self.pos..];
-            // Most tokens start with none of the bytes a comment can start with.
-            if !matches!(rest.first(), Some(b'#' | b'-' | b'/' | b'*')) {
-                return true;
-            }
-            if rest.first() == Some(&b'#')
-                || (rest.starts_with(b"--")
-                    && rest
-                        .get(2)
-                        .is_none_or(|b| b.is_ascii_whitespace() || *b < 0x20))
-            {
-                while self.pos < s.len() && s[self.pos] != b'\n' {
-                    self.pos += 1;
-                }
-            } else if rest.starts_with(b"/*!") || rest.starts_with(b"/*M!") {
-                self.pos += if rest[2] == b'!' { 3 } else { 4 };
-                while self.pos < s.len() && s[self.pos].is_ascii_digit() {
-                    self.pos += 1;
-                }
-                self.in_executable_comment = true;
-            } else if rest.starts_with(b"/*") {
-                match find(&rest[2..], b"*/") {
-                    Some(i) => {
-                        if let Some(h) = RouteHint::in_comment(&rest[2..2 + i]) {
-                            self.hint = Some(h);
-                        }
-                        self.pos += 2 + i + 2;
+            self.in_executable_comment = true;
+            return Trivia::Skipped(end);
+        }
+        if rest.starts_with(b"/*") {
+            return match find(&rest[2..], b"*/") {
+                Some(i) => {
+                    if let Some(h) = RouteHint::in_comment(&rest[2..2 + i]) {
+                        self.hint = Some(h);
                     }
-                    None => return false,
+                    Trivia::Skipped(pos + 2 + i + 2)
                 }
-            } else if self.in_executable_comment && rest.starts_with(b"*/") {
-                self.pos += 2;
-                self.in_executable_comment = false;
+                None => Trivia::Unterminated,
+            };
+        }
+        if self.in_executable_comment && rest.starts_with(b"*/") {
+            self.in_executable_comment = false;
+            return Trivia::Skipped(pos + 2);
+        }
+        Trivia::Punct
+    }
+
+    /// Position after a quoted run whose opening quote is at `open`, or `None` if it never
+    /// closes. A doubled quote is part of the text; so is a backslash-escaped byte in
+    /// strings.
+    fn quoted_end(&self, open: usize, quote: u8) -> Option<usize> {
+        let s = self.sql;
+        let escapes = quote != b'`';
+        let mut i = open + 1;
+        loop {
+            i = self.next_quote_or_escape(i, quote, escapes)?;
+            // An escaped byte, or a doubled quote.
+            if s[i] == b'\\' || s.get(i + 1) == Some(&quote) {
+                i += 2;
             } else {
-                return true;
+                return Some(i + 1);
             }
         }
     }
 
-    /// Position after a quoted run starting at `self.pos` (the opening quote), or `None` if
-    /// it never closes. A doubled quote is part of the text; so is a backslash-escaped byte
-    /// in strings.
-    fn quoted_end(&self, quote: u8) -> Option<usize> {
+    /// The first `quote` (or, with `escapes`, backslash) at or after `from`. Eight bytes at
+    /// a time, as strings are the longest tokens statements carry.
+    #[inline]
+    fn next_quote_or_escape(&self, from: usize, quote: u8, escapes: bool) -> Option<usize> {
         let s = self.sql;
-        let mut i = self.pos + 1;
-        while i < s.len() {
-            let b = s[i];
-            if b == b'\\' && quote != b'`' {
-                i += 2;
-                continue;
+        let mut i = from;
+        let quotes = splat(quote);
+        let backslashes = if escapes { splat(b'\\') } else { quotes };
+        while let Some(chunk) = s.get(i..i + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+            let hits = zero_bytes(word ^ quotes) | zero_bytes(word ^ backslashes);
+            if hits != 0 {
+                return Some(i + hits.trailing_zeros() as usize / 8);
             }
-            if b == quote {
-                if s.get(i + 1) == Some(&quote) {
-                    i += 2;
-                    continue;
-                }
-                return Some(i + 1);
-            }
-            i += 1;
+            i += 8;
         }
-        None
+        let tail = s.get(i..)?;
+        tail.iter()
+            .position(|&b| b == quote || (escapes && b == b'\\'))
+            .map(|at| i + at)
+    }
+
+    /// Where a run of word bytes (and dots, with `dots`) starting at `from` ends.
+    #[inline]
+    fn word_end(&self, from: usize, dots: bool) -> usize {
+        let rest = &self.sql[from..];
+        from + rest
+            .iter()
+            .position(|&b| !(is_word_byte(b) || (dots && b == b'.')))
+            .unwrap_or(rest.len())
     }
 }
 
@@ -202,67 +280,52 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 impl<'a> Iterator for Lexer<'a> {
     type Item = Token<'a>;
 
+    // Inlined into the scan's loop, which then costs a quarter fewer instructions per
+    // statement (callgrind, sysbench point select).
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
     fn next(&mut self) -> Option<Token<'a>> {
         let s = self.sql;
-        let start = self.pos;
-        if !self.skip_trivia() {
-            self.pos = s.len();
-            return Some(Token {
-                kind: TokenKind::Unterminated,
-                text: &s[start..],
-                start,
-            });
-        }
-        let start = self.pos;
-        let b = *s.get(start)?;
-        let (kind, end) = match b {
-            b'\'' | b'"' | b'`' => {
-                let kind = if b == b'`' {
-                    TokenKind::QuotedIdent
-                } else {
-                    TokenKind::String
-                };
-                match self.quoted_end(b) {
-                    Some(end) => (kind, end),
-                    None => (TokenKind::Unterminated, s.len()),
-                }
-            }
-            b'@' => {
-                if s.get(start + 1) == Some(&b'@') {
-                    let mut end = start + 2;
-                    while end < s.len() && (is_word_byte(s[end]) || s[end] == b'.') {
-                        end += 1;
-                    }
-                    (TokenKind::SysVar, end)
-                } else if let Some(&q @ (b'\'' | b'"' | b'`')) = s.get(start + 1) {
-                    self.pos = start + 1;
-                    match self.quoted_end(q) {
-                        Some(end) => (TokenKind::UserVar, end),
+        let mut start = self.pos;
+        let (kind, end) = loop {
+            let b = *s.get(start)?;
+            match LEADS[b as usize] {
+                Lead::Space => start += 1,
+                Lead::Word => break (TokenKind::Word, self.word_end(start + 1, false)),
+                Lead::Digit => break (TokenKind::Number, self.word_end(start + 1, true)),
+                Lead::Punct => break (TokenKind::Punct, start + 1),
+                Lead::Quote => {
+                    let kind = if b == b'`' {
+                        TokenKind::QuotedIdent
+                    } else {
+                        TokenKind::String
+                    };
+                    break match self.quoted_end(start, b) {
+                        Some(end) => (kind, end),
                         None => (TokenKind::Unterminated, s.len()),
+                    };
+                }
+                Lead::At => {
+                    break match s.get(start + 1) {
+                        Some(b'@') => (TokenKind::SysVar, self.word_end(start + 2, true)),
+                        Some(&q @ (b'\'' | b'"' | b'`')) => match self.quoted_end(start + 1, q) {
+                            Some(end) => (TokenKind::UserVar, end),
+                            None => (TokenKind::Unterminated, s.len()),
+                        },
+                        _ => (TokenKind::UserVar, self.word_end(start + 1, true)),
                     }
-                } else {
-                    let mut end = start + 1;
-                    while end < s.len() && (is_word_byte(s[end]) || s[end] == b'.') {
-                        end += 1;
+                }
+                Lead::MaybeComment => match self.comment_at(start) {
+                    Trivia::Skipped(next) => start = next,
+                    Trivia::Punct => break (TokenKind::Punct, start + 1),
+                    Trivia::Unterminated => {
+                        // The token runs from where this call began, as the text between
+                        // is only trivia.
+                        start = self.pos;
+                        break (TokenKind::Unterminated, s.len());
                     }
-                    (TokenKind::UserVar, end)
-                }
+                },
             }
-            b'0'..=b'9' => {
-                let mut end = start + 1;
-                while end < s.len() && (is_word_byte(s[end]) || s[end] == b'.') {
-                    end += 1;
-                }
-                (TokenKind::Number, end)
-            }
-            b if is_word_byte(b) => {
-                let mut end = start + 1;
-                while end < s.len() && is_word_byte(s[end]) {
-                    end += 1;
-                }
-                (TokenKind::Word, end)
-            }
-            _ => (TokenKind::Punct, start + 1),
         };
         self.pos = end;
         Some(Token {
@@ -343,6 +406,27 @@ mod tests {
         // Not a comment: inside a string, or the text of a line comment.
         assert_eq!(hint("SELECT '/* manifold:primary */'"), None);
         assert_eq!(hint("SELECT 1 -- manifold:primary"), None);
+    }
+
+    #[test]
+    fn long_strings_end_at_their_quote_wherever_escapes_fall() {
+        // Strings are searched eight bytes at a time: put the escapes and the closing quote
+        // at every offset within and across those eight-byte steps.
+        for len in 0..40 {
+            for at in 0..len {
+                for escape in ["\\'", "''", "\\\\"] {
+                    let mut body = "x".repeat(len);
+                    body.replace_range(at..=at, escape);
+                    let sql = format!("SELECT '{body}' , `a{body}`");
+                    let t: Vec<_> = Lexer::new(sql.as_bytes()).collect();
+                    assert_eq!(t[1].kind, TokenKind::String, "{sql}");
+                    assert_eq!(t[1].text, format!("'{body}'").as_bytes(), "{sql}");
+                    assert!(t[2].is_punct(b','), "{sql}");
+                }
+            }
+        }
+        let t: Vec<_> = Lexer::new(b"SELECT 'abcdefghijklmnop\\'").collect();
+        assert_eq!(t[1].kind, TokenKind::Unterminated);
     }
 
     #[test]

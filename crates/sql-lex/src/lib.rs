@@ -16,7 +16,7 @@ mod lexer;
 mod scan;
 mod uservars;
 
-pub use digest::{digest, fnv1a, MAX_DIGEST_TEXT};
+pub use digest::{digest, digest_hash, MAX_DIGEST_TEXT};
 pub use lexer::{Lexer, RouteHint, Token, TokenKind};
 pub use scan::{
     parse_kill, parse_show_diagnostics, parse_use, replace_session_values, scan, scan_with_digest,

@@ -242,7 +242,7 @@ pub fn scan(sql: &[u8]) -> Scan {
 /// statistics need besides the scan. The digest text goes to `digest_text` (see
 /// [`digest`](crate::digest())); its hash is returned.
 pub fn scan_with_digest(sql: &[u8], digest_text: &mut Vec<u8>) -> (Scan, u64) {
-    let mut writer = DigestWriter::new(digest_text);
+    let mut writer = DigestWriter::new(sql, digest_text);
     let scan = scan_tokens(sql, |t| writer.push(t));
     (scan, writer.finish())
 }
@@ -328,7 +328,8 @@ fn scan_tokens<'a>(sql: &'a [u8], mut each: impl FnMut(&Token<'a>)) -> Scan {
             _ => Kw::None,
         };
         let is_word = t.kind == TokenKind::Word;
-        if is_word {
+        // Most words are names: none of the flags below is set by one.
+        if is_word && kw != Kw::None {
             out.flags |= match (prev, kw) {
                 (_, Kw::SqlCalcFoundRows) => Scan::CALC_FOUND_ROWS,
                 (_, Kw::From) => Scan::FROM,
@@ -345,6 +346,8 @@ fn scan_tokens<'a>(sql: &'a [u8], mut each: impl FnMut(&Token<'a>)) -> Scan {
                 }
                 _ => 0,
             };
+        }
+        if is_word {
             match (first, second) {
                 (None, _) => {
                     let verb = match kw {
@@ -377,6 +380,7 @@ fn scan_tokens<'a>(sql: &'a [u8], mut each: impl FnMut(&Token<'a>)) -> Scan {
                         _ => 0,
                     };
                 }
+                (Some(_), Some(_)) if kw == Kw::None => {}
                 (Some(verb), Some(second)) => {
                     out.flags |= match (verb, second, kw) {
                         (Verb::Create, Kw::Or, Kw::Temporary) => Scan::CREATE_TEMPORARY,
