@@ -49,6 +49,35 @@ const BASE_CAPS: u32 = caps::LONG_PASSWORD
 const ENABLE_TRACKING: &[u8] = b"SET SESSION session_track_system_variables='*', \
 session_track_schema=ON, session_track_state_change=ON, session_track_transaction_info='STATE'";
 
+/// [`ENABLE_TRACKING`] on MySQL, which also reports the GTIDs a session commits (MariaDB
+/// reports them as the `last_gtid` variable): what causal reads wait for on replicas.
+const ENABLE_TRACKING_MYSQL: &[u8] = b"SET SESSION session_track_system_variables='*', \
+session_track_schema=ON, session_track_state_change=ON, session_track_transaction_info='STATE', \
+session_track_gtids='OWN_GTID'";
+
+/// Which server a connection talks to, where their SQL differs (GTIDs, replication
+/// status, waiting for a position).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerFlavor {
+    MariaDb,
+    MySql,
+}
+
+impl ServerFlavor {
+    /// From the handshake's server version: MariaDB's always says so (`11.4.2-MariaDB`,
+    /// `5.5.5-10.11.6-MariaDB-0+deb12u1`).
+    pub fn of_version(version: &[u8]) -> ServerFlavor {
+        if version
+            .windows(7)
+            .any(|w| w.eq_ignore_ascii_case(b"mariadb"))
+        {
+            ServerFlavor::MariaDb
+        } else {
+            ServerFlavor::MySql
+        }
+    }
+}
+
 /// Where a backend is and how to reach it.
 #[derive(Clone)]
 pub struct BackendTarget {
@@ -338,15 +367,21 @@ impl BackendConn {
         Ok(conn)
     }
 
+    /// Which server this is (from its handshake).
+    pub fn flavor(&self) -> ServerFlavor {
+        ServerFlavor::of_version(&self.server_version)
+    }
+
     async fn enable_tracking(&mut self) -> Result<(), BackendError> {
         self.tracking = false;
         if self.capabilities & caps::SESSION_TRACK == 0 {
             return Ok(());
         }
-        match self
-            .simple_command(&Command::Query(ENABLE_TRACKING))
-            .await?
-        {
+        let sql = match self.flavor() {
+            ServerFlavor::MariaDb => ENABLE_TRACKING,
+            ServerFlavor::MySql => ENABLE_TRACKING_MYSQL,
+        };
+        match self.simple_command(&Command::Query(sql)).await? {
             Ok(_) => self.tracking = true,
             Err(e) => {
                 tracing::debug!(error = %e, "backend refuses session tracking; sessions on it will not be multiplexed");

@@ -17,6 +17,7 @@ pub mod tls;
 pub use config::{BackendTlsConfig, PoolConfig, TlsMode};
 pub use conn::{
     probe_server_version, BackendConn, BackendTarget, ConnKey, PrepareAnswer, Rows, Schema,
+    ServerFlavor,
 };
 pub use errors::{BackendError, ErrorKind, Side};
 pub use pool::{Acquired, BackendBudget, Lease, Pool, PoolStats};

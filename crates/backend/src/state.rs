@@ -60,6 +60,9 @@ pub struct TrackedChanges {
     pub schema: Option<Vec<u8>>,
     /// The server flagged a state change (`session_track_state_change`).
     pub state_changed: bool,
+    /// GTIDs of the transactions the statement committed, from MySQL's
+    /// `session_track_gtids=OWN_GTID` (MariaDB reports `last_gtid` as a variable instead).
+    pub gtids: Option<Vec<u8>>,
 }
 
 impl TrackedChanges {
@@ -74,6 +77,7 @@ impl TrackedChanges {
                 }
                 SessionTrack::Schema(s) => out.schema = Some(s),
                 SessionTrack::StateChange(c) => out.state_changed |= c,
+                SessionTrack::Gtids(g) if !g.is_empty() => out.gtids = Some(g),
                 _ => {}
             }
         }
@@ -103,6 +107,8 @@ pub fn is_carried(name: &[u8]) -> bool {
         b"rand_seed2",
         b"gtid_seq_no",
         b"gtid_next",
+        // MySQL reports it after every statement that reports anything.
+        b"statement_id",
     ];
     !is_tracking_variable(name) && !NOT_CARRIED.contains(&name)
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use manifold_backend::io::{PacketIo, ReadError, Stream};
 use manifold_backend::state::{is_carried, is_tracking_variable, state_signature};
 use manifold_backend::{
-    Acquired, BackendError, ConnKey, ErrorKind, Lease, Schema, SessionVars, TrackedChanges,
-    UserVars,
+    Acquired, BackendError, ConnKey, ErrorKind, Lease, Schema, ServerFlavor, SessionVars,
+    TrackedChanges, UserVars,
 };
 use manifold_engine::WorkerContext;
 use manifold_mysql_proto::consts::{caps, column_flag, column_type, status, MAX_PAYLOAD};
@@ -1060,10 +1060,11 @@ impl Session {
         let mut explained = false;
         if !self.state_data.is_empty() {
             tracing::trace!(connection = id, data = ?String::from_utf8_lossy(&self.state_data), "session state changes");
-            let changes = TrackedChanges::decode(&self.state_data);
+            let mut changes = TrackedChanges::decode(&self.state_data);
             self.state_data.clear();
             let mut last_gtid = None;
             let conn = self.lease.as_mut().map(Lease::conn);
+            let own_gtids = changes.as_mut().and_then(|t| t.gtids.take());
             match changes {
                 Some(t) => {
                     let mut conn = conn;
@@ -1104,6 +1105,9 @@ impl Session {
                     }
                 }
                 None => self.pins.pin(PinReason::UntrackedState, counters, id),
+            }
+            if let Some(g) = own_gtids {
+                last_gtid = Gtid::parse(&g);
             }
             if let Some(g) = last_gtid {
                 self.note_write(g);
@@ -1579,14 +1583,15 @@ impl Session {
         self.last_write_seen_on = 1 << self.lease_node;
     }
 
-    /// Waits (`MASTER_GTID_WAIT`, up to `routing.causal_read_timeout`) until the replica
-    /// the session holds has applied what `wait` names; false when it has not, after giving
-    /// the connection back: the read goes elsewhere.
+    /// Waits (`MASTER_GTID_WAIT` on MariaDB, `WAIT_FOR_EXECUTED_GTID_SET` on MySQL, up to
+    /// `routing.causal_read_timeout`) until the replica the session holds has applied what
+    /// `wait` names; false when it has not, after giving the connection back: the read goes
+    /// elsewhere.
     async fn wait_until_applied(&mut self, wait: Wait) -> bool {
         let topology = self.topology().clone();
         let timeout = topology.config.causal_read_timeout.as_secs_f64();
         let position = match wait {
-            Wait::Write(g) => format!("{}-{}-{}", g.domain, g.server, g.seq),
+            Wait::Write(g) => g.to_string(),
             Wait::Primary => match self.primary_position().await {
                 Some(p) if p.is_empty() => return true,
                 Some(p) => p.to_string(),
@@ -1596,15 +1601,21 @@ impl Session {
                 }
             },
         };
-        let sql = format!("SELECT MASTER_GTID_WAIT('{position}', {timeout:.3})");
         let node = self.lease_node;
         let conn = self.lease.as_mut().expect("held").conn();
+        // Both answer 0 once the position is applied (else -1 or 1 on timeout).
+        let sql = match conn.flavor() {
+            ServerFlavor::MariaDb => format!("SELECT MASTER_GTID_WAIT('{position}', {timeout:.3})"),
+            ServerFlavor::MySql => {
+                format!("SELECT WAIT_FOR_EXECUTED_GTID_SET('{position}', {timeout:.3})")
+            }
+        };
         let reached = match conn.query_rows(sql.as_bytes()).await {
             Ok(Ok(rows)) => {
                 rows.rows.first().and_then(|r| r.first()).cloned().flatten() == Some(b"0".to_vec())
             }
             Ok(Err(e)) => {
-                tracing::warn!(connection = self.id, node = %topology.nodes[node].addr, error = %e.message_lossy(), "MASTER_GTID_WAIT refused; the read goes elsewhere");
+                tracing::warn!(connection = self.id, node = %topology.nodes[node].addr, error = %e.message_lossy(), "waiting for a GTID refused; the read goes elsewhere");
                 false
             }
             Err(e) => {
@@ -1629,7 +1640,8 @@ impl Session {
         false
     }
 
-    /// The primary's `@@gtid_binlog_pos`, read on a connection borrowed for it.
+    /// The primary's position (`@@gtid_binlog_pos`, `@@gtid_executed` on MySQL), read on a
+    /// connection borrowed for it.
     async fn primary_position(&mut self) -> Option<GtidPos> {
         self.ensure_conn_key();
         let key = self.conn_key.as_ref().expect("just ensured");
@@ -1638,7 +1650,11 @@ impl Session {
             .acquire(key, None, state_signature(&self.vars, &self.user_vars))
             .await
             .ok()?;
-        let rows = lease.conn().query_rows(b"SELECT @@gtid_binlog_pos").await;
+        let sql: &[u8] = match lease.conn().flavor() {
+            ServerFlavor::MariaDb => b"SELECT @@gtid_binlog_pos",
+            ServerFlavor::MySql => b"SELECT @@gtid_executed",
+        };
+        let rows = lease.conn().query_rows(sql).await;
         match rows {
             Ok(Ok(rows)) => {
                 // The query changed nothing on the connection.

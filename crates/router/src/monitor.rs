@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use manifold_backend::{BackendConn, BackendTarget, ConnKey, Rows};
+use manifold_backend::{BackendConn, BackendTarget, ConnKey, Rows, ServerFlavor};
 
 use crate::gtid::GtidPos;
 use crate::topology::{NodeId, ReadOnly, Topology};
@@ -165,16 +165,19 @@ impl NodeCheck {
             *conn = Some(c);
         }
         let c = conn.as_mut().expect("just connected");
-        let rows = query(
-            c,
-            b"SELECT @@read_only, @@gtid_current_pos, @@gtid_binlog_pos",
-        )
-        .await?;
+        let flavor = c.flavor();
+        // MySQL has one set for both: `gtid_executed` holds what the server applied, its own
+        // commits included.
+        let positions: &[u8] = match flavor {
+            ServerFlavor::MariaDb => b"SELECT @@read_only, @@gtid_current_pos, @@gtid_binlog_pos",
+            ServerFlavor::MySql => b"SELECT @@read_only, @@gtid_executed, @@gtid_executed",
+        };
+        let rows = query(c, positions).await?;
         let row = rows.rows.first().ok_or("no row for @@read_only")?;
         let text = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
         let read_only = text(0) == b"1";
-        let current = GtidPos::parse(&text(1)).ok_or("bad @@gtid_current_pos")?;
-        let binlog = GtidPos::parse(&text(2)).ok_or("bad @@gtid_binlog_pos")?;
+        let current = GtidPos::parse(&text(1)).ok_or("bad GTID position")?;
+        let binlog = GtidPos::parse(&text(2)).ok_or("bad GTID position")?;
         let mut seconds_behind = None;
         let mut heartbeat_age = None;
         let heartbeat = self.topology.config.monitor.heartbeat_table.as_deref();
@@ -192,8 +195,12 @@ impl NodeCheck {
             }
         } else {
             // Without the privilege the lag comes from GTID positions alone.
-            if let Ok(status) = query(c, b"SHOW SLAVE STATUS").await {
-                seconds_behind = column(&status, b"Seconds_Behind_Master")
+            let (status, lag_column): (&[u8], &[u8]) = match flavor {
+                ServerFlavor::MariaDb => (b"SHOW SLAVE STATUS", b"Seconds_Behind_Master"),
+                ServerFlavor::MySql => (b"SHOW REPLICA STATUS", b"Seconds_Behind_Source"),
+            };
+            if let Ok(status) = query(c, status).await {
+                seconds_behind = column(&status, lag_column)
                     .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok());
             }
             if let Some(table) = heartbeat {
@@ -355,20 +362,18 @@ async fn promote(topology: &Topology, targets: &[BackendTarget], login: &ConnKey
         let mut c = BackendConn::connect(&targets[new], login, timeout)
             .await
             .map_err(|e| e.to_string())?;
+        let sql = Dialect::of(&c);
         // Apply what was received before the primary died, then stop replicating.
-        query(&mut c, b"STOP SLAVE IO_THREAD").await?;
-        let status = query(&mut c, b"SHOW SLAVE STATUS").await?;
-        if let Some(io_pos) = column(&status, b"Gtid_IO_Pos") {
-            let pos = GtidPos::parse(&io_pos).ok_or("bad Gtid_IO_Pos")?;
-            let wait = format!(
-                "SELECT MASTER_GTID_WAIT('{pos}', {})",
-                timeout.as_secs_f64()
-            );
+        query(&mut c, sql.stop_io).await?;
+        let status = query(&mut c, sql.status).await?;
+        if let Some(received) = column(&status, sql.received_column) {
+            let pos = GtidPos::parse(&received).ok_or("bad received GTID position")?;
+            let wait = format!("SELECT {}('{pos}', {})", sql.wait, timeout.as_secs_f64());
             query(&mut c, wait.as_bytes()).await?;
         }
-        query(&mut c, b"STOP SLAVE").await?;
-        query(&mut c, b"RESET SLAVE ALL").await?;
-        query(&mut c, b"SET GLOBAL read_only = OFF").await?;
+        for step in sql.become_primary {
+            query(&mut c, step).await?;
+        }
         Ok::<(), String>(())
     };
     if let Err(e) = steps.await {
@@ -376,21 +381,22 @@ async fn promote(topology: &Topology, targets: &[BackendTarget], login: &ConnKey
         return;
     }
     topology.set_primary(new);
-    let Some((host, port)) = new_addr.rsplit_once(':') else {
+    let Some((host, Ok(port))) = new_addr
+        .rsplit_once(':')
+        .map(|(h, p)| (h, p.parse::<u16>()))
+    else {
         return;
     };
-    let repoint = format!(
-        "CHANGE MASTER TO master_host='{}', master_port={port}, master_use_gtid=slave_pos",
-        host.replace(['\'', '\\'], "")
-    );
+    let host = host.replace(['\'', '\\'], "");
     for &other in up.iter().filter(|&&n| n != new) {
         let outcome = async {
             let mut c = BackendConn::connect(&targets[other], login, timeout)
                 .await
                 .map_err(|e| e.to_string())?;
-            query(&mut c, b"STOP SLAVE").await?;
-            query(&mut c, repoint.as_bytes()).await?;
-            query(&mut c, b"START SLAVE").await?;
+            let sql = Dialect::of(&c);
+            query(&mut c, sql.stop).await?;
+            query(&mut c, sql.repoint(&host, port).as_bytes()).await?;
+            query(&mut c, sql.start).await?;
             Ok::<(), String>(())
         }
         .await;
@@ -401,6 +407,70 @@ async fn promote(topology: &Topology, targets: &[BackendTarget], login: &ConnKey
             Err(e) => {
                 tracing::error!(node = %topology.nodes[other].addr, error = %e, "could not point replica at the new primary");
             }
+        }
+    }
+}
+
+/// Replication statements of each server.
+struct Dialect {
+    flavor: ServerFlavor,
+    stop_io: &'static [u8],
+    stop: &'static [u8],
+    start: &'static [u8],
+    status: &'static [u8],
+    /// The status column with the GTIDs the replica has received.
+    received_column: &'static [u8],
+    /// The function waiting until a position is applied.
+    wait: &'static str,
+    /// What turns a replica whose replication stopped into a primary.
+    become_primary: &'static [&'static [u8]],
+}
+
+impl Dialect {
+    fn of(conn: &BackendConn) -> Dialect {
+        match conn.flavor() {
+            ServerFlavor::MariaDb => Dialect {
+                flavor: ServerFlavor::MariaDb,
+                stop_io: b"STOP SLAVE IO_THREAD",
+                stop: b"STOP SLAVE",
+                start: b"START SLAVE",
+                status: b"SHOW SLAVE STATUS",
+                received_column: b"Gtid_IO_Pos",
+                wait: "MASTER_GTID_WAIT",
+                become_primary: &[
+                    b"STOP SLAVE",
+                    b"RESET SLAVE ALL",
+                    b"SET GLOBAL read_only = OFF",
+                ],
+            },
+            ServerFlavor::MySql => Dialect {
+                flavor: ServerFlavor::MySql,
+                stop_io: b"STOP REPLICA IO_THREAD",
+                stop: b"STOP REPLICA",
+                start: b"START REPLICA",
+                status: b"SHOW REPLICA STATUS",
+                received_column: b"Retrieved_Gtid_Set",
+                wait: "WAIT_FOR_EXECUTED_GTID_SET",
+                become_primary: &[
+                    b"STOP REPLICA",
+                    b"RESET REPLICA ALL",
+                    b"SET GLOBAL super_read_only = OFF",
+                    b"SET GLOBAL read_only = OFF",
+                ],
+            },
+        }
+    }
+
+    /// Points a replica at a new primary, from the position the replica has (its
+    /// credentials stay).
+    fn repoint(&self, host: &str, port: u16) -> String {
+        match self.flavor {
+            ServerFlavor::MariaDb => format!(
+                "CHANGE MASTER TO master_host='{host}', master_port={port}, master_use_gtid=slave_pos"
+            ),
+            ServerFlavor::MySql => format!(
+                "CHANGE REPLICATION SOURCE TO SOURCE_HOST='{host}', SOURCE_PORT={port}, SOURCE_AUTO_POSITION=1"
+            ),
         }
     }
 }
