@@ -28,6 +28,7 @@
 
 mod datadir;
 mod error;
+mod mysql;
 mod paths;
 mod server;
 mod sql;
@@ -36,11 +37,12 @@ mod topology;
 mod watchdog;
 
 pub use error::Error;
+pub use mysql::{MysqlInstall, MYSQL_INSTALL_HINT};
 pub use paths::{mariadb_client_path, mariadb_install_db_path, mariadbd_path, INSTALL_HINT};
 pub use server::Server;
 pub use sql::{quote_identifier, quote_string};
 pub use tls::{generate_tls, TlsFiles};
-pub use topology::{Topology, TopologyConfig};
+pub use topology::{Flavor, Topology, TopologyConfig};
 
 use std::net::{Ipv4Addr, TcpListener};
 

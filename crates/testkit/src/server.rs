@@ -10,6 +10,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::datadir::{INNODB_BUFFER_POOL_SIZE, INNODB_LOG_FILE_SIZE};
+use crate::mysql::MysqlInstall;
 use crate::watchdog::PID_FILE;
 use crate::{free_port, Error, TlsFiles};
 
@@ -157,6 +158,8 @@ pub(crate) struct Plan {
 /// What all servers of a topology share.
 pub(crate) struct Settings<'a> {
     pub(crate) mariadbd: &'a Path,
+    /// Set for a MySQL topology: `mariadbd` is then MySQL's loader (see [`MysqlInstall`]).
+    pub(crate) mysql: Option<&'a MysqlInstall>,
     pub(crate) run_as_root: bool,
     pub(crate) max_allowed_packet: u64,
     pub(crate) tls: Option<&'a TlsFiles>,
@@ -262,12 +265,16 @@ impl Launching {
 }
 
 fn args(plan: &Plan, settings: &Settings<'_>) -> Vec<OsString> {
+    let mut args = settings
+        .mysql
+        .map(MysqlInstall::mysqld_prefix)
+        .unwrap_or_default();
     // --defaults-file must come first; later command-line options override the file, which is
     // what lets `extra_server_args` change any default below.
-    let mut args = vec![OsString::from(format!(
+    args.push(OsString::from(format!(
         "--defaults-file={}",
         plan.dir.join("my.cnf").display()
-    ))];
+    )));
     if settings.run_as_root {
         args.push("--user=root".into());
     }
@@ -276,8 +283,67 @@ fn args(plan: &Plan, settings: &Settings<'_>) -> Vec<OsString> {
 }
 
 fn write_cnf(plan: &Plan, settings: &Settings<'_>, port: u16) -> Result<(), Error> {
+    let mut cnf = match settings.mysql {
+        Some(mysql) => mysql_cnf(plan, settings, port, mysql),
+        None => mariadb_cnf(plan, settings, port),
+    };
+    if plan.is_replica {
+        // Like a production replica: routers may tell replicas apart by @@read_only, and stray
+        // writes from tests would otherwise break strict-mode GTID replication.
+        cnf.push_str("read-only=ON\n");
+    }
+    if let Some(tls) = settings.tls {
+        let _ = write!(
+            cnf,
+            "ssl-ca={}\nssl-cert={}\nssl-key={}\n",
+            tls.ca_cert.display(),
+            tls.server_cert.display(),
+            tls.server_key.display()
+        );
+    }
+    for sub in ["tmp", "files"] {
+        let path = plan.dir.join(sub);
+        std::fs::create_dir_all(&path)
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+    }
+    let path = plan.dir.join("my.cnf");
+    std::fs::write(&path, cnf).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+}
+
+fn mysql_cnf(plan: &Plan, settings: &Settings<'_>, port: u16, mysql: &MysqlInstall) -> String {
     let dir = plan.dir.display();
-    let mut cnf = format!(
+    format!(
+        "# Written by manifold-testkit for {name}.
+[mysqld]
+{paths}datadir={dir}/data
+socket={dir}/mysqld.sock
+pid-file={dir}/mysqld.pid
+log-error={dir}/error.log
+tmpdir={dir}/tmp
+secure-file-priv={dir}/files
+port={port}
+bind-address=127.0.0.1
+server-id={server_id}
+report-host=127.0.0.1
+report-port={port}
+log-bin=binlog
+relay-log=relay-bin
+max-allowed-packet={max_allowed_packet}
+innodb-buffer-pool-size={INNODB_BUFFER_POOL_SIZE}
+innodb-redo-log-capacity={redo}
+{options}",
+        name = plan.name,
+        paths = mysql.path_options(),
+        server_id = plan.server_id,
+        max_allowed_packet = settings.max_allowed_packet,
+        redo = crate::mysql::REDO_LOG_CAPACITY,
+        options = crate::mysql::SERVER_OPTIONS,
+    )
+}
+
+fn mariadb_cnf(plan: &Plan, settings: &Settings<'_>, port: u16) -> String {
+    let dir = plan.dir.display();
+    format!(
         "# Written by manifold-testkit for {name}.
 [mariadbd]
 datadir={dir}/data
@@ -316,26 +382,7 @@ innodb-use-native-aio=OFF
         name = plan.name,
         server_id = plan.server_id,
         max_allowed_packet = settings.max_allowed_packet,
-    );
-    if plan.is_replica {
-        // Like a production replica: routers may tell replicas apart by @@read_only, and stray
-        // writes from tests would otherwise break strict-mode GTID replication.
-        cnf.push_str("read-only=ON\n");
-    }
-    if let Some(tls) = settings.tls {
-        let _ = write!(
-            cnf,
-            "ssl-ca={}\nssl-cert={}\nssl-key={}\n",
-            tls.ca_cert.display(),
-            tls.server_cert.display(),
-            tls.server_key.display()
-        );
-    }
-    let tmp = plan.dir.join("tmp");
-    std::fs::create_dir_all(&tmp)
-        .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
-    let path = plan.dir.join("my.cnf");
-    std::fs::write(&path, cnf).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+    )
 }
 
 fn spawn(dir: &Path, error_log: &Path, program: &Path, args: &[OsString]) -> Result<Child, Error> {

@@ -11,7 +11,7 @@ use crate::server::{Launching, Plan, Settings, STOP_GRACE};
 use crate::sql::{quote_string, rows_with_headers, run_client};
 use crate::{
     datadir, effective_uid, generate_tls, mariadb_client_path, mariadb_install_db_path,
-    mariadbd_path, quote_identifier, random_hex, watchdog, Error, Server, TlsFiles,
+    mariadbd_path, quote_identifier, random_hex, watchdog, Error, MysqlInstall, Server, TlsFiles,
 };
 
 /// How long `create_user`/`create_schema` wait for their effect to reach the replicas.
@@ -31,6 +31,18 @@ pub struct TopologyConfig {
     /// Extra `mariadbd` options such as `--innodb-buffer-pool-size=256M`; they override the
     /// testkit's defaults.
     pub extra_server_args: Vec<String>,
+    /// Which server to run.
+    pub flavor: Flavor,
+}
+
+/// The server a topology runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Flavor {
+    /// The installed `mariadbd`.
+    #[default]
+    MariaDb,
+    /// MySQL from the root `scripts/setup-mysql` unpacks (see [`MysqlInstall`]).
+    MySql,
 }
 
 impl Default for TopologyConfig {
@@ -40,6 +52,7 @@ impl Default for TopologyConfig {
             tls: true,
             max_allowed_packet: 1 << 30,
             extra_server_args: Vec::new(),
+            flavor: Flavor::MariaDb,
         }
     }
 }
@@ -65,8 +78,14 @@ pub struct Topology {
 impl Topology {
     /// Starts a topology; takes about a second with a warm template cache, a few without.
     pub fn start(cfg: TopologyConfig) -> Result<Topology, Error> {
-        let mariadbd = mariadbd_path()?;
-        let install_db = mariadb_install_db_path()?;
+        let mysql = match cfg.flavor {
+            Flavor::MySql => Some(MysqlInstall::find()?),
+            Flavor::MariaDb => None,
+        };
+        let (mariadbd, install_db) = match &mysql {
+            Some(m) => (m.loader(), PathBuf::new()),
+            None => (mariadbd_path()?, mariadb_install_db_path()?),
+        };
         let client = mariadb_client_path()?;
         let dir = tempfile::Builder::new()
             .prefix("manifold-testkit-")
@@ -84,7 +103,17 @@ impl Topology {
             .path()
             .to_path_buf();
 
-        let template = datadir::template(&root, &install_db, &mariadbd)?;
+        let template = match &mysql {
+            Some(m) => {
+                let datadir = root.join("template");
+                m.initialize(&datadir)?;
+                datadir::Template {
+                    datadir,
+                    owned: true,
+                }
+            }
+            None => datadir::template(&root, &install_db, &mariadbd)?,
+        };
         let plans: Vec<Plan> = (0..=cfg.replicas)
             .map(|i| {
                 let name = if i == 0 {
@@ -105,7 +134,10 @@ impl Topology {
         for_each_parallel(&plans, |plan| {
             std::fs::create_dir_all(&plan.dir)
                 .map_err(|e| Error::io(format!("creating {}", plan.dir.display()), e))?;
-            datadir::copy_tree(&template.datadir, &plan.dir.join("data"))
+            datadir::copy_tree(&template.datadir, &plan.dir.join("data"))?;
+            // MySQL names a server by the UUID in auto.cnf; copies must each make their own.
+            let _ = std::fs::remove_file(plan.dir.join("data").join("auto.cnf"));
+            Ok(())
         })?;
         if template.owned {
             let _ = std::fs::remove_dir_all(&template.datadir);
@@ -118,6 +150,7 @@ impl Topology {
         };
         let settings = Settings {
             mariadbd: &mariadbd,
+            mysql: mysql.as_ref(),
             run_as_root: effective_uid() == Some(0),
             max_allowed_packet: cfg.max_allowed_packet,
             tls: tls.as_ref(),
@@ -235,12 +268,16 @@ impl Topology {
         }
         let account = format!("{}@'%'", quote_string(user));
         let password = quote_string(password);
+        // MySQL 9 has no mysql_native_password: its accounts use caching_sha2_password.
+        let identified = match self.config.flavor {
+            Flavor::MariaDb => format!("VIA mysql_native_password USING PASSWORD({password})"),
+            Flavor::MySql => format!("BY {password}"),
+        };
         self.sql(
             &self.primary,
             &format!(
-                "CREATE USER IF NOT EXISTS {account} \
-                     IDENTIFIED VIA mysql_native_password USING PASSWORD({password});\n\
-                 ALTER USER {account} IDENTIFIED VIA mysql_native_password USING PASSWORD({password});\n\
+                "CREATE USER IF NOT EXISTS {account} IDENTIFIED {identified};\n\
+                 ALTER USER {account} IDENTIFIED {identified};\n\
                  GRANT ALL PRIVILEGES ON *.* TO {account} WITH GRANT OPTION;\n"
             ),
         )?;
@@ -262,7 +299,10 @@ impl Topology {
     /// an error.
     pub fn wait_replicated(&self, timeout: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
-        let target = self.sql_value(&self.primary, "SELECT @@GLOBAL.gtid_binlog_pos")?;
+        let sql = self.dialect();
+        let target = self
+            .sql_value(&self.primary, sql.position)?
+            .replace("\\n", "");
         if target.is_empty() {
             return Ok(());
         }
@@ -277,23 +317,20 @@ impl Topology {
                 let wait = remaining.min(Duration::from_millis(500)).as_secs_f64();
                 let result = self.sql_value(
                     replica,
-                    &format!(
-                        "SELECT MASTER_GTID_WAIT({}, {wait:.3})",
-                        quote_string(&target)
-                    ),
+                    &format!("SELECT {}({}, {wait:.3})", sql.wait, quote_string(&target)),
                 )?;
                 if result == "0" {
                     break;
                 }
                 let status = self.replica_status(replica)?;
                 let field = |k: &str| status.get(k).map_or("", String::as_str);
-                if field("Slave_SQL_Running") != "Yes" && !field("Last_SQL_Error").is_empty() {
+                if field(sql.sql_running) != "Yes" && !field("Last_SQL_Error").is_empty() {
                     return Err(Error::Replication {
                         server: replica.name.clone(),
                         detail: format!(
                             "SQL thread stopped: {} (primary at {target}, replica at {})",
                             field("Last_SQL_Error"),
-                            field("Gtid_Slave_Pos")
+                            field(sql.applied)
                         ),
                     });
                 }
@@ -302,10 +339,10 @@ impl Topology {
                         what: format!(
                             "{} to reach GTID {target} (it is at {:?}; IO thread: {} {}; SQL thread: {})",
                             replica.name,
-                            field("Gtid_Slave_Pos"),
-                            field("Slave_IO_Running"),
+                            field(sql.applied),
+                            field(sql.io_running),
                             field("Last_IO_Error"),
-                            field("Slave_SQL_Running"),
+                            field(sql.sql_running),
                         ),
                         after: timeout,
                     });
@@ -315,10 +352,11 @@ impl Topology {
         Ok(())
     }
 
-    /// `SHOW SLAVE STATUS` of a server as column → value (empty when it is not a replica).
+    /// `SHOW SLAVE STATUS` (`SHOW REPLICA STATUS` on MySQL, whose columns say `Replica` and
+    /// `Source`) of a server as column → value (empty when it is not a replica).
     pub fn replica_status(&self, server: &Server) -> Result<BTreeMap<String, String>, Error> {
         Ok(self
-            .sql_rows(server, "SHOW SLAVE STATUS")?
+            .sql_rows(server, self.dialect().status)?
             .into_iter()
             .next()
             .unwrap_or_default())
@@ -360,26 +398,40 @@ impl Topology {
         server.restart()
     }
 
+    /// The server's flavour of replication statements and status columns.
+    fn dialect(&self) -> &'static Dialect {
+        match self.config.flavor {
+            Flavor::MariaDb => &MARIADB,
+            Flavor::MySql => &MYSQL,
+        }
+    }
+
     fn start_replication(&self, replica: &Server) -> Result<(), Error> {
-        self.sql(
-            replica,
-            &format!(
-                "CHANGE MASTER TO master_host='127.0.0.1', master_port={}, master_user='repl', \
-                 master_password={}, master_use_gtid=slave_pos, master_connect_retry=1;\n\
-                 START SLAVE;\n",
-                self.primary.port,
-                quote_string(&self.repl_password)
+        let password = quote_string(&self.repl_password);
+        let port = self.primary.port;
+        let sql = match self.config.flavor {
+            Flavor::MariaDb => format!(
+                "CHANGE MASTER TO master_host='127.0.0.1', master_port={port}, master_user='repl', \
+                 master_password={password}, master_use_gtid=slave_pos, master_connect_retry=1;\n\
+                 START SLAVE;\n"
             ),
-        )
-        .map(drop)
+            Flavor::MySql => format!(
+                "CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={port}, \
+                 SOURCE_USER='repl', SOURCE_PASSWORD={password}, SOURCE_AUTO_POSITION=1, \
+                 GET_SOURCE_PUBLIC_KEY=1, SOURCE_CONNECT_RETRY=1;\n\
+                 START REPLICA;\n"
+            ),
+        };
+        self.sql(replica, &sql).map(drop)
     }
 
     fn wait_slave_running(&self, replica: &Server, timeout: Duration) -> Result<(), Error> {
         let deadline = Instant::now() + timeout;
+        let sql = self.dialect();
         loop {
             let status = self.replica_status(replica)?;
             let field = |k: &str| status.get(k).map_or("", String::as_str);
-            if field("Slave_IO_Running") == "Yes" && field("Slave_SQL_Running") == "Yes" {
+            if field(sql.io_running) == "Yes" && field(sql.sql_running) == "Yes" {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -387,9 +439,9 @@ impl Topology {
                     server: replica.name.clone(),
                     detail: format!(
                         "replication threads not running after {timeout:?}: IO {} ({}), SQL {} ({})",
-                        field("Slave_IO_Running"),
+                        field(sql.io_running),
                         field("Last_IO_Error"),
-                        field("Slave_SQL_Running"),
+                        field(sql.sql_running),
                         field("Last_SQL_Error"),
                     ),
                 });
@@ -398,6 +450,37 @@ impl Topology {
         }
     }
 }
+
+/// Where the servers' replication SQL differs.
+struct Dialect {
+    /// A query for the primary's position.
+    position: &'static str,
+    /// The function that waits for a position on a replica (0 when reached).
+    wait: &'static str,
+    status: &'static str,
+    io_running: &'static str,
+    sql_running: &'static str,
+    /// The status column with the replica's applied position.
+    applied: &'static str,
+}
+
+const MARIADB: Dialect = Dialect {
+    position: "SELECT @@GLOBAL.gtid_binlog_pos",
+    wait: "MASTER_GTID_WAIT",
+    status: "SHOW SLAVE STATUS",
+    io_running: "Slave_IO_Running",
+    sql_running: "Slave_SQL_Running",
+    applied: "Gtid_Slave_Pos",
+};
+
+const MYSQL: Dialect = Dialect {
+    position: "SELECT @@GLOBAL.gtid_executed",
+    wait: "WAIT_FOR_EXECUTED_GTID_SET",
+    status: "SHOW REPLICA STATUS",
+    io_running: "Replica_IO_Running",
+    sql_running: "Replica_SQL_Running",
+    applied: "Executed_Gtid_Set",
+};
 
 impl Drop for Topology {
     fn drop(&mut self) {

@@ -9,14 +9,15 @@ use std::process::ExitCode;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use manifold_testkit::{Topology, TopologyConfig};
+use manifold_testkit::{Flavor, Topology, TopologyConfig};
 
 const USAGE: &str = "\
 usage: manifold-testkit up [--replicas N] [--no-tls] [--user NAME:PASSWORD]...
-                           [--max-allowed-packet BYTES] [--server-arg ARG]...
+                           [--max-allowed-packet BYTES] [--server-arg ARG]... [--mysql]
 
-Starts a MariaDB primary with N GTID replicas (default 2) on free ports of 127.0.0.1, creates
-the given users (all privileges, mysql_native_password), prints one line such as
+Starts a MariaDB primary (MySQL with --mysql, from scripts/setup-mysql) with N GTID replicas
+(default 2) on free ports of 127.0.0.1, creates the given users (all privileges;
+mysql_native_password on MariaDB, caching_sha2_password on MySQL), prints one line such as
 
   primary=127.0.0.1:PORT replicas=127.0.0.1:P1,127.0.0.1:P2 ca=/tmp/.../ca.pem cert=... key=...
   dir=/tmp/... root_password=... pids=PRIMARY,R1,R2
@@ -85,6 +86,7 @@ fn parse(args: &[String]) -> Result<Option<Options>, String> {
                     .map_err(|_| format!("--replicas: {v:?} is not a number"))?;
             }
             "--no-tls" => options.config.tls = false,
+            "--mysql" => options.config.flavor = Flavor::MySql,
             "--user" => {
                 let v = value()?;
                 let (user, password) = v

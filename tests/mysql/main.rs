@@ -1,0 +1,363 @@
+//! Read/write splitting in front of MySQL (from `scripts/setup-mysql`), where GTIDs are sets,
+//! the session's writes arrive through `session_track_gtids`, replicas wait with
+//! `WAIT_FOR_EXECUTED_GTID_SET` and report `SHOW REPLICA STATUS`. The tests stop replication,
+//! so they run one at a time on this binary's topology; the promotion test has its own.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use manifold::config::{user_with_password, Config};
+use manifold::Server;
+use manifold_router::{CausalReads, ReplicaEntry};
+use manifold_testkit::{Flavor, Topology, TopologyConfig};
+use manifold_tests::Client;
+
+const USER: &str = "app";
+const PASSWORD: &str = "app";
+
+fn start_mysql() -> Topology {
+    let t = Topology::start(TopologyConfig {
+        tls: false,
+        flavor: Flavor::MySql,
+        ..TopologyConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("cannot start a MySQL topology: {e}"));
+    t.create_user(USER, PASSWORD).expect("create test user");
+    t
+}
+
+fn topology() -> &'static Topology {
+    static SHARED: OnceLock<Topology> = OnceLock::new();
+    SHARED.get_or_init(start_mysql)
+}
+
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn config(t: &Topology, primary_read_weight: u32) -> Config {
+    let mut cfg = Config::default();
+    cfg.backend.primary = t.primary.addr().to_string();
+    cfg.backend.replicas = t
+        .replicas
+        .iter()
+        .map(|r| ReplicaEntry::Addr(r.addr().to_string()))
+        .collect();
+    cfg.routing.primary_read_weight = primary_read_weight;
+    cfg.routing.monitor.interval = Duration::from_millis(100);
+    cfg.routing.monitor.timeout = Duration::from_millis(500);
+    cfg.routing.max_replication_lag = Duration::from_secs(2);
+    cfg.routing.causal_read_timeout = Duration::from_millis(300);
+    cfg.routing.failover_timeout = Duration::from_secs(3);
+    cfg.pool.connect_timeout = Duration::from_secs(1);
+    cfg.mysql.listen = "127.0.0.1:0".into();
+    cfg.engine.threads = 1;
+    cfg.pool.min_idle = 1;
+    cfg.users.push(user_with_password(USER, PASSWORD));
+    cfg
+}
+
+/// Starts manifold and waits until the monitor has measured every node.
+fn start(cfg: &Config) -> Server {
+    let server = manifold::start(cfg).expect("manifold starts");
+    let topology = server.shared.topology();
+    wait_for("every node readable", Duration::from_secs(15), || {
+        (0..topology.nodes.len())
+            .all(|n| topology.nodes[n].read_weight == 0 || topology.can_read(n))
+    });
+    server
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A fresh schema `my_<name>` with table `t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)`, on
+/// the replicas too.
+fn schema_with_table(t: &Topology, name: &str) -> String {
+    let db = format!("my_{name}");
+    t.create_schema(&db).expect("create schema");
+    t.sql(
+        &t.primary,
+        &format!("CREATE TABLE {db}.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)"),
+    )
+    .unwrap();
+    t.wait_replicated(Duration::from_secs(10)).unwrap();
+    db
+}
+
+fn client(addr: SocketAddr, db: &str) -> Client {
+    Client::connect(addr, USER, PASSWORD, Some(db)).expect("login through manifold")
+}
+
+fn port(server: &manifold_testkit::Server) -> String {
+    server.addr().port().to_string()
+}
+
+/// Where `n` runs of `sql` (which returns `@@port`) ran: port → count.
+fn tally(c: &mut Client, sql: &str, n: usize) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::new();
+    for _ in 0..n {
+        let port = c.scalar(sql).unwrap().expect("a port");
+        *seen.entry(port).or_insert(0) += 1;
+    }
+    seen
+}
+
+fn count(t: &BTreeMap<String, usize>, port: &str) -> usize {
+    t.get(port).copied().unwrap_or(0)
+}
+
+/// Starts a replica's SQL thread again when dropped.
+struct SqlThreadStopped(&'static manifold_testkit::Server);
+
+impl SqlThreadStopped {
+    fn stop(replica: &'static manifold_testkit::Server) -> Self {
+        topology().sql(replica, "STOP REPLICA SQL_THREAD").unwrap();
+        SqlThreadStopped(replica)
+    }
+}
+
+impl Drop for SqlThreadStopped {
+    fn drop(&mut self) {
+        let _ = topology().sql(self.0, "START REPLICA SQL_THREAD");
+    }
+}
+
+/// Writes to the primary every 50 ms until dropped, so a stopped replica falls behind.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Writer {
+    fn start(db: &str) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let sql = format!("INSERT INTO {db}.t (v) VALUES (0)");
+        let thread = std::thread::spawn(move || {
+            let t = topology();
+            while !flag.load(Ordering::Relaxed) {
+                t.sql(&t.primary, &sql).unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        Writer {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn reads_spread_over_mysql_replicas_and_writes_stay_on_the_primary() {
+    let _serial = serial();
+    let t = topology();
+    let db = schema_with_table(t, "split");
+    let server = start(&config(t, 1));
+    let mut c = client(server.mysql_addr(), &db);
+    let reads = tally(&mut c, "SELECT @@port", 90);
+    for s in t.servers() {
+        let got = count(&reads, &port(s));
+        assert!(got.abs_diff(30) <= 3, "{}: {got} of 90: {reads:?}", s.name);
+    }
+    for i in 0..20 {
+        c.query(&format!("INSERT INTO t (v) VALUES (@@port + {i} * 0)"))
+            .unwrap();
+    }
+    let on_primary = t
+        .sql_value(
+            &t.primary,
+            &format!("SELECT COUNT(*) FROM {db}.t WHERE v = {}", port(&t.primary)),
+        )
+        .unwrap();
+    assert_eq!(on_primary, "20", "every write ran on the primary");
+    let locking = tally(&mut c, "SELECT @@port FROM t LIMIT 1 FOR SHARE", 10);
+    assert_eq!(count(&locking, &port(&t.primary)), 10, "{locking:?}");
+}
+
+#[test]
+fn a_lagging_mysql_replica_gets_no_reads_until_it_catches_up() {
+    let _serial = serial();
+    let t = topology();
+    let db = schema_with_table(t, "lag");
+    let server = start(&config(t, 0));
+    let (r1, r2) = (port(&t.replicas[0]), port(&t.replicas[1]));
+    let mut c = client(server.mysql_addr(), &db);
+
+    let stopped = SqlThreadStopped::stop(&t.replicas[1]);
+    let writer = Writer::start(&db);
+    let node = &server.shared.topology().nodes[2];
+    wait_for(
+        "the stopped replica to pass its lag bound",
+        Duration::from_secs(20),
+        || node.lag().is_some_and(|l| l > Duration::from_secs(2)),
+    );
+    let reads = tally(&mut c, "SELECT @@port", 40);
+    assert_eq!(count(&reads, &r2), 0, "beyond its lag bound: {reads:?}");
+    assert_eq!(count(&reads, &r1), 40);
+
+    drop(stopped);
+    wait_for("the replica to catch up", Duration::from_secs(20), || {
+        node.lag().is_some_and(|l| l <= Duration::from_secs(2))
+    });
+    let reads = tally(&mut c, "SELECT @@port", 40);
+    assert!(count(&reads, &r2) >= 10, "back within bounds: {reads:?}");
+    drop(writer);
+}
+
+#[test]
+fn a_session_always_reads_its_own_writes_on_mysql() {
+    let _serial = serial();
+    let t = topology();
+    let db = schema_with_table(t, "causal");
+    let server = start(&config(t, 1));
+    let mut c = client(server.mysql_addr(), &db);
+    let mut by_port: BTreeMap<String, usize> = BTreeMap::new();
+    // The first replica applies nothing for the first quarter of the run.
+    let mut stopped = Some(SqlThreadStopped::stop(&t.replicas[0]));
+    for i in 0..2000 {
+        if i == 500 {
+            stopped = None;
+        }
+        let ok = c.query(&format!("INSERT INTO t (v) VALUES ({i})")).unwrap();
+        let row = c
+            .query(&format!(
+                "SELECT v, @@port FROM t WHERE id = {}",
+                ok.last_insert_id
+            ))
+            .unwrap();
+        assert_eq!(
+            row.rows.first().and_then(|r| r[0].clone()),
+            Some(i.to_string()),
+            "read {i} did not see its own write: {row:?}"
+        );
+        *by_port.entry(row.rows[0][1].clone().unwrap()).or_insert(0) += 1;
+    }
+    assert!(stopped.is_none());
+    let on_replicas =
+        count(&by_port, &port(&t.replicas[0])) + count(&by_port, &port(&t.replicas[1]));
+    assert!(on_replicas >= 200, "replicas served reads too: {by_port:?}");
+    let fallbacks = server
+        .shared
+        .metrics
+        .causal_fallbacks
+        .load(Ordering::Relaxed);
+    assert!(
+        fallbacks > 0,
+        "the stopped replica made some reads go elsewhere"
+    );
+}
+
+#[test]
+fn global_causal_reads_on_mysql_see_every_session_s_writes() {
+    let _serial = serial();
+    let t = topology();
+    let db = schema_with_table(t, "global");
+    let mut cfg = config(t, 0);
+    cfg.routing.causal_reads = CausalReads::Global;
+    let server = start(&cfg);
+    let mut writer = client(server.mysql_addr(), &db);
+    let mut reader = client(server.mysql_addr(), &db);
+    let stopped = SqlThreadStopped::stop(&t.replicas[0]);
+    let mut on_running_replica = 0;
+    for i in 0..300 {
+        let id = writer
+            .query(&format!("INSERT INTO t (v) VALUES ({i})"))
+            .unwrap()
+            .last_insert_id;
+        let row = reader
+            .query(&format!("SELECT v, @@port FROM t WHERE id = {id}"))
+            .unwrap();
+        assert_eq!(
+            row.rows.first().and_then(|r| r[0].clone()),
+            Some(i.to_string()),
+            "read {i} missed another session's write: {row:?}"
+        );
+        if row.rows[0][1].as_deref() == Some(port(&t.replicas[1]).as_str()) {
+            on_running_replica += 1;
+        }
+    }
+    drop(stopped);
+    assert!(
+        on_running_replica >= 50,
+        "the replica that kept applying served reads after waiting: {on_running_replica} of 300"
+    );
+    let fallbacks = server
+        .shared
+        .metrics
+        .causal_fallbacks
+        .load(Ordering::Relaxed);
+    assert!(
+        fallbacks > 0,
+        "the stopped replica made some reads go elsewhere"
+    );
+}
+
+#[test]
+fn auto_promote_on_mysql_picks_a_replica_and_repoints_the_other() {
+    let _serial = serial();
+    let t = start_mysql();
+    let db = "my_promote";
+    t.create_schema(db).unwrap();
+    t.sql(
+        &t.primary,
+        &format!("CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT)"),
+    )
+    .unwrap();
+    t.wait_replicated(Duration::from_secs(10)).unwrap();
+    let mut cfg = config(&t, 1);
+    cfg.routing.auto_promote = true;
+    cfg.routing.failover_timeout = Duration::from_secs(20);
+    let server = start(&cfg);
+    let mut c = client(server.mysql_addr(), db);
+    c.query("INSERT INTO t VALUES (1, 1)").unwrap();
+
+    t.kill_server(&t.primary).unwrap();
+    // The write waits for the promotion, then runs on the new primary.
+    c.query("INSERT INTO t VALUES (2, 2)")
+        .expect("the write runs once a replica is promoted");
+    let topology = server.shared.topology();
+    let new = topology.primary();
+    assert_ne!(new, 0, "a replica is the primary now");
+    let promoted = &t.replicas[new - 1];
+    let other = &t.replicas[2 - new];
+    assert_eq!(t.sql_value(promoted, "SELECT @@read_only").unwrap(), "0");
+    assert_eq!(
+        t.sql_value(promoted, &format!("SELECT COUNT(*) FROM {db}.t"))
+            .unwrap(),
+        "2"
+    );
+    let status = t.replica_status(other).unwrap();
+    assert_eq!(
+        status.get("Source_Port").map(String::as_str),
+        Some(port(promoted).as_str()),
+        "the other replica follows the new primary: {status:?}"
+    );
+    wait_for(
+        "the other replica to apply the new write",
+        Duration::from_secs(10),
+        || {
+            t.sql_value(other, &format!("SELECT COUNT(*) FROM {db}.t"))
+                .is_ok_and(|n| n == "2")
+        },
+    );
+}
