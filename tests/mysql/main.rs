@@ -5,15 +5,18 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use manifold::config::{user_with_password, Config};
 use manifold::Server;
 use manifold_router::{CausalReads, ReplicaEntry};
 use manifold_testkit::{Flavor, Topology, TopologyConfig};
 use manifold_tests::Client;
+
+#[path = "../routing_support.rs"]
+mod support;
+use support::{causal_fallbacks, count, tally, wait_for, SqlThreadStopped, Writer};
 
 const USER: &str = "app";
 const PASSWORD: &str = "app";
@@ -73,14 +76,6 @@ fn start(cfg: &Config) -> Server {
     server
 }
 
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "gave up waiting: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// A fresh schema `my_<name>` with table `t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)`, on
 /// the replicas too.
 fn schema_with_table(t: &Topology, name: &str) -> String {
@@ -101,70 +96,6 @@ fn client(addr: SocketAddr, db: &str) -> Client {
 
 fn port(server: &manifold_testkit::Server) -> String {
     server.addr().port().to_string()
-}
-
-/// Where `n` runs of `sql` (which returns `@@port`) ran: port → count.
-fn tally(c: &mut Client, sql: &str, n: usize) -> BTreeMap<String, usize> {
-    let mut seen = BTreeMap::new();
-    for _ in 0..n {
-        let port = c.scalar(sql).unwrap().expect("a port");
-        *seen.entry(port).or_insert(0) += 1;
-    }
-    seen
-}
-
-fn count(t: &BTreeMap<String, usize>, port: &str) -> usize {
-    t.get(port).copied().unwrap_or(0)
-}
-
-/// Starts a replica's SQL thread again when dropped.
-struct SqlThreadStopped(&'static manifold_testkit::Server);
-
-impl SqlThreadStopped {
-    fn stop(replica: &'static manifold_testkit::Server) -> Self {
-        topology().sql(replica, "STOP REPLICA SQL_THREAD").unwrap();
-        SqlThreadStopped(replica)
-    }
-}
-
-impl Drop for SqlThreadStopped {
-    fn drop(&mut self) {
-        let _ = topology().sql(self.0, "START REPLICA SQL_THREAD");
-    }
-}
-
-/// Writes to the primary every 50 ms until dropped, so a stopped replica falls behind.
-struct Writer {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Writer {
-    fn start(db: &str) -> Writer {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let sql = format!("INSERT INTO {db}.t (v) VALUES (0)");
-        let thread = std::thread::spawn(move || {
-            let t = topology();
-            while !flag.load(Ordering::Relaxed) {
-                t.sql(&t.primary, &sql).unwrap();
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        Writer {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
 }
 
 #[test]
@@ -203,8 +134,8 @@ fn a_lagging_mysql_replica_gets_no_reads_until_it_catches_up() {
     let (r1, r2) = (port(&t.replicas[0]), port(&t.replicas[1]));
     let mut c = client(server.mysql_addr(), &db);
 
-    let stopped = SqlThreadStopped::stop(&t.replicas[1]);
-    let writer = Writer::start(&db);
+    let stopped = SqlThreadStopped::stop(t, &t.replicas[1]);
+    let writer = Writer::start(t, &format!("{db}.t"), "v");
     let node = &server.shared.topology().nodes[2];
     wait_for(
         "the stopped replica to pass its lag bound",
@@ -233,7 +164,7 @@ fn a_session_always_reads_its_own_writes_on_mysql() {
     let mut c = client(server.mysql_addr(), &db);
     let mut by_port: BTreeMap<String, usize> = BTreeMap::new();
     // The first replica applies nothing for the first quarter of the run.
-    let mut stopped = Some(SqlThreadStopped::stop(&t.replicas[0]));
+    let mut stopped = Some(SqlThreadStopped::stop(t, &t.replicas[0]));
     for i in 0..2000 {
         if i == 500 {
             stopped = None;
@@ -256,11 +187,7 @@ fn a_session_always_reads_its_own_writes_on_mysql() {
     let on_replicas =
         count(&by_port, &port(&t.replicas[0])) + count(&by_port, &port(&t.replicas[1]));
     assert!(on_replicas >= 200, "replicas served reads too: {by_port:?}");
-    let fallbacks = server
-        .shared
-        .metrics
-        .causal_fallbacks
-        .load(Ordering::Relaxed);
+    let fallbacks = causal_fallbacks(&server);
     assert!(
         fallbacks > 0,
         "the stopped replica made some reads go elsewhere"
@@ -277,7 +204,7 @@ fn global_causal_reads_on_mysql_see_every_session_s_writes() {
     let server = start(&cfg);
     let mut writer = client(server.mysql_addr(), &db);
     let mut reader = client(server.mysql_addr(), &db);
-    let stopped = SqlThreadStopped::stop(&t.replicas[0]);
+    let stopped = SqlThreadStopped::stop(t, &t.replicas[0]);
     let mut on_running_replica = 0;
     for i in 0..300 {
         let id = writer
@@ -301,11 +228,7 @@ fn global_causal_reads_on_mysql_see_every_session_s_writes() {
         on_running_replica >= 50,
         "the replica that kept applying served reads after waiting: {on_running_replica} of 300"
     );
-    let fallbacks = server
-        .shared
-        .metrics
-        .causal_fallbacks
-        .load(Ordering::Relaxed);
+    let fallbacks = causal_fallbacks(&server);
     assert!(
         fallbacks > 0,
         "the stopped replica made some reads go elsewhere"

@@ -5,15 +5,18 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use manifold::config::{user_with_password, Config};
 use manifold::Server;
 use manifold_router::{ReplicaConfig, ReplicaEntry};
 use manifold_testkit::Topology;
 use manifold_tests::Client;
+
+#[path = "../routing_support.rs"]
+mod support;
+use support::{causal_fallbacks, count, tally, wait_for, SqlThreadStopped, Writer};
 
 const USER: &str = "app";
 const PASSWORD: &str = "app";
@@ -72,14 +75,6 @@ fn start(cfg: &Config) -> Server {
     server
 }
 
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "gave up waiting: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn schema(name: &str) -> String {
     let name = format!("rt_{name}");
     topology().create_schema(&name).expect("create schema");
@@ -124,16 +119,6 @@ fn com_select(server: &manifold_testkit::Server) -> u64 {
     line.split('\t').nth(1).unwrap().parse().unwrap()
 }
 
-/// Where `n` runs of `sql` (which returns `@@port` first) ran: port → count.
-fn tally(c: &mut Client, sql: &str, n: usize) -> BTreeMap<String, usize> {
-    let mut seen = BTreeMap::new();
-    for _ in 0..n {
-        let port = c.scalar(sql).unwrap().expect("a port");
-        *seen.entry(port).or_insert(0) += 1;
-    }
-    seen
-}
-
 /// Runs `n` inserts of `@@port` into `db.t` and returns how many rows the primary has with
 /// its own port.
 fn writes_on_primary(c: &mut Client, db: &str, n: usize) -> usize {
@@ -149,10 +134,6 @@ fn writes_on_primary(c: &mut Client, db: &str, n: usize) -> usize {
     .unwrap()
     .parse()
     .unwrap()
-}
-
-fn count(t: &BTreeMap<String, usize>, port: &str) -> usize {
-    t.get(port).copied().unwrap_or(0)
 }
 
 #[test]
@@ -249,57 +230,6 @@ fn reads_follow_weights_and_everything_else_stays_on_the_primary() {
     assert_eq!(count(&reads, &primary), 20, "{reads:?}");
 }
 
-/// Writes to the primary every 50 ms until dropped, so a stopped replica falls behind.
-struct Writer {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Writer {
-    fn start(db: &str) -> Writer {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let sql = format!("INSERT INTO {db}.t (port) VALUES (0)");
-        let thread = std::thread::spawn(move || {
-            let t = topology();
-            while !flag.load(Ordering::Relaxed) {
-                t.sql(&t.primary, &sql).unwrap();
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        Writer {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Starts a replica's SQL thread again when dropped, so a failing test leaves the topology
-/// replicating.
-struct SqlThreadStopped(&'static manifold_testkit::Server);
-
-impl SqlThreadStopped {
-    fn stop(replica: &'static manifold_testkit::Server) -> Self {
-        topology().sql(replica, "STOP SLAVE SQL_THREAD").unwrap();
-        SqlThreadStopped(replica)
-    }
-}
-
-impl Drop for SqlThreadStopped {
-    fn drop(&mut self) {
-        let _ = topology().sql(self.0, "START SLAVE SQL_THREAD");
-    }
-}
-
 #[test]
 fn a_lagging_replica_gets_no_reads_until_it_catches_up() {
     let _serial = serial();
@@ -315,8 +245,8 @@ fn a_lagging_replica_gets_no_reads_until_it_catches_up() {
         "{reads:?}"
     );
 
-    let stopped = SqlThreadStopped::stop(&t.replicas[1]);
-    let writer = Writer::start(&db);
+    let stopped = SqlThreadStopped::stop(t, &t.replicas[1]);
+    let writer = Writer::start(t, &format!("{db}.t"), "port");
     let node = &server.shared.topology().nodes[2];
     wait_for(
         "the stopped replica to pass its lag bound",
@@ -346,7 +276,7 @@ fn a_session_always_reads_its_own_writes() {
     let mut c = client(server.mysql_addr(), Some(&db));
     let mut by_port: BTreeMap<String, usize> = BTreeMap::new();
     // The first replica applies nothing for the first quarter of the run.
-    let mut stopped = Some(SqlThreadStopped::stop(&t.replicas[0]));
+    let mut stopped = Some(SqlThreadStopped::stop(t, &t.replicas[0]));
     for i in 0..2000 {
         if i == 500 {
             stopped = None;
@@ -371,11 +301,7 @@ fn a_session_always_reads_its_own_writes() {
         on_replicas >= 200,
         "replicas served reads too: {by_port:?} (primary {primary})"
     );
-    let fallbacks = server
-        .shared
-        .metrics
-        .causal_fallbacks
-        .load(Ordering::Relaxed);
+    let fallbacks = causal_fallbacks(&server);
     assert!(
         fallbacks > 0,
         "the stopped replica made some reads go elsewhere"
@@ -546,7 +472,7 @@ fn global_causal_reads_see_every_session_s_writes() {
     let mut reader = client(server.mysql_addr(), Some(&db));
     // The first replica applies nothing meanwhile: a read there without waiting would miss
     // the writer's rows.
-    let stopped = SqlThreadStopped::stop(&t.replicas[0]);
+    let stopped = SqlThreadStopped::stop(t, &t.replicas[0]);
     for i in 0..300 {
         let id = writer
             .query(&format!("INSERT INTO t (port) VALUES ({i})"))
@@ -562,11 +488,7 @@ fn global_causal_reads_see_every_session_s_writes() {
         );
     }
     drop(stopped);
-    let fallbacks = server
-        .shared
-        .metrics
-        .causal_fallbacks
-        .load(Ordering::Relaxed);
+    let fallbacks = causal_fallbacks(&server);
     assert!(
         fallbacks > 0,
         "the stopped replica made some reads go elsewhere"

@@ -398,6 +398,16 @@ impl Topology {
         server.restart()
     }
 
+    /// Stops a replica's SQL thread (it keeps receiving, applies nothing): a lagging replica.
+    pub fn stop_sql_thread(&self, replica: &Server) -> Result<(), Error> {
+        self.sql(replica, self.dialect().stop_sql).map(drop)
+    }
+
+    /// Starts a replica's SQL thread again.
+    pub fn start_sql_thread(&self, replica: &Server) -> Result<(), Error> {
+        self.sql(replica, self.dialect().start_sql).map(drop)
+    }
+
     /// The server's flavour of replication statements and status columns.
     fn dialect(&self) -> &'static Dialect {
         match self.config.flavor {
@@ -462,6 +472,8 @@ struct Dialect {
     sql_running: &'static str,
     /// The status column with the replica's applied position.
     applied: &'static str,
+    stop_sql: &'static str,
+    start_sql: &'static str,
 }
 
 const MARIADB: Dialect = Dialect {
@@ -471,6 +483,8 @@ const MARIADB: Dialect = Dialect {
     io_running: "Slave_IO_Running",
     sql_running: "Slave_SQL_Running",
     applied: "Gtid_Slave_Pos",
+    stop_sql: "STOP SLAVE SQL_THREAD",
+    start_sql: "START SLAVE SQL_THREAD",
 };
 
 const MYSQL: Dialect = Dialect {
@@ -480,6 +494,8 @@ const MYSQL: Dialect = Dialect {
     io_running: "Replica_IO_Running",
     sql_running: "Replica_SQL_Running",
     applied: "Executed_Gtid_Set",
+    stop_sql: "STOP REPLICA SQL_THREAD",
+    start_sql: "START REPLICA SQL_THREAD",
 };
 
 impl Drop for Topology {
