@@ -37,9 +37,12 @@ pub(crate) struct DigestWriter<'s, 'o> {
     prev_end: usize,
     /// The previous token was a value or closed one (a sign after it is a binary minus).
     after_operand: bool,
-    /// Where a `-` or `+` stands that starts a number if a number follows right after it.
-    sign: Option<usize>,
+    /// Where a `-` or `+` stands that starts a number if a number follows right after it
+    /// ([`NO_SIGN`] when none does).
+    sign: usize,
 }
+
+const NO_SIGN: usize = usize::MAX;
 
 impl<'s, 'o> DigestWriter<'s, 'o> {
     pub(crate) fn new(sql: &'s [u8], out: &'o mut Vec<u8>) -> Self {
@@ -50,18 +53,16 @@ impl<'s, 'o> DigestWriter<'s, 'o> {
             span: 0,
             prev_end: 0,
             after_operand: false,
-            sign: None,
+            sign: NO_SIGN,
         }
     }
 
     #[inline]
     pub(crate) fn push(&mut self, t: &Token<'_>) {
-        if self.out.len() >= MAX_DIGEST_TEXT {
-            return;
-        }
         let gap = t.start > self.prev_end;
         let end = t.start + t.text.len();
-        if let Some(sign) = self.sign.take() {
+        if self.sign != NO_SIGN {
+            let sign = std::mem::replace(&mut self.sign, NO_SIGN);
             if t.kind == TokenKind::Number && !gap {
                 // The sign and the number are one value; what came before the sign stays.
                 self.flush_to(sign);
@@ -71,23 +72,27 @@ impl<'s, 'o> DigestWriter<'s, 'o> {
             // Not a signed number after all: the sign stays as punctuation.
         }
         match t.kind {
+            TokenKind::Word | TokenKind::QuotedIdent | TokenKind::UserVar | TokenKind::SysVar => {
+                self.keep(t.start, end, gap, false);
+                self.after_operand = true;
+            }
+            TokenKind::Punct => {
+                let c = t.text[0];
+                if matches!(c, b'-' | b'+') && !self.after_operand {
+                    self.keep(t.start, end, gap, false);
+                    self.sign = t.start;
+                } else {
+                    self.keep(t.start, end, gap, matches!(c, b')' | b','));
+                    // After a word a sign is taken as a minus: telling keywords (`= -1`,
+                    // `IN (-1)` are after punctuation anyway) from names would cost a lookup
+                    // per word, and the digest only has to treat every value alike, which it
+                    // does either way.
+                    self.after_operand = c == b')';
+                }
+            }
             TokenKind::String | TokenKind::Number | TokenKind::Unterminated => {
                 self.flush_to(self.prev_end);
                 self.literal(gap, end);
-            }
-            TokenKind::Punct if matches!(t.text, b"-" | b"+") && !self.after_operand => {
-                self.keep(t.start, end, gap, false);
-                self.sign = Some(t.start);
-                self.after_operand = false;
-            }
-            _ => {
-                let tight = t.kind == TokenKind::Punct && matches!(t.text, b")" | b",");
-                self.keep(t.start, end, gap, tight);
-                // After a word a sign is taken as a minus: telling keywords (`= -1`,
-                // `IN (-1)` are after punctuation anyway) from names would cost a lookup per
-                // word, and the digest only has to treat every value alike, which it does
-                // either way.
-                self.after_operand = t.kind != TokenKind::Punct || t.text == b")";
             }
         }
     }
@@ -95,25 +100,25 @@ impl<'s, 'o> DigestWriter<'s, 'o> {
     /// A token the digest keeps as it is spelled, at `sql[start..end]`.
     #[inline]
     fn keep(&mut self, start: usize, end: usize, gap: bool, tight: bool) {
-        let last = if self.prev_end > self.span {
-            self.sql.get(self.prev_end - 1).copied()
+        let prev_end = std::mem::replace(&mut self.prev_end, end);
+        // Right after the previous token: written as it is.
+        if !gap {
+            return;
+        }
+        let last = if prev_end > self.span {
+            self.sql.get(prev_end - 1).copied()
         } else {
             self.out.last().copied()
         };
-        let space = gap && !tight && !matches!(last, None | Some(b'(' | b','));
-        let as_written = if space {
-            start == self.prev_end + 1 && self.sql.get(self.prev_end) == Some(&b' ')
-        } else {
-            start == self.prev_end
-        };
-        if !as_written {
-            self.flush_to(self.prev_end);
-            if space {
-                self.out.push(b' ');
-            }
-            self.span = start;
+        let space = !tight && !matches!(last, None | Some(b'(' | b','));
+        if space && start == prev_end + 1 && self.sql.get(prev_end) == Some(&b' ') {
+            return;
         }
-        self.prev_end = end;
+        self.flush_to(prev_end);
+        if space && self.out.len() < MAX_DIGEST_TEXT {
+            self.out.push(b' ');
+        }
+        self.span = start;
     }
 
     /// Copies the pending run up to `to` (short of its end when a sign turned out to start
@@ -130,7 +135,13 @@ impl<'s, 'o> DigestWriter<'s, 'o> {
 
     /// A value ending at `end` becomes `?`, or folds into the list it continues.
     fn literal(&mut self, gap: bool, end: usize) {
+        self.after_operand = true;
+        self.span = end;
+        self.prev_end = end;
         let out = &mut *self.out;
+        if out.len() >= MAX_DIGEST_TEXT {
+            return;
+        }
         if out.ends_with(b"...,") {
             out.pop();
         } else if out.ends_with(b"?,") {
@@ -141,15 +152,10 @@ impl<'s, 'o> DigestWriter<'s, 'o> {
             }
             out.push(b'?');
         }
-        self.after_operand = true;
-        self.span = end;
-        self.prev_end = end;
     }
 
     pub(crate) fn finish(mut self) -> u64 {
-        if self.out.len() < MAX_DIGEST_TEXT {
-            self.flush_to(self.prev_end);
-        }
+        self.flush_to(self.prev_end);
         self.out.truncate(MAX_DIGEST_TEXT);
         digest_hash(self.out)
     }
