@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use manifold::config::{user_with_password, Config};
 use manifold::Server;
-use manifold_router::{CausalReads, ReplicaEntry};
+use manifold_router::{CausalReads, ReadOnly, ReplicaEntry};
 use manifold_testkit::{Flavor, Topology, TopologyConfig};
 use manifold_tests::Client;
 
@@ -283,4 +283,38 @@ fn auto_promote_on_mysql_picks_a_replica_and_repoints_the_other() {
                 .is_ok_and(|n| n == "2")
         },
     );
+}
+
+#[test]
+fn a_mysql_replica_without_gtids_gets_no_reads() {
+    let _serial = serial();
+    let t = topology();
+    let db = schema_with_table(t, "nogtid");
+    // A server with gtid_mode=OFF listed as a replica: nothing tells what it has applied.
+    let plain = Topology::start(TopologyConfig {
+        replicas: 0,
+        tls: false,
+        flavor: Flavor::MySql,
+        extra_server_args: vec!["--gtid-mode=OFF".into()],
+        ..TopologyConfig::default()
+    })
+    .expect("start a MySQL server without GTIDs");
+    plain.create_user(USER, PASSWORD).unwrap();
+    plain.create_schema(&db).unwrap();
+    let mut cfg = config(t, 1);
+    cfg.backend.replicas = vec![ReplicaEntry::Addr(plain.primary.addr().to_string())];
+    let server = manifold::start(&cfg).expect("manifold starts");
+    let node = &server.shared.topology().nodes[1];
+    wait_for(
+        "the monitor to check the node",
+        Duration::from_secs(10),
+        || node.read_only() == ReadOnly::Off,
+    );
+    // Were its lag measured from GTIDs, it would count from now and stay within the 2 s
+    // bound for a while: reads would go there.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut c = client(server.mysql_addr(), &db);
+    let reads = tally(&mut c, "SELECT @@port", 30);
+    assert_eq!(count(&reads, &port(&t.primary)), 30, "{reads:?}");
+    assert!(node.lag().is_none(), "its lag is unknown: {:?}", node.lag());
 }

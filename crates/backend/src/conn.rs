@@ -377,11 +377,22 @@ impl BackendConn {
         if self.capabilities & caps::SESSION_TRACK == 0 {
             return Ok(());
         }
-        let sql = match self.flavor() {
-            ServerFlavor::MariaDb => ENABLE_TRACKING,
-            ServerFlavor::MySql => ENABLE_TRACKING_MYSQL,
-        };
-        match self.simple_command(&Command::Query(sql)).await? {
+        if self.flavor() == ServerFlavor::MySql
+            && self
+                .simple_command(&Command::Query(ENABLE_TRACKING_MYSQL))
+                .await?
+                .is_ok()
+        {
+            self.tracking = true;
+            return Ok(());
+        }
+        // A server that is neither MariaDB nor a MySQL with GTID tracking still tracks the
+        // rest (its writes' GTIDs then go unseen: causal reads for them use the primary
+        // only if the monitor finds no GTIDs on the replicas either).
+        match self
+            .simple_command(&Command::Query(ENABLE_TRACKING))
+            .await?
+        {
             Ok(_) => self.tracking = true,
             Err(e) => {
                 tracing::debug!(error = %e, "backend refuses session tracking; sessions on it will not be multiplexed");

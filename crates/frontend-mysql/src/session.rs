@@ -1107,7 +1107,7 @@ impl Session {
                 None => self.pins.pin(PinReason::UntrackedState, counters, id),
             }
             if let Some(g) = own_gtids {
-                last_gtid = Gtid::parse(&g);
+                last_gtid = Some(Gtid::parse(&g).unwrap_or(Gtid::Unreadable));
             }
             if let Some(g) = last_gtid {
                 self.note_write(g);
@@ -1524,6 +1524,10 @@ impl Session {
         }
         let wait = match topology.config.causal_reads {
             CausalReads::None => None,
+            // No replica can be asked whether it has the write.
+            CausalReads::Session if same_cluster && self.last_write == Some(Gtid::Unreadable) => {
+                return (primary, None);
+            }
             CausalReads::Session => self
                 .last_write
                 .filter(|_| same_cluster)
@@ -1589,7 +1593,8 @@ impl Session {
     /// elsewhere.
     async fn wait_until_applied(&mut self, wait: Wait) -> bool {
         let topology = self.topology().clone();
-        let timeout = topology.config.causal_read_timeout.as_secs_f64();
+        // MySQL waits forever for a timeout of 0.
+        let timeout = topology.config.causal_read_timeout.as_secs_f64().max(0.001);
         let position = match wait {
             Wait::Write(g) => g.to_string(),
             Wait::Primary => match self.primary_position().await {

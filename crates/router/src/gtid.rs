@@ -15,6 +15,9 @@ pub enum Gtid {
     MariaDb { domain: u32, server: u32, seq: u64 },
     /// MySQL's `source_uuid:number` (untagged).
     MySql { source: [u8; 16], seq: u64 },
+    /// A committed write whose GTID manifold cannot read (a tagged MySQL GTID, a set of
+    /// several sources): only the primary is known to have it.
+    Unreadable,
 }
 
 impl Gtid {
@@ -62,6 +65,7 @@ impl std::fmt::Display for Gtid {
                 write_uuid(f, source)?;
                 write!(f, ":{seq}")
             }
+            Gtid::Unreadable => f.write_str("(unreadable GTID)"),
         }
     }
 }
@@ -170,6 +174,7 @@ impl GtidPos {
                 })
                 .iter()
                 .any(|&(a, b)| a <= seq && seq <= b),
+            Gtid::Unreadable => false,
         }
     }
 

@@ -70,6 +70,7 @@ impl Monitor {
                             login: login.clone(),
                             history: history.clone(),
                             heartbeat_failing: std::cell::Cell::new(false),
+                            no_gtids_logged: std::cell::Cell::new(false),
                         };
                         tokio::task::spawn_local(check.run());
                     }
@@ -97,6 +98,8 @@ impl Drop for Monitor {
 /// What one check found.
 struct Observed {
     read_only: bool,
+    /// The server has GTIDs (MySQL: `gtid_mode=ON`).
+    gtids: bool,
     /// `@@gtid_current_pos`: what the node has applied.
     current: GtidPos,
     /// `@@gtid_binlog_pos`: what the node has written to its binlog (the primary's commits).
@@ -115,6 +118,8 @@ struct NodeCheck {
     history: Rc<RefCell<VecDeque<(Instant, GtidPos)>>>,
     /// The last heartbeat write failed (logged once until one succeeds).
     heartbeat_failing: std::cell::Cell<bool>,
+    /// A replica without GTIDs was reported (once).
+    no_gtids_logged: std::cell::Cell<bool>,
 }
 
 impl NodeCheck {
@@ -170,7 +175,9 @@ impl NodeCheck {
         // commits included.
         let positions: &[u8] = match flavor {
             ServerFlavor::MariaDb => b"SELECT @@read_only, @@gtid_current_pos, @@gtid_binlog_pos",
-            ServerFlavor::MySql => b"SELECT @@read_only, @@gtid_executed, @@gtid_executed",
+            ServerFlavor::MySql => {
+                b"SELECT @@read_only, @@gtid_executed, @@gtid_executed, @@gtid_mode"
+            }
         };
         let rows = query(c, positions).await?;
         let row = rows.rows.first().ok_or("no row for @@read_only")?;
@@ -178,6 +185,9 @@ impl NodeCheck {
         let read_only = text(0) == b"1";
         let current = GtidPos::parse(&text(1)).ok_or("bad GTID position")?;
         let binlog = GtidPos::parse(&text(2)).ok_or("bad GTID position")?;
+        // Without GTIDs nothing tells what a MySQL server has applied: neither its lag nor
+        // whether it has a session's write.
+        let gtids = flavor == ServerFlavor::MariaDb || text(3) == b"ON";
         let mut seconds_behind = None;
         let mut heartbeat_age = None;
         let heartbeat = self.topology.config.monitor.heartbeat_table.as_deref();
@@ -220,6 +230,7 @@ impl NodeCheck {
         }
         Ok(Observed {
             read_only,
+            gtids,
             current,
             binlog,
             seconds_behind,
@@ -241,6 +252,13 @@ impl NodeCheck {
                 history.push_back((now, seen.binlog.clone()));
             }
             node.set_lag(Some(Duration::ZERO));
+            return;
+        }
+        if !seen.gtids {
+            if !self.no_gtids_logged.replace(true) {
+                tracing::warn!(node = %node.addr, "replica without GTIDs (gtid_mode is not ON): its lag and what it has applied are unknown, so it serves no reads");
+            }
+            node.set_lag(None);
             return;
         }
         // The first of the primary's positions this replica does not cover: it has lacked a
@@ -368,8 +386,23 @@ async fn promote(topology: &Topology, targets: &[BackendTarget], login: &ConnKey
         let status = query(&mut c, sql.status).await?;
         if let Some(received) = column(&status, sql.received_column) {
             let pos = GtidPos::parse(&received).ok_or("bad received GTID position")?;
-            let wait = format!("SELECT {}('{pos}', {})", sql.wait, timeout.as_secs_f64());
-            query(&mut c, wait.as_bytes()).await?;
+            let wait = format!(
+                "SELECT {}('{pos}', {})",
+                sql.wait,
+                timeout.as_secs_f64().max(0.001)
+            );
+            // Resetting replication drops relay logs not applied yet: promote only a
+            // replica that has applied everything it received (a later check tries again).
+            let answer = query(&mut c, wait.as_bytes()).await?;
+            let reached = answer
+                .rows
+                .first()
+                .and_then(|r| r.first().cloned().flatten());
+            if reached.as_deref() != Some(b"0") {
+                return Err(format!(
+                    "it has not applied what it received ({pos}) within routing.monitor.timeout"
+                ));
+            }
         }
         for step in sql.become_primary {
             query(&mut c, step).await?;

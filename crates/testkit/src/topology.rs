@@ -314,7 +314,10 @@ impl Topology {
                 // MASTER_GTID_WAIT compares against gtid_slave_pos per domain, which is exactly
                 // "covers"; short waits let us notice a broken replica instead of sleeping on it.
                 let remaining = deadline.saturating_duration_since(Instant::now());
-                let wait = remaining.min(Duration::from_millis(500)).as_secs_f64();
+                // MySQL waits forever for a timeout of 0.
+                let wait = remaining
+                    .clamp(Duration::from_millis(1), Duration::from_millis(500))
+                    .as_secs_f64();
                 let result = self.sql_value(
                     replica,
                     &format!("SELECT {}({}, {wait:.3})", sql.wait, quote_string(&target)),
