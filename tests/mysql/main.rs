@@ -3,20 +3,18 @@
 //! `WAIT_FOR_EXECUTED_GTID_SET` and report `SHOW REPLICA STATUS`. The tests stop replication,
 //! so they run one at a time on this binary's topology; the promotion test has its own.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use manifold::config::{user_with_password, Config};
-use manifold::Server;
 use manifold_router::{CausalReads, ReadOnly, ReplicaEntry};
 use manifold_testkit::{Flavor, Topology, TopologyConfig};
 use manifold_tests::Client;
 
 #[path = "../routing_support.rs"]
 mod support;
-use support::{causal_fallbacks, count, tally, wait_for, SqlThreadStopped, Writer};
+use support::{count, start, tally, wait_for};
 
 const USER: &str = "app";
 const PASSWORD: &str = "app";
@@ -63,17 +61,6 @@ fn config(t: &Topology, primary_read_weight: u32) -> Config {
     cfg.pool.min_idle = 1;
     cfg.users.push(user_with_password(USER, PASSWORD));
     cfg
-}
-
-/// Starts manifold and waits until the monitor has measured every node.
-fn start(cfg: &Config) -> Server {
-    let server = manifold::start(cfg).expect("manifold starts");
-    let topology = server.shared.topology();
-    wait_for("every node readable", Duration::from_secs(15), || {
-        (0..topology.nodes.len())
-            .all(|n| topology.nodes[n].read_weight == 0 || topology.can_read(n))
-    });
-    server
 }
 
 /// A fresh schema `my_<name>` with table `t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)`, on
@@ -131,28 +118,8 @@ fn a_lagging_mysql_replica_gets_no_reads_until_it_catches_up() {
     let t = topology();
     let db = schema_with_table(t, "lag");
     let server = start(&config(t, 0));
-    let (r1, r2) = (port(&t.replicas[0]), port(&t.replicas[1]));
     let mut c = client(server.mysql_addr(), &db);
-
-    let stopped = SqlThreadStopped::stop(t, &t.replicas[1]);
-    let writer = Writer::start(t, &format!("{db}.t"), "v");
-    let node = &server.shared.topology().nodes[2];
-    wait_for(
-        "the stopped replica to pass its lag bound",
-        Duration::from_secs(20),
-        || node.lag().is_some_and(|l| l > Duration::from_secs(2)),
-    );
-    let reads = tally(&mut c, "SELECT @@port", 40);
-    assert_eq!(count(&reads, &r2), 0, "beyond its lag bound: {reads:?}");
-    assert_eq!(count(&reads, &r1), 40);
-
-    drop(stopped);
-    wait_for("the replica to catch up", Duration::from_secs(20), || {
-        node.lag().is_some_and(|l| l <= Duration::from_secs(2))
-    });
-    let reads = tally(&mut c, "SELECT @@port", 40);
-    assert!(count(&reads, &r2) >= 10, "back within bounds: {reads:?}");
-    drop(writer);
+    support::a_lagging_replica_gets_no_reads(t, &server, &mut c, &format!("{db}.t"), "v");
 }
 
 #[test]
@@ -162,36 +129,7 @@ fn a_session_always_reads_its_own_writes_on_mysql() {
     let db = schema_with_table(t, "causal");
     let server = start(&config(t, 1));
     let mut c = client(server.mysql_addr(), &db);
-    let mut by_port: BTreeMap<String, usize> = BTreeMap::new();
-    // The first replica applies nothing for the first quarter of the run.
-    let mut stopped = Some(SqlThreadStopped::stop(t, &t.replicas[0]));
-    for i in 0..2000 {
-        if i == 500 {
-            stopped = None;
-        }
-        let ok = c.query(&format!("INSERT INTO t (v) VALUES ({i})")).unwrap();
-        let row = c
-            .query(&format!(
-                "SELECT v, @@port FROM t WHERE id = {}",
-                ok.last_insert_id
-            ))
-            .unwrap();
-        assert_eq!(
-            row.rows.first().and_then(|r| r[0].clone()),
-            Some(i.to_string()),
-            "read {i} did not see its own write: {row:?}"
-        );
-        *by_port.entry(row.rows[0][1].clone().unwrap()).or_insert(0) += 1;
-    }
-    assert!(stopped.is_none());
-    let on_replicas =
-        count(&by_port, &port(&t.replicas[0])) + count(&by_port, &port(&t.replicas[1]));
-    assert!(on_replicas >= 200, "replicas served reads too: {by_port:?}");
-    let fallbacks = causal_fallbacks(&server);
-    assert!(
-        fallbacks > 0,
-        "the stopped replica made some reads go elsewhere"
-    );
+    support::a_session_reads_its_own_writes(t, &server, &mut c);
 }
 
 #[test]
@@ -204,35 +142,7 @@ fn global_causal_reads_on_mysql_see_every_session_s_writes() {
     let server = start(&cfg);
     let mut writer = client(server.mysql_addr(), &db);
     let mut reader = client(server.mysql_addr(), &db);
-    let stopped = SqlThreadStopped::stop(t, &t.replicas[0]);
-    let mut on_running_replica = 0;
-    for i in 0..300 {
-        let id = writer
-            .query(&format!("INSERT INTO t (v) VALUES ({i})"))
-            .unwrap()
-            .last_insert_id;
-        let row = reader
-            .query(&format!("SELECT v, @@port FROM t WHERE id = {id}"))
-            .unwrap();
-        assert_eq!(
-            row.rows.first().and_then(|r| r[0].clone()),
-            Some(i.to_string()),
-            "read {i} missed another session's write: {row:?}"
-        );
-        if row.rows[0][1].as_deref() == Some(port(&t.replicas[1]).as_str()) {
-            on_running_replica += 1;
-        }
-    }
-    drop(stopped);
-    assert!(
-        on_running_replica >= 50,
-        "the replica that kept applying served reads after waiting: {on_running_replica} of 300"
-    );
-    let fallbacks = causal_fallbacks(&server);
-    assert!(
-        fallbacks > 0,
-        "the stopped replica made some reads go elsewhere"
-    );
+    support::global_reads_see_other_sessions_writes(t, &server, &mut writer, &mut reader);
 }
 
 #[test]

@@ -3,20 +3,18 @@
 //! The tests stop and start replication, so they run one at a time on this binary's
 //! topology; each uses its own schema.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use manifold::config::{user_with_password, Config};
-use manifold::Server;
 use manifold_router::{ReplicaConfig, ReplicaEntry};
 use manifold_testkit::Topology;
 use manifold_tests::Client;
 
 #[path = "../routing_support.rs"]
 mod support;
-use support::{causal_fallbacks, count, tally, wait_for, SqlThreadStopped, Writer};
+use support::{count, start, tally, wait_for};
 
 const USER: &str = "app";
 const PASSWORD: &str = "app";
@@ -62,17 +60,6 @@ fn config(weights: [u32; 3]) -> Config {
     cfg.pool.min_idle = 1;
     cfg.users.push(user_with_password(USER, PASSWORD));
     cfg
-}
-
-/// Starts manifold and waits until the monitor has measured every replica.
-fn start(cfg: &Config) -> Server {
-    let server = manifold::start(cfg).expect("manifold starts");
-    let topology = server.shared.topology();
-    wait_for("every node readable", Duration::from_secs(15), || {
-        (0..topology.nodes.len())
-            .all(|n| topology.nodes[n].read_weight == 0 || topology.can_read(n))
-    });
-    server
 }
 
 fn schema(name: &str) -> String {
@@ -234,78 +221,24 @@ fn reads_follow_weights_and_everything_else_stays_on_the_primary() {
 fn a_lagging_replica_gets_no_reads_until_it_catches_up() {
     let _serial = serial();
     let db = schema_with_table("lag", "port");
-    let t = topology();
     let server = start(&config([0, 1, 1]));
-    let [_, r1, r2] = ports();
     let mut c = client(server.mysql_addr(), Some(&db));
-    let reads = tally(&mut c, "SELECT @@port", 20);
-    assert_eq!(
-        (count(&reads, &r1), count(&reads, &r2)),
-        (10, 10),
-        "{reads:?}"
+    support::a_lagging_replica_gets_no_reads(
+        topology(),
+        &server,
+        &mut c,
+        &format!("{db}.t"),
+        "port",
     );
-
-    let stopped = SqlThreadStopped::stop(t, &t.replicas[1]);
-    let writer = Writer::start(t, &format!("{db}.t"), "port");
-    let node = &server.shared.topology().nodes[2];
-    wait_for(
-        "the stopped replica to pass its lag bound",
-        Duration::from_secs(20),
-        || node.lag().is_some_and(|l| l > Duration::from_secs(2)),
-    );
-    let reads = tally(&mut c, "SELECT @@port", 40);
-    assert_eq!(count(&reads, &r2), 0, "beyond its lag bound: {reads:?}");
-    assert_eq!(count(&reads, &r1), 40);
-
-    drop(stopped);
-    wait_for("the replica to catch up", Duration::from_secs(20), || {
-        node.lag().is_some_and(|l| l <= Duration::from_secs(2))
-    });
-    let reads = tally(&mut c, "SELECT @@port", 40);
-    assert!(count(&reads, &r2) >= 10, "back within bounds: {reads:?}");
-    drop(writer);
 }
 
 #[test]
 fn a_session_always_reads_its_own_writes() {
     let _serial = serial();
     let db = schema_with_table("causal", "v");
-    let t = topology();
     let server = start(&config([1, 1, 1]));
-    let [primary, r1, r2] = ports();
     let mut c = client(server.mysql_addr(), Some(&db));
-    let mut by_port: BTreeMap<String, usize> = BTreeMap::new();
-    // The first replica applies nothing for the first quarter of the run.
-    let mut stopped = Some(SqlThreadStopped::stop(t, &t.replicas[0]));
-    for i in 0..2000 {
-        if i == 500 {
-            stopped = None;
-        }
-        let ok = c.query(&format!("INSERT INTO t (v) VALUES ({i})")).unwrap();
-        let row = c
-            .query(&format!(
-                "SELECT v, @@port FROM t WHERE id = {}",
-                ok.last_insert_id
-            ))
-            .unwrap();
-        assert_eq!(
-            row.rows.first().and_then(|r| r[0].clone()),
-            Some(i.to_string()),
-            "read {i} did not see its own write: {row:?}"
-        );
-        *by_port.entry(row.rows[0][1].clone().unwrap()).or_insert(0) += 1;
-    }
-    assert!(stopped.is_none());
-    let on_replicas = count(&by_port, &r1) + count(&by_port, &r2);
-    assert!(
-        on_replicas >= 200,
-        "replicas served reads too: {by_port:?} (primary {primary})"
-    );
-    let fallbacks = causal_fallbacks(&server);
-    assert!(
-        fallbacks > 0,
-        "the stopped replica made some reads go elsewhere"
-    );
+    support::a_session_reads_its_own_writes(topology(), &server, &mut c);
 }
 
 #[test]
@@ -463,36 +396,13 @@ fn the_monitor_keeps_a_heartbeat_when_configured() {
 #[test]
 fn global_causal_reads_see_every_session_s_writes() {
     let _serial = serial();
-    let db = schema_with_table("global", "port");
-    let t = topology();
+    let db = schema_with_table("global", "v");
     let mut cfg = config([0, 1, 1]);
     cfg.routing.causal_reads = manifold_router::CausalReads::Global;
     let server = start(&cfg);
     let mut writer = client(server.mysql_addr(), Some(&db));
     let mut reader = client(server.mysql_addr(), Some(&db));
-    // The first replica applies nothing meanwhile: a read there without waiting would miss
-    // the writer's rows.
-    let stopped = SqlThreadStopped::stop(t, &t.replicas[0]);
-    for i in 0..300 {
-        let id = writer
-            .query(&format!("INSERT INTO t (port) VALUES ({i})"))
-            .unwrap()
-            .last_insert_id;
-        let seen = reader
-            .scalar(&format!("SELECT port FROM t WHERE id = {id}"))
-            .unwrap();
-        assert_eq!(
-            seen,
-            Some(i.to_string()),
-            "read {i} missed another session's write"
-        );
-    }
-    drop(stopped);
-    let fallbacks = causal_fallbacks(&server);
-    assert!(
-        fallbacks > 0,
-        "the stopped replica made some reads go elsewhere"
-    );
+    support::global_reads_see_other_sessions_writes(topology(), &server, &mut writer, &mut reader);
 }
 
 #[test]
