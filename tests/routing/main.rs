@@ -1,7 +1,7 @@
 //! Read/write splitting against a real primary with two GTID replicas: where statements
 //! land (by `@@port` and by the servers' own `Com_select`), lag exclusion, causal reads.
 //! The tests stop and start replication, so they run one at a time on this binary's
-//! topology; each uses its own schema.
+//! topology; each uses its own schema. `mysql` runs the same against MySQL.
 
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -12,6 +12,7 @@ use manifold_router::{ReplicaConfig, ReplicaEntry};
 use manifold_testkit::Topology;
 use manifold_tests::Client;
 
+mod mysql;
 #[path = "../routing_support.rs"]
 mod support;
 use support::{count, start, tally, wait_for};

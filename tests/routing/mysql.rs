@@ -1,10 +1,11 @@
 //! Read/write splitting in front of MySQL (from `scripts/setup-mysql`), where GTIDs are sets,
 //! the session's writes arrive through `session_track_gtids`, replicas wait with
 //! `WAIT_FOR_EXECUTED_GTID_SET` and report `SHOW REPLICA STATUS`. The tests stop replication,
-//! so they run one at a time on this binary's topology; the promotion test has its own.
+//! so they run one at a time (with the MariaDB ones) on this module's topology; the promotion
+//! test has its own.
 
 use std::net::SocketAddr;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use manifold::config::{user_with_password, Config};
@@ -12,9 +13,8 @@ use manifold_router::{CausalReads, ReadOnly, ReplicaEntry};
 use manifold_testkit::{Flavor, Topology, TopologyConfig};
 use manifold_tests::Client;
 
-#[path = "../routing_support.rs"]
-mod support;
-use support::{count, start, tally, wait_for};
+use super::serial;
+use super::support::{self, count, start, tally, wait_for};
 
 const USER: &str = "app";
 const PASSWORD: &str = "app";
@@ -33,12 +33,6 @@ fn start_mysql() -> Topology {
 fn topology() -> &'static Topology {
     static SHARED: OnceLock<Topology> = OnceLock::new();
     SHARED.get_or_init(start_mysql)
-}
-
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn config(t: &Topology, primary_read_weight: u32) -> Config {
