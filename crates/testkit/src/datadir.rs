@@ -79,15 +79,7 @@ fn install(install_db: &Path, datadir: &Path, args: &[String]) -> Result<(), Err
     if output.status.success() {
         return Ok(());
     }
-    Err(Error::Command {
-        program: install_db.display().to_string(),
-        status: output.status.to_string(),
-        output: format!(
-            "{}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        ),
-    })
+    Err(Error::command(install_db.display().to_string(), &output))
 }
 
 fn cache_root() -> Option<PathBuf> {

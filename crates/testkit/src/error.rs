@@ -55,6 +55,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// A program that ran and failed, with what it printed.
+    pub(crate) fn command(program: impl Into<String>, output: &std::process::Output) -> Self {
+        Error::Command {
+            program: program.into(),
+            status: output.status.to_string(),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        }
+    }
+
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Error::Io {
             context: context.into(),

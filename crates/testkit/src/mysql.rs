@@ -101,15 +101,10 @@ impl MysqlInstall {
         if output.status.success() {
             return Ok(());
         }
-        Err(Error::Command {
-            program: format!("{} --initialize-insecure", self.mysqld().display()),
-            status: output.status.to_string(),
-            output: format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ),
-        })
+        Err(Error::command(
+            format!("{} --initialize-insecure", self.mysqld().display()),
+            &output,
+        ))
     }
 }
 

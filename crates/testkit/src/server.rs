@@ -310,17 +310,18 @@ fn write_cnf(plan: &Plan, settings: &Settings<'_>, port: u16) -> Result<(), Erro
     std::fs::write(&path, cnf).map_err(|e| Error::io(format!("writing {}", path.display()), e))
 }
 
-fn mysql_cnf(plan: &Plan, settings: &Settings<'_>, port: u16, mysql: &MysqlInstall) -> String {
+/// The options every test server has, whichever it is: where its files are, its port and
+/// id, and a binlog to replicate from.
+fn server_cnf(plan: &Plan, section: &str, pid_file: &str, port: u16) -> String {
     let dir = plan.dir.display();
     format!(
         "# Written by manifold-testkit for {name}.
-[mysqld]
-{paths}datadir={dir}/data
+[{section}]
+datadir={dir}/data
 socket={dir}/mysqld.sock
-pid-file={dir}/mysqld.pid
+pid-file={dir}/{pid_file}
 log-error={dir}/error.log
 tmpdir={dir}/tmp
-secure-file-priv={dir}/files
 port={port}
 bind-address=127.0.0.1
 server-id={server_id}
@@ -328,37 +329,35 @@ report-host=127.0.0.1
 report-port={port}
 log-bin=binlog
 relay-log=relay-bin
+",
+        name = plan.name,
+        server_id = plan.server_id,
+    )
+}
+
+fn mysql_cnf(plan: &Plan, settings: &Settings<'_>, port: u16, mysql: &MysqlInstall) -> String {
+    let dir = plan.dir.display();
+    let mut cnf = server_cnf(plan, "mysqld", "mysqld.pid", port);
+    let _ = write!(
+        cnf,
+        "{paths}secure-file-priv={dir}/files
 max-allowed-packet={max_allowed_packet}
 innodb-buffer-pool-size={INNODB_BUFFER_POOL_SIZE}
 innodb-redo-log-capacity={redo}
 {options}",
-        name = plan.name,
         paths = mysql.path_options(),
-        server_id = plan.server_id,
         max_allowed_packet = settings.max_allowed_packet,
         redo = crate::mysql::REDO_LOG_CAPACITY,
         options = crate::mysql::SERVER_OPTIONS,
-    )
+    );
+    cnf
 }
 
 fn mariadb_cnf(plan: &Plan, settings: &Settings<'_>, port: u16) -> String {
-    let dir = plan.dir.display();
-    format!(
-        "# Written by manifold-testkit for {name}.
-[mariadbd]
-datadir={dir}/data
-socket={dir}/mysqld.sock
-pid-file={dir}/mariadbd.pid
-log-error={dir}/error.log
-tmpdir={dir}/tmp
-port={port}
-bind-address=127.0.0.1
-server-id={server_id}
-report-host=127.0.0.1
-report-port={port}
-log-bin=binlog
-relay-log=relay-bin
-log-slave-updates=ON
+    let mut cnf = server_cnf(plan, "mariadbd", "mariadbd.pid", port);
+    let _ = write!(
+        cnf,
+        "log-slave-updates=ON
 binlog-format=ROW
 gtid-domain-id=0
 gtid-strict-mode=ON
@@ -379,10 +378,9 @@ sync-binlog=0
 # Many servers on one CI machine can exhaust fs.aio-max-nr; simulated AIO always works.
 innodb-use-native-aio=OFF
 ",
-        name = plan.name,
-        server_id = plan.server_id,
         max_allowed_packet = settings.max_allowed_packet,
-    )
+    );
+    cnf
 }
 
 fn spawn(dir: &Path, error_log: &Path, program: &Path, args: &[OsString]) -> Result<Child, Error> {
