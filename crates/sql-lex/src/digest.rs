@@ -1,7 +1,7 @@
 //! Statement digests: the text with its literals replaced by `?`, so that statements that
 //! differ only in their values share one digest for routing rules and statistics.
 
-use crate::lexer::{Lexer, Token, TokenKind};
+use crate::lexer::{Lexer, Token, Visitor};
 
 /// Digest text is cut at this length, as statistics need no more to tell statements apart.
 pub const MAX_DIGEST_TEXT: usize = 2048;
@@ -19,9 +19,7 @@ pub const MAX_DIGEST_TEXT: usize = 2048;
 ///   or `,` or before `)` or `,`.
 pub fn digest(sql: &[u8], out: &mut Vec<u8>) -> u64 {
     let mut writer = DigestWriter::new(sql, out);
-    for t in Lexer::new(sql) {
-        writer.push(&t);
-    }
+    Lexer::new(sql).visit(&mut writer);
     writer.finish()
 }
 
@@ -35,6 +33,8 @@ pub(crate) struct DigestWriter<'s, 'o> {
     /// `sql[span..prev_end]` is digest text not yet copied to `out`.
     span: usize,
     prev_end: usize,
+    /// The digest text so far is empty or ends with `(` or `,`: no space follows.
+    tight_after: bool,
     /// The previous token was a value or closed one (a sign after it is a binary minus).
     after_operand: bool,
     /// Where a `-` or `+` stands that starts a number if a number follows right after it
@@ -52,65 +52,31 @@ impl<'s, 'o> DigestWriter<'s, 'o> {
             out,
             span: 0,
             prev_end: 0,
+            tight_after: true,
             after_operand: false,
             sign: NO_SIGN,
         }
     }
 
+    /// A token the digest keeps as it is spelled: a word, name or variable.
     #[inline]
-    pub(crate) fn push(&mut self, t: &Token<'_>) {
-        let gap = t.start > self.prev_end;
-        let end = t.start + t.text.len();
-        if self.sign != NO_SIGN {
-            let sign = std::mem::replace(&mut self.sign, NO_SIGN);
-            if t.kind == TokenKind::Number && !gap {
-                // The sign and the number are one value; what came before the sign stays.
-                self.flush_to(sign);
-                self.literal(false, end);
-                return;
-            }
-            // Not a signed number after all: the sign stays as punctuation.
-        }
-        match t.kind {
-            TokenKind::Word | TokenKind::QuotedIdent | TokenKind::UserVar | TokenKind::SysVar => {
-                self.keep(t.start, end, gap, false);
-                self.after_operand = true;
-            }
-            TokenKind::Punct => {
-                let c = t.text[0];
-                if matches!(c, b'-' | b'+') && !self.after_operand {
-                    self.keep(t.start, end, gap, false);
-                    self.sign = t.start;
-                } else {
-                    self.keep(t.start, end, gap, matches!(c, b')' | b','));
-                    // After a word a sign is taken as a minus: telling keywords (`= -1`,
-                    // `IN (-1)` are after punctuation anyway) from names would cost a lookup
-                    // per word, and the digest only has to treat every value alike, which it
-                    // does either way.
-                    self.after_operand = c == b')';
-                }
-            }
-            TokenKind::String | TokenKind::Number | TokenKind::Unterminated => {
-                self.flush_to(self.prev_end);
-                self.literal(gap, end);
-            }
-        }
+    fn name(&mut self, t: &Token<'_>) {
+        self.sign = NO_SIGN;
+        self.keep(t.start, t.start + t.text.len(), false);
+        self.tight_after = false;
+        self.after_operand = true;
     }
 
-    /// A token the digest keeps as it is spelled, at `sql[start..end]`.
+    /// A token the digest keeps as it is spelled, at `sql[start..end]`; `tight` when no
+    /// space goes before it.
     #[inline]
-    fn keep(&mut self, start: usize, end: usize, gap: bool, tight: bool) {
+    fn keep(&mut self, start: usize, end: usize, tight: bool) {
         let prev_end = std::mem::replace(&mut self.prev_end, end);
         // Right after the previous token: written as it is.
-        if !gap {
+        if start == prev_end {
             return;
         }
-        let last = if prev_end > self.span {
-            self.sql.get(prev_end - 1).copied()
-        } else {
-            self.out.last().copied()
-        };
-        let space = !tight && !matches!(last, None | Some(b'(' | b','));
+        let space = !tight && !self.tight_after;
         if space && start == prev_end + 1 && self.sql.get(prev_end) == Some(&b' ') {
             return;
         }
@@ -133,9 +99,20 @@ impl<'s, 'o> DigestWriter<'s, 'o> {
         self.span = to;
     }
 
-    /// A value ending at `end` becomes `?`, or folds into the list it continues.
+    /// A value at `t` becomes `?`, or folds into the list it continues.
+    #[inline]
+    fn value(&mut self, t: &Token<'_>) {
+        self.sign = NO_SIGN;
+        let gap = t.start != self.prev_end;
+        self.flush_to(self.prev_end);
+        self.literal(gap, t.start + t.text.len());
+    }
+
+    /// A value ending at `end` becomes `?`, or folds into the list it continues; `gap` when
+    /// space or a comment came before it.
     fn literal(&mut self, gap: bool, end: usize) {
         self.after_operand = true;
+        self.tight_after = false;
         self.span = end;
         self.prev_end = end;
         let out = &mut *self.out;
@@ -158,6 +135,69 @@ impl<'s, 'o> DigestWriter<'s, 'o> {
         self.flush_to(self.prev_end);
         self.out.truncate(MAX_DIGEST_TEXT);
         digest_hash(self.out)
+    }
+}
+
+impl<'a> Visitor<'a> for DigestWriter<'_, '_> {
+    #[inline]
+    fn word(&mut self, t: Token<'a>) {
+        self.name(&t);
+    }
+
+    #[inline]
+    fn quoted_ident(&mut self, t: Token<'a>) {
+        self.name(&t);
+    }
+
+    #[inline]
+    fn user_var(&mut self, t: Token<'a>) {
+        self.name(&t);
+    }
+
+    #[inline]
+    fn sys_var(&mut self, t: Token<'a>) {
+        self.name(&t);
+    }
+
+    // Not inlined on its own, this is a call per comma and parenthesis.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn punct(&mut self, t: Token<'a>, c: u8) {
+        self.sign = NO_SIGN;
+        if matches!(c, b'-' | b'+') && !self.after_operand {
+            self.keep(t.start, t.start + 1, false);
+            self.sign = t.start;
+            self.tight_after = false;
+        } else {
+            self.keep(t.start, t.start + 1, matches!(c, b')' | b','));
+            self.tight_after = matches!(c, b'(' | b',');
+            // After a word a sign is taken as a minus: telling keywords (`= -1`, `IN (-1)`
+            // are after punctuation anyway) from names would cost a lookup per word, and
+            // the digest only has to treat every value alike, which it does either way.
+            self.after_operand = c == b')';
+        }
+    }
+
+    #[inline]
+    fn number(&mut self, t: Token<'a>) {
+        let sign = std::mem::replace(&mut self.sign, NO_SIGN);
+        if sign != NO_SIGN && t.start == self.prev_end {
+            // The sign and the number are one value; what came before the sign stays.
+            self.flush_to(sign);
+            self.literal(false, t.start + t.text.len());
+        } else {
+            self.value(&t);
+        }
+    }
+
+    #[inline]
+    fn string(&mut self, t: Token<'a>) {
+        self.value(&t);
+    }
+
+    #[inline]
+    fn unterminated(&mut self, t: Token<'a>) {
+        self.value(&t);
     }
 }
 

@@ -148,18 +148,30 @@ const fn build(words: &[(&[u8], Kw)]) -> [Entry; 1 << TABLE_BITS] {
     table
 }
 
-/// For each length up to 16, a bit per first letter of the keywords of that length (the
-/// letter's low five bits: case-blind; other bytes share bits with letters, which only costs
-/// them the full lookup).
-const fn first_letters(words: &[(&[u8], Kw)]) -> [u32; 17] {
-    let mut masks = [0u32; 17];
+/// For each length up to 16, a bit per first letter of the keywords of that length in the
+/// low half, and a bit per last letter in the high half (the letter's low five bits:
+/// case-blind; other bytes share bits with letters, which only costs them the full lookup).
+const fn edge_letters(words: &[(&[u8], Kw)]) -> [u64; 17] {
+    let mut masks = [0u64; 17];
     let mut i = 0;
     while i < words.len() {
         let word = words[i].0;
-        masks[word.len()] |= 1 << (word[0] & 31);
+        let n = word.len();
+        masks[n] |= 1 << (word[0] & 31) | 1 << (32 + (word[n - 1] & 31));
         i += 1;
     }
     masks
+}
+
+/// Whether `word` (1 to 16 bytes) starts with a letter some keyword of its length starts
+/// with, and ends with one some keyword of its length ends with.
+#[inline]
+fn maybe_keyword(word: &[u8], edges: &[u64; 17]) -> bool {
+    let (Some(&first), Some(&last)) = (word.first(), word.last()) else {
+        return false;
+    };
+    let mask = edges[word.len()];
+    mask & (1 << (first & 31)) != 0 && mask & (1 << (32 + (last & 31))) != 0
 }
 
 macro_rules! keywords {
@@ -167,7 +179,7 @@ macro_rules! keywords {
         /// Every keyword up to 16 bytes and what it is.
         const WORDS: &[(&[u8], Kw)] = &[$(($text, $kw),)*];
         const TABLE: [Entry; 1 << TABLE_BITS] = build(WORDS);
-        const FIRST_LETTERS: [u32; 17] = first_letters(WORDS);
+        const EDGE_LETTERS: [u64; 17] = edge_letters(WORDS);
 
         /// The keyword `word` (a run of word bytes: letters, digits, `_`, `$`, non-ASCII
         /// bytes) is, case-insensitively.
@@ -179,11 +191,10 @@ macro_rules! keywords {
             if n > 16 {
                 return long_keyword(word);
             }
-            // Most names (`c`, `sbtest1`, `WHERE`) have a length and first letter no keyword
-            // has: answered without hashing.
-            match word.first() {
-                Some(&b) if FIRST_LETTERS[n] & (1 << (b & 31)) != 0 => {}
-                _ => return Kw::None,
+            // Most names (`c`, `sbtest1`, `WHERE`, `id`) have a length and first or last
+            // letter no keyword has: answered without hashing.
+            if !maybe_keyword(word, &EDGE_LETTERS) {
+                return Kw::None;
             }
             let k = key(word);
             let mut at = slot(n, k);

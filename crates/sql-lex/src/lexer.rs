@@ -153,18 +153,6 @@ enum Trivia {
     Unterminated,
 }
 
-/// Eight copies of a byte, for looking at eight bytes at once.
-const fn splat(b: u8) -> u64 {
-    u64::from_ne_bytes([b; 8])
-}
-
-/// Bit 7 of each byte of the result is set where `word` has a zero byte, and the lowest
-/// set bit is exact (higher ones may be false, after a borrow).
-#[inline]
-fn zero_bytes(word: u64) -> u64 {
-    word.wrapping_sub(splat(1)) & !word & splat(0x80)
-}
-
 impl<'a> Lexer<'a> {
     pub fn new(sql: &'a [u8]) -> Self {
         Self {
@@ -240,36 +228,34 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    /// The first `quote` (or, with `escapes`, backslash) at or after `from`. Eight bytes at
-    /// a time, as strings are the longest tokens statements carry.
+    /// The first `quote` (or, with `escapes`, backslash) at or after `from`. Strings are
+    /// the longest tokens statements carry: `memchr` looks at 16 or 32 bytes per step.
     #[inline]
     fn next_quote_or_escape(&self, from: usize, quote: u8, escapes: bool) -> Option<usize> {
-        let s = self.sql;
-        let mut i = from;
-        let quotes = splat(quote);
-        let backslashes = if escapes { splat(b'\\') } else { quotes };
-        while let Some(chunk) = s.get(i..i + 8) {
-            let word = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-            let hits = zero_bytes(word ^ quotes) | zero_bytes(word ^ backslashes);
-            if hits != 0 {
-                return Some(i + hits.trailing_zeros() as usize / 8);
-            }
-            i += 8;
-        }
-        let tail = s.get(i..)?;
-        tail.iter()
-            .position(|&b| b == quote || (escapes && b == b'\\'))
-            .map(|at| i + at)
+        let rest = self.sql.get(from..)?;
+        let at = if escapes {
+            memchr::memchr2(quote, b'\\', rest)
+        } else {
+            memchr::memchr(quote, rest)
+        };
+        at.map(|at| from + at)
     }
 
     /// Where a run of word bytes (and dots, with `dots`) starting at `from` ends.
     #[inline]
     fn word_end(&self, from: usize, dots: bool) -> usize {
-        let rest = &self.sql[from..];
-        from + rest
-            .iter()
-            .position(|&b| !(is_word_byte(b) || (dots && b == b'.')))
-            .unwrap_or(rest.len())
+        let s = self.sql;
+        let ends = |b: u8| !(is_word_byte(b) || (dots && b == b'.'));
+        let mut i = from;
+        // Eight bytes per bounds check.
+        while let Some(chunk) = s.get(i..i + 8) {
+            if let Some(at) = chunk.iter().position(|&b| ends(b)) {
+                return i + at;
+            }
+            i += 8;
+        }
+        let rest = &s[i..];
+        i + rest.iter().position(|&b| ends(b)).unwrap_or(rest.len())
     }
 }
 
@@ -277,62 +263,161 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+/// Receives the tokens of a pass over the text, one call per token, each kind to its own
+/// method: the lexer has already told the kinds apart, and a pass that handles each kind
+/// differently (the scan and the digest) need not match on it again.
+pub(crate) trait Visitor<'a> {
+    /// A keyword or an unquoted identifier.
+    fn word(&mut self, t: Token<'a>);
+    /// Punctuation: `c` is `t.text[0]`, its only byte.
+    fn punct(&mut self, t: Token<'a>, c: u8);
+    fn number(&mut self, t: Token<'a>);
+    fn string(&mut self, t: Token<'a>);
+    fn quoted_ident(&mut self, t: Token<'a>);
+    fn user_var(&mut self, t: Token<'a>);
+    fn sys_var(&mut self, t: Token<'a>);
+    fn unterminated(&mut self, t: Token<'a>);
+}
+
+/// Nothing to do with the tokens.
+impl<'a> Visitor<'a> for () {
+    fn word(&mut self, _: Token<'a>) {}
+    fn punct(&mut self, _: Token<'a>, _: u8) {}
+    fn number(&mut self, _: Token<'a>) {}
+    fn string(&mut self, _: Token<'a>) {}
+    fn quoted_ident(&mut self, _: Token<'a>) {}
+    fn user_var(&mut self, _: Token<'a>) {}
+    fn sys_var(&mut self, _: Token<'a>) {}
+    fn unterminated(&mut self, _: Token<'a>) {}
+}
+
+impl<'a> Lexer<'a> {
+    /// Hands every token to `visitor`.
+    #[inline]
+    pub(crate) fn visit(&mut self, visitor: &mut impl Visitor<'a>) {
+        while self.step(visitor) {}
+    }
+
+    /// Reads the next token and hands it to `visitor`; `false` at the end of the text.
+    // Inlined into each pass's loop, so that each token's kind is matched once, in
+    // `LEADS`, and every call below goes straight to the pass's code for that kind.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn step(&mut self, visitor: &mut impl Visitor<'a>) -> bool {
+        let s = self.sql;
+        let mut start = self.pos;
+        loop {
+            let Some(&b) = s.get(start) else {
+                return false;
+            };
+            match LEADS[b as usize] {
+                Lead::Space => {
+                    start += 1;
+                    continue;
+                }
+                Lead::Word => {
+                    let end = self.word_end(start + 1, false);
+                    visitor.word(self.take(TokenKind::Word, start, end));
+                }
+                Lead::Digit => {
+                    let end = self.word_end(start + 1, true);
+                    visitor.number(self.take(TokenKind::Number, start, end));
+                }
+                Lead::Punct => visitor.punct(self.take(TokenKind::Punct, start, start + 1), b),
+                Lead::Quote => match self.quoted_end(start, b) {
+                    Some(end) if b == b'`' => {
+                        visitor.quoted_ident(self.take(TokenKind::QuotedIdent, start, end));
+                    }
+                    Some(end) => visitor.string(self.take(TokenKind::String, start, end)),
+                    None => visitor.unterminated(self.take_rest(start)),
+                },
+                Lead::At => match s.get(start + 1) {
+                    Some(b'@') => {
+                        let end = self.word_end(start + 2, true);
+                        visitor.sys_var(self.take(TokenKind::SysVar, start, end));
+                    }
+                    Some(&q @ (b'\'' | b'"' | b'`')) => match self.quoted_end(start + 1, q) {
+                        Some(end) => visitor.user_var(self.take(TokenKind::UserVar, start, end)),
+                        None => visitor.unterminated(self.take_rest(start)),
+                    },
+                    _ => {
+                        let end = self.word_end(start + 1, true);
+                        visitor.user_var(self.take(TokenKind::UserVar, start, end));
+                    }
+                },
+                Lead::MaybeComment => match self.comment_at(start) {
+                    Trivia::Skipped(next) => {
+                        start = next;
+                        continue;
+                    }
+                    Trivia::Punct => {
+                        visitor.punct(self.take(TokenKind::Punct, start, start + 1), b);
+                    }
+                    // The token runs from where this call began, as the text between is
+                    // only trivia.
+                    Trivia::Unterminated => visitor.unterminated(self.take_rest(self.pos)),
+                },
+            }
+            return true;
+        }
+    }
+
+    /// The token at `sql[start..end]`, which the lexer moves past.
+    #[inline]
+    fn take(&mut self, kind: TokenKind, start: usize, end: usize) -> Token<'a> {
+        self.pos = end;
+        Token {
+            kind,
+            text: &self.sql[start..end],
+            start,
+        }
+    }
+
+    /// An unterminated token from `start` to the end of the text.
+    #[inline]
+    fn take_rest(&mut self, start: usize) -> Token<'a> {
+        self.take(TokenKind::Unterminated, start, self.sql.len())
+    }
+}
+
+/// Keeps the token it is handed, whatever its kind.
+struct NextToken<'a>(Option<Token<'a>>);
+
+impl<'a> Visitor<'a> for NextToken<'a> {
+    fn word(&mut self, t: Token<'a>) {
+        self.0 = Some(t);
+    }
+    fn punct(&mut self, t: Token<'a>, _: u8) {
+        self.0 = Some(t);
+    }
+    fn number(&mut self, t: Token<'a>) {
+        self.0 = Some(t);
+    }
+    fn string(&mut self, t: Token<'a>) {
+        self.0 = Some(t);
+    }
+    fn quoted_ident(&mut self, t: Token<'a>) {
+        self.0 = Some(t);
+    }
+    fn user_var(&mut self, t: Token<'a>) {
+        self.0 = Some(t);
+    }
+    fn sys_var(&mut self, t: Token<'a>) {
+        self.0 = Some(t);
+    }
+    fn unterminated(&mut self, t: Token<'a>) {
+        self.0 = Some(t);
+    }
+}
+
 impl<'a> Iterator for Lexer<'a> {
     type Item = Token<'a>;
 
-    // Inlined into the scan's loop, which then costs a quarter fewer instructions per
-    // statement (callgrind, sysbench point select).
-    #[allow(clippy::inline_always)]
-    #[inline(always)]
+    #[inline]
     fn next(&mut self) -> Option<Token<'a>> {
-        let s = self.sql;
-        let mut start = self.pos;
-        let (kind, end) = loop {
-            let b = *s.get(start)?;
-            match LEADS[b as usize] {
-                Lead::Space => start += 1,
-                Lead::Word => break (TokenKind::Word, self.word_end(start + 1, false)),
-                Lead::Digit => break (TokenKind::Number, self.word_end(start + 1, true)),
-                Lead::Punct => break (TokenKind::Punct, start + 1),
-                Lead::Quote => {
-                    let kind = if b == b'`' {
-                        TokenKind::QuotedIdent
-                    } else {
-                        TokenKind::String
-                    };
-                    break match self.quoted_end(start, b) {
-                        Some(end) => (kind, end),
-                        None => (TokenKind::Unterminated, s.len()),
-                    };
-                }
-                Lead::At => {
-                    break match s.get(start + 1) {
-                        Some(b'@') => (TokenKind::SysVar, self.word_end(start + 2, true)),
-                        Some(&q @ (b'\'' | b'"' | b'`')) => match self.quoted_end(start + 1, q) {
-                            Some(end) => (TokenKind::UserVar, end),
-                            None => (TokenKind::Unterminated, s.len()),
-                        },
-                        _ => (TokenKind::UserVar, self.word_end(start + 1, true)),
-                    }
-                }
-                Lead::MaybeComment => match self.comment_at(start) {
-                    Trivia::Skipped(next) => start = next,
-                    Trivia::Punct => break (TokenKind::Punct, start + 1),
-                    Trivia::Unterminated => {
-                        // The token runs from where this call began, as the text between
-                        // is only trivia.
-                        start = self.pos;
-                        break (TokenKind::Unterminated, s.len());
-                    }
-                },
-            }
-        };
-        self.pos = end;
-        Some(Token {
-            kind,
-            text: &s[start..end],
-            start,
-        })
+        let mut next = NextToken(None);
+        self.step(&mut next);
+        next.0
     }
 }
 
@@ -410,9 +495,9 @@ mod tests {
 
     #[test]
     fn long_strings_end_at_their_quote_wherever_escapes_fall() {
-        // Strings are searched eight bytes at a time: put the escapes and the closing quote
-        // at every offset within and across those eight-byte steps.
-        for len in 0..40 {
+        // Strings are searched 16 or 32 bytes at a time: put the escapes and the closing
+        // quote at every offset within and across those steps.
+        for len in 0..80 {
             for at in 0..len {
                 for escape in ["\\'", "''", "\\\\"] {
                     let mut body = "x".repeat(len);

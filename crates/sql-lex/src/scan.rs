@@ -2,7 +2,7 @@
 
 use crate::digest::DigestWriter;
 use crate::keyword::{keyword, Kw};
-use crate::lexer::{Lexer, RouteHint, Token, TokenKind};
+use crate::lexer::{Lexer, RouteHint, Token, TokenKind, Visitor};
 
 /// The first word of the (first) statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,61 +235,182 @@ impl Scan {
 /// Reads a statement (or several, `;`-separated) for what it does to its session. Costs one
 /// pass over the text and no allocation.
 pub fn scan(sql: &[u8]) -> Scan {
-    scan_tokens(sql, |_| {})
+    Scanner::run(sql, ()).0
 }
 
 /// [`scan`] and [`digest`](crate::digest()) in one pass over the text: what routing rules and
 /// statistics need besides the scan. The digest text goes to `digest_text` (see
 /// [`digest`](crate::digest())); its hash is returned.
 pub fn scan_with_digest(sql: &[u8], digest_text: &mut Vec<u8>) -> (Scan, u64) {
-    let mut writer = DigestWriter::new(sql, digest_text);
-    let scan = scan_tokens(sql, |t| writer.push(t));
+    let (scan, writer) = Scanner::run(sql, DigestWriter::new(sql, digest_text));
     (scan, writer.finish())
 }
 
-/// The pass [`scan`] makes, handing every token to `each` as well.
-#[inline]
-fn scan_tokens<'a>(sql: &'a [u8], mut each: impl FnMut(&Token<'a>)) -> Scan {
-    let mut out = Scan {
-        verb: Verb::Empty,
-        flags: 0,
-        statements: 0,
-        hint: None,
-    };
-    // Per statement: its verb and second word, and the previous word (`Kw::None` after
-    // anything that is not a word).
-    let mut first: Option<Verb> = None;
-    let mut second: Option<Kw> = None;
-    let mut prev = Kw::None;
-    // Whether the previous token was a word.
-    let mut prev_word = false;
-    // `LAST_INSERT_ID(` seen: `)` next means the no-argument form.
-    let mut open_last_insert_id = false;
-    let mut lexer = Lexer::new(sql);
-    for t in lexer.by_ref() {
-        each(&t);
-        if open_last_insert_id {
-            open_last_insert_id = false;
-            out.flags |= if t.is_punct(b')') {
-                Scan::LAST_INSERT_ID
-            } else {
-                Scan::SETS_LAST_INSERT_ID
-            };
+/// The state of a [`scan`] pass, which also hands every token to `also`.
+struct Scanner<V> {
+    out: Scan,
+    /// The current statement's verb, once its first word is read.
+    first: Option<Verb>,
+    /// Its second word, once read.
+    second: Option<Kw>,
+    /// The previous token, if a word: `Kw::None` after anything that is not a keyword.
+    prev: Kw,
+    prev_word: bool,
+    /// `LAST_INSERT_ID(` was the previous token: `)` next means the no-argument form.
+    open_last_insert_id: bool,
+    also: V,
+}
+
+impl<V> Scanner<V> {
+    #[inline]
+    fn run<'a>(sql: &'a [u8], also: V) -> (Scan, V)
+    where
+        V: Visitor<'a>,
+    {
+        let mut scanner = Scanner {
+            out: Scan {
+                verb: Verb::Empty,
+                flags: 0,
+                statements: 0,
+                hint: None,
+            },
+            first: None,
+            second: None,
+            prev: Kw::None,
+            prev_word: false,
+            open_last_insert_id: false,
+            also,
+        };
+        let mut lexer = Lexer::new(sql);
+        lexer.visit(&mut scanner);
+        scanner.out.hint = lexer.hint();
+        (scanner.out, scanner.also)
+    }
+
+    /// A token after `LAST_INSERT_ID(` that is not `)`: the call sets the value.
+    #[inline]
+    fn after_open_last_insert_id(&mut self) {
+        if self.open_last_insert_id {
+            self.open_last_insert_id = false;
+            self.out.flags |= Scan::SETS_LAST_INSERT_ID;
         }
-        let kw = match t.kind {
-            TokenKind::Word => keyword(t.text),
-            TokenKind::Punct if t.text == b";" => {
-                first = None;
-                second = None;
-                prev = Kw::None;
-                prev_word = false;
-                continue;
+    }
+
+    /// A token that is neither a word nor punctuation the scan looks at.
+    #[inline]
+    fn other(&mut self, flags: u32) {
+        self.after_open_last_insert_id();
+        self.out.flags |= flags;
+        self.prev = Kw::None;
+        self.prev_word = false;
+    }
+
+    /// What a keyword tells, with the word before it.
+    #[inline]
+    fn keyword(&mut self, kw: Kw) {
+        let first = self.first;
+        self.out.flags |= match (self.prev, kw) {
+            (_, Kw::SqlCalcFoundRows) => Scan::CALC_FOUND_ROWS,
+            (_, Kw::From) => Scan::FROM,
+            (Kw::For, Kw::Verb(Verb::Update) | Kw::Share) | (Kw::In, Kw::Share) => {
+                Scan::LOCKING_READ
             }
-            TokenKind::Punct if t.text == b"(" => {
-                if prev_word {
-                    out.flags |= match prev {
+            (Kw::Into, Kw::Outfile | Kw::Dumpfile) => Scan::INTO_FILE,
+            (Kw::Next | Kw::Previous, Kw::Value) => Scan::SEQUENCE,
+            (Kw::Read, Kw::Only) if first == Some(Verb::Start) => Scan::READ_ONLY,
+            (p, Kw::Verb(Verb::Insert | Verb::Update | Verb::Delete))
+                if first.is_some() && p != Kw::For && p != Kw::Key =>
+            {
+                Scan::DML_WORD
+            }
+            _ => 0,
+        };
+    }
+
+    /// The first or second word of a statement, or a keyword after them.
+    fn leading_word(&mut self, kw: Kw) {
+        let prev = self.prev;
+        match (self.first, self.second) {
+            (None, _) => {
+                let verb = match kw {
+                    Kw::Verb(v) => v,
+                    _ => Verb::Other,
+                };
+                self.first = Some(verb);
+                self.out.statements += 1;
+                if self.out.verb == Verb::Empty {
+                    self.out.verb = verb;
+                }
+                self.out.flags |= match verb {
+                    Verb::Prepare | Verb::Execute | Verb::Deallocate => Scan::SQL_PREPARE,
+                    Verb::Handler => Scan::HANDLER,
+                    Verb::Kill => Scan::KILL,
+                    _ => 0,
+                };
+            }
+            (Some(verb), None) => {
+                self.second = Some(kw);
+                self.out.flags |= match (verb, kw) {
+                    (Verb::Lock, Kw::Tables | Kw::Table) => Scan::LOCK_TABLES,
+                    (Verb::Unlock, Kw::Tables | Kw::Table) => Scan::UNLOCK_TABLES,
+                    (Verb::Create, Kw::Temporary) => Scan::CREATE_TEMPORARY,
+                    (Verb::Drop, Kw::Temporary) => Scan::DROP_TEMPORARY,
+                    (Verb::Set, Kw::Transaction) => Scan::SET_TRANSACTION,
+                    (Verb::Set, Kw::Role) => Scan::SET_ROLE,
+                    (Verb::Show, Kw::Warnings | Kw::Errors) => Scan::WARNINGS,
+                    (Verb::Other, Kw::Diagnostics) if prev == Kw::Get => Scan::GET_DIAGNOSTICS,
+                    _ => 0,
+                };
+            }
+            (Some(verb), Some(second)) => {
+                self.out.flags |= match (verb, second, kw) {
+                    (Verb::Create, Kw::Or, Kw::Temporary) => Scan::CREATE_TEMPORARY,
+                    (Verb::Flush, _, Kw::Verb(Verb::Lock)) if prev == Kw::Read => Scan::LOCK_TABLES,
+                    (Verb::Show, _, Kw::Warnings | Kw::Errors) => Scan::WARNINGS,
+                    (Verb::Set, Kw::Names, Kw::Collate) => Scan::SET_NAMES_COLLATE,
+                    _ => 0,
+                };
+            }
+        }
+    }
+}
+
+impl<'a, V: Visitor<'a>> Visitor<'a> for Scanner<V> {
+    #[inline]
+    fn word(&mut self, t: Token<'a>) {
+        self.also.word(t);
+        self.after_open_last_insert_id();
+        let kw = keyword(t.text);
+        // Most words are names after a statement's first two words: nothing to note.
+        if kw != Kw::None {
+            self.keyword(kw);
+            self.leading_word(kw);
+        } else if self.second.is_none() {
+            self.leading_word(kw);
+        }
+        self.prev = kw;
+        self.prev_word = true;
+    }
+
+    // Not inlined on its own, this is a call per comma and parenthesis.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn punct(&mut self, t: Token<'a>, c: u8) {
+        self.also.punct(t, c);
+        match c {
+            b';' => {
+                self.after_open_last_insert_id();
+                self.first = None;
+                self.second = None;
+                self.prev = Kw::None;
+                self.prev_word = false;
+            }
+            b'(' => {
+                self.after_open_last_insert_id();
+                if self.prev_word {
+                    self.out.flags |= match self.prev {
                         Kw::LastInsertId => {
-                            open_last_insert_id = true;
+                            self.open_last_insert_id = true;
                             0
                         }
                         Kw::GetLock => Scan::GET_LOCK,
@@ -302,103 +423,64 @@ fn scan_tokens<'a>(sql: &'a [u8], mut each: impl FnMut(&Token<'a>)) -> Scan {
                         _ => 0,
                     };
                 }
-                Kw::None
+                self.prev = Kw::None;
+                self.prev_word = false;
             }
-            TokenKind::Unterminated => {
-                out.flags |= Scan::UNTERMINATED;
-                Kw::None
+            b')' if self.open_last_insert_id => {
+                self.open_last_insert_id = false;
+                self.other(Scan::LAST_INSERT_ID);
             }
-            TokenKind::UserVar => {
-                out.flags |= Scan::USER_VARIABLE;
-                Kw::None
-            }
-            TokenKind::SysVar => {
-                let name = t.sysvar_name();
-                if name.eq_ignore_ascii_case(b"warning_count")
-                    || name.eq_ignore_ascii_case(b"error_count")
-                {
-                    out.flags |= Scan::WARNINGS;
-                } else if name.eq_ignore_ascii_case(b"identity")
-                    || name.eq_ignore_ascii_case(b"last_insert_id")
-                {
-                    out.flags |= Scan::LAST_INSERT_ID;
-                }
-                Kw::None
-            }
-            _ => Kw::None,
-        };
-        let is_word = t.kind == TokenKind::Word;
-        // Most words are names: none of the flags below is set by one.
-        if is_word && kw != Kw::None {
-            out.flags |= match (prev, kw) {
-                (_, Kw::SqlCalcFoundRows) => Scan::CALC_FOUND_ROWS,
-                (_, Kw::From) => Scan::FROM,
-                (Kw::For, Kw::Verb(Verb::Update) | Kw::Share) | (Kw::In, Kw::Share) => {
-                    Scan::LOCKING_READ
-                }
-                (Kw::Into, Kw::Outfile | Kw::Dumpfile) => Scan::INTO_FILE,
-                (Kw::Next | Kw::Previous, Kw::Value) => Scan::SEQUENCE,
-                (Kw::Read, Kw::Only) if first == Some(Verb::Start) => Scan::READ_ONLY,
-                (p, Kw::Verb(Verb::Insert | Verb::Update | Verb::Delete))
-                    if first.is_some() && p != Kw::For && p != Kw::Key =>
-                {
-                    Scan::DML_WORD
-                }
-                _ => 0,
-            };
+            _ => self.other(0),
         }
-        if is_word {
-            match (first, second) {
-                (None, _) => {
-                    let verb = match kw {
-                        Kw::Verb(v) => v,
-                        _ => Verb::Other,
-                    };
-                    first = Some(verb);
-                    out.statements += 1;
-                    if out.verb == Verb::Empty {
-                        out.verb = verb;
-                    }
-                    out.flags |= match verb {
-                        Verb::Prepare | Verb::Execute | Verb::Deallocate => Scan::SQL_PREPARE,
-                        Verb::Handler => Scan::HANDLER,
-                        Verb::Kill => Scan::KILL,
-                        _ => 0,
-                    };
-                }
-                (Some(verb), None) => {
-                    second = Some(kw);
-                    out.flags |= match (verb, kw) {
-                        (Verb::Lock, Kw::Tables | Kw::Table) => Scan::LOCK_TABLES,
-                        (Verb::Unlock, Kw::Tables | Kw::Table) => Scan::UNLOCK_TABLES,
-                        (Verb::Create, Kw::Temporary) => Scan::CREATE_TEMPORARY,
-                        (Verb::Drop, Kw::Temporary) => Scan::DROP_TEMPORARY,
-                        (Verb::Set, Kw::Transaction) => Scan::SET_TRANSACTION,
-                        (Verb::Set, Kw::Role) => Scan::SET_ROLE,
-                        (Verb::Show, Kw::Warnings | Kw::Errors) => Scan::WARNINGS,
-                        (Verb::Other, Kw::Diagnostics) if prev == Kw::Get => Scan::GET_DIAGNOSTICS,
-                        _ => 0,
-                    };
-                }
-                (Some(_), Some(_)) if kw == Kw::None => {}
-                (Some(verb), Some(second)) => {
-                    out.flags |= match (verb, second, kw) {
-                        (Verb::Create, Kw::Or, Kw::Temporary) => Scan::CREATE_TEMPORARY,
-                        (Verb::Flush, _, Kw::Verb(Verb::Lock)) if prev == Kw::Read => {
-                            Scan::LOCK_TABLES
-                        }
-                        (Verb::Show, _, Kw::Warnings | Kw::Errors) => Scan::WARNINGS,
-                        (Verb::Set, Kw::Names, Kw::Collate) => Scan::SET_NAMES_COLLATE,
-                        _ => 0,
-                    };
-                }
-            }
-        }
-        prev = kw;
-        prev_word = is_word;
     }
-    out.hint = lexer.hint();
-    out
+
+    #[inline]
+    fn number(&mut self, t: Token<'a>) {
+        self.also.number(t);
+        self.other(0);
+    }
+
+    #[inline]
+    fn string(&mut self, t: Token<'a>) {
+        self.also.string(t);
+        self.other(0);
+    }
+
+    #[inline]
+    fn quoted_ident(&mut self, t: Token<'a>) {
+        self.also.quoted_ident(t);
+        self.other(0);
+    }
+
+    #[inline]
+    fn user_var(&mut self, t: Token<'a>) {
+        self.also.user_var(t);
+        self.other(Scan::USER_VARIABLE);
+    }
+
+    #[inline]
+    fn sys_var(&mut self, t: Token<'a>) {
+        self.also.sys_var(t);
+        let name = t.sysvar_name();
+        let flags = if name.eq_ignore_ascii_case(b"warning_count")
+            || name.eq_ignore_ascii_case(b"error_count")
+        {
+            Scan::WARNINGS
+        } else if name.eq_ignore_ascii_case(b"identity")
+            || name.eq_ignore_ascii_case(b"last_insert_id")
+        {
+            Scan::LAST_INSERT_ID
+        } else {
+            0
+        };
+        self.other(flags);
+    }
+
+    #[inline]
+    fn unterminated(&mut self, t: Token<'a>) {
+        self.also.unterminated(t);
+        self.other(Scan::UNTERMINATED);
+    }
 }
 
 /// Words that end a top-level select list.
