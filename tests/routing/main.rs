@@ -3,6 +3,7 @@
 //! The tests stop and start replication, so they run one at a time on this binary's
 //! topology; each uses its own schema. `mysql` runs the same against MySQL.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
@@ -163,6 +164,24 @@ fn reads_follow_weights_and_everything_else_stays_on_the_primary() {
 
     let locking = tally(&mut c, "SELECT @@port FROM t LIMIT 1 FOR UPDATE", 20);
     assert_eq!(count(&locking, &primary), 20, "locking reads: {locking:?}");
+    // A locking read that begins as the read before it does, up to its first value: the
+    // session scans it from that value on (`ScanMemo`), and still sees its `FOR UPDATE`.
+    let (mut plain, mut locking) = (BTreeMap::new(), BTreeMap::new());
+    for i in 0..20 {
+        let read = format!("SELECT @@port FROM t WHERE {i} = {i} LIMIT 1");
+        for (sql, seen) in [
+            (read.clone(), &mut plain),
+            (read + " FOR UPDATE", &mut locking),
+        ] {
+            let port = c.scalar(&sql).unwrap().expect("a port");
+            *seen.entry(port).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(count(&locking, &primary), 20, "locking reads: {locking:?}");
+    assert!(
+        count(&plain, &primary) < 20,
+        "plain reads spread over the nodes: {plain:?}"
+    );
     let show = c.query("SHOW VARIABLES LIKE 'port'").unwrap();
     assert_eq!(
         show.rows[0][1].as_deref(),

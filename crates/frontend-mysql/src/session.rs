@@ -21,7 +21,9 @@ use manifold_mysql_proto::{
     codes, renumber, write_packet, Command, ErrorCode, PacketBuilder, ProtoError, ResponseKind,
 };
 use manifold_router::{CausalReads, Gtid, GtidPos, NodeId};
-use manifold_sql_lex::{Class, Kill, RouteHint, Scan, SessionValues, ShowDiagnostics, Verb};
+use manifold_sql_lex::{
+    Class, Kill, RouteHint, Scan, ScanMemo, SessionValues, ShowDiagnostics, Verb,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
@@ -123,6 +125,7 @@ pub(crate) async fn run(
         stmts: SessionStatements::default(),
         exec_buf: Vec::new(),
         digest: Vec::new(),
+        scan_memo: ScanMemo::new(),
     };
     session.pin_if_not_multiplexing();
     let end = session.serve().await;
@@ -294,6 +297,9 @@ struct Session {
     exec_buf: Vec<u8>,
     /// The digest text of the statement being routed, when routing rules match digests.
     digest: Vec<u8>,
+    /// How the session's last statement with a value began: the next one that begins the
+    /// same way is scanned from its first value.
+    scan_memo: ScanMemo,
 }
 
 /// What a forwarded command does besides running, decided from its first packet.
@@ -583,9 +589,14 @@ impl Session {
                     Ok(Command::Query(sql)) => {
                         self.digest.clear();
                         let scan = if self.fe.shared.rules_need_digest {
-                            manifold_sql_lex::scan_with_digest(sql, &mut self.digest).0
+                            manifold_sql_lex::scan_with_digest_memo(
+                                sql,
+                                &mut self.digest,
+                                &mut self.scan_memo,
+                            )
+                            .0
                         } else {
-                            manifold_sql_lex::scan(sql)
+                            manifold_sql_lex::scan_memo(sql, &mut self.scan_memo)
                         };
                         // Held connection: it ran the previous statement and knows about it.
                         let moved = self.lease.is_none();

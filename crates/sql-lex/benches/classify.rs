@@ -1,5 +1,6 @@
 //! What routing costs per statement: `scan` (class, flags, hint) and `digest`, on the
-//! statements sysbench's OLTP tests send. Run with `cargo bench -p manifold-sql-lex`.
+//! statements sysbench's OLTP tests send, alone and sent again with other values (with and
+//! without a `ScanMemo`). Run with `cargo bench -p manifold-sql-lex`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 
@@ -35,9 +36,68 @@ const SYSBENCH: &[(&str, &str)] = &[
     ("commit", "COMMIT"),
 ];
 
+/// `sql` eight times, its numbers changed each time: a statement as an application sends it
+/// again and again.
+fn with_other_values(sql: &str) -> Vec<Vec<u8>> {
+    (0..8u64)
+        .map(|i| {
+            let mut out = Vec::new();
+            let mut bytes = sql.bytes().peekable();
+            while let Some(b) = bytes.next() {
+                if b.is_ascii_digit() && !out.last().is_some_and(u8::is_ascii_alphanumeric) {
+                    let mut n = u64::from(b - b'0');
+                    while let Some(d) = bytes.next_if(u8::is_ascii_digit) {
+                        n = n * 10 + u64::from(d - b'0');
+                    }
+                    out.extend_from_slice((n + i * 977).to_string().as_bytes());
+                } else {
+                    out.push(b);
+                }
+            }
+            out
+        })
+        .collect()
+}
+
 fn classify(c: &mut Criterion) {
     let mut digest_text = Vec::with_capacity(manifold_sql_lex::MAX_DIGEST_TEXT);
     for (name, sql) in SYSBENCH {
+        let variants = with_other_values(sql);
+        c.bench_function(&format!("scan+class+digest, other values/{name}"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i += 1;
+                let sql = &variants[i & 7];
+                let (scan, hash) =
+                    manifold_sql_lex::scan_with_digest(black_box(sql), &mut digest_text);
+                (scan.class(), hash)
+            });
+        });
+        c.bench_function(
+            &format!("memo: scan+class+digest, other values/{name}"),
+            |b| {
+                let mut memo = manifold_sql_lex::ScanMemo::new();
+                let mut i = 0;
+                b.iter(|| {
+                    i += 1;
+                    let sql = &variants[i & 7];
+                    let (scan, hash) = manifold_sql_lex::scan_with_digest_memo(
+                        black_box(sql),
+                        &mut digest_text,
+                        &mut memo,
+                    );
+                    (scan.class(), hash)
+                });
+            },
+        );
+        c.bench_function(&format!("memo: scan+class, other values/{name}"), |b| {
+            let mut memo = manifold_sql_lex::ScanMemo::new();
+            let mut i = 0;
+            b.iter(|| {
+                i += 1;
+                manifold_sql_lex::scan_memo(black_box(&variants[i & 7]), &mut memo).class()
+            });
+        });
         c.bench_function(&format!("lex/{name}"), |b| {
             b.iter(|| manifold_sql_lex::Lexer::new(black_box(sql.as_bytes())).count());
         });

@@ -2,6 +2,7 @@
 //! differ only in their values share one digest for routing rules and statistics.
 
 use crate::lexer::{Lexer, Token, Visitor};
+use crate::memo::Resumable;
 
 /// Digest text is cut at this length, as statistics need no more to tell statements apart.
 pub const MAX_DIGEST_TEXT: usize = 2048;
@@ -44,7 +45,41 @@ pub(crate) struct DigestWriter<'s, 'o> {
 
 const NO_SIGN: usize = usize::MAX;
 
+/// Where a [`DigestWriter`] stands between two tokens (see [`ScanMemo`](crate::ScanMemo)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DigestState {
+    /// The length of the digest text written so far.
+    pub(crate) out_len: usize,
+    /// That text ends with `...,`, which the next value may shorten.
+    pub(crate) ends_folded: bool,
+    span: usize,
+    prev_end: usize,
+    tight_after: bool,
+    after_operand: bool,
+    sign: usize,
+}
+
 impl<'s, 'o> DigestWriter<'s, 'o> {
+    /// Goes on from `state` in `sql`, whose text up to `state` is the one `state` was taken
+    /// in, with `out` holding the digest text written up to there.
+    pub(crate) fn resume(sql: &'s [u8], out: &'o mut Vec<u8>, state: DigestState) -> Self {
+        debug_assert_eq!(out.len(), state.out_len);
+        DigestWriter {
+            sql,
+            out,
+            span: state.span,
+            prev_end: state.prev_end,
+            tight_after: state.tight_after,
+            after_operand: state.after_operand,
+            sign: state.sign,
+        }
+    }
+
+    /// The digest text written so far.
+    pub(crate) fn text(&self) -> &[u8] {
+        self.out
+    }
+
     pub(crate) fn new(sql: &'s [u8], out: &'o mut Vec<u8>) -> Self {
         out.clear();
         DigestWriter {
@@ -135,6 +170,22 @@ impl<'s, 'o> DigestWriter<'s, 'o> {
         self.flush_to(self.prev_end);
         self.out.truncate(MAX_DIGEST_TEXT);
         digest_hash(self.out)
+    }
+}
+
+impl Resumable for DigestWriter<'_, '_> {
+    type State = DigestState;
+
+    fn state(&self) -> DigestState {
+        DigestState {
+            out_len: self.out.len(),
+            ends_folded: self.out.ends_with(b"...,"),
+            span: self.span,
+            prev_end: self.prev_end,
+            tight_after: self.tight_after,
+            after_operand: self.after_operand,
+            sign: self.sign,
+        }
     }
 }
 

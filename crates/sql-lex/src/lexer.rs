@@ -143,6 +143,12 @@ const LEADS: [Lead; 256] = {
     t
 };
 
+/// Whether a token that ends with `b` ends there whatever follows: punctuation of one byte
+/// that never starts a comment, and not a dot (numbers and variables take dots).
+pub(crate) fn ends_any_token(b: u8) -> bool {
+    LEADS[b as usize] == Lead::Punct && b != b'.'
+}
+
 /// What [`Lexer::comment_at`] found.
 enum Trivia {
     /// A comment (or an executable comment's delimiter) ends right before this position.
@@ -153,7 +159,41 @@ enum Trivia {
     Unterminated,
 }
 
+/// Where a [`Lexer`] stands (see [`ScanMemo`](crate::ScanMemo)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LexerState {
+    pos: usize,
+    in_executable_comment: bool,
+    hint: Option<RouteHint>,
+}
+
+impl LexerState {
+    /// The position: the end of the last token passed.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+}
+
 impl<'a> Lexer<'a> {
+    /// Where this lexer stands.
+    pub(crate) fn state(&self) -> LexerState {
+        LexerState {
+            pos: self.pos,
+            in_executable_comment: self.in_executable_comment,
+            hint: self.hint,
+        }
+    }
+
+    /// A lexer of `sql` at `state`, taken in a text that begins as `sql` does up to there.
+    pub(crate) fn resume(sql: &'a [u8], state: LexerState) -> Self {
+        Self {
+            sql,
+            pos: state.pos,
+            in_executable_comment: state.in_executable_comment,
+            hint: state.hint,
+        }
+    }
+
     pub fn new(sql: &'a [u8]) -> Self {
         Self {
             sql,
@@ -303,7 +343,7 @@ impl<'a> Lexer<'a> {
     // `LEADS`, and every call below goes straight to the pass's code for that kind.
     #[allow(clippy::inline_always)]
     #[inline(always)]
-    fn step(&mut self, visitor: &mut impl Visitor<'a>) -> bool {
+    pub(crate) fn step(&mut self, visitor: &mut impl Visitor<'a>) -> bool {
         let s = self.sql;
         let mut start = self.pos;
         loop {

@@ -7,17 +7,22 @@
 //! or asks about the previous statement (`LAST_INSERT_ID()`, `ROW_COUNT()`, `FOUND_ROWS()`) —
 //! and what routing needs: the statement's [`Class`] (read, write, locking read, transaction
 //! control...), a `/* manifold:primary */` hint, and its [`digest`].
-//! It must not allocate, must not panic on any input, and must not grow into a SQL parser:
-//! when it cannot tell, it says so and the caller keeps the session where it is.
+//! A [`ScanMemo`] lets a statement sent again with other values be scanned from its first
+//! value on.
+//! It must not allocate (but for a memo's buffers, which grow once to what they remember),
+//! must not panic on any input, and must not grow into a SQL parser: when it cannot tell, it
+//! says so and the caller keeps the session where it is.
 
 mod digest;
 mod keyword;
 mod lexer;
+mod memo;
 mod scan;
 mod uservars;
 
 pub use digest::{digest, digest_hash, MAX_DIGEST_TEXT};
 pub use lexer::{Lexer, RouteHint, Token, TokenKind};
+pub use memo::{scan_memo, scan_with_digest_memo, ScanMemo};
 pub use scan::{
     parse_kill, parse_show_diagnostics, parse_use, replace_session_values, scan, scan_with_digest,
     set_names_collation, Class, Kill, Scan, SessionValues, ShowDiagnostics, Verb,

@@ -3,6 +3,7 @@
 use crate::digest::DigestWriter;
 use crate::keyword::{keyword, Kw};
 use crate::lexer::{Lexer, RouteHint, Token, TokenKind, Visitor};
+use crate::memo::Resumable;
 
 /// The first word of the (first) statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,8 +247,9 @@ pub fn scan_with_digest(sql: &[u8], digest_text: &mut Vec<u8>) -> (Scan, u64) {
     (scan, writer.finish())
 }
 
-/// The state of a [`scan`] pass, which also hands every token to `also`.
-struct Scanner<V> {
+/// What a [`scan`] pass knows between two tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScanState {
     out: Scan,
     /// The current statement's verb, once its first word is read.
     first: Option<Verb>,
@@ -258,41 +260,77 @@ struct Scanner<V> {
     prev_word: bool,
     /// `LAST_INSERT_ID(` was the previous token: `)` next means the no-argument form.
     open_last_insert_id: bool,
-    also: V,
 }
 
-impl<V> Scanner<V> {
+impl ScanState {
+    pub(crate) const START: ScanState = ScanState {
+        out: Scan {
+            verb: Verb::Empty,
+            flags: 0,
+            statements: 0,
+            hint: None,
+        },
+        first: None,
+        second: None,
+        prev: Kw::None,
+        prev_word: false,
+        open_last_insert_id: false,
+    };
+}
+
+/// A [`scan`] pass, which also hands every token to `also`.
+pub(crate) struct Scanner<V: Resumable> {
+    st: ScanState,
+    also: V,
+    /// Set to have the state before the first value token (a number or string) recorded in
+    /// `at_first_value`, for a [`ScanMemo`](crate::ScanMemo).
+    pub(crate) record_first_value: bool,
+    pub(crate) at_first_value: Option<(usize, ScanState, V::State)>,
+}
+
+impl<V: Resumable> Scanner<V> {
     #[inline]
     fn run<'a>(sql: &'a [u8], also: V) -> (Scan, V)
     where
         V: Visitor<'a>,
     {
-        let mut scanner = Scanner {
-            out: Scan {
-                verb: Verb::Empty,
-                flags: 0,
-                statements: 0,
-                hint: None,
-            },
-            first: None,
-            second: None,
-            prev: Kw::None,
-            prev_word: false,
-            open_last_insert_id: false,
-            also,
-        };
+        let mut scanner = Scanner::new(ScanState::START, also);
         let mut lexer = Lexer::new(sql);
         lexer.visit(&mut scanner);
-        scanner.out.hint = lexer.hint();
-        (scanner.out, scanner.also)
+        scanner.st.out.hint = lexer.hint();
+        (scanner.st.out, scanner.also)
+    }
+
+    pub(crate) fn new(st: ScanState, also: V) -> Self {
+        Scanner {
+            st,
+            also,
+            record_first_value: false,
+            at_first_value: None,
+        }
+    }
+
+    /// The result, once `lexer` has passed every token of the text.
+    pub(crate) fn finish(mut self, lexer: &Lexer<'_>) -> (Scan, V) {
+        self.st.out.hint = lexer.hint();
+        (self.st.out, self.also)
+    }
+
+    /// A value token starts at `start`: its state before it is recorded if asked for.
+    #[inline]
+    fn before_value(&mut self, start: usize) {
+        if self.record_first_value {
+            self.record_first_value = false;
+            self.at_first_value = Some((start, self.st, self.also.state()));
+        }
     }
 
     /// A token after `LAST_INSERT_ID(` that is not `)`: the call sets the value.
     #[inline]
     fn after_open_last_insert_id(&mut self) {
-        if self.open_last_insert_id {
-            self.open_last_insert_id = false;
-            self.out.flags |= Scan::SETS_LAST_INSERT_ID;
+        if self.st.open_last_insert_id {
+            self.st.open_last_insert_id = false;
+            self.st.out.flags |= Scan::SETS_LAST_INSERT_ID;
         }
     }
 
@@ -300,16 +338,16 @@ impl<V> Scanner<V> {
     #[inline]
     fn other(&mut self, flags: u32) {
         self.after_open_last_insert_id();
-        self.out.flags |= flags;
-        self.prev = Kw::None;
-        self.prev_word = false;
+        self.st.out.flags |= flags;
+        self.st.prev = Kw::None;
+        self.st.prev_word = false;
     }
 
     /// What a keyword tells, with the word before it.
     #[inline]
     fn keyword(&mut self, kw: Kw) {
-        let first = self.first;
-        self.out.flags |= match (self.prev, kw) {
+        let first = self.st.first;
+        self.st.out.flags |= match (self.st.prev, kw) {
             (_, Kw::SqlCalcFoundRows) => Scan::CALC_FOUND_ROWS,
             (_, Kw::From) => Scan::FROM,
             (Kw::For, Kw::Verb(Verb::Update) | Kw::Share) | (Kw::In, Kw::Share) => {
@@ -329,19 +367,19 @@ impl<V> Scanner<V> {
 
     /// The first or second word of a statement, or a keyword after them.
     fn leading_word(&mut self, kw: Kw) {
-        let prev = self.prev;
-        match (self.first, self.second) {
+        let prev = self.st.prev;
+        match (self.st.first, self.st.second) {
             (None, _) => {
                 let verb = match kw {
                     Kw::Verb(v) => v,
                     _ => Verb::Other,
                 };
-                self.first = Some(verb);
-                self.out.statements += 1;
-                if self.out.verb == Verb::Empty {
-                    self.out.verb = verb;
+                self.st.first = Some(verb);
+                self.st.out.statements += 1;
+                if self.st.out.verb == Verb::Empty {
+                    self.st.out.verb = verb;
                 }
-                self.out.flags |= match verb {
+                self.st.out.flags |= match verb {
                     Verb::Prepare | Verb::Execute | Verb::Deallocate => Scan::SQL_PREPARE,
                     Verb::Handler => Scan::HANDLER,
                     Verb::Kill => Scan::KILL,
@@ -349,8 +387,8 @@ impl<V> Scanner<V> {
                 };
             }
             (Some(verb), None) => {
-                self.second = Some(kw);
-                self.out.flags |= match (verb, kw) {
+                self.st.second = Some(kw);
+                self.st.out.flags |= match (verb, kw) {
                     (Verb::Lock, Kw::Tables | Kw::Table) => Scan::LOCK_TABLES,
                     (Verb::Unlock, Kw::Tables | Kw::Table) => Scan::UNLOCK_TABLES,
                     (Verb::Create, Kw::Temporary) => Scan::CREATE_TEMPORARY,
@@ -363,7 +401,7 @@ impl<V> Scanner<V> {
                 };
             }
             (Some(verb), Some(second)) => {
-                self.out.flags |= match (verb, second, kw) {
+                self.st.out.flags |= match (verb, second, kw) {
                     (Verb::Create, Kw::Or, Kw::Temporary) => Scan::CREATE_TEMPORARY,
                     (Verb::Flush, _, Kw::Verb(Verb::Lock)) if prev == Kw::Read => Scan::LOCK_TABLES,
                     (Verb::Show, _, Kw::Warnings | Kw::Errors) => Scan::WARNINGS,
@@ -375,8 +413,11 @@ impl<V> Scanner<V> {
     }
 }
 
-impl<'a, V: Visitor<'a>> Visitor<'a> for Scanner<V> {
-    #[inline]
+impl<'a, V: Visitor<'a> + Resumable> Visitor<'a> for Scanner<V> {
+    // Called for most tokens: inlined into every pass's loop, also where the compiler's
+    // estimate would keep it a call (the memo's recording pass).
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
     fn word(&mut self, t: Token<'a>) {
         self.also.word(t);
         self.after_open_last_insert_id();
@@ -385,11 +426,11 @@ impl<'a, V: Visitor<'a>> Visitor<'a> for Scanner<V> {
         if kw != Kw::None {
             self.keyword(kw);
             self.leading_word(kw);
-        } else if self.second.is_none() {
+        } else if self.st.second.is_none() {
             self.leading_word(kw);
         }
-        self.prev = kw;
-        self.prev_word = true;
+        self.st.prev = kw;
+        self.st.prev_word = true;
     }
 
     // Not inlined on its own, this is a call per comma and parenthesis.
@@ -400,17 +441,17 @@ impl<'a, V: Visitor<'a>> Visitor<'a> for Scanner<V> {
         match c {
             b';' => {
                 self.after_open_last_insert_id();
-                self.first = None;
-                self.second = None;
-                self.prev = Kw::None;
-                self.prev_word = false;
+                self.st.first = None;
+                self.st.second = None;
+                self.st.prev = Kw::None;
+                self.st.prev_word = false;
             }
             b'(' => {
                 self.after_open_last_insert_id();
-                if self.prev_word {
-                    self.out.flags |= match self.prev {
+                if self.st.prev_word {
+                    self.st.out.flags |= match self.st.prev {
                         Kw::LastInsertId => {
-                            self.open_last_insert_id = true;
+                            self.st.open_last_insert_id = true;
                             0
                         }
                         Kw::GetLock => Scan::GET_LOCK,
@@ -423,25 +464,29 @@ impl<'a, V: Visitor<'a>> Visitor<'a> for Scanner<V> {
                         _ => 0,
                     };
                 }
-                self.prev = Kw::None;
-                self.prev_word = false;
+                self.st.prev = Kw::None;
+                self.st.prev_word = false;
             }
-            b')' if self.open_last_insert_id => {
-                self.open_last_insert_id = false;
+            b')' if self.st.open_last_insert_id => {
+                self.st.open_last_insert_id = false;
                 self.other(Scan::LAST_INSERT_ID);
             }
             _ => self.other(0),
         }
     }
 
-    #[inline]
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
     fn number(&mut self, t: Token<'a>) {
+        self.before_value(t.start);
         self.also.number(t);
         self.other(0);
     }
 
-    #[inline]
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
     fn string(&mut self, t: Token<'a>) {
+        self.before_value(t.start);
         self.also.string(t);
         self.other(0);
     }
