@@ -1,8 +1,9 @@
 """Shared fixtures: one real MariaDB topology (primary + 2 GTID replicas, TLS) and one manifold
 in front of it per test session. Each test works in its own schema.
 
-Binaries come from target/release (built by scripts/test). A missing binary or server fails
-with a message saying what to run or install; nothing is skipped."""
+Binaries come from MANIFOLD_BIN_DIR (scripts/test builds them in target/test-opt), else
+target/release. A missing binary or server fails with a message saying what to run or
+install; nothing is skipped."""
 
 import os
 import shutil
@@ -17,6 +18,24 @@ from pathlib import Path
 import pymysql
 import pytest
 
+# PyMySQL (2.x) negotiates TLS whenever the server offers it, building a new default SSL
+# context for every connection to do so: the system CA store is loaded each time, ~45 ms of
+# CPU per login, minutes over this suite's thousands of logins on 2 cores. The tests share
+# one context, built the way PyMySQL builds it; what PyMySQL does with it is unchanged.
+_build_ssl_ctx = pymysql.connections.Connection._create_ssl_ctx
+_preferred_ssl_ctx = []
+
+
+def _shared_preferred_ssl_ctx(self, sslp):
+    if isinstance(sslp, dict) and not sslp:
+        if not _preferred_ssl_ctx:
+            _preferred_ssl_ctx.append(_build_ssl_ctx(self, sslp))
+        return _preferred_ssl_ctx[0]
+    return _build_ssl_ctx(self, sslp)
+
+
+pymysql.connections.Connection._create_ssl_ctx = _shared_preferred_ssl_ctx
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("MANIFOLD_BIN_DIR", ROOT / "target" / "release"))
 USER, PASSWORD = "app", "app"
@@ -25,7 +44,7 @@ USER, PASSWORD = "app", "app"
 def binary(name):
     path = BIN / name
     if not path.exists():
-        pytest.fail(f"{path} is missing: build it with `cargo build --release --workspace` (scripts/test does)")
+        pytest.fail(f"{path} is missing: build it with `cargo build --release --workspace`, or run scripts/test")
     return str(path)
 
 

@@ -19,12 +19,20 @@ from rawmysql import wait_for_log
 from conftest import PASSWORD, USER, Manifold, free_port, start_testkit
 
 
+def short_failover(tmp_path):
+    """Arguments for a manifold that waits 1 s (not the default 10 s) for a lost primary to come
+    back before it answers ERR 7701: these tests wait for that answer many times."""
+    cfg = tmp_path / "short-failover.toml"
+    cfg.write_text('[routing]\nfailover_timeout = "1s"\n')
+    return ["--config", str(cfg)]
+
+
 @pytest.fixture
-def unreachable(topology):
+def unreachable(topology, tmp_path):
     """A manifold whose primary is a port nothing listens on."""
     dead = f"127.0.0.1:{free_port()}"
     fake = SimpleNamespace(primary=dead, cert=topology.cert, key=topology.key)
-    m = Manifold(fake, [], log_name="manifold-bad-backend-down")
+    m = Manifold(fake, short_failover(tmp_path), log_name="manifold-bad-backend-down")
     m.dead = dead
     yield m
     m.stop_and_check()
@@ -72,8 +80,8 @@ def own_topology():
                               pid=int(info["pids"].split(",")[0]))
 
 
-def test_backend_killed_mid_result(own_topology):
-    m = Manifold(own_topology, [], log_name="manifold-bad-backend-killed")
+def test_backend_killed_mid_result(own_topology, tmp_path):
+    m = Manifold(own_topology, short_failover(tmp_path), log_name="manifold-bad-backend-killed")
     try:
         bystander = rawmysql.connect(m.port)
         assert bystander.scalar("SELECT 1") == "1"
@@ -132,10 +140,10 @@ def test_backend_killed_mid_result(own_topology):
     assert "panicked" not in log
 
 
-def test_backend_killed_while_statement_runs(own_topology):
+def test_backend_killed_while_statement_runs(own_topology, tmp_path):
     """Killed before the first byte of the answer: the client stream is at a packet boundary,
     so manifold can say what happened: ERR 7702 (lost connection to backend)."""
-    m = Manifold(own_topology, [], log_name="manifold-bad-backend-killed2")
+    m = Manifold(own_topology, short_failover(tmp_path), log_name="manifold-bad-backend-killed2")
     try:
         c = rawmysql.connect(m.port)
         port = rawmysql.local_port(c)

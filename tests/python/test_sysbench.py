@@ -177,7 +177,7 @@ def test_oltp_read_write_64_threads_on_16_backend_connections(topology, small_po
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        out = sysbench("run", manifold.port, schema, *LOAD_TABLES, "--threads=64", "--time=40", timeout=240,
+        out = sysbench("run", manifold.port, schema, *LOAD_TABLES, "--threads=64", "--time=20", timeout=240,
                        login=login)
     finally:
         done.set()
