@@ -149,6 +149,12 @@ pub(crate) fn ends_any_token(b: u8) -> bool {
     LEADS[b as usize] == Lead::Punct && b != b'.'
 }
 
+/// Whether what a lexer read up to byte `b` (included) reads the same whatever follows `b`:
+/// `b` is a space (which ends any token or comment it follows) or [`ends_any_token`].
+pub(crate) fn ends_what_precedes(b: u8) -> bool {
+    LEADS[b as usize] == Lead::Space || ends_any_token(b)
+}
+
 /// What [`Lexer::comment_at`] found.
 enum Trivia {
     /// A comment (or an executable comment's delimiter) ends right before this position.
@@ -172,9 +178,23 @@ impl LexerState {
     pub(crate) fn pos(&self) -> usize {
         self.pos
     }
+
+    /// At `pos`, inside an executable comment or not, with no route hint seen.
+    pub(crate) fn at(pos: usize, in_executable_comment: bool) -> Self {
+        LexerState {
+            pos,
+            in_executable_comment,
+            hint: None,
+        }
+    }
 }
 
 impl<'a> Lexer<'a> {
+    /// Whether the lexer stands inside an executable comment (`/*! ... */`).
+    pub(crate) fn in_executable_comment(&self) -> bool {
+        self.in_executable_comment
+    }
+
     /// Where this lexer stands.
     pub(crate) fn state(&self) -> LexerState {
         LexerState {

@@ -8,7 +8,7 @@
 //! and what routing needs: the statement's [`Class`] (read, write, locking read, transaction
 //! control...), a `/* manifold:primary */` hint, and its [`digest`].
 //! A [`ScanMemo`] lets a statement sent again with other values be scanned from its first
-//! value on.
+//! value on, or, when only its values differ, be answered after reading just them.
 //! It must not allocate (but for a memo's buffers, which grow once to what they remember),
 //! must not panic on any input, and must not grow into a SQL parser: when it cannot tell, it
 //! says so and the caller keeps the session where it is.
