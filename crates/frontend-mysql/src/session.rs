@@ -15,10 +15,10 @@ use manifold_engine::WorkerContext;
 use manifold_mysql_proto::consts::{caps, column_flag, column_type, status, MAX_PAYLOAD};
 use manifold_mysql_proto::handshake::ChangeUser;
 use manifold_mysql_proto::packets::{
-    encode_text_row, ColumnDefinition, EofPacket, ErrPacket, OkPacket,
+    encode_text_result_set, ColumnDefinition, EofPacket, ErrPacket, OkPacket,
 };
 use manifold_mysql_proto::{
-    codes, renumber, write_packet, Command, ErrorCode, PacketBuilder, ProtoError, ResponseKind,
+    codes, renumber, Command, ErrorCode, PacketBuilder, ProtoError, ResponseKind,
 };
 use manifold_router::{CausalReads, Gtid, GtidPos, NodeId};
 use manifold_sql_lex::{
@@ -1803,45 +1803,20 @@ impl Session {
         columns: &[ColumnDefinition],
         rows: &[Vec<Option<Vec<u8>>>],
     ) -> Result<(), End> {
-        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         let warnings = u16::try_from(self.previous.warning_count).unwrap_or(u16::MAX);
         let mut out = Vec::with_capacity(256);
-        let mut payload = Vec::with_capacity(128);
-        let mut seq = seq;
-        manifold_mysql_proto::codec::put_lenenc_int(&mut payload, columns.len() as u64);
-        seq = write_packet(&mut out, seq, &payload);
-        for c in columns {
-            payload.clear();
-            c.encode(&mut payload);
-            seq = write_packet(&mut out, seq, &payload);
-        }
         let eof = EofPacket {
             warnings,
             status: self.status,
         };
-        if !deprecate_eof {
-            payload.clear();
-            eof.encode(&mut payload);
-            seq = write_packet(&mut out, seq, &payload);
-        }
-        for row in rows {
-            payload.clear();
-            encode_text_row(&mut payload, row.iter().map(Option::as_deref));
-            seq = write_packet(&mut out, seq, &payload);
-        }
-        payload.clear();
-        if deprecate_eof {
-            OkPacket {
-                header: 0xFE,
-                warnings,
-                status: self.status,
-                ..Default::default()
-            }
-            .encode(&mut payload, self.capabilities);
-        } else {
-            eof.encode(&mut payload);
-        }
-        write_packet(&mut out, seq, &payload);
+        encode_text_result_set(
+            &mut out,
+            seq,
+            columns,
+            rows.iter().map(|row| row.iter().map(Option::as_deref)),
+            self.capabilities,
+            eof,
+        );
         self.previous.row_count = -1;
         let sent = match self.io.stream.write_all(&out).await {
             Ok(()) => self.io.stream.flush().await,

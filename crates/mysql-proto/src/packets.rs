@@ -261,6 +261,56 @@ pub fn encode_text_row<'a>(out: &mut Vec<u8>, values: impl IntoIterator<Item = O
     }
 }
 
+/// A whole text result set of the server's own (column count, definitions, rows and their
+/// terminators in the client's EOF convention), as packets appended to `out` from sequence
+/// id `seq`. Returns the next sequence id.
+pub fn encode_text_result_set<'a, R, V>(
+    out: &mut Vec<u8>,
+    seq: u8,
+    columns: &[ColumnDefinition],
+    rows: R,
+    capabilities: u32,
+    eof: EofPacket,
+) -> u8
+where
+    R: IntoIterator<Item = V>,
+    V: IntoIterator<Item = Option<&'a [u8]>>,
+{
+    let deprecate_eof = capabilities & caps::DEPRECATE_EOF != 0;
+    let mut payload = Vec::with_capacity(128);
+    let mut seq = seq;
+    put_lenenc_int(&mut payload, columns.len() as u64);
+    seq = crate::write_packet(out, seq, &payload);
+    for c in columns {
+        payload.clear();
+        c.encode(&mut payload);
+        seq = crate::write_packet(out, seq, &payload);
+    }
+    if !deprecate_eof {
+        payload.clear();
+        eof.encode(&mut payload);
+        seq = crate::write_packet(out, seq, &payload);
+    }
+    for row in rows {
+        payload.clear();
+        encode_text_row(&mut payload, row);
+        seq = crate::write_packet(out, seq, &payload);
+    }
+    payload.clear();
+    if deprecate_eof {
+        OkPacket {
+            header: 0xFE,
+            warnings: eof.warnings,
+            status: eof.status,
+            ..Default::default()
+        }
+        .encode(&mut payload, capabilities);
+    } else {
+        eof.encode(&mut payload);
+    }
+    crate::write_packet(out, seq, &payload)
+}
+
 pub fn decode_text_row(payload: &[u8], columns: usize) -> Result<Vec<Option<Vec<u8>>>, ProtoError> {
     let mut r = Reader::new(payload);
     let mut row = Vec::with_capacity(columns.min(4096));
