@@ -44,6 +44,8 @@ fn topology(db: &str) -> Topology {
 
 fn config(t: &Topology) -> Config {
     let mut cfg = Config::default();
+    // Servers run side by side here: each its own admin port.
+    cfg.admin.listen = "127.0.0.1:0".into();
     cfg.backend.primary = t.primary.addr().to_string();
     cfg.backend.replicas = t
         .replicas

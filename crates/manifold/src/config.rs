@@ -1,9 +1,10 @@
 //! The configuration file: one TOML document whose tables belong to the components
-//! (`[engine]`, `[mysql]`, `[backend]`, `[pool]`, `[routing]`, `[[users]]`, `[log]`). Every table rejects
+//! (`[engine]`, `[mysql]`, `[backend]`, `[pool]`, `[routing]`, `[[users]]`, `[log]`, `[admin]`). Every table rejects
 //! unknown keys, and `validate` checks values, naming the key at fault.
 
 use std::path::Path;
 
+use manifold_admin::AdminConfig;
 use manifold_backend::{BackendTlsConfig, PoolConfig};
 use manifold_engine::EngineConfig;
 use manifold_frontend_mysql::{MysqlFrontConfig, UserConfig};
@@ -22,6 +23,7 @@ pub struct Config {
     pub clusters: Vec<ClusterConfig>,
     pub users: Vec<UserConfig>,
     pub log: LogConfig,
+    pub admin: AdminConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -137,6 +139,7 @@ impl Config {
             check_addr(&format!("backend.replicas[{i}]"), r.addr())?;
         }
         self.validate_clusters()?;
+        self.admin.validate()?;
         if matches!(
             self.backend.tls.mode,
             manifold_backend::TlsMode::VerifyCa | manifold_backend::TlsMode::VerifyIdentity

@@ -10,6 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
+use manifold_admin::AdminServer;
 use manifold_backend::{BackendTarget, ConnKey, TlsMode};
 use manifold_engine::{ConnectionHandler, Engine, EngineBuilder, HandlerFactory, ShutdownReport};
 use manifold_frontend_mysql::{Cluster, Shared, Users, WorkerFrontend};
@@ -23,12 +24,19 @@ pub struct Server {
     pub shared: Arc<Shared>,
     /// Check the nodes (one monitor per cluster) until the server is dropped.
     pub monitors: Vec<Monitor>,
+    /// The admin port, unless `[admin] listen` is empty; stops when dropped.
+    pub admin: Option<AdminServer>,
 }
 
 impl Server {
     /// The address MySQL clients connect to (port 0 in the configuration resolved).
     pub fn mysql_addr(&self) -> SocketAddr {
         self.engine.local_addrs()[0]
+    }
+
+    /// The admin port's address, if it listens.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(AdminServer::local_addr)
     }
 
     pub fn shutdown(self, timeout: Duration) -> ShutdownReport {
@@ -106,10 +114,12 @@ pub fn start(cfg: &Config) -> Result<Server, String> {
         .listen(listen, factory)
         .start()
         .map_err(|e| e.to_string())?;
+    let admin = manifold_admin::start(&cfg.admin, shared.clone())?;
     Ok(Server {
         engine,
         shared,
         monitors,
+        admin,
     })
 }
 

@@ -47,6 +47,12 @@ struct Cli {
     /// required, verify_ca, verify_identity.
     #[arg(long)]
     backend_tls: Option<String>,
+    /// Admin port credentials, NAME:PASSWORD (override admin.user and admin.password).
+    #[arg(long)]
+    admin_user: Option<String>,
+    /// Address of the admin port (overrides admin.listen; default 127.0.0.1:6032; "" = off).
+    #[arg(long)]
+    admin_listen: Option<String>,
     /// Log filter (overrides log.level), e.g. "info" or "debug".
     #[arg(long)]
     log_level: Option<String>,
@@ -106,6 +112,16 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
         cfg.backend.tls.mode = toml::Value::String(m.clone())
             .try_into()
             .map_err(|_| format!("--backend-tls {m}: expected as_client, disabled, preferred, required, verify_ca or verify_identity"))?;
+    }
+    if let Some(flag) = &cli.admin_user {
+        let (name, password) = flag
+            .split_once(':')
+            .ok_or_else(|| format!("--admin-user {flag}: expected NAME:PASSWORD"))?;
+        name.clone_into(&mut cfg.admin.user);
+        password.clone_into(&mut cfg.admin.password);
+    }
+    if let Some(l) = &cli.admin_listen {
+        cfg.admin.listen.clone_from(l);
     }
     if let Some(l) = &cli.log_level {
         cfg.log.level.clone_from(l);

@@ -80,6 +80,10 @@ pub mod codes {
         CONNECTION_KILLED = (1927, "70100", "Connection was killed");
         /// A statement form manifold cannot map to its own sessions (`KILL USER`, `KILL QUERY ID`).
         NOT_SUPPORTED_YET = (1235, "42000", "This version doesn't yet support it");
+        /// An admin port statement that is not an admin command.
+        PARSE_ERROR = (1064, "42000", "You have an error in your SQL syntax");
+        /// An admin port statement with no text.
+        EMPTY_QUERY = (1065, "42000", "Query was empty");
         /// No backend connection could be opened (refused, unreachable, timed out, login failed).
         BACKEND_UNAVAILABLE = (7701, "08S01", "Backend unavailable");
         /// The backend connection broke while a statement was running.

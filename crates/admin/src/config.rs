@@ -1,0 +1,83 @@
+//! `[admin]`: where the admin port listens and the credentials it accepts.
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+/// The password a fresh configuration has; accepted on a loopback address only.
+pub const DEFAULT_PASSWORD: &str = "admin";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// "host:port"; empty turns the admin port off.
+    pub listen: String,
+    pub user: String,
+    pub password: String,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:6032".into(),
+            user: "admin".into(),
+            password: DEFAULT_PASSWORD.into(),
+        }
+    }
+}
+
+impl AdminConfig {
+    /// The address to listen on, `None` when the admin port is off. Refuses the default
+    /// password on an address other hosts can reach, and an empty user or password.
+    pub fn validate(&self) -> Result<Option<SocketAddr>, String> {
+        if self.listen.is_empty() {
+            return Ok(None);
+        }
+        let addr: SocketAddr = self
+            .listen
+            .parse()
+            .map_err(|e| format!("admin.listen: {e} (want host:port, e.g. 127.0.0.1:6032)"))?;
+        if self.user.is_empty() || self.password.is_empty() {
+            return Err("admin.user and admin.password must not be empty".into());
+        }
+        if !addr.ip().is_loopback() && self.password == DEFAULT_PASSWORD {
+            return Err(format!(
+                "admin.password: the default password is accepted on a loopback admin.listen \
+                 only, and {addr} is not one: set admin.password (or --admin-user NAME:PASS)"
+            ));
+        }
+        Ok(Some(addr))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admin(listen: &str, password: &str) -> AdminConfig {
+        AdminConfig {
+            listen: listen.into(),
+            password: password.into(),
+            ..AdminConfig::default()
+        }
+    }
+
+    #[test]
+    fn the_default_password_is_for_loopback_only() {
+        assert!(AdminConfig::default().validate().unwrap().is_some());
+        assert!(admin("[::1]:6032", "admin").validate().is_ok());
+        let e = admin("0.0.0.0:6032", "admin").validate().unwrap_err();
+        assert!(e.starts_with("admin.password"), "{e}");
+        assert!(admin("0.0.0.0:6032", "s3cret").validate().is_ok());
+    }
+
+    #[test]
+    fn off_bad_address_or_empty_credentials() {
+        assert_eq!(admin("", "admin").validate(), Ok(None));
+        assert!(admin("localhost", "admin")
+            .validate()
+            .unwrap_err()
+            .starts_with("admin.listen"));
+        assert!(admin("127.0.0.1:6032", "").validate().is_err());
+    }
+}

@@ -1,0 +1,13 @@
+//! The admin port: a MySQL-protocol listener (default `127.0.0.1:6032`) with its own
+//! credentials, where an operator's `mariadb` client runs admin commands (`SHOW BACKENDS`,
+//! `SHOW STATUS`...) against the running server, as ProxySQL's admin interface does.
+//! It owns the admin listener, its logins and the command set; it reads the server's shared
+//! state and counters and must never sit on the request path: it runs on a thread of its
+//! own, and nothing a client session does waits for it.
+
+mod commands;
+mod config;
+mod server;
+
+pub use config::AdminConfig;
+pub use server::{start, AdminServer};

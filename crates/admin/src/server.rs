@@ -1,0 +1,285 @@
+//! The admin listener: a thread of its own running a small tokio runtime, one task per
+//! admin connection. Logins use `mysql_native_password` against `[admin]`'s credentials.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use manifold_backend::io::{PacketIo, Stream};
+use manifold_frontend_mysql::Shared;
+use manifold_mysql_proto::consts::{caps, column_type, status, UTF8MB4_GENERAL_CI};
+use manifold_mysql_proto::handshake::{AuthSwitchRequest, HandshakeResponse, HandshakeV10};
+use manifold_mysql_proto::packets::{
+    encode_text_result_set, ColumnDefinition, EofPacket, ErrPacket, OkPacket,
+};
+use manifold_mysql_proto::{auth, codes, Command};
+use tokio::sync::Notify;
+
+use crate::commands::{self, Reply};
+use crate::config::AdminConfig;
+
+/// Admin commands are short statements; anything larger is refused.
+const MAX_PACKET: usize = 1 << 20;
+/// A login that has not completed within this is dropped.
+const LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
+const NATIVE: &[u8] = b"mysql_native_password";
+const CAPABILITIES: u32 = caps::PROTOCOL_41
+    | caps::SECURE_CONNECTION
+    | caps::PLUGIN_AUTH
+    | caps::CONNECT_WITH_DB
+    | caps::DEPRECATE_EOF;
+
+/// The running admin port; stops (and waits for its thread) when dropped.
+pub struct AdminServer {
+    addr: SocketAddr,
+    stop: Arc<Notify>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl AdminServer {
+    /// Where the admin port listens (port 0 in the configuration resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for AdminServer {
+    fn drop(&mut self) {
+        self.stop.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+struct Admin {
+    shared: Arc<Shared>,
+    user: String,
+    stored: [u8; auth::NATIVE_HASH_LEN],
+    started: Instant,
+}
+
+/// Binds the admin port (errors name the key at fault) and serves it on a thread of its
+/// own; `None` when `[admin] listen` is empty.
+pub fn start(cfg: &AdminConfig, shared: Arc<Shared>) -> Result<Option<AdminServer>, String> {
+    let Some(addr) = cfg.validate()? else {
+        return Ok(None);
+    };
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| format!("admin.listen: cannot listen on {addr}: {e}"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("admin.listen: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("admin.listen: {e}"))?;
+    let admin = Arc::new(Admin {
+        shared,
+        user: cfg.user.clone(),
+        stored: auth::native_stored_hash(cfg.password.as_bytes()),
+        started: Instant::now(),
+    });
+    let stop = Arc::new(Notify::new());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("admin: cannot start its runtime: {e}"))?;
+    let stopped = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("manifold-admin".into())
+        .spawn(move || runtime.block_on(serve(listener, admin, stopped)))
+        .map_err(|e| format!("admin: cannot start its thread: {e}"))?;
+    tracing::info!(%addr, "admin port listening");
+    Ok(Some(AdminServer {
+        addr,
+        stop,
+        thread: Some(thread),
+    }))
+}
+
+async fn serve(listener: std::net::TcpListener, admin: Arc<Admin>, stop: Arc<Notify>) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "admin port: cannot register its listener");
+            return;
+        }
+    };
+    let mut next_id: u32 = 0;
+    loop {
+        tokio::select! {
+            () = stop.notified() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    next_id = next_id.wrapping_add(1);
+                    let admin = admin.clone();
+                    tokio::spawn(async move {
+                        if let Err(why) = connection(stream, peer, next_id, &admin).await {
+                            tracing::info!(%peer, reason = %why, "admin connection ended");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin port: accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+}
+
+async fn send(io: &mut PacketIo, seq: u8, payload: &[u8]) -> Result<u8, String> {
+    io.send(seq, payload).await.map_err(|e| e.to_string())
+}
+
+async fn send_err(io: &mut PacketIo, seq: u8, err: &ErrPacket) -> Result<(), String> {
+    let mut payload = Vec::new();
+    err.encode(&mut payload);
+    send(io, seq, &payload).await.map(|_| ())
+}
+
+fn ok_payload() -> Vec<u8> {
+    let mut payload = Vec::new();
+    OkPacket {
+        status: status::AUTOCOMMIT,
+        ..Default::default()
+    }
+    .encode(&mut payload, CAPABILITIES);
+    payload
+}
+
+/// Reads one packet: its sequence id and payload.
+async fn read(io: &mut PacketIo) -> Result<(u8, Vec<u8>), String> {
+    let packet = io
+        .read_packet(MAX_PACKET)
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    let payload = io.payload(&packet).into_owned();
+    io.consume(packet.raw_len);
+    Ok((packet.last_seq, payload))
+}
+
+async fn connection(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    id: u32,
+    admin: &Admin,
+) -> Result<(), String> {
+    let mut io = PacketIo::new(Stream::Tcp(stream));
+    let capabilities = tokio::time::timeout(LOGIN_TIMEOUT, login(&mut io, peer, id, admin))
+        .await
+        .map_err(|_| "login timed out".to_owned())??;
+    let server = commands::Server {
+        shared: &admin.shared,
+        started: admin.started,
+    };
+    loop {
+        let (_, payload) = read(&mut io).await?;
+        let command = match Command::decode(&payload) {
+            Ok(c) => c,
+            Err(e) => {
+                let err = ErrPacket::new(codes::NET_READ_ERROR, format!("Malformed packet: {e}"));
+                return send_err(&mut io, 1, &err).await;
+            }
+        };
+        match command {
+            Command::Quit => return Ok(()),
+            Command::Ping | Command::InitDb(_) => {
+                send(&mut io, 1, &ok_payload()).await?;
+            }
+            Command::Query(sql) => {
+                let sql = String::from_utf8_lossy(sql);
+                tracing::debug!(%peer, statement = %sql, "admin command");
+                match commands::run(&sql, &server) {
+                    Reply::Rows { columns, rows } => {
+                        let columns: Vec<ColumnDefinition> = columns
+                            .iter()
+                            .map(|c| ColumnDefinition::new(c, column_type::VAR_STRING))
+                            .collect();
+                        let mut out = Vec::new();
+                        encode_text_result_set(
+                            &mut out,
+                            1,
+                            &columns,
+                            rows.iter()
+                                .map(|row| row.iter().map(|v| Some(v.as_bytes()))),
+                            capabilities,
+                            EofPacket {
+                                warnings: 0,
+                                status: status::AUTOCOMMIT,
+                            },
+                        );
+                        io.wbuf.extend_from_slice(&out);
+                        io.flush().await.map_err(|e| e.to_string())?;
+                    }
+                    Reply::Error(code, message) => {
+                        send_err(&mut io, 1, &ErrPacket::new(code, message)).await?;
+                    }
+                }
+            }
+            _ => {
+                let err = ErrPacket::new(
+                    codes::UNKNOWN_COMMAND,
+                    "Unknown command: the admin port takes text statements (COM_QUERY) only",
+                );
+                send_err(&mut io, 1, &err).await?;
+            }
+        }
+    }
+}
+
+/// The handshake and `mysql_native_password` check; returns the client's capabilities.
+async fn login(io: &mut PacketIo, peer: SocketAddr, id: u32, admin: &Admin) -> Result<u32, String> {
+    let scramble = auth::generate_scramble();
+    let mut payload = Vec::new();
+    HandshakeV10 {
+        server_version: b"5.5.5-10.11.0-manifold-admin".to_vec(),
+        connection_id: id,
+        auth_data: scramble.to_vec(),
+        capabilities: CAPABILITIES,
+        charset: UTF8MB4_GENERAL_CI,
+        status: status::AUTOCOMMIT,
+        auth_plugin: NATIVE.to_vec(),
+    }
+    .encode(&mut payload);
+    send(io, 0, &payload).await?;
+    let (seq, payload) = read(io).await?;
+    let response = match HandshakeResponse::decode(&payload) {
+        Ok(r) if r.capabilities & caps::PROTOCOL_41 != 0 => r,
+        _ => {
+            let err = ErrPacket::new(codes::HANDSHAKE_ERROR, "Bad handshake");
+            send_err(io, seq.wrapping_add(1), &err).await?;
+            return Err("bad handshake".into());
+        }
+    };
+    let mut seq = seq.wrapping_add(1);
+    let mut answer = response.auth_response.clone();
+    if response.auth_plugin.as_deref().is_some_and(|p| p != NATIVE) {
+        // Another plugin's answer: ask again for the native one, on the same scramble.
+        let mut payload = Vec::new();
+        AuthSwitchRequest {
+            plugin: NATIVE.to_vec(),
+            data: scramble.to_vec(),
+        }
+        .encode(&mut payload);
+        send(io, seq, &payload).await?;
+        let (s, payload) = read(io).await?;
+        answer = payload;
+        seq = s.wrapping_add(1);
+    }
+    let user = String::from_utf8_lossy(&response.user);
+    if user != admin.user || !auth::native_verify(Some(&admin.stored), &scramble, &answer) {
+        tracing::warn!(%peer, user = %user, "admin login refused");
+        let using = if answer.is_empty() { "NO" } else { "YES" };
+        let ip = peer.ip();
+        let err = ErrPacket::new(
+            codes::ACCESS_DENIED,
+            format!("Access denied for user '{user}'@'{ip}' (using password: {using})"),
+        );
+        send_err(io, seq, &err).await?;
+        return Err("access denied".into());
+    }
+    send(io, seq, &ok_payload()).await?;
+    tracing::info!(%peer, user = %user, "admin login");
+    Ok(response.capabilities & CAPABILITIES)
+}

@@ -1,0 +1,144 @@
+"""The admin port through the `mariadb` command-line client: SHOW BACKENDS and SHOW STATUS
+while a workload runs, its own credentials (--admin-user), and clear errors for wrong
+credentials, unknown commands and a default password on a reachable address."""
+
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import Manifold, binary, free_port, wait_port
+from test_clients_cli import mariadb_bin
+
+
+def admin(m, *statements, user="admin", password="admin", check=True, force=False):
+    """Runs statements on `m`'s admin port, in one session; returns the CLI's result
+    (tab-separated, with column names). `force`: go on after an error."""
+    cmd = [mariadb_bin(), "--no-defaults", "-h127.0.0.1", f"-P{m.admin_port}", "--protocol=tcp",
+           "--skip-ssl", f"-u{user}", f"-p{password}", "--batch"]
+    script = "".join(f"{s};\n" for s in statements)
+    if force:  # read from stdin, where --force applies
+        cmd.append("--force")
+        p = subprocess.run(cmd, input=script, capture_output=True, text=True, timeout=30)
+    else:
+        p = subprocess.run([*cmd, "-e", script], capture_output=True, text=True, timeout=30)
+    if check:
+        assert p.returncode == 0, f"{cmd} exited {p.returncode}: {p.stderr}"
+    return p
+
+
+def table(out):
+    """Rows of a --batch result as dicts by column name (the client prints nothing, not even
+    the names, for an empty result)."""
+    lines = out.strip().splitlines()
+    if not lines:
+        return []
+    names = lines[0].split("\t")
+    return [dict(zip(names, line.split("\t"))) for line in lines[1:]]
+
+
+def status(m, pattern=None):
+    sql = "SHOW STATUS" + (f" LIKE '{pattern}'" if pattern else "")
+    return {r["Variable_name"]: int(r["Value"]) for r in table(admin(m, sql).stdout)}
+
+
+def test_show_backends_lists_every_node_with_its_role_and_health(topology, split_manifold):
+    deadline = time.time() + 20
+    while True:
+        rows = table(admin(split_manifold, "SHOW BACKENDS").stdout)
+        # The monitor has read each node's read_only by now, or soon.
+        if all(r["read_only"] for r in rows) or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert [r["node"] for r in rows] == [topology.primary] + [f"127.0.0.1:{p}" for p in topology.replica_ports]
+    assert [r["role"] for r in rows] == ["primary", "replica", "replica"]
+    assert [r["read_only"] for r in rows] == ["OFF", "ON", "ON"]
+    assert all(r["state"] == "up" and r["cluster"] == "default" for r in rows), rows
+    assert all(r["lag_ms"].isdigit() for r in rows[1:]), rows
+    assert list(rows[0]) == ["cluster", "node", "role", "state", "read_only", "lag_ms", "read_weight",
+                             "shunned_total"]
+
+
+def test_show_status_counts_move_with_traffic(manifold):
+    before = status(manifold)
+    held = [manifold.connect() for _ in range(5)]
+    stop = threading.Event()
+
+    def load():
+        with manifold.connect(autocommit=True) as c:
+            cur = c.cursor()
+            while not stop.is_set():
+                cur.execute("SELECT 1")
+
+    worker = threading.Thread(target=load)
+    worker.start()
+    try:
+        during = status(manifold)
+        assert during["Client_connections"] >= 6, during
+        assert during["Client_connections_accepted"] >= before["Client_connections_accepted"] + 6
+        assert during["Backends_up"] == 1 and during["Backends_shunned"] == 0, during
+    finally:
+        stop.set()
+        worker.join()
+        for c in held:
+            c.close()
+    with pytest.raises(Exception):
+        manifold.connect(password="wrong")
+    after = status(manifold)
+    assert after["Client_auth_failures"] == during["Client_auth_failures"] + 1
+    assert after["Uptime"] >= during["Uptime"]
+
+
+def test_show_status_like_filters_names(manifold):
+    got = status(manifold, "client\\_conn%")
+    assert set(got) == {"Client_connections", "Client_connections_accepted"}
+    assert status(manifold, "nothing%") == {}
+    # What an interactive client asks on connecting.
+    out = admin(manifold, "select @@version_comment limit 1").stdout
+    assert table(out) == [{"@@version_comment": "manifold admin"}], out
+
+
+def test_wrong_credentials_and_unknown_commands_get_clear_errors(manifold):
+    p = admin(manifold, "SHOW BACKENDS", password="nope", check=False)
+    assert p.returncode == 1
+    assert "ERROR 1045 (28000)" in p.stderr and "Access denied for user 'admin'" in p.stderr, p.stderr
+    p = admin(manifold, "SHOW BACKENDS", user="app", password="app", check=False)
+    assert "ERROR 1045 (28000)" in p.stderr, p.stderr
+    p = admin(manifold, "DROP TABLE t", check=False)
+    assert p.returncode == 1
+    assert "ERROR 1064 (42000)" in p.stderr and "Unknown admin command 'DROP TABLE t'" in p.stderr, p.stderr
+    p = admin(manifold, "SHOW STATUS LIKE Client", check=False)
+    assert "LIKE takes a quoted pattern" in p.stderr, p.stderr
+    # The session survives an error: the next statement on it answers.
+    p = admin(manifold, "SHOW FOO", "SHOW STATUS LIKE 'Uptime'", check=False, force=True)
+    assert "Unknown admin command 'SHOW FOO'" in p.stderr, p.stderr
+    assert table(p.stdout)[0]["Variable_name"] == "Uptime", p.stdout
+
+
+def test_admin_user_sets_the_credentials(topology):
+    m = Manifold(topology, ["--admin-user", "ops:s3cret"], log_name="manifold-admin-user")
+    try:
+        rows = table(admin(m, "SHOW BACKENDS", user="ops", password="s3cret").stdout)
+        assert rows[0]["role"] == "primary"
+        assert "ERROR 1045" in admin(m, "SHOW BACKENDS", check=False).stderr
+    finally:
+        m.stop_and_check()
+
+
+def test_default_password_is_refused_on_a_reachable_address(topology):
+    port = free_port()
+    r = subprocess.run([binary("manifold"), "--primary", topology.primary, "--user", "app:app",
+                        "--listen", f"127.0.0.1:{free_port()}", "--admin-listen", f"0.0.0.0:{port}"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0
+    assert "admin.password" in r.stderr and "loopback" in r.stderr, r.stderr
+    # With a password of its own it starts.
+    proc = subprocess.Popen([binary("manifold"), "--primary", topology.primary, "--user", "app:app",
+                             "--listen", f"127.0.0.1:{free_port()}", "--admin-listen", f"0.0.0.0:{port}",
+                             "--admin-user", "ops:s3cret"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, proc, "manifold's admin port")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
