@@ -105,7 +105,7 @@ const WORD_BYTES: [bool; 256] = {
 };
 
 #[inline]
-fn is_word_byte(b: u8) -> bool {
+pub(crate) fn is_word_byte(b: u8) -> bool {
     WORD_BYTES[b as usize]
 }
 

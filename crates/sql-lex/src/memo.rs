@@ -5,7 +5,9 @@
 //! (to know where they end) and the last statement's results are the answer.
 
 use crate::digest::{DigestState, DigestWriter};
-use crate::lexer::{ends_any_token, ends_what_precedes, Lexer, LexerState, Token, Visitor};
+use crate::lexer::{
+    ends_any_token, ends_what_precedes, is_word_byte, Lexer, LexerState, Token, Visitor,
+};
 use crate::scan::{Scan, ScanState, Scanner};
 
 /// A pass whose state between two tokens can be taken, to go on from it later.
@@ -31,9 +33,11 @@ const MAX_SHAPE_VALUES: usize = 64;
 /// a string) between [`MIN_PREFIX`] and [`MAX_PREFIX`] bytes in, and where the scan stood
 /// there. A statement that begins with the same text is scanned from there on.
 ///
-/// Also that statement whole (if short), where its values were and what its scan found (its
-/// shape): a statement that differs from it in its values only, each a value of the same
-/// kind, has the same scan and digest, and needs its values read but nothing else.
+/// Also the last statement scanned from there (if short) whole, where its values were and
+/// what its scan found (its shape): a statement that differs from it in its values only,
+/// each a value of the same kind, has the same scan and digest, and needs its values read
+/// but nothing else. A statement is kept whole only once its beginning came again, so that
+/// statements that do not repeat pay little for the memo.
 ///
 /// One per session: it is plain memory, never shared.
 #[derive(Debug, Default)]
@@ -168,6 +172,17 @@ fn strip_text<'a>(rest: &'a [u8], text: &[u8]) -> Option<&'a [u8]> {
 /// The length of a value of `like`'s kind at the start of `rest`, if one is there.
 #[inline]
 fn value_len(rest: &[u8], like: ValueSpan) -> Option<usize> {
+    if like.kind == ValueKind::Number {
+        // Most numbers are plain integers. The lexer reads a number on over word bytes and
+        // dots (`0x1F`, `1.5`, `1e3`); digits followed by anything else are the number.
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let ends = rest
+            .get(digits)
+            .is_none_or(|&b| !is_word_byte(b) && b != b'.');
+        if digits > 0 && ends {
+            return Some(digits);
+        }
+    }
     let mut probe = ValueProbe::default();
     // The lexer reads no byte before where it stands: `rest` reads as the text it is cut from.
     Lexer::resume(rest, LexerState::at(0, like.in_executable_comment)).step(&mut probe);
@@ -292,60 +307,60 @@ fn resumable_at(sql: &[u8], from: usize, at: usize) -> bool {
 }
 
 /// Passes `lexer` over the rest of `sql`, handing the tokens to `scanner` and noting the
-/// values in `values` (cleared first; left empty when a shape cannot be remembered). When
-/// `scanner` records its first value, returns where the pass stood before it.
+/// values in `values` (cleared first; left empty when a shape cannot be remembered).
 fn run_noting_values<'a, V: Visitor<'a> + Resumable>(
     sql: &[u8],
     lexer: &mut Lexer<'a>,
     scanner: &mut Scanner<V>,
     values: &mut Vec<ValueSpan>,
-) -> Option<FirstValue<V::State>> {
+) {
     values.clear();
-    let mut first = None;
     let mut noting = NotingValues {
         scanner,
         values,
         fits: sql.len() <= MAX_SHAPE_TEXT,
     };
     let mut noted = 0;
-    // Before the step that reads the first value: right after the token before it, as what
-    // lies between (spaces, comments) is read as part of the step.
-    let mut before = lexer.state();
     while lexer.step(&mut noting) {
         if noting.values.len() > noted {
             // The step may have opened an executable comment before the value, never after.
             noting.values[noted].in_executable_comment = lexer.in_executable_comment();
             noted += 1;
         }
-        if first.is_none() {
-            if let Some((at, scan, also)) = noting.scanner.at_first_value {
-                first = Some(FirstValue {
-                    at,
-                    lexer: before,
-                    scan,
-                    also,
-                });
-            }
-            before = lexer.state();
-        }
     }
     if !noting.fits {
         noting.values.clear();
     }
-    first
 }
 
-/// A full pass over `sql` that also notes where it stood before the first value, and where
-/// the values are.
+/// A full pass over `sql` that also notes where it stood before the first value.
+// It notes no values: a statement is remembered whole only once its beginning came again
+// (see `scan_memo`), so that statements that do not repeat pay little for the memo.
 fn run_noting_first_value<'a, V: Visitor<'a> + Resumable>(
     sql: &'a [u8],
     also: V,
-    values: &mut Vec<ValueSpan>,
 ) -> (Scan, V, Option<FirstValue<V::State>>) {
     let mut scanner = Scanner::new(ScanState::START, also);
     scanner.record_first_value = true;
     let mut lexer = Lexer::new(sql);
-    let first = run_noting_values(sql, &mut lexer, &mut scanner, values);
+    let mut first = None;
+    // Before the step that reads the first value: right after the token before it, as what
+    // lies between (spaces, comments) is read as part of the step.
+    let mut before = lexer.state();
+    while lexer.step(&mut scanner) {
+        if let Some((at, scan, also)) = scanner.at_first_value {
+            first = Some(FirstValue {
+                at,
+                lexer: before,
+                scan,
+                also,
+            });
+            // The rest without looking.
+            lexer.visit(&mut scanner);
+            break;
+        }
+        before = lexer.state();
+    }
     let (scan, also) = scanner.finish(&lexer);
     (
         scan,
@@ -375,7 +390,7 @@ fn scan_memo_passing(sql: &[u8], memo: &mut ScanMemo) -> Scan {
         memo.remember_shape(sql, scan, None);
         return scan;
     }
-    let (scan, (), first) = run_noting_first_value(sql, (), &mut memo.noted);
+    let (scan, (), first) = run_noting_first_value(sql, ());
     if let Some(f) = first {
         let entry = Entry {
             lexer: f.lexer,
@@ -383,7 +398,6 @@ fn scan_memo_passing(sql: &[u8], memo: &mut ScanMemo) -> Scan {
             digest: None,
         };
         memo.remember(&sql[..f.at], entry, &[]);
-        memo.remember_shape(sql, scan, None);
     }
     scan
 }
@@ -426,10 +440,8 @@ fn scan_with_digest_memo_passing(
         memo.remember_shape(sql, scan, Some((hash, digest_text)));
         return (scan, hash);
     }
-    let (scan, writer, first) =
-        run_noting_first_value(sql, DigestWriter::new(sql, digest_text), &mut memo.noted);
+    let (scan, writer, first) = run_noting_first_value(sql, DigestWriter::new(sql, digest_text));
     // A value after `...,` may shorten the text written before it (see `digest`).
-    let mut remembered = false;
     if let Some(f) = first.filter(|f| !f.also.ends_folded) {
         if let Some(text) = writer.text().get(..f.also.out_len) {
             let entry = Entry {
@@ -438,14 +450,9 @@ fn scan_with_digest_memo_passing(
                 digest: Some(f.also),
             };
             memo.remember(&sql[..f.at], entry, text);
-            remembered = true;
         }
     }
-    let hash = writer.finish();
-    if remembered {
-        memo.remember_shape(sql, scan, Some((hash, digest_text)));
-    }
-    (scan, hash)
+    (scan, writer.finish())
 }
 
 #[cfg(test)]
@@ -484,6 +491,9 @@ mod tests {
         let mut text = Vec::new();
         let first = b"UPDATE sbtest1 SET c='abc', k = k + 1 WHERE id=5 /* manifold:primary */";
         scan_with_digest_memo(first, &mut text, &mut memo);
+        // Kept whole once it comes again.
+        assert!(memo.shape.result.is_none());
+        scan_with_digest_memo(first, &mut text, &mut memo);
         for again in [
             &b"UPDATE sbtest1 SET c='', k = k + 1 WHERE id=123456 /* manifold:primary */"[..],
             b"UPDATE sbtest1 SET c='x''y\\'z', k = k + 1 WHERE id=0x1F /* manifold:primary */",
@@ -517,6 +527,7 @@ mod tests {
         ] {
             let mut memo = ScanMemo::new();
             let mut text = Vec::new();
+            scan_with_digest_memo(first, &mut text, &mut memo);
             scan_with_digest_memo(first, &mut text, &mut memo);
             assert!(memo.shape.result.is_some());
             assert!(
@@ -782,10 +793,13 @@ mod tests {
             .run(&strategy, |(first, second, with_digest)| {
                 let mut memo = ScanMemo::new();
                 let mut text = Vec::new();
-                if with_digest {
-                    scan_with_digest_memo(&first, &mut text, &mut memo);
-                } else {
-                    scan_memo(&first, &mut memo);
+                // Twice: a statement is kept whole when its beginning comes again.
+                for _ in 0..2 {
+                    if with_digest {
+                        scan_with_digest_memo(&first, &mut text, &mut memo);
+                    } else {
+                        scan_memo(&first, &mut memo);
+                    }
                 }
                 if memo.shape.result_for(&second).is_some() {
                     taken.set(taken.get() + 1);
