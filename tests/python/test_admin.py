@@ -142,3 +142,43 @@ def test_default_password_is_refused_on_a_reachable_address(topology):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def pins(m):
+    return {r["reason"]: int(r["pins"]) for r in table(admin(m, "SHOW PIN REASONS").stdout)}
+
+
+def test_show_pin_reasons_counts_sessions_pinned(manifold, schema):
+    before = pins(manifold)
+    assert "transaction" in before and "temporary_table" in before, before
+    with manifold.connect(database=schema, autocommit=True) as c:
+        cur = c.cursor()
+        for _ in range(3):
+            cur.execute("BEGIN")
+            cur.execute("SELECT 1")
+            cur.execute("COMMIT")
+        cur.execute("CREATE TEMPORARY TABLE tmp (i INT)")
+        after = pins(manifold)
+    assert after["transaction"] >= before["transaction"] + 3, (before, after)
+    assert after["temporary_table"] == before["temporary_table"] + 1, (before, after)
+
+
+def test_kill_session_ends_that_client_only(manifold):
+    victim = manifold.connect(autocommit=True)
+    bystander = manifold.connect(autocommit=True)
+    cur = victim.cursor()
+    cur.execute("SELECT CONNECTION_ID()")
+    victim_id = cur.fetchone()[0]
+    admin(manifold, f"KILL SESSION {victim_id}")
+    with pytest.raises(Exception):
+        for _ in range(50):  # the kill lands while the session waits for its client
+            cur.execute("SELECT 1")
+            time.sleep(0.05)
+    cur = bystander.cursor()
+    cur.execute("SELECT 2")
+    assert cur.fetchone() == (2,)
+    bystander.close()
+    p = admin(manifold, "KILL SESSION 4000000000", check=False)
+    assert "ERROR 1094 (HY000)" in p.stderr and "Unknown thread id: 4000000000" in p.stderr, p.stderr
+    p = admin(manifold, "KILL SESSION me", check=False)
+    assert "ERROR 1064 (42000)" in p.stderr and "takes a connection id" in p.stderr, p.stderr

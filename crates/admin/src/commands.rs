@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use manifold_frontend_mysql::Shared;
+use manifold_frontend_mysql::{Shared, PIN_REASONS};
 use manifold_mysql_proto::{codes, ErrorCode};
 use manifold_router::ReadOnly;
 
@@ -16,6 +16,8 @@ pub(crate) enum Reply {
         columns: &'static [&'static str],
         rows: Vec<Vec<String>>,
     },
+    /// Done, nothing to show.
+    Done,
     Error(ErrorCode, String),
 }
 
@@ -34,6 +36,8 @@ pub(crate) fn run(sql: &str, server: &Server<'_>) -> Reply {
     let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
     match upper.as_slice() {
         ["SHOW", "BACKENDS"] => show_backends(server.shared),
+        ["SHOW", "PIN", "REASONS"] => show_pin_reasons(server.shared),
+        ["KILL", "SESSION", id] => kill_session(server.shared, id),
         ["SHOW", "STATUS"] => show_status(server, None),
         ["SHOW", "STATUS", "LIKE", _] => match quoted(words[3]) {
             Some(pattern) => show_status(server, Some(&pattern)),
@@ -47,7 +51,10 @@ pub(crate) fn run(sql: &str, server: &Server<'_>) -> Reply {
             }
         }
         [] => Reply::Error(codes::EMPTY_QUERY, "Query was empty".into()),
-        _ => syntax_error(text, "see SHOW BACKENDS, SHOW STATUS [LIKE 'pattern']"),
+        _ => syntax_error(
+            text,
+            "see SHOW BACKENDS, SHOW STATUS [LIKE 'pattern'], SHOW PIN REASONS, KILL SESSION id",
+        ),
     }
 }
 
@@ -128,6 +135,31 @@ fn show_backends(shared: &Shared) -> Reply {
     }
 }
 
+fn show_pin_reasons(shared: &Shared) -> Reply {
+    let rows = PIN_REASONS
+        .iter()
+        .map(|&reason| vec![reason.name().to_owned(), shared.pins(reason).to_string()])
+        .collect();
+    Reply::Rows {
+        columns: &["reason", "pins"],
+        rows,
+    }
+}
+
+fn kill_session(shared: &Shared, id: &str) -> Reply {
+    let Ok(id) = id.parse::<u32>() else {
+        return Reply::Error(
+            codes::PARSE_ERROR,
+            format!("KILL SESSION takes a connection id (a number), not '{id}'"),
+        );
+    };
+    if shared.kill_session(id) {
+        Reply::Done
+    } else {
+        Reply::Error(codes::NO_SUCH_THREAD, format!("Unknown thread id: {id}"))
+    }
+}
+
 /// Status variables, in the order `SHOW STATUS` lists them (documented in
 /// docs/OPERATIONS.md).
 fn status_variables(server: &Server<'_>) -> Vec<(&'static str, u64)> {
@@ -157,6 +189,7 @@ fn status_variables(server: &Server<'_>) -> Vec<(&'static str, u64)> {
         ("Backends_shunned", shunned),
         ("Backend_shuns", shuns),
         ("Causal_read_fallbacks", load(&m.causal_fallbacks)),
+        ("Pipelined_statements", shared.pipelined()),
     ]
 }
 

@@ -212,6 +212,9 @@ async fn connection(
                         io.wbuf.extend_from_slice(&out);
                         io.flush().await.map_err(|e| e.to_string())?;
                     }
+                    Reply::Done => {
+                        send(&mut io, 1, &ok_payload()).await?;
+                    }
                     Reply::Error(code, message) => {
                         send_err(&mut io, 1, &ErrPacket::new(code, message)).await?;
                     }

@@ -35,7 +35,7 @@ use manifold_router::{Balancer, Topology};
 
 pub use config::{FrontTlsConfig, MysqlFrontConfig, UserConfig};
 pub use metrics::FrontendMetrics;
-pub use pins::{PinCounters, PinReason};
+pub use pins::{PinCounters, PinReason, REASONS as PIN_REASONS};
 pub use users::{User, Users};
 
 /// One primary and its replicas, and which sessions use them.
@@ -218,6 +218,13 @@ impl Shared {
     fn find_session(&self, id: u32) -> Option<Arc<registry::SessionHandle>> {
         let shards = self.session_shards.lock().expect("session shards").clone();
         shards.iter().find_map(|s| s.get(id))
+    }
+
+    /// Ends the client connection of the session with connection id `id` (as `KILL
+    /// CONNECTION` does): at once if it waits for its client, else once its statement is
+    /// answered. False when no session has that id.
+    pub fn kill_session(&self, id: u32) -> bool {
+        self.find_session(id).map(|s| s.disconnect()).is_some()
     }
 
     /// Statements written behind another session's on its connection, summed over workers.
