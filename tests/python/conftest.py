@@ -111,11 +111,13 @@ class Manifold:
         """`split`: the replicas too, so reads are split over them (else the primary only)."""
         self.port = free_port()
         self.admin_port = free_port()
+        self.http_port = free_port()
         self.log_path = ROOT / "target" / f"{log_name}-{self.port}.log"
         self.log = open(self.log_path, "w")
         replicas = [a for port in topo.replica_ports for a in ("--replica", f"127.0.0.1:{port}")] if split else []
         args = [binary("manifold"), "--primary", topo.primary, *replicas, "--user", f"{USER}:{PASSWORD}",
                 "--listen", f"127.0.0.1:{self.port}", "--admin-listen", f"127.0.0.1:{self.admin_port}",
+                "--http-listen", f"127.0.0.1:{self.http_port}",
                 "--tls-cert", topo.cert, "--tls-key", topo.key, *extra_args]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         wait_port(self.port, self.proc, "manifold")

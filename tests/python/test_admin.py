@@ -182,3 +182,64 @@ def test_kill_session_ends_that_client_only(manifold):
     assert "ERROR 1094 (HY000)" in p.stderr and "Unknown thread id: 4000000000" in p.stderr, p.stderr
     p = admin(manifold, "KILL SESSION me", check=False)
     assert "ERROR 1064 (42000)" in p.stderr and "takes a connection id" in p.stderr, p.stderr
+
+
+def http_get(m, path):
+    """Status, content type and body of GET `path` on `m`'s HTTP port."""
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{m.http_port}{path}", timeout=10) as r:
+            return r.status, r.headers["Content-Type"], r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["Content-Type"], e.read().decode()
+
+
+def scrape(m):
+    """/metrics parsed by Prometheus' own client library: {(name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+    status, content_type, body = http_get(m, "/metrics")
+    assert status == 200 and content_type.startswith("text/plain; version=0.0.4"), (status, content_type)
+    samples = {}
+    for family in text_string_to_metric_families(body):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def test_metrics_parse_as_prometheus_text_and_move_with_traffic(topology, split_manifold):
+    m = split_manifold
+    before = scrape(m)
+    accepted = ("manifold_client_connections_accepted_total", ())
+    for _ in range(3):
+        with m.connect() as c:
+            c.cursor().execute("SELECT 1")
+    with pytest.raises(Exception):
+        m.connect(password="wrong")
+    after = scrape(m)
+    assert after[accepted] >= before[accepted] + 4, (before[accepted], after[accepted])
+    failures = ("manifold_client_auth_failures_total", ())
+    assert after[failures] == before[failures] + 1
+    up = {dict(labels)["node"]: v for (name, labels), v in after.items() if name == "manifold_backend_up"}
+    assert up == {topology.primary: 1.0, **{f"127.0.0.1:{p}": 1.0 for p in topology.replica_ports}}, up
+    roles = {dict(labels)["role"] for (name, labels) in after if name == "manifold_backend_up"}
+    assert roles == {"primary", "replica"}
+    assert ("manifold_pins_total", (("reason", "transaction"),)) in after
+
+
+def test_status_is_json_with_the_same_figures(split_manifold):
+    import json
+    status, content_type, body = http_get(split_manifold, "/status")
+    assert status == 200 and content_type == "application/json"
+    doc = json.loads(body)
+    assert doc["status"]["Backends_up"] == 3, doc["status"]
+    assert [b["role"] for b in doc["backends"]] == ["primary", "replica", "replica"]
+    assert all(isinstance(b["shunned_total"], int) for b in doc["backends"])
+    assert "transaction" in doc["pins"]
+    code, _, body = http_get(split_manifold, "/nothing")
+    assert code == 404 and "/metrics" in body
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", split_manifold.http_port, timeout=10)
+    conn.request("POST", "/metrics", body="x")
+    assert conn.getresponse().status == 405
+    conn.close()

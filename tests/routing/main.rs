@@ -40,8 +40,9 @@ fn serial() -> MutexGuard<'static, ()> {
 fn config(weights: [u32; 3]) -> Config {
     let t = topology();
     let mut cfg = Config::default();
-    // Servers run side by side here: each its own admin port.
+    // Servers run side by side here: each its own admin port and HTTP.
     cfg.admin.listen = "127.0.0.1:0".into();
+    cfg.admin.http_listen = "127.0.0.1:0".into();
     cfg.backend.primary = t.primary.addr().to_string();
     cfg.backend.replicas = t
         .replicas

@@ -37,8 +37,9 @@ fn topology() -> &'static Topology {
 
 fn config(t: &Topology, primary_read_weight: u32) -> Config {
     let mut cfg = Config::default();
-    // Servers run side by side here: each its own admin port.
+    // Servers run side by side here: each its own admin port and HTTP.
     cfg.admin.listen = "127.0.0.1:0".into();
+    cfg.admin.http_listen = "127.0.0.1:0".into();
     cfg.backend.primary = t.primary.addr().to_string();
     cfg.backend.replicas = t
         .replicas

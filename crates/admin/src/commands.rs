@@ -96,7 +96,28 @@ fn like(pattern: &str, text: &str) -> bool {
     go(&p, &t)
 }
 
+/// `SHOW BACKENDS`'s columns.
+pub(crate) const BACKEND_COLUMNS: &[&str] = &[
+    "cluster",
+    "node",
+    "role",
+    "state",
+    "read_only",
+    "lag_ms",
+    "read_weight",
+    "shunned_total",
+];
+
 fn show_backends(shared: &Shared) -> Reply {
+    Reply::Rows {
+        columns: BACKEND_COLUMNS,
+        rows: backend_rows(shared),
+    }
+}
+
+/// One row per node of every cluster, in [`BACKEND_COLUMNS`] order; empty strings for what
+/// the monitor has not learned yet.
+pub(crate) fn backend_rows(shared: &Shared) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for cluster in &shared.clusters {
         let topology = &cluster.topology;
@@ -120,19 +141,7 @@ fn show_backends(shared: &Shared) -> Reply {
             ]);
         }
     }
-    Reply::Rows {
-        columns: &[
-            "cluster",
-            "node",
-            "role",
-            "state",
-            "read_only",
-            "lag_ms",
-            "read_weight",
-            "shunned_total",
-        ],
-        rows,
-    }
+    rows
 }
 
 fn show_pin_reasons(shared: &Shared) -> Reply {
@@ -160,9 +169,18 @@ fn kill_session(shared: &Shared, id: &str) -> Reply {
     }
 }
 
-/// Status variables, in the order `SHOW STATUS` lists them (documented in
-/// docs/OPERATIONS.md).
-fn status_variables(server: &Server<'_>) -> Vec<(&'static str, u64)> {
+/// A status variable: its `SHOW STATUS` name, its Prometheus metric (docs/OPERATIONS.md
+/// lists both) and whether that is a counter.
+pub(crate) struct StatusVariable {
+    pub name: &'static str,
+    pub metric: &'static str,
+    pub counter: bool,
+    pub help: &'static str,
+    pub value: u64,
+}
+
+/// Status variables, in the order `SHOW STATUS` lists them.
+pub(crate) fn status_variables(server: &Server<'_>) -> Vec<StatusVariable> {
     let shared = server.shared;
     let m = &shared.metrics;
     let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
@@ -176,28 +194,113 @@ fn status_variables(server: &Server<'_>) -> Vec<(&'static str, u64)> {
         }
         shuns += node.shunned_total();
     }
+    let var = |name, metric, counter, help, value| StatusVariable {
+        name,
+        metric,
+        counter,
+        help,
+        value,
+    };
     vec![
-        ("Uptime", server.started.elapsed().as_secs()),
-        ("Client_connections", shared.connections() as u64),
-        ("Client_connections_accepted", load(&m.connections_accepted)),
-        ("Client_auth_failures", load(&m.auth_failures)),
-        ("Client_protocol_errors", load(&m.protocol_errors)),
-        ("Client_sha2_full_auths", load(&m.sha2_full_auths)),
-        ("Client_sha2_fast_auths", load(&m.sha2_fast_auths)),
-        ("Backend_errors", load(&m.backend_errors)),
-        ("Backends_up", up),
-        ("Backends_shunned", shunned),
-        ("Backend_shuns", shuns),
-        ("Causal_read_fallbacks", load(&m.causal_fallbacks)),
-        ("Pipelined_statements", shared.pipelined()),
+        var(
+            "Uptime",
+            "manifold_uptime_seconds",
+            false,
+            "Seconds since start.",
+            server.started.elapsed().as_secs(),
+        ),
+        var(
+            "Client_connections",
+            "manifold_client_connections",
+            false,
+            "Client connections open.",
+            shared.connections() as u64,
+        ),
+        var(
+            "Client_connections_accepted",
+            "manifold_client_connections_accepted_total",
+            true,
+            "Client connections accepted.",
+            load(&m.connections_accepted),
+        ),
+        var(
+            "Client_auth_failures",
+            "manifold_client_auth_failures_total",
+            true,
+            "Client logins refused.",
+            load(&m.auth_failures),
+        ),
+        var(
+            "Client_protocol_errors",
+            "manifold_client_protocol_errors_total",
+            true,
+            "Client connections closed for a protocol error.",
+            load(&m.protocol_errors),
+        ),
+        var(
+            "Client_sha2_full_auths",
+            "manifold_client_sha2_full_auths_total",
+            true,
+            "caching_sha2_password logins that needed the full exchange.",
+            load(&m.sha2_full_auths),
+        ),
+        var(
+            "Client_sha2_fast_auths",
+            "manifold_client_sha2_fast_auths_total",
+            true,
+            "caching_sha2_password logins answered from the cache.",
+            load(&m.sha2_fast_auths),
+        ),
+        var(
+            "Backend_errors",
+            "manifold_backend_errors_total",
+            true,
+            "Statements failed for a backend.",
+            load(&m.backend_errors),
+        ),
+        var(
+            "Backends_up",
+            "manifold_backends_up",
+            false,
+            "Nodes in service.",
+            up,
+        ),
+        var(
+            "Backends_shunned",
+            "manifold_backends_shunned",
+            false,
+            "Nodes shunned.",
+            shunned,
+        ),
+        var(
+            "Backend_shuns",
+            "manifold_backend_shuns_total",
+            true,
+            "Times a node was shunned.",
+            shuns,
+        ),
+        var(
+            "Causal_read_fallbacks",
+            "manifold_causal_read_fallbacks_total",
+            true,
+            "Reads answered elsewhere because a replica could not catch up in time.",
+            load(&m.causal_fallbacks),
+        ),
+        var(
+            "Pipelined_statements",
+            "manifold_pipelined_statements_total",
+            true,
+            "Statements written behind another session's on a backend connection.",
+            shared.pipelined(),
+        ),
     ]
 }
 
 fn show_status(server: &Server<'_>, pattern: Option<&str>) -> Reply {
     let rows = status_variables(server)
         .into_iter()
-        .filter(|(name, _)| pattern.is_none_or(|p| like(p, name)))
-        .map(|(name, value)| vec![name.to_owned(), value.to_string()])
+        .filter(|v| pattern.is_none_or(|p| like(p, v.name)))
+        .map(|v| vec![v.name.to_owned(), v.value.to_string()])
         .collect();
     Reply::Rows {
         columns: &["Variable_name", "Value"],

@@ -1,4 +1,5 @@
-//! `[admin]`: where the admin port listens and the credentials it accepts.
+//! `[admin]`: where the admin port and its HTTP side listen, and the credentials the admin
+//! port accepts.
 
 use std::net::SocketAddr;
 
@@ -14,6 +15,16 @@ pub struct AdminConfig {
     pub listen: String,
     pub user: String,
     pub password: String,
+    /// "host:port" for `/metrics` and `/status` (no login: they show figures, not data);
+    /// empty turns HTTP off.
+    pub http_listen: String,
+}
+
+/// Where the admin port and HTTP listen; `None` for what is off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdminListen {
+    pub sql: Option<SocketAddr>,
+    pub http: Option<SocketAddr>,
 }
 
 impl Default for AdminConfig {
@@ -22,16 +33,23 @@ impl Default for AdminConfig {
             listen: "127.0.0.1:6032".into(),
             user: "admin".into(),
             password: DEFAULT_PASSWORD.into(),
+            http_listen: "127.0.0.1:6070".into(),
         }
     }
 }
 
 impl AdminConfig {
-    /// The address to listen on, `None` when the admin port is off. Refuses the default
-    /// password on an address other hosts can reach, and an empty user or password.
-    pub fn validate(&self) -> Result<Option<SocketAddr>, String> {
+    /// The addresses to listen on. Refuses the default password on an address other hosts
+    /// can reach, and an empty user or password.
+    pub fn validate(&self) -> Result<AdminListen, String> {
+        let http = match self.http_listen.as_str() {
+            "" => None,
+            text => Some(text.parse().map_err(|e| {
+                format!("admin.http_listen: {e} (want host:port, e.g. 127.0.0.1:6070)")
+            })?),
+        };
         if self.listen.is_empty() {
-            return Ok(None);
+            return Ok(AdminListen { sql: None, http });
         }
         let addr: SocketAddr = self
             .listen
@@ -46,7 +64,10 @@ impl AdminConfig {
                  only, and {addr} is not one: set admin.password (or --admin-user NAME:PASS)"
             ));
         }
-        Ok(Some(addr))
+        Ok(AdminListen {
+            sql: Some(addr),
+            http,
+        })
     }
 }
 
@@ -64,7 +85,7 @@ mod tests {
 
     #[test]
     fn the_default_password_is_for_loopback_only() {
-        assert!(AdminConfig::default().validate().unwrap().is_some());
+        assert!(AdminConfig::default().validate().unwrap().sql.is_some());
         assert!(admin("[::1]:6032", "admin").validate().is_ok());
         let e = admin("0.0.0.0:6032", "admin").validate().unwrap_err();
         assert!(e.starts_with("admin.password"), "{e}");
@@ -73,11 +94,21 @@ mod tests {
 
     #[test]
     fn off_bad_address_or_empty_credentials() {
-        assert_eq!(admin("", "admin").validate(), Ok(None));
+        let off = admin("", "admin").validate().unwrap();
+        assert_eq!(off.sql, None);
+        assert_eq!(off.http, Some("127.0.0.1:6070".parse().unwrap()));
         assert!(admin("localhost", "admin")
             .validate()
             .unwrap_err()
             .starts_with("admin.listen"));
         assert!(admin("127.0.0.1:6032", "").validate().is_err());
+        let bad_http = AdminConfig {
+            http_listen: "6070".into(),
+            ..AdminConfig::default()
+        };
+        assert!(bad_http
+            .validate()
+            .unwrap_err()
+            .starts_with("admin.http_listen"));
     }
 }

@@ -1,5 +1,6 @@
-//! The admin listener: a thread of its own running a small tokio runtime, one task per
-//! admin connection. Logins use `mysql_native_password` against `[admin]`'s credentials.
+//! The admin listeners: a thread of its own running a small tokio runtime, one task per
+//! connection, admin port and HTTP alike. Admin logins use `mysql_native_password` against
+//! `[admin]`'s credentials.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use manifold_mysql_proto::{auth, codes, Command};
 use tokio::sync::Notify;
 
 use crate::commands::{self, Reply};
-use crate::config::AdminConfig;
+use crate::config::{AdminConfig, AdminListen};
 
 /// Admin commands are short statements; anything larger is refused.
 const MAX_PACKET: usize = 1 << 20;
@@ -29,17 +30,17 @@ const CAPABILITIES: u32 = caps::PROTOCOL_41
     | caps::CONNECT_WITH_DB
     | caps::DEPRECATE_EOF;
 
-/// The running admin port; stops (and waits for its thread) when dropped.
+/// The running admin port and HTTP; stop (and wait for their thread) when dropped.
 pub struct AdminServer {
-    addr: SocketAddr,
+    listen: AdminListen,
     stop: Arc<Notify>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl AdminServer {
-    /// Where the admin port listens (port 0 in the configuration resolved).
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+    /// Where the admin port and HTTP listen (port 0 in the configuration resolved).
+    pub fn local_addrs(&self) -> AdminListen {
+        self.listen
     }
 }
 
@@ -59,20 +60,32 @@ struct Admin {
     started: Instant,
 }
 
-/// Binds the admin port (errors name the key at fault) and serves it on a thread of its
-/// own; `None` when `[admin] listen` is empty.
-pub fn start(cfg: &AdminConfig, shared: Arc<Shared>) -> Result<Option<AdminServer>, String> {
-    let Some(addr) = cfg.validate()? else {
-        return Ok(None);
-    };
+fn bind(addr: SocketAddr, key: &str) -> Result<std::net::TcpListener, String> {
     let listener = std::net::TcpListener::bind(addr)
-        .map_err(|e| format!("admin.listen: cannot listen on {addr}: {e}"))?;
+        .map_err(|e| format!("{key}: cannot listen on {addr}: {e}"))?;
     listener
         .set_nonblocking(true)
-        .map_err(|e| format!("admin.listen: {e}"))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| format!("admin.listen: {e}"))?;
+        .map_err(|e| format!("{key}: {e}"))?;
+    Ok(listener)
+}
+
+/// Binds the admin port and HTTP (errors name the key at fault) and serves them on a
+/// thread of its own; `None` when both are off.
+pub fn start(cfg: &AdminConfig, shared: Arc<Shared>) -> Result<Option<AdminServer>, String> {
+    let wanted = cfg.validate()?;
+    let sql = wanted.sql.map(|a| bind(a, "admin.listen")).transpose()?;
+    let http = wanted
+        .http
+        .map(|a| bind(a, "admin.http_listen"))
+        .transpose()?;
+    let local = |l: &Option<std::net::TcpListener>| l.as_ref().and_then(|l| l.local_addr().ok());
+    let listen = AdminListen {
+        sql: local(&sql),
+        http: local(&http),
+    };
+    if sql.is_none() && http.is_none() {
+        return Ok(None);
+    }
     let admin = Arc::new(Admin {
         shared,
         user: cfg.user.clone(),
@@ -87,45 +100,79 @@ pub fn start(cfg: &AdminConfig, shared: Arc<Shared>) -> Result<Option<AdminServe
     let stopped = stop.clone();
     let thread = std::thread::Builder::new()
         .name("manifold-admin".into())
-        .spawn(move || runtime.block_on(serve(listener, admin, stopped)))
+        .spawn(move || runtime.block_on(serve(sql, http, admin, stopped)))
         .map_err(|e| format!("admin: cannot start its thread: {e}"))?;
-    tracing::info!(%addr, "admin port listening");
+    tracing::info!(admin = ?listen.sql, http = ?listen.http, "admin port and HTTP listening");
     Ok(Some(AdminServer {
-        addr,
+        listen,
         stop,
         thread: Some(thread),
     }))
 }
 
-async fn serve(listener: std::net::TcpListener, admin: Arc<Admin>, stop: Arc<Notify>) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(error = %e, "admin port: cannot register its listener");
+/// Accepts on `listener` (pending forever when off).
+async fn accept(
+    listener: Option<&tokio::net::TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn serve(
+    sql: Option<std::net::TcpListener>,
+    http: Option<std::net::TcpListener>,
+    admin: Arc<Admin>,
+    stop: Arc<Notify>,
+) {
+    let register =
+        |l: Option<std::net::TcpListener>| l.map(tokio::net::TcpListener::from_std).transpose();
+    let (sql, http) = match (register(sql), register(http)) {
+        (Ok(sql), Ok(http)) => (sql, http),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!(error = %e, "admin: cannot register its listeners");
             return;
         }
     };
     let mut next_id: u32 = 0;
     loop {
+        let admin = admin.clone();
         tokio::select! {
             () = stop.notified() => return,
-            accepted = listener.accept() => match accepted {
+            accepted = accept(sql.as_ref()) => match accepted {
                 Ok((stream, peer)) => {
                     next_id = next_id.wrapping_add(1);
-                    let admin = admin.clone();
                     tokio::spawn(async move {
                         if let Err(why) = connection(stream, peer, next_id, &admin).await {
                             tracing::info!(%peer, reason = %why, "admin connection ended");
                         }
                     });
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "admin port: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                Err(e) => accept_failed(&e).await,
+            },
+            accepted = accept(http.as_ref()) => match accepted {
+                Ok((stream, peer)) => {
+                    tokio::spawn(async move {
+                        let server = commands::Server {
+                            shared: &admin.shared,
+                            started: admin.started,
+                        };
+                        if let Err(why) = crate::http::connection(stream, &server).await {
+                            tracing::debug!(%peer, reason = %why, "HTTP connection ended");
+                        }
+                    });
                 }
+                Err(e) => accept_failed(&e).await,
             },
         }
     }
+}
+
+/// Out of file descriptors and the like: wait a little rather than spin.
+async fn accept_failed(e: &std::io::Error) {
+    tracing::warn!(error = %e, "admin: accept failed");
+    tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
 async fn send(io: &mut PacketIo, seq: u8, payload: &[u8]) -> Result<u8, String> {

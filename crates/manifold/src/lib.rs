@@ -36,7 +36,12 @@ impl Server {
 
     /// The admin port's address, if it listens.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin.as_ref().map(AdminServer::local_addr)
+        self.admin.as_ref().and_then(|a| a.local_addrs().sql)
+    }
+
+    /// The HTTP address (`/metrics`, `/status`), if it listens.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|a| a.local_addrs().http)
     }
 
     pub fn shutdown(self, timeout: Duration) -> ShutdownReport {

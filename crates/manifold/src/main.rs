@@ -53,6 +53,10 @@ struct Cli {
     /// Address of the admin port (overrides admin.listen; default 127.0.0.1:6032; "" = off).
     #[arg(long)]
     admin_listen: Option<String>,
+    /// Address of /metrics and /status (overrides admin.http_listen; default 127.0.0.1:6070;
+    /// "" = off).
+    #[arg(long)]
+    http_listen: Option<String>,
     /// Log filter (overrides log.level), e.g. "info" or "debug".
     #[arg(long)]
     log_level: Option<String>,
@@ -122,6 +126,9 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
     }
     if let Some(l) = &cli.admin_listen {
         cfg.admin.listen.clone_from(l);
+    }
+    if let Some(l) = &cli.http_listen {
+        cfg.admin.http_listen.clone_from(l);
     }
     if let Some(l) = &cli.log_level {
         cfg.log.level.clone_from(l);
