@@ -186,7 +186,9 @@ start_manifold() { # VAR NAME [CONFIG]: sets VAR_PORT and VAR_PID
     [ -z "${3:-}" ] || config=(--config "$3")
     port=$(free_port)
     BENCH_STOP+=("${var}_PID")
+    # Several run side by side: each its own admin port and HTTP.
     "$BIN/manifold" "${config[@]}" --primary "$PRIMARY" --user app:app --listen "127.0.0.1:$port" \
+        --admin-listen "127.0.0.1:$(free_port)" --http-listen "127.0.0.1:$(free_port)" \
         --threads "$PROXY_THREADS" --log-level warn >"$OUT/$name.log" 2>&1 &
     pid=$!
     printf -v "${var}_PID" '%s' "$pid"
