@@ -243,9 +243,8 @@ async fn connection(
                             .iter()
                             .map(|c| ColumnDefinition::new(c, column_type::VAR_STRING))
                             .collect();
-                        let mut out = Vec::new();
                         encode_text_result_set(
-                            &mut out,
+                            &mut io.wbuf,
                             1,
                             &columns,
                             rows.iter()
@@ -256,7 +255,6 @@ async fn connection(
                                 status: status::AUTOCOMMIT,
                             },
                         );
-                        io.wbuf.extend_from_slice(&out);
                         io.flush().await.map_err(|e| e.to_string())?;
                     }
                     Reply::Done => {
