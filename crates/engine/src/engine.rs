@@ -66,6 +66,8 @@ impl EngineBuilder {
     /// as this returns.
     pub fn start(self) -> Result<Engine, EngineError> {
         self.cfg.validate()?;
+        // Before any worker times a request.
+        crate::clock::calibrate(Duration::from_millis(20));
         let threads = self.cfg.effective_threads();
 
         let mut seen = HashSet::new();

@@ -36,6 +36,7 @@
 //! ```
 
 mod blocking;
+pub mod clock;
 mod config;
 pub mod duration_serde;
 mod engine;
