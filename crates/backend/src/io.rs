@@ -138,6 +138,27 @@ impl PacketIo {
         }
     }
 
+    /// As [`PacketIo::read_packet`], noting in `first_byte` (when `clock` and not already
+    /// set) when the first bytes of the packet arrived ([`manifold_engine::clock`] ticks),
+    /// for timing how long a command takes to come in. A packet already buffered leaves it
+    /// unset.
+    pub async fn read_packet_timed(
+        &mut self,
+        max_payload: usize,
+        clock: bool,
+        first_byte: &mut Option<u64>,
+    ) -> Result<LogicalPacket, ReadError> {
+        loop {
+            if let Some(p) = scan_logical(&self.rbuf, max_payload)? {
+                return Ok(p);
+            }
+            self.fill().await?;
+            if clock && first_byte.is_none() {
+                *first_byte = Some(manifold_engine::clock::now());
+            }
+        }
+    }
+
     /// Reads one packet without reading a byte past it, for the packet before a TLS upgrade:
     /// a client may send its TLS ClientHello right behind its SSL request, and those bytes
     /// belong to the TLS layer. Only for single-frame packets (login packets are small).

@@ -20,5 +20,5 @@ pub use conn::{
     ServerFlavor,
 };
 pub use errors::{BackendError, ErrorKind, Side};
-pub use pool::{Acquired, BackendBudget, Lease, Pool, PoolStats};
+pub use pool::{Acquired, BackendBudget, Lease, Pool, PoolLimits, PoolStats};
 pub use state::{SessionVars, TrackedChanges, UserVars};

@@ -28,6 +28,8 @@ pub struct PoolStats {
     pub pending: usize,
     pub waiting: usize,
     pub opened_total: u64,
+    /// Connects or logins to the backend that failed.
+    pub failed_total: u64,
 }
 
 /// The connections all workers' pools may open to one backend
@@ -84,6 +86,49 @@ impl BackendBudget {
     }
 }
 
+/// The pool settings an operator may change while manifold runs (`SET GLOBAL`), shared by
+/// every worker's pool to every backend and read with relaxed loads where the pool decides.
+#[derive(Debug)]
+pub struct PoolLimits {
+    max_size: AtomicUsize,
+    min_idle: AtomicUsize,
+}
+
+impl PoolLimits {
+    pub fn new(config: &PoolConfig) -> Arc<Self> {
+        Arc::new(PoolLimits {
+            max_size: AtomicUsize::new(config.max_size),
+            min_idle: AtomicUsize::new(config.min_idle),
+        })
+    }
+
+    /// Most connections each worker opens to one backend (`pool.max_size`).
+    pub fn max_size(&self) -> usize {
+        self.max_size.load(Ordering::Relaxed)
+    }
+
+    /// Idle connections each worker keeps open (`pool.min_idle`).
+    pub fn min_idle(&self) -> usize {
+        self.min_idle.load(Ordering::Relaxed)
+    }
+
+    /// Sets both; `min_idle` must not exceed `max_size`. A smaller `max_size` closes no
+    /// connection in use: pools shrink as connections come back.
+    pub fn set(&self, max_size: usize, min_idle: usize) -> Result<(), String> {
+        if max_size == 0 {
+            return Err("pool.max_size: must be at least 1".into());
+        }
+        if min_idle > max_size {
+            return Err(format!(
+                "pool.min_idle: {min_idle} exceeds pool.max_size {max_size}"
+            ));
+        }
+        self.max_size.store(max_size, Ordering::Relaxed);
+        self.min_idle.store(min_idle, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
 /// A borrower waiting for a connection whose command may ride behind another borrower's on
 /// a connection already in its state (pipelining across sessions). The borrower that writes
 /// it claims it; the connection comes to it, command sent, once the answers before its own
@@ -133,6 +178,8 @@ const STARVED_RECHECK: Duration = Duration::from_millis(5);
 pub struct Pool {
     pub target: BackendTarget,
     pub config: PoolConfig,
+    /// `max_size` and `min_idle` as they are now (the config's are those at start).
+    pub limits: Arc<PoolLimits>,
     budget: Arc<BackendBudget>,
     idle: RefCell<VecDeque<BackendConn>>,
     /// Connections that exist or are being opened: idle + leased + resetting + connecting.
@@ -140,11 +187,15 @@ pub struct Pool {
     in_use: Cell<usize>,
     waiting: Cell<usize>,
     opened: Cell<u64>,
+    failed: Cell<u64>,
     released: Notify,
     /// What the pool keeps `min_idle` connections of, learned from the first session when not
     /// set up front.
     warm_key: RefCell<Option<ConnKey>>,
     closed: Cell<bool>,
+    /// The backend is taken out of service (`BACKEND OFFLINE`): connections coming back
+    /// close, and none is pre-opened.
+    draining: Cell<bool>,
     /// Server version string seen in the last backend handshake.
     server_version: RefCell<Option<Vec<u8>>>,
     /// Borrowers waiting whose commands may follow another's (oldest first).
@@ -153,20 +204,28 @@ pub struct Pool {
 
 impl Pool {
     /// `budget` is shared by every worker's pool to the same backend.
-    pub fn new(target: BackendTarget, config: PoolConfig, budget: Arc<BackendBudget>) -> Rc<Pool> {
+    pub fn new(
+        target: BackendTarget,
+        config: PoolConfig,
+        limits: Arc<PoolLimits>,
+        budget: Arc<BackendBudget>,
+    ) -> Rc<Pool> {
         budget.pools.fetch_add(1, Ordering::Relaxed);
         Rc::new(Pool {
             target,
             config,
+            limits,
             budget,
             idle: RefCell::new(VecDeque::new()),
             total: Cell::new(0),
             in_use: Cell::new(0),
             waiting: Cell::new(0),
             opened: Cell::new(0),
+            failed: Cell::new(0),
             released: Notify::new(),
             warm_key: RefCell::new(None),
             closed: Cell::new(false),
+            draining: Cell::new(false),
             server_version: RefCell::new(None),
             followers: RefCell::new(VecDeque::new()),
         })
@@ -180,6 +239,7 @@ impl Pool {
             pending: self.total.get() - idle - self.in_use.get(),
             waiting: self.waiting.get(),
             opened_total: self.opened.get(),
+            failed_total: self.failed.get(),
         }
     }
 
@@ -300,7 +360,7 @@ impl Pool {
                 .get_or_insert_with(|| tokio::time::Instant::now() + self.config.wait_timeout);
             // Below max_size but out of budget: the other workers hold it all.
             let starved = self.budget.limit != 0
-                && self.total.get() < self.config.max_size
+                && self.total.get() < self.limits.max_size()
                 && self.budget.open() >= self.budget.limit;
             if starved != starving {
                 starving = starved;
@@ -363,7 +423,7 @@ impl Pool {
                 self.budget.limit
             )
         } else {
-            format!("pool.max_size {}", self.config.max_size)
+            format!("pool.max_size {}", self.limits.max_size())
         };
         BackendError::new(
             ErrorKind::PoolTimeout,
@@ -413,7 +473,7 @@ impl Pool {
     /// Counts a connection about to be opened, if this pool and the backend's budget have
     /// room for it.
     fn reserve_slot(&self) -> bool {
-        if self.total.get() >= self.config.max_size || !self.budget.try_reserve() {
+        if self.total.get() >= self.limits.max_size() || !self.budget.try_reserve() {
             return false;
         }
         self.total.set(self.total.get() + 1);
@@ -438,7 +498,9 @@ impl Pool {
         }
         if self.reserve_slot() || self.evict_idle_other_key(key) {
             let guard = SlotGuard(self);
-            let conn = BackendConn::connect(&self.target, key, self.config.connect_timeout).await?;
+            let conn = BackendConn::connect(&self.target, key, self.config.connect_timeout)
+                .await
+                .inspect_err(|_| self.failed.set(self.failed.get() + 1))?;
             std::mem::forget(guard);
             self.opened.set(self.opened.get() + 1);
             *self.server_version.borrow_mut() = Some(conn.server_version.clone());
@@ -526,8 +588,14 @@ impl Pool {
     }
 
     fn give_back(&self, mut conn: BackendConn) {
-        if self.closed.get() || self.owes_budget() {
-            self.release_slots(1);
+        if self.closed.get()
+            || self.draining.get()
+            || self.total.get() > self.limits.max_size()
+            || self.owes_budget()
+        {
+            // A waiter may open a connection in the slot freed (to another node's pool, it
+            // is routed elsewhere; to this one, it is under the limit).
+            self.forget_one();
             return;
         }
         conn.last_used = Instant::now();
@@ -587,7 +655,11 @@ impl Pool {
                     let ready = pool.idle.borrow().iter().filter(|c| c.key == key).count();
                     // Not while another worker waits for budget: it would take it back.
                     let starving = pool.budget.starving.load(Ordering::Relaxed) > 0;
-                    if ready < pool.config.min_idle && !starving && pool.reserve_slot() {
+                    if ready < pool.limits.min_idle()
+                        && !starving
+                        && !pool.draining.get()
+                        && pool.reserve_slot()
+                    {
                         match BackendConn::connect(&pool.target, &key, pool.config.connect_timeout)
                             .await
                         {
@@ -600,6 +672,7 @@ impl Pool {
                                 continue;
                             }
                             Err(e) => {
+                                pool.failed.set(pool.failed.get() + 1);
                                 pool.forget_one();
                                 failures += 1;
                                 if failures == 1 || failures.is_multiple_of(60) {
@@ -624,7 +697,7 @@ impl Pool {
     fn expire_idle(&self) {
         let now = Instant::now();
         let mut idle = self.idle.borrow_mut();
-        let mut keep = self.config.min_idle;
+        let mut keep = self.limits.min_idle();
         let before = idle.len();
         // Newest are at the back; walk from the back and keep `min_idle` regardless of age.
         let mut kept = VecDeque::with_capacity(before);
@@ -637,9 +710,29 @@ impl Pool {
                 kept.push_front(c);
             }
         }
+        // Above a lowered `max_size`: idle connections close first, oldest first.
+        let over = self.total.get().saturating_sub(self.limits.max_size());
+        for _ in 0..over.min(kept.len()) {
+            kept.pop_front();
+        }
         let dropped = before - kept.len();
         *idle = kept;
         self.release_slots(dropped);
+    }
+
+    /// Takes the backend out of service (`true`: idle connections close now, leased ones
+    /// when they come back, none is pre-opened) or puts it back.
+    pub fn set_draining(&self, on: bool) {
+        self.draining.set(on);
+        if on {
+            let n = {
+                let mut idle = self.idle.borrow_mut();
+                let n = idle.len();
+                idle.clear();
+                n
+            };
+            self.release_slots(n);
+        }
     }
 
     /// Stops maintenance and closes idle connections; leased ones close when returned.

@@ -25,6 +25,8 @@ pub struct ConnStatement {
 pub struct PreparedOnConn {
     by_global_id: HashMap<u64, ConnStatement>,
     clock: u64,
+    /// Statements forgotten to make room, since the connection opened.
+    pub evictions: u64,
 }
 
 impl PreparedOnConn {
@@ -58,6 +60,7 @@ impl PreparedOnConn {
     /// close with `COM_STMT_CLOSE`.
     pub fn evict_least_recently_used(&mut self) -> Option<u32> {
         let (&global, _) = self.by_global_id.iter().min_by_key(|(_, s)| s.last_used)?;
+        self.evictions += 1;
         self.by_global_id.remove(&global).map(|s| s.backend_id)
     }
 

@@ -95,12 +95,26 @@ impl Rules {
 
     /// The first matching rule's target.
     pub fn route(&self, digest: &[u8], schema: Option<&[u8]>, user: &str) -> Option<Target> {
-        self.rules.iter().find_map(|r| {
+        self.first_match(digest, schema, user).map(|(_, t)| t)
+    }
+
+    /// The first matching rule: its place in the configuration, and its target.
+    pub fn first_match(
+        &self,
+        digest: &[u8],
+        schema: Option<&[u8]>,
+        user: &str,
+    ) -> Option<(usize, Target)> {
+        self.rules.iter().enumerate().find_map(|(i, r)| {
             let matches = r.user.as_deref().is_none_or(|u| u == user)
                 && r.schema.as_deref().is_none_or(|s| Some(s) == schema)
                 && r.digest.as_ref().is_none_or(|d| d.is_match(digest));
-            matches.then_some(r.target)
+            matches.then_some((i, r.target))
         })
+    }
+
+    pub fn len(&self) -> usize {
+        self.rules.len()
     }
 }
 

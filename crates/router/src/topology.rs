@@ -38,6 +38,9 @@ pub struct Node {
     position: ArcSwap<GtidPos>,
     /// Times the node was shunned.
     shunned: AtomicU64,
+    /// Taken out of service by an operator (`BACKEND OFFLINE`): no new statements, whatever
+    /// its health.
+    offline: AtomicBool,
 }
 
 impl Node {
@@ -53,7 +56,31 @@ impl Node {
             read_only: AtomicU8::new(ReadOnly::Unknown as u8),
             position: ArcSwap::from_pointee(GtidPos::default()),
             shunned: AtomicU64::new(0),
+            offline: AtomicBool::new(false),
         }
+    }
+
+    /// Up and not taken offline: may take new statements.
+    pub fn in_service(&self) -> bool {
+        self.is_up() && !self.is_offline()
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.offline.load(Ordering::Relaxed)
+    }
+
+    /// Takes the node out of service (`BACKEND OFFLINE`) or puts it back; returns whether
+    /// that changed anything.
+    pub fn set_offline(&self, offline: bool) -> bool {
+        let was = self.offline.swap(offline, Ordering::Relaxed);
+        if was != offline {
+            if offline {
+                tracing::warn!(node = %self.addr, "node taken offline by an operator: draining");
+            } else {
+                tracing::info!(node = %self.addr, "node put back online by an operator");
+            }
+        }
+        was != offline
     }
 
     pub fn is_up(&self) -> bool {
@@ -139,6 +166,8 @@ impl Node {
 pub struct Topology {
     pub nodes: Vec<Node>,
     primary: AtomicUsize,
+    /// Times another node became the primary.
+    failovers: AtomicU64,
     pub config: RoutingConfig,
     pub rules: crate::rules::Rules,
 }
@@ -180,6 +209,7 @@ impl Topology {
         Ok(Topology {
             nodes,
             primary: AtomicUsize::new(0),
+            failovers: AtomicU64::new(0),
             config,
             rules,
         })
@@ -192,7 +222,14 @@ impl Topology {
 
     /// Writes go to `node` from now on (a promotion was seen).
     pub fn set_primary(&self, node: NodeId) {
-        self.primary.store(node, Ordering::Relaxed);
+        if self.primary.swap(node, Ordering::Relaxed) != node {
+            self.failovers.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Times another node became the primary since start.
+    pub fn failovers(&self) -> u64 {
+        self.failovers.load(Ordering::Relaxed)
     }
 
     /// Reads are routed by weight; otherwise everything goes to the primary.
@@ -204,7 +241,7 @@ impl Topology {
     /// bound.
     pub fn can_read(&self, node: NodeId) -> bool {
         let n = &self.nodes[node];
-        if !n.is_up() || n.read_weight == 0 {
+        if !n.in_service() || n.read_weight == 0 {
             return false;
         }
         node == self.primary() || n.lag_ms.load(Ordering::Relaxed) <= n.max_lag.as_millis() as u64
