@@ -28,6 +28,9 @@ pub(crate) struct Login {
     pub charset: u8,
     pub database: Option<Vec<u8>>,
     pub scramble: [u8; 20],
+    /// When the greeting was written ([`manifold_engine::clock`] ticks), if stage
+    /// histograms are on.
+    pub greeted_at: Option<u64>,
 }
 
 /// The client closed without answering the handshake: what TCP health checks do.
@@ -111,6 +114,11 @@ pub(crate) async fn login(
     io.send(0, &out)
         .await
         .map_err(|e| format!("sending handshake: {e}"))?;
+    let greeted_at = shared
+        .settings
+        .stage_histograms
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .then(manifold_engine::clock::now);
 
     // Exactly one packet: a TLS ClientHello may follow the SSL request in the same segment.
     let mut p = io
@@ -206,6 +214,7 @@ pub(crate) async fn login(
         return Err(format!("sending login OK: {e}"));
     }
     Ok(Login {
+        greeted_at,
         io,
         user,
         capabilities,

@@ -9,6 +9,7 @@
 //! one session's failure reach another.
 
 pub mod config;
+pub mod digests;
 mod handshake;
 mod metrics;
 pub mod pins;
@@ -17,6 +18,7 @@ mod relay;
 mod session;
 pub mod size_serde;
 mod statements;
+pub mod telemetry;
 mod tls;
 pub mod users;
 
@@ -24,18 +26,21 @@ use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
-use manifold_backend::{BackendBudget, BackendTarget, Pool, PoolConfig};
+use manifold_backend::{BackendBudget, BackendTarget, Pool, PoolConfig, PoolLimits};
 use manifold_engine::{ConnectionHandler, WorkerContext};
 use manifold_mysql_proto::auth::RsaKeyPair;
 use manifold_router::{Balancer, Topology};
 
 pub use config::{FrontTlsConfig, MysqlFrontConfig, UserConfig};
+pub use digests::DigestStats;
 pub use metrics::FrontendMetrics;
-pub use pins::{PinCounters, PinReason, REASONS as PIN_REASONS};
+pub use pins::{describe_bits as describe_pins, PinCounters, PinReason, REASONS as PIN_REASONS};
+pub use registry::SessionInfo;
+pub use telemetry::{Histogram, Stage, Telemetry};
 pub use users::{User, Users};
 
 /// One primary and its replicas, and which sessions use them.
@@ -50,6 +55,77 @@ pub struct Cluster {
     /// ...else sessions of these users do.
     pub users: Vec<String>,
 }
+
+/// Settings of the front door an operator may change while manifold runs (`SET GLOBAL`):
+/// read with relaxed loads, written by the admin port.
+#[derive(Debug)]
+pub struct RuntimeSettings {
+    pub max_connections: AtomicUsize,
+    /// Record stage histograms (and so take the clock at each stage of a request).
+    pub stage_histograms: AtomicBool,
+    /// Keep per-digest statistics (`SHOW QUERY DIGESTS`).
+    pub query_digests: AtomicBool,
+    /// Most statement shapes each worker keeps statistics for.
+    pub query_digests_max: AtomicUsize,
+    /// Statements slower than this (µs) are logged and counted; 0 = off.
+    pub slow_query_threshold_us: AtomicU64,
+    /// Connection log lines (refused clients, failed logins) per second at most.
+    pub connection_log_rate: AtomicU64,
+}
+
+impl RuntimeSettings {
+    fn new(config: &MysqlFrontConfig) -> Self {
+        RuntimeSettings {
+            max_connections: AtomicUsize::new(config.max_connections),
+            stage_histograms: AtomicBool::new(true),
+            query_digests: AtomicBool::new(true),
+            query_digests_max: AtomicUsize::new(10_000),
+            slow_query_threshold_us: AtomicU64::new(1_000_000),
+            connection_log_rate: AtomicU64::new(10),
+        }
+    }
+}
+
+/// Lets through at most `rate` lines a second, and says how many were held back. Lock-free:
+/// during a storm of failed logins every worker goes through it.
+#[derive(Debug, Default)]
+struct LogLimiter {
+    /// The second (since start) the count is for (high half), and lines logged in it.
+    window: AtomicU64,
+    suppressed: AtomicU64,
+}
+
+impl LogLimiter {
+    /// Whether to log a line now, and how many were suppressed since the last one logged.
+    fn admit(&self, rate: u64, now_secs: u64) -> Option<u64> {
+        let mut current = self.window.load(Ordering::Relaxed);
+        loop {
+            let (secs, count) = (current >> 32, current & 0xFFFF_FFFF);
+            let same_second = secs == now_secs & 0xFFFF_FFFF;
+            if rate == 0 || (same_second && count >= rate) {
+                self.suppressed.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            let next = if same_second {
+                current + 1
+            } else {
+                (now_secs << 32) | 1
+            };
+            match self.window.compare_exchange_weak(
+                current,
+                next,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(self.suppressed.swap(0, Ordering::Relaxed)),
+                Err(seen) => current = seen,
+            }
+        }
+    }
+}
+
+/// A job the admin port runs on a worker's thread, where its pools and tables live.
+type WorkerJob = Box<dyn FnOnce(&WorkerFrontend) + Send>;
 
 /// State shared by all workers: read-mostly, swapped whole, never locked per request.
 pub struct Shared {
@@ -73,6 +149,15 @@ pub struct Shared {
     sha2_cache: ArcSwap<std::collections::HashSet<String>>,
     connections: AtomicUsize,
     pub metrics: FrontendMetrics,
+    /// Stage histograms and statement counts, per worker.
+    pub telemetry: Telemetry,
+    pub settings: RuntimeSettings,
+    /// `pool.max_size` and `pool.min_idle` as they are now, for every pool.
+    pub pool_limits: Arc<PoolLimits>,
+    /// A channel to each worker's job runner ([`Shared::ask_workers`]).
+    workers: std::sync::Mutex<Vec<tokio::sync::mpsc::UnboundedSender<WorkerJob>>>,
+    connection_log: LogLimiter,
+    started: std::time::Instant,
     /// Each worker's pin counters, registered when the worker starts.
     pin_counters: std::sync::Mutex<Vec<Arc<PinCounters>>>,
     /// Each worker's sessions, registered when the worker starts.
@@ -125,6 +210,12 @@ impl Shared {
             None => None,
         };
         Ok(Arc::new(Shared {
+            settings: RuntimeSettings::new(&config),
+            pool_limits: PoolLimits::new(&pool),
+            telemetry: Telemetry::default(),
+            workers: std::sync::Mutex::default(),
+            connection_log: LogLimiter::default(),
+            started: std::time::Instant::now(),
             config,
             users: ArcSwap::from_pointee(users),
             tls,
@@ -227,6 +318,75 @@ impl Shared {
         self.find_session(id).map(|s| s.disconnect()).is_some()
     }
 
+    /// Whether commands are timed: for stage histograms, digest statistics or the slow log.
+    fn timing(&self) -> bool {
+        let s = &self.settings;
+        s.stage_histograms.load(Ordering::Relaxed)
+            || s.query_digests.load(Ordering::Relaxed)
+            || s.slow_query_threshold_us.load(Ordering::Relaxed) > 0
+    }
+
+    /// Client sessions logged in now.
+    pub fn sessions_open(&self) -> usize {
+        let shards = self.session_shards.lock().expect("session shards").clone();
+        shards.iter().map(|s| s.len()).sum()
+    }
+
+    /// Every logged-in session, on every worker, by connection id.
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        let shards = self.session_shards.lock().expect("session shards").clone();
+        let mut all: Vec<SessionInfo> = shards
+            .iter()
+            .flat_map(|s| s.all())
+            .map(|h| h.info())
+            .collect();
+        all.sort_by_key(|s| s.id);
+        all
+    }
+
+    /// Runs `f` on every worker's thread (where its pools and tables live, unshared) and
+    /// collects the answers; a worker that does not answer within two seconds (stuck, or
+    /// stopping) is left out.
+    pub async fn ask_workers<T, F>(&self, f: F) -> Vec<T>
+    where
+        T: Send + 'static,
+        F: Fn(&WorkerFrontend) -> T + Send + Sync + 'static,
+    {
+        let f = Arc::new(f);
+        let links = self.workers.lock().expect("worker links").clone();
+        let mut answers = Vec::with_capacity(links.len());
+        for link in links {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let f = f.clone();
+            let job: WorkerJob = Box::new(move |fe| {
+                let _ = tx.send(f(fe));
+            });
+            if link.send(job).is_ok() {
+                answers.push(rx);
+            }
+        }
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+        let mut out = Vec::with_capacity(answers.len());
+        for rx in answers {
+            if let Ok(Ok(v)) = tokio::time::timeout_at(deadline, rx).await {
+                out.push(v);
+            }
+        }
+        out
+    }
+
+    /// Logs a connection event through the connection log's rate limit
+    /// (`connection_log_rate` lines a second), saying how many lines it held back.
+    fn connection_log(&self, log: impl FnOnce(u64)) {
+        let rate = self.settings.connection_log_rate.load(Ordering::Relaxed);
+        if let Some(suppressed) = self
+            .connection_log
+            .admit(rate, self.started.elapsed().as_secs())
+        {
+            log(suppressed);
+        }
+    }
+
     /// Statements written behind another session's on its connection, summed over workers.
     pub fn pipelined(&self) -> u64 {
         self.pin_counters
@@ -259,6 +419,10 @@ pub struct WorkerFrontend {
     statements: RefCell<statements::Registry>,
     sessions: Arc<registry::SessionShard>,
     pins: Arc<PinCounters>,
+    telemetry: Arc<telemetry::WorkerTelemetry>,
+    digests: RefCell<digests::DigestTable>,
+    /// Statements each routing rule matched on this worker (`[cluster][rule]`).
+    rule_hits: RefCell<Vec<Vec<u64>>>,
     worker_id: u32,
     workers: u32,
     next_id: Cell<u32>,
@@ -276,7 +440,12 @@ impl WorkerFrontend {
                     .iter()
                     .zip(budgets)
                     .map(|(target, budget)| {
-                        Pool::new(target.clone(), shared.pool.clone(), budget.clone())
+                        Pool::new(
+                            target.clone(),
+                            shared.pool.clone(),
+                            shared.pool_limits.clone(),
+                            budget.clone(),
+                        )
                     })
                     .collect()
             })
@@ -298,8 +467,19 @@ impl WorkerFrontend {
             .lock()
             .expect("session shards")
             .push(sessions.clone());
-        Rc::new(WorkerFrontend {
+        let (jobs_tx, mut jobs) = tokio::sync::mpsc::unbounded_channel::<WorkerJob>();
+        shared.workers.lock().expect("worker links").push(jobs_tx);
+        let fe = Rc::new(WorkerFrontend {
             sessions,
+            telemetry: shared.telemetry.register(),
+            digests: RefCell::default(),
+            rule_hits: RefCell::new(
+                shared
+                    .clusters
+                    .iter()
+                    .map(|c| vec![0; c.topology.rules.len()])
+                    .collect(),
+            ),
             shared,
             pools,
             balancers,
@@ -308,7 +488,56 @@ impl WorkerFrontend {
             worker_id: ctx.id() as u32,
             workers: ctx.workers().max(1) as u32,
             next_id: Cell::new(0),
-        })
+        });
+        let runner = Rc::downgrade(&fe);
+        tokio::task::spawn_local(async move {
+            while let Some(job) = jobs.recv().await {
+                match runner.upgrade() {
+                    Some(fe) => job(&fe),
+                    None => break,
+                }
+            }
+        });
+        fe
+    }
+
+    /// This worker's pools: cluster name, node address and figures, for `SHOW POOLS`.
+    pub fn pool_stats(&self) -> Vec<(String, String, manifold_backend::PoolStats)> {
+        self.shared
+            .clusters
+            .iter()
+            .zip(&self.pools)
+            .flat_map(|(c, pools)| {
+                pools
+                    .iter()
+                    .map(|p| (c.name.clone(), p.target.addr.clone(), p.stats()))
+            })
+            .collect()
+    }
+
+    /// The worker's index.
+    pub fn worker_id(&self) -> u32 {
+        self.worker_id
+    }
+
+    /// A copy of this worker's digest table.
+    pub fn digest_stats(&self) -> Vec<DigestStats> {
+        self.digests.borrow().snapshot()
+    }
+
+    pub fn clear_digests(&self) {
+        self.digests.borrow_mut().clear();
+    }
+
+    fn count_rule_hit(&self, cluster: usize, rule: usize) {
+        if let Some(n) = self.rule_hits.borrow_mut()[cluster].get_mut(rule) {
+            *n += 1;
+        }
+    }
+
+    /// Statements each routing rule matched on this worker (`[cluster][rule]`).
+    pub fn rule_hits(&self) -> Vec<Vec<u64>> {
+        self.rule_hits.borrow().clone()
     }
 
     /// Connection ids unique across workers without sharing a counter: worker `w` of `n` hands
@@ -329,5 +558,26 @@ impl ConnectionHandler for WorkerFrontend {
         ctx: Rc<WorkerContext>,
     ) -> Pin<Box<dyn std::future::Future<Output = ()>>> {
         Box::pin(session::run(self, stream, peer, ctx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LogLimiter;
+
+    #[test]
+    fn the_connection_log_lets_through_its_rate_and_counts_the_rest() {
+        let l = LogLimiter::default();
+        assert_eq!(l.admit(2, 5), Some(0));
+        assert_eq!(l.admit(2, 5), Some(0));
+        assert_eq!(l.admit(2, 5), None);
+        assert_eq!(l.admit(2, 5), None);
+        assert_eq!(
+            l.admit(2, 6),
+            Some(2),
+            "the next second's first line says two were held"
+        );
+        assert_eq!(l.admit(0, 6), None, "rate 0 logs nothing");
+        assert_eq!(l.admit(5, 6), Some(1));
     }
 }

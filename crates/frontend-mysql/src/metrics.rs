@@ -13,6 +13,11 @@ pub struct FrontendMetrics {
     pub backend_errors: AtomicU64,
     /// Reads a replica could not serve in time for causal consistency, answered elsewhere.
     pub causal_fallbacks: AtomicU64,
+    /// Commands sent again to another connection or node after a backend failed before
+    /// answering them.
+    pub retries: AtomicU64,
+    /// Client connections closed, for any reason.
+    pub connections_closed: AtomicU64,
 }
 
 impl FrontendMetrics {

@@ -249,12 +249,12 @@ impl Pins {
     /// Holds the connection for the next statement (or releases that hold).
     /// The reasons the session is pinned, by name.
     pub fn describe(&self) -> String {
-        let names: Vec<&str> = REASONS
-            .iter()
-            .filter(|r| self.has(**r))
-            .map(|r| r.name())
-            .collect();
-        names.join(", ")
+        describe_bits(self.reasons)
+    }
+
+    /// The reasons as a bit set, for publishing ([`describe_bits`] reads it).
+    pub fn bits(&self) -> u32 {
+        self.reasons
     }
 
     pub fn hold_for_next(&mut self, hold: bool, counters: &PinCounters, session: u32) {
@@ -264,4 +264,14 @@ impl Pins {
     pub fn release(&mut self, r: PinReason, counters: &PinCounters, session: u32) {
         self.set(r, false, counters, session);
     }
+}
+
+/// The reasons in a bit set from [`Pins::bits`], by name, comma-separated.
+pub fn describe_bits(bits: u32) -> String {
+    let names: Vec<&str> = REASONS
+        .iter()
+        .filter(|r| bits & r.bit() != 0)
+        .map(|r| r.name())
+        .collect();
+    names.join(", ")
 }

@@ -9,6 +9,8 @@ use manifold_backend::io::{PacketIo, ReadError};
 use manifold_backend::BackendConn;
 use std::borrow::Cow;
 
+use manifold_engine::clock;
+
 use manifold_mysql_proto::consts::{caps, status};
 use manifold_mysql_proto::packet::HEADER_LEN;
 use manifold_mysql_proto::packets::OkPacket;
@@ -44,6 +46,13 @@ pub(crate) struct Relayed {
     /// The last result was a result set (not an OK), of `rows` rows.
     pub result_set: bool,
     pub rows: u64,
+    /// When timing ([`clock`] ticks): the command written to the backend (unknown when
+    /// another session wrote it), the answer's first and last bytes read, and its last byte
+    /// written to the client.
+    pub sent_at: Option<u64>,
+    pub first_byte_at: Option<u64>,
+    pub last_byte_at: Option<u64>,
+    pub flushed_at: Option<u64>,
 }
 
 impl Relayed {
@@ -78,7 +87,8 @@ pub(crate) enum Outgoing<'a> {
 
 /// Sends the command occupying the first `raw_len` bytes of `client.rbuf` to `backend` (as
 /// `outgoing` says) and relays the answer. `first_seq` is the sequence id of the answer's
-/// first packet. The command is consumed from `client.rbuf` once the answer starts.
+/// first packet. The command is consumed from `client.rbuf` once the answer starts. With
+/// `timed`, the answer says when each step happened.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn forward(
     client: &mut PacketIo,
@@ -90,7 +100,9 @@ pub(crate) async fn forward(
     first_seq: u8,
     max_packet: usize,
     state: StateCapture<'_>,
+    timed: bool,
 ) -> Result<Relayed, RelayError> {
+    let now = || timed.then(clock::now);
     // The command stays in the client's buffer until the answer starts: a pooled connection
     // the server closed while it sat idle fails here, and the command can go elsewhere.
     let command = match outgoing {
@@ -108,6 +120,9 @@ pub(crate) async fn forward(
             });
         }
     }
+    let sent_at = if command.is_some() { now() } else { None };
+    let mut first_byte_at = None;
+    let mut last_read_at = None;
     let mut command_pending = true;
     let mut tracker = ResponseTracker::new(kind, deprecate_eof, first_seq);
     if backend.tracking {
@@ -142,10 +157,12 @@ pub(crate) async fn forward(
                     nothing_relayed: command_pending,
                 });
             }
+            last_read_at = now();
         }
         if command_pending {
             client.consume(raw_len);
             command_pending = false;
+            first_byte_at = last_read_at;
         }
         let (n, progress) = tracker
             .feed(&backend.io.rbuf)
@@ -213,11 +230,14 @@ pub(crate) async fn forward(
             }
         }
     }
+    // The answer's last byte was read before the write that just relayed it.
+    let last_byte_at = last_read_at;
     client
         .stream
         .flush()
         .await
         .map_err(|e| RelayError::Client(format!("writing to client: {e}")))?;
+    let flushed_at = now();
     // Other sessions' answers may follow this one when their commands rode behind it.
     if !backend.io.rbuf.is_empty() && !backend.has_followers() {
         return Err(RelayError::Backend {
@@ -235,6 +255,10 @@ pub(crate) async fn forward(
         last_insert_id: tracker.last_insert_id(),
         result_set: tracker.last_was_result_set(),
         rows: tracker.last_rows(),
+        sent_at,
+        first_byte_at,
+        last_byte_at,
+        flushed_at,
     })
 }
 

@@ -1,5 +1,6 @@
 //! A client session: login, then the command loop.
 
+use manifold_engine::clock;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -32,7 +33,8 @@ use crate::metrics::FrontendMetrics;
 use crate::pins::{PinReason, Pins};
 use crate::registry::SessionHandle;
 use crate::relay::{self, Outgoing, RelayError, StateCapture};
-use crate::statements::{ExecuteLayout, SessionStatements};
+use crate::statements::{ExecuteLayout, SessionStatements, StatementMeta};
+use crate::telemetry::Stage;
 use crate::users::User;
 use crate::{Shared, WorkerFrontend};
 
@@ -42,6 +44,7 @@ struct ConnectionSlot(Arc<Shared>);
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         self.0.connections.fetch_sub(1, Ordering::Relaxed);
+        FrontendMetrics::inc(&self.0.metrics.connections_closed);
     }
 }
 
@@ -52,19 +55,27 @@ pub(crate) async fn run(
     ctx: Rc<WorkerContext>,
 ) {
     let shared = fe.shared.clone();
+    let accepted = shared
+        .settings
+        .stage_histograms
+        .load(Ordering::Relaxed)
+        .then(clock::now);
     FrontendMetrics::inc(&shared.metrics.connections_accepted);
     let id = fe.next_connection_id();
     let mut io = PacketIo::new(Stream::Tcp(tcp));
     let open = shared.connections.fetch_add(1, Ordering::Relaxed) + 1;
     let _slot = ConnectionSlot(shared.clone());
-    if open > shared.config.max_connections {
+    let max_connections = shared.settings.max_connections.load(Ordering::Relaxed);
+    if open > max_connections {
         send_err(
             &mut io,
             0,
             &ErrPacket::new(codes::TOO_MANY_CONNECTIONS, "Too many connections"),
         )
         .await;
-        tracing::info!(%peer, max_connections = shared.config.max_connections, "refused client: max_connections reached");
+        shared.connection_log(|suppressed| {
+            tracing::info!(target: "manifold::connections", %peer, max_connections, suppressed, "refused client: max_connections reached");
+        });
         return;
     }
     let login = match tokio::time::timeout(
@@ -79,16 +90,26 @@ pub(crate) async fn run(
             return;
         }
         Ok(Err(reason)) => {
-            tracing::info!(%peer, connection = id, %reason, "login failed");
+            shared.connection_log(|suppressed| {
+                tracing::info!(target: "manifold::connections", %peer, connection = id, %reason, suppressed, "login failed");
+            });
             return;
         }
         Err(_) => {
-            tracing::info!(%peer, connection = id, timeout = ?shared.config.connect_timeout, "client did not finish the handshake within connect_timeout; closing");
+            shared.connection_log(|suppressed| {
+                tracing::info!(target: "manifold::connections", %peer, connection = id, timeout = ?shared.config.connect_timeout, suppressed, "client did not finish the handshake within connect_timeout; closing");
+            });
             return;
         }
     };
+    if let (Some(accepted), Some(greeted)) = (accepted, login.greeted_at) {
+        fe.telemetry
+            .record_span(Stage::Connect, Some(accepted), Some(greeted));
+        fe.telemetry
+            .record_span(Stage::Auth, Some(greeted), Some(clock::now()));
+    }
     let user = login.user.clone();
-    let registration = fe.sessions.register(id, &login.user.name);
+    let registration = fe.sessions.register(id, &login.user.name, peer);
     let mut session = Session {
         handle: registration.handle.clone(),
         fe: fe.clone(),
@@ -125,9 +146,15 @@ pub(crate) async fn run(
         stmts: SessionStatements::default(),
         exec_buf: Vec::new(),
         digest: Vec::new(),
+        digest_hash: None,
+        times: CommandTimes {
+            clock: shared.timing(),
+            ..CommandTimes::default()
+        },
         scan_memo: ScanMemo::new(),
     };
     session.pin_if_not_multiplexing();
+    session.handle.publish_pins(session.pins.bits());
     let end = session.serve().await;
     match &end {
         End::Quit | End::ClientGone => {
@@ -234,6 +261,21 @@ impl PreviousStatement {
     }
 }
 
+/// When the steps of a command happened; all `None` when nothing is timed.
+#[derive(Debug, Default, Clone, Copy)]
+struct CommandTimes {
+    /// Timing is on for this command (stage histograms, digest statistics or the slow log).
+    clock: bool,
+    /// The command's first bytes arrived (unset when it was already buffered).
+    first_byte: Option<u64>,
+    /// Its last byte was read.
+    read: Option<u64>,
+    /// Its node was chosen.
+    routed: Option<u64>,
+    /// The session got its backend connection (only when it had none).
+    acquired: Option<u64>,
+}
+
 struct Session {
     /// What other sessions (`KILL`) see of this one.
     handle: Arc<SessionHandle>,
@@ -295,8 +337,13 @@ struct Session {
     stmts: SessionStatements,
     /// Reused buffer for a prepared-statement command manifold had to rebuild.
     exec_buf: Vec<u8>,
-    /// The digest text of the statement being routed, when routing rules match digests.
+    /// The digest text of the statement being routed, when routing rules match digests or
+    /// digest statistics are kept.
     digest: Vec<u8>,
+    /// The hash of `digest`, when the statement being forwarded has one.
+    digest_hash: Option<u64>,
+    /// When the steps of the command being handled happened (see [`crate::telemetry`]).
+    times: CommandTimes,
     /// How the session's last statement with a value began: the next one that begins the
     /// same way is scanned from its first value.
     scan_memo: ScanMemo,
@@ -494,8 +541,9 @@ impl Session {
                 return End::Shutdown;
             }
             let max = self.max_packet();
+            let timed = self.times.clock;
             let read = tokio::select! {
-                r = self.io.read_packet(max) => r,
+                r = self.io.read_packet_timed(max, timed, &mut self.times.first_byte) => r,
                 () = &mut drained => return End::Shutdown,
                 () = &mut killed => return End::Killed,
                 why = backend_gone(&mut self.lease) => {
@@ -562,6 +610,8 @@ impl Session {
                 return self.refuse(1, codes::NET_PACKETS_OUT_OF_ORDER, msg).await;
             }
             let reply_seq = p.last_seq.wrapping_add(1);
+            self.times.read = timed.then(clock::now);
+            self.digest_hash = None;
             // Classify from the first physical packet: only small commands need their whole body.
             let first_len = if p.frames > 1 {
                 MAX_PAYLOAD
@@ -587,14 +637,24 @@ impl Session {
                         Ok(Action::Kill(Kill::Connection(u64::from(id))))
                     }
                     Ok(Command::Query(sql)) => {
+                        self.handle
+                            .statement_started(sql, self.times.read.unwrap_or_else(clock::now));
                         self.digest.clear();
-                        let scan = if self.fe.shared.rules_need_digest {
-                            manifold_sql_lex::scan_with_digest_memo(
+                        let scan = if self.fe.shared.rules_need_digest
+                            || self
+                                .fe
+                                .shared
+                                .settings
+                                .query_digests
+                                .load(Ordering::Relaxed)
+                        {
+                            let (scan, hash) = manifold_sql_lex::scan_with_digest_memo(
                                 sql,
                                 &mut self.digest,
                                 &mut self.scan_memo,
-                            )
-                            .0
+                            );
+                            self.digest_hash = Some(hash);
+                            scan
                         } else {
                             manifold_sql_lex::scan_memo(sql, &mut self.scan_memo)
                         };
@@ -740,7 +800,18 @@ impl Session {
                     self.io.consume(p.raw_len);
                     self.stmt_prepare(reply_seq, sql).await
                 }
-                Action::Stmt(c) => self.stmt_command(c, p.raw_len, first_len, reply_seq).await,
+                Action::Stmt(c) => {
+                    if let StmtCommand::Execute(id) = c {
+                        // What SHOW SESSIONS shows: the prepared statement's text.
+                        if let Some(s) = self.stmts.get_mut(id) {
+                            self.handle.statement_started(
+                                &s.meta.sql,
+                                self.times.read.unwrap_or_else(clock::now),
+                            );
+                        }
+                    }
+                    self.stmt_command(c, p.raw_len, first_len, reply_seq).await
+                }
                 Action::Kill(k) => {
                     self.io.consume(p.raw_len);
                     self.kill(k, reply_seq).await
@@ -759,6 +830,12 @@ impl Session {
                 }
             };
             self.schema_follows_statement = false;
+            self.handle.statement_ended();
+            self.handle.publish_pins(self.pins.bits());
+            self.times = CommandTimes {
+                clock: self.fe.shared.timing(),
+                ..CommandTimes::default()
+            };
             if let Err(end) = outcome {
                 return end;
             }
@@ -1240,7 +1317,12 @@ impl Session {
             } else {
                 (self.lease_node, None)
             };
-            if movable && node == self.primary() && !self.topology().nodes[node].is_up() {
+            // The first choice ends `route`: waiting for a primary, and attempts that failed,
+            // count as waiting for a connection.
+            if self.times.clock && self.times.routed.is_none() {
+                self.times.routed = Some(clock::now());
+            }
+            if movable && node == self.primary() && !self.topology().nodes[node].in_service() {
                 if let Err(e) = self.wait_for_primary(&mut primary_deadline).await {
                     self.pending_collation = None;
                     self.io.consume(raw_len);
@@ -1253,7 +1335,11 @@ impl Session {
             }
             let mut sent = false;
             if pipelinable && movable && wait.is_none() {
-                match self.acquire_or_follow(node, raw_len).await {
+                let got = self.acquire_or_follow(node, raw_len).await;
+                if self.times.clock {
+                    self.times.acquired = Some(clock::now());
+                }
+                match got {
                     Ok(followed) => sent = followed,
                     Err(e) => {
                         self.io.consume(raw_len);
@@ -1268,17 +1354,22 @@ impl Session {
                     .await;
                 break;
             }
-            if let Err(e) = self.ensure_backend(node, wants_last_insert_id).await {
+            let ensured = self.ensure_backend(node, wants_last_insert_id).await;
+            if movable && self.times.clock {
+                self.times.acquired = Some(clock::now());
+            }
+            if let Err(e) = ensured {
                 let lost = std::mem::take(&mut self.setup_lost);
                 if movable
                     && attempts < MAX_SETUP_ATTEMPTS
-                    && (lost || !self.topology().nodes[node].is_up())
+                    && (lost || !self.topology().nodes[node].in_service())
                 {
                     // The node was just found down, or the pooled connection dead: a read
                     // goes to another node, a write waits for a primary or tries another
                     // connection.
                     attempts += 1;
                     skip |= 1 << node;
+                    FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                     continue;
                 }
                 self.pending_collation = None;
@@ -1312,6 +1403,7 @@ impl Session {
                         if movable && !retried {
                             retried = true;
                             tracing::info!(connection = self.id, error = %e, "pooled backend connection failed preparing a statement; trying another");
+                            FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                             continue;
                         }
                         self.io.consume(raw_len);
@@ -1433,15 +1525,20 @@ impl Session {
         let limit = topology.config.failover_timeout;
         let until = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + limit);
         loop {
-            if topology.nodes[topology.primary()].is_up() {
+            if topology.nodes[topology.primary()].in_service() {
                 return Ok(());
             }
             if tokio::time::Instant::now() >= until {
                 FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
-                let down = &topology.nodes[topology.primary()].addr;
+                let primary = &topology.nodes[topology.primary()];
+                let state = if primary.is_offline() {
+                    "taken offline (BACKEND OFFLINE)"
+                } else {
+                    "down"
+                };
                 return Err(ErrPacket::new(
                     codes::BACKEND_UNAVAILABLE,
-                    format!("No primary: {down} is down and no other node became primary within routing.failover_timeout ({limit:?})"),
+                    format!("No primary: {} is {state} and no other node became primary within routing.failover_timeout ({limit:?})", primary.addr),
                 ));
             }
             let step = tokio::time::Instant::now() + std::time::Duration::from_millis(20);
@@ -1450,7 +1547,8 @@ impl Session {
     }
 
     /// The first routing rule matching the statement about to be routed (`digest` holds a
-    /// query's digest text, computed with its scan; a prepared statement's is computed here).
+    /// query's digest text, computed with its scan; a prepared statement's is the one kept
+    /// with the statement), counted in the worker's rule hits.
     fn match_rule(&mut self, effect: Effect) -> Option<Target> {
         let fe = self.fe.clone();
         let rules = &fe.shared.clusters[self.cluster].topology.rules;
@@ -1458,17 +1556,11 @@ impl Session {
             return None;
         }
         effect.scan()?;
-        if let Effect::Execute { id, .. } = effect {
-            self.digest.clear();
-            if rules.needs_digest() {
-                if let Some(s) = self.stmts.get_mut(id) {
-                    manifold_sql_lex::digest(&s.meta.sql, &mut self.digest);
-                }
-            }
-        }
-        rules
-            .route(&self.digest, self.schema.as_deref(), &self.user.name)
-            .map(Target::from)
+        let meta = self.executed_statement(effect);
+        let digest = meta.as_ref().map_or(self.digest.as_slice(), |m| &m.digest);
+        let (rule, target) = rules.first_match(digest, self.schema.as_deref(), &self.user.name)?;
+        fe.count_rule_hit(self.cluster, rule);
+        Some(Target::from(target))
     }
 
     /// Forgets the nodes that missed the session's write once the monitor sees they have
@@ -1526,7 +1618,7 @@ impl Session {
             )
         };
         let node = match target {
-            Target::Node(n) if topology.nodes[n].is_up() && skip & (1 << n) == 0 => n,
+            Target::Node(n) if topology.nodes[n].in_service() && skip & (1 << n) == 0 => n,
             Target::Replicas | Target::Node(_) => pick(skip | 1 << primary),
             Target::Any | Target::Primary => pick(skip),
         };
@@ -1941,6 +2033,7 @@ impl Session {
                 data: &mut self.state_data,
                 strip: self.capabilities & caps::SESSION_TRACK == 0,
             },
+            self.times.clock,
         )
         .await;
         if let Err(RelayError::Backend {
@@ -1959,6 +2052,7 @@ impl Session {
                 self.state_data.clear();
                 self.take_lease().expect("lease").discard();
                 tracing::info!(connection = self.id, %message, "backend connection failed before answering; running the command on another");
+                FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                 return None;
             }
         }
@@ -2006,6 +2100,15 @@ impl Session {
                         conn.key.caps = self.capabilities & caps::SESSION_AFFECTING;
                         self.conn_key = None;
                     }
+                }
+                if kind != ResponseKind::None {
+                    // A prepared statement's digest was computed when it was prepared.
+                    let meta = self.executed_statement(effect);
+                    let digest = match &meta {
+                        Some(m) => Some((m.digest_hash, &*m.digest)),
+                        None => self.digest_hash.map(|h| (h, self.digest.as_slice())),
+                    };
+                    self.record_statement(&r, digest);
                 }
                 if let Some(scan) = effect.scan() {
                     self.remember_previous_statement(&scan, &r).await?;
@@ -2059,6 +2162,82 @@ impl Session {
                 // backend connection; ending the client connection says so unmistakably.
                 Err(End::BackendLost(message))
             }
+        }
+    }
+
+    /// The prepared statement a `COM_STMT_EXECUTE` runs (its text, scan and digest).
+    fn executed_statement(&mut self, effect: Effect) -> Option<Rc<StatementMeta>> {
+        match effect {
+            Effect::Execute { id, .. } => self.stmts.get_mut(id).map(|s| s.meta.clone()),
+            _ => None,
+        }
+    }
+
+    /// Records an answered statement: its stages, its digest's row (`digest`: hash and
+    /// text), the slow query log.
+    fn record_statement(&self, r: &relay::Relayed, digest: Option<(u64, &[u8])>) {
+        let fe = &self.fe;
+        fe.telemetry.count_statement(r.saw_error);
+        let t = self.times;
+        if !t.clock {
+            return;
+        }
+        let settings = &fe.shared.settings;
+        let histograms = settings.stage_histograms.load(Ordering::Relaxed);
+        let w = &fe.telemetry;
+        if histograms {
+            w.record_span(Stage::ClientRead, t.first_byte.or(t.read), t.read);
+            w.record_span(Stage::Route, t.read, t.routed);
+            w.record_span(Stage::PoolWait, t.routed, t.acquired);
+            w.record_span(Stage::BackendFirstByte, r.sent_at, r.first_byte_at);
+            w.record_span(Stage::BackendLastByte, r.sent_at, r.last_byte_at);
+            w.record_span(Stage::ClientWrite, r.last_byte_at, r.flushed_at);
+            w.record_span(Stage::Total, t.read, r.flushed_at);
+        }
+        let (Some(read), Some(done)) = (t.read, r.flushed_at) else {
+            return;
+        };
+        let elapsed_ns = clock::span_ns(read, done);
+        let replica = self.lease_node != self.primary();
+        let rows = if r.result_set {
+            r.rows
+        } else {
+            r.affected_rows
+        };
+        if let Some((hash, text)) = digest {
+            if settings.query_digests.load(Ordering::Relaxed) {
+                let schema = self.schema.as_deref().unwrap_or_default();
+                fe.digests.borrow_mut().record(
+                    hash,
+                    text,
+                    schema,
+                    manifold_sql_lex::digest_hash(schema),
+                    settings.query_digests_max.load(Ordering::Relaxed),
+                    crate::digests::Executed {
+                        elapsed_ns,
+                        rows,
+                        error: r.saw_error,
+                        replica,
+                    },
+                );
+            }
+        }
+        let slow_us = settings.slow_query_threshold_us.load(Ordering::Relaxed);
+        if slow_us > 0 && elapsed_ns / 1000 >= slow_us {
+            w.count_slow();
+            let statement = self.handle.info().statement.map(|(s, _)| s);
+            tracing::warn!(
+                target: "manifold::slow_query",
+                connection = self.id,
+                user = %self.user.name,
+                schema = %String::from_utf8_lossy(self.schema.as_deref().unwrap_or_default()),
+                node = %self.topology().nodes[self.lease_node].addr,
+                duration_ms = elapsed_ns as f64 / 1e6,
+                rows,
+                error = r.saw_error,
+                statement = statement.as_deref().unwrap_or(""),
+                "slow query"
+            );
         }
     }
 
@@ -2333,8 +2512,10 @@ impl Session {
         };
         let conn = self.lease.as_mut().expect("ensured").conn();
         let backend_id = if let Some(c) = conn.stmts.get(meta.global_id) {
+            self.fe.telemetry.count_stmt_cache(true, 0);
             c.backend_id
         } else {
+            let evictions = conn.stmts.evictions;
             let elsewhere = meta.schema.as_deref().filter(
                 |want| !matches!(&conn.schema, Schema::Known(have) if have.as_slice() == *want),
             );
@@ -2344,6 +2525,9 @@ impl Session {
                     .map_err(BindError::Refused)?;
             }
             let answer = conn.prepare_evicting(&meta.sql, keep).await?;
+            self.fe
+                .telemetry
+                .count_stmt_cache(false, conn.stmts.evictions - evictions);
             if elsewhere.is_some() && self.schema.is_some() {
                 // Back to the session's schema (a session without one keeps the
                 // statement's: the next borrow brings the connection to the session's

@@ -33,6 +33,10 @@ pub(crate) struct StatementMeta {
     pub columns: u16,
     /// What the lexer sees in the text: what executing it does to the session.
     pub scan: Scan,
+    /// The text's digest and its hash, for routing rules and digest statistics (computed
+    /// in the same pass as `scan`, once per worker and text).
+    pub digest: Box<[u8]>,
+    pub digest_hash: u64,
 }
 
 type Key = (Option<Box<[u8]>>, Box<[u8]>);
@@ -62,9 +66,13 @@ impl Registry {
             }
         }
         self.next_id += 1;
+        let mut digest = Vec::new();
+        let (scan, digest_hash) = manifold_sql_lex::scan_with_digest(sql, &mut digest);
         let meta = Rc::new(StatementMeta {
             global_id: self.next_id,
-            scan: manifold_sql_lex::scan(sql),
+            scan,
+            digest: digest.into_boxed_slice(),
+            digest_hash,
             sql: key.1.clone(),
             schema: key.0.clone(),
             params,

@@ -84,6 +84,16 @@ pub mod codes {
         PARSE_ERROR = (1064, "42000", "You have an error in your SQL syntax");
         /// An admin port statement with no text.
         EMPTY_QUERY = (1065, "42000", "Query was empty");
+        /// `SET GLOBAL` of a name that is no tunable.
+        UNKNOWN_SYSTEM_VARIABLE = (1193, "HY000", "Unknown system variable");
+        /// `SET GLOBAL` of a setting that changes only at restart.
+        READ_ONLY_VARIABLE = (1238, "HY000", "Variable is a read only variable");
+        /// `SET GLOBAL` with a value outside the tunable's range or of the wrong form.
+        WRONG_VALUE_FOR_VAR = (1231, "42000", "Variable can't be set to the value");
+        /// `RELOAD CONFIG` found the file unreadable or invalid: nothing changed.
+        CONFIG_INVALID = (7706, "HY000", "Configuration file invalid; nothing changed");
+        /// `BACKEND OFFLINE|ONLINE` named no configured node.
+        UNKNOWN_BACKEND = (7707, "HY000", "No such backend");
         /// No backend connection could be opened (refused, unreachable, timed out, login failed).
         BACKEND_UNAVAILABLE = (7701, "08S01", "Backend unavailable");
         /// The backend connection broke while a statement was running.
