@@ -1,13 +1,18 @@
 //! The admin command set: statements as the `mariadb` client sends them, parsed here and
-//! answered from the server's shared state. Every reply is a result set or an error; the
-//! state is read with relaxed loads (figures a moment apart may disagree by a request).
+//! answered from the server's shared state, its workers (asked on their own threads) and
+//! its tunables. Every reply is a result set, OK or an error; figures are read with relaxed
+//! loads (figures a moment apart may disagree by a request).
 
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 use std::time::Instant;
 
-use manifold_frontend_mysql::{Shared, PIN_REASONS};
+use manifold_frontend_mysql::{describe_pins, Shared, Stage, PIN_REASONS};
 use manifold_mysql_proto::{codes, ErrorCode};
 use manifold_router::ReadOnly;
+
+use crate::control::{Control, SetError};
+use crate::history::History;
 
 /// What a command answers.
 #[derive(Debug, PartialEq, Eq)]
@@ -25,24 +30,64 @@ pub(crate) enum Reply {
 pub(crate) struct Server<'a> {
     pub shared: &'a Shared,
     pub started: Instant,
+    pub control: &'a dyn Control,
+    pub history: &'a Mutex<History>,
+    /// The workers' pool figures, asked once per command or HTTP request.
+    pub pools: tokio::sync::OnceCell<Vec<(u32, PoolRows)>>,
 }
+
+const HELP: &str = "see SHOW BACKENDS, SHOW POOLS, SHOW SESSIONS, SHOW STATUS, SHOW VARIABLES, \
+SHOW QUERY DIGESTS, SHOW PIN REASONS, SHOW RULES, SET GLOBAL name = value, RELOAD CONFIG, \
+BACKEND OFFLINE|ONLINE 'host:port', KILL SESSION id, PERF HIST [stage|ALL|RESET] \
+(docs/OPERATIONS.md)";
 
 /// Runs one statement. Keywords are case-insensitive; a trailing `;` and spaces are
 /// ignored, as the client may send them.
-pub(crate) fn run(sql: &str, server: &Server<'_>) -> Reply {
+pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
     let text = sql.trim().trim_end_matches(';').trim_end();
     let words: Vec<&str> = text.split_ascii_whitespace().collect();
     let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
     let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
     match upper.as_slice() {
-        ["SHOW", "BACKENDS"] => show_backends(server.shared),
+        ["SHOW", "BACKENDS"] => Reply::Rows {
+            columns: BACKEND_COLUMNS,
+            rows: backend_rows(server).await,
+        },
+        ["SHOW", "POOLS"] => show_pools(server).await,
+        ["SHOW", "SESSIONS"] => show_sessions(server.shared),
+        ["SHOW", "QUERY", "DIGESTS"] => show_digests(server.shared, usize::MAX).await,
+        ["SHOW", "QUERY", "DIGESTS", "LIMIT", n] => match n.parse() {
+            Ok(n) => show_digests(server.shared, n).await,
+            Err(_) => syntax_error(text, "LIMIT takes a number"),
+        },
+        ["RESET", "QUERY", "DIGESTS"] => {
+            server
+                .shared
+                .ask_workers(manifold_frontend_mysql::WorkerFrontend::clear_digests)
+                .await;
+            Reply::Done
+        }
         ["SHOW", "PIN", "REASONS"] => show_pin_reasons(server.shared),
+        ["SHOW", "RULES"] => show_rules(server.shared).await,
         ["KILL", "SESSION", id] => kill_session(server.shared, id),
-        ["SHOW", "STATUS"] => show_status(server, None),
+        ["SHOW", "STATUS"] => show_status(server, None).await,
         ["SHOW", "STATUS", "LIKE", _] => match quoted(words[3]) {
-            Some(pattern) => show_status(server, Some(&pattern)),
+            Some(pattern) => show_status(server, Some(&pattern)).await,
             None => syntax_error(text, "LIKE takes a quoted pattern, e.g. LIKE 'Client%'"),
         },
+        ["SHOW", "VARIABLES"] => show_variables(server, None),
+        ["SHOW", "VARIABLES", "LIKE", _] => match quoted(words[3]) {
+            Some(pattern) => show_variables(server, Some(&pattern)),
+            None => syntax_error(text, "LIKE takes a quoted pattern, e.g. LIKE 'pool.%'"),
+        },
+        ["SET", "GLOBAL", ..] => set_global(server, text),
+        ["RELOAD", "CONFIG"] => reload_config(server),
+        ["BACKEND", state @ ("OFFLINE" | "ONLINE"), _] => {
+            let addr = quoted(words[2]).unwrap_or_else(|| words[2].to_owned());
+            backend_state(server.shared, &addr, *state == "OFFLINE").await
+        }
+        ["PERF", "HIST"] => perf_hist(server.shared, "ALL"),
+        ["PERF", "HIST", what] => perf_hist(server.shared, what),
         // What the mariadb and mysql clients ask on connecting.
         ["SELECT", "@@VERSION_COMMENT", "LIMIT", "1"] | ["SELECT", "@@VERSION_COMMENT"] => {
             Reply::Rows {
@@ -51,10 +96,7 @@ pub(crate) fn run(sql: &str, server: &Server<'_>) -> Reply {
             }
         }
         [] => Reply::Error(codes::EMPTY_QUERY, "Query was empty".into()),
-        _ => syntax_error(
-            text,
-            "see SHOW BACKENDS, SHOW STATUS [LIKE 'pattern'], SHOW PIN REASONS, KILL SESSION id",
-        ),
+        _ => syntax_error(text, HELP),
     }
 }
 
@@ -105,29 +147,63 @@ pub(crate) const BACKEND_COLUMNS: &[&str] = &[
     "read_only",
     "lag_ms",
     "read_weight",
+    "in_flight",
+    "connections_open",
+    "connections_idle",
+    "connect_errors",
     "shunned_total",
 ];
 
-fn show_backends(shared: &Shared) -> Reply {
-    Reply::Rows {
-        columns: BACKEND_COLUMNS,
-        rows: backend_rows(shared),
-    }
+/// Pool figures per worker: cluster, node, figures.
+type PoolRows = Vec<(String, String, manifold_backend::PoolStats)>;
+
+async fn pools<'s>(server: &'s Server<'_>) -> &'s [(u32, PoolRows)] {
+    server
+        .pools
+        .get_or_init(|| async {
+            let mut per_worker = server
+                .shared
+                .ask_workers(|w| (w.worker_id(), w.pool_stats()))
+                .await;
+            per_worker.sort_by_key(|(w, _)| *w);
+            per_worker
+        })
+        .await
 }
 
 /// One row per node of every cluster, in [`BACKEND_COLUMNS`] order; empty strings for what
-/// the monitor has not learned yet.
-pub(crate) fn backend_rows(shared: &Shared) -> Vec<Vec<String>> {
+/// the monitor has not learned yet. Connection figures are summed over workers.
+pub(crate) async fn backend_rows(server: &Server<'_>) -> Vec<Vec<String>> {
+    let shared = server.shared;
+    let per_worker = pools(server).await;
     let mut rows = Vec::new();
     for cluster in &shared.clusters {
         let topology = &cluster.topology;
         let primary = topology.primary();
         for (id, node) in topology.nodes.iter().enumerate() {
+            let mut sum = manifold_backend::PoolStats::default();
+            for (_, pools) in per_worker {
+                for (c, addr, s) in pools {
+                    if *c == cluster.name && *addr == node.addr {
+                        sum.in_use += s.in_use;
+                        sum.idle += s.idle;
+                        sum.pending += s.pending;
+                        sum.failed_total += s.failed_total;
+                    }
+                }
+            }
+            let state = if node.is_offline() {
+                "offline"
+            } else if node.is_up() {
+                "up"
+            } else {
+                "shunned"
+            };
             rows.push(vec![
                 cluster.name.clone(),
                 node.addr.clone(),
                 if id == primary { "primary" } else { "replica" }.into(),
-                if node.is_up() { "up" } else { "shunned" }.into(),
+                state.into(),
                 match node.read_only() {
                     ReadOnly::On => "ON",
                     ReadOnly::Off => "OFF",
@@ -137,11 +213,379 @@ pub(crate) fn backend_rows(shared: &Shared) -> Vec<Vec<String>> {
                 node.lag()
                     .map_or_else(String::new, |lag| lag.as_millis().to_string()),
                 node.read_weight.to_string(),
+                sum.in_use.to_string(),
+                (sum.in_use + sum.idle + sum.pending).to_string(),
+                sum.idle.to_string(),
+                sum.failed_total.to_string(),
                 node.shunned_total().to_string(),
             ]);
         }
     }
     rows
+}
+
+/// `SHOW POOLS`'s columns.
+pub(crate) const POOL_COLUMNS: &[&str] = &[
+    "worker",
+    "cluster",
+    "node",
+    "in_use",
+    "idle",
+    "pending",
+    "waiting",
+    "opened_total",
+    "connect_errors",
+    "max_size",
+];
+
+pub(crate) async fn pool_rows(server: &Server<'_>) -> Vec<Vec<String>> {
+    let max = server.shared.pool_limits.max_size().to_string();
+    let mut rows = Vec::new();
+    for (worker, pools) in pools(server).await {
+        for (cluster, node, s) in pools {
+            rows.push(vec![
+                worker.to_string(),
+                cluster.clone(),
+                node.clone(),
+                s.in_use.to_string(),
+                s.idle.to_string(),
+                s.pending.to_string(),
+                s.waiting.to_string(),
+                s.opened_total.to_string(),
+                s.failed_total.to_string(),
+                max.clone(),
+            ]);
+        }
+    }
+    rows
+}
+
+async fn show_pools(server: &Server<'_>) -> Reply {
+    Reply::Rows {
+        columns: POOL_COLUMNS,
+        rows: pool_rows(server).await,
+    }
+}
+
+/// `SHOW SESSIONS`'s columns.
+pub(crate) const SESSION_COLUMNS: &[&str] = &[
+    "id",
+    "user",
+    "client",
+    "state",
+    "time_ms",
+    "pinned",
+    "backend",
+    "statement",
+];
+
+pub(crate) fn session_rows(shared: &Shared) -> Vec<Vec<String>> {
+    shared
+        .sessions()
+        .into_iter()
+        .map(|s| {
+            let (cluster, node, thread) = s.backend;
+            let backend = if thread == 0 {
+                String::new()
+            } else {
+                let addr = shared
+                    .clusters
+                    .get(cluster)
+                    .and_then(|c| c.topology.nodes.get(node))
+                    .map_or("?", |n| n.addr.as_str());
+                format!("{addr} thread {thread}")
+            };
+            let (state, time, statement) = match s.statement {
+                Some((text, running)) => ("query", running, text),
+                None => ("idle", s.connected, String::new()),
+            };
+            vec![
+                s.id.to_string(),
+                s.user,
+                s.client.to_string(),
+                state.into(),
+                time.as_millis().to_string(),
+                describe_pins(s.pins),
+                backend,
+                statement,
+            ]
+        })
+        .collect()
+}
+
+fn show_sessions(shared: &Shared) -> Reply {
+    Reply::Rows {
+        columns: SESSION_COLUMNS,
+        rows: session_rows(shared),
+    }
+}
+
+const DIGEST_COLUMNS: &[&str] = &[
+    "digest",
+    "schema",
+    "digest_text",
+    "count",
+    "total_ms",
+    "avg_us",
+    "p99_us",
+    "rows",
+    "errors",
+    "to_primary",
+    "to_replica",
+];
+
+async fn show_digests(shared: &Shared, limit: usize) -> Reply {
+    let parts = shared
+        .ask_workers(manifold_frontend_mysql::WorkerFrontend::digest_stats)
+        .await;
+    let rows = manifold_frontend_mysql::digests::merge(parts)
+        .into_iter()
+        .take(limit)
+        .map(|d| {
+            let count = d.count.max(1);
+            vec![
+                if d.digest == 0 {
+                    String::new()
+                } else {
+                    format!("{:016x}", d.digest)
+                },
+                d.schema,
+                if d.digest == 0 {
+                    "(other statements: admin.query_digests_max reached)".into()
+                } else {
+                    d.text
+                },
+                d.count.to_string(),
+                format!("{:.3}", d.latency.sum_ns as f64 / 1e6),
+                (d.latency.sum_ns / count / 1000).to_string(),
+                (d.latency.quantile(0.99) / 1000).to_string(),
+                d.rows.to_string(),
+                d.errors.to_string(),
+                d.to_primary.to_string(),
+                d.to_replica.to_string(),
+            ]
+        })
+        .collect();
+    Reply::Rows {
+        columns: DIGEST_COLUMNS,
+        rows,
+    }
+}
+
+async fn show_rules(shared: &Shared) -> Reply {
+    let per_worker = shared
+        .ask_workers(manifold_frontend_mysql::WorkerFrontend::rule_hits)
+        .await;
+    let hits = |cluster: usize, rule: usize| -> u64 {
+        per_worker
+            .iter()
+            .filter_map(|w| w.get(cluster)?.get(rule))
+            .sum()
+    };
+    let mut rows = Vec::new();
+    for (k, c) in shared.clusters.iter().enumerate() {
+        for (i, r) in c.topology.config.rules.iter().enumerate() {
+            rows.push(vec![
+                c.name.clone(),
+                i.to_string(),
+                r.digest.clone().unwrap_or_default(),
+                r.schema.clone().unwrap_or_default(),
+                r.user.clone().unwrap_or_default(),
+                r.target.clone(),
+                hits(k, i).to_string(),
+            ]);
+        }
+    }
+    Reply::Rows {
+        columns: &[
+            "cluster", "rule", "digest", "schema", "user", "target", "hits",
+        ],
+        rows,
+    }
+}
+
+fn show_variables(server: &Server<'_>, pattern: Option<&str>) -> Reply {
+    let rows = server
+        .control
+        .variables()
+        .into_iter()
+        .filter(|v| pattern.is_none_or(|p| like(p, &v.name)))
+        .map(|v| {
+            vec![
+                v.name,
+                v.value,
+                v.default,
+                v.range,
+                if v.runtime { "runtime" } else { "restart" }.into(),
+                v.help,
+            ]
+        })
+        .collect();
+    Reply::Rows {
+        columns: &[
+            "Variable_name",
+            "Value",
+            "Default",
+            "Range",
+            "Changeable",
+            "Description",
+        ],
+        rows,
+    }
+}
+
+/// `SET GLOBAL name = value`: the value may be quoted.
+fn set_global(server: &Server<'_>, text: &str) -> Reply {
+    let rest = text["SET".len()..].trim_start();
+    let rest = rest["GLOBAL".len()..].trim();
+    let Some((name, value)) = rest.split_once('=') else {
+        return syntax_error(text, "SET GLOBAL name = value");
+    };
+    let name = name.trim().trim_matches('`');
+    let value = value.trim();
+    let value = quoted(value).unwrap_or_else(|| value.to_owned());
+    if name.is_empty() || value.is_empty() {
+        return syntax_error(text, "SET GLOBAL name = value");
+    }
+    match server.control.set_variable(name, &value) {
+        Ok(()) => Reply::Done,
+        Err(SetError::Unknown(m)) => Reply::Error(codes::UNKNOWN_SYSTEM_VARIABLE, m),
+        Err(SetError::RestartOnly(m)) => Reply::Error(codes::READ_ONLY_VARIABLE, m),
+        Err(SetError::Invalid(m)) => Reply::Error(
+            codes::WRONG_VALUE_FOR_VAR,
+            format!("Variable can't be set to the value: {m}"),
+        ),
+    }
+}
+
+fn reload_config(server: &Server<'_>) -> Reply {
+    match server.control.reload_config() {
+        Ok(changes) => Reply::Rows {
+            columns: &["setting", "old", "new", "status"],
+            rows: changes
+                .into_iter()
+                .map(|c| {
+                    vec![
+                        c.name,
+                        c.old,
+                        c.new,
+                        if c.applied {
+                            "applied"
+                        } else {
+                            "needs restart"
+                        }
+                        .into(),
+                    ]
+                })
+                .collect(),
+        },
+        Err(why) => Reply::Error(
+            codes::CONFIG_INVALID,
+            format!("Configuration not reloaded, nothing changed: {why}"),
+        ),
+    }
+}
+
+/// `BACKEND OFFLINE|ONLINE 'host:port'`: every node with that address, in every cluster.
+async fn backend_state(shared: &Shared, addr: &str, offline: bool) -> Reply {
+    let mut found = Vec::new();
+    for (c, cluster) in shared.clusters.iter().enumerate() {
+        for (n, node) in cluster.topology.nodes.iter().enumerate() {
+            if node.addr == addr {
+                node.set_offline(offline);
+                found.push((c, n));
+            }
+        }
+    }
+    if found.is_empty() {
+        return Reply::Error(
+            codes::UNKNOWN_BACKEND,
+            format!("No backend '{addr}': SHOW BACKENDS lists the nodes"),
+        );
+    }
+    // Each worker's pools to it: idle connections close now, leased ones as they return.
+    shared
+        .ask_workers(move |w| {
+            for &(c, n) in &found {
+                w.pools[c][n].set_draining(offline);
+            }
+        })
+        .await;
+    Reply::Done
+}
+
+const PERF_COLUMNS: &[&str] = &[
+    "stage", "count", "avg_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
+];
+
+/// One row per stage: count and percentiles (µs, bucket upper bounds).
+pub(crate) fn perf_rows(shared: &Shared) -> Vec<Vec<String>> {
+    Stage::ALL
+        .iter()
+        .map(|&stage| {
+            let h = shared.telemetry.histogram(stage);
+            let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+            let count = h.count();
+            vec![
+                stage.name().to_owned(),
+                count.to_string(),
+                us(h.sum_ns.checked_div(count).unwrap_or(0)),
+                us(h.quantile(0.5)),
+                us(h.quantile(0.9)),
+                us(h.quantile(0.99)),
+                us(h.quantile(0.999)),
+                us(h.max()),
+            ]
+        })
+        .collect()
+}
+
+fn perf_hist(shared: &Shared, what: &str) -> Reply {
+    if what.eq_ignore_ascii_case("ALL") {
+        return Reply::Rows {
+            columns: PERF_COLUMNS,
+            rows: perf_rows(shared),
+        };
+    }
+    if what.eq_ignore_ascii_case("RESET") {
+        shared.telemetry.reset();
+        return Reply::Done;
+    }
+    let Some(stage) = Stage::from_name(what) else {
+        let names: Vec<&str> = Stage::ALL.iter().map(|s| s.name()).collect();
+        return Reply::Error(
+            codes::PARSE_ERROR,
+            format!(
+                "PERF HIST takes ALL, RESET or a stage: {}",
+                names.join(", ")
+            ),
+        );
+    };
+    // The stage's buckets: upper bound and count, then the running total.
+    let h = shared.telemetry.histogram(stage);
+    let mut seen = 0;
+    let rows = h
+        .buckets
+        .iter()
+        .enumerate()
+        .filter(|(_, &n)| n > 0)
+        .map(|(i, &n)| {
+            seen += n;
+            vec![
+                stage.name().to_owned(),
+                format!(
+                    "{:.3}",
+                    manifold_frontend_mysql::telemetry::bucket_upper(i) as f64 / 1000.0
+                ),
+                n.to_string(),
+                seen.to_string(),
+            ]
+        })
+        .collect();
+    Reply::Rows {
+        columns: &["stage", "le_us", "count", "cumulative"],
+        rows,
+    }
 }
 
 fn show_pin_reasons(shared: &Shared) -> Reply {
@@ -180,14 +624,26 @@ pub(crate) struct StatusVariable {
 }
 
 /// Status variables, in the order `SHOW STATUS` lists them.
-pub(crate) fn status_variables(server: &Server<'_>) -> Vec<StatusVariable> {
+pub(crate) async fn status_variables(server: &Server<'_>) -> Vec<StatusVariable> {
     let shared = server.shared;
+    let per_worker = pools(server).await;
+    let workers = per_worker.len() as u64;
+    let (mut backend_open, mut backend_idle, mut pool_waiting) = (0, 0, 0);
+    for (_, pools) in per_worker {
+        for (_, _, s) in pools {
+            backend_open += (s.in_use + s.idle + s.pending) as u64;
+            backend_idle += s.idle as u64;
+            pool_waiting += s.waiting as u64;
+        }
+    }
+    let t = &shared.telemetry;
+    let (stmt_hits, stmt_misses, stmt_evictions) = t.stmt_cache();
     let m = &shared.metrics;
     let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let nodes = shared.clusters.iter().flat_map(|c| c.topology.nodes.iter());
     let (mut up, mut shunned, mut shuns) = (0, 0, 0);
     for node in nodes {
-        if node.is_up() {
+        if node.in_service() {
             up += 1;
         } else {
             shunned += 1;
@@ -215,6 +671,104 @@ pub(crate) fn status_variables(server: &Server<'_>) -> Vec<StatusVariable> {
             false,
             "Client connections open.",
             shared.connections() as u64,
+        ),
+        var(
+            "Client_sessions",
+            "manifold_client_sessions",
+            false,
+            "Client sessions logged in.",
+            shared.sessions_open() as u64,
+        ),
+        var(
+            "Threads_workers",
+            "manifold_worker_threads",
+            false,
+            "Worker threads answering the admin port.",
+            workers,
+        ),
+        var(
+            "Questions",
+            "manifold_statements_total",
+            true,
+            "Statements the clients sent that a backend answered.",
+            t.statements(),
+        ),
+        var(
+            "Statement_errors",
+            "manifold_statement_errors_total",
+            true,
+            "Of those, statements answered with an error.",
+            t.statement_errors(),
+        ),
+        var(
+            "Slow_queries",
+            "manifold_slow_queries_total",
+            true,
+            "Statements slower than log.slow_query_threshold.",
+            t.slow_statements(),
+        ),
+        var(
+            "Backend_connections",
+            "manifold_backend_connections",
+            false,
+            "Backend connections open (in use, idle or being set up), all nodes.",
+            backend_open,
+        ),
+        var(
+            "Backend_connections_idle",
+            "manifold_backend_connections_idle",
+            false,
+            "Of those, idle in a pool.",
+            backend_idle,
+        ),
+        var(
+            "Pool_waiting",
+            "manifold_pool_waiting",
+            false,
+            "Statements waiting for a backend connection now.",
+            pool_waiting,
+        ),
+        var(
+            "Client_connections_closed",
+            "manifold_client_connections_closed_total",
+            true,
+            "Client connections closed, for any reason.",
+            load(&m.connections_closed),
+        ),
+        var(
+            "Stmt_cache_hits",
+            "manifold_stmt_cache_hits_total",
+            true,
+            "Prepared-statement executions whose statement was ready on the backend connection.",
+            stmt_hits,
+        ),
+        var(
+            "Stmt_cache_misses",
+            "manifold_stmt_cache_misses_total",
+            true,
+            "Prepared-statement executions that prepared the statement on the connection first.",
+            stmt_misses,
+        ),
+        var(
+            "Stmt_cache_evictions",
+            "manifold_stmt_cache_evictions_total",
+            true,
+            "Prepared statements closed on a backend connection to make room (pool.max_prepared_statements).",
+            stmt_evictions,
+        ),
+        var(
+            "Retries",
+            "manifold_retries_total",
+            true,
+            "Commands sent again elsewhere after a backend failed before answering.",
+            load(&m.retries),
+        ),
+        var(
+            "Failovers",
+            "manifold_failovers_total",
+            true,
+            "Times another node became a cluster's primary.",
+            shared.clusters.iter().map(|c| c.topology.failovers()).sum(),
         ),
         var(
             "Client_connections_accepted",
@@ -262,14 +816,14 @@ pub(crate) fn status_variables(server: &Server<'_>) -> Vec<StatusVariable> {
             "Backends_up",
             "manifold_backends_up",
             false,
-            "Nodes in service.",
+            "Nodes in service (up and not taken offline).",
             up,
         ),
         var(
             "Backends_shunned",
             "manifold_backends_shunned",
             false,
-            "Nodes shunned.",
+            "Nodes out of service (shunned or taken offline).",
             shunned,
         ),
         var(
@@ -296,8 +850,9 @@ pub(crate) fn status_variables(server: &Server<'_>) -> Vec<StatusVariable> {
     ]
 }
 
-fn show_status(server: &Server<'_>, pattern: Option<&str>) -> Reply {
+async fn show_status(server: &Server<'_>, pattern: Option<&str>) -> Reply {
     let rows = status_variables(server)
+        .await
         .into_iter()
         .filter(|v| pattern.is_none_or(|p| like(p, v.name)))
         .map(|v| vec![v.name.to_owned(), v.value.to_string()])

@@ -18,6 +18,13 @@ pub struct AdminConfig {
     /// "host:port" for `/metrics` and `/status` (no login: they show figures, not data);
     /// empty turns HTTP off.
     pub http_listen: String,
+    /// Record per-stage latency histograms (`PERF HIST`).
+    pub stage_histograms: bool,
+    /// Keep per-digest statistics (`SHOW QUERY DIGESTS`).
+    pub query_digests: bool,
+    /// Most statement shapes each worker keeps statistics for; further shapes are counted
+    /// together in one row.
+    pub query_digests_max: usize,
 }
 
 /// Where the admin port and HTTP listen; `None` for what is off.
@@ -34,6 +41,9 @@ impl Default for AdminConfig {
             user: "admin".into(),
             password: DEFAULT_PASSWORD.into(),
             http_listen: "127.0.0.1:6070".into(),
+            stage_histograms: true,
+            query_digests: true,
+            query_digests_max: 10_000,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! HTTP on `[admin] http_listen`: `/metrics` in Prometheus' text format and `/status` as
-//! JSON, from the same figures as `SHOW STATUS` and `SHOW BACKENDS`. One request per
+//! JSON, from the same figures as `SHOW STATUS` and `SHOW BACKENDS`, and at `/` a dashboard
+//! page (`dashboard.html`, self-contained) that polls `/status` once a second. One request per
 //! connection (`Connection: close`), served on the admin thread.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -9,11 +11,19 @@ use manifold_frontend_mysql::PIN_REASONS;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::commands::{backend_rows, status_variables, Server, BACKEND_COLUMNS};
+use manifold_frontend_mysql::telemetry::bucket_upper;
+use manifold_frontend_mysql::Stage;
+
+use crate::commands::{
+    backend_rows, perf_rows, pool_rows, session_rows, status_variables, Server, BACKEND_COLUMNS,
+};
+use crate::history::INTERVAL;
 
 /// A request head larger than this is refused; scrapers send a few hundred bytes.
 const MAX_HEAD: usize = 8 * 1024;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// The dashboard served at `/`: one page, its CSS and JS inline, nothing fetched but `/status`.
+const DASHBOARD: &str = include_str!("dashboard.html");
 
 pub(crate) async fn connection(mut stream: TcpStream, server: &Server<'_>) -> Result<(), String> {
     let mut head = Vec::with_capacity(1024);
@@ -33,11 +43,13 @@ pub(crate) async fn connection(mut stream: TcpStream, server: &Server<'_>) -> Re
     };
     let (status, content_type, body) = match tokio::time::timeout(READ_TIMEOUT, read).await {
         Err(_) => return Err("request timed out".into()),
-        Ok(Err(why)) if why.starts_with("request head") => {
-            ("431 Request Header Fields Too Large", "text/plain", why)
-        }
+        Ok(Err(why)) if why.starts_with("request head") => (
+            "431 Request Header Fields Too Large",
+            "text/plain",
+            why.into(),
+        ),
         Ok(Err(why)) => return Err(why),
-        Ok(Ok(())) => respond(&head, server),
+        Ok(Ok(())) => respond(&head, server).await,
     };
     let response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -51,7 +63,10 @@ pub(crate) async fn connection(mut stream: TcpStream, server: &Server<'_>) -> Re
 }
 
 /// Status line, content type and body for a request head.
-fn respond(head: &[u8], server: &Server<'_>) -> (&'static str, &'static str, String) {
+async fn respond(
+    head: &[u8],
+    server: &Server<'_>,
+) -> (&'static str, &'static str, Cow<'static, str>) {
     let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split(' ');
@@ -61,16 +76,21 @@ fn respond(head: &[u8], server: &Server<'_>) -> (&'static str, &'static str, Str
         return ("405 Method Not Allowed", "text/plain", "GET only\n".into());
     }
     match path {
+        "/" | "/index.html" => ("200 OK", "text/html; charset=utf-8", DASHBOARD.into()),
         "/metrics" => (
             "200 OK",
             "text/plain; version=0.0.4; charset=utf-8",
-            metrics(server),
+            metrics(server).await.into(),
         ),
-        "/status" => ("200 OK", "application/json", status_json(server)),
+        "/status" => (
+            "200 OK",
+            "application/json",
+            status_json(server).await.into(),
+        ),
         _ => (
             "404 Not Found",
             "text/plain",
-            "not found: try /metrics or /status\n".into(),
+            "not found: try / (the dashboard), /metrics or /status\n".into(),
         ),
     }
 }
@@ -86,21 +106,39 @@ fn label(value: &str) -> String {
 /// A per-node metric's value from a `SHOW BACKENDS` row; `None` when not known yet.
 type NodeValue = fn(&[String]) -> Option<String>;
 
-fn metrics(server: &Server<'_>) -> String {
+async fn metrics(server: &Server<'_>) -> String {
     let mut out = String::new();
-    for v in status_variables(server) {
+    for v in status_variables(server).await {
         let kind = if v.counter { "counter" } else { "gauge" };
         let _ = writeln!(out, "# HELP {} {}", v.metric, v.help);
         let _ = writeln!(out, "# TYPE {} {kind}", v.metric);
         let _ = writeln!(out, "{} {}", v.metric, v.value);
     }
-    let rows = backend_rows(server.shared);
-    let families: [(&str, &str, &str, NodeValue); 4] = [
+    let rows = backend_rows(server).await;
+    let families: [(&str, &str, &str, NodeValue); 7] = [
         (
             "manifold_backend_up",
             "gauge",
-            "1 when the node is in service, 0 when shunned.",
+            "1 when the node is in service, 0 when shunned or taken offline.",
             |r| Some(if r[3] == "up" { "1" } else { "0" }.into()),
+        ),
+        (
+            "manifold_backend_in_flight",
+            "gauge",
+            "Connections to the node lent out now (a statement running, or a session holding one).",
+            |r| Some(r[7].clone()),
+        ),
+        (
+            "manifold_backend_connections_open",
+            "gauge",
+            "Connections open to the node, over all workers.",
+            |r| Some(r[8].clone()),
+        ),
+        (
+            "manifold_backend_connect_errors_total",
+            "counter",
+            "Connects or logins to the node that failed.",
+            |r| Some(r[10].clone()),
         ),
         (
             "manifold_backend_read_only",
@@ -122,7 +160,7 @@ fn metrics(server: &Server<'_>) -> String {
             "manifold_backend_node_shuns_total",
             "counter",
             "Times this node was shunned.",
-            |r| Some(r[7].clone()),
+            |r| Some(r[11].clone()),
         ),
     ];
     for (name, kind, help, value) in families {
@@ -150,7 +188,45 @@ fn metrics(server: &Server<'_>) -> String {
             server.shared.pins(reason)
         );
     }
+    stage_histograms(server, &mut out);
     out
+}
+
+/// `manifold_stage_seconds{stage=...}`: a histogram per stage, with a bucket at each power
+/// of two from ~1 µs to ~69 s (bounds of the recorded buckets, so the counts are exact).
+fn stage_histograms(server: &Server<'_>, out: &mut String) {
+    let _ = writeln!(out, "# HELP manifold_stage_seconds Time spent in each stage of a request (docs/OPERATIONS.md lists the stages).");
+    let _ = writeln!(out, "# TYPE manifold_stage_seconds histogram");
+    for stage in Stage::ALL {
+        let h = server.shared.telemetry.histogram(stage);
+        let name = stage.name();
+        let mut cumulative = 0;
+        for (i, n) in h.buckets.iter().enumerate() {
+            cumulative += n;
+            let upper = bucket_upper(i);
+            // Every fourth bucket ends at a power of two (and the first, at 1024 ns).
+            if i % 4 == 0 && i + 1 < h.buckets.len() {
+                let _ = writeln!(
+                    out,
+                    "manifold_stage_seconds_bucket{{stage=\"{name}\",le=\"{}\"}} {cumulative}",
+                    upper as f64 / 1e9
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "manifold_stage_seconds_bucket{{stage=\"{name}\",le=\"+Inf\"}} {cumulative}"
+        );
+        let _ = writeln!(
+            out,
+            "manifold_stage_seconds_sum{{stage=\"{name}\"}} {}",
+            h.sum_ns as f64 / 1e9
+        );
+        let _ = writeln!(
+            out,
+            "manifold_stage_seconds_count{{stage=\"{name}\"}} {cumulative}"
+        );
+    }
 }
 
 /// A JSON string literal.
@@ -171,12 +247,14 @@ fn json_string(s: &str) -> String {
     out
 }
 
-fn status_json(server: &Server<'_>) -> String {
+async fn status_json(server: &Server<'_>) -> String {
     let status: Vec<String> = status_variables(server)
+        .await
         .iter()
         .map(|v| format!("{}:{}", json_string(v.name), v.value))
         .collect();
-    let backends: Vec<String> = backend_rows(server.shared)
+    let backends: Vec<String> = backend_rows(server)
+        .await
         .iter()
         .map(|row| {
             let fields: Vec<String> = BACKEND_COLUMNS
@@ -184,10 +262,8 @@ fn status_json(server: &Server<'_>) -> String {
                 .zip(row)
                 .map(|(column, value)| {
                     let value = match *column {
-                        "lag_ms" | "read_weight" | "shunned_total" if value.is_empty() => {
-                            "null".to_owned()
-                        }
-                        "lag_ms" | "read_weight" | "shunned_total" => value.clone(),
+                        c if numeric(c) && value.is_empty() => "null".to_owned(),
+                        c if numeric(c) => value.clone(),
                         _ if value.is_empty() => "null".to_owned(),
                         _ => json_string(value),
                     };
@@ -201,12 +277,65 @@ fn status_json(server: &Server<'_>) -> String {
         .iter()
         .map(|&r| format!("{}:{}", json_string(r.name()), server.shared.pins(r)))
         .collect();
+    let (queries, errors) = {
+        let h = server.history.lock().expect("history");
+        let list = |v: &std::collections::VecDeque<u64>| {
+            v.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+        };
+        (list(&h.queries), list(&h.errors))
+    };
+    let stages: Vec<String> = perf_rows(server.shared)
+        .iter()
+        .map(|r| {
+            format!(
+                "{{\"stage\":{},\"count\":{},\"avg_us\":{},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{}}}",
+                json_string(&r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7]
+            )
+        })
+        .collect();
+    let pools: Vec<String> = pool_rows(server)
+        .await
+        .iter()
+        .map(|r| {
+            format!(
+                "{{\"worker\":{},\"cluster\":{},\"node\":{},\"in_use\":{},\"idle\":{},\"pending\":{},\"waiting\":{},\"opened_total\":{},\"connect_errors\":{},\"max_size\":{}}}",
+                r[0], json_string(&r[1]), json_string(&r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9]
+            )
+        })
+        .collect();
+    let pinned: Vec<String> = session_rows(server.shared)
+        .iter()
+        .filter(|r| !r[5].is_empty())
+        .map(|r| {
+            format!(
+                "{{\"id\":{},\"user\":{},\"client\":{},\"reason\":{},\"state\":{},\"time_ms\":{}}}",
+                r[0],
+                json_string(&r[1]),
+                json_string(&r[2]),
+                json_string(&r[5]),
+                json_string(&r[3]),
+                r[4]
+            )
+        })
+        .collect();
     format!(
-        "{{\"status\":{{{}}},\"backends\":[{}],\"pins\":{{{}}}}}\n",
+        "{{\"status\":{{{}}},\"backends\":[{}],\"pins\":{{{}}},\"history\":{{\"interval_seconds\":{},\"queries\":[{queries}],\"errors\":[{errors}]}},\"stages\":[{}],\"pools\":[{}],\"pinned_sessions\":[{}]}}\n",
         status.join(","),
         backends.join(","),
-        pins.join(",")
+        pins.join(","),
+        INTERVAL.as_secs(),
+        stages.join(","),
+        pools.join(","),
+        pinned.join(",")
     )
+}
+
+/// `SHOW BACKENDS` columns that are numbers in JSON: those from `lag_ms` on.
+fn numeric(column: &str) -> bool {
+    BACKEND_COLUMNS
+        .iter()
+        .skip_while(|c| **c != "lag_ms")
+        .any(|c| *c == column)
 }
 
 #[cfg(test)]
@@ -217,5 +346,29 @@ mod tests {
     fn strings_are_escaped() {
         assert_eq!(json_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
         assert_eq!(label("x\"y\\z\n"), "x\\\"y\\\\z\\n");
+    }
+
+    #[test]
+    fn dashboard_is_self_contained_and_has_its_elements() {
+        // Nothing from the network: no scripts, styles, fonts or images from elsewhere.
+        for asset in [
+            "http://", "https://", "//cdn", "@import", "url(", "src=", "<link",
+        ] {
+            assert!(
+                !DASHBOARD.to_ascii_lowercase().contains(asset),
+                "dashboard.html has {asset}: no external assets"
+            );
+        }
+        for id in [
+            "uptime", "clients", "qps", "errors", "stages", "backends", "pools", "pinned",
+            "updated", "banner",
+        ] {
+            assert!(
+                DASHBOARD.contains(&format!("id=\"{id}\"")),
+                "dashboard.html has no element with id {id}"
+            );
+        }
+        assert!(DASHBOARD.contains("fetch(\"/status\""));
+        assert!(DASHBOARD.len() < 25 * 1024, "{} bytes", DASHBOARD.len());
     }
 }

@@ -9,8 +9,11 @@
 
 mod commands;
 mod config;
+mod control;
+mod history;
 mod http;
 mod server;
 
 pub use config::{AdminConfig, AdminListen};
+pub use control::{Change, Control, SetError, Variable};
 pub use server::{start, AdminServer};

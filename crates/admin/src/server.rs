@@ -18,6 +18,8 @@ use tokio::sync::Notify;
 
 use crate::commands::{self, Reply};
 use crate::config::{AdminConfig, AdminListen};
+use crate::control::Control;
+use crate::history::{History, INTERVAL};
 
 /// Admin commands are short statements; anything larger is refused.
 const MAX_PACKET: usize = 1 << 20;
@@ -55,9 +57,23 @@ impl Drop for AdminServer {
 
 struct Admin {
     shared: Arc<Shared>,
+    control: Arc<dyn Control>,
+    history: std::sync::Mutex<History>,
     user: String,
     stored: [u8; auth::NATIVE_HASH_LEN],
     started: Instant,
+}
+
+impl Admin {
+    fn server(&self) -> commands::Server<'_> {
+        commands::Server {
+            shared: &self.shared,
+            started: self.started,
+            control: &*self.control,
+            history: &self.history,
+            pools: tokio::sync::OnceCell::new(),
+        }
+    }
 }
 
 fn bind(addr: SocketAddr, key: &str) -> Result<std::net::TcpListener, String> {
@@ -71,7 +87,11 @@ fn bind(addr: SocketAddr, key: &str) -> Result<std::net::TcpListener, String> {
 
 /// Binds the admin port and HTTP (errors name the key at fault) and serves them on a
 /// thread of its own; `None` when both are off.
-pub fn start(cfg: &AdminConfig, shared: Arc<Shared>) -> Result<Option<AdminServer>, String> {
+pub fn start(
+    cfg: &AdminConfig,
+    shared: Arc<Shared>,
+    control: Arc<dyn Control>,
+) -> Result<Option<AdminServer>, String> {
     let wanted = cfg.validate()?;
     let sql = wanted.sql.map(|a| bind(a, "admin.listen")).transpose()?;
     let http = wanted
@@ -88,6 +108,8 @@ pub fn start(cfg: &AdminConfig, shared: Arc<Shared>) -> Result<Option<AdminServe
     }
     let admin = Arc::new(Admin {
         shared,
+        control,
+        history: std::sync::Mutex::default(),
         user: cfg.user.clone(),
         stored: auth::native_stored_hash(cfg.password.as_bytes()),
         started: Instant::now(),
@@ -135,6 +157,20 @@ async fn serve(
             return;
         }
     };
+    let sampled = admin.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(INTERVAL);
+        loop {
+            tick.tick().await;
+            let t = &sampled.shared.telemetry;
+            let (statements, errors) = (t.statements(), t.statement_errors());
+            sampled
+                .history
+                .lock()
+                .expect("history")
+                .sample(statements, errors);
+        }
+    });
     let mut next_id: u32 = 0;
     loop {
         let admin = admin.clone();
@@ -154,10 +190,7 @@ async fn serve(
             accepted = accept(http.as_ref()) => match accepted {
                 Ok((stream, peer)) => {
                     tokio::spawn(async move {
-                        let server = commands::Server {
-                            shared: &admin.shared,
-                            started: admin.started,
-                        };
+                        let server = admin.server();
                         if let Err(why) = crate::http::connection(stream, &server).await {
                             tracing::debug!(%peer, reason = %why, "HTTP connection ended");
                         }
@@ -216,10 +249,6 @@ async fn connection(
     let capabilities = tokio::time::timeout(LOGIN_TIMEOUT, login(&mut io, peer, id, admin))
         .await
         .map_err(|_| "login timed out".to_owned())??;
-    let server = commands::Server {
-        shared: &admin.shared,
-        started: admin.started,
-    };
     loop {
         let (_, payload) = read(&mut io).await?;
         let command = match Command::decode(&payload) {
@@ -237,7 +266,9 @@ async fn connection(
             Command::Query(sql) => {
                 let sql = String::from_utf8_lossy(sql);
                 tracing::debug!(%peer, statement = %sql, "admin command");
-                match commands::run(&sql, &server) {
+                // Figures asked of the workers are fresh for each command.
+                let server = admin.server();
+                match commands::run(&sql, &server).await {
                     Reply::Rows { columns, rows } => {
                         let columns: Vec<ColumnDefinition> = columns
                             .iter()

@@ -72,11 +72,20 @@ pub struct LogConfig {
     /// `error`, `warn`, `info`, `debug`, `trace`, or a tracing filter such as
     /// "info,manifold_backend=debug". `RUST_LOG` overrides it.
     pub level: String,
+    /// Statements taking longer than this (read to answered) are logged (target
+    /// `manifold::slow_query`) and counted; 0 turns the slow query log off.
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub slow_query_threshold: std::time::Duration,
+    /// Connection log lines (target `manifold::connections`: refused clients, failed
+    /// logins) per second at most; the next line logged says how many were held back.
+    pub connection_log_rate: u64,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
         Self {
+            slow_query_threshold: std::time::Duration::from_secs(1),
+            connection_log_rate: 10,
             level: "info".into(),
         }
     }
@@ -140,6 +149,7 @@ impl Config {
         }
         self.validate_clusters()?;
         self.admin.validate()?;
+        crate::settings::check_ranges(self)?;
         if matches!(
             self.backend.tls.mode,
             manifold_backend::TlsMode::VerifyCa | manifold_backend::TlsMode::VerifyIdentity

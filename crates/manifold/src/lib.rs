@@ -4,6 +4,7 @@
 //! and stopping the server belongs in the component crates.
 
 pub mod config;
+pub mod settings;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -26,6 +27,8 @@ pub struct Server {
     pub monitors: Vec<Monitor>,
     /// The admin port, unless `[admin] listen` is empty; stops when dropped.
     pub admin: Option<AdminServer>,
+    /// The tunables (`SET GLOBAL`, `RELOAD CONFIG`, SIGHUP).
+    pub settings: Arc<settings::Settings>,
 }
 
 impl Server {
@@ -50,8 +53,16 @@ impl Server {
 }
 
 /// Validates `cfg`, binds the listeners and starts the workers. Returns once clients can
-/// connect.
+/// connect. `RELOAD CONFIG` has no file to read; see [`start_with_reload`].
 pub fn start(cfg: &Config) -> Result<Server, String> {
+    start_with_reload(cfg, None)
+}
+
+/// As [`start`]; `RELOAD CONFIG` and SIGHUP read the configuration again from `source`.
+pub fn start_with_reload(
+    cfg: &Config,
+    source: Option<settings::ConfigSource>,
+) -> Result<Server, String> {
     cfg.validate()?;
     let users = Users::from_config(&cfg.users)?;
     let tls = manifold_backend::tls::client_config(&cfg.backend.tls)?;
@@ -101,6 +112,7 @@ pub fn start(cfg: &Config) -> Result<Server, String> {
         .map(|c| Monitor::start(c.topology.clone(), c.targets.clone(), monitor_login.clone()))
         .collect::<Result<Vec<_>, _>>()?;
     let shared = Shared::new(cfg.mysql.clone(), users, clusters, cfg.pool.clone())?;
+    let settings = settings::Settings::new(shared.clone(), cfg, source)?;
     match manifold_backend::probe_server_version(&cfg.backend.primary, cfg.pool.connect_timeout) {
         Ok(v) => shared.set_backend_version(v),
         Err(e) => {
@@ -119,12 +131,13 @@ pub fn start(cfg: &Config) -> Result<Server, String> {
         .listen(listen, factory)
         .start()
         .map_err(|e| e.to_string())?;
-    let admin = manifold_admin::start(&cfg.admin, shared.clone())?;
+    let admin = manifold_admin::start(&cfg.admin, shared.clone(), settings.clone())?;
     Ok(Server {
         engine,
         shared,
         monitors,
         admin,
+        settings,
     })
 }
 

@@ -137,19 +137,47 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
     Ok(cfg)
 }
 
+/// Logs to stderr through a filter `SET GLOBAL log.level` (and a reload) can replace.
 fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_writer(std::io::stderr),
+        )
         .init();
+    let _ = manifold::settings::LOG_FILTER.set(Box::new(move |text: &str, apply: bool| {
+        let filter = EnvFilter::try_new(text).map_err(|e| e.to_string())?;
+        if apply {
+            handle.reload(filter).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }));
 }
 
-fn run(cfg: &Config) -> Result<(), String> {
-    let server = manifold::start(cfg)?;
+fn run(cfg: &Config, cli: Cli) -> Result<(), String> {
+    // SIGHUP is caught from before the server starts: one sent while it starts (a service
+    // manager reloading early) must not end the process, as the default action would.
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the signal runtime: {e}"))?;
+    let hangup = {
+        let _in = signals.enter();
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(|e| format!("cannot catch SIGHUP: {e}"))?
+    };
+    let reloadable = cli.config.is_some();
+    let source: manifold::settings::ConfigSource = Box::new(move || build_config(&cli));
+    let server = manifold::start_with_reload(cfg, reloadable.then_some(source))?;
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
         listen = %server.mysql_addr(),
@@ -160,13 +188,42 @@ fn run(cfg: &Config) -> Result<(), String> {
         tls = server.shared.tls.is_some(),
         "manifold serving MySQL clients"
     );
-    let report = server.engine.run_until_signal();
+    let report = serve_until_stopped(server, &signals, hangup, cfg.engine.shutdown_timeout);
     tracing::info!(
         drained = report.drained,
         aborted = report.aborted,
         "manifold stopped"
     );
     Ok(())
+}
+
+/// Serves until SIGTERM or SIGINT, reloading the configuration on each SIGHUP, then drains.
+fn serve_until_stopped(
+    server: manifold::Server,
+    signals: &tokio::runtime::Runtime,
+    mut hangup: tokio::signal::unix::Signal,
+    shutdown_timeout: std::time::Duration,
+) -> manifold_engine::ShutdownReport {
+    use manifold_admin::Control;
+    let settings = server.settings.clone();
+    let waited = signals.block_on(async {
+        let stop = manifold_engine::wait_for_signal();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                name = &mut stop => return name,
+                _ = hangup.recv() => match settings.reload_config() {
+                    Ok(changes) => tracing::info!(changes = changes.len(), "SIGHUP: configuration reloaded"),
+                    Err(e) => tracing::error!(error = %e, "SIGHUP: configuration not reloaded, nothing changed"),
+                },
+            }
+        }
+    });
+    match waited {
+        Ok(name) => tracing::info!(signal = name, "shutdown requested"),
+        Err(e) => tracing::error!(error = %e, "cannot wait for signals; shutting down"),
+    }
+    server.shutdown(shutdown_timeout)
 }
 
 fn main() -> ExitCode {
@@ -202,7 +259,7 @@ fn main() -> ExitCode {
                 }
             };
             init_logging(&cfg.log.level);
-            match run(&cfg) {
+            match run(&cfg, cli) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::error!("{e}");
