@@ -189,6 +189,16 @@ fn a_killed_replica_costs_autocommit_reads_nothing() {
         errors.first()
     );
     assert!(node.shunned_total() >= 1);
+    // Reads caught on the killed replica ran again elsewhere, and were counted.
+    assert!(
+        server
+            .shared
+            .metrics
+            .retries
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1,
+        "Retries counts reads sent again elsewhere"
+    );
     let total: usize = seen[0].values().sum::<usize>() + seen[1].values().sum::<usize>();
     assert!(total > 1000, "reads kept flowing: {seen:?}");
     let back = seen[1].get(&port(&t.replicas[0])).copied().unwrap_or(0);
@@ -240,6 +250,11 @@ fn writes_wait_for_a_primary_promoted_by_hand_while_reads_go_on() {
         .unwrap();
     assert_eq!(server.shared.topology().primary(), 1);
     assert_eq!(
+        server.shared.topology().failovers(),
+        1,
+        "Failovers counts it"
+    );
+    assert_eq!(
         t.sql_value(new, "SELECT port FROM fo_manual.t WHERE id = 3")
             .unwrap(),
         port(new),
@@ -271,6 +286,7 @@ fn auto_promote_replaces_a_killed_primary() {
     let topology = server.shared.topology();
     let new = topology.primary();
     assert_ne!(new, 0, "a replica was promoted");
+    assert_eq!(topology.failovers(), 1, "Failovers counts it");
     let (promoted, other) = if new == 1 {
         (&t.replicas[0], &t.replicas[1])
     } else {

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import Manifold
+
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "app", "app"  # as in conftest.py: exists on the backends and in manifold
 RUN_SH = ROOT / "tests" / "go-sql-driver" / "run.sh"
@@ -127,9 +129,24 @@ def run_suite(go, binary, label, addr, dbname, extra_env=None):
     return outcome
 
 
-def test_go_sql_driver_suite(topology, split_manifold):
+@pytest.fixture
+def global_causal_manifold(topology, tmp_path):
+    """A manifold splitting reads over the replicas with `routing.causal_reads = global`.
+    The suite shares a database/sql connection pool between statements: a test that cancels
+    a query goes on on a new connection, and reads there what it wrote on the old one.
+    Session causality covers a connection's own writes only, so under load such a read could
+    find a replica behind; global causality makes every read wait for the primary's
+    position."""
+    cfg = tmp_path / "go-sql-driver.toml"
+    cfg.write_text('[routing]\ncausal_reads = "global"\n')
+    m = Manifold(topology, ["--config", str(cfg)], log_name="manifold-go-sql-driver", split=True)
+    yield m
+    m.stop_and_check()
+
+
+def test_go_sql_driver_suite(topology, global_causal_manifold):
     """Through a manifold splitting reads over the replicas, as it runs in production."""
-    manifold = split_manifold
+    manifold = global_causal_manifold
     go = find_go()
     suffix = uuid.uuid4().hex[:8]
     databases = {"direct": f"gsd_direct_{suffix}", "manifold": f"gsd_manifold_{suffix}"}

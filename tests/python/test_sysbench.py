@@ -220,8 +220,11 @@ def test_oltp_read_write_autocommit_with_reads_on_replicas(topology, split_manif
     sysbench("prepare", manifold.port, schema, *LOAD_TABLES, "--threads=4")
     wait_for_replicas(topology)
     before = [com_select(topology, p) for p in topology.replica_ports]
+    # No DELETE+INSERT pairs: without transactions, two threads drawing the same id between
+    # one's DELETE and its INSERT make the second INSERT a duplicate key, through manifold or
+    # not (sysbench then stops). The updates keep every read right after a write.
     out = sysbench("run", manifold.port, schema, *LOAD_TABLES, "--threads=16", "--time=15", "--skip-trx=on",
-                   timeout=120)
+                   "--delete_inserts=0", timeout=120)
     assert_clean(run_stats(out), out, "oltp_read_write --skip-trx through a splitting manifold")
     after = [com_select(topology, p) for p in topology.replica_ports]
     for port, b, a in zip(topology.replica_ports, before, after):

@@ -160,6 +160,9 @@ fn auto_promote_on_mysql_picks_a_replica_and_repoints_the_other() {
     let server = start(&cfg);
     let mut c = client(server.mysql_addr(), db);
     c.query("INSERT INTO t VALUES (1, 1)").unwrap();
+    // Replication is asynchronous: a write the replicas have not received when the primary
+    // dies is lost whoever is promoted. The test is about the promotion.
+    t.wait_replicated(Duration::from_secs(10)).unwrap();
 
     t.kill_server(&t.primary).unwrap();
     // The write waits for the promotion, then runs on the new primary.
