@@ -21,6 +21,9 @@
 #   PIPELINE_DEPTH=8  manifold-pipeline (a target to add to TARGETS): manifold-small-pool's
 #                     pool with pool.pipeline_depth PIPELINE_DEPTH, so statements of sessions
 #                     waiting for a connection ride behind another session's
+#   manifold-untimed  (a target to add to TARGETS) manifold as the target "manifold", with
+#                     stage histograms, digest statistics and the slow query log off: what
+#                     recording them costs, side by side (TARGETS="manifold manifold-untimed")
 #   WARMUP=5          seconds of unrecorded load on each target before the first round
 #   OUT=bench/out/point_select-<UTC time>   where raw results go
 #   MANIFOLD_BIN_DIR=target/release       manifold and manifold-testkit are copied from here
@@ -62,6 +65,13 @@ case " $TARGETS " in
     start_manifold PIPE manifold-pipeline "$OUT/manifold-pipeline.toml"
     ;;
 esac
+UNTIMED_PID= UNTIMED_PORT=
+case " $TARGETS " in
+*" manifold-untimed "*)
+    printf '[admin]\nstage_histograms = false\nquery_digests = false\n\n[log]\nslow_query_threshold = "0s"\n' >"$OUT/manifold-untimed.toml"
+    start_manifold UNTIMED manifold-untimed "$OUT/manifold-untimed.toml"
+    ;;
+esac
 echo "haproxy pid $HAPROXY_PID on port $HAPROXY_PORT, manifold pid $MANIFOLD_PID on port $MANIFOLD_PORT, manifold-small-pool pid $SMALL_PID on port $SMALL_PORT${PIPE_PID:+, manifold-pipeline pid $PIPE_PID on port $PIPE_PORT}"
 
 # Optional CPU split: the database on DB_CPUS, everything else on CLIENT_CPUS.
@@ -78,15 +88,15 @@ print(",".join(str(c) for c in sorted(os.sched_getaffinity(0) - db)))' "$DB_CPUS
     fi
     [ -n "$CLIENT_CPUS" ] || die "DB_CPUS=$DB_CPUS leaves no CPU for the clients"
     taskset -apc "$DB_CPUS" "$MARIADB_PID" >/dev/null
-    for p in "$HAPROXY_PID" "$MANIFOLD_PID" "$SMALL_PID" ${PIPE_PID:+"$PIPE_PID"}; do
+    for p in "$HAPROXY_PID" "$MANIFOLD_PID" "$SMALL_PID" ${PIPE_PID:+"$PIPE_PID"} ${UNTIMED_PID:+"$UNTIMED_PID"}; do
         taskset -apc "$CLIENT_CPUS" "$p" >/dev/null
     done
     PIN_CLIENT=(taskset -c "$CLIENT_CPUS")
     echo "mariadbd on CPUs $DB_CPUS; proxies and sysbench on CPUs $CLIENT_CPUS"
 fi
 
-port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; manifold-small-pool) echo "$SMALL_PORT" ;; manifold-pipeline) echo "$PIPE_PORT" ;; *) die "unknown target $1" ;; esac; }
-pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; manifold-small-pool) echo "$SMALL_PID" ;; manifold-pipeline) echo "$PIPE_PID" ;; esac; }
+port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; manifold-small-pool) echo "$SMALL_PORT" ;; manifold-pipeline) echo "$PIPE_PORT" ;; manifold-untimed) echo "$UNTIMED_PORT" ;; *) die "unknown target $1" ;; esac; }
+pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; manifold-small-pool) echo "$SMALL_PID" ;; manifold-pipeline) echo "$PIPE_PID" ;; manifold-untimed) echo "$UNTIMED_PID" ;; esac; }
 
 # --- environment ----------------------------------------------------------------------------
 {
@@ -179,6 +189,7 @@ note_load_at_end
 check_running manifold "$MANIFOLD_PID"
 check_running manifold-small-pool "$SMALL_PID"
 if [ -n "$PIPE_PID" ]; then check_running manifold-pipeline "$PIPE_PID"; fi
+if [ -n "$UNTIMED_PID" ]; then check_running manifold-untimed "$UNTIMED_PID"; fi
 check_running haproxy "$HAPROXY_PID"
 
 # --- summary --------------------------------------------------------------------------------
