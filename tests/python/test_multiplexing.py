@@ -6,12 +6,14 @@ Each test runs a manifold of its own whose backend login is a fresh MariaDB acco
 backend connections it opens can be counted in the server's processlist."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pymysql
 import pytest
 
 from conftest import configured, native_hash
+from test_admin import admin, table
 
 POOL_TIMEOUT = 7703
 
@@ -277,11 +279,14 @@ def test_get_diagnostics_outside_a_program_is_refused_clearly(mux):
 
 def test_max_backend_connections_caps_all_workers_together(topology, tmp_path, mariadb_account, schema):
     """2 workers x pool.max_size 8 but pool.max_backend_connections 3: 400 statements from 40
-    sessions (spread over both workers) all run, the server never sees more than 3
-    connections, and a worker whose sessions wait while the other holds the budget gets it
+    sessions (spread over both workers) all run, the server never counts more than 3
+    connections (it enforces MAX_USER_CONNECTIONS 3 on the account, and manifold's connects
+    never fail), and a worker whose sessions wait while the other holds the budget gets it
     (min_idle 2 per worker cannot both be met). With all 3 held in transactions, another
     statement gets ERR 7703 naming the limit, and runs once one commits."""
     name, password = mariadb_account
+    with topology.root() as r:
+        r.cursor().execute(f"ALTER USER '{name}'@'%' WITH MAX_USER_CONNECTIONS 3")
     m = configured(topology, tmp_path, f"""
 [engine]
 threads = 2
@@ -319,11 +324,20 @@ backend_password = "{password}"
             watcher.join()
         assert got == [[float(k) for k in range(10)] for _ in range(40)] or \
             got == [list(range(10)) for _ in range(40)]
-        assert 1 <= peak[0] <= 3, peak[0]
+        # The server refused none of manifold's logins: a connection handed between workers
+        # was let go of by the server before its replacement logged in. (The process list
+        # itself may still show a closed one for a moment, so it is no measure of the count.)
+        assert 1 <= peak[0], peak[0]
+        refused = [line for line in m.log_text().splitlines() if "1226" in line or "max_user_connections" in line]
+        assert not refused, refused[:3]
+        assert all(r["connect_errors"] == "0" for r in table(admin(m, "SHOW POOLS").stdout))
         holders = sessions[:3]
         for h in holders:
             h.cursor().execute("BEGIN")
             one(h, "SELECT 1")
+        deadline = time.time() + 10
+        while backend_connections(topology, name) != 3 and time.time() < deadline:
+            time.sleep(0.05)
         assert backend_connections(topology, name) == 3
         with pytest.raises(pymysql.MySQLError) as e:
             one(sessions[3], "SELECT 1")

@@ -716,6 +716,24 @@ impl BackendConn {
         }
     }
 
+    /// Ends the session politely: `COM_QUIT`, then waits (at most `timeout`) for the server to
+    /// close its side. MariaDB stops counting the connection against `max_user_connections`
+    /// before it closes the socket, so once this returns a connection opened in its place
+    /// does not go over a limit this one was counted in.
+    pub async fn quit(mut self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, async {
+            if self.send_command(&Command::Quit, false).await.is_err() {
+                return;
+            }
+            // Anything still to come (the answers of commands nobody reads any more) is
+            // dropped until EOF or an error.
+            while self.io.fill().await.is_ok() {
+                self.io.rbuf.clear();
+            }
+        })
+        .await;
+    }
+
     /// `COM_STMT_CLOSE` (the server sends no answer).
     pub async fn close_statement(&mut self, backend_id: u32) -> Result<(), BackendError> {
         self.send_command(&Command::StmtClose(backend_id), false)

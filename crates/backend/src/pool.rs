@@ -551,14 +551,24 @@ impl Pool {
         }
     }
 
-    /// At `max_size` with idle connections of other keys: close one to make room.
-    fn evict_idle_other_key(&self, key: &ConnKey) -> bool {
-        let mut idle = self.idle.borrow_mut();
-        if let Some(i) = idle.iter().position(|c| c.key != *key) {
-            idle.remove(i);
-            // The slot (and its budget) is reused by the caller: `total` stays.
+    /// At `max_size` with idle connections of other keys: close one to make room. `true`:
+    /// the caller opens its connection in the slot at once; `false` with a backend budget,
+    /// where the slot is free only once the server let go (see [`Self::retire`]) and the
+    /// caller waits to be woken.
+    fn evict_idle_other_key(self: &Rc<Self>, key: &ConnKey) -> bool {
+        let evicted = {
+            let mut idle = self.idle.borrow_mut();
+            let Some(i) = idle.iter().position(|c| c.key != *key) else {
+                return false;
+            };
+            idle.remove(i).expect("index in range")
+        };
+        if self.budget.limit == 0 {
+            // The slot is reused by the caller: `total` stays.
+            drop(evicted);
             return true;
         }
+        self.retire(evicted);
         false
     }
 
@@ -587,15 +597,15 @@ impl Pool {
         }
     }
 
-    fn give_back(&self, mut conn: BackendConn) {
-        if self.closed.get()
-            || self.draining.get()
-            || self.total.get() > self.limits.max_size()
-            || self.owes_budget()
-        {
+    fn give_back(self: &Rc<Self>, mut conn: BackendConn) {
+        if self.closed.get() || self.draining.get() {
             // A waiter may open a connection in the slot freed (to another node's pool, it
             // is routed elsewhere; to this one, it is under the limit).
             self.forget_one();
+            return;
+        }
+        if self.total.get() > self.limits.max_size() || self.owes_budget() {
+            self.retire(conn);
             return;
         }
         conn.last_used = Instant::now();
@@ -614,13 +624,33 @@ impl Pool {
     }
 
     /// Closes idle connections while [`Self::owes_budget`].
-    fn give_back_budget(&self) {
+    fn give_back_budget(self: &Rc<Self>) {
         while self.owes_budget() {
-            if self.idle.borrow_mut().pop_front().is_none() {
+            let Some(conn) = self.idle.borrow_mut().pop_front() else {
                 return;
-            }
-            self.release_slots(1);
+            };
+            self.retire(conn);
         }
+    }
+
+    /// Closes a connection that still works. It leaves this pool's count at once, but under
+    /// a backend budget (`pool.max_backend_connections`) its share of the budget comes back
+    /// only once the server has let go of it ([`BackendConn::quit`]): the server counts it
+    /// until then, and one opened in its place at once would be one more than the budget
+    /// there (refused by a `max_user_connections` set to the same figure).
+    fn retire(self: &Rc<Self>, conn: BackendConn) {
+        self.total.set(self.total.get() - 1);
+        if self.budget.limit == 0 {
+            drop(conn);
+            self.wake_a_waiter();
+            return;
+        }
+        let pool = self.clone();
+        tokio::task::spawn_local(async move {
+            conn.quit(pool.config.connect_timeout).await;
+            pool.budget.release(1);
+            pool.wake_a_waiter();
+        });
     }
 
     fn forget_one(&self) {
@@ -694,30 +724,38 @@ impl Pool {
     /// Closes idle connections past `idle_timeout` (beyond `min_idle`) and, whatever their
     /// age, those the server has closed (its `wait_timeout`, a `KILL`, a restart), so that
     /// the refill that follows replaces them before a session needs one.
-    fn expire_idle(&self) {
+    fn expire_idle(self: &Rc<Self>) {
         let now = Instant::now();
-        let mut idle = self.idle.borrow_mut();
-        let mut keep = self.limits.min_idle();
-        let before = idle.len();
-        // Newest are at the back; walk from the back and keep `min_idle` regardless of age.
-        let mut kept = VecDeque::with_capacity(before);
-        while let Some(c) = idle.pop_back() {
-            if !c.looks_alive() {
-                continue;
+        let mut retired = Vec::new();
+        let mut dead = 0;
+        {
+            let mut idle = self.idle.borrow_mut();
+            let mut keep = self.limits.min_idle();
+            // Newest are at the back; walk from the back and keep `min_idle` regardless of age.
+            let mut kept = VecDeque::with_capacity(idle.len());
+            while let Some(c) = idle.pop_back() {
+                if !c.looks_alive() {
+                    dead += 1;
+                } else if keep > 0 || now.duration_since(c.last_used) < self.config.idle_timeout {
+                    keep = keep.saturating_sub(1);
+                    kept.push_front(c);
+                } else {
+                    retired.push(c);
+                }
             }
-            if keep > 0 || now.duration_since(c.last_used) < self.config.idle_timeout {
-                keep = keep.saturating_sub(1);
-                kept.push_front(c);
+            // Above a lowered `max_size`: idle connections close first, oldest first.
+            let over =
+                (self.total.get() - dead - retired.len()).saturating_sub(self.limits.max_size());
+            for _ in 0..over.min(kept.len()) {
+                retired.extend(kept.pop_front());
             }
+            *idle = kept;
         }
-        // Above a lowered `max_size`: idle connections close first, oldest first.
-        let over = self.total.get().saturating_sub(self.limits.max_size());
-        for _ in 0..over.min(kept.len()) {
-            kept.pop_front();
+        // The server closed these already.
+        self.release_slots(dead);
+        for c in retired {
+            self.retire(c);
         }
-        let dropped = before - kept.len();
-        *idle = kept;
-        self.release_slots(dropped);
     }
 
     /// Takes the backend out of service (`true`: idle connections close now, leased ones
