@@ -24,7 +24,7 @@
 #                                --log-level warn, log in $OUT/NAME.log); sets VAR_PORT, VAR_PID
 #   stop_pid VAR                 ends the process whose pid VAR holds, waits for it, empties VAR
 #   primary_sql MYSQL-ARGS...    the mysql client logged in as app on the primary
-#   free_port; wait_port PORT PID WHAT
+#   free_port; free_ports N; wait_port PORT PID WHAT
 #   kv LINE KEY                  the value of KEY=value in a line of space-separated pairs
 #   cpu_ticks PID; busy_ticks    CPU time (clock ticks) of a process; of the whole machine
 #   cpu_sample ["PID..."]        "machine mariadbd proxy proxy_sys" ticks, before and after a run
@@ -91,7 +91,15 @@ bench_setup() {
     cp "$SRC_BIN/manifold" "$SRC_BIN/manifold-testkit" "$BIN/"
 }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { free_ports 1; }
+# N distinct free ports on one line: all are held until all are chosen, else the kernel may
+# hand the same port out twice.
+free_ports() {
+    python3 -c 'import socket, sys
+held = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in held: s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in held])' "$1"
+}
 
 wait_port() { # port pid what
     for _ in $(seq 1 300); do
@@ -182,13 +190,13 @@ EOF
 }
 
 start_manifold() { # VAR NAME [CONFIG]: sets VAR_PORT and VAR_PID
-    local var=$1 name=$2 port pid config=()
+    local var=$1 name=$2 port admin_port http_port pid config=()
     [ -z "${3:-}" ] || config=(--config "$3")
-    port=$(free_port)
+    read -r port admin_port http_port <<<"$(free_ports 3)"
     BENCH_STOP+=("${var}_PID")
     # Several run side by side: each its own admin port and HTTP.
     "$BIN/manifold" "${config[@]}" --primary "$PRIMARY" --user app:app --listen "127.0.0.1:$port" \
-        --admin-listen "127.0.0.1:$(free_port)" --http-listen "127.0.0.1:$(free_port)" \
+        --admin-listen "127.0.0.1:$admin_port" --http-listen "127.0.0.1:$http_port" \
         --threads "$PROXY_THREADS" --log-level warn >"$OUT/$name.log" 2>&1 &
     pid=$!
     printf -v "${var}_PID" '%s' "$pid"

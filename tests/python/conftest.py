@@ -49,9 +49,20 @@ def binary(name):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n):
+    """`n` distinct free ports: all are held until all are chosen, else the kernel may hand
+    the same port out twice."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def wait_port(port, proc, what, timeout=30):
@@ -109,18 +120,25 @@ def topology():
 class Manifold:
     def __init__(self, topo, extra_args=(), log_name="manifold", split=False):
         """`split`: the replicas too, so reads are split over them (else the primary only)."""
-        self.port = free_port()
-        self.admin_port = free_port()
-        self.http_port = free_port()
-        self.log_path = ROOT / "target" / f"{log_name}-{self.port}.log"
-        self.log = open(self.log_path, "w")
         replicas = [a for port in topo.replica_ports for a in ("--replica", f"127.0.0.1:{port}")] if split else []
-        args = [binary("manifold"), "--primary", topo.primary, *replicas, "--user", f"{USER}:{PASSWORD}",
-                "--listen", f"127.0.0.1:{self.port}", "--admin-listen", f"127.0.0.1:{self.admin_port}",
-                "--http-listen", f"127.0.0.1:{self.http_port}",
-                "--tls-cert", topo.cert, "--tls-key", topo.key, *extra_args]
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_port(self.port, self.proc, "manifold")
+        # Another process (a client's ephemeral port) can take a chosen port before manifold
+        # binds it: then it exits at once, saying so, and gets new ports.
+        for attempt in range(3):
+            self.port, self.admin_port, self.http_port = free_ports(3)
+            self.log_path = ROOT / "target" / f"{log_name}-{self.port}.log"
+            self.log = open(self.log_path, "w")
+            args = [binary("manifold"), "--primary", topo.primary, *replicas, "--user", f"{USER}:{PASSWORD}",
+                    "--listen", f"127.0.0.1:{self.port}", "--admin-listen", f"127.0.0.1:{self.admin_port}",
+                    "--http-listen", f"127.0.0.1:{self.http_port}",
+                    "--tls-cert", topo.cert, "--tls-key", topo.key, *extra_args]
+            self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+            try:
+                wait_port(self.port, self.proc, "manifold")
+                return
+            except pytest.fail.Exception:
+                self.log.close()
+                if attempt == 2 or "Address already in use" not in self.log_path.read_text():
+                    raise
 
     def connect(self, **kw):
         kw.setdefault("user", USER)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import Manifold, binary, free_port, wait_port
+from conftest import Manifold, binary, free_ports, wait_port
 from test_clients_cli import mariadb_bin
 
 
@@ -132,16 +132,16 @@ def test_admin_user_sets_the_credentials(topology):
 
 
 def test_default_password_is_refused_on_a_reachable_address(topology):
-    port = free_port()
+    listen, port = free_ports(2)
     r = subprocess.run([binary("manifold"), "--primary", topology.primary, "--user", "app:app",
-                        "--listen", f"127.0.0.1:{free_port()}", "--admin-listen", f"0.0.0.0:{port}",
+                        "--listen", f"127.0.0.1:{listen}", "--admin-listen", f"0.0.0.0:{port}",
                         "--http-listen", ""],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert "admin.password" in r.stderr and "loopback" in r.stderr, r.stderr
     # With a password of its own it starts.
     proc = subprocess.Popen([binary("manifold"), "--primary", topology.primary, "--user", "app:app",
-                             "--listen", f"127.0.0.1:{free_port()}", "--admin-listen", f"0.0.0.0:{port}",
+                             "--listen", f"127.0.0.1:{listen}", "--admin-listen", f"0.0.0.0:{port}",
                              "--http-listen", "", "--admin-user", "ops:s3cret"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

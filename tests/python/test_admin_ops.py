@@ -213,7 +213,9 @@ def test_set_global_checks_ranges_and_changes_the_pool_size(topology):
                 c.cursor().execute("SELECT 1")
         perf = {r["stage"]: r for r in table(admin(m, "PERF HIST").stdout)}
         assert int(perf["total"]["count"]) >= 10, perf
-        assert int(table(admin(m, "SHOW QUERY DIGESTS").stdout)[0]["count"]) >= 10
+        # Rows come by total time: on a busy host the client's own SET may come first.
+        digests = {r["digest_text"]: r for r in table(admin(m, "SHOW QUERY DIGESTS").stdout)}
+        assert int(digests["SELECT ?"]["count"]) >= 10, digests
 
         admin(m, "SET GLOBAL pool.max_size = 8")
         threads, errors = sleepers(m, 4, 2)
