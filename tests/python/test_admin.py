@@ -115,6 +115,9 @@ def test_wrong_credentials_and_unknown_commands_get_clear_errors(manifold):
     assert "ERROR 1064 (42000)" in p.stderr and "Unknown admin command 'DROP TABLE t'" in p.stderr, p.stderr
     p = admin(manifold, "SHOW STATUS LIKE Client", check=False)
     assert "LIKE takes a quoted pattern" in p.stderr, p.stderr
+    # `%` and `_` mixed: names of five characters or more; none ends in `#`.
+    assert len(table(admin(manifold, "SHOW STATUS LIKE '%" + "_%" * 5 + "'").stdout)) > 5
+    assert table(admin(manifold, "SHOW STATUS LIKE '" + "%_" * 12 + "%#'").stdout) == []
     # The session survives an error: the next statement on it answers.
     p = admin(manifold, "SHOW FOO", "SHOW STATUS LIKE 'Uptime'", check=False, force=True)
     assert "Unknown admin command 'SHOW FOO'" in p.stderr, p.stderr
@@ -188,7 +191,7 @@ def test_kill_session_ends_that_client_only(manifold):
     p = admin(manifold, "KILL SESSION 4000000000", check=False)
     assert "ERROR 1094 (HY000)" in p.stderr and "Unknown thread id: 4000000000" in p.stderr, p.stderr
     p = admin(manifold, "KILL SESSION me", check=False)
-    assert "ERROR 1064 (42000)" in p.stderr and "takes a connection id" in p.stderr, p.stderr
+    assert "ERROR 1064 (42000)" in p.stderr and "takes a connection id (a number), not 'me'" in p.stderr, p.stderr
 
 
 def http_get(m, path):

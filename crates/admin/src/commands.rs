@@ -69,7 +69,7 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
         }
         ["SHOW", "PIN", "REASONS"] => show_pin_reasons(server.shared),
         ["SHOW", "RULES"] => show_rules(server.shared).await,
-        ["KILL", "SESSION", id] => kill_session(server.shared, id),
+        ["KILL", "SESSION", _] => kill_session(server.shared, words[2]),
         ["SHOW", "STATUS"] => show_status(server, None).await,
         ["SHOW", "STATUS", "LIKE", _] => match quoted(words[3]) {
             Some(pattern) => show_status(server, Some(&pattern)).await,
@@ -118,24 +118,54 @@ fn quoted(word: &str) -> Option<String> {
 }
 
 /// SQL `LIKE`, ASCII case-insensitive: `%` any run, `_` any one character, `\` escapes.
+/// Matched greedily, going back only to the last `%`: time linear in pattern times text, where
+/// trying every split at every `%` grows exponentially with their number (`'%_%_%_...'` held
+/// the admin thread for seconds).
 fn like(pattern: &str, text: &str) -> bool {
-    fn go(p: &[char], t: &[char]) -> bool {
-        match p.split_first() {
-            None => t.is_empty(),
-            Some(('%', rest)) => (0..=t.len()).any(|i| go(rest, &t[i..])),
-            Some(('_', rest)) => !t.is_empty() && go(rest, &t[1..]),
-            Some(('\\', rest)) if !rest.is_empty() => {
-                t.first().is_some_and(|c| c.eq_ignore_ascii_case(&rest[0]))
-                    && go(&rest[1..], &t[1..])
-            }
-            Some((c, rest)) => {
-                t.first().is_some_and(|t0| t0.eq_ignore_ascii_case(c)) && go(rest, &t[1..])
-            }
-        }
+    enum Token {
+        AnyRun,
+        AnyOne,
+        Char(char),
     }
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    go(&p, &t)
+    let mut tokens = Vec::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        tokens.push(match c {
+            '%' => Token::AnyRun,
+            '_' => Token::AnyOne,
+            '\\' => Token::Char(chars.next().unwrap_or('\\')),
+            c => Token::Char(c),
+        });
+    }
+    let text: Vec<char> = text.chars().collect();
+    let (mut p, mut t) = (0, 0);
+    // The last `%` seen and where in the text its run ends now.
+    let mut resume: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match tokens.get(p) {
+            Some(Token::AnyRun) => {
+                resume = Some((p + 1, t));
+                p += 1;
+                continue;
+            }
+            Some(Token::AnyOne) => {
+                (p, t) = (p + 1, t + 1);
+                continue;
+            }
+            Some(Token::Char(c)) if c.eq_ignore_ascii_case(&text[t]) => {
+                (p, t) = (p + 1, t + 1);
+                continue;
+            }
+            _ => {}
+        }
+        // A mismatch: the last `%` takes one more character, else no match.
+        let Some((after, run_end)) = resume else {
+            return false;
+        };
+        resume = Some((after, run_end + 1));
+        (p, t) = (after, run_end + 1);
+    }
+    tokens[p..].iter().all(|t| matches!(t, Token::AnyRun))
 }
 
 /// `SHOW BACKENDS`'s columns.
@@ -875,6 +905,18 @@ mod tests {
         assert!(like("_ptime", "Uptime"));
         assert!(like("%", ""));
         assert!(!like("Backend", "Backends_up"));
+        assert!(like("%conn%s", "Client_connections"));
+        assert!(like("%_%_%_%", "abc"));
+        assert!(!like("%_%_%_%_", "abc"));
+        assert!(like("a%b%c", "aXbYbZc"));
+        assert!(!like("a%b%c", "aXbYbZ"));
+        assert!(like("\\%%", "%x"));
+        assert!(!like("\\%%", "x%"));
+        assert!(like("ab\\", "ab\\"));
+        // Many `%` against a long text that does not match: answered at once, where trying
+        // every split took exponential time.
+        let pattern = "%_".repeat(40) + "%#";
+        assert!(!like(&pattern, &"x".repeat(200)));
     }
 
     #[test]
