@@ -1,11 +1,13 @@
 """The admin port through the `mariadb` command-line client: SHOW BACKENDS and SHOW STATUS
 while a workload runs, its own credentials (--admin-user), and clear errors for wrong
-credentials, unknown commands and a default password on a reachable address."""
+credentials, unknown commands and a default password on a reachable address; PyMySQL
+connecting there."""
 
 import subprocess
 import threading
 import time
 
+import pymysql
 import pytest
 
 from conftest import Manifold, binary, free_ports, wait_port
@@ -102,6 +104,35 @@ def test_show_status_like_filters_names(manifold):
     # What an interactive client asks on connecting.
     out = admin(manifold, "select @@version_comment limit 1").stdout
     assert table(out) == [{"@@version_comment": "manifold admin"}], out
+
+
+def test_client_libraries_connect_and_their_session_sets_change_nothing(manifold):
+    """PyMySQL sends SET NAMES on connecting (and an init_command if given): the admin port
+    answers OK and keeps no session state. A tunable set without GLOBAL is refused, not
+    ignored, and a dotted name that is no tunable is unknown."""
+    c = pymysql.connect(host="127.0.0.1", port=manifold.admin_port, user="admin", password="admin",
+                        init_command="SET sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE', autocommit = 1")
+    try:
+        cur = c.cursor()
+        cur.execute("SHOW STATUS LIKE 'Uptime'")
+        assert cur.fetchall()[0][0] == "Uptime"
+        with pytest.raises(pymysql.MySQLError) as e:
+            cur.execute("SET pool.max_size = 5")
+        assert e.value.args[0] == 1229 and "SET GLOBAL" in e.value.args[1], e.value.args
+        with pytest.raises(pymysql.MySQLError) as e:
+            cur.execute("SET pool.max_sizes = 5")
+        assert e.value.args[0] == 1193 and "pool.max_sizes" in e.value.args[1], e.value.args
+        cur.execute("SHOW VARIABLES LIKE 'log.slow_query_threshold'")
+        before = cur.fetchall()[0][1]
+        cur.execute("SET @@global.log.slow_query_threshold = '7s'")
+        cur.execute("SHOW VARIABLES LIKE 'log.slow_query_threshold'")
+        assert cur.fetchall()[0][1] == "7s"
+        cur.execute(f"SET GLOBAL log.slow_query_threshold = '{before}'")
+        with pytest.raises(pymysql.MySQLError) as e:
+            cur.execute("SET GLOBAL log.level = ''")
+        assert e.value.args[0] == 1231, e.value.args
+    finally:
+        c.close()
 
 
 def test_wrong_credentials_and_unknown_commands_get_clear_errors(manifold):

@@ -81,6 +81,7 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
             None => syntax_error(text, "LIKE takes a quoted pattern, e.g. LIKE 'pool.%'"),
         },
         ["SET", "GLOBAL", ..] => set_global(server, text),
+        ["SET", ..] => set_session(server, text),
         ["RELOAD", "CONFIG"] => reload_config(server),
         ["BACKEND", state @ ("OFFLINE" | "ONLINE"), _] => {
             let addr = quoted(words[2]).unwrap_or_else(|| words[2].to_owned());
@@ -473,10 +474,11 @@ fn set_global(server: &Server<'_>, text: &str) -> Reply {
     };
     let name = name.trim().trim_matches('`');
     let value = value.trim();
-    let value = quoted(value).unwrap_or_else(|| value.to_owned());
     if name.is_empty() || value.is_empty() {
         return syntax_error(text, "SET GLOBAL name = value");
     }
+    // A quoted empty value is a value: the tunable says whether it takes it.
+    let value = quoted(value).unwrap_or_else(|| value.to_owned());
     match server.control.set_variable(name, &value) {
         Ok(()) => Reply::Done,
         Err(SetError::Unknown(m)) => Reply::Error(codes::UNKNOWN_SYSTEM_VARIABLE, m),
@@ -486,6 +488,82 @@ fn set_global(server: &Server<'_>, text: &str) -> Reply {
             format!("Variable can't be set to the value: {m}"),
         ),
     }
+}
+
+/// `SET` without `GLOBAL`. Client libraries set up their session on connecting (PyMySQL's
+/// `SET NAMES utf8mb4`, an `init_command`, `SET autocommit = 1`); the admin port has no
+/// session state, so those succeed and change nothing, as on ProxySQL's admin port. A
+/// tunable named without `GLOBAL` is refused rather than ignored (MySQL's 1229), and a
+/// dotted name that is no tunable is unknown (1193): an operator's typo never answers OK.
+fn set_session(server: &Server<'_>, text: &str) -> Reply {
+    let rest = text["SET".len()..].trim_start();
+    let first = rest.split_ascii_whitespace().next().unwrap_or("");
+    if ["NAMES", "CHARACTER", "CHARSET"]
+        .iter()
+        .any(|w| first.eq_ignore_ascii_case(w))
+    {
+        return Reply::Done;
+    }
+    let tunables = server.control.variables();
+    for assignment in split_outside_quotes(rest, ',') {
+        let Some((name, value)) = assignment.split_once('=') else {
+            return syntax_error(text, "SET name = value");
+        };
+        let mut name = name.trim();
+        for prefix in ["SESSION ", "LOCAL ", "@@SESSION.", "@@LOCAL.", "@@"] {
+            if let Some(rest) = strip_prefix_ignore_case(name, prefix) {
+                name = rest.trim_start();
+            }
+        }
+        let name = name.trim_matches('`');
+        if let Some(global) = strip_prefix_ignore_case(name, "GLOBAL.") {
+            if rest.contains(',') {
+                return syntax_error(text, "SET GLOBAL name = value, one at a time");
+            }
+            return set_global(server, &format!("SET GLOBAL {global}={value}"));
+        }
+        if !name.contains('.') {
+            continue; // A client session variable (or a user variable): nothing to do here.
+        }
+        return if tunables.iter().any(|v| v.name.eq_ignore_ascii_case(name)) {
+            Reply::Error(
+                codes::GLOBAL_VARIABLE,
+                format!("Variable '{name}' is a GLOBAL variable and should be set with SET GLOBAL"),
+            )
+        } else {
+            Reply::Error(
+                codes::UNKNOWN_SYSTEM_VARIABLE,
+                format!("Unknown system variable '{name}': SHOW VARIABLES lists the tunables"),
+            )
+        };
+    }
+    Reply::Done
+}
+
+fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
+}
+
+/// `text` split at `sep` where it is outside '...', "..." and `...`.
+fn split_outside_quotes(text: &str, sep: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut quote = None;
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            None if c == '\'' || c == '"' || c == '`' => quote = Some(c),
+            None if c == sep => {
+                parts.push(&text[start..i]);
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
 }
 
 fn reload_config(server: &Server<'_>) -> Reply {

@@ -86,6 +86,8 @@ pub mod codes {
         EMPTY_QUERY = (1065, "42000", "Query was empty");
         /// `SET GLOBAL` of a name that is no tunable.
         UNKNOWN_SYSTEM_VARIABLE = (1193, "HY000", "Unknown system variable");
+        /// `SET name = value` without `GLOBAL` of a tunable: they are all global.
+        GLOBAL_VARIABLE = (1229, "HY000", "Variable is a GLOBAL variable and should be set with SET GLOBAL");
         /// `SET GLOBAL` of a setting that changes only at restart.
         READ_ONLY_VARIABLE = (1238, "HY000", "Variable is a read only variable");
         /// `SET GLOBAL` with a value outside the tunable's range or of the wrong form.
