@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 static NS_PER_TICK_FP32: AtomicU64 = AtomicU64::new(0);
 
 /// Where `Instant`-based ticks count from, on targets without a counter.
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+#[cfg(not(target_arch = "x86_64"))]
 static BASE: OnceLock<Instant> = OnceLock::new();
 
 /// A reading of the clock, in ticks.
@@ -43,15 +43,6 @@ pub fn now() -> u64 {
 pub fn span_ns(from: u64, to: u64) -> u64 {
     let ticks = u128::from(to.saturating_sub(from));
     ((ticks * u128::from(NS_PER_TICK_FP32.load(Ordering::Relaxed))) >> 32) as u64
-}
-
-/// Nanoseconds as ticks (for comparing a span with a threshold without converting it).
-pub fn ns_to_ticks(ns: u64) -> u64 {
-    let per = NS_PER_TICK_FP32.load(Ordering::Relaxed);
-    if per == 0 {
-        return u64::MAX;
-    }
-    ((u128::from(ns) << 32) / u128::from(per)).min(u128::from(u64::MAX)) as u64
 }
 
 /// Measures how long a tick is against `Instant`, over `window`, once per process; later
@@ -113,8 +104,5 @@ mod tests {
             "{got} ns against {want} ns"
         );
         assert_eq!(span_ns(t1, t0), 0, "a backwards span reads as zero");
-        let ticks = ns_to_ticks(1_000_000);
-        let back = span_ns(0, ticks) as f64;
-        assert!((back - 1e6).abs() < 1e3, "{back}");
     }
 }
