@@ -172,10 +172,17 @@ def test_set_global_checks_ranges_and_changes_the_pool_size(topology):
         vs = variables(m)
         assert vs["pool.max_size"]["Changeable"] == "runtime" and vs["pool.max_size"]["Value"] == "256", vs
         assert vs["engine.threads"]["Changeable"] == "restart", vs["engine.threads"]
+        # Defaults are those of a configuration that sets nothing, whatever runs now.
+        assert (vs["pool.max_size"]["Default"], vs["log.slow_query_threshold"]["Default"],
+                vs["engine.threads"]["Default"]) == ("256", "1s", "0"), vs
         assert list(vs["pool.max_size"]) == ["Variable_name", "Value", "Default", "Range", "Changeable",
                                              "Description"]
         p = admin(m, "SET GLOBAL pool.max_size = 0", check=False)
         assert "ERROR 1231 (42000)" in p.stderr and "4..=100000" in p.stderr, p.stderr
+        # Below a microsecond too: the threshold is kept in nanoseconds.
+        admin(m, "SET GLOBAL log.slow_query_threshold = '500ns'")
+        assert variables(m, "log.slow_query_threshold")["log.slow_query_threshold"]["Value"] == "500ns"
+        admin(m, "SET GLOBAL log.slow_query_threshold = '1s'")
         p = admin(m, "SET GLOBAL log.slow_query_threshold = '2h'", check=False)
         assert "ERROR 1231" in p.stderr and "0..=1h" in p.stderr, p.stderr
         p = admin(m, "SET GLOBAL admin.stage_histograms = maybe", check=False)
@@ -330,6 +337,26 @@ slow_query_threshold = "3s"
     finally:
         log = m.stop_and_check()
     assert "SIGHUP: configuration reloaded" in log
+
+
+def test_reload_keeps_rust_log_until_the_file_changes_log_level(topology, tmp_path, monkeypatch):
+    """RUST_LOG at start wins over the file's log.level: a reload for something else keeps
+    it; a reload that changes log.level in the file applies it."""
+    monkeypatch.setenv("RUST_LOG", "info,manifold_backend=debug")
+    m = configured(topology, tmp_path, "[log]\nlevel = \"info\"\n", "manifold-rust-log")
+    cfg = tmp_path / "manifold-rust-log.toml"
+    try:
+        assert variables(m, "log.level")["log.level"]["Value"] == "info,manifold_backend=debug"
+        cfg.write_text(cfg.read_text() + "\n[pool]\nmax_size = 40\n")
+        changes = {r["setting"]: r for r in table(admin(m, "RELOAD CONFIG").stdout)}
+        assert "pool.max_size" in changes and "log.level" not in changes, changes
+        assert variables(m, "log.level")["log.level"]["Value"] == "info,manifold_backend=debug"
+        cfg.write_text(cfg.read_text().replace('level = "info"', 'level = "warn"'))
+        changes = {r["setting"]: r for r in table(admin(m, "RELOAD CONFIG").stdout)}
+        assert changes["log.level"]["status"] == "applied", changes
+        assert variables(m, "log.level")["log.level"]["Value"] == "warn"
+    finally:
+        m.stop_and_check()
 
 
 def test_reload_without_a_file_says_so(manifold):

@@ -67,8 +67,8 @@ pub struct RuntimeSettings {
     pub query_digests: AtomicBool,
     /// Most statement shapes each worker keeps statistics for.
     pub query_digests_max: AtomicUsize,
-    /// Statements slower than this (µs) are logged and counted; 0 = off.
-    pub slow_query_threshold_us: AtomicU64,
+    /// Statements slower than this (ns) are logged and counted; 0 = off.
+    pub slow_query_threshold_ns: AtomicU64,
     /// Connection log lines (refused clients, failed logins) per second at most.
     pub connection_log_rate: AtomicU64,
 }
@@ -80,7 +80,7 @@ impl RuntimeSettings {
             stage_histograms: AtomicBool::new(true),
             query_digests: AtomicBool::new(true),
             query_digests_max: AtomicUsize::new(10_000),
-            slow_query_threshold_us: AtomicU64::new(1_000_000),
+            slow_query_threshold_ns: AtomicU64::new(1_000_000_000),
             connection_log_rate: AtomicU64::new(10),
         }
     }
@@ -323,7 +323,7 @@ impl Shared {
         let s = &self.settings;
         s.stage_histograms.load(Ordering::Relaxed)
             || s.query_digests.load(Ordering::Relaxed)
-            || s.slow_query_threshold_us.load(Ordering::Relaxed) > 0
+            || s.slow_query_threshold_ns.load(Ordering::Relaxed) > 0
     }
 
     /// Client sessions logged in now.

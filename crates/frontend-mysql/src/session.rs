@@ -2222,8 +2222,8 @@ impl Session {
                 );
             }
         }
-        let slow_us = settings.slow_query_threshold_us.load(Ordering::Relaxed);
-        if slow_us > 0 && elapsed_ns / 1000 >= slow_us {
+        let slow_ns = settings.slow_query_threshold_ns.load(Ordering::Relaxed);
+        if slow_ns > 0 && elapsed_ns >= slow_ns {
             w.count_slow();
             let statement = self.handle.info().statement.map(|(s, _)| s);
             tracing::warn!(

@@ -30,6 +30,9 @@ pub struct Settings {
     started: Config,
     /// The log filter now.
     log_level: Mutex<String>,
+    /// `RUST_LOG` set the filter at start, and nothing changed it since: a reload of a file
+    /// whose `log.level` is as it was keeps it.
+    rust_log_wins: std::sync::atomic::AtomicBool,
     source: Option<ConfigSource>,
     /// The users as last applied (at start or by a reload), to tell whether a reload
     /// changes them.
@@ -44,7 +47,6 @@ type Set = fn(&Settings, &str, bool) -> Result<(), String>;
 
 struct Tunable {
     name: &'static str,
-    default: &'static str,
     range: &'static str,
     help: &'static str,
     /// The value as a configuration states it.
@@ -142,7 +144,6 @@ fn tunables() -> Vec<Tunable> {
     vec![
         Tunable {
             name: "mysql.max_connections",
-            default: "10000",
             range: "1..=1000000",
             help: "Client connections open at once; more are refused with ERR 1040.",
             of: |c| c.mysql.max_connections.to_string(),
@@ -161,7 +162,6 @@ fn tunables() -> Vec<Tunable> {
         },
         Tunable {
             name: "pool.max_size",
-            default: "256",
             range: "pool.min_idle..=100000",
             help: "Backend connections each worker opens to one node; lowering it closes connections as they come back.",
             of: |c| c.pool.max_size.to_string(),
@@ -181,7 +181,6 @@ fn tunables() -> Vec<Tunable> {
         },
         Tunable {
             name: "pool.min_idle",
-            default: "4",
             range: "0..=pool.max_size",
             help: "Idle connections each worker keeps open and logged in to each node.",
             of: |c| c.pool.min_idle.to_string(),
@@ -199,7 +198,6 @@ fn tunables() -> Vec<Tunable> {
         },
         Tunable {
             name: "log.level",
-            default: "info",
             range: "error|warn|info|debug|trace, or a filter such as info,manifold_backend=debug",
             help: "What is logged (RUST_LOG, when set at start, wins until changed here).",
             of: |c| c.log.level.clone(),
@@ -215,6 +213,7 @@ fn tunables() -> Vec<Tunable> {
                     }
                     if apply {
                         v.clone_into(&mut s.log_level.lock().expect("log level"));
+                        s.rust_log_wins.store(false, Relaxed);
                     }
                     Ok(())
                 },
@@ -222,21 +221,20 @@ fn tunables() -> Vec<Tunable> {
         },
         Tunable {
             name: "log.slow_query_threshold",
-            default: "1s",
             range: "0 (off)..=1h",
             help: "Statements slower than this are logged (target manifold::slow_query) and counted in Slow_queries.",
             of: |c| format_duration(c.log.slow_query_threshold),
             live: Some((
                 |s| {
-                    let us = s.shared.settings.slow_query_threshold_us.load(Relaxed);
-                    format_duration(Duration::from_micros(us))
+                    let ns = s.shared.settings.slow_query_threshold_ns.load(Relaxed);
+                    format_duration(Duration::from_nanos(ns))
                 },
                 |s, v, apply| {
                     let d = parse_duration_in("log.slow_query_threshold", v, MAX_SLOW)?;
                     store(
                         apply,
-                        |us| s.shared.settings.slow_query_threshold_us.store(us, Relaxed),
-                        d.as_micros() as u64,
+                        |ns| s.shared.settings.slow_query_threshold_ns.store(ns, Relaxed),
+                        d.as_nanos() as u64,
                     );
                     Ok(())
                 },
@@ -244,7 +242,6 @@ fn tunables() -> Vec<Tunable> {
         },
         Tunable {
             name: "log.connection_log_rate",
-            default: "10",
             range: "0..=100000",
             help: "Connection log lines (refused clients, failed logins) a second at most; 0 logs none.",
             of: |c| c.log.connection_log_rate.to_string(),
@@ -263,7 +260,6 @@ fn tunables() -> Vec<Tunable> {
         },
         Tunable {
             name: "admin.stage_histograms",
-            default: "ON",
             range: "ON|OFF",
             help: "Record per-stage latency histograms (PERF HIST, /metrics).",
             of: |c| on_off(c.admin.stage_histograms),
@@ -282,7 +278,6 @@ fn tunables() -> Vec<Tunable> {
         },
         Tunable {
             name: "admin.query_digests",
-            default: "ON",
             range: "ON|OFF",
             help: "Keep per-digest statement statistics (SHOW QUERY DIGESTS).",
             of: |c| on_off(c.admin.query_digests),
@@ -301,7 +296,6 @@ fn tunables() -> Vec<Tunable> {
         },
         Tunable {
             name: "admin.query_digests_max",
-            default: "10000",
             range: "1..=100000",
             help: "Statement shapes each worker keeps statistics for; later shapes share one row.",
             of: |c| c.admin.query_digests_max.to_string(),
@@ -318,41 +312,39 @@ fn tunables() -> Vec<Tunable> {
                 },
             )),
         },
-        restart("engine.threads", "0", "0 (one per core)..=1024", "Worker threads; each owns its listening socket (SO_REUSEPORT), sessions and pools, so the count is fixed while running.", |c| c.engine.threads.to_string()),
-        restart("mysql.listen", "0.0.0.0:6033", "host:port", "Address for MySQL clients.", |c| c.mysql.listen.clone()),
-        restart("mysql.max_allowed_packet", "64M", "1K..=1G", "Largest command a client may send.", |c| c.mysql.max_allowed_packet.to_string()),
-        restart("mysql.connect_timeout", "10s", "> 0", "Time a client has to finish its login.", |c| format_duration(c.mysql.connect_timeout)),
-        restart("mysql.wait_timeout", "8h", "> 0", "Idle time after which a client is disconnected.", |c| format_duration(c.mysql.wait_timeout)),
-        restart("mysql.multiplexing", "true", "true|false", "Sessions borrow backend connections per statement.", |c| c.mysql.multiplexing.to_string()),
-        restart("pool.idle_timeout", "1m", "> 0", "Idle connections above min_idle unused this long close.", |c| format_duration(c.pool.idle_timeout)),
-        restart("pool.connect_timeout", "5s", "> 0", "Limit for connecting and logging in to a backend.", |c| format_duration(c.pool.connect_timeout)),
-        restart("pool.wait_timeout", "10s", "> 0", "How long a statement waits for a free backend connection.", |c| format_duration(c.pool.wait_timeout)),
-        restart("pool.max_backend_connections", "0", "0 (per-worker max_size only)..", "Connections to one node over all workers.", |c| c.pool.max_backend_connections.to_string()),
-        restart("pool.pipeline_depth", "0", "0 (off)..", "Statements of other sessions written behind a borrower's.", |c| c.pool.pipeline_depth.to_string()),
-        restart("pool.max_prepared_statements", "64", "1..", "Prepared statements one backend connection keeps.", |c| c.pool.max_prepared_statements.to_string()),
-        restart("backend.primary", "", "host:port", "The primary.", |c| c.backend.primary.clone()),
-        restart("backend.replicas", "", "list of host:port", "The replicas.", |c| c.backend.replicas.iter().map(manifold_router::ReplicaEntry::addr).collect::<Vec<_>>().join(",")),
-        restart("routing.read_write_split", "true", "true|false", "Reads go to replicas by weight.", |c| c.routing.read_write_split.to_string()),
-        restart("routing.causal_reads", "session", "session|global|none", "What a read waits for on a replica.", |c| format!("{:?}", c.routing.causal_reads).to_ascii_lowercase()),
-        restart("routing.causal_read_timeout", "1s", "> 0", "How long a read waits for a replica to catch up before the primary answers.", |c| format_duration(c.routing.causal_read_timeout)),
-        restart("routing.failover_timeout", "10s", ">= 0", "How long writes wait for a primary.", |c| format_duration(c.routing.failover_timeout)),
-        restart("routing.auto_promote", "false", "true|false", "Promote a replica when the primary is lost.", |c| c.routing.auto_promote.to_string()),
-        restart("admin.listen", "127.0.0.1:6032", "host:port, or empty (off)", "The admin port.", |c| c.admin.listen.clone()),
-        restart("admin.http_listen", "127.0.0.1:6070", "host:port, or empty (off)", "HTTP: /, /metrics, /status.", |c| c.admin.http_listen.clone()),
-        restart("admin.user", "admin", "a name", "The admin port's user.", |c| c.admin.user.clone()),
+        restart("engine.threads", "0 (one per core)..=1024", "Worker threads; each owns its listening socket (SO_REUSEPORT), sessions and pools, so the count is fixed while running.", |c| c.engine.threads.to_string()),
+        restart("mysql.listen", "host:port", "Address for MySQL clients.", |c| c.mysql.listen.clone()),
+        restart("mysql.max_allowed_packet", "1K..=1G", "Largest command a client may send.", |c| c.mysql.max_allowed_packet.to_string()),
+        restart("mysql.connect_timeout", "> 0", "Time a client has to finish its login.", |c| format_duration(c.mysql.connect_timeout)),
+        restart("mysql.wait_timeout", "> 0", "Idle time after which a client is disconnected.", |c| format_duration(c.mysql.wait_timeout)),
+        restart("mysql.multiplexing", "true|false", "Sessions borrow backend connections per statement.", |c| c.mysql.multiplexing.to_string()),
+        restart("pool.idle_timeout", "> 0", "Idle connections above min_idle unused this long close.", |c| format_duration(c.pool.idle_timeout)),
+        restart("pool.connect_timeout", "> 0", "Limit for connecting and logging in to a backend.", |c| format_duration(c.pool.connect_timeout)),
+        restart("pool.wait_timeout", "> 0", "How long a statement waits for a free backend connection.", |c| format_duration(c.pool.wait_timeout)),
+        restart("pool.max_backend_connections", "0 (per-worker max_size only)..", "Connections to one node over all workers.", |c| c.pool.max_backend_connections.to_string()),
+        restart("pool.pipeline_depth", "0 (off)..", "Statements of other sessions written behind a borrower's.", |c| c.pool.pipeline_depth.to_string()),
+        restart("pool.max_prepared_statements", "1..", "Prepared statements one backend connection keeps.", |c| c.pool.max_prepared_statements.to_string()),
+        restart("backend.primary", "host:port", "The primary.", |c| c.backend.primary.clone()),
+        restart("backend.replicas", "list of host:port", "The replicas.", |c| c.backend.replicas.iter().map(manifold_router::ReplicaEntry::addr).collect::<Vec<_>>().join(",")),
+        restart("routing.read_write_split", "true|false", "Reads go to replicas by weight.", |c| c.routing.read_write_split.to_string()),
+        restart("routing.causal_reads", "session|global|none", "What a read waits for on a replica.", |c| format!("{:?}", c.routing.causal_reads).to_ascii_lowercase()),
+        restart("routing.causal_read_timeout", "> 0", "How long a read waits for a replica to catch up before the primary answers.", |c| format_duration(c.routing.causal_read_timeout)),
+        restart("routing.failover_timeout", ">= 0", "How long writes wait for a primary.", |c| format_duration(c.routing.failover_timeout)),
+        restart("routing.auto_promote", "true|false", "Promote a replica when the primary is lost.", |c| c.routing.auto_promote.to_string()),
+        restart("admin.listen", "host:port, or empty (off)", "The admin port.", |c| c.admin.listen.clone()),
+        restart("admin.http_listen", "host:port, or empty (off)", "HTTP: /, /metrics, /status.", |c| c.admin.http_listen.clone()),
+        restart("admin.user", "a name", "The admin port's user.", |c| c.admin.user.clone()),
     ]
 }
 
 fn restart(
     name: &'static str,
-    default: &'static str,
     range: &'static str,
     help: &'static str,
     of: fn(&Config) -> String,
 ) -> Tunable {
     Tunable {
         name,
-        default,
         range,
         help,
         of,
@@ -369,16 +361,13 @@ impl Settings {
         started: &Config,
         source: Option<ConfigSource>,
     ) -> Result<Arc<Settings>, String> {
+        // RUST_LOG, when set, is the filter the process started with.
+        let rust_log = std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty());
         let s = Settings {
             shared,
             started: started.clone(),
-            // RUST_LOG, when set, is the filter the process started with.
-            log_level: Mutex::new(
-                std::env::var("RUST_LOG")
-                    .ok()
-                    .filter(|v| !v.is_empty())
-                    .unwrap_or_else(|| started.log.level.clone()),
-            ),
+            rust_log_wins: rust_log.is_some().into(),
+            log_level: Mutex::new(rust_log.unwrap_or_else(|| started.log.level.clone())),
             source,
             users_applied: Mutex::new(format!("{:?}", started.users)),
             changing: Mutex::new(()),
@@ -401,6 +390,14 @@ impl Settings {
         let mut to_apply = Vec::new();
         for t in tunables() {
             let wanted = (t.of)(new);
+            if t.name == "log.level"
+                && self
+                    .rust_log_wins
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                && wanted == self.started.log.level
+            {
+                continue;
+            }
             if let Some((get, set)) = t.live {
                 let now = get(self);
                 if now != wanted {
@@ -454,6 +451,8 @@ impl Settings {
         // compared above; here they are taken as they run.
         let mut new_mysql = new.mysql.clone();
         new_mysql.max_connections = self.started.mysql.max_connections;
+        // Named on its own below.
+        new_mysql.tls = self.started.mysql.tls.clone();
         let mut new_admin = new.admin.clone();
         new_admin.stage_histograms = self.started.admin.stage_histograms;
         new_admin.query_digests = self.started.admin.query_digests;
@@ -522,6 +521,8 @@ impl Settings {
 
 impl Control for Settings {
     fn variables(&self) -> Vec<Variable> {
+        // The defaults are what a configuration that sets nothing states.
+        let defaults = Config::default();
         tunables()
             .into_iter()
             .map(|t| Variable {
@@ -530,7 +531,7 @@ impl Control for Settings {
                     Some((get, _)) => get(self),
                     None => (t.of)(&self.started),
                 },
-                default: t.default.into(),
+                default: (t.of)(&defaults),
                 range: t.range.into(),
                 runtime: t.live.is_some(),
                 help: t.help.into(),
