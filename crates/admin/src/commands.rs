@@ -3,6 +3,7 @@
 //! its tunables. Every reply is a result set, OK or an error; figures are read with relaxed
 //! loads (figures a moment apart may disagree by a request).
 
+use manifold_backend::PoolStats;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -185,8 +186,8 @@ pub(crate) const BACKEND_COLUMNS: &[&str] = &[
     "shunned_total",
 ];
 
-/// Pool figures per worker: cluster, node, figures.
-type PoolRows = Vec<(String, String, manifold_backend::PoolStats)>;
+/// One worker's pool figures, `[cluster][node]`.
+type PoolRows = Vec<Vec<PoolStats>>;
 
 async fn pools<'s>(server: &'s Server<'_>) -> &'s [(u32, PoolRows)] {
     server
@@ -208,20 +209,13 @@ pub(crate) async fn backend_rows(server: &Server<'_>) -> Vec<Vec<String>> {
     let shared = server.shared;
     let per_worker = pools(server).await;
     let mut rows = Vec::new();
-    for cluster in &shared.clusters {
+    for (c, cluster) in shared.clusters.iter().enumerate() {
         let topology = &cluster.topology;
         let primary = topology.primary();
         for (id, node) in topology.nodes.iter().enumerate() {
-            let mut sum = manifold_backend::PoolStats::default();
+            let mut sum = PoolStats::default();
             for (_, pools) in per_worker {
-                for (c, addr, s) in pools {
-                    if *c == cluster.name && *addr == node.addr {
-                        sum.in_use += s.in_use;
-                        sum.idle += s.idle;
-                        sum.pending += s.pending;
-                        sum.failed_total += s.failed_total;
-                    }
-                }
+                sum += &pools[c][id];
             }
             let state = if node.is_offline() {
                 "offline"
@@ -245,7 +239,7 @@ pub(crate) async fn backend_rows(server: &Server<'_>) -> Vec<Vec<String>> {
                     .map_or_else(String::new, |lag| lag.as_millis().to_string()),
                 node.read_weight.to_string(),
                 sum.in_use.to_string(),
-                (sum.in_use + sum.idle + sum.pending).to_string(),
+                sum.open().to_string(),
                 sum.idle.to_string(),
                 sum.failed_total.to_string(),
                 node.shunned_total().to_string(),
@@ -273,7 +267,14 @@ pub(crate) async fn pool_rows(server: &Server<'_>) -> Vec<Vec<String>> {
     let max = server.shared.pool_limits.max_size().to_string();
     let mut rows = Vec::new();
     for (worker, pools) in pools(server).await {
-        for (cluster, node, s) in pools {
+        let nodes = server.shared.clusters.iter().zip(pools).flat_map(|(c, p)| {
+            c.topology
+                .nodes
+                .iter()
+                .zip(p)
+                .map(|(n, s)| (&c.name, &n.addr, s))
+        });
+        for (cluster, node, s) in nodes {
             rows.push(vec![
                 worker.to_string(),
                 cluster.clone(),
@@ -504,20 +505,25 @@ fn set_session(server: &Server<'_>, text: &str) -> Reply {
     {
         return Reply::Done;
     }
-    let tunables = server.control.variables();
-    for assignment in split_outside_quotes(rest, ',') {
+    let assignments = split_outside_quotes(rest, ',');
+    for assignment in &assignments {
         let Some((name, value)) = assignment.split_once('=') else {
             return syntax_error(text, "SET name = value");
         };
         let mut name = name.trim();
-        for prefix in ["SESSION ", "LOCAL ", "@@SESSION.", "@@LOCAL.", "@@"] {
+        if let Some((scope, after)) = name.split_once(|c: char| c.is_ascii_whitespace()) {
+            if scope.eq_ignore_ascii_case("SESSION") || scope.eq_ignore_ascii_case("LOCAL") {
+                name = after.trim_start();
+            }
+        }
+        for prefix in ["@@SESSION.", "@@LOCAL.", "@@"] {
             if let Some(rest) = strip_prefix_ignore_case(name, prefix) {
-                name = rest.trim_start();
+                name = rest;
             }
         }
         let name = name.trim_matches('`');
         if let Some(global) = strip_prefix_ignore_case(name, "GLOBAL.") {
-            if rest.contains(',') {
+            if assignments.len() > 1 {
                 return syntax_error(text, "SET GLOBAL name = value, one at a time");
             }
             return set_global(server, &format!("SET GLOBAL {global}={value}"));
@@ -525,6 +531,7 @@ fn set_session(server: &Server<'_>, text: &str) -> Reply {
         if !name.contains('.') {
             continue; // A client session variable (or a user variable): nothing to do here.
         }
+        let tunables = server.control.variables();
         return if tunables.iter().any(|v| v.name.eq_ignore_ascii_case(name)) {
             Reply::Error(
                 codes::GLOBAL_VARIABLE,
@@ -622,7 +629,7 @@ async fn backend_state(shared: &Shared, addr: &str, offline: bool) -> Reply {
     Reply::Done
 }
 
-const PERF_COLUMNS: &[&str] = &[
+pub(crate) const PERF_COLUMNS: &[&str] = &[
     "stage", "count", "avg_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
 ];
 
@@ -738,8 +745,8 @@ pub(crate) async fn status_variables(server: &Server<'_>) -> Vec<StatusVariable>
     let workers = per_worker.len() as u64;
     let (mut backend_open, mut backend_idle, mut pool_waiting) = (0, 0, 0);
     for (_, pools) in per_worker {
-        for (_, _, s) in pools {
-            backend_open += (s.in_use + s.idle + s.pending) as u64;
+        for s in pools.iter().flatten() {
+            backend_open += s.open() as u64;
             backend_idle += s.idle as u64;
             pool_waiting += s.waiting as u64;
         }

@@ -16,6 +16,7 @@ use manifold_frontend_mysql::Stage;
 
 use crate::commands::{
     backend_rows, perf_rows, pool_rows, session_rows, status_variables, Server, BACKEND_COLUMNS,
+    PERF_COLUMNS, POOL_COLUMNS,
 };
 use crate::history::INTERVAL;
 
@@ -103,8 +104,16 @@ fn label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// A per-node metric's value from a `SHOW BACKENDS` row; `None` when not known yet.
-type NodeValue = fn(&[String]) -> Option<String>;
+/// A per-node metric's value from a `SHOW BACKENDS` column's; `None` when not known yet.
+type NodeValue = fn(&str) -> Option<String>;
+
+/// The index of a `SHOW BACKENDS` column, by name.
+fn backend_column(name: &str) -> usize {
+    BACKEND_COLUMNS
+        .iter()
+        .position(|c| *c == name)
+        .expect("a SHOW BACKENDS column")
+}
 
 async fn metrics(server: &Server<'_>) -> String {
     let mut out = String::new();
@@ -115,36 +124,41 @@ async fn metrics(server: &Server<'_>) -> String {
         let _ = writeln!(out, "{} {}", v.metric, v.value);
     }
     let rows = backend_rows(server).await;
-    let families: [(&str, &str, &str, NodeValue); 7] = [
+    let families: [(&str, &str, &str, &str, NodeValue); 7] = [
         (
             "manifold_backend_up",
             "gauge",
             "1 when the node is in service, 0 when shunned or taken offline.",
-            |r| Some(if r[3] == "up" { "1" } else { "0" }.into()),
+            "state",
+            |v| Some(if v == "up" { "1" } else { "0" }.into()),
         ),
         (
             "manifold_backend_in_flight",
             "gauge",
             "Connections to the node lent out now (a statement running, or a session holding one).",
-            |r| Some(r[7].clone()),
+            "in_flight",
+            |v| Some(v.to_owned()),
         ),
         (
             "manifold_backend_connections_open",
             "gauge",
             "Connections open to the node, over all workers.",
-            |r| Some(r[8].clone()),
+            "connections_open",
+            |v| Some(v.to_owned()),
         ),
         (
             "manifold_backend_connect_errors_total",
             "counter",
             "Connects or logins to the node that failed.",
-            |r| Some(r[10].clone()),
+            "connect_errors",
+            |v| Some(v.to_owned()),
         ),
         (
             "manifold_backend_read_only",
             "gauge",
             "The node's read_only (1 ON, 0 OFF), once the monitor has read it.",
-            |r| match r[4].as_str() {
+            "read_only",
+            |v| match v {
                 "ON" => Some("1".into()),
                 "OFF" => Some("0".into()),
                 _ => None,
@@ -154,26 +168,34 @@ async fn metrics(server: &Server<'_>) -> String {
             "manifold_backend_lag_seconds",
             "gauge",
             "Replication lag, once known.",
-            |r| r[5].parse::<f64>().ok().map(|ms| (ms / 1000.0).to_string()),
+            "lag_ms",
+            |v| v.parse::<f64>().ok().map(|ms| (ms / 1000.0).to_string()),
         ),
         (
             "manifold_backend_node_shuns_total",
             "counter",
             "Times this node was shunned.",
-            |r| Some(r[11].clone()),
+            "shunned_total",
+            |v| Some(v.to_owned()),
         ),
     ];
-    for (name, kind, help, value) in families {
+    let (cluster, node, role) = (
+        backend_column("cluster"),
+        backend_column("node"),
+        backend_column("role"),
+    );
+    for (name, kind, help, column, value) in families {
+        let column = backend_column(column);
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
         for r in &rows {
-            if let Some(v) = value(r) {
+            if let Some(v) = value(&r[column]) {
                 let _ = writeln!(
                     out,
                     "{name}{{cluster=\"{}\",node=\"{}\",role=\"{}\"}} {v}",
-                    label(&r[0]),
-                    label(&r[1]),
-                    r[2]
+                    label(&r[cluster]),
+                    label(&r[node]),
+                    r[role]
                 );
             }
         }
@@ -253,26 +275,7 @@ async fn status_json(server: &Server<'_>) -> String {
         .iter()
         .map(|v| format!("{}:{}", json_string(v.name), v.value))
         .collect();
-    let backends: Vec<String> = backend_rows(server)
-        .await
-        .iter()
-        .map(|row| {
-            let fields: Vec<String> = BACKEND_COLUMNS
-                .iter()
-                .zip(row)
-                .map(|(column, value)| {
-                    let value = match *column {
-                        c if numeric(c) && value.is_empty() => "null".to_owned(),
-                        c if numeric(c) => value.clone(),
-                        _ if value.is_empty() => "null".to_owned(),
-                        _ => json_string(value),
-                    };
-                    format!("{}:{value}", json_string(column))
-                })
-                .collect();
-            format!("{{{}}}", fields.join(","))
-        })
-        .collect();
+    let backends = rows_json(BACKEND_COLUMNS, &backend_rows(server).await, numeric);
     let pins: Vec<String> = PIN_REASONS
         .iter()
         .map(|&r| format!("{}:{}", json_string(r.name()), server.shared.pins(r)))
@@ -284,25 +287,10 @@ async fn status_json(server: &Server<'_>) -> String {
         };
         (list(&h.queries), list(&h.errors))
     };
-    let stages: Vec<String> = perf_rows(server.shared)
-        .iter()
-        .map(|r| {
-            format!(
-                "{{\"stage\":{},\"count\":{},\"avg_us\":{},\"p50_us\":{},\"p90_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{}}}",
-                json_string(&r[0]), r[1], r[2], r[3], r[4], r[5], r[6], r[7]
-            )
-        })
-        .collect();
-    let pools: Vec<String> = pool_rows(server)
-        .await
-        .iter()
-        .map(|r| {
-            format!(
-                "{{\"worker\":{},\"cluster\":{},\"node\":{},\"in_use\":{},\"idle\":{},\"pending\":{},\"waiting\":{},\"opened_total\":{},\"connect_errors\":{},\"max_size\":{}}}",
-                r[0], json_string(&r[1]), json_string(&r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9]
-            )
-        })
-        .collect();
+    let stages = rows_json(PERF_COLUMNS, &perf_rows(server.shared), |c| c != "stage");
+    let pools = rows_json(POOL_COLUMNS, &pool_rows(server).await, |c| {
+        c != "cluster" && c != "node"
+    });
     let pinned: Vec<String> = session_rows(server.shared)
         .iter()
         .filter(|r| !r[5].is_empty())
@@ -321,13 +309,39 @@ async fn status_json(server: &Server<'_>) -> String {
     format!(
         "{{\"status\":{{{}}},\"backends\":[{}],\"pins\":{{{}}},\"history\":{{\"interval_seconds\":{},\"queries\":[{queries}],\"errors\":[{errors}]}},\"stages\":[{}],\"pools\":[{}],\"pinned_sessions\":[{}]}}\n",
         status.join(","),
-        backends.join(","),
+        backends,
         pins.join(","),
         INTERVAL.as_secs(),
-        stages.join(","),
-        pools.join(","),
+        stages,
+        pools,
         pinned.join(",")
     )
+}
+
+/// Rows as JSON objects keyed by column, comma-separated: `numeric` columns bare, other
+/// text quoted, empty values null.
+fn rows_json(columns: &[&str], rows: &[Vec<String>], numeric: impl Fn(&str) -> bool) -> String {
+    let objects: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            let fields: Vec<String> = columns
+                .iter()
+                .zip(row)
+                .map(|(column, value)| {
+                    let value = if value.is_empty() {
+                        "null".to_owned()
+                    } else if numeric(column) {
+                        value.clone()
+                    } else {
+                        json_string(value)
+                    };
+                    format!("{}:{value}", json_string(column))
+                })
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        })
+        .collect();
+    objects.join(",")
 }
 
 /// `SHOW BACKENDS` columns that are numbers in JSON: those from `lag_ms` on.

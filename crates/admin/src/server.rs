@@ -157,20 +157,23 @@ async fn serve(
             return;
         }
     };
-    let sampled = admin.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(INTERVAL);
-        loop {
-            tick.tick().await;
-            let t = &sampled.shared.telemetry;
-            let (statements, errors) = (t.statements(), t.statement_errors());
-            sampled
-                .history
-                .lock()
-                .expect("history")
-                .sample(statements, errors);
-        }
-    });
+    // Only /status shows the history.
+    if http.is_some() {
+        let sampled = admin.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(INTERVAL);
+            loop {
+                tick.tick().await;
+                let t = &sampled.shared.telemetry;
+                let (statements, errors) = (t.statements(), t.statement_errors());
+                sampled
+                    .history
+                    .lock()
+                    .expect("history")
+                    .sample(statements, errors);
+            }
+        });
+    }
     let mut next_id: u32 = 0;
     loop {
         let admin = admin.clone();

@@ -32,6 +32,25 @@ pub struct PoolStats {
     pub failed_total: u64,
 }
 
+impl PoolStats {
+    /// Connections open or being opened: in use, idle and pending.
+    pub fn open(&self) -> usize {
+        self.in_use + self.idle + self.pending
+    }
+}
+
+/// Sums pools' figures (the same backend's over workers, say).
+impl std::ops::AddAssign<&PoolStats> for PoolStats {
+    fn add_assign(&mut self, o: &PoolStats) {
+        self.idle += o.idle;
+        self.in_use += o.in_use;
+        self.pending += o.pending;
+        self.waiting += o.waiting;
+        self.opened_total += o.opened_total;
+        self.failed_total += o.failed_total;
+    }
+}
+
 /// The connections all workers' pools may open to one backend
 /// (`pool.max_backend_connections`). Touched only when a connection opens or closes, and
 /// read (a relaxed load) when one goes back to its pool: never per statement otherwise.

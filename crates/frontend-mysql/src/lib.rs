@@ -501,17 +501,12 @@ impl WorkerFrontend {
         fe
     }
 
-    /// This worker's pools: cluster name, node address and figures, for `SHOW POOLS`.
-    pub fn pool_stats(&self) -> Vec<(String, String, manifold_backend::PoolStats)> {
-        self.shared
-            .clusters
+    /// This worker's pools' figures, `[cluster][node]` in the order of [`Shared::clusters`]
+    /// and their topologies' nodes.
+    pub fn pool_stats(&self) -> Vec<Vec<manifold_backend::PoolStats>> {
+        self.pools
             .iter()
-            .zip(&self.pools)
-            .flat_map(|(c, pools)| {
-                pools
-                    .iter()
-                    .map(|p| (c.name.clone(), p.target.addr.clone(), p.stats()))
-            })
+            .map(|pools| pools.iter().map(|p| p.stats()).collect())
             .collect()
     }
 
