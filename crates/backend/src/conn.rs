@@ -17,9 +17,9 @@ use tokio::net::TcpStream;
 
 use crate::config::TlsMode;
 use crate::errors::{BackendError, ErrorKind};
-use crate::io::{PacketIo, ReadError, Stream};
 use crate::state::{is_carried, user_variable_literal, SessionVars, TrackedChanges, UserVars};
 use crate::stmts::PreparedOnConn;
+use manifold_io::{PacketIo, ReadError, Stream};
 
 /// ER_MAX_PREPARED_STMT_COUNT_REACHED: the server's `max_prepared_stmt_count` is used up.
 const MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;

@@ -5,8 +5,8 @@
 //! [`ResponseTracker`] watches packet boundaries to know where the answer ends. Sequence ids
 //! need no rewriting because client and backend count from the same command packet.
 
-use manifold_backend::io::{PacketIo, ReadError};
 use manifold_backend::BackendConn;
+use manifold_io::{PacketIo, ReadError};
 use std::borrow::Cow;
 
 use manifold_engine::clock;

@@ -6,13 +6,13 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use manifold_backend::io::{PacketIo, ReadError, Stream};
 use manifold_backend::state::{is_carried, is_tracking_variable, state_signature};
 use manifold_backend::{
     Acquired, BackendError, ConnKey, ErrorKind, Lease, Schema, ServerFlavor, SessionVars,
     TrackedChanges, UserVars,
 };
 use manifold_engine::WorkerContext;
+use manifold_io::{PacketIo, ReadError, Stream};
 use manifold_mysql_proto::consts::{caps, column_flag, column_type, status, MAX_PAYLOAD};
 use manifold_mysql_proto::handshake::ChangeUser;
 use manifold_mysql_proto::packets::{
