@@ -16,9 +16,9 @@ pub mod tls;
 
 pub use config::{BackendTlsConfig, PoolConfig, TlsMode};
 pub use conn::{
-    probe_server_version, BackendConn, BackendTarget, ConnKey, PrepareAnswer, Rows, Schema,
-    ServerFlavor,
+    probe_server_version, BackendConn, BackendTarget, ConnKey, PrepareAnswer, ProbeError, Rows,
+    Schema, ServerFlavor,
 };
-pub use errors::{BackendError, ErrorKind, Side};
+pub use errors::{BackendError, ErrorKind, RetryType};
 pub use pool::{Acquired, BackendBudget, Lease, Pool, PoolLimits, PoolStats};
 pub use state::{SessionVars, TrackedChanges, UserVars};

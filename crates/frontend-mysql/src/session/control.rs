@@ -22,7 +22,7 @@ impl Session {
         self.release_if_unpinned();
         match checked {
             Ok(()) => self.send_ok(seq).await,
-            Err(e) => self.send_err_packet(seq, &e).await,
+            Err(e) => self.send_err_packet(seq, &e.to_err_packet()).await,
         }
     }
 
@@ -85,7 +85,7 @@ impl Session {
                 Ok(lease) => lease,
                 Err(e) => {
                     self.release_if_unpinned();
-                    return self.send_err_packet(seq, &e).await;
+                    return self.send_err_packet(seq, &e.to_err_packet()).await;
                 }
             };
             // Checked again just before sending: the target may have given the connection

@@ -13,26 +13,16 @@ use manifold_mysql_proto::ResponseKind;
 use manifold_sql_lex::{Class, Scan, Verb};
 
 use super::decode::Effect;
-use super::prepared::BindError;
+use super::lease::Unready;
 use super::{End, Session};
 use crate::handshake::send_err;
 use crate::metrics::FrontendMetrics;
 use crate::relay::{self, Outgoing, RelayError, StateCapture};
 use crate::telemetry::Stage;
 
-/// How many connections that broke before a command went out it tries before failing.
-pub(super) const MAX_SETUP_ATTEMPTS: u32 = 4;
-
-/// Whether a command whose backend connection fails before answering runs again on another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Retry {
-    Never,
-    /// Once, if the connection came from the pool (the server may have closed it there).
-    OnceIfReused,
-    /// On another node, if no answer reached the client, even if the server may have run
-    /// it, and another node can read: a read, whose node may have just died.
-    Elsewhere,
-}
+/// How many times a command whose connection failed is tried again (on another connection,
+/// maybe another node) when the error allows it ([`BackendError::may_retry`]).
+const MAX_RETRIES: u32 = 4;
 
 /// How a command goes to its backend connection (see [`relay::Outgoing`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,16 +58,20 @@ impl Session {
             return self.send_err_packet(reply_seq, &e).await;
         }
         let pipelinable = self.pipelinable(effect, raw_len);
-        let mut result;
-        let mut retried = false;
+        // A read may run again on another node when its own fails before answering, even if
+        // the server may have run it.
+        let read = effect
+            .scan()
+            .is_some_and(|s| matches!(s.class(), Class::Read | Class::BeginReadOnly));
         // Nodes this command has given up on (shunned by a failed connect, or too far behind
         // for a causal read).
         let mut skip = 0u64;
         let mut primary_deadline = None;
-        let mut attempts = 0;
-        loop {
-            // A session holding no connection has all its state in manifold: if a pooled
-            // connection turns out dead before answering, the command can run on another.
+        let mut retries = 0;
+        let result = loop {
+            // A session holding no connection has all its state in manifold: if a connection
+            // fails before the command ran (or, for a read, before it answered), the command
+            // can run on another. One holding a connection has state only that one knows.
             let movable = self.lease.is_none();
             let (node, wait) = if movable {
                 self.recheck_missing_writes();
@@ -117,11 +111,12 @@ impl Session {
                 }
             }
             if sent {
-                // Riding behind another session's command: the answer is next on the wire.
-                result = self
-                    .relay_once(raw_len, reply_seq, kind, Retry::Never, Outgo::Sent)
-                    .await;
-                break;
+                // Riding behind another session's command, which wrote this one: the answer
+                // is next on the wire, and the command is not this session's to send again.
+                break self
+                    .relay_once(raw_len, reply_seq, kind, Outgo::Sent)
+                    .await
+                    .0;
             }
             let ensured = self
                 .ensure_backend(node, wants_last_insert_id)
@@ -131,18 +126,16 @@ impl Session {
                 self.times.acquired = Some(clock::now());
             }
             if let Err(e) = ensured {
-                let lost = std::mem::take(&mut self.setup_lost);
-                if movable
-                    && attempts < MAX_SETUP_ATTEMPTS
-                    && (lost || !self.topology().nodes[node].in_service())
-                {
-                    // The node was just found down, or the pooled connection dead: a read
-                    // goes to another node, a write waits for a primary or tries another
-                    // connection.
-                    attempts += 1;
-                    skip |= 1 << node;
-                    FrontendMetrics::inc(&self.fe.shared.metrics.retries);
-                    continue;
+                if let Unready::Failed(failed) = &e {
+                    if movable && retries < MAX_RETRIES && failed.may_retry(false, false) {
+                        // The node was just found down, or the connection broke before the
+                        // command went out: a read goes to another node, a write waits for
+                        // a primary or tries another connection.
+                        retries += 1;
+                        skip |= 1 << node;
+                        FrontendMetrics::inc(&self.fe.shared.metrics.retries);
+                        continue;
+                    }
                 }
                 self.pending_collation = None;
                 self.io.consume(raw_len);
@@ -150,7 +143,7 @@ impl Session {
                 if !answered {
                     return Ok(());
                 }
-                return self.send_err_packet(reply_seq, &e).await;
+                return self.send_err_packet(reply_seq, &e.to_err_packet()).await;
             }
             if let Some(wait) = wait {
                 if !self.wait_until_applied(wait).await {
@@ -162,7 +155,7 @@ impl Session {
                 None => query_rewritten,
                 Some(stmt) => match self.bind_statement(stmt, raw_len, effect).await {
                     Ok(rewritten) => rewritten,
-                    Err(BindError::Refused(e)) => {
+                    Err(Unready::Refused(e)) => {
                         self.io.consume(raw_len);
                         self.release_if_unpinned();
                         if !answered {
@@ -171,10 +164,10 @@ impl Session {
                         }
                         return self.send_err_packet(reply_seq, &e).await;
                     }
-                    Err(BindError::Lost(e)) => {
-                        if movable && !retried {
-                            retried = true;
-                            tracing::info!(connection = self.id, error = %e, "pooled backend connection failed preparing a statement; trying another");
+                    Err(Unready::Failed(e)) => {
+                        if movable && retries < MAX_RETRIES && e.may_retry(false, false) {
+                            retries += 1;
+                            tracing::info!(connection = self.id, error = %e, "backend connection failed preparing a statement; trying another");
                             FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                             continue;
                         }
@@ -190,30 +183,26 @@ impl Session {
             } else {
                 Outgo::Client
             };
-            // A read that a replica fails before answering runs on another node.
-            let read = effect
-                .scan()
-                .is_some_and(|s| matches!(s.class(), Class::Read | Class::BeginReadOnly));
-            let retry = if movable && read && skip & (1 << node) == 0 {
-                Retry::Elsewhere
-            } else if movable && !retried {
-                Retry::OnceIfReused
-            } else {
-                Retry::Never
-            };
-            result = self
-                .relay_once(raw_len, reply_seq, kind, retry, outgo)
-                .await;
-            if result.is_some() {
-                break;
+            let (result, reused) = self.relay_once(raw_len, reply_seq, kind, outgo).await;
+            if let Err(RelayError::Backend { error, .. }) = &result {
+                // Running it twice is harmless for a read with another node to go to.
+                let elsewhere = read && skip & (1 << node) == 0 && self.another_reader(node);
+                if movable && retries < MAX_RETRIES && error.may_retry(reused, elsewhere) {
+                    retries += 1;
+                    if elsewhere {
+                        skip |= 1 << node;
+                    }
+                    self.state_data.clear();
+                    if let Some(l) = self.take_lease() {
+                        l.discard();
+                    }
+                    tracing::info!(connection = self.id, %error, "backend connection failed before answering; running the command on another");
+                    FrontendMetrics::inc(&self.fe.shared.metrics.retries);
+                    continue;
+                }
             }
-            match retry {
-                Retry::Elsewhere => skip |= 1 << node,
-                Retry::OnceIfReused => retried = true,
-                Retry::Never => {}
-            }
-        }
-        let result = result.expect("loop ends with a result");
+            break result;
+        };
         self.finish_forward(result, kind, effect, init_db, set_option)
             .await
     }
@@ -241,16 +230,15 @@ impl Session {
             && !self.previous.asked_by_prepared
     }
 
-    /// One attempt at relaying a command; `None` when it must be retried on another
-    /// connection (a reused pooled connection failed before answering, for the first time).
+    /// One attempt at relaying a command on the held connection; also says whether that
+    /// connection had waited in the pool (for the retry decision).
     async fn relay_once(
         &mut self,
         raw_len: usize,
         reply_seq: u8,
         kind: ResponseKind,
-        retry: Retry,
         outgo: Outgo,
-    ) -> Option<Result<relay::Relayed, RelayError>> {
+    ) -> (Result<relay::Relayed, RelayError>, bool) {
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         let max = self.max_packet();
         let lease = self.lease.as_mut().expect("ensured");
@@ -296,35 +284,7 @@ impl Session {
             self.times.clock,
         )
         .await;
-        if let Err(RelayError::Backend {
-            message,
-            unanswered,
-            nothing_relayed,
-            ..
-        }) = &result
-        {
-            let again = match retry {
-                Retry::Elsewhere => *nothing_relayed && self.another_reader(self.lease_node),
-                Retry::OnceIfReused => *unanswered && reused,
-                Retry::Never => false,
-            };
-            if again {
-                self.state_data.clear();
-                if let Some(l) = self.take_lease() {
-                    l.discard();
-                }
-                tracing::info!(connection = self.id, %message, "backend connection failed before answering; running the command on another");
-                FrontendMetrics::inc(&self.fe.shared.metrics.retries);
-                return None;
-            }
-        }
-        if let Err(RelayError::Backend {
-            unanswered: true, ..
-        }) = &result
-        {
-            self.io.consume(raw_len);
-        }
-        Some(result)
+        (result, reused)
     }
 
     async fn finish_forward(
@@ -391,7 +351,7 @@ impl Session {
                 }
                 Ok(())
             }
-            Err(RelayError::Client(reason)) => {
+            Err(reason @ (RelayError::ClientWrite(_) | RelayError::ClientInfile(_))) => {
                 self.state_data.clear();
                 tracing::debug!(connection = self.id, %reason, "client failed during a statement");
                 // The backend's answer was cut short: its connection cannot be reused.
@@ -400,9 +360,8 @@ impl Session {
                 }
                 Err(End::ClientGone)
             }
-            Err(RelayError::Backend {
-                message, err_seq, ..
-            }) => {
+            Err(RelayError::Backend { error, err_seq }) => {
+                let message = error.message;
                 self.state_data.clear();
                 FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
                 if let Some(l) = self.take_lease() {

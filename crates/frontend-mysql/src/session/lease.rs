@@ -3,7 +3,7 @@
 //! giving it back.
 
 use manifold_backend::state::state_signature;
-use manifold_backend::{Acquired, BackendConn, ConnKey, ErrorKind, Lease, Schema};
+use manifold_backend::{Acquired, BackendConn, BackendError, ConnKey, ErrorKind, Lease, Schema};
 use manifold_mysql_proto::packets::ErrPacket;
 use manifold_router::NodeId;
 
@@ -33,13 +33,39 @@ fn conn_key<'a>(
     })
 }
 
+/// Why the session has no backend connection ready for its command.
+pub(super) enum Unready {
+    /// The server (or manifold) refused: the client gets this ERR, the connection is fine.
+    Refused(ErrPacket),
+    /// No connection could be had, or the one borrowed broke while being made ready. The
+    /// error says whether the command may try another.
+    Failed(BackendError),
+}
+
+impl Unready {
+    /// The ERR the client gets.
+    pub(super) fn to_err_packet(&self) -> ErrPacket {
+        match self {
+            Unready::Refused(e) => e.clone(),
+            Unready::Failed(e) => e.to_err_packet(),
+        }
+    }
+
+    /// A connection lost while manifold made it ready with its own commands: nothing of the
+    /// client's command had been sent, so it may go to another connection.
+    pub(super) fn lost_before_sending(mut e: BackendError) -> Self {
+        e.set_retry(true);
+        Unready::Failed(e)
+    }
+}
+
 /// Why a connection could not be brought to the session's state.
 enum Unrestored {
     /// The server refused (the session's schema does not exist): the connection is fine
     /// and stays with the session.
     Refused(ErrPacket),
     /// The connection's state is now unknown, or it broke: it is closed.
-    Discard(ErrPacket),
+    Discard(Unready),
 }
 
 impl Session {
@@ -51,7 +77,7 @@ impl Session {
         &mut self,
         node: NodeId,
         wants_last_insert_id: bool,
-    ) -> Result<&mut Lease, ErrPacket> {
+    ) -> Result<&mut Lease, Unready> {
         let mut lease = match self.lease.take() {
             Some(lease) => lease,
             None => self.borrow(node).await?,
@@ -60,7 +86,7 @@ impl Session {
             Ok(()) => Ok(self.lease.insert(lease)),
             Err(Unrestored::Refused(e)) => {
                 self.lease = Some(lease);
-                Err(e)
+                Err(Unready::Refused(e))
             }
             Err(Unrestored::Discard(e)) => {
                 lease.discard();
@@ -71,7 +97,7 @@ impl Session {
     }
 
     /// A connection to `node` from the pool, published as the session's.
-    async fn borrow(&mut self, node: NodeId) -> Result<Lease, ErrPacket> {
+    async fn borrow(&mut self, node: NodeId) -> Result<Lease, Unready> {
         let key = conn_key(
             &mut self.conn_key,
             &self.user,
@@ -97,12 +123,9 @@ impl Session {
                     // takes the node back when it answers.
                     self.topology().nodes[node].shun(&e.message);
                 }
-                // A new connection that broke during its login (the server going down):
-                // the command may try another.
-                self.setup_lost = e.kind == ErrorKind::Lost;
                 FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
                 tracing::warn!(connection = self.id, error = %e, "no backend connection");
-                Err(e.to_err_packet())
+                Err(Unready::Failed(e))
             }
         }
     }
@@ -128,10 +151,7 @@ impl Session {
                     self.schema_checked = true;
                     return Err(Unrestored::Refused(e));
                 }
-                Err(e) => {
-                    self.setup_lost = true;
-                    return Err(Unrestored::Discard(e.to_err_packet()));
-                }
+                Err(e) => return Err(Unrestored::Discard(Unready::lost_before_sending(e))),
             }
         }
         if !conn.tracking {
@@ -154,15 +174,12 @@ impl Session {
                     "manifold could not restore the session's variables on a backend connection: {}",
                     e.message_lossy()
                 );
-                Err(Unrestored::Discard(ErrPacket {
+                Err(Unrestored::Discard(Unready::Refused(ErrPacket {
                     message: message.into_bytes(),
                     ..e
-                }))
+                })))
             }
-            Err(e) => {
-                self.setup_lost = true;
-                Err(Unrestored::Discard(e.to_err_packet()))
-            }
+            Err(e) => Err(Unrestored::Discard(Unready::lost_before_sending(e))),
         }
     }
 
@@ -207,7 +224,7 @@ impl Session {
 
     /// A connection to the primary borrowed for a query of manifold's own (not the
     /// session's: it is not published), in the session's variables but any schema.
-    pub(super) async fn borrow_primary(&mut self) -> Result<Lease, manifold_backend::BackendError> {
+    pub(super) async fn borrow_primary(&mut self) -> Result<Lease, BackendError> {
         let pool = self.fe.pools[self.cluster][self.primary()].clone();
         let key = conn_key(
             &mut self.conn_key,

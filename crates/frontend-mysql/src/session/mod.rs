@@ -142,7 +142,6 @@ pub(crate) async fn run(
         cluster: 0,
         lease_node: 0,
         schema_follows_statement: false,
-        setup_lost: false,
         causal: CausalState::default(),
         status: status::AUTOCOMMIT,
         scramble: login.scramble,
@@ -229,9 +228,6 @@ struct Session {
     lease_node: NodeId,
     /// The command about to run changes the schema on another cluster (`USE`, `COM_INIT_DB`).
     schema_follows_statement: bool,
-    /// The connection just borrowed broke while being brought to the session's state:
-    /// nothing of the command ran, so it may go to another connection.
-    setup_lost: bool,
     /// What the session's reads must see: its last write (`routing.causal_reads`).
     causal: CausalState,
     /// Server status flags from the last answer, for the OK packets manifold sends itself.

@@ -4,7 +4,7 @@
 
 use std::rc::Rc;
 
-use manifold_backend::{BackendError, Schema};
+use manifold_backend::Schema;
 use manifold_mysql_proto::consts::status;
 use manifold_mysql_proto::packets::ErrPacket;
 use manifold_mysql_proto::{codes, renumber, Command, PacketBuilder, ResponseKind};
@@ -12,22 +12,10 @@ use manifold_sql_lex::{Scan, SessionValues};
 use tokio::io::AsyncWriteExt;
 
 use super::decode::{Effect, StmtCommand};
+use super::lease::Unready;
 use super::{End, Session};
 use crate::relay;
 use crate::statements::{ExecuteLayout, StatementMeta};
-
-/// Why a prepared statement could not be made ready on a backend connection.
-pub(super) enum BindError {
-    /// The server (or manifold) refused: the client gets this ERR, the connection is fine.
-    Refused(ErrPacket),
-    Lost(BackendError),
-}
-
-impl From<BackendError> for BindError {
-    fn from(e: BackendError) -> Self {
-        BindError::Lost(e)
-    }
-}
 
 fn unknown_statement(id: u32, function: &str) -> ErrPacket {
     ErrPacket::new(
@@ -67,7 +55,7 @@ impl Session {
             Err(e) => {
                 self.stmts.prepare_failed();
                 self.release_if_unpinned();
-                return self.send_err_packet(reply_seq, &e).await;
+                return self.send_err_packet(reply_seq, &e.to_err_packet()).await;
             }
         };
         let conn = lease.conn();
@@ -248,13 +236,13 @@ impl Session {
         stmt: u32,
         raw_len: usize,
         effect: Effect,
-    ) -> Result<bool, BindError> {
+    ) -> Result<bool, Unready> {
         let keep = self.fe.shared.pool.max_prepared_statements;
         let max = self.max_packet();
         let meta = match self.stmts.get_mut(stmt) {
             Some(s) => s.meta.clone(),
             None => {
-                return Err(BindError::Refused(unknown_statement(
+                return Err(Unready::Refused(unknown_statement(
                     stmt,
                     "mysqld_stmt_execute",
                 )))
@@ -271,10 +259,14 @@ impl Session {
             );
             if let Some(schema) = elsewhere {
                 conn.use_schema(Some(schema))
-                    .await?
-                    .map_err(BindError::Refused)?;
+                    .await
+                    .map_err(Unready::lost_before_sending)?
+                    .map_err(Unready::Refused)?;
             }
-            let answer = conn.prepare_evicting(&meta.sql, keep).await?;
+            let answer = conn
+                .prepare_evicting(&meta.sql, keep)
+                .await
+                .map_err(Unready::lost_before_sending)?;
             self.fe
                 .telemetry
                 .count_stmt_cache(false, conn.stmts.evictions - evictions);
@@ -283,13 +275,16 @@ impl Session {
                 // statement's: the next borrow brings the connection to the session's
                 // state anyway).
                 conn.use_schema(self.schema.as_deref())
-                    .await?
-                    .map_err(BindError::Refused)?;
+                    .await
+                    .map_err(Unready::lost_before_sending)?
+                    .map_err(Unready::Refused)?;
             }
-            let answer = answer.map_err(BindError::Refused)?;
+            let answer = answer.map_err(Unready::Refused)?;
             if answer.params != meta.params {
-                conn.close_statement(answer.statement_id).await?;
-                return Err(BindError::Refused(ErrPacket::new(
+                conn.close_statement(answer.statement_id)
+                    .await
+                    .map_err(Unready::lost_before_sending)?;
+                return Err(Unready::Refused(ErrPacket::new(
                         codes::NEED_REPREPARE,
                         format!("Prepared statement needs to be re-prepared: it now takes {} parameters instead of {}", answer.params, meta.params),
                     )));
@@ -320,7 +315,7 @@ impl Session {
             .ok()
             .flatten()
             .ok_or_else(|| {
-                BindError::Refused(ErrPacket::new(
+                Unready::Refused(ErrPacket::new(
                     codes::NET_READ_ERROR,
                     "Malformed COM_STMT_EXECUTE",
                 ))

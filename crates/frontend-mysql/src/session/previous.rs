@@ -137,7 +137,7 @@ impl Session {
             Ok(lease) => lease,
             Err(e) => {
                 self.release_if_unpinned();
-                return self.send_err_packet(seq, &e).await;
+                return self.send_err_packet(seq, &e.to_err_packet()).await;
             }
         };
         let columns = match lease.conn().query_rows(b"SHOW WARNINGS LIMIT 0").await {
@@ -163,7 +163,7 @@ impl Session {
     }
 
     /// A text result set of manifold's own, in the client's EOF convention.
-    async fn send_result_set(
+    pub(super) async fn send_result_set(
         &mut self,
         seq: u8,
         columns: &[ColumnDefinition],
