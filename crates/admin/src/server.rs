@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use manifold_backend::io::{PacketIo, Stream};
 use manifold_frontend_mysql::Shared;
+use manifold_io::{PacketIo, Stream};
 use manifold_mysql_proto::consts::{caps, column_type, status, UTF8MB4_GENERAL_CI};
 use manifold_mysql_proto::handshake::{AuthSwitchRequest, HandshakeResponse, HandshakeV10};
 use manifold_mysql_proto::packets::{

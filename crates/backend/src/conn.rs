@@ -16,10 +16,10 @@ use manifold_mysql_proto::{Command, Progress, ResponseKind, ResponseTracker};
 use tokio::net::TcpStream;
 
 use crate::config::TlsMode;
-use crate::errors::{BackendError, ErrorKind};
-use crate::io::{PacketIo, ReadError, Stream};
+use crate::errors::{BackendError, ErrorKind, RetryType};
 use crate::state::{is_carried, user_variable_literal, SessionVars, TrackedChanges, UserVars};
 use crate::stmts::PreparedOnConn;
+use manifold_io::{PacketIo, ReadError, Stream};
 
 /// ER_MAX_PREPARED_STMT_COUNT_REACHED: the server's `max_prepared_stmt_count` is used up.
 const MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
@@ -172,23 +172,21 @@ pub enum Schema {
 }
 
 fn lost(what: &str, e: &ReadError) -> BackendError {
-    BackendError::new(ErrorKind::Lost, false, format!("{what}: {e}"))
+    BackendError::new(ErrorKind::Lost, format!("{what}: {e}"))
 }
 
 fn send_failed(addr: &str, e: &std::io::Error) -> BackendError {
-    BackendError::new(ErrorKind::Connect, true, format!("backend {addr}: {e}"))
+    BackendError::new(ErrorKind::Connect, format!("backend {addr}: {e}"))
 }
 
 fn login_err(addr: &str, e: &ReadError) -> BackendError {
     match e {
         ReadError::Timeout => BackendError::new(
             ErrorKind::ConnectTimeout,
-            true,
             format!("backend {addr}: login timed out"),
         ),
         e => BackendError::new(
             ErrorKind::Connect,
-            true,
             format!("backend {addr}: connection failed during login: {e}"),
         ),
     }
@@ -202,10 +200,15 @@ impl BackendConn {
         timeout: Duration,
     ) -> Result<BackendConn, BackendError> {
         match tokio::time::timeout(timeout, Self::connect_inner(target, key)).await {
+            // A new connection lost while being set up ran nothing of a client's: the request
+            // may go to another (the server may be going down).
+            Ok(Err(mut e)) if e.kind == ErrorKind::Lost => {
+                e.set_retry(true);
+                Err(e)
+            }
             Ok(r) => r,
             Err(_) => Err(BackendError::new(
                 ErrorKind::ConnectTimeout,
-                true,
                 format!(
                     "backend {}: no login within connect_timeout ({timeout:?})",
                     target.addr
@@ -222,7 +225,6 @@ impl BackendConn {
         let tcp = TcpStream::connect(addr.as_str()).await.map_err(|e| {
             BackendError::new(
                 ErrorKind::Connect,
-                true,
                 format!("backend {addr} unreachable: {e}"),
             )
         })?;
@@ -236,24 +238,21 @@ impl BackendConn {
             let e = ErrPacket::decode(&payload).map_err(|_| {
                 BackendError::new(
                     ErrorKind::Protocol,
-                    true,
                     format!("backend {addr}: bad handshake"),
                 )
             })?;
             let message = format!("backend {addr} refused the connection: {e}");
-            return Err(BackendError::new(ErrorKind::Refused(e), true, message));
+            return Err(BackendError::new(ErrorKind::Refused(e), message));
         }
         let hs = HandshakeV10::decode(&payload).map_err(|e| {
             BackendError::new(
                 ErrorKind::Protocol,
-                true,
                 format!("backend {addr}: bad handshake: {e}"),
             )
         })?;
         if hs.capabilities & caps::PROTOCOL_41 == 0 {
             return Err(BackendError::new(
                 ErrorKind::Protocol,
-                true,
                 format!("backend {addr} does not speak protocol 4.1"),
             ));
         }
@@ -268,7 +267,6 @@ impl BackendConn {
                 if hs.capabilities & caps::SSL == 0 {
                     return Err(BackendError::new(
                         ErrorKind::Tls,
-                        true,
                         format!(
                             "backend {addr} does not offer TLS, which backend.tls.mode requires"
                         ),
@@ -292,7 +290,6 @@ impl BackendConn {
             let Some(tls) = target.tls.clone() else {
                 return Err(BackendError::new(
                     ErrorKind::Tls,
-                    true,
                     "backend TLS requested but not configured",
                 ));
             };
@@ -314,7 +311,6 @@ impl BackendConn {
             let name = rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| {
                 BackendError::new(
                     ErrorKind::Tls,
-                    true,
                     format!("backend {addr}: bad TLS server name: {e}"),
                 )
             })?;
@@ -324,7 +320,6 @@ impl BackendConn {
                 .map_err(|e| {
                     BackendError::new(
                         ErrorKind::Tls,
-                        true,
                         format!("backend {addr}: TLS handshake failed: {e}"),
                     )
                 })?;
@@ -466,21 +461,14 @@ impl BackendConn {
         }
     }
 
-    /// Writes one command of manifold's own. `unsent_is_retryable`: whether a failure here
-    /// leaves the caller free to run the command on another connection.
-    async fn send_command(
-        &mut self,
-        cmd: &Command<'_>,
-        unsent_is_retryable: bool,
-    ) -> Result<(), BackendError> {
+    /// Writes one command of manifold's own. A write that fails did not run the command: it
+    /// may go to another connection if this one had waited in the pool (see [`RetryType`]).
+    async fn send_command(&mut self, cmd: &Command<'_>) -> Result<(), BackendError> {
         let mut payload = Vec::new();
         cmd.encode(&mut payload);
         self.io.send(0, &payload).await.map_err(|e| {
-            BackendError::new(
-                ErrorKind::Lost,
-                unsent_is_retryable,
-                format!("sending to backend: {e}"),
-            )
+            BackendError::new(ErrorKind::Lost, format!("sending to backend: {e}"))
+                .with_retry(RetryType::ReusedOnly)
         })?;
         Ok(())
     }
@@ -491,7 +479,7 @@ impl BackendConn {
         &mut self,
         cmd: &Command<'_>,
     ) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
-        self.send_command(cmd, true).await?;
+        self.send_command(cmd).await?;
         let (payload, _) = self
             .io
             .read_owned(MAX_LOGIN_PACKET)
@@ -499,14 +487,12 @@ impl BackendConn {
             .map_err(|e| lost("waiting for backend", &e))?;
         self.last_used = Instant::now();
         match payload.first() {
-            Some(0xFF) => Ok(Err(ErrPacket::decode(&payload).map_err(|_| {
-                BackendError::new(ErrorKind::Protocol, false, "bad ERR packet")
-            })?)),
+            Some(0xFF) => Ok(Err(ErrPacket::decode(&payload)
+                .map_err(|_| BackendError::new(ErrorKind::Protocol, "bad ERR packet"))?)),
             Some(0x00 | 0xFE) => Ok(Ok(OkPacket::decode(&payload, self.capabilities)
-                .map_err(|_| BackendError::new(ErrorKind::Protocol, false, "bad OK packet"))?)),
+                .map_err(|_| BackendError::new(ErrorKind::Protocol, "bad OK packet"))?)),
             _ => Err(BackendError::new(
                 ErrorKind::Protocol,
-                false,
                 "unexpected answer to a simple command",
             )),
         }
@@ -518,11 +504,10 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<Result<Rows, ErrPacket>, BackendError> {
-        self.send_command(&Command::Query(sql), true).await?;
+        self.send_command(&Command::Query(sql)).await?;
         let bad = |what: &str| {
             BackendError::new(
                 ErrorKind::Protocol,
-                false,
                 format!("backend answered manifold's query with {what}"),
             )
         };
@@ -608,7 +593,6 @@ impl BackendConn {
         let (Some(row), true) = (rows.rows.first(), rows.columns.len() == names.len() * 3) else {
             return Err(BackendError::new(
                 ErrorKind::Protocol,
-                false,
                 "backend answered a user-variable read with an unexpected shape",
             ));
         };
@@ -636,7 +620,7 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<Result<PrepareAnswer, ErrPacket>, BackendError> {
-        self.send_command(&Command::StmtPrepare(sql), true).await?;
+        self.send_command(&Command::StmtPrepare(sql)).await?;
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         let mut tracker = ResponseTracker::new(ResponseKind::Prepare, deprecate_eof, 1);
         let mut raw = Vec::new();
@@ -650,7 +634,6 @@ impl BackendConn {
             let (n, progress) = tracker.feed(&self.io.rbuf).map_err(|e| {
                 BackendError::new(
                     ErrorKind::Protocol,
-                    false,
                     format!("backend answer to COM_STMT_PREPARE: {e}"),
                 )
             })?;
@@ -662,14 +645,13 @@ impl BackendConn {
                 _ => {
                     return Err(BackendError::new(
                         ErrorKind::Protocol,
-                        false,
                         "unexpected answer to COM_STMT_PREPARE",
                     ))
                 }
             }
         }
         self.last_used = Instant::now();
-        let bad = || BackendError::new(ErrorKind::Protocol, false, "bad COM_STMT_PREPARE answer");
+        let bad = || BackendError::new(ErrorKind::Protocol, "bad COM_STMT_PREPARE answer");
         let first = raw.get(4..).ok_or_else(bad)?;
         if first.first() == Some(&0xFF) {
             return Ok(Err(ErrPacket::decode(first).map_err(|_| bad())?));
@@ -722,7 +704,7 @@ impl BackendConn {
     /// does not go over a limit this one was counted in.
     pub async fn quit(mut self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, async {
-            if self.send_command(&Command::Quit, false).await.is_err() {
+            if self.send_command(&Command::Quit).await.is_err() {
                 return;
             }
             // Anything still to come (the answers of commands nobody reads any more) is
@@ -736,8 +718,7 @@ impl BackendConn {
 
     /// `COM_STMT_CLOSE` (the server sends no answer).
     pub async fn close_statement(&mut self, backend_id: u32) -> Result<(), BackendError> {
-        self.send_command(&Command::StmtClose(backend_id), false)
-            .await?;
+        self.send_command(&Command::StmtClose(backend_id)).await?;
         Ok(())
     }
 
@@ -792,9 +773,10 @@ impl BackendConn {
         let mut payload = Vec::with_capacity(64);
         cu.encode(&mut payload, self.capabilities);
         let addr = self.key_addr();
-        self.io.send(0, &payload).await.map_err(|e| {
-            BackendError::new(ErrorKind::Lost, false, format!("backend {addr}: {e}"))
-        })?;
+        self.io
+            .send(0, &payload)
+            .await
+            .map_err(|e| BackendError::new(ErrorKind::Lost, format!("backend {addr}: {e}")))?;
         let (key, plugin, scramble) =
             (self.key.clone(), self.plugin.clone(), self.scramble.clone());
         finish_auth(&mut self.io, &addr, &key, &plugin, &scramble).await?;
@@ -838,7 +820,7 @@ impl BackendConn {
                     }
                 }
                 let (n, progress) = tracker.feed(&self.io.rbuf).map_err(|e| {
-                    BackendError::new(ErrorKind::Protocol, false, format!("pipelined answer: {e}"))
+                    BackendError::new(ErrorKind::Protocol, format!("pipelined answer: {e}"))
                 })?;
                 self.io.consume(n);
                 match progress {
@@ -846,7 +828,6 @@ impl BackendConn {
                     Progress::LocalInfile => {
                         return Err(BackendError::new(
                             ErrorKind::Protocol,
-                            false,
                             "a pipelined SELECT asked for a local file",
                         ))
                     }
@@ -900,18 +881,17 @@ async fn finish_auth(
                     ErrPacket::new(manifold_mysql_proto::codes::ACCESS_DENIED, "login refused")
                 });
                 let msg = format!("backend {addr} refused login of user '{}': {e}", key.user);
-                return Err(BackendError::new(ErrorKind::Auth(e), true, msg));
+                return Err(BackendError::new(ErrorKind::Auth(e), msg));
             }
             Some(0xFE) => {
                 let sw = AuthSwitchRequest::decode(&payload).map_err(|e| {
-                    BackendError::new(ErrorKind::Protocol, true, format!("backend {addr}: {e}"))
+                    BackendError::new(ErrorKind::Protocol, format!("backend {addr}: {e}"))
                 })?;
                 plugin = String::from_utf8_lossy(&sw.plugin).into_owned();
                 scramble = sw.data[..sw.data.len().min(auth::SCRAMBLE_LEN)].to_vec();
                 if plugin != auth::NATIVE_PASSWORD && plugin != auth::CACHING_SHA2_PASSWORD {
                     return Err(BackendError::new(
                         ErrorKind::Auth(ErrPacket::new(manifold_mysql_proto::codes::ACCESS_DENIED, "unsupported plugin")),
-                        true,
                         format!("backend {addr} asks for auth plugin '{plugin}', which manifold does not implement (use mysql_native_password or caching_sha2_password for user '{}')", key.user),
                     ));
                 }
@@ -938,7 +918,6 @@ async fn finish_auth(
                         let pem = key_packet.strip_prefix(&[0x01]).ok_or_else(|| {
                             BackendError::new(
                                 ErrorKind::Protocol,
-                                true,
                                 format!("backend {addr}: expected an RSA public key"),
                             )
                         })?;
@@ -947,7 +926,6 @@ async fn finish_auth(
                                 .map_err(|e| {
                                     BackendError::new(
                                         ErrorKind::Protocol,
-                                        true,
                                         format!("backend {addr}: RSA: {e}"),
                                     )
                                 })?;
@@ -959,7 +937,6 @@ async fn finish_auth(
                 _ => {
                     return Err(BackendError::new(
                         ErrorKind::Protocol,
-                        true,
                         format!("backend {addr}: unexpected caching_sha2_password message"),
                     ))
                 }
@@ -967,7 +944,6 @@ async fn finish_auth(
             _ => {
                 return Err(BackendError::new(
                     ErrorKind::Protocol,
-                    true,
                     format!("backend {addr}: unexpected packet during login"),
                 ))
             }
@@ -983,30 +959,55 @@ fn plugin_response(plugin: &str, password: &[u8], scramble: &[u8]) -> Vec<u8> {
     }
 }
 
+/// Why [`probe_server_version`] could not read a server's version.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("{addr}: {source}")]
+    Io {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{0}: no address")]
+    NoAddress(String),
+    #[error("{addr}: {source}")]
+    Handshake {
+        addr: String,
+        source: manifold_mysql_proto::ProtoError,
+    },
+    #[error("{0}: closed before its handshake")]
+    Closed(String),
+}
+
 /// Reads a server's handshake without logging in, for the version string it announces.
 /// Blocking: for startup only.
-pub fn probe_server_version(addr: &str, timeout: Duration) -> Result<Vec<u8>, String> {
+pub fn probe_server_version(addr: &str, timeout: Duration) -> Result<Vec<u8>, ProbeError> {
     use std::io::Read;
     use std::net::ToSocketAddrs;
+    let io = |source| ProbeError::Io {
+        addr: addr.to_owned(),
+        source,
+    };
     let sock = addr
         .to_socket_addrs()
-        .map_err(|e| format!("{addr}: {e}"))?
+        .map_err(io)?
         .next()
-        .ok_or_else(|| format!("{addr}: no address"))?;
-    let mut s =
-        std::net::TcpStream::connect_timeout(&sock, timeout).map_err(|e| format!("{addr}: {e}"))?;
-    s.set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
+        .ok_or_else(|| ProbeError::NoAddress(addr.to_owned()))?;
+    let mut s = std::net::TcpStream::connect_timeout(&sock, timeout).map_err(io)?;
+    s.set_read_timeout(Some(timeout)).map_err(io)?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
     loop {
         if let Ok(Some(p)) = manifold_mysql_proto::scan_logical(&buf, MAX_LOGIN_PACKET) {
-            let hs = HandshakeV10::decode(&p.payload(&buf)).map_err(|e| format!("{addr}: {e}"))?;
+            let hs =
+                HandshakeV10::decode(&p.payload(&buf)).map_err(|source| ProbeError::Handshake {
+                    addr: addr.to_owned(),
+                    source,
+                })?;
             return Ok(hs.server_version);
         }
-        let n = s.read(&mut chunk).map_err(|e| format!("{addr}: {e}"))?;
+        let n = s.read(&mut chunk).map_err(io)?;
         if n == 0 {
-            return Err(format!("{addr}: closed before its handshake"));
+            return Err(ProbeError::Closed(addr.to_owned()));
         }
         buf.extend_from_slice(&chunk[..n]);
     }

@@ -1,16 +1,12 @@
-//! Backend errors know which side failed and whether retrying elsewhere is safe (the model is
-//! Pingora's error type): the router's failover decisions read exactly these two facts.
+//! Backend errors, and the one place where whether a failed request may be sent again is
+//! decided. The model is Pingora's error type (`pingora-error`'s `RetryType`): the code where
+//! an error arises knows how far the request got, and records on the error whether it may be
+//! retried ([`RetryType`]); a caller that knows more (that nothing of the client's command had
+//! been sent yet) says so with [`BackendError::set_retry`]. The session asks the error
+//! ([`BackendError::may_retry`]) and decides only how many tries it allows and where.
 
 use manifold_mysql_proto::packets::ErrPacket;
 use manifold_mysql_proto::{codes, ErrorCode};
-
-/// Whose fault an error is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
-    Client,
-    Backend,
-    Internal,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -33,23 +29,78 @@ pub enum ErrorKind {
     PoolTimeout,
 }
 
+/// Whether the request a backend error interrupted may be sent again, on another connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryType {
+    /// Decided where the error arose: `true` when the request did not run and another
+    /// connection may serve it (the node was unreachable, or the connection broke before the
+    /// request was sent), `false` when it may have run or would fail the same way again.
+    Decided(bool),
+    /// The request did not run, but a connection failing on its first use says its server is
+    /// failing: it is sent again when the connection had waited in the pool (its server may
+    /// have closed it meanwhile), or when running it twice is harmless anyway.
+    ReusedOnly,
+    /// The request reached the server and may have run, and no byte of its answer reached
+    /// the client: it is sent again only if running it twice is harmless (a read).
+    Idempotent,
+}
+
+impl RetryType {
+    /// The default for a kind of error: a node that could not be reached gets the request
+    /// elsewhere; a refusal, a broken protocol or a full pool would answer the same again;
+    /// a connection lost while in use may have run the request.
+    fn of(kind: &ErrorKind) -> Self {
+        match kind {
+            ErrorKind::Connect | ErrorKind::ConnectTimeout => RetryType::Decided(true),
+            ErrorKind::Tls
+            | ErrorKind::Refused(_)
+            | ErrorKind::Auth(_)
+            | ErrorKind::Protocol
+            | ErrorKind::Lost
+            | ErrorKind::PoolTimeout => RetryType::Decided(false),
+        }
+    }
+}
+
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
 pub struct BackendError {
     pub kind: ErrorKind,
-    pub side: Side,
-    /// True when nothing reached the backend, so the statement may be sent elsewhere.
-    pub retry_safe: bool,
+    pub retry: RetryType,
     pub message: String,
 }
 
 impl BackendError {
-    pub fn new(kind: ErrorKind, retry_safe: bool, message: impl Into<String>) -> Self {
+    /// An error of `kind`, retried as such errors are (see [`RetryType`]).
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
+            retry: RetryType::of(&kind),
             kind,
-            side: Side::Backend,
-            retry_safe,
             message: message.into(),
+        }
+    }
+
+    /// The same error, retried as `retry` says.
+    #[must_use]
+    pub fn with_retry(mut self, retry: RetryType) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Decides the retry here: for a caller that knows more than where the error arose (that
+    /// the client's command had not been sent when manifold's own command failed).
+    pub fn set_retry(&mut self, retry: bool) {
+        self.retry = RetryType::Decided(retry);
+    }
+
+    /// Whether the interrupted request may be sent again on another connection. `reused`: the
+    /// failed connection had waited in the pool; `idempotent`: running the request twice is
+    /// harmless (a read, with another node to run it).
+    pub fn may_retry(&self, reused: bool, idempotent: bool) -> bool {
+        match self.retry {
+            RetryType::Decided(retry) => retry,
+            RetryType::ReusedOnly => reused || idempotent,
+            RetryType::Idempotent => idempotent,
         }
     }
 
@@ -79,5 +130,69 @@ impl BackendError {
             ErrorKind::Lost => codes::BACKEND_LOST,
             ErrorKind::PoolTimeout => codes::BACKEND_POOL_TIMEOUT,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreachable_nodes_are_retried_and_refusals_are_not() {
+        for kind in [ErrorKind::Connect, ErrorKind::ConnectTimeout] {
+            assert!(BackendError::new(kind, "down").may_retry(false, false));
+        }
+        let refusal = ErrPacket::new(codes::ACCESS_DENIED, "no");
+        for kind in [
+            ErrorKind::Tls,
+            ErrorKind::Refused(refusal.clone()),
+            ErrorKind::Auth(refusal),
+            ErrorKind::Protocol,
+            ErrorKind::PoolTimeout,
+        ] {
+            assert!(!BackendError::new(kind, "no").may_retry(true, true));
+        }
+    }
+
+    #[test]
+    fn a_lost_connection_may_have_run_the_request() {
+        let lost = BackendError::new(ErrorKind::Lost, "reset");
+        assert!(!lost.may_retry(true, true));
+        // Unless the caller knows nothing of the request had been sent.
+        let mut before_sending = lost;
+        before_sending.set_retry(true);
+        assert!(before_sending.may_retry(false, false));
+    }
+
+    #[test]
+    fn an_unsent_request_is_retried_on_a_reused_connection_or_when_it_may_run_twice() {
+        let unsent =
+            BackendError::new(ErrorKind::Lost, "send failed").with_retry(RetryType::ReusedOnly);
+        assert!(unsent.may_retry(true, false));
+        assert!(unsent.may_retry(false, true));
+        assert!(!unsent.may_retry(false, false));
+    }
+
+    #[test]
+    fn a_request_that_may_have_run_is_retried_only_if_it_may_run_twice() {
+        let unanswered =
+            BackendError::new(ErrorKind::Lost, "closed").with_retry(RetryType::Idempotent);
+        assert!(unanswered.may_retry(false, true));
+        assert!(!unanswered.may_retry(true, false));
+    }
+
+    #[test]
+    fn the_client_sees_the_backends_refusal_code() {
+        let e = BackendError::new(
+            ErrorKind::Refused(ErrPacket::new(codes::TOO_MANY_CONNECTIONS, "full")),
+            "backend refused",
+        );
+        let err = e.to_err_packet();
+        assert_eq!(err.code, codes::TOO_MANY_CONNECTIONS.code);
+        assert_eq!(err.message, b"backend refused");
+        assert_eq!(
+            BackendError::new(ErrorKind::Lost, "x").error_code().code,
+            codes::BACKEND_LOST.code
+        );
     }
 }

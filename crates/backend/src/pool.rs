@@ -446,7 +446,6 @@ impl Pool {
         };
         BackendError::new(
             ErrorKind::PoolTimeout,
-            true,
             format!(
                 "no free connection to backend {} within pool.wait_timeout ({:?}); {} in use here ({limit})",
                 self.target.addr,

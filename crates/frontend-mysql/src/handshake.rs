@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use manifold_backend::io::{PacketIo, ReadError, Stream};
 use manifold_engine::WorkerContext;
+use manifold_io::{PacketIo, ReadError, Stream};
 use manifold_mysql_proto::auth;
 use manifold_mysql_proto::consts::{caps, status, UTF8MB4_GENERAL_CI};
 use manifold_mysql_proto::handshake::{

@@ -5,8 +5,8 @@
 //! [`ResponseTracker`] watches packet boundaries to know where the answer ends. Sequence ids
 //! need no rewriting because client and backend count from the same command packet.
 
-use manifold_backend::io::{PacketIo, ReadError};
-use manifold_backend::BackendConn;
+use manifold_backend::{BackendConn, BackendError, ErrorKind, RetryType};
+use manifold_io::{PacketIo, ReadError};
 use std::borrow::Cow;
 
 use manifold_engine::clock;
@@ -17,23 +17,41 @@ use manifold_mysql_proto::packets::OkPacket;
 use manifold_mysql_proto::{write_packet, Progress, ResponseKind, ResponseTracker};
 use tokio::io::AsyncWriteExt;
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum RelayError {
-    /// The client went away or broke the protocol; the backend connection's state is unknown.
-    Client(String),
-    /// The backend connection failed. `err_seq` is where an ERR packet can still be injected
-    /// cleanly, when the client stream is at a packet boundary. `unanswered`: the command
-    /// certainly did not run (the send failed, or the connection was reset before any answer)
-    /// and is still at the front of the client's buffer, so it can go to another connection.
-    /// `nothing_relayed`: no byte of an answer reached the client and the command is still at
-    /// the front of its buffer, though it may have run (the server closed the connection
-    /// after reading it): a read can still run again elsewhere.
+    /// The client went away; the backend connection's state is unknown.
+    #[error("writing to client: {0}")]
+    ClientWrite(std::io::Error),
+    /// The client broke off or broke the protocol while sending a file's packets.
+    #[error("reading LOCAL INFILE data: {0}")]
+    ClientInfile(ReadError),
+    /// The backend connection failed. The error says whether the command may go to another
+    /// connection; while it may, the command is still at the front of the client's buffer.
+    /// `err_seq` is where an ERR packet can still be injected cleanly, when the client stream
+    /// is at a packet boundary.
+    #[error("{error}")]
     Backend {
-        message: String,
+        error: BackendError,
         err_seq: Option<u8>,
-        unanswered: bool,
-        nothing_relayed: bool,
     },
+}
+
+/// A backend failure under a relayed command, retried as `retry` says.
+fn backend_failed(message: String, retry: RetryType, err_seq: Option<u8>) -> RelayError {
+    let kind = ErrorKind::Lost;
+    RelayError::Backend {
+        error: BackendError::new(kind, message).with_retry(retry),
+        err_seq,
+    }
+}
+
+/// The backend's answer broke the protocol: nothing to retry, and the client stream may be in
+/// the middle of a packet.
+fn backend_broke_protocol(message: String) -> RelayError {
+    RelayError::Backend {
+        error: BackendError::new(ErrorKind::Protocol, message),
+        err_seq: None,
+    }
 }
 
 #[derive(Debug, Default)]
@@ -112,12 +130,13 @@ pub(crate) async fn forward(
     };
     if let Some(command) = command {
         if let Err(e) = backend.io.stream.write_all(command).await {
-            return Err(RelayError::Backend {
-                message: format!("sending to backend: {e}"),
-                err_seq: Some(first_seq),
-                unanswered: true,
-                nothing_relayed: true,
-            });
+            // Nothing ran: the connection may have been closed by its server while pooled.
+            let message = format!("sending to backend: {e}");
+            return Err(backend_failed(
+                message,
+                RetryType::ReusedOnly,
+                Some(first_seq),
+            ));
         }
     }
     let sent_at = if command.is_some() { now() } else { None };
@@ -142,20 +161,24 @@ pub(crate) async fn forward(
                 // A reset (not an orderly close) before any answer means the server no longer
                 // had the connection when the command arrived: it never ran. A close may come
                 // after the server read (and ran) it.
+                // No byte of an answer reached the client while the command is pending.
                 let never_ran = command_pending
                     && matches!(&e, ReadError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionReset);
+                let retry = if never_ran {
+                    RetryType::ReusedOnly
+                } else if command_pending {
+                    RetryType::Idempotent
+                } else {
+                    RetryType::Decided(false)
+                };
                 let message = match e {
                     ReadError::Closed => {
                         "backend closed the connection during the query".to_owned()
                     }
                     e => format!("reading from backend: {e}"),
                 };
-                return Err(RelayError::Backend {
-                    message,
-                    err_seq: tracker.at_boundary().then(|| tracker.next_seq()),
-                    unanswered: never_ran,
-                    nothing_relayed: command_pending,
-                });
+                let err_seq = tracker.at_boundary().then(|| tracker.next_seq());
+                return Err(backend_failed(message, retry, err_seq));
             }
             last_read_at = now();
         }
@@ -164,25 +187,15 @@ pub(crate) async fn forward(
             command_pending = false;
             first_byte_at = last_read_at;
         }
-        let (n, progress) = tracker
-            .feed(&backend.io.rbuf)
-            .map_err(|e| RelayError::Backend {
-                message: format!("backend answer does not follow the protocol: {e}"),
-                err_seq: None,
-                unanswered: false,
-                nothing_relayed: false,
-            })?;
+        let (n, progress) = tracker.feed(&backend.io.rbuf).map_err(|e| {
+            backend_broke_protocol(format!("backend answer does not follow the protocol: {e}"))
+        })?;
         if progress == Progress::SessionState {
             let start = n - tracker.state_packet_len();
             let packet = &backend.io.rbuf[start..n];
             let mut ok =
                 OkPacket::decode(&packet[HEADER_LEN..], caps::SESSION_TRACK).map_err(|e| {
-                    RelayError::Backend {
-                        message: format!("backend sent a malformed OK packet: {e}"),
-                        err_seq: None,
-                        unanswered: false,
-                        nothing_relayed: false,
-                    }
+                    backend_broke_protocol(format!("backend sent a malformed OK packet: {e}"))
                 })?;
             state.data.extend_from_slice(&ok.session_state);
             let out = if state.strip {
@@ -201,7 +214,7 @@ pub(crate) async fn forward(
                 .stream
                 .write_all(&out)
                 .await
-                .map_err(|e| RelayError::Client(format!("writing to client: {e}")))?;
+                .map_err(RelayError::ClientWrite)?;
             backend.io.consume(n);
             report_pending = true;
             continue;
@@ -212,7 +225,7 @@ pub(crate) async fn forward(
                 .stream
                 .write_all(&backend.io.rbuf[..n])
                 .await
-                .map_err(|e| RelayError::Client(format!("writing to client: {e}")))?;
+                .map_err(RelayError::ClientWrite)?;
             backend.io.consume(n);
         }
         match progress {
@@ -224,7 +237,7 @@ pub(crate) async fn forward(
                     .stream
                     .flush()
                     .await
-                    .map_err(|e| RelayError::Client(format!("writing to client: {e}")))?;
+                    .map_err(RelayError::ClientWrite)?;
                 let next = relay_infile(client, backend, max_packet).await?;
                 tracker.resume_after_infile(next);
             }
@@ -236,16 +249,13 @@ pub(crate) async fn forward(
         .stream
         .flush()
         .await
-        .map_err(|e| RelayError::Client(format!("writing to client: {e}")))?;
+        .map_err(RelayError::ClientWrite)?;
     let flushed_at = now();
     // Other sessions' answers may follow this one when their commands rode behind it.
     if !backend.io.rbuf.is_empty() && !backend.has_followers() {
-        return Err(RelayError::Backend {
-            message: "backend sent bytes past the end of its answer".into(),
-            err_seq: None,
-            unanswered: false,
-            nothing_relayed: false,
-        });
+        return Err(backend_broke_protocol(
+            "backend sent bytes past the end of its answer".into(),
+        ));
     }
     Ok(Relayed {
         last_status: tracker.last_status(),
@@ -273,14 +283,12 @@ async fn relay_infile(
         let p = client
             .read_packet(max_packet)
             .await
-            .map_err(|e| RelayError::Client(format!("reading LOCAL INFILE data: {e}")))?;
+            .map_err(RelayError::ClientInfile)?;
         let sent = backend.io.stream.write_all(&client.rbuf[..p.raw_len]).await;
         client.consume(p.raw_len);
-        sent.map_err(|e| RelayError::Backend {
-            message: format!("sending LOCAL INFILE data to backend: {e}"),
-            err_seq: None,
-            unanswered: false,
-            nothing_relayed: false,
+        sent.map_err(|e| {
+            let message = format!("sending LOCAL INFILE data to backend: {e}");
+            backend_failed(message, RetryType::Decided(false), None)
         })?;
         if p.payload_len == 0 {
             return Ok(p.last_seq.wrapping_add(1));

@@ -1,0 +1,206 @@
+//! Commands about the session itself rather than its data: `KILL` (with manifold's session
+//! ids), `COM_PING`, `COM_RESET_CONNECTION` and `COM_CHANGE_USER`.
+
+use manifold_mysql_proto::consts::status;
+use manifold_mysql_proto::handshake::ChangeUser;
+use manifold_mysql_proto::packets::ErrPacket;
+use manifold_mysql_proto::{codes, Command};
+use manifold_sql_lex::Kill;
+
+use super::previous::PreviousStatement;
+use super::{End, Session};
+use crate::handshake::{self, AuthFailure};
+
+impl Session {
+    /// `COM_PING`: answered by manifold, except that a schema named at login and not yet
+    /// confirmed is confirmed first, as a server's login would have.
+    pub(super) async fn ping(&mut self, seq: u8) -> Result<(), End> {
+        if self.schema_checked || self.schema.is_none() {
+            return self.send_ok(seq).await;
+        }
+        let checked = self.ensure_backend(self.primary(), false).await.map(|_| ());
+        self.release_if_unpinned();
+        match checked {
+            Ok(()) => self.send_ok(seq).await,
+            Err(e) => self.send_err_packet(seq, &e.to_err_packet()).await,
+        }
+    }
+
+    /// `KILL [QUERY] id` and `COM_PROCESS_KILL`, with manifold's connection ids: the target
+    /// session's statement is interrupted on its backend connection (`KILL QUERY` of that
+    /// connection's server thread, sent on one of this session's), and for `KILL CONNECTION`
+    /// its client connection is closed. Only the same manifold user may kill a session.
+    pub(super) async fn kill(&mut self, kill: Kill, seq: u8) -> Result<(), End> {
+        let (target, query_only) = match kill {
+            Kill::Connection(id) => (id, false),
+            Kill::Query(id) => (id, true),
+            Kill::Unsupported => {
+                let e = ErrPacket::new(
+                    codes::NOT_SUPPORTED_YET,
+                    "This version of manifold doesn't yet support 'KILL in this form': use KILL [CONNECTION | QUERY] <connection id>, a single statement",
+                );
+                return self.send_err_packet(seq, &e).await;
+            }
+        };
+        let unknown = ErrPacket::new(
+            codes::NO_SUCH_THREAD,
+            format!("Unknown thread id: {target}"),
+        );
+        let Some(target) = u32::try_from(target).ok() else {
+            return self.send_err_packet(seq, &unknown).await;
+        };
+        if target == self.id {
+            if query_only {
+                let e = ErrPacket::new(codes::QUERY_INTERRUPTED, "Query execution was interrupted");
+                return self.send_err_packet(seq, &e).await;
+            }
+            let e = ErrPacket::new(codes::CONNECTION_KILLED, "Connection was killed");
+            self.send_err_packet(seq, &e).await?;
+            return Err(End::Refused("killed by its own KILL".into()));
+        }
+        let Some(handle) = self.fe.shared.find_session(target) else {
+            return self.send_err_packet(seq, &unknown).await;
+        };
+        if handle.user() != self.user.name {
+            let e = ErrPacket::new(
+                codes::KILL_DENIED,
+                format!("You are not owner of thread {target}"),
+            );
+            return self.send_err_packet(seq, &e).await;
+        }
+        let (cluster, node, thread) = handle.backend_thread();
+        if thread != 0 {
+            if self.lease.is_some() && (self.cluster, self.lease_node) != (cluster, node) {
+                // `KILL QUERY` must run on the target's node.
+                self.pins.hold_for_next(false, &self.fe.pins, self.id);
+                self.release_if_unpinned();
+            }
+            if self.lease.is_none() {
+                self.cluster = cluster;
+            }
+            // A session held on another node cannot reach the target's connection.
+            let on_target_node =
+                self.lease.is_none() || (self.cluster, self.lease_node) == (cluster, node);
+            let lease = match self.ensure_backend(node, false).await {
+                Ok(lease) => lease,
+                Err(e) => {
+                    self.release_if_unpinned();
+                    return self.send_err_packet(seq, &e.to_err_packet()).await;
+                }
+            };
+            // Checked again just before sending: the target may have given the connection
+            // back (to be borrowed by another session) while this one borrowed its own.
+            if on_target_node && handle.backend_thread() == (cluster, node, thread) {
+                let sql = format!("KILL QUERY {thread}");
+                let conn = lease.conn();
+                match conn.simple_command(&Command::Query(sql.as_bytes())).await {
+                    // 1094: the statement ended and the connection closed meanwhile.
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) if e.code == codes::NO_SUCH_THREAD.code => {}
+                    Ok(Err(e)) => {
+                        self.release_if_unpinned();
+                        return self.send_err_packet(seq, &e).await;
+                    }
+                    Err(e) => return self.backend_failed(Some(seq), &e).await,
+                }
+            }
+            self.release_if_unpinned();
+        }
+        if !query_only {
+            handle.disconnect();
+        }
+        tracing::info!(
+            connection = self.id,
+            target,
+            query_only,
+            backend_thread = thread,
+            "KILL"
+        );
+        self.send_ok(seq).await
+    }
+
+    /// `COM_RESET_CONNECTION`: the session's state goes back to what it was after login,
+    /// as MySQL resets it; the backend connection, if one is held, is reset too.
+    pub(super) async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
+        self.vars.clear();
+        self.user_vars.clear();
+        self.previous = PreviousStatement::default();
+        self.stmts.clear();
+        self.last_insert_id = 0;
+        self.pins.clear();
+        self.pin_if_not_multiplexing();
+        if let Some(lease) = self.lease.as_mut() {
+            match lease.conn().reset().await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return self.send_err_packet(seq, &e).await,
+                Err(e) => {
+                    if let Some(l) = self.take_lease() {
+                        l.discard();
+                    }
+                    return self.send_err_packet(seq, &e.to_err_packet()).await;
+                }
+            }
+        }
+        self.release_if_unpinned();
+        self.send_ok(seq).await
+    }
+
+    pub(super) async fn change_user(&mut self, cu: ChangeUser, seq: u8) -> Result<(), End> {
+        let shared = self.fe.shared.clone();
+        let old = self.user.clone();
+        let auth = handshake::authenticate(
+            &shared,
+            &self.ctx,
+            &mut self.io,
+            seq,
+            &cu.user,
+            cu.auth_plugin.as_deref(),
+            None,
+            cu.auth_response.clone(),
+            &self.scramble,
+            self.peer,
+        )
+        .await;
+        // Whatever the outcome, the session state is gone, as on a server: returning the lease
+        // resets it.
+        drop(self.take_lease());
+        self.schema_checked = false;
+        self.status = status::AUTOCOMMIT;
+        self.vars.clear();
+        self.user_vars.clear();
+        self.previous = PreviousStatement::default();
+        self.stmts.clear();
+        self.last_insert_id = 0;
+        self.pins.clear();
+        self.pin_if_not_multiplexing();
+        self.conn_key = None;
+        let (user, seq) = match auth {
+            Ok(r) => r,
+            Err(AuthFailure::Denied(reason)) => {
+                // Like MariaDB: the client got ERR 1045 and stays logged in as before.
+                tracing::info!(connection = self.id, %reason, "COM_CHANGE_USER refused");
+                return Ok(());
+            }
+            Err(AuthFailure::Broken(reason)) => {
+                return Err(End::Refused(format!("COM_CHANGE_USER failed: {reason}")))
+            }
+        };
+        if !user.acquire_connection() {
+            let msg = format!(
+                "User '{}' has exceeded the 'max_connections' resource (current value: {})",
+                user.name, user.max_connections
+            );
+            return Err(self.refuse(seq, codes::USER_LIMIT_REACHED, msg).await);
+        }
+        old.release_connection();
+        self.handle.set_user(&user.name);
+        self.user = user;
+        self.schema = (!cu.database.is_empty()).then_some(cu.database);
+        if let Some(cs) = cu.charset {
+            if cs != 0 {
+                self.charset = cs as u8;
+            }
+        }
+        self.send_ok(seq).await
+    }
+}

@@ -1,0 +1,264 @@
+//! Decoding a command into what the session does with it: a pure function of the command's
+//! first packet (and, for `COM_QUERY`, of its text and the lexer's scan), so that adding a
+//! command is one arm here and one handler in the loop.
+
+use manifold_mysql_proto::handshake::ChangeUser;
+use manifold_mysql_proto::{Command, ProtoError, ResponseKind};
+use manifold_sql_lex::{Kill, Scan, ShowDiagnostics, Verb};
+
+use crate::statements::ExecuteLayout;
+
+/// What a forwarded command does besides running, decided from its first packet.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Effect {
+    None,
+    /// `COM_QUERY`, with what the lexer saw in it.
+    Query(Scan),
+    /// `COM_STMT_EXECUTE` of the session's statement `id` (resolved), with what the lexer saw
+    /// in the statement's text and where the parts of the command are.
+    Execute {
+        id: u32,
+        scan: Scan,
+        layout: ExecuteLayout,
+    },
+    /// `COM_STMT_FETCH` from the statement's open cursor.
+    Fetch(u32),
+    /// `COM_STMT_SEND_LONG_DATA`.
+    LongData(u32),
+    /// `COM_STMT_RESET` of a statement with a cursor or long data on the pinned connection.
+    Reset(u32),
+}
+
+impl Effect {
+    /// The session's prepared statement the command names, which must be ready on the
+    /// backend connection before the command goes there.
+    pub(super) fn statement(self) -> Option<u32> {
+        match self {
+            Effect::Execute { id, .. }
+            | Effect::Fetch(id)
+            | Effect::LongData(id)
+            | Effect::Reset(id) => Some(id),
+            Effect::None | Effect::Query(_) => None,
+        }
+    }
+
+    pub(super) fn scan(self) -> Option<Scan> {
+        match self {
+            Effect::Query(scan) | Effect::Execute { scan, .. } => Some(scan),
+            _ => None,
+        }
+    }
+}
+
+/// Prepared-statement commands other than `COM_STMT_PREPARE`, with the client's statement id.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum StmtCommand {
+    Execute(u32),
+    LongData(u32),
+    Fetch(u32),
+    Reset(u32),
+    Close(u32),
+}
+
+/// What the command loop does with a command, decided from its first packet.
+#[derive(Debug)]
+pub(super) enum Action {
+    Quit,
+    Ping,
+    InitDb(Vec<u8>),
+    ChangeUser(ChangeUser),
+    ResetConnection,
+    SetOption(u16),
+    Forward(ResponseKind, Effect),
+    Prepare,
+    Stmt(StmtCommand),
+    Kill(Kill),
+    /// `SHOW WARNINGS` / `SHOW ERRORS` answered from what the session kept.
+    ShowDiagnostics(ShowDiagnostics),
+    /// `GET DIAGNOSTICS` with no connection that ran the previous statement.
+    GetDiagnostics,
+    Unknown(u8),
+}
+
+/// What the command whose first packet's payload is `first` asks for. `capabilities`: the
+/// client's, which shape `COM_CHANGE_USER`. `moved`: the session holds no backend connection.
+/// `scan` runs the lexer over a `COM_QUERY`'s text (the session's scan keeps a memo and maybe
+/// a digest; any scan will do for deciding).
+pub(super) fn decode(
+    first: &[u8],
+    capabilities: u32,
+    moved: bool,
+    scan: impl FnOnce(&[u8]) -> Scan,
+) -> Result<Action, ProtoError> {
+    Ok(match Command::decode(first)? {
+        Command::Quit => Action::Quit,
+        Command::Ping => Action::Ping,
+        Command::InitDb(s) => Action::InitDb(s.to_vec()),
+        Command::ChangeUser => Action::ChangeUser(ChangeUser::decode(first, capabilities)?),
+        Command::ResetConnection => Action::ResetConnection,
+        Command::SetOption(o) => Action::SetOption(o),
+        Command::Unsupported(c) => Action::Unknown(c),
+        Command::ProcessKill(id) => Action::Kill(Kill::Connection(u64::from(id))),
+        Command::Query(sql) => query_action(sql, scan(sql), moved),
+        Command::StmtPrepare(_) => Action::Prepare,
+        Command::StmtExecute { statement_id, .. } => {
+            Action::Stmt(StmtCommand::Execute(statement_id))
+        }
+        Command::StmtSendLongData { statement_id, .. } => {
+            Action::Stmt(StmtCommand::LongData(statement_id))
+        }
+        Command::StmtFetch { statement_id, .. } => Action::Stmt(StmtCommand::Fetch(statement_id)),
+        Command::StmtReset(id) => Action::Stmt(StmtCommand::Reset(id)),
+        Command::StmtClose(id) => Action::Stmt(StmtCommand::Close(id)),
+        c => Action::Forward(c.response_kind(), Effect::None),
+    })
+}
+
+/// What a `COM_QUERY` of text `sql`, which the lexer scanned as `scan`, asks for. A session
+/// that `moved` holds no connection that ran its previous statement, so manifold answers
+/// questions about that statement itself.
+fn query_action(sql: &[u8], scan: Scan, moved: bool) -> Action {
+    if scan.has(Scan::KILL) {
+        return Action::Kill(manifold_sql_lex::parse_kill(sql).unwrap_or(Kill::Unsupported));
+    }
+    if moved && scan.has(Scan::WARNINGS) && scan.verb == Verb::Show {
+        if let Some(show) = manifold_sql_lex::parse_show_diagnostics(sql) {
+            return Action::ShowDiagnostics(show);
+        }
+    }
+    if moved && scan.has(Scan::GET_DIAGNOSTICS) {
+        return Action::GetDiagnostics;
+    }
+    Action::Forward(ResponseKind::ResultSets, Effect::Query(scan))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn packet(command: u8, rest: &[u8]) -> Vec<u8> {
+        let mut p = vec![command];
+        p.extend_from_slice(rest);
+        p
+    }
+
+    /// Decodes a command of a session holding no connection.
+    fn decode(first: &[u8]) -> Result<Action, ProtoError> {
+        super::decode(first, 0, true, manifold_sql_lex::scan)
+    }
+
+    fn query(sql: &str, moved: bool) -> Action {
+        let payload = packet(0x03, sql.as_bytes());
+        super::decode(&payload, 0, moved, manifold_sql_lex::scan).expect("a query decodes")
+    }
+
+    #[test]
+    fn commands_without_a_body() {
+        assert!(matches!(decode(&[0x01]), Ok(Action::Quit)));
+        assert!(matches!(decode(&[0x0e]), Ok(Action::Ping)));
+        assert!(matches!(decode(&[0x1f]), Ok(Action::ResetConnection)));
+        // Commands manifold only relays, each with the answer's shape.
+        assert!(matches!(
+            decode(&[0x09]),
+            Ok(Action::Forward(ResponseKind::Raw, Effect::None))
+        ));
+        assert!(matches!(
+            decode(&packet(0x04, b"t\0")),
+            Ok(Action::Forward(ResponseKind::FieldList, Effect::None))
+        ));
+    }
+
+    #[test]
+    fn commands_with_arguments() {
+        let Ok(Action::InitDb(schema)) = decode(&packet(0x02, b"shop")) else {
+            panic!("COM_INIT_DB");
+        };
+        assert_eq!(schema, b"shop");
+        assert!(matches!(decode(&[0x1b, 1, 0]), Ok(Action::SetOption(1))));
+        assert!(matches!(
+            decode(&packet(0x0c, &7u32.to_le_bytes())),
+            Ok(Action::Kill(Kill::Connection(7)))
+        ));
+        assert!(matches!(
+            decode(&packet(0x16, b"SELECT ?")),
+            Ok(Action::Prepare)
+        ));
+    }
+
+    #[test]
+    fn prepared_statement_commands_name_the_clients_id() {
+        let mut execute = packet(0x17, &9u32.to_le_bytes());
+        execute.extend_from_slice(&[0, 1, 0, 0, 0]);
+        assert!(matches!(
+            decode(&execute),
+            Ok(Action::Stmt(StmtCommand::Execute(9)))
+        ));
+        let mut long_data = packet(0x18, &3u32.to_le_bytes());
+        long_data.extend_from_slice(&[0, 0, b'x']);
+        assert!(matches!(
+            decode(&long_data),
+            Ok(Action::Stmt(StmtCommand::LongData(3)))
+        ));
+        let mut fetch = packet(0x1c, &4u32.to_le_bytes());
+        fetch.extend_from_slice(&10u32.to_le_bytes());
+        assert!(matches!(
+            decode(&fetch),
+            Ok(Action::Stmt(StmtCommand::Fetch(4)))
+        ));
+        assert!(matches!(
+            decode(&packet(0x1a, &5u32.to_le_bytes())),
+            Ok(Action::Stmt(StmtCommand::Reset(5)))
+        ));
+        assert!(matches!(
+            decode(&packet(0x19, &6u32.to_le_bytes())),
+            Ok(Action::Stmt(StmtCommand::Close(6)))
+        ));
+    }
+
+    #[test]
+    fn malformed_and_unknown_commands() {
+        assert!(decode(&[]).is_err());
+        // A statement id cut short.
+        assert!(decode(&[0x19, 1, 0]).is_err());
+        assert!(decode(&[0x0c]).is_err());
+        assert!(matches!(decode(&[0x42]), Ok(Action::Unknown(0x42))));
+    }
+
+    #[test]
+    fn queries_go_to_the_backend_unless_manifold_answers_them() {
+        assert!(matches!(
+            query("SELECT 1", true),
+            Action::Forward(ResponseKind::ResultSets, Effect::Query(_))
+        ));
+        assert!(matches!(
+            query("KILL QUERY 12", false),
+            Action::Kill(Kill::Query(12))
+        ));
+        assert!(matches!(
+            query("KILL USER app", true),
+            Action::Kill(Kill::Unsupported)
+        ));
+    }
+
+    #[test]
+    fn the_previous_statement_is_asked_about_where_it_ran() {
+        // A session that moved: manifold kept the conditions.
+        let Action::ShowDiagnostics(show) = query("SHOW WARNINGS LIMIT 2", true) else {
+            panic!("SHOW WARNINGS of a session that moved");
+        };
+        assert_eq!(show.limit, Some(2));
+        assert!(matches!(
+            query("GET DIAGNOSTICS @n = NUMBER", true),
+            Action::GetDiagnostics
+        ));
+        // A session still on the connection that ran it: that connection answers.
+        assert!(matches!(
+            query("SHOW WARNINGS", false),
+            Action::Forward(_, Effect::Query(_))
+        ));
+        assert!(matches!(
+            query("GET DIAGNOSTICS @n = NUMBER", false),
+            Action::Forward(_, Effect::Query(_))
+        ));
+    }
+}
