@@ -97,8 +97,15 @@ sessions_per_worker() { # admin-port
         awk -v n="$PROXY_THREADS" '{ c[($1 - 1) % n]++ } END { for (w = 0; w < n; w++) printf "%s%d", (w ? "/" : ""), c[w] + 0; print "" }'
 }
 
+# "b0/b1/...": backend connections (in use + idle) in each worker's pools, from SHOW POOLS
+# (columns worker, cluster, node, in_use, idle, ...).
+backends_per_worker() { # admin-port
+    mysql -h127.0.0.1 -P"$1" -uadmin -padmin --skip-ssl -N -e 'SHOW POOLS' 2>/dev/null |
+        awk -v n="$PROXY_THREADS" '{ c[$1] += $4 + $5 } END { for (w = 0; w < n; w++) printf "%s%d", (w ? "/" : ""), c[w] + 0; print "" }'
+}
+
 CSV="$OUT/raw.csv"
-echo "round,target,queries,qps,p95_ms,proxy_cpu_s,proxy_us_per_q,sessions,worker_cpu_s,other_cpu_s,exit" >"$CSV"
+echo "round,target,queries,qps,p95_ms,client_cv,proxy_cpu_s,proxy_us_per_q,sessions,backends,worker_cpu_s,other_cpu_s,exit" >"$CSV"
 
 run_one() { # round target
     local round=$1 target=$2 port pid admin log status=0 cpu0 cpu1 w0 w1 sessions
@@ -107,27 +114,30 @@ run_one() { # round target
     cpu0=$(cpu_sample "$pid") w0=$(worker_ticks "$pid")
     # Sessions per worker, read once every client is connected (sysbench connects all threads
     # before its first query; two seconds in they are all there).
-    (sleep 2 && sessions_per_worker "$admin" >"$log.sessions") &
+    (sleep 2 && sessions_per_worker "$admin" >"$log.sessions" && backends_per_worker "$admin" >"$log.backends") &
     local sampler=$!
     /usr/bin/time -f '%U %S' -o "$log.time" \
         sysbench "${SB[@]}" --mysql-port="$port" --threads="$THREADS" --time="$DURATION" \
         --percentile=95 run >"$log" 2>&1 || status=$?
     cpu1=$(cpu_sample "$pid") w1=$(worker_ticks "$pid")
     wait "$sampler" || true
-    sessions=$(cat "$log.sessions" 2>/dev/null || true)
+    sessions=$(cat "$log.sessions" 2>/dev/null || true) backends=$(cat "$log.backends" 2>/dev/null || true)
     awk -v round="$round" -v target="$target" -v status="$status" -v cpu0="$cpu0" -v cpu1="$cpu1" \
-        -v w0="$w0" -v w1="$w1" -v sessions="$sessions" -v hz="$CLK_TCK" \
+        -v w0="$w0" -v w1="$w1" -v sessions="$sessions" -v backends="$backends" -v hz="$CLK_TCK" \
         -v sbcpu="$(awk '{print $1 + $2}' "$log.time" 2>/dev/null | tail -1)" '
         /^ *queries:/ { queries = $2; qps = $3; gsub(/\(/, "", qps) }
         /95th percentile:/ { p95 = $3 }
+        # "events (avg/stddev): 4588.5156/1633.49": queries per client thread. Clients of a
+        # worker with more sessions than another get fewer each.
+        /events \(avg\/stddev\):/ { split($3, ev, "/"); if (ev[1] > 0) cv = sprintf("%.3f", ev[2] / ev[1]) }
         END {
             split(cpu0, ca); split(cpu1, cb); db = cb[1] - ca[1]; dm = cb[2] - ca[2]; dp = cb[3] - ca[3]
             n = split(w0, a, "/"); split(w1, b, "/"); wc = ""
             for (i = 1; i <= n; i++) wc = wc (i > 1 ? "/" : "") sprintf("%.2f", (b[i] - a[i]) / hz)
             other = db / hz - dm / hz - dp / hz - sbcpu
             pu = queries > 0 ? sprintf("%.2f", dp / hz * 1e6 / queries) : ""
-            printf "%s,%s,%s,%s,%s,%.2f,%s,%s,%s,%.2f,%s\n", round, target, queries, qps, p95,
-                dp / hz, pu, sessions, wc, other, status
+            printf "%s,%s,%s,%s,%s,%s,%.2f,%s,%s,%s,%s,%.2f,%s\n", round, target, queries, qps, p95, cv,
+                dp / hz, pu, sessions, backends, wc, other, status
         }' "$log" | tee -a "$CSV"
     if [ "$status" != 0 ] || grep -q FATAL "$log"; then
         echo "  !! sysbench failed against $target (exit $status): see $log" >&2
@@ -163,19 +173,22 @@ by = {(int(r["round"]), r["target"]): r for r in rows}
 def num(r, k):
     return float(r[k]) if r and r[k] not in ("", None) else None
 
-print("Per round: QPS, manifold CPU µs per query, client sessions per worker.\n")
-print("| round | " + " | ".join(f"{t} QPS | µs/q | sessions" for t in targets) + " |")
-print("|---:|" + "---:|---:|---:|" * len(targets))
+print("Per round: QPS, manifold CPU µs per query, client sessions per worker, and the clients'")
+print("spread (coefficient of variation of the queries each sysbench thread completed).\n")
+print("| round | " + " | ".join(f"{t} QPS | µs/q | sessions | client CV" for t in targets) + " |")
+print("|---:|" + "---:|---:|---:|---:|" * len(targets))
 for n in rounds:
     cells = []
     for t in targets:
         r = by.get((n, t))
-        cells += [fmt(num(r, "qps"), 0), fmt(num(r, "proxy_us_per_q"), 1), (r or {}).get("sessions", "") or "–"]
+        cv = num(r, "client_cv")
+        cells += [fmt(num(r, "qps"), 0), fmt(num(r, "proxy_us_per_q"), 1), (r or {}).get("sessions", "") or "–",
+                  "–" if cv is None else f"{cv:.1%}"]
     print(f"| {n} | " + " | ".join(cells) + " |")
 print()
 print("Spread across rounds (CV = standard deviation / mean).\n")
-print("| target | QPS min | median | max | CV | µs/q min | median | max | CV | widest session split |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| target | QPS min | median | max | CV | µs/q min | median | max | CV | widest session split | client CV median | max |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for t in targets:
     q = [num(by[n, t], "qps") for n in rounds if (n, t) in by and num(by[n, t], "qps")]
     u = [num(by[n, t], "proxy_us_per_q") for n in rounds if (n, t) in by and num(by[n, t], "proxy_us_per_q")]
@@ -187,10 +200,12 @@ for t in targets:
             c = [int(x) for x in s.split("/")]
             spans.append((max(c) - min(c), s))
     widest = max(spans)[1] if spans else "–"
+    c = [num(by[n, t], "client_cv") for n in rounds if (n, t) in by and num(by[n, t], "client_cv") is not None]
+    ccells = f"{statistics.median(c):.1%} | {max(c):.1%}" if c else "– | –"
     if not q or not u:
-        print(f"| {t} | – | – | – | – | – | – | – | – | {widest} |")
+        print(f"| {t} | – | – | – | – | – | – | – | – | {widest} | {ccells} |")
         continue
     print(f"| {t} | {fmt(min(q), 0)} | {fmt(statistics.median(q), 0)} | {fmt(max(q), 0)} | {cv(q)} | "
-          f"{fmt(min(u), 1)} | {fmt(statistics.median(u), 1)} | {fmt(max(u), 1)} | {cv(u)} | {widest} |")
+          f"{fmt(min(u), 1)} | {fmt(statistics.median(u), 1)} | {fmt(max(u), 1)} | {cv(u)} | {widest} | {ccells} |")
 EOF
 echo "raw results: $OUT"
