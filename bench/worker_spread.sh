@@ -15,7 +15,8 @@
 #                     manifold: the binary as built (connections balanced over workers);
 #                     manifold-unbalanced: the same binary with engine.balance_connections =
 #                     false (each worker keeps what the kernel's SO_REUSEPORT hash gives it);
-#                     manifold-base: the binary in BASE_BIN_DIR (e.g. an older commit's build)
+#                     manifold-base: the binary in BASE_BIN_DIR (e.g. an older commit's build);
+#                     manifold-pinned: the binary as built with engine.pin_threads = true
 #   BASE_BIN_DIR=     where manifold-base's binary is (required for that target)
 #   WARMUP=5          seconds of unrecorded load on each target before the first round
 #   OUT=bench/out/worker_spread-<UTC time>   where raw results go
@@ -44,13 +45,17 @@ bench_setup
 start_topology
 
 # Target name -> shell variable prefix (VAR_PORT, VAR_ADMIN_PORT, VAR_PID).
-var_of() { case $1 in manifold) echo M ;; manifold-unbalanced) echo U ;; manifold-base) echo B ;; *) die "unknown target $1" ;; esac; }
+var_of() { case $1 in manifold) echo M ;; manifold-unbalanced) echo U ;; manifold-base) echo B ;; manifold-pinned) echo P ;; *) die "unknown target $1" ;; esac; }
 for target in $TARGETS; do
     case $target in
     manifold) start_manifold M manifold ;;
     manifold-unbalanced)
         printf '[engine]\nbalance_connections = false\n' >"$OUT/manifold-unbalanced.toml"
         start_manifold U manifold-unbalanced "$OUT/manifold-unbalanced.toml"
+        ;;
+    manifold-pinned)
+        printf '[engine]\npin_threads = true\n' >"$OUT/manifold-pinned.toml"
+        start_manifold P manifold-pinned "$OUT/manifold-pinned.toml"
         ;;
     manifold-base)
         [ -x "$BASE_BIN_DIR/manifold" ] || die "manifold-base needs BASE_BIN_DIR with a manifold binary"
