@@ -19,9 +19,10 @@
 #                                first)
 #   start_haproxy                HAProxy (mode tcp, nbthread PROXY_THREADS) in front of the
 #                                primary; config in $OUT/haproxy.cfg; sets HAPROXY_PORT, HAPROXY_PID
-#   start_manifold VAR NAME [CONFIG]
-#                                manifold in front of the primary (--threads PROXY_THREADS,
-#                                --log-level warn, log in $OUT/NAME.log); sets VAR_PORT, VAR_PID
+#   start_manifold VAR NAME [CONFIG [BINARY]]
+#                                manifold (default $BIN/manifold) in front of the primary
+#                                (--threads PROXY_THREADS, --log-level warn, log in
+#                                $OUT/NAME.log); sets VAR_PORT, VAR_ADMIN_PORT, VAR_PID
 #   stop_pid VAR                 ends the process whose pid VAR holds, waits for it, empties VAR
 #   primary_sql MYSQL-ARGS...    the mysql client logged in as app on the primary
 #   free_port; free_ports N; wait_port PORT PID WHAT
@@ -189,18 +190,19 @@ EOF
     wait_port "$HAPROXY_PORT" "$HAPROXY_PID" haproxy
 }
 
-start_manifold() { # VAR NAME [CONFIG]: sets VAR_PORT and VAR_PID
-    local var=$1 name=$2 port admin_port http_port pid config=()
+start_manifold() { # VAR NAME [CONFIG [BINARY]]: sets VAR_PORT, VAR_ADMIN_PORT and VAR_PID
+    local var=$1 name=$2 port admin_port http_port pid config=() exe=${4:-$BIN/manifold}
     [ -z "${3:-}" ] || config=(--config "$3")
     read -r port admin_port http_port <<<"$(free_ports 3)"
     BENCH_STOP+=("${var}_PID")
     # Several run side by side: each its own admin port and HTTP.
-    "$BIN/manifold" "${config[@]}" --primary "$PRIMARY" --user app:app --listen "127.0.0.1:$port" \
+    "$exe" "${config[@]}" --primary "$PRIMARY" --user app:app --listen "127.0.0.1:$port" \
         --admin-listen "127.0.0.1:$admin_port" --http-listen "127.0.0.1:$http_port" \
         --threads "$PROXY_THREADS" --log-level warn >"$OUT/$name.log" 2>&1 &
     pid=$!
     printf -v "${var}_PID" '%s' "$pid"
     printf -v "${var}_PORT" '%s' "$port"
+    printf -v "${var}_ADMIN_PORT" '%s' "$admin_port"
     wait_port "$port" "$pid" "$name"
 }
 

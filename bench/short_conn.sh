@@ -14,6 +14,9 @@
 #   CLIENT_THREADS=16   sysbench threads, each a loop of short connections
 #   PROXY_THREADS=2     manifold --threads and HAProxy nbthread
 #   TARGETS="direct haproxy manifold floor"
+#                       manifold-unbalanced (a target to add): manifold with
+#                       engine.balance_connections = false, so no connection is handed from
+#                       one worker to another: what balancing costs per connection
 #   WARMUP=3            seconds of unrecorded load on each target before the first round
 #   OUT=bench/out/short_conn-<UTC time>   where raw results go
 #   MANIFOLD_BIN_DIR=target/release       manifold and manifold-testkit are copied from here
@@ -39,7 +42,7 @@ python3 -c 'import pymysql' 2>/dev/null || die "PyMySQL missing (pip install pym
 need_binaries
 [ -r "$LUA" ] || die "$LUA missing"
 for t in $TARGETS; do
-    case $t in direct | haproxy | manifold | floor) ;; *) die "unknown target $t (direct, haproxy, manifold, floor)" ;; esac
+    case $t in direct | haproxy | manifold | manifold-unbalanced | floor) ;; *) die "unknown target $t (direct, haproxy, manifold, manifold-unbalanced, floor)" ;; esac
 done
 
 # --- topology and proxies -------------------------------------------------------------------
@@ -47,6 +50,13 @@ bench_setup
 start_topology
 start_haproxy
 start_manifold MANIFOLD manifold
+UNBALANCED_PID= UNBALANCED_PORT=
+case " $TARGETS " in
+*" manifold-unbalanced "*)
+    printf '[engine]\nbalance_connections = false\n' >"$OUT/manifold-unbalanced.toml"
+    start_manifold UNBALANCED manifold-unbalanced "$OUT/manifold-unbalanced.toml"
+    ;;
+esac
 # The floor: PROXY_THREADS processes sharing one port, as manifold's workers do. FLOOR_PID is
 # their parent (stopping it stops them); FLOOR_WORKERS the processes whose CPU counts.
 FLOOR_PORT=$(free_port)
@@ -65,8 +75,8 @@ server_counters() {
         awk '{v[$1] = $2} END {print v["Connections"], v["Com_select"]}'
 }
 
-port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; floor) echo "$FLOOR_PORT" ;; esac; }
-pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; floor) echo "$FLOOR_WORKERS" ;; esac; }
+port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; manifold-unbalanced) echo "$UNBALANCED_PORT" ;; floor) echo "$FLOOR_PORT" ;; esac; }
+pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; manifold-unbalanced) echo "$UNBALANCED_PID" ;; floor) echo "$FLOOR_WORKERS" ;; esac; }
 
 # --- environment ----------------------------------------------------------------------------
 {
@@ -162,6 +172,7 @@ done
 
 note_load_at_end
 check_running manifold "$MANIFOLD_PID"
+if [ -n "$UNBALANCED_PID" ]; then check_running manifold-unbalanced "$UNBALANCED_PID"; fi
 check_running haproxy "$HAPROXY_PID"
 check_running floor "$FLOOR_PID"
 check_quiet_log manifold
@@ -214,7 +225,7 @@ for r in rows:
         continue
     if r["target"] in ("direct", "haproxy") and not (c <= sc <= c + 64 and c <= ss <= c + 64):
         print(f"- !! round {r['round']} {r['target']}: sysbench counted {c} connections, MariaDB {sc} logins and {ss} SELECTs")
-    if r["target"] in ("manifold", "floor") and not c <= ss <= c + 64:
+    if r["target"] in ("manifold", "manifold-unbalanced", "floor") and not c <= ss <= c + 64:
         print(f"- !! round {r['round']} {r['target']}: sysbench counted {c} connections, MariaDB ran {ss} SELECTs")
 shares = [float(r["sysbench_cpu_share"]) for r in rows if r["sysbench_cpu_share"]]
 syspct = [float(r["sysbench_sys_pct"]) for r in rows if r["sysbench_sys_pct"]]

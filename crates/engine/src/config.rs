@@ -27,6 +27,9 @@ pub struct EngineConfig {
     pub shutdown_timeout: Duration,
     /// `listen(2)` backlog of each worker's socket.
     pub listen_backlog: u32,
+    /// Hand each accepted connection to the worker with the fewest connections when that is
+    /// not the one that accepted it, instead of keeping the kernel's `SO_REUSEPORT` choice.
+    pub balance_connections: bool,
 }
 
 impl Default for EngineConfig {
@@ -40,6 +43,7 @@ impl Default for EngineConfig {
             blocking_idle_timeout: Duration::from_secs(10),
             shutdown_timeout: Duration::from_secs(30),
             listen_backlog: 1024,
+            balance_connections: true,
         }
     }
 }

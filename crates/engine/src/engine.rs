@@ -1,11 +1,12 @@
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use crate::balance::Balance;
 use crate::blocking::BlockingPool;
 use crate::config::EngineConfig;
 use crate::errors::EngineError;
@@ -97,6 +98,8 @@ impl EngineBuilder {
         };
 
         let blocking = BlockingPool::new(self.cfg.blocking_config());
+        let (balance, inboxes) = Balance::new(threads, self.cfg.balance_connections);
+        let mut inboxes = inboxes.into_iter();
         let (ready_tx, ready_rx) = mpsc::channel();
         let (done_tx, done_rx) = mpsc::channel();
         let mut workers = Vec::with_capacity(threads);
@@ -111,7 +114,8 @@ impl EngineBuilder {
             let (shutdown_tx, shutdown_rx) = oneshot::channel();
             let setup = WorkerSetup {
                 id,
-                workers: threads,
+                balance: Arc::clone(&balance),
+                inbox: inboxes.next().expect("one inbox per worker"),
                 core: cores.as_ref().map(|c| c[id % c.len()]),
                 listeners,
                 on_start: self.on_start.clone(),
@@ -166,6 +170,7 @@ impl EngineBuilder {
             done: done_rx,
             addrs,
             blocking,
+            balance,
             cfg: self.cfg,
             threads,
         })
@@ -203,6 +208,7 @@ pub struct Engine {
     done: mpsc::Receiver<usize>,
     addrs: Vec<SocketAddr>,
     blocking: BlockingPool,
+    balance: Arc<Balance>,
     cfg: EngineConfig,
     threads: usize,
 }
@@ -226,6 +232,12 @@ impl Engine {
     /// Number of workers.
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    /// Each worker's client connections (of every front port), by worker index: those it
+    /// serves and those another worker is handing to it.
+    pub fn connections_per_worker(&self) -> Vec<usize> {
+        self.balance.counts()
     }
 
     pub fn blocking(&self) -> BlockingPool {

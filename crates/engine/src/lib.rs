@@ -1,11 +1,13 @@
 //! The gateway's execution engine: thread-per-core workers (one current-thread tokio runtime
 //! each, optionally pinned), a `SO_REUSEPORT` listening socket per worker per front port,
+//! accepted connections handed to the worker with the fewest (the kernel's pick is a hash),
 //! per-worker connection accounting and graceful drain, and an elastic blocking pool for work
 //! that must not run on a worker.
 //!
 //! It must not know about MySQL (or any protocol: services plug in through
 //! [`ConnectionHandler`]), and must not take a cross-thread lock on the per-connection path: a
-//! connection lives on the worker that accepted it, and its state is `Rc`/`Cell`, never shared.
+//! connection moves at most once, when accepted, and then lives on the worker serving it, and
+//! its state is `Rc`/`Cell`, never shared.
 //!
 //! ```no_run
 //! use std::{future::Future, net::SocketAddr, pin::Pin, rc::Rc};
@@ -35,6 +37,7 @@
 //! # Ok::<(), manifold_engine::EngineError>(())
 //! ```
 
+mod balance;
 mod blocking;
 pub mod clock;
 mod config;

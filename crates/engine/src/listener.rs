@@ -1,5 +1,6 @@
 //! Per-worker listening sockets sharing a port through `SO_REUSEPORT`, so the kernel spreads
-//! accepts over workers and no two workers ever wake for the same connection.
+//! accepts over workers and no two workers ever wake for the same connection. The kernel's
+//! spread is a hash, not a balance; `balance.rs` evens it out.
 
 use std::net::SocketAddr;
 

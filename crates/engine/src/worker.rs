@@ -1,6 +1,8 @@
-//! One worker: a current-thread runtime with a `LocalSet`, its own listening sockets, and the
-//! sessions accepted on them. Everything here is `!Send` on purpose: a connection never leaves
-//! the thread that accepted it, so per-connection state needs no locks.
+//! One worker: a current-thread runtime with a `LocalSet`, its own listening sockets, an inbox
+//! of connections other workers accepted for it, and the sessions it serves. Everything here
+//! is `!Send` on purpose: a connection is handed over (as a plain socket) at most once, before
+//! its handler starts, and never leaves the thread serving it, so per-connection state needs
+//! no locks.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -13,9 +15,11 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::{oneshot, Notify};
 use tokio::task::{JoinHandle, LocalSet};
 
+use crate::balance::{Balance, Handoff};
 use crate::blocking::{panic_message, BlockingPool};
 
 /// Serves connections accepted on one front port of one worker.
@@ -94,11 +98,15 @@ pub struct WorkerContext {
     workers: usize,
     drain: Drain,
     blocking: BlockingPool,
+    /// Every worker's connection count, and where to send a connection another should serve.
+    balance: Arc<Balance>,
     active: Cell<usize>,
     /// Most connections active at once since the last memory trim.
     peak_active: Cell<usize>,
     memory_trims: Cell<u64>,
     accepted: Cell<u64>,
+    /// Connections accepted by other workers and handed to this one.
+    handed_in: Cell<u64>,
     /// Woken when `active` drops to zero, so shutdown need not poll.
     idle: Notify,
 }
@@ -111,28 +119,35 @@ impl std::fmt::Debug for WorkerContext {
             .field("draining", &self.drain.is_draining())
             .field("active", &self.active.get())
             .field("accepted", &self.accepted.get())
+            .field("handed_in", &self.handed_in.get())
             .finish_non_exhaustive()
     }
 }
 
 impl WorkerContext {
-    fn new(id: usize, workers: usize, blocking: BlockingPool) -> Self {
+    fn new(id: usize, balance: Arc<Balance>, blocking: BlockingPool) -> Self {
         Self {
             id,
-            workers,
+            workers: balance.workers(),
             drain: Drain::new(),
             blocking,
+            balance,
             active: Cell::new(0),
             peak_active: Cell::new(0),
             memory_trims: Cell::new(0),
             accepted: Cell::new(0),
+            handed_in: Cell::new(0),
             idle: Notify::new(),
         }
     }
 
     /// A context not attached to any engine, for unit-testing services that take one.
     pub fn standalone(id: usize, blocking: BlockingPool) -> Rc<Self> {
-        Rc::new(Self::new(id, 1, blocking))
+        // Worker `id` of `id + 1`, so that its count has a place; nothing is ever steered.
+        let (balance, _) = Balance::new(id + 1, false);
+        let mut ctx = Self::new(id, balance, blocking);
+        ctx.workers = 1;
+        Rc::new(ctx)
     }
 
     /// This worker's index, `0..workers()`.
@@ -164,14 +179,27 @@ impl WorkerContext {
         self.memory_trims.get()
     }
 
-    /// Connections this worker has accepted since it started.
+    /// Connections this worker has accepted from its own listening sockets since it started,
+    /// whether it served them or handed them to a worker with fewer connections.
     pub fn accepted_connections(&self) -> u64 {
         self.accepted.get()
+    }
+
+    /// Connections other workers accepted and handed to this one since it started.
+    pub fn handed_in_connections(&self) -> u64 {
+        self.handed_in.get()
     }
 
     /// Counts a connection as active until the returned guard drops. The engine does this for
     /// every accepted connection; services can use it for connections they adopt themselves.
     pub fn track_connection(self: &Rc<Self>) -> ConnectionGuard {
+        self.balance.arrived(self.id);
+        self.track_counted()
+    }
+
+    /// [`Self::track_connection`] for a connection already in this worker's shared count (one
+    /// another worker handed over).
+    fn track_counted(self: &Rc<Self>) -> ConnectionGuard {
         let active = self.active.get() + 1;
         self.active.set(active);
         if active > self.peak_active.get() {
@@ -198,6 +226,7 @@ impl std::fmt::Debug for ConnectionGuard {
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
+        self.ctx.balance.left(self.ctx.id);
         let left = self.ctx.active.get() - 1;
         self.ctx.active.set(left);
         if left == 0 {
@@ -232,7 +261,9 @@ pub(crate) struct WorkerReport {
 
 pub(crate) struct WorkerSetup {
     pub id: usize,
-    pub workers: usize,
+    pub balance: Arc<Balance>,
+    /// Connections other workers hand to this one.
+    pub inbox: UnboundedReceiver<Handoff>,
     pub core: Option<core_affinity::CoreId>,
     pub listeners: Vec<(std::net::TcpListener, HandlerFactory)>,
     pub on_start: Vec<WorkerStartHook>,
@@ -245,7 +276,8 @@ pub(crate) struct WorkerSetup {
 pub(crate) fn run(setup: WorkerSetup) -> WorkerReport {
     let WorkerSetup {
         id,
-        workers,
+        balance,
+        inbox,
         core,
         listeners,
         on_start,
@@ -273,7 +305,7 @@ pub(crate) fn run(setup: WorkerSetup) -> WorkerReport {
         }
     };
     let local = LocalSet::new();
-    let ctx = Rc::new(WorkerContext::new(id, workers, blocking));
+    let ctx = Rc::new(WorkerContext::new(id, balance, blocking));
 
     let report = local.block_on(&rt, async {
         // Caught so that start() can name the worker and the cause instead of a lost thread.
@@ -284,7 +316,8 @@ pub(crate) fn run(setup: WorkerSetup) -> WorkerReport {
                 return None;
             }
         }
-        let mut accept_tasks = Vec::with_capacity(listeners.len());
+        let mut accepting = Vec::with_capacity(listeners.len());
+        let mut handlers = Vec::with_capacity(listeners.len());
         for (std_listener, factory) in listeners {
             let listener = match TcpListener::from_std(std_listener) {
                 Ok(l) => l,
@@ -304,12 +337,28 @@ pub(crate) fn run(setup: WorkerSetup) -> WorkerReport {
                     return None;
                 }
             };
-            accept_tasks.push(tokio::task::spawn_local(accept_loop(
-                listener,
-                handler,
-                Rc::clone(&ctx),
-            )));
+            accepting.push(listener);
+            handlers.push(handler);
         }
+        // Started only once every handler exists: a handed-over connection may name any port.
+        let handlers: Rc<[Rc<dyn ConnectionHandler>]> = handlers.into();
+        let mut accept_tasks: Vec<_> = accepting
+            .into_iter()
+            .enumerate()
+            .map(|(port, listener)| {
+                tokio::task::spawn_local(accept_loop(
+                    listener,
+                    port,
+                    Rc::clone(&handlers),
+                    Rc::clone(&ctx),
+                ))
+            })
+            .collect();
+        accept_tasks.push(tokio::task::spawn_local(inbox_loop(
+            inbox,
+            handlers,
+            Rc::clone(&ctx),
+        )));
         let _ = ready.send(Ok(id));
         drop(ready);
 
@@ -371,7 +420,8 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
 async fn accept_loop(
     listener: TcpListener,
-    handler: Rc<dyn ConnectionHandler>,
+    port: usize,
+    handlers: Rc<[Rc<dyn ConnectionHandler>]>,
     ctx: Rc<WorkerContext>,
 ) {
     loop {
@@ -384,13 +434,15 @@ async fn accept_loop(
         match accepted {
             Ok((stream, peer)) => {
                 ctx.accepted.set(ctx.accepted.get() + 1);
-                let guard = ctx.track_connection();
-                let fut = Rc::clone(&handler).handle(stream, peer, Rc::clone(&ctx));
                 tracing::trace!(worker = ctx.id, %peer, "connection accepted");
-                tokio::task::spawn_local(async move {
-                    let _guard = guard;
-                    fut.await;
-                });
+                let stream = match ctx.balance.steer(ctx.id) {
+                    Some(to) => match hand_over(&ctx, to, port, stream, peer) {
+                        Some(back) => back,
+                        None => continue,
+                    },
+                    None => stream,
+                };
+                serve(&handlers[port], stream, peer, &ctx, ctx.track_connection());
             }
             Err(e) if is_per_connection_error(&e) => {
                 // The peer gave up before we accepted; nothing wrong with the listener.
@@ -407,6 +459,88 @@ async fn accept_loop(
         }
     }
     tracing::debug!(worker = ctx.id, "listener closed");
+}
+
+/// Sends a just-accepted connection to worker `to`. Returns it if it stays here (`to` no
+/// longer takes connections), `None` once it is sent or lost.
+fn hand_over(
+    ctx: &Rc<WorkerContext>,
+    to: usize,
+    port: usize,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+) -> Option<tokio::net::TcpStream> {
+    // Off this worker's epoll; the receiver registers it with its own.
+    let stream = match stream.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(worker = ctx.id, %peer, error = %e, "cannot hand a connection over; closing it");
+            return None;
+        }
+    };
+    let back = match ctx.balance.send(to, Handoff { port, stream, peer }) {
+        Ok(()) => {
+            tracing::trace!(worker = ctx.id, to, %peer, "connection handed over");
+            return None;
+        }
+        Err(back) => back.stream,
+    };
+    match tokio::net::TcpStream::from_std(back) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(worker = ctx.id, %peer, error = %e, "cannot take a connection back; closing it");
+            None
+        }
+    }
+}
+
+/// Serves the connections other workers hand to this one, until draining begins.
+async fn inbox_loop(
+    mut inbox: UnboundedReceiver<Handoff>,
+    handlers: Rc<[Rc<dyn ConnectionHandler>]>,
+    ctx: Rc<WorkerContext>,
+) {
+    loop {
+        let handoff = tokio::select! {
+            biased;
+            () = ctx.drain.notified() => break,
+            h = inbox.recv() => match h {
+                Some(h) => h,
+                None => break,
+            },
+        };
+        // Counted by the sender already.
+        let guard = ctx.track_counted();
+        ctx.handed_in.set(ctx.handed_in.get() + 1);
+        match tokio::net::TcpStream::from_std(handoff.stream) {
+            Ok(stream) => serve(&handlers[handoff.port], stream, handoff.peer, &ctx, guard),
+            Err(e) => {
+                tracing::warn!(worker = ctx.id, peer = %handoff.peer, error = %e, "cannot register a handed-over connection; closing it");
+            }
+        }
+    }
+    // Connections still on their way were accepted but never served: close them, as the
+    // kernel does with those left in the listen backlog.
+    inbox.close();
+    while let Ok(h) = inbox.try_recv() {
+        ctx.balance.left(ctx.id);
+        drop(h);
+    }
+}
+
+/// Runs one connection's handler on this worker; `guard` keeps it counted until it ends.
+fn serve(
+    handler: &Rc<dyn ConnectionHandler>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    ctx: &Rc<WorkerContext>,
+    guard: ConnectionGuard,
+) {
+    let fut = Rc::clone(handler).handle(stream, peer, Rc::clone(ctx));
+    tokio::task::spawn_local(async move {
+        let _guard = guard;
+        fut.await;
+    });
 }
 
 fn is_per_connection_error(e: &io::Error) -> bool {

@@ -27,6 +27,7 @@ fn snake_case_keys_and_humane_durations() {
         blocking_idle_timeout = "500ms"
         shutdown_timeout = "2m"
         listen_backlog = 4096
+        balance_connections = false
         "#,
     )
     .unwrap();
@@ -41,6 +42,7 @@ fn snake_case_keys_and_humane_durations() {
             blocking_idle_timeout: Duration::from_millis(500),
             shutdown_timeout: Duration::from_mins(2),
             listen_backlog: 4096,
+            balance_connections: false,
         }
     );
     assert_eq!(cfg.effective_threads(), 3);

@@ -313,6 +313,7 @@ fn tunables() -> Vec<Tunable> {
             )),
         },
         restart("engine.threads", "0 (one per core)..=1024", "Worker threads; each owns its listening socket (SO_REUSEPORT), sessions and pools, so the count is fixed while running.", |c| c.engine.threads.to_string()),
+        restart("engine.balance_connections", "true|false", "Each accepted connection goes to the worker with the fewest client connections.", |c| c.engine.balance_connections.to_string()),
         restart("mysql.listen", "host:port", "Address for MySQL clients.", |c| c.mysql.listen.clone()),
         restart("mysql.max_allowed_packet", "1K..=1G", "Largest command a client may send.", |c| c.mysql.max_allowed_packet.to_string()),
         restart("mysql.connect_timeout", "> 0", "Time a client has to finish its login.", |c| format_duration(c.mysql.connect_timeout)),
