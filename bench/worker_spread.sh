@@ -95,6 +95,17 @@ worker_ticks() { # pid
     echo "${out[*]}"
 }
 
+# "v0/v1/...": voluntary context switches (sleeps) of each worker thread of process PID so far.
+worker_sleeps() { # pid
+    local task n out=()
+    for task in /proc/"$1"/task/*; do
+        n=$(cat "$task/comm" 2>/dev/null) || continue
+        case $n in mf-worker-*) out[${n#mf-worker-}]=$(awk '/^voluntary_ctxt_switches/ {print $2}' "$task/status") ;; esac
+    done
+    local IFS=/
+    echo "${out[*]}"
+}
+
 # "s0/s1/...": client sessions per worker, from the admin port's SHOW SESSIONS. A session id is
 # handed out by its worker: worker w of n gives w + 1, w + 1 + n, ... (frontend-mysql).
 sessions_per_worker() { # admin-port
@@ -110,13 +121,13 @@ backends_per_worker() { # admin-port
 }
 
 CSV="$OUT/raw.csv"
-echo "round,target,queries,qps,p95_ms,client_cv,proxy_cpu_s,proxy_us_per_q,sessions,backends,worker_cpu_s,other_cpu_s,exit" >"$CSV"
+echo "round,target,queries,qps,p95_ms,client_cv,proxy_cpu_s,proxy_us_per_q,sessions,backends,worker_cpu_s,worker_sleeps,other_cpu_s,exit" >"$CSV"
 
 run_one() { # round target
-    local round=$1 target=$2 port pid admin log status=0 cpu0 cpu1 w0 w1 sessions
+    local round=$1 target=$2 port pid admin log status=0 cpu0 cpu1 w0 w1 v0 v1 sessions
     port=$(port_of "$target") pid=$(pid_of "$target") admin=$(admin_of "$target")
     log="$OUT/r$round-$target.log"
-    cpu0=$(cpu_sample "$pid") w0=$(worker_ticks "$pid")
+    cpu0=$(cpu_sample "$pid") w0=$(worker_ticks "$pid") v0=$(worker_sleeps "$pid")
     # Sessions per worker, read once every client is connected (sysbench connects all threads
     # before its first query; two seconds in they are all there).
     (sleep 2 && sessions_per_worker "$admin" >"$log.sessions" && backends_per_worker "$admin" >"$log.backends") &
@@ -124,11 +135,11 @@ run_one() { # round target
     /usr/bin/time -f '%U %S' -o "$log.time" \
         sysbench "${SB[@]}" --mysql-port="$port" --threads="$THREADS" --time="$DURATION" \
         --percentile=95 run >"$log" 2>&1 || status=$?
-    cpu1=$(cpu_sample "$pid") w1=$(worker_ticks "$pid")
+    cpu1=$(cpu_sample "$pid") w1=$(worker_ticks "$pid") v1=$(worker_sleeps "$pid")
     wait "$sampler" || true
     sessions=$(cat "$log.sessions" 2>/dev/null || true) backends=$(cat "$log.backends" 2>/dev/null || true)
     awk -v round="$round" -v target="$target" -v status="$status" -v cpu0="$cpu0" -v cpu1="$cpu1" \
-        -v w0="$w0" -v w1="$w1" -v sessions="$sessions" -v backends="$backends" -v hz="$CLK_TCK" \
+        -v w0="$w0" -v w1="$w1" -v v0="$v0" -v v1="$v1" -v sessions="$sessions" -v backends="$backends" -v hz="$CLK_TCK" \
         -v sbcpu="$(awk '{print $1 + $2}' "$log.time" 2>/dev/null | tail -1)" '
         /^ *queries:/ { queries = $2; qps = $3; gsub(/\(/, "", qps) }
         /95th percentile:/ { p95 = $3 }
@@ -139,10 +150,12 @@ run_one() { # round target
             split(cpu0, ca); split(cpu1, cb); db = cb[1] - ca[1]; dm = cb[2] - ca[2]; dp = cb[3] - ca[3]
             n = split(w0, a, "/"); split(w1, b, "/"); wc = ""
             for (i = 1; i <= n; i++) wc = wc (i > 1 ? "/" : "") sprintf("%.2f", (b[i] - a[i]) / hz)
+            n = split(v0, a, "/"); split(v1, b, "/"); vs = ""
+            for (i = 1; i <= n; i++) vs = vs (i > 1 ? "/" : "") (b[i] - a[i])
             other = db / hz - dm / hz - dp / hz - sbcpu
             pu = queries > 0 ? sprintf("%.2f", dp / hz * 1e6 / queries) : ""
-            printf "%s,%s,%s,%s,%s,%s,%.2f,%s,%s,%s,%s,%.2f,%s\n", round, target, queries, qps, p95, cv,
-                dp / hz, pu, sessions, backends, wc, other, status
+            printf "%s,%s,%s,%s,%s,%s,%.2f,%s,%s,%s,%s,%s,%.2f,%s\n", round, target, queries, qps, p95, cv,
+                dp / hz, pu, sessions, backends, wc, vs, other, status
         }' "$log" | tee -a "$CSV"
     if [ "$status" != 0 ] || grep -q FATAL "$log"; then
         echo "  !! sysbench failed against $target (exit $status): see $log" >&2

@@ -474,7 +474,10 @@ fn hand_over(
     let stream = match stream.into_std() {
         Ok(s) => s,
         Err(e) => {
-            tracing::warn!(worker = ctx.id, %peer, error = %e, "cannot hand a connection over; closing it");
+            tracing::warn!(
+                worker = ctx.id, %peer, error = %e,
+                "cannot hand a connection over; closing it"
+            );
             return None;
         }
     };
@@ -488,7 +491,10 @@ fn hand_over(
     match tokio::net::TcpStream::from_std(back) {
         Ok(s) => Some(s),
         Err(e) => {
-            tracing::warn!(worker = ctx.id, %peer, error = %e, "cannot take a connection back; closing it");
+            tracing::warn!(
+                worker = ctx.id, %peer, error = %e,
+                "cannot take a connection back; closing it"
+            );
             None
         }
     }
@@ -515,7 +521,10 @@ async fn inbox_loop(
         match tokio::net::TcpStream::from_std(handoff.stream) {
             Ok(stream) => serve(&handlers[handoff.port], stream, handoff.peer, &ctx, guard),
             Err(e) => {
-                tracing::warn!(worker = ctx.id, peer = %handoff.peer, error = %e, "cannot register a handed-over connection; closing it");
+                tracing::warn!(
+                    worker = ctx.id, peer = %handoff.peer, error = %e,
+                    "cannot register a handed-over connection; closing it"
+                );
             }
         }
     }
