@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! A minimal blocking MySQL client for integration tests: enough protocol to log in
 //! (`mysql_native_password`), run text queries, and send arbitrary bytes, so tests can speak
 //! raw protocol to manifold and look at exactly what comes back.

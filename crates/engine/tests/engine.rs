@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Workers, listeners and shutdown, driven by std clients from the test thread.
 
 use std::collections::HashSet;
