@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! A minimal blocking MySQL client for integration tests: enough protocol to log in
 //! (`mysql_native_password`), run text queries, and send arbitrary bytes, so tests can speak
 //! raw protocol to manifold and look at exactly what comes back.
@@ -76,6 +77,8 @@ pub struct Client {
     buf: Vec<u8>,
     pub connection_id: u32,
     pub server_version: String,
+    /// Calls of [`Client::exchange`] so far: each marks its answer's end with its own number.
+    exchanges: u64,
 }
 
 impl Client {
@@ -88,6 +91,7 @@ impl Client {
             buf: Vec::new(),
             connection_id: 0,
             server_version: String::new(),
+            exchanges: 0,
         };
         let (_, payload) = c.read_packet()?;
         if payload.first() == Some(&0xFF) {
@@ -268,32 +272,45 @@ impl Client {
         }
     }
 
-    /// Sends one command and collects every packet that comes back until the server has been
-    /// quiet for `quiet`: an oracle independent of manifold's own idea of where answers end.
-    pub fn exchange(
-        &mut self,
-        payload: &[u8],
-        quiet: Duration,
-    ) -> Result<Vec<(u8, Vec<u8>)>, Error> {
+    /// Sends one command, then at once a `SELECT` of a marker only this call uses, and
+    /// collects every packet that comes back before the marker's answer: the command's whole
+    /// answer (none for commands the server does not answer), found without knowing its
+    /// shape. An oracle independent of manifold's own idea of where answers end.
+    pub fn exchange(&mut self, payload: &[u8]) -> Result<Vec<(u8, Vec<u8>)>, Error> {
+        self.exchanges += 1;
+        let marker = format!("<end of answer {}>", self.exchanges);
         self.send(0, payload)?;
-        self.stream.set_read_timeout(Some(quiet))?;
+        let mut sentinel = b"\x03SELECT '".to_vec();
+        sentinel.extend_from_slice(marker.as_bytes());
+        sentinel.push(b'\'');
+        self.send(0, &sentinel)?;
         let mut packets = Vec::new();
-        loop {
-            match self.read_packet() {
-                Ok(p) => packets.push(p),
-                Err(Error::Io(e))
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    break
-                }
-                Err(e) => return Err(e),
-            }
+        // The marker's answer: column count, its definition (naming the marker), EOF, the
+        // row, EOF. Its definition is the first packet holding the marker.
+        let holds_marker = |p: &[u8]| p.windows(marker.len()).any(|w| w == marker.as_bytes());
+        while !packets
+            .last()
+            .is_some_and(|(_, p): &(u8, Vec<u8>)| holds_marker(p))
+        {
+            packets.push(self.read_packet()?);
         }
-        self.stream
-            .set_read_timeout(Some(Duration::from_secs(60)))?;
+        packets.pop();
+        if packets.pop() != Some((1, vec![1])) {
+            return Err(Error::Protocol(format!(
+                "the marker's answer has no column count before its definition: {packets:?}"
+            )));
+        }
+        let rest = [
+            self.read_packet()?,
+            self.read_packet()?,
+            self.read_packet()?,
+        ];
+        let is_eof = |p: &[u8]| p.first() == Some(&0xFE) && p.len() < 9;
+        if !(is_eof(&rest[0].1) && holds_marker(&rest[1].1) && is_eof(&rest[2].1)) {
+            return Err(Error::Protocol(format!(
+                "the marker's answer is not EOF, its row, EOF: {rest:?}"
+            )));
+        }
         Ok(packets)
     }
 

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Node failures under load, each test on a MariaDB topology of its own (they kill servers
 //! and promote replicas): a replica killed under 32 reading threads, a primary stopped with
 //! a replica promoted by hand, and a primary killed with `routing.auto_promote`.

@@ -1,15 +1,11 @@
 //! Every command a client can send, through manifold and directly against MariaDB: the answers
 //! must have the same packets (sequence ids and kinds), and the session must go on working.
-//! The oracle is the server's own answer, read until the line goes quiet, not manifold's
-//! notion of where an answer ends.
-
-use std::time::Duration;
+//! The oracle is the server's own answer, read up to the answer of a marker query sent right
+//! behind each command, not manifold's notion of where an answer ends.
 
 use manifold_tests::Client;
 
 use crate::harness::{config, schema, start, topology, PASSWORD, USER};
-
-const QUIET: Duration = Duration::from_millis(400);
 
 /// (sequence id, first byte) of each packet: what identifies an answer's shape.
 type Shape = Vec<(u8, Option<u8>)>;
@@ -38,7 +34,7 @@ fn script(c: &mut Client, db: &str) -> Vec<(&'static str, Shape)> {
     let mut steps = Vec::new();
     let mut step = |c: &mut Client, name: &'static str, payload: &[u8]| {
         let answer = c
-            .exchange(payload, QUIET)
+            .exchange(payload)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         steps.push((name, shape(&answer)));
         answer

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Integration tests against one real MariaDB topology per test binary, with manifold started
 //! in process. Each test uses its own schema and its own manifold instance.
 

@@ -380,22 +380,44 @@ def test_backend_offline_drains_a_replica_and_online_brings_it_back(split_manifo
 
     wait_until("reads on the replica", lambda: port in ports(30))
 
-    def sleeping_there():
-        return any(r["statement"] == "SELECT SLEEP(2)" and r["backend"].startswith(replica)
-                   for r in table(admin(m, "SHOW SESSIONS").stdout))
+    # Reads running when the replica goes offline: batches of three, each batch's statement
+    # its own, started until one of them runs there (the balancer spreads them). Each client
+    # records the node that answered and what SLEEP returned (0: it ran to the end).
+    threads, errors, answers = [], [], []
 
-    threads, errors = [], []
+    def read_batch(batch):
+        statement = f"SELECT {batch}, @@port, SLEEP(3)"
+
+        def run():
+            try:
+                with m.connect(autocommit=True) as c:
+                    cur = c.cursor()
+                    cur.execute(statement)
+                    answers.append(cur.fetchone())
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                errors.append(e)
+
+        for _ in range(3):
+            threads.append(threading.Thread(target=run))
+            threads[-1].start()
+        return statement
+
+    def all_three_running(statement):
+        """The nodes the batch's reads run on, once all three run (else None)."""
+        backends = [r["backend"] for r in table(admin(m, "SHOW SESSIONS").stdout)
+                    if r["statement"] == statement and r["backend"]]
+        return backends if len(backends) == 3 else None
+
     try:
-        # A read running there when it goes offline finishes: start sleepers until one
-        # runs there (the balancer spreads them).
-        for _ in range(10):
-            t, e = sleepers(m, 3, 2)
-            threads += t
-            errors = e + errors
-            time.sleep(0.3)
-            if sleeping_there():
+        on_replica = None
+        for batch in range(10):
+            statement = read_batch(batch)
+            backends = wait_until(f"batch {batch}'s three reads to run",
+                                  lambda statement=statement: all_three_running(statement))
+            if any(b.startswith(f"{replica} thread ") for b in backends):
+                on_replica = batch
                 break
-        assert sleeping_there(), "no sleeper ran on the replica"
+        assert on_replica is not None, "no read ran on the replica in 10 batches"
         admin(m, f"BACKEND OFFLINE '{replica}'")
         rows = {r["node"]: r for r in table(admin(m, "SHOW BACKENDS").stdout)}
         assert rows[replica]["state"] == "offline", rows
@@ -403,6 +425,7 @@ def test_backend_offline_drains_a_replica_and_online_brings_it_back(split_manifo
         for t in threads:
             t.join()
         assert not errors, errors
+        assert (on_replica, port, 0) in answers, f"the read in flight on the replica did not finish: {answers}"
         wait_until("the drained replica's connections to close", lambda: {
             r["node"]: r for r in table(admin(m, "SHOW BACKENDS").stdout)}[replica]["connections_open"] == "0")
     finally:

@@ -1,6 +1,7 @@
 """go-sql-driver/mysql's own test suite, run directly against the MariaDB primary and through
-manifold. The bar: no failures either way, and nothing that passes directly may be skipped (or
-not run at all) through manifold.
+manifold. The bar: no failures either way, every test the suite declares reports an outcome in
+both runs, and nothing that passes directly may be skipped (or not run at all) through
+manifold.
 
 tests/go-sql-driver/run.sh fetches the pinned module from the Go module proxy into
 target/gomodcache and compiles its test binary; both runs use that one binary, through
@@ -8,6 +9,7 @@ target/gomodcache and compiles its test binary; both runs use that one binary, t
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -55,6 +57,22 @@ def build(go, workdir):
         pytest.fail(f"fetching/building go-sql-driver/mysql {VERSION} failed (exit {r.returncode}):\n"
                     f"{r.stdout[-3000:]}\n{r.stderr[-5000:]}")
     return Path(r.stdout.strip().splitlines()[-1])
+
+
+def suite_tests(binary):
+    """The suite's top-level tests: the `func TestX(t *testing.T)` its source declares, which
+    must be what the compiled binary lists (`-test.list`), so that neither can shrink unseen."""
+    declared = set()
+    for f in binary.parent.glob("*_test.go"):
+        declared.update(re.findall(r"(?m)^func (Test\w+)\(\w+ \*testing\.T\)", f.read_text()))
+    r = subprocess.run([str(binary), "-test.list", "^Test"], cwd=binary.parent, capture_output=True, text=True,
+                       timeout=120)
+    listed = {line.strip() for line in r.stdout.splitlines() if line.startswith("Test")}
+    if r.returncode != 0 or not declared or listed != declared:
+        pytest.fail(f"go-sql-driver/mysql {VERSION}: the binary lists {len(listed)} tests (exit {r.returncode}), "
+                    f"its source declares {len(declared)}; only listed {sorted(listed - declared)[:10]}, "
+                    f"only declared {sorted(declared - listed)[:10]}\n{r.stderr[-2000:]}")
+    return listed
 
 
 class Outcome:
@@ -154,6 +172,7 @@ def test_go_sql_driver_suite(topology, global_causal_manifold):
     workdir = Path(tempfile.mkdtemp(prefix="go-sql-driver-"))
     try:
         binary = build(go, workdir)
+        expected = suite_tests(binary) - set(SKIPPED_EVERYWHERE)
         built = time.time()
         with topology.root() as c:
             cur = c.cursor()
@@ -176,13 +195,17 @@ def test_go_sql_driver_suite(topology, global_causal_manifold):
     passed_directly = set(direct.names("pass"))
     hidden_skips = sorted(passed_directly & set(through.names("skip")))
     not_run = sorted(t for t in passed_directly if t not in through.result)
+    # Every test of the suite reports, in both runs: a run cut short (a panic, a timeout, a
+    # filter gone wrong) cannot pass on the tests it happened to run.
+    unreported = {o.label: sorted(expected - set(o.result)) for o in (direct, through)}
 
     lines = [f"go-sql-driver/mysql {VERSION}: build {built - started:.0f}s, "
              f"direct {direct.seconds:.0f}s, through manifold {through.seconds:.0f}s"]
     for o in (direct, through):
         lines.append(f"  {o.label:>8}: tests+subtests {o.counts()}, top-level {o.top_level_counts()}, "
                      f"skipped {o.names('skip')}")
-    lines.append(f"  not run in either: {SKIPPED_EVERYWHERE}; MYSQL_TEST_CONCURRENT only through manifold")
+    lines.append(f"  the suite's top-level tests: {len(expected)} (and {sorted(SKIPPED_EVERYWHERE)}, "
+                 f"not run in either); MYSQL_TEST_CONCURRENT only through manifold")
     if through_fail:
         lines.append(f"FAILED THROUGH MANIFOLD ({len(through_fail)}), see {manifold.log_path}:")
         lines += [f"  {t}\n{through.excerpt(t)}" for t in through_fail]
@@ -196,7 +219,11 @@ def test_go_sql_driver_suite(topology, global_causal_manifold):
     if not_run:
         shown = ", ".join(not_run[:25]) + (f", ... ({len(not_run) - 25} more)" if len(not_run) > 25 else "")
         lines.append(f"PASS directly but NOT RUN through manifold ({len(not_run)}): {shown}")
+    for label, missing in unreported.items():
+        if missing:
+            shown = ", ".join(missing[:25]) + (f", ... ({len(missing) - 25} more)" if len(missing) > 25 else "")
+            lines.append(f"NO OUTCOME {label} for {len(missing)} of the suite's {len(expected)} tests: {shown}")
     lines.append("  full event logs: target/go-sql-driver-direct.jsonl, target/go-sql-driver-manifold.jsonl")
     summary = "\n".join(lines)
     print(summary)
-    assert not (through_fail or direct_fail or hidden_skips or not_run), summary
+    assert not (through_fail or direct_fail or hidden_skips or not_run or any(unreported.values())), summary

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Read/write splitting against a real primary with two GTID replicas: where statements
 //! land (by `@@port` and by the servers' own `Com_select`), lag exclusion, causal reads.
 //! The tests stop and start replication, so they run one at a time on this binary's

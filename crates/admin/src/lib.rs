@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! The admin port: a MySQL-protocol listener (default `127.0.0.1:6032`) with its own
 //! credentials, where an operator's `mariadb` client runs admin commands (`SHOW BACKENDS`,
 //! `SHOW STATUS`...) against the running server, as ProxySQL's admin interface does; and

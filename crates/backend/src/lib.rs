@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Connections from manifold to backend MySQL/MariaDB servers.
 //!
 //! This crate owns logging into backends as a MySQL client (TLS, `mysql_native_password`,

@@ -41,8 +41,23 @@ pub fn now() -> u64 {
 /// [`calibrate`] ran.
 #[inline]
 pub fn span_ns(from: u64, to: u64) -> u64 {
-    let ticks = u128::from(to.saturating_sub(from));
-    ((ticks * u128::from(NS_PER_TICK_FP32.load(Ordering::Relaxed))) >> 32) as u64
+    ticks_to_ns(
+        to.saturating_sub(from),
+        NS_PER_TICK_FP32.load(Ordering::Relaxed),
+    )
+}
+
+/// `ticks` in nanoseconds, at `per_tick_fp32` nanoseconds per tick (a fraction of 2^32).
+#[inline]
+fn ticks_to_ns(ticks: u64, per_tick_fp32: u64) -> u64 {
+    ((u128::from(ticks) * u128::from(per_tick_fp32)) >> 32) as u64
+}
+
+/// Nanoseconds per tick as a fraction of 2^32, from `ns` nanoseconds measured over `ticks`
+/// ticks; never 0, so a calibrated clock never reads every span as zero.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn ns_per_tick_fp32(ns: u128, ticks: u64) -> u64 {
+    ((ns << 32) / u128::from(ticks.max(1))).clamp(1, u128::from(u64::MAX)) as u64
 }
 
 /// Measures how long a tick is against `Instant`, over `window`, once per process; later
@@ -61,9 +76,7 @@ pub fn calibrate(window: Duration) {
             let (i0, t0) = paired();
             std::thread::sleep(window);
             let (i1, t1) = paired();
-            let ns = i1.duration_since(i0).as_nanos();
-            let ticks = u128::from(t1.saturating_sub(t0)).max(1);
-            let per = ((ns << 32) / ticks).clamp(1, u128::from(u64::MAX)) as u64;
+            let per = ns_per_tick_fp32(i1.duration_since(i0).as_nanos(), t1.saturating_sub(t0));
             NS_PER_TICK_FP32.store(per, Ordering::Relaxed);
         }
     });
@@ -91,17 +104,36 @@ mod tests {
     use super::*;
 
     #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn spans_match_instant() {
+    fn ticks_convert_at_the_measured_rate() {
+        // 4 GHz and 1 GHz are exact in the fraction; 3 GHz rounds down by under a tick.
+        let at_4ghz = ns_per_tick_fp32(1_000_000_000, 4_000_000_000);
+        assert_eq!(ticks_to_ns(4_000, at_4ghz), 1_000);
+        let at_1ghz = ns_per_tick_fp32(1_000_000_000, 1_000_000_000);
+        assert_eq!(at_1ghz, 1 << 32);
+        assert_eq!(ticks_to_ns(u64::MAX, at_1ghz), u64::MAX, "no overflow");
+        let at_3ghz = ns_per_tick_fp32(1_000_000_000, 3_000_000_000);
+        assert!((999..=1_000).contains(&ticks_to_ns(3_000, at_3ghz)));
+    }
+
+    #[test]
+    fn a_calibration_never_reads_every_span_as_zero() {
+        assert_eq!(ns_per_tick_fp32(0, 5), 1, "no time measured");
+        assert_eq!(ns_per_tick_fp32(10, 0), 10 << 32, "no ticks counted");
+        assert_eq!(ns_per_tick_fp32(u128::MAX >> 32, 1), u64::MAX, "clamped");
+    }
+
+    #[test]
+    fn calibrated_spans_grow_with_time_and_never_go_backwards() {
         calibrate(Duration::from_millis(20));
-        let (i0, t0) = paired();
-        std::thread::sleep(Duration::from_millis(50));
-        let (i1, t1) = paired();
-        let want = i1.duration_since(i0).as_nanos() as f64;
-        let got = span_ns(t0, t1) as f64;
+        let t0 = now();
+        std::thread::sleep(Duration::from_millis(1));
+        let t1 = now();
+        std::thread::sleep(Duration::from_millis(1));
+        let t2 = now();
+        assert!(span_ns(t0, t1) > 0, "a millisecond reads as nothing");
         assert!(
-            (got - want).abs() / want < 0.02,
-            "{got} ns against {want} ns"
+            span_ns(t0, t2) > span_ns(t0, t1),
+            "a longer span reads shorter"
         );
         assert_eq!(span_ns(t1, t0), 0, "a backwards span reads as zero");
     }

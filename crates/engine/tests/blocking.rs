@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Blocking-pool elasticity. Assertions are on `stats()`, waiting for a state with a generous
 //! bound rather than sleeping for a fixed time.
 

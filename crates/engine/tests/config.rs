@@ -1,3 +1,5 @@
+#![forbid(unsafe_code)]
+
 use std::time::Duration;
 
 use manifold_engine::{duration_serde, EngineConfig};

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! `run_until_signal`, in its own test binary because it signals the whole process.
 
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@ use manifold_mysql_proto::handshake::{
     encode_auth_more_data, AuthSwitchRequest, HandshakeResponse, HandshakeV10,
 };
 use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
-use manifold_mysql_proto::{codes, LogicalPacket};
+use manifold_mysql_proto::{codes, LogicalPacket, ProtoError};
 
 use crate::metrics::FrontendMetrics;
 use crate::users::User;
@@ -121,13 +121,26 @@ pub(crate) async fn login(
         .then(manifold_engine::clock::now);
 
     // Exactly one packet: a TLS ClientHello may follow the SSL request in the same segment.
-    let mut p = io
-        .read_packet_exact(MAX_LOGIN_PACKET)
-        .await
-        .map_err(|e| match e {
-            ReadError::Closed => CLOSED_BEFORE_LOGIN.to_owned(),
-            e => read_err("reading handshake response", &e),
-        })?;
+    let mut p = match io.read_packet_exact(MAX_LOGIN_PACKET).await {
+        Ok(p) => p,
+        Err(ReadError::Closed) => return Err(CLOSED_BEFORE_LOGIN.to_owned()),
+        Err(e) => {
+            // Noise (HTTP, a ClientHello without an SSL request) announces a packet far
+            // larger than a login: refuse it as a statement that large would be.
+            if let ReadError::Proto(ProtoError::TooLarge { size, limit }) = e {
+                let msg = format!(
+                    "Got a packet bigger than 'max_allowed_packet' bytes ({size} > {limit})"
+                );
+                send_err(
+                    &mut io,
+                    2,
+                    &ErrPacket::new(codes::NET_PACKET_TOO_LARGE, msg),
+                )
+                .await;
+            }
+            return Err(read_err("reading handshake response", &e));
+        }
+    };
     let mut payload = io.payload(&p).into_owned();
     io.consume(p.raw_len);
     expect_seq(&mut io, &p, 1).await?;

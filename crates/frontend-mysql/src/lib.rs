@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! The MySQL front door: client sessions.
 //!
 //! This crate owns everything between a MySQL client and a borrowed backend connection: the

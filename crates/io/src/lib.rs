@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Connection I/O shared by every side of manifold: the client-facing doors and the backend
 //! connections.
 //!

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! The manifold server as a library: configuration loading and wiring the components
 //! (engine, MySQL front door, backend pools, router and its monitor) into a running server. The binary's `main` and the
 //! integration tests both start manifold through [`start`]. Logic that is not about assembling

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! The manifold command line: flags and subcommands, logging, run until a signal.
 
 use std::path::PathBuf;

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! The MySQL client/server wire protocol, without I/O.
 //!
 //! This crate owns the byte formats manifold speaks on both sides: packet framing (including

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Where each statement runs.
 //!
 //! This crate owns the cluster's topology (a primary and its replicas, from the

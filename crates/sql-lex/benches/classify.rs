@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! What routing costs per statement: `scan` (class, flags, hint) and `digest`, on the
 //! statements sysbench's OLTP tests send, alone and sent again with other values (with and
 //! without a `ScanMemo`). Run with `cargo bench -p manifold-sql-lex`.

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! A hot-path SQL lexer.
 //!
 //! This crate owns reading SQL text just far enough to make gateway decisions: splitting it

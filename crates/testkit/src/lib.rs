@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Test fixtures for manifold: this crate owns launching a **real** MariaDB topology (one primary,
 //! N GTID replicas, ROW binlogs, TLS with certificates generated at run time) from the installed
 //! `mariadbd` in a temporary directory on free ports of 127.0.0.1, running setup SQL through the

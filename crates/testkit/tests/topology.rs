@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Runs real MariaDB servers; fails (never skips) when MariaDB is not installed.
 
 use std::collections::BTreeMap;

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! `manifold-testkit up`: a MariaDB topology for the demo and benchmark scripts.
 //!
 //! Prints one `key=value ...` line on stdout once the topology is ready, then keeps it running
