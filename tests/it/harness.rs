@@ -20,7 +20,11 @@ pub fn topology() -> &'static Topology {
 /// A configuration for a manifold in front of the shared primary, on a free port.
 pub fn config() -> Config {
     let t = topology();
-    let mut cfg = Config::default();
+    // What manifold generates (TLS certificate, RSA key), shared by the tests' servers.
+    let mut cfg = Config {
+        data_dir: Some(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("manifold-data")),
+        ..Config::default()
+    };
     // Servers run side by side here: each its own admin port and HTTP.
     cfg.admin.listen = "127.0.0.1:0".into();
     cfg.admin.http_listen = "127.0.0.1:0".into();

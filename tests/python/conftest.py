@@ -1,13 +1,21 @@
 """Shared fixtures: one real MariaDB topology (primary + 2 GTID replicas, TLS) and one manifold
 in front of it per test session. Each test works in its own schema.
 
+manifold is started as the README's quick start does (`--primary ... --user app:app`, plus the
+ports the tests need), so clients that ask for TLS get the certificate manifold generates in its
+data directory; only tests of a configured certificate pass `--tls-cert` (`configured_cert`).
+Every manifold runs in one working directory per test session, so they all share that
+directory's `manifold-data` (the first start generates the certificate, later ones load it).
+
 Binaries come from MANIFOLD_BIN_DIR (scripts/test builds them in target/test-opt), else
 target/release. A missing binary or server fails with a message saying what to run or
 install; nothing is skipped."""
 
+import atexit
 import os
 import shutil
 import contextlib
+import tempfile
 import hashlib
 import socket
 import subprocess
@@ -39,6 +47,17 @@ pymysql.connections.Connection._create_ssl_ctx = _shared_preferred_ssl_ctx
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("MANIFOLD_BIN_DIR", ROOT / "target" / "release"))
 USER, PASSWORD = "app", "app"
+# The working directory of every manifold the tests start: its default data directory is
+# RUN_DIR/manifold-data (XDG_STATE_HOME is removed from manifold's environment).
+RUN_DIR = Path(tempfile.mkdtemp(prefix="manifold-tests-"))
+atexit.register(shutil.rmtree, RUN_DIR, True)
+DATA_DIR = RUN_DIR / "manifold-data"
+# The certificate manifold generates there; being self-signed, it is its own CA for clients.
+AUTO_CERT = DATA_DIR / "server-cert.pem"
+
+
+def manifold_env():
+    return {k: v for k, v in os.environ.items() if k != "XDG_STATE_HOME"}
 
 
 def binary(name):
@@ -93,13 +112,13 @@ class Topology:
 
 
 @contextlib.contextmanager
-def start_testkit(replicas):
-    """A MariaDB topology from `manifold-testkit up`, as the dict of its `key=value` line; torn
-    down (stdin closed) on exit."""
+def start_testkit(replicas, *extra):
+    """A MariaDB topology from `manifold-testkit up` (with `extra` arguments, e.g. `--no-tls`),
+    as the dict of its `key=value` line; torn down (stdin closed) on exit."""
     if shutil.which("mariadbd") is None and not Path("/usr/sbin/mariadbd").exists():
         pytest.fail("mariadbd not found: apt-get install mariadb-server mariadb-client")
     proc = subprocess.Popen([binary("manifold-testkit"), "up", "--replicas", str(replicas),
-                             "--user", f"{USER}:{PASSWORD}"],
+                             "--user", f"{USER}:{PASSWORD}", *extra],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if not line:
@@ -118,8 +137,12 @@ def topology():
 
 
 class Manifold:
-    def __init__(self, topo, extra_args=(), log_name="manifold", split=False):
-        """`split`: the replicas too, so reads are split over them (else the primary only)."""
+    def __init__(self, topo, extra_args=(), log_name="manifold", split=False, configured_cert=False, env=None):
+        """`split`: the replicas too, so reads are split over them (else the primary only).
+        `configured_cert`: offer the topology's certificate (signed by its CA, `--tls-cert`)
+        instead of the generated one. `ca` is the file a client verifying manifold trusts."""
+        tls = ["--tls-cert", topo.cert, "--tls-key", topo.key] if configured_cert else []
+        self.ca = topo.ca if configured_cert else str(AUTO_CERT)
         replicas = [a for port in topo.replica_ports for a in ("--replica", f"127.0.0.1:{port}")] if split else []
         # Another process (a client's ephemeral port) can take a chosen port before manifold
         # binds it: then it exits at once, saying so, and gets new ports.
@@ -129,9 +152,9 @@ class Manifold:
             self.log = open(self.log_path, "w")
             args = [binary("manifold"), "--primary", topo.primary, *replicas, "--user", f"{USER}:{PASSWORD}",
                     "--listen", f"127.0.0.1:{self.port}", "--admin-listen", f"127.0.0.1:{self.admin_port}",
-                    "--http-listen", f"127.0.0.1:{self.http_port}",
-                    "--tls-cert", topo.cert, "--tls-key", topo.key, *extra_args]
-            self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+                    "--http-listen", f"127.0.0.1:{self.http_port}", *tls, *extra_args]
+            self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=RUN_DIR,
+                                         env=dict(manifold_env(), **(env or {})))
             try:
                 wait_port(self.port, self.proc, "manifold")
                 return
@@ -166,7 +189,7 @@ class Manifold:
         self.log.close()
 
 
-def configured(topology, tmp_path, toml, name):
+def configured(topology, tmp_path, toml, name, **kw):
     """A manifold of its own with extra TOML configuration (the fixture's flags still apply).
     Its monitor logs in as root, so that the backend connections of the test's own account
     are its pools' alone (tests count them)."""
@@ -174,7 +197,7 @@ def configured(topology, tmp_path, toml, name):
     if "[routing.monitor]" not in toml:
         toml += f'\n[routing.monitor]\nuser = "root"\npassword = "{topology.root_password}"\n'
     cfg.write_text(toml)
-    return Manifold(topology, ["--config", str(cfg)], log_name=name)
+    return Manifold(topology, ["--config", str(cfg)], log_name=name, **kw)
 
 
 def native_hash(password):
@@ -185,6 +208,15 @@ def native_hash(password):
 @pytest.fixture(scope="session")
 def manifold(topology):
     m = Manifold(topology)
+    yield m
+    m.stop_and_check()
+
+
+@pytest.fixture(scope="session")
+def cert_manifold(topology):
+    """manifold offering a configured certificate (the topology's, signed by its CA, valid
+    for 127.0.0.1), for tests that verify it as clients verify a real server's."""
+    m = Manifold(topology, log_name="manifold-cert", configured_cert=True)
     yield m
     m.stop_and_check()
 

@@ -56,7 +56,7 @@ def select1(conn):
 
 @pytest.mark.parametrize("tls", [False, True])
 def test_native_password_login(topology, manifold, tls):
-    kw = {"ssl": {"ca": topology.ca, "check_hostname": False}} if tls else {"ssl_disabled": True}
+    kw = {"ssl": {"ca": manifold.ca, "check_hostname": False}} if tls else {"ssl_disabled": True}
     with manifold.connect(**kw) as c:
         assert c._auth_plugin_name == "mysql_native_password"  # what the handshake advertised
         assert select1(c) == ("app@%", 1)
@@ -106,12 +106,12 @@ def test_bad_credentials_raw_error_packet(manifold):
 
 def test_sha2_first_login_over_tls_is_full_then_fast(topology, sha2_manifold):
     first = rawmysql.RawConn(sha2_manifold.port)
-    first.login(USER, PASSWORD, tls_ca=topology.ca)
+    first.login(USER, PASSWORD, tls_ca=sha2_manifold.ca)
     assert first.handshake.auth_plugin == "caching_sha2_password"
     assert first.log == ["full"]  # cleartext password over TLS
     assert first.scalar("SELECT CURRENT_USER()") == "app@%"
     first.quit()
-    for tls in (topology.ca, None):  # then the fast path, with and without TLS
+    for tls in (sha2_manifold.ca, None):  # then the fast path, with and without TLS
         again = rawmysql.RawConn(sha2_manifold.port)
         again.login(USER, PASSWORD, tls_ca=tls)
         assert again.log == ["fast"]
@@ -144,13 +144,13 @@ def test_sha2_pymysql_rsa_exchange_first_login(sha2_manifold):
 
 def test_sha2_pymysql_cleartext_over_tls_first_login(topology, sha2_manifold):
     for _ in range(2):
-        with sha2_manifold.connect(ssl={"ca": topology.ca, "check_hostname": False}) as c:
+        with sha2_manifold.connect(ssl={"ca": sha2_manifold.ca, "check_hostname": False}) as c:
             assert select1(c) == ("app@%", 1)
 
 
 @pytest.mark.parametrize("tls", [False, True])
 def test_sha2_wrong_password(topology, sha2_manifold, tls):
-    kw = {"ssl": {"ca": topology.ca, "check_hostname": False}} if tls else {"ssl_disabled": True}
+    kw = {"ssl": {"ca": sha2_manifold.ca, "check_hostname": False}} if tls else {"ssl_disabled": True}
     want = (1045, "Access denied for user 'app'@'127.0.0.1' (using password: YES)")
     # Before any successful login (full authentication) ...
     assert access_denied(sha2_manifold.port, user=USER, password="wrong", **kw) == want
@@ -216,7 +216,7 @@ def test_config_file_users_with_each_plugin(topology, tmp_path, mariadb_account)
     m = start(topology, tmp_path, toml, "manifold-auth-users")
     try:
         for name in ("both_u", "native_u", "sha2_u"):
-            for kw in ({"ssl_disabled": True}, {"ssl": {"ca": topology.ca, "check_hostname": False}}):
+            for kw in ({"ssl_disabled": True}, {"ssl": {"ca": m.ca, "check_hostname": False}}):
                 with m.connect(user=name, password=f"{name}-pw", **kw) as c:
                     assert select1(c) == (f"{bname}@%", 1), (name, kw)
             assert access_denied(m.port, user=name, password="nope") == (

@@ -509,11 +509,11 @@ def test_charset_per_session_does_not_leak(manifold, schema):
 
 
 def test_tls_client_connection(topology, manifold, schema):
-    with manifold.connect(database=schema, ssl={"ca": topology.ca, "check_hostname": False}) as via:
+    with manifold.connect(database=schema, ssl={"ca": manifold.ca, "check_hostname": False}) as via:
         assert isinstance(via._sock, ssl.SSLSocket)
         assert via._sock.version() in ("TLSv1.2", "TLSv1.3")
         assert via._sock.cipher() is not None
-        # The certificate manifold presents is the one configured (signed by the test CA).
+        # The certificate manifold presents is the one it generated (verified against it).
         assert via._sock.getpeercert()
         assert run(via, "SELECT 1 + 1")[1] == ((2,),)
         big = "x" * 300_000
@@ -549,14 +549,16 @@ def test_backend_ending_an_idle_session_closes_the_client(topology, manifold):
                 pass  # closed with a reset: closed all the same
 
 
-def test_tls_verifies_against_ca_with_hostname(topology, manifold):
+def test_tls_verifies_against_ca_with_hostname(topology, manifold, cert_manifold):
     """Full verification (CA + hostname 127.0.0.1) as PyMySQL does by default with ssl={'ca'}:
-    works directly; must work through manifold, which presents the same certificate."""
+    works directly; must work through manifold configured with the same certificate, and
+    through manifold with the one it generated (its names include 127.0.0.1)."""
     with direct(topology, ssl={"ca": topology.ca}, ssl_disabled=False) as d:
         assert isinstance(d._sock, ssl.SSLSocket)
-    with manifold.connect(ssl={"ca": topology.ca}) as via:
-        assert isinstance(via._sock, ssl.SSLSocket)
-        assert run(via, "SELECT 1")[1] == ((1,),)
+    for m in (cert_manifold, manifold):
+        with m.connect(ssl={"ca": m.ca}) as via:
+            assert isinstance(via._sock, ssl.SSLSocket)
+            assert run(via, "SELECT 1")[1] == ((1,),)
 
 
 def test_tls_logins_with_pymysql_defaults_are_reliable(topology, manifold):
@@ -582,10 +584,10 @@ def test_tls_client_hello_in_same_segment_as_ssl_request(topology, manifold, tar
     of the intermittent failure above."""
     import rawmysql
 
-    port = topology.primary_port if target == "direct" else manifold.port
+    port, ca = (topology.primary_port, topology.ca) if target == "direct" else (manifold.port, manifold.ca)
     c = rawmysql.RawConn(port, timeout=30)
     try:
-        c.login(USER, PASSWORD, tls_ca=topology.ca, use_tls="pipelined")
+        c.login(USER, PASSWORD, tls_ca=ca, use_tls="pipelined")
         assert c.sock.version() in ("TLSv1.2", "TLSv1.3")
         assert c.scalar("SELECT 1") == "1"
     finally:

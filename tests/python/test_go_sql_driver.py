@@ -216,6 +216,11 @@ def test_go_sql_driver_suite(topology, global_causal_manifold):
     if hidden_skips:
         lines.append(f"PASS directly but SKIPPED through manifold ({len(hidden_skips)}):")
         lines += [f"  {t}\n{through.excerpt(t, 5)}" for t in hidden_skips]
+    # manifold runs with TLS on by default (no certificate configured): the suite's TLS
+    # tests (tls=preferred, skip-verify, a custom config) must run and pass through it.
+    tls_missing = "TestTLS" not in through.names("pass")
+    if tls_missing:
+        lines.append(f"TestTLS did not pass through manifold: {through.result.get('TestTLS', 'not run')}")
     if not_run:
         shown = ", ".join(not_run[:25]) + (f", ... ({len(not_run) - 25} more)" if len(not_run) > 25 else "")
         lines.append(f"PASS directly but NOT RUN through manifold ({len(not_run)}): {shown}")
@@ -226,4 +231,5 @@ def test_go_sql_driver_suite(topology, global_causal_manifold):
     lines.append("  full event logs: target/go-sql-driver-direct.jsonl, target/go-sql-driver-manifold.jsonl")
     summary = "\n".join(lines)
     print(summary)
-    assert not (through_fail or direct_fail or hidden_skips or not_run or any(unreported.values())), summary
+    assert not (through_fail or direct_fail or hidden_skips or not_run or tls_missing
+                or any(unreported.values())), summary

@@ -339,8 +339,9 @@ def upgraded_to_tls(first):
 
 def test_sysbench_tls(topology, manifold, schema, tmp_path):
     # sysbench 1.0.20 with --mysql-ssl=on loads client-key.pem, client-cert.pem and cacert.pem
-    # from its working directory (there are no options for them).
-    shutil.copy(topology.ca, tmp_path / "cacert.pem")
+    # from its working directory (there are no options for them), and verifies the server's
+    # certificate against cacert.pem: manifold's own, generated one (its own CA).
+    shutil.copy(manifold.ca, tmp_path / "cacert.pem")
     shutil.copy(topology.cert, tmp_path / "client-cert.pem")
     shutil.copy(topology.key, tmp_path / "client-key.pem")
     args = ["--tables=2", "--table-size=2000", "--rand-type=uniform", "--mysql-ssl=on"]

@@ -36,7 +36,11 @@ fn topology() -> &'static Topology {
 }
 
 fn config(t: &Topology, primary_read_weight: u32) -> Config {
-    let mut cfg = Config::default();
+    // What manifold generates (TLS certificate, RSA key), shared by the tests' servers.
+    let mut cfg = Config {
+        data_dir: Some(std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("manifold-data")),
+        ..Config::default()
+    };
     // Servers run side by side here: each its own admin port and HTTP.
     cfg.admin.listen = "127.0.0.1:0".into();
     cfg.admin.http_listen = "127.0.0.1:0".into();

@@ -36,6 +36,8 @@ pub struct MysqlFrontConfig {
     /// transaction) when nothing pins it there; `false` keeps one backend connection per
     /// client session for the session's life.
     pub multiplexing: bool,
+    /// `[mysql.tls]`, or `tls = "auto"` / `tls = "off"` for its mode alone.
+    #[serde(deserialize_with = "tls_table_or_mode")]
     pub tls: FrontTlsConfig,
 }
 
@@ -56,18 +58,62 @@ impl Default for MysqlFrontConfig {
     }
 }
 
+/// Whether TLS is offered to clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FrontTlsMode {
+    /// Offered: with `cert` and `key` when they are set, else with a self-signed certificate
+    /// generated on first start and kept in the data directory (as MySQL 8 and ProxySQL do),
+    /// so that clients asking for TLS get it without any configuration.
+    #[default]
+    Auto,
+    /// Not offered: a client that requires TLS fails as against a server without it.
+    Off,
+}
+
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct FrontTlsConfig {
-    /// PEM certificate chain offered to clients. TLS is offered when `cert` and `key` are set.
+    pub mode: FrontTlsMode,
+    /// PEM certificate chain offered to clients (with `key`); unset in `auto` mode: the data
+    /// directory's generated one. The server fills both in before the front door is built,
+    /// so the front door offers TLS exactly when they are set.
     pub cert: Option<PathBuf>,
     /// PEM private key of `cert`.
     pub key: Option<PathBuf>,
     /// Refuse clients that do not use TLS.
     pub required: bool,
-    /// PEM RSA private key for `caching_sha2_password` password exchange without TLS;
-    /// generated at first use when unset.
+    /// PEM RSA private key for `caching_sha2_password` password exchange without TLS; unset:
+    /// the data directory's `private_key.pem`, generated on first start.
     pub rsa_private_key: Option<PathBuf>,
+}
+
+/// `tls = "off"` (or `"auto"`) as the short form of `[mysql.tls] mode = ...`.
+fn tls_table_or_mode<'de, D: serde::Deserializer<'de>>(d: D) -> Result<FrontTlsConfig, D::Error> {
+    struct TableOrMode;
+    impl<'de> serde::de::Visitor<'de> for TableOrMode {
+        type Value = FrontTlsConfig;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("\"auto\", \"off\" or a [mysql.tls] table")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<FrontTlsConfig, E> {
+            let mode = FrontTlsMode::deserialize(serde::de::value::StrDeserializer::<E>::new(v))?;
+            Ok(FrontTlsConfig {
+                mode,
+                ..FrontTlsConfig::default()
+            })
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            map: A,
+        ) -> Result<FrontTlsConfig, A::Error> {
+            FrontTlsConfig::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    d.deserialize_any(TableOrMode)
 }
 
 /// A user manifold authenticates. Only password hashes are stored for the client side;
@@ -120,17 +166,34 @@ impl MysqlFrontConfig {
                 self.default_auth_plugin
             ));
         }
-        match (&self.tls.cert, &self.tls.key) {
+        self.tls.validate()?;
+        Ok(())
+    }
+}
+
+impl FrontTlsConfig {
+    fn validate(&self) -> Result<(), String> {
+        match (&self.cert, &self.key) {
             (Some(_), None) => {
                 return Err("mysql.tls.key: required when mysql.tls.cert is set".into())
             }
             (None, Some(_)) => {
                 return Err("mysql.tls.cert: required when mysql.tls.key is set".into())
             }
-            (None, None) if self.tls.required => {
-                return Err("mysql.tls.required: needs mysql.tls.cert and mysql.tls.key".into())
-            }
             _ => {}
+        }
+        if self.mode == FrontTlsMode::Off {
+            if self.cert.is_some() {
+                return Err(
+                    "mysql.tls.cert: set while mysql.tls.mode is off (remove it, or the mode)"
+                        .into(),
+                );
+            }
+            if self.required {
+                return Err(
+                    "mysql.tls.required: needs TLS, which mysql.tls.mode = off turns off".into(),
+                );
+            }
         }
         Ok(())
     }

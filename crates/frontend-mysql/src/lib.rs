@@ -36,7 +36,7 @@ use manifold_engine::{ConnectionHandler, WorkerContext};
 use manifold_mysql_proto::auth::RsaKeyPair;
 use manifold_router::{Balancer, Topology};
 
-pub use config::{FrontTlsConfig, MysqlFrontConfig, UserConfig};
+pub use config::{FrontTlsConfig, FrontTlsMode, MysqlFrontConfig, UserConfig};
 pub use digests::DigestStats;
 pub use metrics::FrontendMetrics;
 pub use pins::{describe_bits as describe_pins, PinCounters, PinReason, REASONS as PIN_REASONS};
@@ -125,6 +125,9 @@ impl LogLimiter {
     }
 }
 
+/// Makes the RSA key for `caching_sha2_password` (PEM), on the blocking pool.
+pub type RsaGenerator = Arc<dyn Fn() -> Result<String, String> + Send + Sync>;
+
 /// A job the admin port runs on a worker's thread, where its pools and tables live.
 type WorkerJob = Box<dyn FnOnce(&WorkerFrontend) + Send>;
 
@@ -146,6 +149,8 @@ pub struct Shared {
     budgets: Vec<Vec<Arc<BackendBudget>>>,
     rsa: OnceLock<Arc<RsaKeyPair>>,
     rsa_pem: Option<String>,
+    /// Makes the RSA key at first use when none is configured ([`Shared::set_rsa_generator`]).
+    rsa_generator: OnceLock<RsaGenerator>,
     /// Users who completed a `caching_sha2_password` full authentication since start.
     sha2_cache: ArcSwap<std::collections::HashSet<String>>,
     connections: AtomicUsize,
@@ -236,6 +241,7 @@ impl Shared {
             pool,
             rsa: OnceLock::new(),
             rsa_pem,
+            rsa_generator: OnceLock::new(),
             sha2_cache: ArcSwap::from_pointee(std::collections::HashSet::new()),
             connections: AtomicUsize::new(0),
             pin_counters: std::sync::Mutex::default(),
@@ -267,22 +273,35 @@ impl Shared {
         });
     }
 
-    /// The RSA key pair for password exchange; generated (on the blocking pool: it takes a
-    /// while) the first time a client needs it.
+    /// How the RSA key is made at first use when `rsa_private_key` is not configured: a
+    /// function returning its PEM (the server's keeps it in its data directory, so it is the
+    /// same after a restart). Unset: generated in memory. Set once, before clients connect.
+    pub fn set_rsa_generator(&self, generator: RsaGenerator) {
+        let _ = self.rsa_generator.set(generator);
+    }
+
+    /// The RSA key pair for password exchange; loaded or generated (on the blocking pool:
+    /// generating takes a while) the first time a client needs it.
     async fn rsa_key(&self, ctx: &WorkerContext) -> Result<Arc<RsaKeyPair>, String> {
         if let Some(k) = self.rsa.get() {
             return Ok(k.clone());
         }
         let pem = self.rsa_pem.clone();
+        let generator = self.rsa_generator.get().cloned();
         let key = ctx
             .blocking()
-            .spawn(move || match pem {
-                Some(pem) => RsaKeyPair::from_pem(&pem),
-                None => RsaKeyPair::generate(2048),
+            .spawn(move || {
+                let pem = match (pem, generator) {
+                    (Some(pem), _) => pem,
+                    (None, Some(generate)) => generate()?,
+                    (None, None) => {
+                        return RsaKeyPair::generate(2048).map_err(|e| e.to_string());
+                    }
+                };
+                RsaKeyPair::from_pem(&pem).map_err(|e| e.to_string())
             })
             .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())??;
         Ok(self.rsa.get_or_init(|| Arc::new(key)).clone())
     }
 }

@@ -1,8 +1,9 @@
 //! The configuration file: one TOML document whose tables belong to the components
-//! (`[engine]`, `[mysql]`, `[backend]`, `[pool]`, `[routing]`, `[[users]]`, `[log]`, `[admin]`). Every table rejects
-//! unknown keys, and `validate` checks values, naming the key at fault.
+//! (`[engine]`, `[mysql]`, `[backend]`, `[pool]`, `[routing]`, `[[users]]`, `[log]`, `[admin]`),
+//! and `data_dir` at the top. Every table rejects unknown keys, and `validate` checks values,
+//! naming the key at fault.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use manifold_admin::AdminConfig;
 use manifold_backend::{BackendTlsConfig, PoolConfig};
@@ -14,6 +15,9 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// Where manifold keeps what it generates (the TLS certificate when none is configured,
+    /// the RSA key); unset: [`crate::data_dir::default_path`].
+    pub data_dir: Option<PathBuf>,
     pub engine: EngineConfig,
     pub mysql: MysqlFrontConfig,
     pub backend: BackendConfig,
@@ -171,6 +175,13 @@ impl Config {
 }
 
 impl Config {
+    /// `data_dir`, or its default.
+    pub fn data_dir(&self) -> PathBuf {
+        self.data_dir
+            .clone()
+            .unwrap_or_else(crate::data_dir::default_path)
+    }
+
     /// Every cluster: `("default", primary, replicas)` first, then `[[clusters]]`.
     pub fn cluster_nodes(&self) -> Vec<(&str, &str, &[ReplicaEntry])> {
         let mut all = vec![(
@@ -259,6 +270,42 @@ mod tests {
         assert_eq!(c.mysql.listen, "0.0.0.0:6033");
         assert_eq!(c.mysql.max_allowed_packet, 64 << 20);
         assert_eq!(c.users[0].name, "app");
+    }
+
+    #[test]
+    fn tls_mode_alone_or_in_its_table() {
+        use manifold_frontend_mysql::FrontTlsMode;
+        let c = Config::from_toml(MINIMAL).unwrap();
+        assert_eq!(c.mysql.tls.mode, FrontTlsMode::Auto);
+        assert_eq!(c.data_dir, None);
+        let c = Config::from_toml(&format!(
+            "data_dir = \"/var/lib/m\"\n[mysql]\ntls = \"off\"\n{MINIMAL}"
+        ))
+        .unwrap();
+        assert_eq!(c.mysql.tls.mode, FrontTlsMode::Off);
+        assert_eq!(c.data_dir(), PathBuf::from("/var/lib/m"));
+        let c = Config::from_toml(&format!("[mysql.tls]\nmode = \"off\"\n{MINIMAL}")).unwrap();
+        assert_eq!(c.mysql.tls.mode, FrontTlsMode::Off);
+        // The table as before: a configured certificate, mode auto.
+        let c = Config::from_toml(&format!(
+            "[mysql.tls]\ncert = \"/c.pem\"\nkey = \"/k.pem\"\nrequired = true\n{MINIMAL}"
+        ))
+        .unwrap();
+        assert_eq!(c.mysql.tls.mode, FrontTlsMode::Auto);
+        assert!(c.mysql.tls.required);
+        // Required TLS needs no certificate of its own now: the generated one serves.
+        Config::from_toml(&format!("[mysql.tls]\nrequired = true\n{MINIMAL}")).unwrap();
+        let e = err("[mysql]\ntls = \"on\"");
+        assert!(
+            e.contains("on") && e.contains("auto") && e.contains("off"),
+            "{e}"
+        );
+        let e = err("[mysql.tls]\nmode = \"off\"\ncert = \"/c.pem\"\nkey = \"/k.pem\"");
+        assert!(e.contains("mysql.tls.cert"), "{e}");
+        let e = err("[mysql.tls]\nmode = \"off\"\nrequired = true");
+        assert!(e.contains("mysql.tls.required"), "{e}");
+        let e = err("[mysql.tls]\nmood = \"off\"");
+        assert!(e.contains("mood"), "{e}");
     }
 
     #[test]

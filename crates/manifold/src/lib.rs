@@ -4,7 +4,9 @@
 //! integration tests both start manifold through [`start`]. Logic that is not about assembling
 //! and stopping the server belongs in the component crates.
 
+pub mod auto_keys;
 pub mod config;
+pub mod data_dir;
 pub mod settings;
 
 use std::net::SocketAddr;
@@ -30,6 +32,8 @@ pub struct Server {
     pub admin: Option<AdminServer>,
     /// The tunables (`SET GLOBAL`, `RELOAD CONFIG`, SIGHUP).
     pub settings: Arc<settings::Settings>,
+    /// The data directory's certificate, when clients are offered that one.
+    pub generated_cert: Option<auto_keys::ServerCert>,
 }
 
 impl Server {
@@ -112,7 +116,23 @@ pub fn start_with_reload(
         .iter()
         .map(|c| Monitor::start(c.topology.clone(), c.targets.clone(), monitor_login.clone()))
         .collect::<Result<Vec<_>, _>>()?;
-    let shared = Shared::new(cfg.mysql.clone(), users, clusters, cfg.pool.clone())?;
+    let (mysql, generated_cert, rsa_dir) = front_keys(cfg)?;
+    let shared = Shared::new(mysql, users, clusters, cfg.pool.clone())?;
+    if let Some(dir) = rsa_dir {
+        // Generating takes from a fraction of a second to many on a loaded machine: begun
+        // now, in the background, so the first client needing it rarely waits (it waits for
+        // the data directory's lock, then reads the file).
+        let early = dir.clone();
+        std::thread::Builder::new()
+            .name("rsa-keygen".into())
+            .spawn(move || {
+                if let Err(e) = auto_keys::rsa_key(&early) {
+                    tracing::warn!(error = %e, "RSA key not generated; the first client needing it tries again");
+                }
+            })
+            .map_err(|e| format!("cannot start a thread: {e}"))?;
+        shared.set_rsa_generator(Arc::new(move || auto_keys::rsa_key(&dir)));
+    }
     let settings = settings::Settings::new(shared.clone(), cfg, source)?;
     match manifold_backend::probe_server_version(&cfg.backend.primary, cfg.pool.connect_timeout) {
         Ok(v) => shared.set_backend_version(v),
@@ -139,7 +159,67 @@ pub fn start_with_reload(
         monitors,
         admin,
         settings,
+        generated_cert,
     })
+}
+
+/// `[mysql]` with the data directory's files filled in where nothing is configured: the
+/// certificate and key in `auto` mode, the RSA key when the data directory has one (else the
+/// directory to generate it into at first use). Logs which certificate clients are offered.
+fn front_keys(
+    cfg: &Config,
+) -> Result<
+    (
+        manifold_frontend_mysql::MysqlFrontConfig,
+        Option<auto_keys::ServerCert>,
+        Option<data_dir::DataDir>,
+    ),
+    String,
+> {
+    use manifold_frontend_mysql::FrontTlsMode;
+    let mut mysql = cfg.mysql.clone();
+    let generate_cert = mysql.tls.mode == FrontTlsMode::Auto && mysql.tls.cert.is_none();
+    let dir = if generate_cert || mysql.tls.rsa_private_key.is_none() {
+        Some(data_dir::DataDir::open(&cfg.data_dir())?)
+    } else {
+        None
+    };
+    let mut generated = None;
+    let mut rsa_dir = None;
+    if let Some(dir) = dir {
+        if generate_cert {
+            let cert = auto_keys::server_cert(&dir)?;
+            tracing::info!(
+                cert = %cert.cert.display(),
+                sha256 = %cert.fingerprint,
+                generated = cert.generated,
+                "TLS for clients: the data directory's self-signed certificate"
+            );
+            mysql.tls.cert = Some(cert.cert.clone());
+            mysql.tls.key = Some(cert.key.clone());
+            generated = Some(cert);
+        }
+        if mysql.tls.rsa_private_key.is_none() {
+            mysql.tls.rsa_private_key = auto_keys::existing_rsa_key(&dir)?;
+            if mysql.tls.rsa_private_key.is_none() {
+                rsa_dir = Some(dir);
+            }
+        }
+    }
+    match (&mysql.tls.cert, mysql.tls.mode) {
+        (_, FrontTlsMode::Off) => tracing::info!("TLS for clients: off (mysql.tls.mode)"),
+        (Some(cert), _) if generated.is_none() => {
+            // Shared::new reads it again and names any fault; here only what to log.
+            let sha256 = std::fs::read(cert)
+                .ok()
+                .and_then(|pem| rustls_pemfile::certs(&mut pem.as_slice()).next()?.ok())
+                .map(|der| auto_keys::fingerprint(&der))
+                .unwrap_or_default();
+            tracing::info!(cert = %cert.display(), %sha256, "TLS for clients: the configured certificate");
+        }
+        _ => {}
+    }
+    Ok((mysql, generated, rsa_dir))
 }
 
 /// `routing.monitor.user`, or else the first user's backend login.

@@ -38,7 +38,15 @@ struct Cli {
     /// Worker threads (overrides engine.threads; 0 = one per core).
     #[arg(long)]
     threads: Option<usize>,
-    /// Certificate (PEM) offered to clients for TLS.
+    /// Directory for what manifold generates and keeps (TLS certificate, RSA key); overrides
+    /// data_dir (default: $XDG_STATE_HOME/manifold, else ./manifold-data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// TLS for clients: auto (default: the configured certificate, else one generated in the
+    /// data directory) or off (overrides mysql.tls.mode).
+    #[arg(long)]
+    tls: Option<String>,
+    /// Certificate (PEM) offered to clients for TLS (overrides mysql.tls.cert).
     #[arg(long, requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// Private key (PEM) of --tls-cert.
@@ -108,6 +116,14 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
     }
     if let Some(t) = cli.threads {
         cfg.engine.threads = t;
+    }
+    if let Some(d) = &cli.data_dir {
+        cfg.data_dir = Some(d.clone());
+    }
+    if let Some(m) = &cli.tls {
+        cfg.mysql.tls.mode = toml::Value::String(m.clone())
+            .try_into()
+            .map_err(|_| format!("--tls {m}: expected auto or off"))?;
     }
     if let (Some(c), Some(k)) = (&cli.tls_cert, &cli.tls_key) {
         cfg.mysql.tls.cert = Some(c.clone());

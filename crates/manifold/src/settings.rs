@@ -461,7 +461,7 @@ impl Settings {
         let mut new_pool = new.pool.clone();
         new_pool.max_size = self.started.pool.max_size;
         new_pool.min_idle = self.started.pool.min_idle;
-        let sections: [(&str, String, String); 8] = [
+        let sections: [(&str, String, String); 9] = [
             (
                 "pool",
                 format!("{:?}", self.started.pool),
@@ -501,6 +501,11 @@ impl Settings {
                 "mysql.tls",
                 format!("{:?}", self.started.mysql.tls),
                 format!("{:?}", new.mysql.tls),
+            ),
+            (
+                "data_dir",
+                format!("{:?}", self.started.data_dir),
+                format!("{:?}", new.data_dir),
             ),
         ];
         for (name, old, now) in sections {
