@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Connections spread evenly over workers, whichever worker's socket the kernel picks.
 
 use std::future::Future;
