@@ -13,6 +13,7 @@ pub mod digests;
 mod handshake;
 mod metrics;
 pub mod pins;
+mod processlist;
 mod registry;
 mod relay;
 mod session;

@@ -497,6 +497,8 @@ enum Action {
     ShowDiagnostics(ShowDiagnostics),
     /// `GET DIAGNOSTICS` with no connection that ran the previous statement.
     GetDiagnostics,
+    /// `SHOW [FULL] PROCESSLIST` (true: `FULL`), answered from manifold's sessions.
+    ShowProcesslist(bool),
     Unknown(u8),
 }
 
@@ -525,6 +527,9 @@ impl Session {
         let idle = tokio::time::sleep_until(last_active + wait);
         tokio::pin!(idle);
         loop {
+            // The `db` of the process list, at login and after each command: a comparison,
+            // a write only when it changed (processlist.rs).
+            self.handle.publish_schema(self.schema.as_deref());
             if self.ctx.drain().is_draining() {
                 // A command that already arrived is answered, not silently dropped.
                 if matches!(
@@ -676,6 +681,12 @@ impl Session {
                             Ok(Action::ShowDiagnostics(show))
                         } else if moved && scan.has(Scan::GET_DIAGNOSTICS) {
                             Ok(Action::GetDiagnostics)
+                        } else if let Some(full) = (scan.has(Scan::PROCESSLIST)
+                            && scan.verb == Verb::Show)
+                            .then(|| manifold_sql_lex::parse_show_processlist(sql))
+                            .flatten()
+                        {
+                            Ok(Action::ShowProcesslist(full))
                         } else {
                             if scan.has(Scan::SET_NAMES_COLLATE) {
                                 self.pending_collation = manifold_sql_lex::set_names_collation(sql)
@@ -819,6 +830,12 @@ impl Session {
                 Action::ShowDiagnostics(show) => {
                     self.io.consume(p.raw_len);
                     self.show_diagnostics(show, reply_seq).await
+                }
+                Action::ShowProcesslist(full) => {
+                    self.io.consume(p.raw_len);
+                    let (columns, rows) =
+                        crate::processlist::show(&self.fe.shared, &self.user, full);
+                    self.send_result_set(reply_seq, &columns, &rows).await
                 }
                 Action::GetDiagnostics => {
                     self.io.consume(p.raw_len);
@@ -1289,8 +1306,12 @@ impl Session {
     ) -> Result<(), End> {
         let wants_last_insert_id = effect.scan().is_some_and(|s| s.has(Scan::LAST_INSERT_ID));
         self.note_assigned_user_vars(raw_len, effect);
-        let query_rewritten = matches!(effect, Effect::Query(s) if s.has(Scan::SESSION_VALUES))
-            && self.rewrite_session_values(raw_len);
+        let query_rewritten = match effect {
+            Effect::Query(s) if s.has(Scan::SESSION_VALUES) => {
+                self.rewrite_session_values(raw_len, s.has(Scan::PROCESSLIST))
+            }
+            _ => false,
+        };
         // COM_STMT_SEND_LONG_DATA has no answer, so no way to report a failure.
         let answered = kind != ResponseKind::None;
         if let Some(e) = self.leave_replica_for(effect) {
@@ -2278,8 +2299,10 @@ impl Session {
     }
 
     /// Builds in `exec_buf` the `COM_QUERY` at the front of the client's buffer with the
-    /// session's values in place (see [`Self::session_values`]); false when nothing changed.
-    fn rewrite_session_values(&mut self, raw_len: usize) -> bool {
+    /// session's values in place (see [`Self::session_values`]), and, with `processlist`,
+    /// `information_schema.PROCESSLIST` read from manifold's sessions (`processlist.rs`);
+    /// false when nothing changed.
+    fn rewrite_session_values(&mut self, raw_len: usize, processlist: bool) -> bool {
         let max = self.max_packet();
         let Some(packet) = manifold_mysql_proto::scan_logical(&self.io.rbuf[..raw_len], max)
             .ok()
@@ -2292,8 +2315,15 @@ impl Session {
         self.exec_buf.clear();
         let builder = PacketBuilder::begin(&mut self.exec_buf);
         self.exec_buf.push(payload[0]);
-        let replaced =
+        let mut replaced =
             manifold_sql_lex::replace_session_values(&payload[1..], &values, &mut self.exec_buf);
+        if processlist {
+            let text = self.exec_buf.split_off(5);
+            let (shared, user) = (&self.fe.shared, &self.user);
+            let schema = self.schema.as_deref();
+            replaced |=
+                crate::processlist::rewrite(shared, user, schema, &text, &mut self.exec_buf);
+        }
         builder.finish(&mut self.exec_buf, 0);
         replaced
     }
