@@ -9,6 +9,7 @@ import time
 import pymysql
 import pytest
 
+import rawmysql
 from conftest import USER, PASSWORD, configured, native_hash
 
 SHOW_COLUMNS = ["Id", "User", "Host", "db", "Command", "Time", "State", "Info", "Progress"]
@@ -83,6 +84,18 @@ def wait_for_backend_statement(topology, marker, timeout=20):
     pytest.fail(f"the statement marked {marker} never reached the primary")
 
 
+def wait_until_idle(viewer, session_id, timeout=20):
+    """Bounded poll until `viewer` lists the session as idle: a session is marked idle just
+    after its answer is sent, so its client may already be on to the next thing."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        listed = by_id(rows(viewer, "SHOW PROCESSLIST"))[session_id]
+        if listed["Command"] == "Sleep":
+            return listed
+        time.sleep(0.02)
+    pytest.fail(f"session {session_id} never showed as idle")
+
+
 def test_show_processlist_lists_the_session_by_its_own_id_in_the_servers_layout(topology, plist, schema):
     with topology.root() as direct:
         want_names, want_types, _ = rows(direct, "SHOW PROCESSLIST")
@@ -91,6 +104,7 @@ def test_show_processlist_lists_the_session_by_its_own_id_in_the_servers_layout(
     c = login(plist, database=schema)
     idle = login(plist)
     own = c.thread_id()
+    wait_until_idle(c, idle.thread_id())
     for sql, names, types in (("SHOW PROCESSLIST", want_names, want_types),
                               ("show full processlist", want_full_names, want_full_types)):
         got = rows(c, sql)
@@ -185,7 +199,11 @@ def test_an_id_from_the_list_kills_exactly_that_session(topology, plist):
     with pytest.raises(pymysql.err.OperationalError):
         victim.cursor().execute("SELECT 1")
     assert rows(bystander, "SELECT CONNECTION_ID()")[2] == ((bystander.thread_id(),),)
-    assert set(by_id(rows(killer, "SHOW PROCESSLIST"))) == {killer.thread_id(), bystander.thread_id()}
+    # The killed session leaves the list once its task ends (bounded poll).
+    deadline = time.monotonic() + 20
+    while set(by_id(rows(killer, "SHOW PROCESSLIST"))) != {killer.thread_id(), bystander.thread_id()}:
+        assert time.monotonic() < deadline, "the killed session stayed in the list"
+        time.sleep(0.02)
     killer.close()
     bystander.close()
 
@@ -225,4 +243,22 @@ def test_a_running_statement_with_any_bytes_in_it_is_listed_safely(topology, pli
     viewer.cursor().execute(f"KILL {runner.thread_id()}")
     t.join(30)
     assert not t.is_alive()
+    viewer.close()
+
+
+def test_a_prepared_statement_running_shows_as_execute(topology, plist):
+    viewer = login(plist)
+    runner = rawmysql.connect(plist.port)
+    sid, _, _ = runner.prepare("SELECT SLEEP(60) AS plist_execute")
+    t, out = run_in_thread(lambda: runner.execute(sid))
+    wait_for_backend_statement(topology, "plist_execute")
+    listed = by_id(rows(viewer, "SHOW FULL PROCESSLIST"))[runner.handshake.connection_id]
+    assert (listed["Command"], listed["Info"]) == ("Execute", "SELECT SLEEP(60) AS plist_execute")
+    viewer.cursor().execute(f"KILL QUERY {listed['Id']}")
+    t.join(30)
+    assert not t.is_alive(), "KILL QUERY with the listed id did not interrupt the execution"
+    assert isinstance(out.get("error"), rawmysql.MySQLError) and out["error"].code == 1317, out
+    # The session goes on, idle again.
+    assert wait_until_idle(viewer, runner.handshake.connection_id)["Info"] is None
+    runner.quit()
     viewer.close()

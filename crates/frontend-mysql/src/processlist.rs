@@ -33,7 +33,8 @@ struct Process {
     /// The client's `ip:port`.
     host: String,
     db: Option<String>,
-    /// `Query` while a statement runs, `Sleep` while the session waits for its client.
+    /// `Query` while a statement runs (`Execute` for a prepared one), `Sleep` while the
+    /// session waits for its client.
     command: &'static str,
     /// In that state.
     time: Duration,
@@ -46,7 +47,10 @@ struct Process {
 impl Process {
     fn of(s: SessionInfo) -> Process {
         let (command, time, state, info) = match s.statement {
-            Some((text, running)) => ("Query", running, "executing", Some(text)),
+            Some((text, running)) => {
+                let command = if s.executes { "Execute" } else { "Query" };
+                (command, running, "executing", Some(text))
+            }
             None => ("Sleep", s.idle, "", None),
         };
         Process {

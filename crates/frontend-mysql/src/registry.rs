@@ -35,6 +35,8 @@ struct Activity {
     /// instead of a clock reading).
     last_started: AtomicU64,
     len: AtomicU32,
+    /// 1 when the statement is a prepared statement's execution, else 0.
+    executes: AtomicU32,
     text: [AtomicU64; WORDS],
 }
 
@@ -45,6 +47,7 @@ impl Default for Activity {
             started: AtomicU64::new(0),
             last_started: AtomicU64::new(0),
             len: AtomicU32::new(0),
+            executes: AtomicU32::new(0),
             text: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -146,6 +149,8 @@ pub struct SessionInfo {
     pub connected: Duration,
     /// The statement running and for how long; `None` while the session waits for its client.
     pub statement: Option<(String, Duration)>,
+    /// The running statement is a prepared statement's execution (`COM_STMT_EXECUTE`).
+    pub executes: bool,
     /// While idle: how long it has waited for its client (since its last statement started;
     /// since login before the first).
     pub idle: Duration,
@@ -210,6 +215,15 @@ impl SessionHandle {
     /// The session starts running `sql` (its first [`STATEMENT_SHOWN`] bytes are kept) at
     /// `at` ([`manifold_engine::clock`] ticks).
     pub fn statement_started(&self, sql: &[u8], at: u64) {
+        self.started(sql, at, false);
+    }
+
+    /// The session starts executing the prepared statement `sql` (`COM_STMT_EXECUTE`).
+    pub fn execute_started(&self, sql: &[u8], at: u64) {
+        self.started(sql, at, true);
+    }
+
+    fn started(&self, sql: &[u8], at: u64, executes: bool) {
         let a = &self.activity;
         let seq = a.seq.load(Ordering::Relaxed);
         a.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
@@ -219,6 +233,7 @@ impl SessionHandle {
             word.store(word_of(chunk), Ordering::Relaxed);
         }
         a.len.store(shown.len() as u32, Ordering::Relaxed);
+        a.executes.store(u32::from(executes), Ordering::Relaxed);
         a.started.store(at.max(1), Ordering::Relaxed);
         a.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
@@ -247,6 +262,7 @@ impl SessionHandle {
         let ticks = manifold_engine::clock::now();
         let mut statement = None;
         let mut last_started = 0;
+        let mut executes = false;
         // The session rewrites its statement at most once per round trip to its client: a
         // few tries find a quiet moment.
         for _ in 0..100 {
@@ -257,6 +273,7 @@ impl SessionHandle {
             }
             let started = a.started.load(Ordering::Relaxed);
             last_started = a.last_started.load(Ordering::Relaxed);
+            executes = a.executes.load(Ordering::Relaxed) == 1;
             let len = (a.len.load(Ordering::Relaxed) as usize).min(STATEMENT_SHOWN);
             let mut text = Vec::with_capacity(len);
             for word in &a.text[..len.div_ceil(8)] {
@@ -288,6 +305,7 @@ impl SessionHandle {
             client: self.client,
             connected,
             statement,
+            executes,
             idle,
             schema: self.schema.read().unwrap_or_default(),
             pins: self.pins.load(Ordering::Relaxed),
@@ -391,6 +409,10 @@ mod tests {
         r.handle
             .statement_started(b"SELECT 22", manifold_engine::clock::now());
         assert_eq!(r.handle.info().statement.unwrap().0, "SELECT 22");
+        assert!(!r.handle.info().executes);
+        r.handle
+            .execute_started(b"SELECT ?", manifold_engine::clock::now());
+        assert!(r.handle.info().executes);
         r.handle.statement_ended();
         assert!(r.handle.info().statement.is_none());
         assert_eq!(shard.all().len(), 1);

@@ -815,7 +815,7 @@ impl Session {
                     if let StmtCommand::Execute(id) = c {
                         // What SHOW SESSIONS shows: the prepared statement's text.
                         if let Some(s) = self.stmts.get_mut(id) {
-                            self.handle.statement_started(
+                            self.handle.execute_started(
                                 &s.meta.sql,
                                 self.times.read.unwrap_or_else(clock::now),
                             );
