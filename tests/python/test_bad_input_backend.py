@@ -77,7 +77,8 @@ def own_topology():
     """A one-server MariaDB topology that this test may kill."""
     with start_testkit(0) as info:
         yield SimpleNamespace(primary=info["primary"], cert=info["cert"], key=info["key"],
-                              pid=int(info["pids"].split(",")[0]))
+                              pid=int(info["pids"].split(",")[0]),
+                              root_password=info["root_password"])
 
 
 def test_backend_killed_mid_result(own_topology, tmp_path):
@@ -149,12 +150,16 @@ def test_backend_killed_while_statement_runs(own_topology, tmp_path):
         port = rawmysql.local_port(c)
         assert c.scalar("SELECT 1") == "1"
         c.send_command(b"\x03SELECT SLEEP(60)")
-        # Wait (bounded) until the statement is running on the server, then kill it.
-        watcher = rawmysql.connect(m.port)
+        # Wait (bounded) until the statement is running on the server, then kill it. The
+        # server's own list: through manifold, the process list is manifold's sessions.
+        host, server_port = own_topology.primary.rsplit(":", 1)
+        watcher = pymysql.connect(host=host, port=int(server_port), user="root",
+                                  password=own_topology.root_password)
         for _ in range(200):
-            rows = watcher.query("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(60)'")
-            if rows[0][2] == [("1",)]:
-                break
+            with watcher.cursor() as cur:
+                cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(60)'")
+                if cur.fetchone()[0] == 1:
+                    break
             time.sleep(0.05)
         else:
             pytest.fail("SELECT SLEEP(60) never showed up in the process list")

@@ -133,6 +133,10 @@ pub struct UserConfig {
     pub backend_password: String,
     /// Connections this user may hold at once; 0 = no limit of its own.
     pub max_connections: usize,
+    /// Sees every user's sessions in `SHOW PROCESSLIST` and `information_schema.PROCESSLIST`
+    /// (the server's `PROCESS` privilege); without it, only its own user's. Killing
+    /// another user's session is never allowed (that is the server's `CONNECTION ADMIN`).
+    pub process: bool,
 }
 
 impl MysqlFrontConfig {

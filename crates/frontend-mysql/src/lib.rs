@@ -14,6 +14,7 @@ pub mod digests;
 mod handshake;
 mod metrics;
 pub mod pins;
+mod processlist;
 mod registry;
 mod relay;
 mod session;

@@ -6,7 +6,8 @@
 //! session publishes what it is doing with relaxed stores that only it makes (no
 //! read-modify-write, nothing read on the request path): the server thread id of the
 //! backend connection it holds, its pin reasons, and the statement it runs, whose text goes
-//! through a sequence lock so a reader never sees half of one statement and half of another.
+//! through a sequence lock so a reader never sees half of one statement and half of another,
+//! and its current schema (the `db` of `SHOW PROCESSLIST`) the same way.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,6 +18,10 @@ use std::time::{Duration, Instant};
 /// Bytes of a statement's text a session publishes.
 pub const STATEMENT_SHOWN: usize = 256;
 const WORDS: usize = STATEMENT_SHOWN / 8;
+/// Bytes of a schema name a session publishes: 64 characters of up to three bytes (the
+/// server's limit, in `utf8mb3`) fit.
+pub const SCHEMA_SHOWN: usize = 192;
+const SCHEMA_WORDS: usize = SCHEMA_SHOWN / 8;
 
 /// The statement a session runs, written by the session alone.
 #[derive(Debug)]
@@ -25,7 +30,13 @@ struct Activity {
     seq: AtomicU32,
     /// When the statement started ([`manifold_engine::clock`] ticks); 0 while idle.
     started: AtomicU64,
+    /// When the last statement started; 0 before the first. While idle, the session has
+    /// waited for its client since about then (one load and store at the statement's end
+    /// instead of a clock reading).
+    last_started: AtomicU64,
     len: AtomicU32,
+    /// 1 when the statement is a prepared statement's execution, else 0.
+    executes: AtomicU32,
     text: [AtomicU64; WORDS],
 }
 
@@ -34,10 +45,98 @@ impl Default for Activity {
         Activity {
             seq: AtomicU32::new(0),
             started: AtomicU64::new(0),
+            last_started: AtomicU64::new(0),
+            len: AtomicU32::new(0),
+            executes: AtomicU32::new(0),
+            text: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+/// The session's current schema, written by the session alone.
+#[derive(Debug)]
+struct PublishedSchema {
+    /// Odd while the session rewrites the fields below.
+    seq: AtomicU32,
+    /// The name's length + 1; 0 for no schema.
+    len: AtomicU32,
+    text: [AtomicU64; SCHEMA_WORDS],
+}
+
+impl Default for PublishedSchema {
+    fn default() -> Self {
+        PublishedSchema {
+            seq: AtomicU32::new(0),
             len: AtomicU32::new(0),
             text: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
+}
+
+impl PublishedSchema {
+    /// Whether `schema` is what is published. Only the writer calls it: it reads its own
+    /// stores, so relaxed loads (plain moves) see them and no lock is needed.
+    #[inline]
+    fn is(&self, schema: Option<&[u8]>) -> bool {
+        let Some(name) = schema else {
+            return self.len.load(Ordering::Relaxed) == 0;
+        };
+        let name = &name[..name.len().min(SCHEMA_SHOWN)];
+        self.len.load(Ordering::Relaxed) as usize == name.len() + 1
+            && self
+                .text
+                .iter()
+                .zip(name.chunks(8))
+                .all(|(word, chunk)| word.load(Ordering::Relaxed) == word_of(chunk))
+    }
+
+    fn set(&self, schema: Option<&[u8]>) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        let name = schema.map(|n| &n[..n.len().min(SCHEMA_SHOWN)]);
+        for (word, chunk) in self.text.iter().zip(name.unwrap_or_default().chunks(8)) {
+            word.store(word_of(chunk), Ordering::Relaxed);
+        }
+        self.len
+            .store(name.map_or(0, |n| n.len() as u32 + 1), Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// A consistent read, from any thread: `Err` after too many tries to find a quiet
+    /// moment (the session rewrites it at most once per statement).
+    fn read(&self) -> Result<Option<String>, ()> {
+        for _ in 0..100 {
+            let before = self.seq.load(Ordering::Acquire);
+            if before & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let len = self.len.load(Ordering::Relaxed) as usize;
+            let mut text = Vec::new();
+            if len > 0 {
+                let n = (len - 1).min(SCHEMA_SHOWN);
+                for word in &self.text[..n.div_ceil(8)] {
+                    text.extend_from_slice(&word.load(Ordering::Relaxed).to_le_bytes());
+                }
+                text.truncate(n);
+            }
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) != before {
+                continue;
+            }
+            return Ok((len > 0).then(|| String::from_utf8_lossy(&text).into_owned()));
+        }
+        Err(())
+    }
+}
+
+/// Up to eight bytes as one little-endian word, zero-padded.
+#[inline]
+fn word_of(chunk: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    bytes[..chunk.len()].copy_from_slice(chunk);
+    u64::from_le_bytes(bytes)
 }
 
 /// What `SHOW SESSIONS` shows of a session.
@@ -50,6 +149,13 @@ pub struct SessionInfo {
     pub connected: Duration,
     /// The statement running and for how long; `None` while the session waits for its client.
     pub statement: Option<(String, Duration)>,
+    /// The running statement is a prepared statement's execution (`COM_STMT_EXECUTE`).
+    pub executes: bool,
+    /// While idle: how long it has waited for its client (since its last statement started;
+    /// since login before the first).
+    pub idle: Duration,
+    /// The current schema, as of the end of the session's last statement.
+    pub schema: Option<String>,
     /// [`crate::pins::Pins::bits`].
     pub pins: u32,
     /// The backend connection it holds: cluster, node, server thread id (0: none).
@@ -65,6 +171,7 @@ pub(crate) struct SessionHandle {
     /// The session's pin reasons ([`crate::pins::Pins::bits`]), after each statement.
     pins: AtomicU32,
     activity: Activity,
+    schema: PublishedSchema,
     /// The manifold user now logged in (changes with `COM_CHANGE_USER`).
     user: Mutex<String>,
     /// The backend connection the session holds: its cluster (bits 48..), node (bits 32..48)
@@ -108,24 +215,44 @@ impl SessionHandle {
     /// The session starts running `sql` (its first [`STATEMENT_SHOWN`] bytes are kept) at
     /// `at` ([`manifold_engine::clock`] ticks).
     pub fn statement_started(&self, sql: &[u8], at: u64) {
+        self.started(sql, at, false);
+    }
+
+    /// The session starts executing the prepared statement `sql` (`COM_STMT_EXECUTE`).
+    pub fn execute_started(&self, sql: &[u8], at: u64) {
+        self.started(sql, at, true);
+    }
+
+    fn started(&self, sql: &[u8], at: u64, executes: bool) {
         let a = &self.activity;
         let seq = a.seq.load(Ordering::Relaxed);
         a.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
         fence(Ordering::Release);
         let shown = &sql[..sql.len().min(STATEMENT_SHOWN)];
         for (word, chunk) in a.text.iter().zip(shown.chunks(8)) {
-            let mut bytes = [0u8; 8];
-            bytes[..chunk.len()].copy_from_slice(chunk);
-            word.store(u64::from_le_bytes(bytes), Ordering::Relaxed);
+            word.store(word_of(chunk), Ordering::Relaxed);
         }
         a.len.store(shown.len() as u32, Ordering::Relaxed);
+        a.executes.store(u32::from(executes), Ordering::Relaxed);
         a.started.store(at.max(1), Ordering::Relaxed);
         a.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
     /// The session's statement is answered; it waits for its client again.
     pub fn statement_ended(&self) {
-        self.activity.started.store(0, Ordering::Relaxed);
+        let a = &self.activity;
+        a.last_started
+            .store(a.started.load(Ordering::Relaxed), Ordering::Relaxed);
+        a.started.store(0, Ordering::Relaxed);
+    }
+
+    /// Publishes the session's current schema if it is not what is published already: one
+    /// comparison per statement, a write only when the schema changed.
+    #[inline]
+    pub fn publish_schema(&self, schema: Option<&[u8]>) {
+        if !self.schema.is(schema) {
+            self.schema.set(schema);
+        }
     }
 
     /// A consistent view of the session now.
@@ -134,6 +261,8 @@ impl SessionHandle {
         let now = Instant::now();
         let ticks = manifold_engine::clock::now();
         let mut statement = None;
+        let mut last_started = 0;
+        let mut executes = false;
         // The session rewrites its statement at most once per round trip to its client: a
         // few tries find a quiet moment.
         for _ in 0..100 {
@@ -143,6 +272,8 @@ impl SessionHandle {
                 continue;
             }
             let started = a.started.load(Ordering::Relaxed);
+            last_started = a.last_started.load(Ordering::Relaxed);
+            executes = a.executes.load(Ordering::Relaxed) == 1;
             let len = (a.len.load(Ordering::Relaxed) as usize).min(STATEMENT_SHOWN);
             let mut text = Vec::with_capacity(len);
             for word in &a.text[..len.div_ceil(8)] {
@@ -162,12 +293,21 @@ impl SessionHandle {
             });
             break;
         }
+        let connected = now.saturating_duration_since(self.since);
+        let idle = if last_started == 0 {
+            connected
+        } else {
+            Duration::from_nanos(manifold_engine::clock::span_ns(last_started, ticks))
+        };
         SessionInfo {
             id: self.id,
             user: self.user(),
             client: self.client,
-            connected: now.saturating_duration_since(self.since),
+            connected,
             statement,
+            executes,
+            idle,
+            schema: self.schema.read().unwrap_or_default(),
             pins: self.pins.load(Ordering::Relaxed),
             backend: self.backend_thread(),
         }
@@ -198,6 +338,7 @@ impl SessionShard {
             since: Instant::now(),
             pins: AtomicU32::new(0),
             activity: Activity::default(),
+            schema: PublishedSchema::default(),
             user: Mutex::new(user.to_owned()),
             backend_thread: AtomicU64::new(0),
             killed: tokio::sync::Notify::new(),
@@ -268,11 +409,55 @@ mod tests {
         r.handle
             .statement_started(b"SELECT 22", manifold_engine::clock::now());
         assert_eq!(r.handle.info().statement.unwrap().0, "SELECT 22");
+        assert!(!r.handle.info().executes);
+        r.handle
+            .execute_started(b"SELECT ?", manifold_engine::clock::now());
+        assert!(r.handle.info().executes);
         r.handle.statement_ended();
         assert!(r.handle.info().statement.is_none());
         assert_eq!(shard.all().len(), 1);
         drop(r);
         assert!(shard.all().is_empty());
+    }
+
+    #[test]
+    fn the_published_schema_follows_the_session() {
+        let shard = Arc::new(SessionShard::default());
+        let r = shard.register(3, "app", "127.0.0.1:5000".parse().unwrap());
+        assert_eq!(r.handle.info().schema, None);
+        r.handle.publish_schema(Some(b"shop"));
+        assert_eq!(r.handle.info().schema.as_deref(), Some("shop"));
+        r.handle
+            .publish_schema(Some(b"a_schema_with_a_longer_name"));
+        assert_eq!(
+            r.handle.info().schema.as_deref(),
+            Some("a_schema_with_a_longer_name")
+        );
+        // A shorter name over a longer one leaves nothing of the longer behind.
+        r.handle.publish_schema(Some(b"a_s"));
+        assert_eq!(r.handle.info().schema.as_deref(), Some("a_s"));
+        r.handle.publish_schema(Some(b""));
+        assert_eq!(r.handle.info().schema.as_deref(), Some(""));
+        r.handle.publish_schema(None);
+        assert_eq!(r.handle.info().schema, None);
+        let long = vec![b'x'; 300];
+        r.handle.publish_schema(Some(&long));
+        assert!(r.handle.schema.is(Some(&long)));
+        assert_eq!(r.handle.info().schema.unwrap().len(), SCHEMA_SHOWN);
+    }
+
+    #[test]
+    fn an_idle_session_counts_from_its_last_statement() {
+        let shard = Arc::new(SessionShard::default());
+        let r = shard.register(4, "app", "127.0.0.1:5000".parse().unwrap());
+        let start = manifold_engine::clock::now();
+        r.handle.statement_started(b"SELECT 1", start);
+        r.handle.statement_ended();
+        assert_eq!(
+            r.handle.activity.last_started.load(Ordering::Relaxed),
+            start.max(1)
+        );
+        assert!(r.handle.info().statement.is_none());
     }
 
     #[test]

@@ -16,6 +16,8 @@ pub struct User {
     pub backend_user: String,
     pub backend_password: String,
     pub max_connections: usize,
+    /// Sees every user's sessions in the process list (`[[users]] process`).
+    pub process: bool,
     /// Sessions logged in as this user now, on every worker: one atomic add at login and
     /// one subtract at the end, on this user's own counter.
     connections: AtomicUsize,
@@ -81,6 +83,7 @@ impl Users {
                 backend_user: u.backend_user.clone().unwrap_or_else(|| u.name.clone()),
                 backend_password: u.backend_password.clone(),
                 max_connections: u.max_connections,
+                process: u.process,
                 connections: AtomicUsize::new(0),
             };
             if by_name.insert(u.name.clone(), Arc::new(user)).is_some() {

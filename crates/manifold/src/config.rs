@@ -111,6 +111,9 @@ pub fn user_with_password(name: &str, password: &str) -> UserConfig {
         backend_user: None,
         backend_password: password.to_owned(),
         max_connections: 0,
+        // As a new server account: its own sessions only (a quick start's one user sees
+        // all of them anyway).
+        process: false,
     }
 }
 

@@ -36,6 +36,7 @@ pub(crate) enum Kw {
     Value,
     Only,
     Key,
+    Processlist,
     // Functions (followed by `(`).
     LastInsertId,
     GetLock,
@@ -281,6 +282,7 @@ keywords! {
     b"VALUE" => Kw::Value,
     b"ONLY" => Kw::Only,
     b"KEY" => Kw::Key,
+    b"PROCESSLIST" => Kw::Processlist,
     b"LAST_INSERT_ID" => Kw::LastInsertId,
     b"GET_LOCK" => Kw::GetLock,
     b"RELEASE_LOCK" => Kw::ReleaseLock,

@@ -127,6 +127,10 @@ impl Scan {
     /// `INSERT`, `UPDATE` or `DELETE` after the first word (a `WITH ... DELETE`; `REPLACE`
     /// is left out, being also a string function).
     pub const DML_WORD: u32 = 1 << 28;
+    /// The word `PROCESSLIST` (or `` `PROCESSLIST` ``): `SHOW PROCESSLIST` or
+    /// `information_schema.PROCESSLIST`, which a gateway with its own connection ids answers
+    /// from its own sessions (see [`parse_show_processlist`], [`replace_processlist_tables`]).
+    pub const PROCESSLIST: u32 = 1 << 29;
 
     /// What makes a `SELECT` need the primary.
     pub const NEEDS_PRIMARY: u32 = Self::LOCKING_READ
@@ -138,8 +142,11 @@ impl Scan {
         | Self::SETS_LAST_INSERT_ID;
 
     /// What a gateway may answer in the server's place (see [`SessionValues`]).
-    pub const SESSION_VALUES: u32 =
-        Self::CONNECTION_ID | Self::ROW_COUNT | Self::FOUND_ROWS | Self::WARNINGS;
+    pub const SESSION_VALUES: u32 = Self::CONNECTION_ID
+        | Self::ROW_COUNT
+        | Self::FOUND_ROWS
+        | Self::WARNINGS
+        | Self::PROCESSLIST;
 
     /// Statements that change session state the server flags (`session_track_state_change`)
     /// without reporting what: a state change after one of these is accounted for.
@@ -350,6 +357,7 @@ impl<V: Resumable> Scanner<V> {
         self.st.out.flags |= match (self.st.prev, kw) {
             (_, Kw::SqlCalcFoundRows) => Scan::CALC_FOUND_ROWS,
             (_, Kw::From) => Scan::FROM,
+            (_, Kw::Processlist) => Scan::PROCESSLIST,
             (Kw::For, Kw::Verb(Verb::Update) | Kw::Share) | (Kw::In, Kw::Share) => {
                 Scan::LOCKING_READ
             }
@@ -494,7 +502,13 @@ impl<'a, V: Visitor<'a> + Resumable> Visitor<'a> for Scanner<V> {
     #[inline]
     fn quoted_ident(&mut self, t: Token<'a>) {
         self.also.quoted_ident(t);
-        self.other(0);
+        // `` `PROCESSLIST` ``: the length rules out nearly every other name at once.
+        let flags = if t.text.len() == 13 && t.text[1..12].eq_ignore_ascii_case(b"PROCESSLIST") {
+            Scan::PROCESSLIST
+        } else {
+            0
+        };
+        self.other(flags);
     }
 
     #[inline]

@@ -77,6 +77,8 @@ pub(super) enum Action {
     ShowDiagnostics(ShowDiagnostics),
     /// `GET DIAGNOSTICS` with no connection that ran the previous statement.
     GetDiagnostics,
+    /// `SHOW [FULL] PROCESSLIST` (true: `FULL`), answered from manifold's sessions.
+    ShowProcesslist(bool),
     Unknown(u8),
 }
 
@@ -128,6 +130,11 @@ fn query_action(sql: &[u8], scan: Scan, moved: bool) -> Action {
     }
     if moved && scan.has(Scan::GET_DIAGNOSTICS) {
         return Action::GetDiagnostics;
+    }
+    if scan.has(Scan::PROCESSLIST) && scan.verb == Verb::Show {
+        if let Some(full) = manifold_sql_lex::parse_show_processlist(sql) {
+            return Action::ShowProcesslist(full);
+        }
     }
     Action::Forward(ResponseKind::ResultSets, Effect::Query(scan))
 }
@@ -259,6 +266,25 @@ mod tests {
         assert!(matches!(
             query("GET DIAGNOSTICS @n = NUMBER", false),
             Action::Forward(_, Effect::Query(_))
+        ));
+    }
+
+    #[test]
+    fn the_process_list_is_manifolds_whether_or_not_the_session_moved() {
+        for moved in [true, false] {
+            assert!(matches!(
+                query("SHOW PROCESSLIST", moved),
+                Action::ShowProcesslist(false)
+            ));
+            assert!(matches!(
+                query("show full processlist", moved),
+                Action::ShowProcesslist(true)
+            ));
+        }
+        // Read from information_schema: rewritten on the way, run by the server.
+        assert!(matches!(
+            query("SELECT ID FROM information_schema.PROCESSLIST", true),
+            Action::Forward(ResponseKind::ResultSets, Effect::Query(s)) if s.has(Scan::PROCESSLIST)
         ));
     }
 }

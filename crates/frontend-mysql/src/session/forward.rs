@@ -48,8 +48,12 @@ impl Session {
     ) -> Result<(), End> {
         let wants_last_insert_id = effect.scan().is_some_and(|s| s.has(Scan::LAST_INSERT_ID));
         self.note_assigned_user_vars(raw_len, effect);
-        let query_rewritten = matches!(effect, Effect::Query(s) if s.has(Scan::SESSION_VALUES))
-            && self.rewrite_session_values(raw_len);
+        let query_rewritten = match effect {
+            Effect::Query(s) if s.has(Scan::SESSION_VALUES) => {
+                self.rewrite_session_values(raw_len, s.has(Scan::PROCESSLIST))
+            }
+            _ => false,
+        };
         // COM_STMT_SEND_LONG_DATA has no answer, so no way to report a failure.
         let answered = kind != ResponseKind::None;
         if let Some(e) = self.leave_replica_for(effect) {

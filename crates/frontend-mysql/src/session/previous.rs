@@ -207,8 +207,10 @@ impl Session {
     }
 
     /// Builds in `exec_buf` the `COM_QUERY` at the front of the client's buffer with the
-    /// session's values in place (see [`Self::session_values`]); false when nothing changed.
-    pub(super) fn rewrite_session_values(&mut self, raw_len: usize) -> bool {
+    /// session's values in place (see [`Self::session_values`]), and, with `processlist`,
+    /// `information_schema.PROCESSLIST` read from manifold's sessions (`processlist.rs`);
+    /// false when nothing changed.
+    pub(super) fn rewrite_session_values(&mut self, raw_len: usize, processlist: bool) -> bool {
         let max = self.max_packet();
         let Some(packet) = manifold_mysql_proto::scan_logical(&self.io.rbuf[..raw_len], max)
             .ok()
@@ -221,8 +223,16 @@ impl Session {
         self.exec_buf.clear();
         let builder = PacketBuilder::begin(&mut self.exec_buf);
         self.exec_buf.push(payload[0]);
-        let replaced =
+        let mut replaced =
             manifold_sql_lex::replace_session_values(&payload[1..], &values, &mut self.exec_buf);
+        if processlist {
+            // The header and command byte stay; the text is read again from a copy.
+            let text = self.exec_buf.split_off(5);
+            let (shared, user) = (&self.fe.shared, &self.user);
+            let schema = self.schema.as_deref();
+            replaced |=
+                crate::processlist::rewrite(shared, user, schema, &text, &mut self.exec_buf);
+        }
         builder.finish(&mut self.exec_buf, 0);
         replaced
     }

@@ -51,6 +51,9 @@ impl Session {
         let idle = tokio::time::sleep_until(last_active + wait);
         tokio::pin!(idle);
         loop {
+            // The `db` of the process list, at login and after each command: a comparison,
+            // a write only when it changed (processlist.rs).
+            self.handle.publish_schema(self.schema.as_deref());
             if self.ctx.drain().is_draining() {
                 // A command that already arrived is answered, not silently dropped.
                 if matches!(
@@ -299,7 +302,7 @@ impl Session {
                     // What SHOW SESSIONS shows: the prepared statement's text.
                     if let Some(s) = self.stmts.get_mut(id) {
                         let started = self.times.read.unwrap_or_else(clock::now);
-                        self.handle.statement_started(&s.meta.sql, started);
+                        self.handle.execute_started(&s.meta.sql, started);
                     }
                 }
                 self.stmt_command(c, p.raw_len, first_len, reply_seq).await
@@ -315,6 +318,11 @@ impl Session {
             Action::GetDiagnostics => {
                 self.io.consume(p.raw_len);
                 self.refuse_get_diagnostics(reply_seq).await
+            }
+            Action::ShowProcesslist(full) => {
+                self.io.consume(p.raw_len);
+                let (columns, rows) = crate::processlist::show(&self.fe.shared, &self.user, full);
+                self.send_result_set(reply_seq, &columns, &rows).await
             }
         }
     }

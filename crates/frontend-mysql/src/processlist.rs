@@ -1,0 +1,366 @@
+//! The process list in manifold's session-id space: `SHOW [FULL] PROCESSLIST` is answered
+//! from the session registry, and `information_schema.PROCESSLIST` in a query is replaced by
+//! a derived table of the registry's rows, which the server then filters, joins and sorts
+//! as the query says. A backend's own list would show backend connections, whose ids mean
+//! nothing to a client: `CONNECTION_ID()` and `KILL` speak manifold's ids.
+//!
+//! As on the server, a user sees the sessions of its own user name, and a user with
+//! `process = true` (the `PROCESS` privilege's counterpart) sees every session. Only
+//! statements the lexer flags with [`Scan::PROCESSLIST`](manifold_sql_lex::Scan) come here.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use manifold_mysql_proto::consts::{column_flag, column_type, BINARY_COLLATION};
+use manifold_mysql_proto::packets::ColumnDefinition;
+
+use crate::registry::SessionInfo;
+use crate::users::User;
+use crate::Shared;
+
+/// `Info` of `SHOW PROCESSLIST` without `FULL`: the server's `PROCESS_LIST_WIDTH`, in
+/// characters.
+const INFO_WIDTH: usize = 100;
+
+/// Text rows of a result set: a value, or NULL, per column.
+type TextRows = Vec<Vec<Option<Vec<u8>>>>;
+
+/// One row of the process list.
+#[derive(Debug, Clone, PartialEq)]
+struct Process {
+    id: u32,
+    user: String,
+    /// The client's `ip:port`.
+    host: String,
+    db: Option<String>,
+    /// `Query` while a statement runs (`Execute` for a prepared one), `Sleep` while the
+    /// session waits for its client.
+    command: &'static str,
+    /// In that state.
+    time: Duration,
+    state: &'static str,
+    /// The running statement's text (its first
+    /// [`STATEMENT_SHOWN`](crate::registry::STATEMENT_SHOWN) bytes); `None` while idle.
+    info: Option<String>,
+}
+
+impl Process {
+    fn of(s: SessionInfo) -> Process {
+        let (command, time, state, info) = match s.statement {
+            Some((text, running)) => {
+                let command = if s.executes { "Execute" } else { "Query" };
+                (command, running, "executing", Some(text))
+            }
+            None => ("Sleep", s.idle, "", None),
+        };
+        Process {
+            id: s.id,
+            user: s.user,
+            host: s.client.to_string(),
+            db: s.schema,
+            command,
+            time,
+            state,
+            info,
+        }
+    }
+}
+
+/// The sessions `viewer` may see, by id.
+fn visible(shared: &Shared, viewer: &User) -> Vec<Process> {
+    shared
+        .sessions()
+        .into_iter()
+        .filter(|s| viewer.process || s.user == viewer.name)
+        .map(Process::of)
+        .collect()
+}
+
+/// Whether the backends are MariaDB (whose process list has more columns than MySQL's): as
+/// the primary's handshake said, else as manifold announces itself.
+fn mariadb(shared: &Shared) -> bool {
+    let learned = shared.backend_version.load();
+    let version = learned
+        .as_deref()
+        .map_or(shared.config.server_version.as_bytes(), Vec::as_slice);
+    version.is_empty() || version.windows(7).any(|w| w == b"MariaDB")
+}
+
+/// A string column of `SHOW PROCESSLIST` as the server describes it (`chars` characters of
+/// `utf8mb4`).
+fn text_column(name: &str, chars: u32, nullable: bool) -> ColumnDefinition {
+    let mut c = ColumnDefinition::new(name, column_type::VAR_STRING);
+    c.column_length = chars * 4;
+    c.decimals = 39;
+    if !nullable {
+        c.flags = column_flag::NOT_NULL;
+    }
+    c
+}
+
+/// The columns of `SHOW [FULL] PROCESSLIST`, with the server's names, types and lengths.
+fn show_columns(full: bool, mariadb: bool) -> Vec<ColumnDefinition> {
+    let mut id = ColumnDefinition::new("Id", column_type::LONGLONG);
+    id.column_length = 11;
+    id.flags = column_flag::NOT_NULL | column_flag::BINARY;
+    let mut time = ColumnDefinition::new("Time", column_type::LONG);
+    time.column_length = 7;
+    time.flags = column_flag::NOT_NULL | column_flag::BINARY;
+    let info = if full {
+        let mut c = ColumnDefinition::new("Info", column_type::LONG_BLOB);
+        c.column_length = u32::MAX;
+        c.decimals = 39;
+        c
+    } else {
+        text_column("Info", INFO_WIDTH as u32, true)
+    };
+    let mut columns = vec![
+        id,
+        text_column("User", 128, false),
+        text_column("Host", 64, false),
+        text_column("db", 64, true),
+        text_column("Command", 16, false),
+        time,
+        text_column("State", 30, true),
+        info,
+    ];
+    if mariadb {
+        let mut progress = ColumnDefinition::new("Progress", column_type::DOUBLE);
+        progress.column_length = 7;
+        progress.decimals = 3;
+        progress.flags = column_flag::NOT_NULL | column_flag::BINARY;
+        progress.charset = u16::from(BINARY_COLLATION);
+        columns.push(progress);
+    }
+    columns
+}
+
+/// `SHOW [FULL] PROCESSLIST` for `viewer`: the columns and text rows to send.
+pub(crate) fn show(
+    shared: &Shared,
+    viewer: &User,
+    full: bool,
+) -> (Vec<ColumnDefinition>, TextRows) {
+    let mariadb = mariadb(shared);
+    let rows = visible(shared, viewer)
+        .into_iter()
+        .map(|p| show_row(p, full, mariadb))
+        .collect();
+    (show_columns(full, mariadb), rows)
+}
+
+fn show_row(p: Process, full: bool, mariadb: bool) -> Vec<Option<Vec<u8>>> {
+    let info = p.info.map(|text| {
+        if full {
+            text
+        } else {
+            text.chars().take(INFO_WIDTH).collect()
+        }
+    });
+    let mut row = vec![
+        Some(p.id.to_string().into_bytes()),
+        Some(p.user.into_bytes()),
+        Some(p.host.into_bytes()),
+        p.db.map(String::into_bytes),
+        Some(p.command.as_bytes().to_vec()),
+        Some(p.time.as_secs().to_string().into_bytes()),
+        Some(p.state.as_bytes().to_vec()),
+        info.map(String::into_bytes),
+    ];
+    if mariadb {
+        row.push(Some(b"0.000".to_vec()));
+    }
+    row
+}
+
+/// The columns of MariaDB's `information_schema.PROCESSLIST` (10.11), in order.
+const MARIADB_COLUMNS: &[&str] = &[
+    "ID",
+    "USER",
+    "HOST",
+    "DB",
+    "COMMAND",
+    "TIME",
+    "STATE",
+    "INFO",
+    "TIME_MS",
+    "STAGE",
+    "MAX_STAGE",
+    "PROGRESS",
+    "MEMORY_USED",
+    "MAX_MEMORY_USED",
+    "EXAMINED_ROWS",
+    "QUERY_ID",
+    "INFO_BINARY",
+    "TID",
+];
+
+/// MySQL's have the first eight.
+const MYSQL_COLUMNS: usize = 8;
+
+/// A string as SQL text that no byte of it can escape from: `_utf8mb4 X'…'` (hex digits
+/// only), with an explicit collation so that it mixes with the server's `utf8mb3` columns in
+/// a `UNION` (the explicit side wins; no "illegal mix of collations").
+fn push_string(out: &mut String, s: Option<&str>) {
+    match s {
+        None => out.push_str("NULL"),
+        Some(s) => {
+            out.push_str("_utf8mb4 X'");
+            push_hex(out, s.as_bytes());
+            out.push_str("' COLLATE utf8mb4_general_ci");
+        }
+    }
+}
+
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    for b in bytes {
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{b:02X}");
+    }
+}
+
+/// `(SELECT … FROM information_schema.PROCESSLIST WHERE 0 UNION ALL SELECT <row> …)`: the
+/// first part names the columns and gives them the server's types (also when no row
+/// follows), the rest are `viewer`'s visible sessions.
+fn derived_table(rows: &[Process], mariadb: bool) -> Vec<u8> {
+    let columns = if mariadb {
+        MARIADB_COLUMNS
+    } else {
+        &MARIADB_COLUMNS[..MYSQL_COLUMNS]
+    };
+    let mut sql = String::with_capacity(256 + rows.len() * 256);
+    sql.push_str("(SELECT ");
+    sql.push_str(&columns.join(", "));
+    sql.push_str(" FROM information_schema.PROCESSLIST WHERE 0");
+    for p in rows {
+        sql.push_str(" UNION ALL SELECT ");
+        let _ = write!(sql, "{}, ", p.id);
+        push_string(&mut sql, Some(&p.user));
+        sql.push_str(", ");
+        push_string(&mut sql, Some(&p.host));
+        sql.push_str(", ");
+        push_string(&mut sql, p.db.as_deref());
+        sql.push_str(", ");
+        push_string(&mut sql, Some(p.command));
+        let _ = write!(sql, ", {}, ", p.time.as_secs());
+        push_string(&mut sql, Some(p.state));
+        sql.push_str(", ");
+        push_string(&mut sql, p.info.as_deref());
+        if mariadb {
+            let ms = p.time.as_micros();
+            let _ = write!(
+                sql,
+                ", {}.{:03}, 0, 0, 0.000, 0, 0, 0, 0, ",
+                ms / 1000,
+                ms % 1000
+            );
+            match &p.info {
+                Some(text) => {
+                    sql.push_str("X'");
+                    push_hex(&mut sql, text.as_bytes());
+                    sql.push('\'');
+                }
+                None => sql.push_str("NULL"),
+            }
+            sql.push_str(", 0");
+        }
+    }
+    sql.push(')');
+    sql.into_bytes()
+}
+
+/// Appends `sql` to `out` with each `information_schema.PROCESSLIST` it reads (a bare
+/// `PROCESSLIST` too when `schema` is `information_schema`) replaced by the sessions
+/// `viewer` may see. False, and `out` holds `sql` unchanged, when it reads none.
+pub(crate) fn rewrite(
+    shared: &Shared,
+    viewer: &User,
+    schema: Option<&[u8]>,
+    sql: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
+    let in_information_schema =
+        schema.is_some_and(|s| s.eq_ignore_ascii_case(b"information_schema"));
+    let derived = derived_table(&visible(shared, viewer), mariadb(shared));
+    manifold_sql_lex::replace_processlist_tables(sql, in_information_schema, &derived, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process(id: u32, info: Option<&str>) -> Process {
+        Process {
+            id,
+            user: "app".into(),
+            host: "127.0.0.1:5000".into(),
+            db: Some("shop".into()),
+            command: if info.is_some() { "Query" } else { "Sleep" },
+            time: Duration::from_millis(2500),
+            state: if info.is_some() { "executing" } else { "" },
+            info: info.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn show_has_the_servers_columns() {
+        let names = |full, mariadb| -> Vec<String> {
+            show_columns(full, mariadb)
+                .into_iter()
+                .map(|c| String::from_utf8(c.name).unwrap())
+                .collect()
+        };
+        assert_eq!(
+            names(false, true),
+            ["Id", "User", "Host", "db", "Command", "Time", "State", "Info", "Progress"]
+        );
+        assert_eq!(names(true, false).len(), 8);
+        assert_eq!(
+            show_columns(true, true)[7].column_type,
+            column_type::LONG_BLOB
+        );
+    }
+
+    #[test]
+    fn info_is_cut_to_a_hundred_characters_without_full() {
+        let long = "é".repeat(150);
+        let row = show_row(process(7, Some(&long)), false, true);
+        let info = String::from_utf8(row[7].clone().unwrap()).unwrap();
+        assert_eq!(info.chars().count(), 100);
+        let row = show_row(process(7, Some(&long)), true, true);
+        assert_eq!(row[7].as_deref(), Some(long.as_bytes()));
+        assert_eq!(row[5].as_deref(), Some(&b"2"[..]));
+        assert_eq!(row[8].as_deref(), Some(&b"0.000"[..]));
+        let idle = show_row(process(8, None), false, false);
+        assert_eq!(idle.len(), 8);
+        assert_eq!(idle[4].as_deref(), Some(&b"Sleep"[..]));
+        assert_eq!(idle[7], None);
+    }
+
+    #[test]
+    fn the_derived_table_holds_no_text_of_its_rows() {
+        let nasty = "x' OR 1=1 -- \\' \0 \u{1F600} `PROCESSLIST` */";
+        let sql = String::from_utf8(derived_table(&[process(9, Some(nasty))], true)).unwrap();
+        assert!(!sql.contains("OR 1=1"), "{sql}");
+        assert!(!sql.contains('\0'));
+        assert!(sql.starts_with("(SELECT ID, USER, HOST, DB, COMMAND, TIME, STATE, INFO, TIME_MS,"));
+        assert!(sql.contains(" FROM information_schema.PROCESSLIST WHERE 0 UNION ALL SELECT 9, _utf8mb4 X'617070' COLLATE utf8mb4_general_ci, "));
+        assert!(sql.contains(", 2, _utf8mb4 X'657865637574696E67' COLLATE utf8mb4_general_ci, "));
+        assert!(sql.contains(", 2500.000, 0, 0, 0.000, 0, 0, 0, 0, X'"));
+        assert!(sql.ends_with(", 0)"));
+        // Every quote opens or closes a hex literal.
+        let mut hex = sql.split('\'').skip(1).step_by(2);
+        assert!(hex.all(|h| h.bytes().all(|b| b.is_ascii_hexdigit())));
+        // No sessions: the typed empty part alone.
+        let empty = String::from_utf8(derived_table(&[], false)).unwrap();
+        assert_eq!(
+            empty,
+            "(SELECT ID, USER, HOST, DB, COMMAND, TIME, STATE, INFO FROM information_schema.PROCESSLIST WHERE 0)"
+        );
+        let mysql = String::from_utf8(derived_table(&[process(3, None)], false)).unwrap();
+        assert!(
+            mysql.ends_with(", 2, _utf8mb4 X'' COLLATE utf8mb4_general_ci, NULL)"),
+            "{mysql}"
+        );
+    }
+}
