@@ -145,8 +145,9 @@ pub struct Pool {
     /// Leases come back (given back or discarded): a waiter that sees none for a long
     /// while knows the busy connections are held, not serving.
     returned: Cell<u64>,
-    /// The last [`Pool::take_or_open`] found the limit's connections all busy.
-    gated: Cell<bool>,
+    /// Times the limit grew because borrowers waited with no connection coming back: one
+    /// growth per stall, however many borrowers waited through it.
+    stall_growths: Cell<u64>,
 }
 
 /// The least a borrower stopped by the adaptive limit waits, with no connection coming
@@ -183,7 +184,7 @@ impl Pool {
             limiter,
             epoch: clock::now(),
             returned: Cell::new(0),
-            gated: Cell::new(false),
+            stall_growths: Cell::new(0),
         })
     }
 
@@ -295,7 +296,8 @@ impl Pool {
                 }
                 Some(FollowerState::Waiting) | None => {}
             }
-            if woken || self.waiting.get() == 0 {
+            let tried = woken || self.waiting.get() == 0;
+            if tried {
                 match self.take_or_open(key, schema, vars).await {
                     Ok(Some(lease)) => match follower.take() {
                         Some(f) if f.state.get() == FollowerState::Claimed => {
@@ -349,7 +351,13 @@ impl Pool {
                     self.budget.starving.fetch_sub(1, Ordering::Relaxed);
                 }
             }
-            let gated = self.gated.replace(false);
+            // Stopped by the adaptive limit, not by max_size: if nothing comes back for a
+            // while, the limit grows. Only a borrower that just tried watches for that (the
+            // first in line, or one woken): one timer per pool, not one per waiter.
+            let gated = tried
+                && self.config.adaptive
+                && self.limit() < self.limits.max_size()
+                && self.busy() >= self.limit();
             let wake_at = if starved {
                 until.min(tokio::time::Instant::now() + STARVED_RECHECK)
             } else if gated {
@@ -358,6 +366,7 @@ impl Pool {
                 until
             };
             let returned_before = self.returned.get();
+            let growths_before = self.stall_growths.get();
             self.waiting.set(self.waiting.get() + 1);
             let released = tokio::select! {
                 () = self.released.notified() => Some(true),
@@ -385,7 +394,11 @@ impl Pool {
                 && tokio::time::Instant::now() < until
             {
                 // No connection came back all this while: those busy are held, not serving.
-                self.limit_grew(self.limiter.stalled(self.limits.max_size()));
+                // The first waiter to see it grows the limit; the others look for the room.
+                if self.stall_growths.get() == growths_before {
+                    self.stall_growths.set(growths_before + 1);
+                    self.limit_grew(self.limiter.stalled(self.limits.max_size()));
+                }
                 woken = true;
                 continue;
             }
@@ -517,7 +530,6 @@ impl Pool {
     ) -> Result<Option<Lease>, BackendError> {
         if self.config.adaptive && self.busy() >= self.limit() {
             self.limiter.refused();
-            self.gated.set(true);
             return Ok(None);
         }
         if let Some(conn) = self.take_idle(key, schema, vars) {

@@ -164,9 +164,9 @@ impl ConcurrencyLimit {
         } else {
             limit
         };
-        let next = next.clamp(self.floor.min(ceiling), ceiling.max(1));
-        self.limit.set(next);
-        next
+        // Kept at the floor even under a lower ceiling, which [`Self::get`] applies.
+        self.limit.set(next.min(ceiling).max(self.floor));
+        self.get(ceiling)
     }
 
     /// One more connection, when borrowers have waited a long while and no connection came
@@ -184,7 +184,9 @@ impl ConcurrencyLimit {
     pub(crate) fn decay(&self, ceiling: usize) -> usize {
         let peak = self.peak_busy.replace(0);
         if !self.refused_since_decay.replace(false) {
-            let next = peak.max(self.floor).min(self.get(ceiling));
+            // Not capped by the ceiling here: a ceiling lowered for a while and raised again
+            // finds the limit where it was.
+            let next = peak.max(self.floor).min(self.limit.get());
             self.limit.set(next);
         }
         self.get(ceiling)
@@ -386,5 +388,8 @@ mod tests {
         l.lent(3);
         assert_eq!(l.decay(1000), 9, "the peak busy");
         assert_eq!(l.decay(1000), 4, "nothing busy: the floor");
+        // A ceiling below the floor for a while: the floor is back when it is raised.
+        assert_eq!(l.decay(1), 1);
+        assert_eq!(l.get(8), 4);
     }
 }

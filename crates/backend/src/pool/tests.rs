@@ -388,3 +388,32 @@ fn a_discarded_connection_sends_its_followers_elsewhere() {
         assert_eq!(pool.stats().opened_total, 2);
     });
 }
+
+#[test]
+fn connections_held_without_coming_back_do_not_starve_the_other_borrowers() {
+    run(async {
+        let pool = pool(PoolConfig {
+            max_size: 10,
+            min_idle: 0,
+            min_limit: 1,
+            ..PoolConfig::default()
+        });
+        // A session pinned to its connection, idle: it never comes back while the others
+        // wait.
+        let _pinned = acquire(&pool).await;
+        assert_eq!(pool.limit(), 1);
+        let others: Vec<_> = (0..2)
+            .map(|_| {
+                let pool = pool.clone();
+                tokio::task::spawn_local(async move { acquire(&pool).await })
+            })
+            .collect();
+        // Held too, so that each needs a connection of its own.
+        let mut held = Vec::new();
+        for o in others {
+            held.push(o.await.unwrap());
+        }
+        assert_eq!(pool.limit(), 3, "grown by one per stall");
+        assert_eq!(pool.stats().in_use, 3);
+    });
+}
