@@ -10,17 +10,24 @@
 #   TABLE_SIZE=100000 rows in the one sbtest table
 #   PS_MODES="disable auto"  sysbench --db-ps-mode values; disable = text protocol (COM_QUERY),
 #                     auto = server-side prepared statements (COM_STMT_EXECUTE)
-#   TARGETS="direct haproxy manifold manifold-small-pool"
-#                     manifold: default pool (max_size 256 per worker: the pool grows to one
-#                     backend connection per busy client); manifold-small-pool: pool.max_size
-#                     SMALL_POOL per worker, so 64 clients multiplex onto few backend connections
+#   TARGETS="direct haproxy manifold manifold-fixed"
+#                     manifold: the defaults (each pool sized by its adaptive limit under
+#                     pool.max_size 256 per worker); manifold-fixed: pool.adaptive = false, the
+#                     defaults before the adaptive limit (a pool grows to one backend connection
+#                     per busy client, up to 256 per worker); manifold-small-pool:
+#                     pool.max_size SMALL_POOL per worker, not adaptive, so 64 clients multiplex
+#                     onto few backend connections
 #   SMALL_POOL=8      pool.max_size per worker of manifold-small-pool
 #   DB_CPUS=          CPUs (taskset list) for mariadbd alone, as if the database had a host of
 #                     its own; the proxies and sysbench then share the others (CLIENT_CPUS,
 #                     default: every CPU not in DB_CPUS). Empty: nothing is pinned.
-#   PIPELINE_DEPTH=8  manifold-pipeline (a target to add to TARGETS): manifold-small-pool's
-#                     pool with pool.pipeline_depth PIPELINE_DEPTH, so statements of sessions
-#                     waiting for a connection ride behind another session's
+#   PIPELINE_DEPTH=8  manifold-pipeline: the defaults with pool.pipeline_depth PIPELINE_DEPTH,
+#                     so statements of sessions waiting for a connection ride behind another
+#                     session's; manifold-small-pipeline: manifold-small-pool's pool with it
+#
+# Only the targets named in TARGETS are started. Each run's summary row has the most backend
+# connections the target held to the primary while it ran (sampled every second: the proxy's
+# established connections to the primary's port, by `ss`; for direct, sysbench's).
 #   manifold-untimed  (a target to add to TARGETS) manifold as the target "manifold", with
 #                     stage histograms, digest statistics and the slow query log off: what
 #                     recording them costs, side by side (TARGETS="manifold manifold-untimed")
@@ -40,7 +47,7 @@ THREADS=${THREADS:-64}
 PROXY_THREADS=${PROXY_THREADS:-2}
 TABLE_SIZE=${TABLE_SIZE:-100000}
 PS_MODES=${PS_MODES:-"disable auto"}
-TARGETS=${TARGETS:-"direct haproxy manifold manifold-small-pool"}
+TARGETS=${TARGETS:-"direct haproxy manifold manifold-fixed"}
 SMALL_POOL=${SMALL_POOL:-8}
 PIPELINE_DEPTH=${PIPELINE_DEPTH:-8}
 DB_CPUS=${DB_CPUS:-}
@@ -48,31 +55,46 @@ CLIENT_CPUS=${CLIENT_CPUS:-}
 WARMUP=${WARMUP:-5}
 OUT=${OUT:-$ROOT/bench/out/point_select-$(date -u +%Y%m%dT%H%M%SZ)}
 
-need_tools "apt-get install -y sysbench haproxy mariadb-client python3 time" sysbench haproxy mysql python3 /usr/bin/time
+need_tools "apt-get install -y sysbench haproxy mariadb-client python3 time iproute2" sysbench haproxy mysql python3 /usr/bin/time ss
 need_binaries
 
 # --- topology and proxies -------------------------------------------------------------------
 bench_setup
 start_topology
 start_haproxy
-start_manifold MANIFOLD manifold
-printf '[pool]\nmax_size = %s\nmin_idle = %s\n' "$SMALL_POOL" "$((SMALL_POOL < 4 ? SMALL_POOL : 4))" >"$OUT/manifold-small-pool.toml"
-start_manifold SMALL manifold-small-pool "$OUT/manifold-small-pool.toml"
-PIPE_PID= PIPE_PORT=
-case " $TARGETS " in
-*" manifold-pipeline "*)
-    { cat "$OUT/manifold-small-pool.toml"; printf 'pipeline_depth = %s\n' "$PIPELINE_DEPTH"; } >"$OUT/manifold-pipeline.toml"
-    start_manifold PIPE manifold-pipeline "$OUT/manifold-pipeline.toml"
-    ;;
-esac
-UNTIMED_PID= UNTIMED_PORT=
-case " $TARGETS " in
-*" manifold-untimed "*)
-    printf '[admin]\nstage_histograms = false\nquery_digests = false\n\n[log]\nslow_query_threshold = "0s"\n' >"$OUT/manifold-untimed.toml"
-    start_manifold UNTIMED manifold-untimed "$OUT/manifold-untimed.toml"
-    ;;
-esac
-echo "haproxy pid $HAPROXY_PID on port $HAPROXY_PORT, manifold pid $MANIFOLD_PID on port $MANIFOLD_PORT, manifold-small-pool pid $SMALL_PID on port $SMALL_PORT${PIPE_PID:+, manifold-pipeline pid $PIPE_PID on port $PIPE_PORT}"
+wanted() { case " $TARGETS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# Each manifold target: its name, the variable prefix start_manifold sets, its [pool] lines.
+small_pool="max_size = $SMALL_POOL
+min_idle = $((SMALL_POOL < 4 ? SMALL_POOL : 4))
+adaptive = false"
+MANIFOLDS=(
+    "manifold|MANIFOLD|"
+    "manifold-fixed|FIXED|adaptive = false"
+    "manifold-small-pool|SMALL|$small_pool"
+    "manifold-pipeline|PIPE|pipeline_depth = $PIPELINE_DEPTH"
+    "manifold-small-pipeline|SMALLPIPE|$small_pool
+pipeline_depth = $PIPELINE_DEPTH"
+    "manifold-untimed|UNTIMED|"
+)
+declare -A TARGET_VAR=()
+MANIFOLD_PIDS=()
+for m in "${MANIFOLDS[@]}"; do
+    IFS='|' read -r name var pool <<<"${m%%$'\n'*}"
+    pool=${m#*|*|}
+    wanted "$name" || continue
+    TARGET_VAR[$name]=$var
+    {
+        if [ -n "$pool" ]; then printf '[pool]\n%s\n\n' "$pool"; fi
+        if [ "$name" = manifold-untimed ]; then
+            printf '[admin]\nstage_histograms = false\nquery_digests = false\n\n[log]\nslow_query_threshold = "0s"\n'
+        fi
+    } >"$OUT/$name.toml"
+    start_manifold "$var" "$name" "$OUT/$name.toml"
+    pid_var=${var}_PID port_var=${var}_PORT
+    MANIFOLD_PIDS+=("${!pid_var}")
+    echo "$name pid ${!pid_var} on port ${!port_var}: $(tr '\n' ' ' <"$OUT/$name.toml")"
+done
+echo "haproxy pid $HAPROXY_PID on port $HAPROXY_PORT"
 
 # Optional CPU split: the database on DB_CPUS, everything else on CLIENT_CPUS.
 PIN_CLIENT=()
@@ -88,15 +110,41 @@ print(",".join(str(c) for c in sorted(os.sched_getaffinity(0) - db)))' "$DB_CPUS
     fi
     [ -n "$CLIENT_CPUS" ] || die "DB_CPUS=$DB_CPUS leaves no CPU for the clients"
     taskset -apc "$DB_CPUS" "$MARIADB_PID" >/dev/null
-    for p in "$HAPROXY_PID" "$MANIFOLD_PID" "$SMALL_PID" ${PIPE_PID:+"$PIPE_PID"} ${UNTIMED_PID:+"$UNTIMED_PID"}; do
+    for p in "$HAPROXY_PID" "${MANIFOLD_PIDS[@]}"; do
         taskset -apc "$CLIENT_CPUS" "$p" >/dev/null
     done
     PIN_CLIENT=(taskset -c "$CLIENT_CPUS")
     echo "mariadbd on CPUs $DB_CPUS; proxies and sysbench on CPUs $CLIENT_CPUS"
 fi
 
-port_of() { case $1 in direct) echo "$PRIMARY_PORT" ;; haproxy) echo "$HAPROXY_PORT" ;; manifold) echo "$MANIFOLD_PORT" ;; manifold-small-pool) echo "$SMALL_PORT" ;; manifold-pipeline) echo "$PIPE_PORT" ;; manifold-untimed) echo "$UNTIMED_PORT" ;; *) die "unknown target $1" ;; esac; }
-pid_of() { case $1 in direct) echo "" ;; haproxy) echo "$HAPROXY_PID" ;; manifold) echo "$MANIFOLD_PID" ;; manifold-small-pool) echo "$SMALL_PID" ;; manifold-pipeline) echo "$PIPE_PID" ;; manifold-untimed) echo "$UNTIMED_PID" ;; esac; }
+port_of() {
+    case $1 in
+    direct) echo "$PRIMARY_PORT" ;;
+    haproxy) echo "$HAPROXY_PORT" ;;
+    *)
+        [ -n "${TARGET_VAR[$1]:-}" ] || die "unknown target $1"
+        local v=${TARGET_VAR[$1]}_PORT
+        echo "${!v}"
+        ;;
+    esac
+}
+pid_of() {
+    case $1 in
+    direct) echo "" ;;
+    haproxy) echo "$HAPROXY_PID" ;;
+    *)
+        local v=${TARGET_VAR[$1]}_PID
+        echo "${!v}"
+        ;;
+    esac
+}
+# Established connections to the primary's port held by PID (empty: by sysbench).
+backend_conns() { # pid
+    local who=${1:-}
+    if [ -z "$who" ]; then who=$(pgrep -d'|' -x sysbench || true); fi
+    [ -n "$who" ] || { echo 0; return; }
+    ss -Htnp state established "( dport = :$PRIMARY_PORT )" 2>/dev/null | grep -Ec "pid=($who),"
+}
 
 # --- environment ----------------------------------------------------------------------------
 {
@@ -117,7 +165,7 @@ sysbench "${SB[@]}" --mysql-port="$PRIMARY_PORT" prepare >"$OUT/prepare.log" 2>&
 
 # --- runs -----------------------------------------------------------------------------------
 CSV="$OUT/raw.csv"
-echo "ps_mode,round,target,queries,qps,p95_ms,p99_ms,p95_hist_ms,errors,reconnects,proxy_cpu_s,mariadb_cpu_s,sysbench_cpu_s,proxy_us_per_q,mariadb_us_per_q,sysbench_us_per_q,other_cpu_s,exit" >"$CSV"
+echo "ps_mode,round,target,queries,qps,p95_ms,p99_ms,p95_hist_ms,errors,reconnects,proxy_cpu_s,mariadb_cpu_s,sysbench_cpu_s,proxy_us_per_q,mariadb_us_per_q,sysbench_us_per_q,other_cpu_s,exit,backend_conns" >"$CSV"
 
 run_one() { # ps_mode round target
     local mode=$1 round=$2 target=$3 port pid log status=0
@@ -126,16 +174,28 @@ run_one() { # ps_mode round target
     log="$OUT/$mode-r$round-$target.log"
     local cpu0 cpu1
     cpu0=$(cpu_sample "$pid")
+    # The most backend connections while it runs, sampled every second.
+    (
+        most=0
+        while sleep 1; do
+            n=$(backend_conns "$pid")
+            if [ "$n" -gt "$most" ]; then most=$n; echo "$most" >"$log.conns"; fi
+        done
+    ) &
+    local sampler=$!
     /usr/bin/time -f '%U %S' -o "$log.time" \
         "${PIN_CLIENT[@]}" sysbench "${SB[@]}" --mysql-port="$port" --db-ps-mode="$mode" --threads="$THREADS" \
         --time="$DURATION" --percentile=95 --histogram=on run >"$log" 2>&1 || status=$?
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
     cpu1=$(cpu_sample "$pid")
     # Queries, QPS, p95 and counters from sysbench's report; p99 (and p95 again, as a check of
     # the method) from its latency histogram: the first bucket where the cumulative count
     # reaches the percentile, which is how sysbench computes its own percentile.
     awk -v mode="$mode" -v round="$round" -v target="$target" -v status="$status" \
         -v cpu0="$cpu0" -v cpu1="$cpu1" -v hz="$CLK_TCK" -v proxy="$pid" \
-        -v sbcpu="$(awk '{print $1 + $2}' "$log.time" 2>/dev/null | tail -1)" '
+        -v sbcpu="$(awk '{print $1 + $2}' "$log.time" 2>/dev/null | tail -1)" \
+        -v conns="$(cat "$log.conns" 2>/dev/null || echo 0)" '
         /^ +[0-9.]+ \|/ { n++; v[n] = $1; c[n] = $NF; total += $NF }
         /^ *queries:/ { queries = $2; qps = $3; gsub(/\(/, "", qps) }
         /95th percentile:/ { p95 = $3 }
@@ -159,9 +219,9 @@ run_one() { # ps_mode round target
             } else {
                 pu = mu = su = "" # a failed run has no per-query figures
             }
-            printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.2f,%s,%s,%s,%s,%.2f,%s\n", mode, round, target,
+            printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.2f,%s,%s,%s,%s,%.2f,%s,%s\n", mode, round, target,
                 queries, qps, p95, h99, h95, errors, reconnects, pc, dm / hz, sbcpu, pu,
-                mu, su, other, status
+                mu, su, other, status, conns
         }' "$log" | tee -a "$CSV"
     if [ "$status" != 0 ] || grep -q FATAL "$log"; then
         echo "  !! sysbench failed against $target (exit $status): see $log" >&2
@@ -186,10 +246,9 @@ for mode in $PS_MODES; do
 done
 
 note_load_at_end
-check_running manifold "$MANIFOLD_PID"
-check_running manifold-small-pool "$SMALL_PID"
-if [ -n "$PIPE_PID" ]; then check_running manifold-pipeline "$PIPE_PID"; fi
-if [ -n "$UNTIMED_PID" ]; then check_running manifold-untimed "$UNTIMED_PID"; fi
+for name in "${!TARGET_VAR[@]}"; do
+    check_running "$name" "$(pid_of "$name")"
+done
 check_running haproxy "$HAPROXY_PID"
 
 # --- summary --------------------------------------------------------------------------------
@@ -200,8 +259,8 @@ rows = read_rows(sys.argv[1])
 modes = list(dict.fromkeys(r["ps_mode"] for r in rows))
 targets = list(dict.fromkeys(r["target"] for r in rows))
 print("Medians across rounds (QPS, latency, CPU per query).\n")
-print("| ps-mode | target | rounds | QPS | p95 ms | p99 ms | proxy CPU µs/q | mariadbd CPU µs/q | sysbench CPU µs/q | other CPU s | errors | reconnects |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| ps-mode | target | rounds | QPS | p95 ms | p99 ms | proxy CPU µs/q | mariadbd CPU µs/q | sysbench CPU µs/q | other CPU s | backend conns (most) | errors | reconnects |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 meds = {}
 for m in modes:
     for t in targets:
@@ -209,16 +268,17 @@ for m in modes:
         if not rs:
             continue
         d = {k: med(rs, k) for k in ("qps", "p95_ms", "p99_ms", "proxy_us_per_q", "mariadb_us_per_q", "sysbench_us_per_q", "other_cpu_s")}
+        conns = max(int(r.get("backend_conns") or 0) for r in rs)
         meds[m, t] = d
         errs = sum(int(r["errors"] or 0) for r in rs)
         recs = sum(int(r["reconnects"] or 0) for r in rs)
         print(f"| {m} | {t} | {rounds(rs)} | {fmt(d['qps'], 0)} | {fmt(d['p95_ms'], 2)} | "
               f"{fmt(d['p99_ms'], 2)} | {fmt(d['proxy_us_per_q'], 1)} | {fmt(d['mariadb_us_per_q'], 1)} | "
-              f"{fmt(d['sysbench_us_per_q'], 1)} | {fmt(d['other_cpu_s'], 1)} | {errs} | {recs} |")
+              f"{fmt(d['sysbench_us_per_q'], 1)} | {fmt(d['other_cpu_s'], 1)} | {conns} | {errs} | {recs} |")
 print()
 for m in modes:
     b, d = meds.get((m, "haproxy")), meds.get((m, "direct"))
-    for t in ("manifold", "manifold-small-pool", "manifold-pipeline"):
+    for t in [t for t in targets if t.startswith("manifold")]:
         a = meds.get((m, t))
         if not a or a["qps"] is None or a["proxy_us_per_q"] is None:
             continue

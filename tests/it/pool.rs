@@ -147,3 +147,148 @@ fn idle_connections_the_server_closed_are_replaced_in_the_background() {
     assert!(new.len() >= 2);
     drop(server);
 }
+
+/// With the pool's default settings, the adaptive limit opens connections while the load
+/// needs them (statements whose latency does not rise with concurrency), lets them go once
+/// the load is gone, and never goes above `pool.max_size`, here lowered at run time. Counted
+/// from the backend's own processlist.
+#[test]
+fn adaptive_pool_grows_under_load_shrinks_after_and_respects_its_ceiling() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    const USER: &str = "pool_adaptive";
+    const CLIENTS: usize = 40;
+    const WORKERS: usize = 2;
+    let t = crate::harness::topology();
+    // A login of its own: the processlist count is this test's connections only.
+    t.create_user(USER, USER).unwrap();
+    let mut cfg = config();
+    cfg.engine.threads = WORKERS;
+    cfg.pool = manifold_backend::config::PoolConfig::default();
+    cfg.users = vec![manifold::config::user_with_password(USER, USER)];
+    // The monitor logs in as another user, so that its connection is not counted.
+    cfg.routing.monitor.user = Some(crate::harness::USER.into());
+    cfg.routing.monitor.password = crate::harness::PASSWORD.into();
+    let defaults = cfg.pool.clone();
+    assert!(defaults.adaptive, "the pool is adaptive by default");
+    let server = start(&cfg);
+    let addr = server.mysql_addr();
+    let admin = std::cell::RefCell::new(
+        manifold_tests::Client::connect(
+            server.admin_addr().expect("admin port"),
+            "admin",
+            "admin",
+            None,
+        )
+        .expect("admin login"),
+    );
+    // What the pools and the server say, for a failure's message.
+    let explain = || {
+        let pools = admin.borrow_mut().query("SHOW POOLS").unwrap().rows;
+        let list = t
+            .sql_value(
+                &t.primary,
+                &format!("SELECT GROUP_CONCAT(CONCAT_WS(' ', ID, COMMAND, TIME, IFNULL(INFO, '-')) SEPARATOR '; ') FROM information_schema.PROCESSLIST WHERE USER = '{USER}'"),
+            )
+            .unwrap();
+        format!("SHOW POOLS {pools:?}; processlist {list}")
+    };
+    let count = || -> usize {
+        t.sql_value(
+            &t.primary,
+            &format!("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '{USER}'"),
+        )
+        .unwrap()
+        .parse()
+        .unwrap()
+    };
+    // CLIENTS sessions run `SELECT SLEEP(0.02)` back to back until `stop`: the server's
+    // latency stays at its minimum however many run at once, so the limit has every reason
+    // to grow. Returns the threads, each with its count of statements.
+    let load = |stop: &Arc<AtomicBool>| {
+        (0..CLIENTS)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut c = manifold_tests::Client::connect(addr, USER, USER, None)
+                        .expect("login through manifold");
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        c.query("SELECT SLEEP(0.02)").expect("statement under load");
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let wait_until = |what: &str, secs: u64, ok: &dyn Fn(usize) -> bool| -> usize {
+        let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+        loop {
+            let n = count();
+            if ok(n) {
+                return n;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: {n} backend connections; {}",
+                explain()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let floor = WORKERS * defaults.min_limit.max(defaults.min_idle);
+
+    // Grows: well above the floor every worker starts from.
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = load(&stop);
+    let grown = wait_until("the pool grows under load", 60, &|n| n >= floor + 16);
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        assert!(c.join().expect("client thread") > 0);
+    }
+
+    // Shrinks: once the load is gone, the limit decays and the idle connections above it
+    // close, down to what min_idle keeps.
+    let shrunk = wait_until("the pool shrinks after the load", 90, &|n| {
+        n <= WORKERS * defaults.min_idle
+    });
+    assert!(shrunk < grown);
+
+    // A ceiling: pool.max_size lowered at run time holds under the same load.
+    let ceiling = defaults.min_idle + 1;
+    admin
+        .borrow_mut()
+        .query(&format!("SET GLOBAL pool.max_size = {ceiling}"))
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = load(&stop);
+    let mut peak = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // Until the pools reach the ceiling, and a while after.
+    let mut samples_at_ceiling = 0;
+    while samples_at_ceiling < 20 {
+        let n = count();
+        peak = peak.max(n);
+        assert!(
+            n <= WORKERS * ceiling,
+            "{n} backend connections above the ceiling {WORKERS} × {ceiling}; {}",
+            explain()
+        );
+        if n == WORKERS * ceiling {
+            samples_at_ceiling += 1;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pools never reached their ceiling: peak {peak}; {}",
+            explain()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        assert!(c.join().expect("client thread") > 0);
+    }
+    drop(server);
+}

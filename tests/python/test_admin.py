@@ -62,8 +62,8 @@ def test_show_backends_lists_every_node_with_its_role_and_health(topology, split
     assert all(r["lag_ms"].isdigit() for r in rows[1:]), rows
     assert list(rows[0]) == ["cluster", "node", "role", "state", "read_only", "lag_ms", "read_weight",
                              "in_flight", "connections_open", "connections_idle", "connect_errors",
-                             "shunned_total"]
-    for column in ["in_flight", "connections_open", "connections_idle", "connect_errors"]:
+                             "shunned_total", "pool_limit"]
+    for column in ["in_flight", "connections_open", "connections_idle", "connect_errors", "pool_limit"]:
         assert all(r[column].isdigit() for r in rows), (column, rows)
 
 

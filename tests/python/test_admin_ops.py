@@ -85,7 +85,9 @@ def test_show_pools_and_sessions_while_clients_work(manifold, schema):
 
         pools = table(admin(manifold, "SHOW POOLS").stdout)
         assert list(pools[0]) == ["worker", "cluster", "node", "in_use", "idle", "pending", "waiting",
-                                  "opened_total", "connect_errors", "max_size"]
+                                  "opened_total", "connect_errors", "limit", "max_size"]
+        # Each pool's adaptive limit lies between its floor and its ceiling.
+        assert all(1 <= int(r["limit"]) <= int(r["max_size"]) for r in pools), pools
         assert {r["worker"] for r in pools} == {str(w) for w in range(len(pools))}, pools
         # The transaction's connection and the sleeper's are lent out now.
         assert sum(int(r["in_use"]) for r in pools) >= 2, pools

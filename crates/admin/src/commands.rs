@@ -184,6 +184,7 @@ pub(crate) const BACKEND_COLUMNS: &[&str] = &[
     "connections_idle",
     "connect_errors",
     "shunned_total",
+    "pool_limit",
 ];
 
 /// One worker's pool figures, `[cluster][node]`.
@@ -243,6 +244,7 @@ pub(crate) async fn backend_rows(server: &Server<'_>) -> Vec<Vec<String>> {
                 sum.idle.to_string(),
                 sum.failed_total.to_string(),
                 node.shunned_total().to_string(),
+                sum.limit.to_string(),
             ]);
         }
     }
@@ -260,6 +262,7 @@ pub(crate) const POOL_COLUMNS: &[&str] = &[
     "waiting",
     "opened_total",
     "connect_errors",
+    "limit",
     "max_size",
 ];
 
@@ -285,6 +288,7 @@ pub(crate) async fn pool_rows(server: &Server<'_>) -> Vec<Vec<String>> {
                 s.waiting.to_string(),
                 s.opened_total.to_string(),
                 s.failed_total.to_string(),
+                s.limit.to_string(),
                 max.clone(),
             ]);
         }

@@ -124,7 +124,7 @@ async fn metrics(server: &Server<'_>) -> String {
         let _ = writeln!(out, "{} {}", v.metric, v.value);
     }
     let rows = backend_rows(server).await;
-    let families: [(&str, &str, &str, &str, NodeValue); 7] = [
+    let families: [(&str, &str, &str, &str, NodeValue); 8] = [
         (
             "manifold_backend_up",
             "gauge",
@@ -176,6 +176,13 @@ async fn metrics(server: &Server<'_>) -> String {
             "counter",
             "Times this node was shunned.",
             "shunned_total",
+            |v| Some(v.to_owned()),
+        ),
+        (
+            "manifold_backend_pool_limit",
+            "gauge",
+            "Connections to the node the pools may lend at once now: their adaptive limits, summed over workers.",
+            "pool_limit",
             |v| Some(v.to_owned()),
         ),
     ];

@@ -66,6 +66,13 @@ pub struct PoolConfig {
     /// right behind a borrower's on its connection, when they would otherwise wait for one;
     /// 0 = off.
     pub pipeline_depth: usize,
+    /// Size each pool by an adaptive concurrency limit (Vegas): it grows while the node's
+    /// latency stays near its minimum and backs off when it rises, between `min_limit` and
+    /// `max_size`. Off: every pool may lend up to `max_size`.
+    pub adaptive: bool,
+    /// The adaptive limit's floor: connections each worker's pool may always lend to one
+    /// node.
+    pub min_limit: usize,
 }
 
 impl Default for PoolConfig {
@@ -79,6 +86,8 @@ impl Default for PoolConfig {
             max_prepared_statements: 64,
             max_backend_connections: 0,
             pipeline_depth: 0,
+            adaptive: true,
+            min_limit: 4,
         }
     }
 }
@@ -96,6 +105,9 @@ impl PoolConfig {
         }
         if self.connect_timeout.is_zero() {
             return Err("pool.connect_timeout: must be greater than 0".into());
+        }
+        if self.min_limit == 0 {
+            return Err("pool.min_limit: must be at least 1".into());
         }
         if self.max_prepared_statements == 0 {
             return Err("pool.max_prepared_statements: must be at least 1".into());

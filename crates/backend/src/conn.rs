@@ -21,6 +21,9 @@ use crate::state::{is_carried, user_variable_literal, SessionVars, TrackedChange
 use crate::stmts::PreparedOnConn;
 use manifold_io::{PacketIo, ReadError, Stream};
 
+#[cfg(test)]
+mod tests;
+
 /// ER_MAX_PREPARED_STMT_COUNT_REACHED: the server's `max_prepared_stmt_count` is used up.
 const MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 

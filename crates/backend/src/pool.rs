@@ -6,11 +6,20 @@
 //! offers it first to a borrower wanting that state; any other is reset
 //! (`COM_RESET_CONNECTION`) before it is offered again, so no session sees another's
 //! variables, temporary tables or statements.
+//!
+//! How many connections a pool lends at once is an adaptive limit ([`limit`]) under
+//! `pool.max_size`: it grows while the server keeps up and backs off when its latency rises,
+//! so a pool holds the few connections its node can serve in parallel, not one per client.
+
+mod limit;
+mod shared;
+#[cfg(test)]
+mod tests;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +28,9 @@ use tokio::sync::Notify;
 use crate::config::PoolConfig;
 use crate::conn::{BackendConn, BackendTarget, ConnKey, Schema};
 use crate::errors::{BackendError, ErrorKind};
+use limit::ConcurrencyLimit;
+use manifold_engine::clock;
+pub use shared::{BackendBudget, PoolLimits};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolStats {
@@ -30,6 +42,9 @@ pub struct PoolStats {
     pub opened_total: u64,
     /// Connects or logins to the backend that failed.
     pub failed_total: u64,
+    /// Connections the pool may have busy now: its adaptive limit (`pool.max_size` when
+    /// `pool.adaptive` is off).
+    pub limit: usize,
 }
 
 impl PoolStats {
@@ -48,103 +63,7 @@ impl std::ops::AddAssign<&PoolStats> for PoolStats {
         self.waiting += o.waiting;
         self.opened_total += o.opened_total;
         self.failed_total += o.failed_total;
-    }
-}
-
-/// The connections all workers' pools may open to one backend
-/// (`pool.max_backend_connections`). Touched only when a connection opens or closes, and
-/// read (a relaxed load) when one goes back to its pool: never per statement otherwise.
-#[derive(Debug, Default)]
-pub struct BackendBudget {
-    limit: usize,
-    open: AtomicUsize,
-    /// Workers with a borrower waiting because the others hold the whole budget: pools
-    /// above their fair share give budget back (close a returned connection) while any is.
-    starving: AtomicUsize,
-    /// Pools sharing the budget (one per worker).
-    pools: AtomicUsize,
-    /// Wakes the other workers' pools when one starts starving, so they give back idle
-    /// connections at once instead of at their next maintenance tick.
-    wanted: Notify,
-}
-
-impl BackendBudget {
-    /// `limit` 0: no limit beyond each pool's own `max_size`.
-    pub fn new(limit: usize) -> Arc<Self> {
-        Arc::new(Self {
-            limit,
-            ..Self::default()
-        })
-    }
-
-    fn try_reserve(&self) -> bool {
-        if self.limit == 0 {
-            return true;
-        }
-        self.open
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < self.limit).then_some(n + 1)
-            })
-            .is_ok()
-    }
-
-    fn release(&self, n: usize) {
-        if self.limit != 0 && n > 0 {
-            self.open.fetch_sub(n, Ordering::Relaxed);
-        }
-    }
-
-    /// Connections open (or opening) now, when limited.
-    pub fn open(&self) -> usize {
-        self.open.load(Ordering::Relaxed)
-    }
-
-    /// What one pool may keep while another worker starves: an equal share, at least one.
-    fn fair_share(&self) -> usize {
-        (self.limit / self.pools.load(Ordering::Relaxed).max(1)).max(1)
-    }
-}
-
-/// The pool settings an operator may change while manifold runs (`SET GLOBAL`), shared by
-/// every worker's pool to every backend and read with relaxed loads where the pool decides.
-#[derive(Debug)]
-pub struct PoolLimits {
-    max_size: AtomicUsize,
-    min_idle: AtomicUsize,
-}
-
-impl PoolLimits {
-    pub fn new(config: &PoolConfig) -> Arc<Self> {
-        Arc::new(PoolLimits {
-            max_size: AtomicUsize::new(config.max_size),
-            min_idle: AtomicUsize::new(config.min_idle),
-        })
-    }
-
-    /// Most connections each worker opens to one backend (`pool.max_size`).
-    pub fn max_size(&self) -> usize {
-        self.max_size.load(Ordering::Relaxed)
-    }
-
-    /// Idle connections each worker keeps open (`pool.min_idle`).
-    pub fn min_idle(&self) -> usize {
-        self.min_idle.load(Ordering::Relaxed)
-    }
-
-    /// Sets both; `min_idle` must not exceed `max_size`. A smaller `max_size` closes no
-    /// connection in use: pools shrink as connections come back.
-    pub fn set(&self, max_size: usize, min_idle: usize) -> Result<(), String> {
-        if max_size == 0 {
-            return Err("pool.max_size: must be at least 1".into());
-        }
-        if min_idle > max_size {
-            return Err(format!(
-                "pool.min_idle: {min_idle} exceeds pool.max_size {max_size}"
-            ));
-        }
-        self.max_size.store(max_size, Ordering::Relaxed);
-        self.min_idle.store(min_idle, Ordering::Relaxed);
-        Ok(())
+        self.limit += o.limit;
     }
 }
 
@@ -219,7 +138,21 @@ pub struct Pool {
     server_version: RefCell<Option<Vec<u8>>>,
     /// Borrowers waiting whose commands may follow another's (oldest first).
     followers: RefCell<VecDeque<Rc<Follower>>>,
+    /// How many connections may be busy at once (`pool.adaptive`).
+    limiter: ConcurrencyLimit,
+    /// The clock's reading when the pool was made: the limiter's windows count from it.
+    epoch: u64,
+    /// Leases come back (given back or discarded): a waiter that sees none for a long
+    /// while knows the busy connections are held, not serving.
+    returned: Cell<u64>,
+    /// Times the limit grew because borrowers waited with no connection coming back: one
+    /// growth per stall, however many borrowers waited through it.
+    stall_growths: Cell<u64>,
 }
+
+/// The least a borrower stopped by the adaptive limit waits, with no connection coming
+/// back, before the limit grows by one ([`ConcurrencyLimit::stalled`]).
+const STALL_MIN: Duration = Duration::from_millis(100);
 
 impl Pool {
     /// `budget` is shared by every worker's pool to the same backend.
@@ -230,6 +163,7 @@ impl Pool {
         budget: Arc<BackendBudget>,
     ) -> Rc<Pool> {
         budget.pools.fetch_add(1, Ordering::Relaxed);
+        let limiter = ConcurrencyLimit::new(config.min_limit, limits.max_size());
         Rc::new(Pool {
             target,
             config,
@@ -247,7 +181,32 @@ impl Pool {
             draining: Cell::new(false),
             server_version: RefCell::new(None),
             followers: RefCell::new(VecDeque::new()),
+            limiter,
+            epoch: clock::now(),
+            returned: Cell::new(0),
+            stall_growths: Cell::new(0),
         })
+    }
+
+    /// Connections this pool may have busy (lent, opening or resetting) now: the adaptive
+    /// limit, or `pool.max_size` with `pool.adaptive` off.
+    pub fn limit(&self) -> usize {
+        let max = self.limits.max_size();
+        if self.config.adaptive {
+            self.limiter.get(max)
+        } else {
+            max
+        }
+    }
+
+    /// Connections lent, being opened or being reset: all but the idle ones.
+    fn busy(&self) -> usize {
+        self.total.get() - self.idle.borrow().len()
+    }
+
+    /// Most connections the pool keeps open: what its limit may use, or `min_idle`.
+    fn open_cap(&self) -> usize {
+        self.limit().max(self.limits.min_idle())
     }
 
     pub fn stats(&self) -> PoolStats {
@@ -259,6 +218,7 @@ impl Pool {
             waiting: self.waiting.get(),
             opened_total: self.opened.get(),
             failed_total: self.failed.get(),
+            limit: self.limit(),
         }
     }
 
@@ -336,7 +296,8 @@ impl Pool {
                 }
                 Some(FollowerState::Waiting) | None => {}
             }
-            if woken || self.waiting.get() == 0 {
+            let tried = woken || self.waiting.get() == 0;
+            if tried {
                 match self.take_or_open(key, schema, vars).await {
                     Ok(Some(lease)) => match follower.take() {
                         Some(f) if f.state.get() == FollowerState::Claimed => {
@@ -390,11 +351,22 @@ impl Pool {
                     self.budget.starving.fetch_sub(1, Ordering::Relaxed);
                 }
             }
+            // Stopped by the adaptive limit, not by max_size: if nothing comes back for a
+            // while, the limit grows. Only a borrower that just tried watches for that (the
+            // first in line, or one woken): one timer per pool, not one per waiter.
+            let gated = tried
+                && self.config.adaptive
+                && self.limit() < self.limits.max_size()
+                && self.busy() >= self.limit();
             let wake_at = if starved {
                 until.min(tokio::time::Instant::now() + STARVED_RECHECK)
+            } else if gated {
+                until.min(tokio::time::Instant::now() + self.stall_after())
             } else {
                 until
             };
+            let returned_before = self.returned.get();
+            let growths_before = self.stall_growths.get();
             self.waiting.set(self.waiting.get() + 1);
             let released = tokio::select! {
                 () = self.released.notified() => Some(true),
@@ -415,6 +387,21 @@ impl Pool {
                 self.wake_a_waiter();
             }
             woken = released.is_some();
+            if released == Some(false)
+                && gated
+                && still_waiting
+                && self.returned.get() == returned_before
+                && tokio::time::Instant::now() < until
+            {
+                // No connection came back all this while: those busy are held, not serving.
+                // The first waiter to see it grows the limit; the others look for the room.
+                if self.stall_growths.get() == growths_before {
+                    self.stall_growths.set(growths_before + 1);
+                    self.limit_grew(self.limiter.stalled(self.limits.max_size()));
+                }
+                woken = true;
+                continue;
+            }
             if released == Some(false) && still_waiting && tokio::time::Instant::now() >= until {
                 // A wake-up meant for this borrower may have come with the timeout: pass it on.
                 self.wake_a_waiter();
@@ -428,6 +415,34 @@ impl Pool {
             self.budget.starving.fetch_sub(1, Ordering::Relaxed);
         }
         result
+    }
+
+    /// How long a borrower stopped by the limit waits for a connection to come back before
+    /// the limit grows by one: several of the server's recent round trips, at least
+    /// [`STALL_MIN`].
+    fn stall_after(&self) -> Duration {
+        Duration::from_nanos(self.limiter.last_avg_ns().saturating_mul(4)).max(STALL_MIN)
+    }
+
+    /// The limit may have grown to `limit`: wake as many waiters as it has room for more.
+    fn limit_grew(&self, limit: usize) {
+        let room = limit.saturating_sub(self.busy()).min(self.waiting.get());
+        for _ in 0..room {
+            self.released.notify_one();
+        }
+    }
+
+    /// A lease lent at `since` (clock ticks) came back: one sample for the limiter.
+    fn sample(&self, since: u64) {
+        let now = clock::now();
+        let changed = self.limiter.sample(
+            clock::span_ns(since, now),
+            clock::span_ns(self.epoch, now),
+            self.limits.max_size(),
+        );
+        if let Some(limit) = changed {
+            self.limit_grew(limit);
+        }
     }
 
     /// A follower that will not ride after all leaves the queue.
@@ -447,10 +462,11 @@ impl Pool {
         BackendError::new(
             ErrorKind::PoolTimeout,
             format!(
-                "no free connection to backend {} within pool.wait_timeout ({:?}); {} in use here ({limit})",
+                "no free connection to backend {} within pool.wait_timeout ({:?}); {} in use here (adaptive limit {}, {limit})",
                 self.target.addr,
                 self.config.wait_timeout,
                 self.in_use.get(),
+                self.limit(),
             ),
         )
     }
@@ -511,6 +527,10 @@ impl Pool {
         schema: Option<&[u8]>,
         vars: u64,
     ) -> Result<Option<Lease>, BackendError> {
+        if self.config.adaptive && self.busy() >= self.limit() {
+            self.limiter.refused();
+            return Ok(None);
+        }
         if let Some(conn) = self.take_idle(key, schema, vars) {
             return Ok(Some(self.lease(conn, true)));
         }
@@ -529,11 +549,18 @@ impl Pool {
 
     fn lease(self: &Rc<Self>, conn: BackendConn, reused: bool) -> Lease {
         self.in_use.set(self.in_use.get() + 1);
+        let since = if self.config.adaptive {
+            self.limiter.lent(self.busy());
+            clock::now().max(1)
+        } else {
+            0
+        };
         Lease {
             conn: Some(conn),
             pool: self.clone(),
             dirty: true,
             reused,
+            since,
         }
     }
 
@@ -599,11 +626,14 @@ impl Pool {
         };
         // The followers after `next` stay with the connection.
         self.in_use.set(self.in_use.get() + 1);
+        // Its answer was already on its way: how long it holds the connection says nothing
+        // about the server's queue, so it is no sample for the limiter.
         *next.lease.borrow_mut() = Some(Lease {
             conn: Some(conn),
             pool: self.clone(),
             dirty: true,
             reused: true,
+            since: 0,
         });
         next.wake.notify_one();
     }
@@ -697,13 +727,18 @@ impl Pool {
                 .clamp(Duration::from_millis(100), Duration::from_secs(5));
             let mut failures = 0u32;
             while !pool.closed.get() {
-                pool.expire_idle();
+                if pool.config.adaptive {
+                    pool.limiter.decay(pool.limits.max_size());
+                }
+                pool.expire_idle(tick);
                 let key = pool.warm_key.borrow().clone();
                 if let Some(key) = key {
                     let ready = pool.idle.borrow().iter().filter(|c| c.key == key).count();
                     // Not while another worker waits for budget: it would take it back.
                     let starving = pool.budget.starving.load(Ordering::Relaxed) > 0;
+                    // Not beyond what the limit lets borrowers use: it would only idle.
                     if ready < pool.limits.min_idle()
+                        && pool.total.get() < pool.open_cap()
                         && !starving
                         && !pool.draining.get()
                         && pool.reserve_slot()
@@ -739,10 +774,12 @@ impl Pool {
         });
     }
 
-    /// Closes idle connections past `idle_timeout` (beyond `min_idle`) and, whatever their
-    /// age, those the server has closed (its `wait_timeout`, a `KILL`, a restart), so that
-    /// the refill that follows replaces them before a session needs one.
-    fn expire_idle(self: &Rc<Self>) {
+    /// Closes idle connections past `idle_timeout` (beyond `min_idle`), those unused for
+    /// `trim_after` while the pool holds more than its limit lets borrowers use
+    /// ([`Self::open_cap`]), and, whatever their age, those the server has closed (its
+    /// `wait_timeout`, a `KILL`, a restart), so that the refill that follows replaces them
+    /// before a session needs one.
+    fn expire_idle(self: &Rc<Self>, trim_after: Duration) {
         let now = Instant::now();
         let mut retired = Vec::new();
         let mut dead = 0;
@@ -766,6 +803,18 @@ impl Pool {
                 (self.total.get() - dead - retired.len()).saturating_sub(self.limits.max_size());
             for _ in 0..over.min(kept.len()) {
                 retired.extend(kept.pop_front());
+            }
+            // Above the adaptive limit: idle ones unused for a while close, oldest first, so
+            // the backend's count follows the load down.
+            let mut above =
+                (self.total.get() - dead - retired.len()).saturating_sub(self.open_cap());
+            while above > 0
+                && kept
+                    .front()
+                    .is_some_and(|c| now.duration_since(c.last_used) >= trim_after)
+            {
+                retired.extend(kept.pop_front());
+                above -= 1;
             }
             *idle = kept;
         }
@@ -817,6 +866,9 @@ pub struct Lease {
     /// The session may have changed server state on this connection.
     dirty: bool,
     reused: bool,
+    /// Clock ticks when it was lent, for the limiter; 0: no sample (a follower's, or the
+    /// pool is not adaptive).
+    since: u64,
 }
 
 impl Lease {
@@ -843,6 +895,7 @@ impl Lease {
     pub fn discard(mut self) {
         if let Some(mut conn) = self.conn.take() {
             Pool::break_followers(&mut conn);
+            self.pool.returned.set(self.pool.returned.get() + 1);
             self.pool.in_use.set(self.pool.in_use.get() - 1);
             self.pool.forget_one();
         }
@@ -856,6 +909,10 @@ impl Drop for Lease {
         };
         let pool = self.pool.clone();
         pool.in_use.set(pool.in_use.get() - 1);
+        pool.returned.set(pool.returned.get() + 1);
+        if self.since != 0 {
+            pool.sample(self.since);
+        }
         if !self.dirty {
             pool.give_back_or_pass(conn);
             return;

@@ -163,7 +163,7 @@ fn tunables() -> Vec<Tunable> {
         Tunable {
             name: "pool.max_size",
             range: "pool.min_idle..=100000",
-            help: "Backend connections each worker opens to one node; lowering it closes connections as they come back.",
+            help: "Most backend connections each worker opens to one node (the adaptive limit's ceiling); lowering it closes connections as they come back.",
             of: |c| c.pool.max_size.to_string(),
             live: Some((
                 |s| s.shared.pool_limits.max_size().to_string(),
@@ -324,6 +324,8 @@ fn tunables() -> Vec<Tunable> {
         restart("pool.wait_timeout", "> 0", "How long a statement waits for a free backend connection.", |c| format_duration(c.pool.wait_timeout)),
         restart("pool.max_backend_connections", "0 (per-worker max_size only)..", "Connections to one node over all workers.", |c| c.pool.max_backend_connections.to_string()),
         restart("pool.pipeline_depth", "0 (off)..", "Statements of other sessions written behind a borrower's.", |c| c.pool.pipeline_depth.to_string()),
+        restart("pool.adaptive", "true|false", "Each pool's in-use connections follow an adaptive limit (Vegas) under max_size; false: up to max_size.", |c| c.pool.adaptive.to_string()),
+        restart("pool.min_limit", "1..", "The adaptive limit's floor, per worker and node.", |c| c.pool.min_limit.to_string()),
         restart("pool.max_prepared_statements", "1..", "Prepared statements one backend connection keeps.", |c| c.pool.max_prepared_statements.to_string()),
         restart("backend.primary", "host:port", "The primary.", |c| c.backend.primary.clone()),
         restart("backend.replicas", "list of host:port", "The replicas.", |c| c.backend.replicas.iter().map(manifold_router::ReplicaEntry::addr).collect::<Vec<_>>().join(",")),
