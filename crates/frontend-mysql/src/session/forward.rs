@@ -171,6 +171,11 @@ impl Session {
                     Err(Unready::Failed(e)) => {
                         if movable && retries < MAX_RETRIES && e.may_retry(false, false) {
                             retries += 1;
+                            // The broken connection goes, or the next pass would take it
+                            // again as the session's own and never move.
+                            if let Some(l) = self.take_lease() {
+                                l.discard();
+                            }
                             tracing::info!(connection = self.id, error = %e, "backend connection failed preparing a statement; trying another");
                             FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                             continue;
