@@ -88,7 +88,8 @@ impl BackendError {
     }
 
     /// Decides the retry here: for a caller that knows more than where the error arose (that
-    /// the client's command had not been sent when manifold's own command failed).
+    /// the client's command had not been sent when manifold's own command failed, or that the
+    /// node is out of service, so another node may answer otherwise).
     pub fn set_retry(&mut self, retry: bool) {
         self.retry = RetryType::Decided(retry);
     }
