@@ -37,8 +37,9 @@ pub enum RetryType {
     /// request was sent), `false` when it may have run or would fail the same way again.
     Decided(bool),
     /// The request did not run, but a connection failing on its first use says its server is
-    /// failing: it is sent again when the connection had waited in the pool (its server may
-    /// have closed it meanwhile), or when running it twice is harmless anyway.
+    /// failing: it is sent again once when the connection had waited in the pool (its server
+    /// may have closed it meanwhile), or as often as the caller allows when running it twice
+    /// is harmless anyway.
     ReusedOnly,
     /// The request reached the server and may have run, and no byte of its answer reached
     /// the client: it is sent again only if running it twice is harmless (a read).
@@ -88,18 +89,20 @@ impl BackendError {
     }
 
     /// Decides the retry here: for a caller that knows more than where the error arose (that
-    /// the client's command had not been sent when manifold's own command failed).
+    /// the client's command had not been sent when manifold's own command failed, or that the
+    /// node is out of service, so another node may answer otherwise).
     pub fn set_retry(&mut self, retry: bool) {
         self.retry = RetryType::Decided(retry);
     }
 
     /// Whether the interrupted request may be sent again on another connection. `reused`: the
     /// failed connection had waited in the pool; `idempotent`: running the request twice is
-    /// harmless (a read, with another node to run it).
-    pub fn may_retry(&self, reused: bool, idempotent: bool) -> bool {
+    /// harmless (a read, with another node to run it); `resent`: how many times the request
+    /// was already sent again after its connection failed under it.
+    pub fn may_retry(&self, reused: bool, idempotent: bool, resent: u32) -> bool {
         match self.retry {
             RetryType::Decided(retry) => retry,
-            RetryType::ReusedOnly => reused || idempotent,
+            RetryType::ReusedOnly => idempotent || (reused && resent == 0),
             RetryType::Idempotent => idempotent,
         }
     }
@@ -140,7 +143,7 @@ mod tests {
     #[test]
     fn unreachable_nodes_are_retried_and_refusals_are_not() {
         for kind in [ErrorKind::Connect, ErrorKind::ConnectTimeout] {
-            assert!(BackendError::new(kind, "down").may_retry(false, false));
+            assert!(BackendError::new(kind, "down").may_retry(false, false, 0));
         }
         let refusal = ErrPacket::new(codes::ACCESS_DENIED, "no");
         for kind in [
@@ -150,35 +153,47 @@ mod tests {
             ErrorKind::Protocol,
             ErrorKind::PoolTimeout,
         ] {
-            assert!(!BackendError::new(kind, "no").may_retry(true, true));
+            assert!(!BackendError::new(kind, "no").may_retry(true, true, 0));
         }
     }
 
     #[test]
     fn a_lost_connection_may_have_run_the_request() {
         let lost = BackendError::new(ErrorKind::Lost, "reset");
-        assert!(!lost.may_retry(true, true));
+        assert!(!lost.may_retry(true, true, 0));
         // Unless the caller knows nothing of the request had been sent.
         let mut before_sending = lost;
         before_sending.set_retry(true);
-        assert!(before_sending.may_retry(false, false));
+        assert!(before_sending.may_retry(false, false, 0));
+        assert!(before_sending.may_retry(false, false, 3));
     }
 
     #[test]
     fn an_unsent_request_is_retried_on_a_reused_connection_or_when_it_may_run_twice() {
         let unsent =
             BackendError::new(ErrorKind::Lost, "send failed").with_retry(RetryType::ReusedOnly);
-        assert!(unsent.may_retry(true, false));
-        assert!(unsent.may_retry(false, true));
-        assert!(!unsent.may_retry(false, false));
+        assert!(unsent.may_retry(true, false, 0));
+        assert!(unsent.may_retry(false, true, 0));
+        assert!(!unsent.may_retry(false, false, 0));
+    }
+
+    #[test]
+    fn an_unsent_request_that_may_not_run_twice_is_sent_again_only_once() {
+        let unsent = BackendError::new(ErrorKind::Lost, "reset").with_retry(RetryType::ReusedOnly);
+        assert!(unsent.may_retry(true, false, 0));
+        assert!(!unsent.may_retry(true, false, 1));
+        // A read keeps the caller's own limit.
+        assert!(unsent.may_retry(true, true, 1));
+        assert!(unsent.may_retry(false, true, 3));
     }
 
     #[test]
     fn a_request_that_may_have_run_is_retried_only_if_it_may_run_twice() {
         let unanswered =
             BackendError::new(ErrorKind::Lost, "closed").with_retry(RetryType::Idempotent);
-        assert!(unanswered.may_retry(false, true));
-        assert!(!unanswered.may_retry(true, false));
+        assert!(unanswered.may_retry(false, true, 0));
+        assert!(unanswered.may_retry(false, true, 2));
+        assert!(!unanswered.may_retry(true, false, 0));
     }
 
     #[test]

@@ -21,7 +21,8 @@ use crate::relay::{self, Outgoing, RelayError, StateCapture};
 use crate::telemetry::Stage;
 
 /// How many times a command whose connection failed is tried again (on another connection,
-/// maybe another node) when the error allows it ([`BackendError::may_retry`]).
+/// maybe another node) when the error allows it ([`BackendError::may_retry`], which may allow
+/// fewer: a write whose connection was reset before answering is sent again only once).
 const MAX_RETRIES: u32 = 4;
 
 /// How a command goes to its backend connection (see [`relay::Outgoing`]).
@@ -72,6 +73,8 @@ impl Session {
         let mut skip = 0u64;
         let mut primary_deadline = None;
         let mut retries = 0;
+        // Times the command was sent again after its connection failed under it.
+        let mut resent = 0;
         let result = loop {
             // A session holding no connection has all its state in manifold: if a connection
             // fails before the command ran (or, for a read, before it answered), the command
@@ -131,7 +134,7 @@ impl Session {
             }
             if let Err(e) = ensured {
                 if let Unready::Failed(failed) = &e {
-                    if movable && retries < MAX_RETRIES && failed.may_retry(false, false) {
+                    if movable && retries < MAX_RETRIES && failed.may_retry(false, false, resent) {
                         // The node was just found down, or the connection broke before the
                         // command went out: a read goes to another node, a write waits for
                         // a primary or tries another connection.
@@ -169,8 +172,13 @@ impl Session {
                         return self.send_err_packet(reply_seq, &e).await;
                     }
                     Err(Unready::Failed(e)) => {
-                        if movable && retries < MAX_RETRIES && e.may_retry(false, false) {
+                        if movable && retries < MAX_RETRIES && e.may_retry(false, false, resent) {
                             retries += 1;
+                            // The broken connection goes, or the next pass would take it
+                            // again as the session's own and never move.
+                            if let Some(l) = self.take_lease() {
+                                l.discard();
+                            }
                             tracing::info!(connection = self.id, error = %e, "backend connection failed preparing a statement; trying another");
                             FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                             continue;
@@ -191,8 +199,9 @@ impl Session {
             if let Err(RelayError::Backend { error, .. }) = &result {
                 // Running it twice is harmless for a read with another node to go to.
                 let elsewhere = read && skip & (1 << node) == 0 && self.another_reader(node);
-                if movable && retries < MAX_RETRIES && error.may_retry(reused, elsewhere) {
+                if movable && retries < MAX_RETRIES && error.may_retry(reused, elsewhere, resent) {
                     retries += 1;
+                    resent += 1;
                     if elsewhere {
                         skip |= 1 << node;
                     }

@@ -116,12 +116,18 @@ impl Session {
                 self.lease_node = node;
                 Ok(lease)
             }
-            Err(e) => {
+            Err(mut e) => {
                 if matches!(e.kind, ErrorKind::Connect | ErrorKind::ConnectTimeout) {
                     // The next read goes elsewhere, and writes wait for a primary, at
                     // once rather than after the monitor's next checks; the monitor
                     // takes the node back when it answers.
                     self.topology().nodes[node].shun(&e.message);
+                }
+                if !self.topology().nodes[node].in_service() {
+                    // Whatever the node answered (a full pool, a refusal, a failed login),
+                    // it is down or being taken out: nothing of the command was sent, so
+                    // it goes to another node, or waits for the new primary.
+                    e.set_retry(true);
                 }
                 FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
                 tracing::warn!(connection = self.id, error = %e, "no backend connection");
