@@ -234,6 +234,19 @@ def test_corrupt_key_stops_the_start_naming_the_file(topology, tmp_path):
     assert "not a key" in key.read_text()
 
 
+def test_certificate_without_its_key_stops_the_start(topology, tmp_path):
+    data = tmp_path / "data"
+    m = Manifold(topology, ["--data-dir", str(data)], log_name="manifold-tls-no-key")
+    m.stop_and_check()
+    cert, key = data / "server-cert.pem", data / "server-key.pem"
+    pem = cert.read_text()
+    key.unlink()
+    err = start_failing(topology, tmp_path, "--data-dir", str(data))
+    assert str(cert) in err and str(key) in err and "remove the certificate" in err, err
+    # Someone may trust that certificate: it is left as it was, and no key is made for it.
+    assert cert.read_text() == pem and not key.exists()
+
+
 def test_data_dir_others_can_write_is_refused(topology, tmp_path):
     data = tmp_path / "open"
     data.mkdir()

@@ -36,8 +36,9 @@ pub struct ServerCert {
 }
 
 /// Loads the data directory's certificate and key, generating what is missing: both when
-/// there is no key, a new certificate for the key when only the certificate is missing (how
-/// to renew it and keep the key).
+/// there are neither, a new certificate for the key when only the certificate is missing (how
+/// to renew it and keep the key). A certificate without its key is an error: someone may rely
+/// on that certificate, and its key may only be misplaced.
 pub fn server_cert(dir: &DataDir) -> Result<ServerCert, String> {
     let lock = dir.lock()?;
     let key_pem = dir.read(&lock, KEY_FILE)?;
@@ -54,10 +55,14 @@ pub fn server_cert(dir: &DataDir) -> Result<ServerCert, String> {
             tracing::info!(cert = %dir.file(CERT_FILE).display(), "generated a TLS certificate for the data directory's key");
             (cert_pem, true)
         }
-        (None, cert) => {
-            if cert.is_some() {
-                tracing::warn!(cert = %dir.file(CERT_FILE).display(), "TLS certificate without its key: replaced by a new pair");
-            }
+        (None, Some(_)) => {
+            return Err(format!(
+                "{} has no key beside it ({} is missing); remove the certificate to have a new pair generated, or put its key there",
+                dir.file(CERT_FILE).display(),
+                dir.file(KEY_FILE).display()
+            ));
+        }
+        (None, None) => {
             let key = KeyPair::generate().map_err(|e| format!("generating a TLS key: {e}"))?;
             let cert_pem = self_signed(&key)?;
             // Key first: a crash between the two leaves a key, for which the next start makes
@@ -237,6 +242,23 @@ mod tests {
         assert!(renewed.generated);
         assert_ne!(renewed.fingerprint, first.fingerprint);
         assert_eq!(std::fs::read(&renewed.key).unwrap(), key);
+    }
+
+    #[test]
+    fn a_certificate_without_its_key_is_an_error_and_is_kept() {
+        let (_tmp, dir) = dir();
+        let first = server_cert(&dir).unwrap();
+        let cert = std::fs::read(&first.cert).unwrap();
+        std::fs::remove_file(&first.key).unwrap();
+        let e = server_cert(&dir).unwrap_err();
+        assert!(
+            e.contains(&first.cert.display().to_string())
+                && e.contains(&first.key.display().to_string())
+                && e.contains("remove the certificate"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&first.cert).unwrap(), cert);
+        assert!(!first.key.exists());
     }
 
     #[test]
