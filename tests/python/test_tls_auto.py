@@ -256,6 +256,17 @@ def test_data_dir_others_can_write_is_refused(topology, tmp_path):
     assert not (data / "server-key.pem").exists()
 
 
+def test_data_dir_that_is_a_link_is_refused(topology, tmp_path):
+    """Whoever can change a link could point it at a directory with a key of their own."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    err = start_failing(topology, tmp_path, "--data-dir", str(link))
+    assert str(link) in err and "symbolic link" in err, err
+    assert not (real / "server-key.pem").exists()
+
+
 def test_tls_flag_off_and_required_conflict(topology, tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text("[mysql.tls]\nrequired = true\n")
