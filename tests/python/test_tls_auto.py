@@ -144,6 +144,36 @@ def test_rsa_key_is_kept_in_the_data_dir(topology, tmp_path):
     assert keys[0] == keys[1] and keys[0].startswith("-----BEGIN PUBLIC KEY-----")
 
 
+def test_rsa_key_in_memory_when_the_data_dir_is_only_for_it(topology, tmp_path):
+    """TLS off or a configured certificate: the data directory would hold the RSA key alone. One
+    that cannot be made (a service started in / by a user who cannot write there) is warned
+    about, naming it, and the key is kept in memory: caching_sha2_password logins without TLS
+    work. Only the generated certificate requires the directory."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    data = blocker / "data"
+    sha2 = '[mysql]\ndefault_auth_plugin = "caching_sha2_password"\nconnect_timeout = "120s"\n'
+    off = tmp_path / "off.toml"
+    off.write_text(sha2 + 'tls = "off"\n')
+    configured = tmp_path / "configured.toml"
+    configured.write_text(sha2)
+    for cfg, cert in ((off, False), (configured, True)):
+        m = Manifold(topology, ["--config", str(cfg), "--data-dir", str(data)], configured_cert=cert,
+                     log_name=f"manifold-tls-rsa-memory-{cfg.stem}")
+        try:
+            c = rawmysql.RawConn(m.port, timeout=120)
+            c.login(USER, PASSWORD)
+            assert c.log == ["full", "rsa"]
+            c.quit()
+            log = m.log_text()
+        finally:
+            m.stop_and_check()
+        warnings = [line for line in log.splitlines() if "kept in memory" in line]
+        assert len(warnings) == 1 and str(data) in warnings[0], log
+    err = start_failing(topology, tmp_path, "--data-dir", str(data))
+    assert str(data) in err, err
+
+
 def test_configured_certificate_wins(topology, cert_manifold):
     der = peer_der(cert_manifold.port, **UNVERIFIED)
     assert der == pem_der(topology.cert)
