@@ -144,6 +144,36 @@ def test_rsa_key_is_kept_in_the_data_dir(topology, tmp_path):
     assert keys[0] == keys[1] and keys[0].startswith("-----BEGIN PUBLIC KEY-----")
 
 
+def test_rsa_key_in_memory_when_the_data_dir_is_only_for_it(topology, tmp_path):
+    """TLS off or a configured certificate: the data directory would hold the RSA key alone. One
+    that cannot be made (a service started in / by a user who cannot write there) is warned
+    about, naming it, and the key is kept in memory: caching_sha2_password logins without TLS
+    work. Only the generated certificate requires the directory."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    data = blocker / "data"
+    sha2 = '[mysql]\ndefault_auth_plugin = "caching_sha2_password"\nconnect_timeout = "120s"\n'
+    off = tmp_path / "off.toml"
+    off.write_text(sha2 + 'tls = "off"\n')
+    configured = tmp_path / "configured.toml"
+    configured.write_text(sha2)
+    for cfg, cert in ((off, False), (configured, True)):
+        m = Manifold(topology, ["--config", str(cfg), "--data-dir", str(data)], configured_cert=cert,
+                     log_name=f"manifold-tls-rsa-memory-{cfg.stem}")
+        try:
+            c = rawmysql.RawConn(m.port, timeout=120)
+            c.login(USER, PASSWORD)
+            assert c.log == ["full", "rsa"]
+            c.quit()
+            log = m.log_text()
+        finally:
+            m.stop_and_check()
+        warnings = [line for line in log.splitlines() if "kept in memory" in line]
+        assert len(warnings) == 1 and str(data) in warnings[0], log
+    err = start_failing(topology, tmp_path, "--data-dir", str(data))
+    assert str(data) in err, err
+
+
 def test_configured_certificate_wins(topology, cert_manifold):
     der = peer_der(cert_manifold.port, **UNVERIFIED)
     assert der == pem_der(topology.cert)
@@ -234,6 +264,19 @@ def test_corrupt_key_stops_the_start_naming_the_file(topology, tmp_path):
     assert "not a key" in key.read_text()
 
 
+def test_certificate_without_its_key_stops_the_start(topology, tmp_path):
+    data = tmp_path / "data"
+    m = Manifold(topology, ["--data-dir", str(data)], log_name="manifold-tls-no-key")
+    m.stop_and_check()
+    cert, key = data / "server-cert.pem", data / "server-key.pem"
+    pem = cert.read_text()
+    key.unlink()
+    err = start_failing(topology, tmp_path, "--data-dir", str(data))
+    assert str(cert) in err and str(key) in err and "remove the certificate" in err, err
+    # Someone may trust that certificate: it is left as it was, and no key is made for it.
+    assert cert.read_text() == pem and not key.exists()
+
+
 def test_data_dir_others_can_write_is_refused(topology, tmp_path):
     data = tmp_path / "open"
     data.mkdir()
@@ -241,6 +284,17 @@ def test_data_dir_others_can_write_is_refused(topology, tmp_path):
     err = start_failing(topology, tmp_path, "--data-dir", str(data))
     assert str(data) in err and "0777" in err, err
     assert not (data / "server-key.pem").exists()
+
+
+def test_data_dir_that_is_a_link_is_refused(topology, tmp_path):
+    """Whoever can change a link could point it at a directory with a key of their own."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    err = start_failing(topology, tmp_path, "--data-dir", str(link))
+    assert str(link) in err and "symbolic link" in err, err
+    assert not (real / "server-key.pem").exists()
 
 
 def test_tls_flag_off_and_required_conflict(topology, tmp_path):

@@ -6,7 +6,8 @@
 //! still matches after a restart. Later starts load them; a file that cannot be used is an
 //! error naming it, never silently replaced (it may be a key someone relies on).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use rcgen::{CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose};
 use rustls::pki_types::CertificateDer;
@@ -36,8 +37,9 @@ pub struct ServerCert {
 }
 
 /// Loads the data directory's certificate and key, generating what is missing: both when
-/// there is no key, a new certificate for the key when only the certificate is missing (how
-/// to renew it and keep the key).
+/// there are neither, a new certificate for the key when only the certificate is missing (how
+/// to renew it and keep the key). A certificate without its key is an error: someone may rely
+/// on that certificate, and its key may only be misplaced.
 pub fn server_cert(dir: &DataDir) -> Result<ServerCert, String> {
     let lock = dir.lock()?;
     let key_pem = dir.read(&lock, KEY_FILE)?;
@@ -54,10 +56,14 @@ pub fn server_cert(dir: &DataDir) -> Result<ServerCert, String> {
             tracing::info!(cert = %dir.file(CERT_FILE).display(), "generated a TLS certificate for the data directory's key");
             (cert_pem, true)
         }
-        (None, cert) => {
-            if cert.is_some() {
-                tracing::warn!(cert = %dir.file(CERT_FILE).display(), "TLS certificate without its key: replaced by a new pair");
-            }
+        (None, Some(_)) => {
+            return Err(format!(
+                "{} has no key beside it ({} is missing); remove the certificate to have a new pair generated, or put its key there",
+                dir.file(CERT_FILE).display(),
+                dir.file(KEY_FILE).display()
+            ));
+        }
+        (None, None) => {
             let key = KeyPair::generate().map_err(|e| format!("generating a TLS key: {e}"))?;
             let cert_pem = self_signed(&key)?;
             // Key first: a crash between the two leaves a key, for which the next start makes
@@ -86,16 +92,84 @@ pub fn existing_rsa_key(dir: &DataDir) -> Result<Option<PathBuf>, String> {
     }
 }
 
+/// The RSA key for `caching_sha2_password` when `rsa_private_key` is not configured, made at
+/// first use and the same on every call after: kept in the data directory when there is one
+/// ([`rsa_key`]), else in memory.
+#[derive(Debug)]
+pub struct RsaKeySource {
+    dir: Option<DataDir>,
+    pem: Mutex<Option<String>>,
+}
+
+impl RsaKeySource {
+    /// `dir`: `None` when the data directory cannot be used (see [`rsa_in_memory_warning`]).
+    pub fn new(dir: Option<DataDir>) -> RsaKeySource {
+        RsaKeySource {
+            dir,
+            pem: Mutex::new(None),
+        }
+    }
+
+    /// The key's PEM. Callers at once wait for the first one's key rather than make another.
+    pub fn get(&self) -> Result<String, String> {
+        let mut held = self.pem.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(pem) = held.as_ref() {
+            return Ok(pem.clone());
+        }
+        let pem = match &self.dir {
+            Some(dir) => rsa_key(dir)?,
+            None => new_rsa_key()?.0,
+        };
+        *held = Some(pem.clone());
+        Ok(pem)
+    }
+}
+
+/// Logs that the RSA key is kept in memory only, because the data directory `dir` cannot be
+/// used (`error`): logins work, but a client given the public key needs the new one after a
+/// restart.
+pub fn rsa_in_memory_warning(dir: &Path, error: &str) {
+    tracing::warn!(
+        data_dir = %dir.display(),
+        error,
+        "data directory not usable: the RSA key for caching_sha2_password is kept in memory, a new one each start"
+    );
+}
+
 /// The data directory's RSA private key (PEM), generated when missing (2048 bits, PKCS#1, as
 /// mysqld's `private_key.pem`; with `public_key.pem` beside it). Generating takes from a
 /// fraction of a second to many on a loaded machine, so it is done at first use, not at start.
+/// When the directory cannot be locked or the key written, the key is used all the same, kept
+/// in memory, with a warning: a login does not fail for it. A key file that cannot be used is
+/// an error.
 pub fn rsa_key(dir: &DataDir) -> Result<String, String> {
-    use rsa::pkcs1::EncodeRsaPrivateKey as _;
-    let lock = dir.lock()?;
+    let lock = match dir.lock() {
+        Ok(lock) => lock,
+        Err(e) => {
+            rsa_in_memory_warning(dir.path(), &e);
+            return Ok(new_rsa_key()?.0);
+        }
+    };
     if let Some(pem) = dir.read(&lock, RSA_PRIVATE_FILE)? {
         check_rsa_key(dir, &pem)?;
         return Ok(pem);
     }
+    let (pem, public) = new_rsa_key()?;
+    match dir.write(&lock, RSA_PRIVATE_FILE, &pem, 0o600) {
+        Ok(path) => {
+            tracing::info!(key = %path.display(), "generated an RSA key for caching_sha2_password");
+            if let Err(e) = dir.write(&lock, RSA_PUBLIC_FILE, &public, 0o644) {
+                tracing::warn!(error = %e, "the RSA key's public half is not in the data directory");
+            }
+        }
+        Err(e) => rsa_in_memory_warning(dir.path(), &e),
+    }
+    Ok(pem)
+}
+
+/// A new RSA key: its private PEM (PKCS#1) and public PEM.
+fn new_rsa_key() -> Result<(String, String), String> {
+    use rsa::pkcs1::EncodeRsaPrivateKey as _;
     let private = rsa::RsaPrivateKey::new(&mut rand::thread_rng(), 2048)
         .map_err(|e| format!("generating an RSA key: {e}"))?;
     let pem = private
@@ -104,10 +178,8 @@ pub fn rsa_key(dir: &DataDir) -> Result<String, String> {
         .to_string();
     let pair = manifold_mysql_proto::auth::RsaKeyPair::from_pem(&pem)
         .map_err(|e| format!("the generated RSA key: {e}"))?;
-    let path = dir.write(&lock, RSA_PRIVATE_FILE, &pem, 0o600)?;
-    dir.write(&lock, RSA_PUBLIC_FILE, pair.public_key_pem(), 0o644)?;
-    tracing::info!(key = %path.display(), "generated an RSA key for caching_sha2_password");
-    Ok(pem)
+    let public = pair.public_key_pem().to_owned();
+    Ok((pem, public))
 }
 
 fn check_rsa_key(dir: &DataDir, pem: &str) -> Result<(), String> {
@@ -240,6 +312,23 @@ mod tests {
     }
 
     #[test]
+    fn a_certificate_without_its_key_is_an_error_and_is_kept() {
+        let (_tmp, dir) = dir();
+        let first = server_cert(&dir).unwrap();
+        let cert = std::fs::read(&first.cert).unwrap();
+        std::fs::remove_file(&first.key).unwrap();
+        let e = server_cert(&dir).unwrap_err();
+        assert!(
+            e.contains(&first.cert.display().to_string())
+                && e.contains(&first.key.display().to_string())
+                && e.contains("remove the certificate"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&first.cert).unwrap(), cert);
+        assert!(!first.key.exists());
+    }
+
+    #[test]
     fn a_corrupt_key_is_an_error_naming_it_and_is_kept() {
         let (_tmp, dir) = dir();
         let first = server_cert(&dir).unwrap();
@@ -286,6 +375,30 @@ mod tests {
         assert!(e.contains(&path.display().to_string()), "{e}");
         let e = rsa_key(&dir).unwrap_err();
         assert!(e.contains(&path.display().to_string()), "{e}");
+    }
+
+    #[test]
+    fn an_rsa_key_that_cannot_be_written_is_kept_in_memory() {
+        let (_tmp, dir) = dir();
+        // Where the key's temporary file would be written, a directory: writing fails (for
+        // root too).
+        let blocker = dir.file(&format!(".{RSA_PRIVATE_FILE}.{}.tmp", std::process::id()));
+        std::fs::create_dir(&blocker).unwrap();
+        let source = RsaKeySource::new(Some(dir.clone()));
+        let pem = source.get().unwrap();
+        manifold_mysql_proto::auth::RsaKeyPair::from_pem(&pem).unwrap();
+        assert!(!dir.file(RSA_PRIVATE_FILE).exists());
+        // The same key for every later client, not a new one each.
+        assert_eq!(source.get().unwrap(), pem);
+        // A directory gone (no lock): in memory too.
+        let gone = DataDir::open(&dir.path().join("gone")).unwrap();
+        std::fs::remove_dir(gone.path()).unwrap();
+        let pem = rsa_key(&gone).unwrap();
+        manifold_mysql_proto::auth::RsaKeyPair::from_pem(&pem).unwrap();
+        // No data directory at all.
+        let source = RsaKeySource::new(None);
+        let pem = source.get().unwrap();
+        assert_eq!(source.get().unwrap(), pem);
     }
 
     #[test]

@@ -2,14 +2,18 @@
 //! after a restart (the TLS certificate and key, the RSA key for `caching_sha2_password`).
 //!
 //! It holds private keys, so it is created with mode 0700 and refused when others could
-//! write into it (they could swap the key). Files are written whole or not at all (a temporary
+//! write into it (they could swap the key), when it is a symbolic link or not owned by the
+//! user manifold runs as (another user may have made it first, say in `/tmp`, with a key of
+//! their own in it); its files read are refused on the same grounds. Files are written whole or not at all (a temporary
 //! file renamed into place) under an exclusive lock, so two manifolds starting at once on the
 //! same directory neither corrupt a file nor end up with a certificate of one and a key of the
 //! other.
 
 use std::fs::File;
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{
+    DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _,
+};
 use std::path::{Path, PathBuf};
 
 /// `data_dir` unset: `$XDG_STATE_HOME/manifold` when that is set, else `manifold-data` in the
@@ -49,18 +53,10 @@ impl DataDir {
                 ))
             }
         }
-        let meta =
-            std::fs::metadata(path).map_err(|e| format!("data_dir: {}: {e}", path.display()))?;
-        if !meta.is_dir() {
-            return Err(format!("data_dir: {} is not a directory", path.display()));
-        }
+        let meta = std::fs::symlink_metadata(path)
+            .map_err(|e| format!("data_dir: {}: {e}", path.display()))?;
+        check_dir(path, &meta, effective_uid()?)?;
         let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o022 != 0 {
-            return Err(format!(
-                "data_dir: {} is writable by group or others (mode {mode:04o}), who could replace the keys in it; chmod 700 it",
-                path.display()
-            ));
-        }
         if mode & 0o077 != 0 {
             tracing::warn!(
                 path = %path.display(),
@@ -101,18 +97,20 @@ impl DataDir {
     /// its key is no longer private.
     pub fn read(&self, _lock: &DirLock, name: &str) -> Result<Option<String>, String> {
         let path = self.file(name);
-        let text = match std::fs::read(&path) {
-            Ok(bytes) => String::from_utf8(bytes)
-                .map_err(|_| format!("{}: not a PEM file (not text)", path.display()))?,
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
+        check_file(&path, &meta, effective_uid()?)?;
+        let text = std::fs::read(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))
+            .and_then(|bytes| {
+                String::from_utf8(bytes)
+                    .map_err(|_| format!("{}: not a PEM file (not text)", path.display()))
+            })?;
         if text.contains("PRIVATE KEY") {
-            let mode = std::fs::metadata(&path)
-                .map_err(|e| format!("{}: {e}", path.display()))?
-                .permissions()
-                .mode()
-                & 0o777;
+            let mode = meta.permissions().mode() & 0o777;
             if mode & 0o077 != 0 {
                 return Err(format!(
                     "{}: private key readable by group or others (mode {mode:04o}); chmod 600 it, or remove it to have a new one generated",
@@ -155,6 +153,66 @@ impl DataDir {
         }
         Ok(path)
     }
+}
+
+/// The user manifold runs as (its effective uid): the owner of `/proc/self`, which needs no
+/// unsafe code.
+fn effective_uid() -> Result<u32, String> {
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .map_err(|e| format!("data_dir: cannot tell which user manifold runs as (/proc/self: {e})"))
+}
+
+/// The data directory at `path` (`meta` of the path itself, links not followed) is one only
+/// user `euid` controls: a directory, not a link, owned by that user, that nobody else may
+/// write into.
+fn check_dir(path: &Path, meta: &std::fs::Metadata, euid: u32) -> Result<(), String> {
+    if meta.file_type().is_symlink() {
+        return Err(format!(
+            "data_dir: {} is a symbolic link, which whoever can change it can point at keys of their own; set data_dir to the directory itself",
+            path.display()
+        ));
+    }
+    if !meta.is_dir() {
+        return Err(format!("data_dir: {} is not a directory", path.display()));
+    }
+    if meta.uid() != euid {
+        return Err(format!(
+            "data_dir: {} is owned by uid {}, not by uid {euid} manifold runs as, so its keys may be someone else's; remove it to have it made again, or chown it if it is yours",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "data_dir: {} is writable by group or others (mode {mode:04o}), who could replace the keys in it; chmod 700 it",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// A file of the data directory about to be read is a regular file (not a link) owned by
+/// user `euid`.
+fn check_file(path: &Path, meta: &std::fs::Metadata, euid: u32) -> Result<(), String> {
+    if meta.file_type().is_symlink() {
+        return Err(format!(
+            "{} is a symbolic link; manifold reads only its own files there: put the file itself in its place",
+            path.display()
+        ));
+    }
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    if meta.uid() != euid {
+        return Err(format!(
+            "{} is owned by uid {}, not by uid {euid} manifold runs as, so it may be someone else's; remove it to have a new one generated, or chown it if it is yours",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -217,6 +275,68 @@ mod tests {
             .filter(|n| n != ".lock")
             .collect();
         assert_eq!(names, ["k.pem"]);
+    }
+
+    #[test]
+    fn a_symbolic_link_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        let link = tmp.path().join("link");
+        DataDir::open(&real).unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let e = DataDir::open(&link).unwrap_err();
+        assert!(
+            e.contains(&link.display().to_string()) && e.contains("symbolic link"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_directory_of_another_user_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("d");
+        DataDir::open(&path).unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let me = effective_uid().unwrap();
+        assert_eq!(meta.uid(), me);
+        check_dir(&path, &meta, me).unwrap();
+        let other = me + 1;
+        let e = check_dir(&path, &meta, other).unwrap_err();
+        assert!(
+            e.contains(&path.display().to_string())
+                && e.contains(&format!("owned by uid {me}, not by uid {other}"))
+                && e.contains("remove it"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn key_files_of_another_user_or_linked_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = DataDir::open(&tmp.path().join("d")).unwrap();
+        let lock = dir.lock().unwrap();
+        let path = dir
+            .write(&lock, "key.pem", "-----BEGIN PRIVATE KEY-----\n", 0o600)
+            .unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let me = effective_uid().unwrap();
+        check_file(&path, &meta, me).unwrap();
+        let e = check_file(&path, &meta, me + 1).unwrap_err();
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains(&format!("owned by uid {me}")),
+            "{e}"
+        );
+        // A link to a key elsewhere, for real.
+        let elsewhere = tmp.path().join("theirs.pem");
+        std::fs::write(&elsewhere, "-----BEGIN PRIVATE KEY-----\n").unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let linked = dir.file("linked.pem");
+        std::os::unix::fs::symlink(&elsewhere, &linked).unwrap();
+        let e = dir.read(&lock, "linked.pem").unwrap_err();
+        assert!(
+            e.contains(&linked.display().to_string()) && e.contains("symbolic link"),
+            "{e}"
+        );
     }
 
     #[test]

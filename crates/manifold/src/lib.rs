@@ -116,22 +116,26 @@ pub fn start_with_reload(
         .iter()
         .map(|c| Monitor::start(c.topology.clone(), c.targets.clone(), monitor_login.clone()))
         .collect::<Result<Vec<_>, _>>()?;
-    let (mysql, generated_cert, rsa_dir) = front_keys(cfg)?;
+    let FrontKeys {
+        mysql,
+        generated: generated_cert,
+        rsa,
+    } = front_keys(cfg)?;
     let shared = Shared::new(mysql, users, clusters, cfg.pool.clone())?;
-    if let Some(dir) = rsa_dir {
+    if let Some(source) = rsa {
         // Generating takes from a fraction of a second to many on a loaded machine: begun
         // now, in the background, so the first client needing it rarely waits (it waits for
-        // the data directory's lock, then reads the file).
-        let early = dir.clone();
+        // this key).
+        let early = source.clone();
         std::thread::Builder::new()
             .name("rsa-keygen".into())
             .spawn(move || {
-                if let Err(e) = auto_keys::rsa_key(&early) {
+                if let Err(e) = early.get() {
                     tracing::warn!(error = %e, "RSA key not generated; the first client needing it tries again");
                 }
             })
             .map_err(|e| format!("cannot start a thread: {e}"))?;
-        shared.set_rsa_generator(Arc::new(move || auto_keys::rsa_key(&dir)));
+        shared.set_rsa_generator(Arc::new(move || source.get()));
     }
     let settings = settings::Settings::new(shared.clone(), cfg, source)?;
     match manifold_backend::probe_server_version(&cfg.backend.primary, cfg.pool.connect_timeout) {
@@ -164,46 +168,47 @@ pub fn start_with_reload(
 }
 
 /// `[mysql]` with the data directory's files filled in where nothing is configured: the
-/// certificate and key in `auto` mode, the RSA key when the data directory has one (else the
-/// directory to generate it into at first use). Logs which certificate clients are offered.
-fn front_keys(
-    cfg: &Config,
-) -> Result<
-    (
-        manifold_frontend_mysql::MysqlFrontConfig,
-        Option<auto_keys::ServerCert>,
-        Option<data_dir::DataDir>,
-    ),
-    String,
-> {
+/// certificate and key in `auto` mode, the RSA key when the data directory has one (else
+/// where to get it at first use). The data directory is required only for the certificate:
+/// when only the RSA key would use it and it cannot be opened or written, the key is kept in
+/// memory, after a warning. Logs which certificate clients are offered.
+fn front_keys(cfg: &Config) -> Result<FrontKeys, String> {
     use manifold_frontend_mysql::FrontTlsMode;
     let mut mysql = cfg.mysql.clone();
     let generate_cert = mysql.tls.mode == FrontTlsMode::Auto && mysql.tls.cert.is_none();
-    let dir = if generate_cert || mysql.tls.rsa_private_key.is_none() {
-        Some(data_dir::DataDir::open(&cfg.data_dir())?)
+    let mut generated = None;
+    let dir = if generate_cert {
+        let dir = data_dir::DataDir::open(&cfg.data_dir())?;
+        let cert = auto_keys::server_cert(&dir)?;
+        tracing::info!(
+            cert = %cert.cert.display(),
+            sha256 = %cert.fingerprint,
+            generated = cert.generated,
+            "TLS for clients: the data directory's self-signed certificate"
+        );
+        mysql.tls.cert = Some(cert.cert.clone());
+        mysql.tls.key = Some(cert.key.clone());
+        generated = Some(cert);
+        Some(dir)
+    } else if mysql.tls.rsa_private_key.is_none() {
+        let path = cfg.data_dir();
+        match data_dir::DataDir::open(&path).and_then(|dir| dir.lock().map(|_| dir)) {
+            Ok(dir) => Some(dir),
+            Err(e) => {
+                auto_keys::rsa_in_memory_warning(&path, &e);
+                None
+            }
+        }
     } else {
         None
     };
-    let mut generated = None;
-    let mut rsa_dir = None;
-    if let Some(dir) = dir {
-        if generate_cert {
-            let cert = auto_keys::server_cert(&dir)?;
-            tracing::info!(
-                cert = %cert.cert.display(),
-                sha256 = %cert.fingerprint,
-                generated = cert.generated,
-                "TLS for clients: the data directory's self-signed certificate"
-            );
-            mysql.tls.cert = Some(cert.cert.clone());
-            mysql.tls.key = Some(cert.key.clone());
-            generated = Some(cert);
+    let mut rsa_source = None;
+    if mysql.tls.rsa_private_key.is_none() {
+        if let Some(dir) = &dir {
+            mysql.tls.rsa_private_key = auto_keys::existing_rsa_key(dir)?;
         }
         if mysql.tls.rsa_private_key.is_none() {
-            mysql.tls.rsa_private_key = auto_keys::existing_rsa_key(&dir)?;
-            if mysql.tls.rsa_private_key.is_none() {
-                rsa_dir = Some(dir);
-            }
+            rsa_source = Some(Arc::new(auto_keys::RsaKeySource::new(dir)));
         }
     }
     match (&mysql.tls.cert, mysql.tls.mode) {
@@ -219,7 +224,20 @@ fn front_keys(
         }
         _ => {}
     }
-    Ok((mysql, generated, rsa_dir))
+    Ok(FrontKeys {
+        mysql,
+        generated,
+        rsa: rsa_source,
+    })
+}
+
+/// What [`front_keys`] found.
+struct FrontKeys {
+    mysql: manifold_frontend_mysql::MysqlFrontConfig,
+    /// The data directory's certificate, when clients are offered that one.
+    generated: Option<auto_keys::ServerCert>,
+    /// Where the RSA key comes from at first use, when none is configured or kept.
+    rsa: Option<Arc<auto_keys::RsaKeySource>>,
 }
 
 /// `routing.monitor.user`, or else the first user's backend login.
@@ -235,4 +253,42 @@ fn monitor_login(cfg: &Config) -> ConnKey {
     };
     // utf8mb4_general_ci; the monitor's queries return ASCII.
     ConnKey::new(&user, &password, 0, 45, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A data directory that cannot be made, for root too: under a regular file.
+    fn unusable_data_dir(tmp: &tempfile::TempDir) -> std::path::PathBuf {
+        let file = tmp.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        file.join("data")
+    }
+
+    #[test]
+    fn the_data_dir_is_needed_only_for_the_generated_certificate() {
+        use manifold_frontend_mysql::FrontTlsMode;
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cfg = Config {
+            data_dir: Some(unusable_data_dir(&tmp)),
+            ..Config::default()
+        };
+        // auto without a certificate: the data directory is required.
+        let Err(e) = front_keys(&cfg) else {
+            panic!("started without its data directory")
+        };
+        assert!(
+            e.contains(&tmp.path().join("file").display().to_string()),
+            "{e}"
+        );
+        // TLS off: only the RSA key would use it; kept in memory.
+        cfg.mysql.tls.mode = FrontTlsMode::Off;
+        let keys = front_keys(&cfg).unwrap();
+        assert!(keys.generated.is_none() && keys.mysql.tls.rsa_private_key.is_none());
+        let rsa = keys.rsa.unwrap();
+        let pem = rsa.get().unwrap();
+        manifold_mysql_proto::auth::RsaKeyPair::from_pem(&pem).unwrap();
+        assert_eq!(rsa.get().unwrap(), pem);
+    }
 }
