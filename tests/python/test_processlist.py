@@ -76,7 +76,9 @@ def wait_for_backend_statement(topology, marker, timeout=20):
     with topology.root() as r:
         cur = r.cursor()
         while time.monotonic() < deadline:
-            cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE %s",
+            # Not this poll itself, whose text holds the marker too.
+            cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+                        " WHERE INFO LIKE %s AND ID <> CONNECTION_ID()",
                         (f"%{marker}%",))
             if cur.fetchone()[0]:
                 return
