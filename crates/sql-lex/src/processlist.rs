@@ -59,6 +59,9 @@ const NOT_AN_ALIAS: &[&str] = &[
 /// Words after which a name in a `FROM` clause is a table.
 const BEFORE_TABLE: &[&str] = &["FROM", "JOIN", "STRAIGHT_JOIN"];
 
+/// Words after which `TABLE` starts a query of its own (MySQL 8's `TABLE t`).
+const BEFORE_TABLE_QUERY: &[&str] = &["UNION", "ALL", "DISTINCT", "EXCEPT", "INTERSECT"];
+
 /// Words that start a clause: a `,` after `FROM` (and its joins' `ON` conditions) separates
 /// tables, after any other clause word it separates something else.
 const CLAUSES: &[&str] = &[
@@ -95,7 +98,9 @@ fn names(t: &Token<'_>, name: &str) -> bool {
 /// The derived table is named as the reference was written, unless the statement gives it
 /// an alias of its own; a column named through the table (`information_schema.PROCESSLIST.ID`)
 /// loses the schema. Statements that describe the table rather than read it (`SHOW`,
-/// `DESCRIBE`) are left as they are. Returns whether anything was replaced.
+/// `DESCRIBE`) are left as they are. A table in parentheses (`FROM (t, PROCESSLIST)`) counts
+/// too, and MySQL 8's `TABLE information_schema.PROCESSLIST` becomes `SELECT * FROM` the
+/// derived table. Returns whether anything was replaced.
 pub fn replace_processlist_tables(
     sql: &[u8],
     in_information_schema: bool,
@@ -109,6 +114,24 @@ pub fn replace_processlist_tables(
     let mut clause: Vec<&[u8]> = vec![b""];
     let mut describes = false;
     let mut statement_start = true;
+    // Whether the token before `at` is where a table reference goes: after `FROM` or a join,
+    // or after a `,` or `(` among a `FROM` clause's tables.
+    let table_follows = |at: usize, clause: &[&[u8]]| {
+        let in_from = clause
+            .last()
+            .is_some_and(|c| c.eq_ignore_ascii_case(b"FROM"));
+        at.checked_sub(1).map(|p| tokens[p]).is_some_and(|p| {
+            BEFORE_TABLE.iter().any(|w| p.is(w))
+                || ((p.is_punct(b',') || p.is_punct(b'(')) && in_from)
+        })
+    };
+    // Whether the token at `at` starts a query: a statement's first, or after `(` or a set
+    // operation.
+    let query_starts = |at: usize| {
+        at.checked_sub(1).map(|p| tokens[p]).is_none_or(|p| {
+            p.is_punct(b';') || p.is_punct(b'(') || BEFORE_TABLE_QUERY.iter().any(|w| p.is(w))
+        })
+    };
     let mut i = 0;
     while i < tokens.len() {
         let t = tokens[i];
@@ -121,7 +144,9 @@ pub fn replace_processlist_tables(
             clause.clear();
             clause.push(b"");
         } else if t.is_punct(b'(') {
-            clause.push(b"");
+            // `FROM (a, b)`: the parentheses hold tables.
+            let tables = table_follows(i, &clause);
+            clause.push(if tables { b"FROM" } else { b"" });
         } else if t.is_punct(b')') {
             if clause.len() > 1 {
                 clause.pop();
@@ -161,22 +186,24 @@ pub fn replace_processlist_tables(
             i = name_at + 1;
             continue;
         }
-        let in_from = clause
-            .last()
-            .is_some_and(|c| c.eq_ignore_ascii_case(b"FROM"));
-        let is_table = !describes
-            && prev.is_some_and(|p| {
-                BEFORE_TABLE.iter().any(|w| p.is(w)) || (p.is_punct(b',') && in_from)
-            });
+        // `TABLE information_schema.PROCESSLIST`, a query of its own.
+        let table_query = prev.is_some_and(|p| p.is("TABLE")) && query_starts(i - 1);
+        let is_table = !describes && (table_follows(i, &clause) || table_query);
         if !is_table {
             i = name_at + 1;
             continue;
         }
-        let aliased = next.is_some_and(|n| {
-            n.kind == TokenKind::QuotedIdent
-                || (n.kind == TokenKind::Word && !NOT_AN_ALIAS.iter().any(|w| n.is(w)))
-        });
-        out.extend_from_slice(&sql[copied..t.start]);
+        let aliased = !table_query
+            && next.is_some_and(|n| {
+                n.kind == TokenKind::QuotedIdent
+                    || (n.kind == TokenKind::Word && !NOT_AN_ALIAS.iter().any(|w| n.is(w)))
+            });
+        if table_query {
+            out.extend_from_slice(&sql[copied..tokens[i - 1].start]);
+            out.extend_from_slice(b"SELECT * FROM ");
+        } else {
+            out.extend_from_slice(&sql[copied..t.start]);
+        }
         out.extend_from_slice(derived);
         if !aliased {
             out.extend_from_slice(b" AS ");
@@ -297,6 +324,45 @@ mod tests {
             .unwrap(),
             "SELECT (SELECT COUNT(*) FROM (D) AS PROCESSLIST) AS n"
         );
+    }
+
+    #[test]
+    fn parenthesised_tables_and_table_queries_count() {
+        assert_eq!(
+            rewrite("SELECT * FROM (information_schema.PROCESSLIST)", false).unwrap(),
+            "SELECT * FROM ((D) AS PROCESSLIST)"
+        );
+        assert_eq!(
+            rewrite(
+                "SELECT * FROM ((t, information_schema.PROCESSLIST p)) JOIN (processlist) ON 1",
+                true
+            )
+            .unwrap(),
+            "SELECT * FROM ((t, (D) p)) JOIN ((D) AS processlist) ON 1"
+        );
+        assert_eq!(
+            rewrite("TABLE information_schema.PROCESSLIST ORDER BY ID", false).unwrap(),
+            "SELECT * FROM (D) AS PROCESSLIST ORDER BY ID"
+        );
+        assert_eq!(
+            rewrite(
+                "SELECT 1; (TABLE processlist) UNION ALL TABLE `processlist`",
+                true
+            )
+            .unwrap(),
+            "SELECT 1; (SELECT * FROM (D) AS processlist) UNION ALL SELECT * FROM (D) AS `processlist`"
+        );
+        // Parentheses that hold no tables, and TABLE that starts no query.
+        for sql in [
+            "SELECT * FROM t WHERE x IN (processlist)",
+            "SELECT * FROM a JOIN b USING (processlist)",
+            "SELECT f(a, processlist) FROM t",
+            "INSERT INTO t (processlist) VALUES (1)",
+            "ANALYZE TABLE information_schema.PROCESSLIST",
+            "LOCK TABLE processlist READ",
+        ] {
+            assert_eq!(rewrite(sql, true), None, "{sql}");
+        }
     }
 
     #[test]
