@@ -281,8 +281,10 @@ pub(crate) fn rewrite(
 ) -> bool {
     let in_information_schema =
         schema.is_some_and(|s| s.eq_ignore_ascii_case(b"information_schema"));
-    let derived = derived_table(&visible(shared, viewer), mariadb(shared));
-    manifold_sql_lex::replace_processlist_tables(sql, in_information_schema, &derived, out)
+    // The sessions are read (a lock per registry shard) only for a statement that reads the
+    // table, not for every one that has the word.
+    let derived = || derived_table(&visible(shared, viewer), mariadb(shared));
+    manifold_sql_lex::replace_processlist_tables(sql, in_information_schema, derived, out)
 }
 
 #[cfg(test)]

@@ -94,7 +94,8 @@ fn names(t: &Token<'_>, name: &str) -> bool {
 
 /// Appends `sql` to `out` with every reference to the table `information_schema.PROCESSLIST`
 /// (any case, quoted or not; also a bare `PROCESSLIST` when `in_information_schema`, the
-/// session's current schema) replaced by `derived`, a parenthesised query giving its rows.
+/// session's current schema) replaced by what `derived` returns, a parenthesised query giving
+/// its rows; `derived` is called once, at the first reference, and not at all without one.
 /// The derived table is named as the reference was written, unless the statement gives it
 /// an alias of its own; a column named through the table (`information_schema.PROCESSLIST.ID`)
 /// loses the schema. Statements that describe the table rather than read it (`SHOW`,
@@ -104,9 +105,10 @@ fn names(t: &Token<'_>, name: &str) -> bool {
 pub fn replace_processlist_tables(
     sql: &[u8],
     in_information_schema: bool,
-    derived: &[u8],
+    derived: impl FnOnce() -> Vec<u8>,
     out: &mut Vec<u8>,
 ) -> bool {
+    let derived = std::cell::LazyCell::new(derived);
     let tokens: Vec<Token<'_>> = Lexer::new(sql).collect();
     let mut copied = 0;
     let mut replaced = false;
@@ -204,7 +206,7 @@ pub fn replace_processlist_tables(
         } else {
             out.extend_from_slice(&sql[copied..t.start]);
         }
-        out.extend_from_slice(derived);
+        out.extend_from_slice(&derived);
         if !aliased {
             out.extend_from_slice(b" AS ");
             out.extend_from_slice(name.text);
@@ -224,7 +226,7 @@ mod tests {
 
     fn rewrite(sql: &str, in_is: bool) -> Option<String> {
         let mut out = Vec::new();
-        replace_processlist_tables(sql.as_bytes(), in_is, b"(D)", &mut out)
+        replace_processlist_tables(sql.as_bytes(), in_is, || b"(D)".to_vec(), &mut out)
             .then(|| String::from_utf8(out).unwrap())
     }
 
@@ -366,6 +368,46 @@ mod tests {
     }
 
     #[test]
+    fn the_derived_table_is_built_only_for_a_reference() {
+        let mut built = 0;
+        let mut out = Vec::new();
+        for sql in [
+            "SELECT * FROM performance_schema.processlist",
+            "SELECT * FROM sys.processlist",
+            "SELECT processlist FROM app.processlist",
+            "SHOW COLUMNS FROM information_schema.PROCESSLIST",
+        ] {
+            out.clear();
+            let replaced = replace_processlist_tables(
+                sql.as_bytes(),
+                false,
+                || {
+                    built += 1;
+                    b"(D)".to_vec()
+                },
+                &mut out,
+            );
+            assert!(!replaced, "{sql}");
+        }
+        assert_eq!(built, 0);
+        out.clear();
+        let sql =
+            "SELECT * FROM information_schema.PROCESSLIST a, information_schema.PROCESSLIST b";
+        let replaced = replace_processlist_tables(
+            sql.as_bytes(),
+            false,
+            || {
+                built += 1;
+                b"(D)".to_vec()
+            },
+            &mut out,
+        );
+        assert!(replaced);
+        assert_eq!(out, b"SELECT * FROM (D) a, (D) b");
+        assert_eq!(built, 1);
+    }
+
+    #[test]
     fn a_bare_name_counts_only_in_information_schema() {
         let sql = "SELECT ID FROM PROCESSLIST WHERE ID = 3";
         assert_eq!(rewrite(sql, false), None);
@@ -412,7 +454,7 @@ mod tests {
         #[test]
         fn any_text_is_copied_when_nothing_matches(sql in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
             let mut out = Vec::new();
-            let replaced = replace_processlist_tables(&sql, true, b"(D)", &mut out);
+            let replaced = replace_processlist_tables(&sql, true, || b"(D)".to_vec(), &mut out);
             if !replaced {
                 proptest::prop_assert_eq!(out, sql);
             }
