@@ -20,6 +20,10 @@ pub fn parse_show_processlist(sql: &[u8]) -> Option<bool> {
     tokens.all(|t| t.is_punct(b';')).then_some(full)
 }
 
+/// The statement with the process list in place would be longer than the limit given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong;
+
 /// Words that may follow a table reference and are not an alias of it.
 const NOT_AN_ALIAS: &[&str] = &[
     "WHERE",
@@ -101,13 +105,20 @@ fn names(t: &Token<'_>, name: &str) -> bool {
 /// loses the schema. Statements that describe the table rather than read it (`SHOW`,
 /// `DESCRIBE`) are left as they are. A table in parentheses (`FROM (t, PROCESSLIST)`) counts
 /// too, and MySQL 8's `TABLE information_schema.PROCESSLIST` becomes `SELECT * FROM` the
-/// derived table. Returns whether anything was replaced.
+/// derived table. Returns whether anything was replaced, or [`TooLong`] (and `out` holds a
+/// part) as soon as a replacement makes `out` longer than `limit` bytes: a derived table of
+/// many sessions, perhaps several times over, is not built past it.
+///
+/// # Errors
+///
+/// [`TooLong`] when the rewritten statement does not fit in `limit`.
 pub fn replace_processlist_tables(
     sql: &[u8],
     in_information_schema: bool,
     derived: impl FnOnce() -> Vec<u8>,
+    limit: usize,
     out: &mut Vec<u8>,
-) -> bool {
+) -> Result<bool, TooLong> {
     let derived = std::cell::LazyCell::new(derived);
     let tokens: Vec<Token<'_>> = Lexer::new(sql).collect();
     let mut copied = 0;
@@ -213,10 +224,16 @@ pub fn replace_processlist_tables(
         }
         copied = end;
         replaced = true;
+        if out.len() > limit {
+            return Err(TooLong);
+        }
         i = name_at + 1;
     }
     out.extend_from_slice(&sql[copied..]);
-    replaced
+    if replaced && out.len() > limit {
+        return Err(TooLong);
+    }
+    Ok(replaced)
 }
 
 #[cfg(test)]
@@ -226,8 +243,15 @@ mod tests {
 
     fn rewrite(sql: &str, in_is: bool) -> Option<String> {
         let mut out = Vec::new();
-        replace_processlist_tables(sql.as_bytes(), in_is, || b"(D)".to_vec(), &mut out)
-            .then(|| String::from_utf8(out).unwrap())
+        replace_processlist_tables(
+            sql.as_bytes(),
+            in_is,
+            || b"(D)".to_vec(),
+            usize::MAX,
+            &mut out,
+        )
+        .unwrap()
+        .then(|| String::from_utf8(out).unwrap())
     }
 
     #[test]
@@ -385,9 +409,10 @@ mod tests {
                     built += 1;
                     b"(D)".to_vec()
                 },
+                0,
                 &mut out,
             );
-            assert!(!replaced, "{sql}");
+            assert_eq!(replaced, Ok(false), "{sql}");
         }
         assert_eq!(built, 0);
         out.clear();
@@ -400,11 +425,29 @@ mod tests {
                 built += 1;
                 b"(D)".to_vec()
             },
+            usize::MAX,
             &mut out,
         );
-        assert!(replaced);
+        assert_eq!(replaced, Ok(true));
         assert_eq!(out, b"SELECT * FROM (D) a, (D) b");
         assert_eq!(built, 1);
+    }
+
+    #[test]
+    fn a_rewrite_stops_at_its_limit() {
+        let sql =
+            b"SELECT * FROM information_schema.PROCESSLIST a, information_schema.PROCESSLIST b";
+        let whole = b"SELECT * FROM (DD) a, (DD) b";
+        let mut out = Vec::new();
+        let mut run = |limit| {
+            out.clear();
+            replace_processlist_tables(sql, false, || b"(DD)".to_vec(), limit, &mut out)
+        };
+        assert_eq!(run(whole.len()), Ok(true));
+        assert_eq!(run(whole.len() - 1), Err(TooLong));
+        // Past the limit at the first table: the second is never appended.
+        assert_eq!(run(10), Err(TooLong));
+        assert_eq!(out, b"SELECT * FROM (DD)");
     }
 
     #[test]
@@ -454,7 +497,7 @@ mod tests {
         #[test]
         fn any_text_is_copied_when_nothing_matches(sql in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
             let mut out = Vec::new();
-            let replaced = replace_processlist_tables(&sql, true, || b"(D)".to_vec(), &mut out);
+            let replaced = replace_processlist_tables(&sql, true, || b"(D)".to_vec(), usize::MAX, &mut out).unwrap();
             if !replaced {
                 proptest::prop_assert_eq!(out, sql);
             }
