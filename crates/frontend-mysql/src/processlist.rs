@@ -11,8 +11,10 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use manifold_mysql_proto::consts::{column_flag, column_type, BINARY_COLLATION};
-use manifold_mysql_proto::packets::ColumnDefinition;
+use manifold_mysql_proto::codes;
+use manifold_mysql_proto::consts::{column_flag, column_type, BINARY_COLLATION, MAX_PAYLOAD};
+use manifold_mysql_proto::packets::{ColumnDefinition, ErrPacket};
+use manifold_sql_lex::TooLong;
 
 use crate::registry::SessionInfo;
 use crate::users::User;
@@ -269,20 +271,57 @@ fn derived_table(rows: &[Process], mariadb: bool) -> Vec<u8> {
     sql.into_bytes()
 }
 
-/// Appends `sql` to `out` with each `information_schema.PROCESSLIST` it reads (a bare
-/// `PROCESSLIST` too when `schema` is `information_schema`) replaced by the sessions
-/// `viewer` may see. False, and `out` holds `sql` unchanged, when it reads none.
+/// Bytes of a packet's header, which `out` of [`rewrite`] starts with.
+const HEADER: usize = 4;
+
+/// Appends `sql` to `out` (a packet so far: its header, then the command byte) with each
+/// `information_schema.PROCESSLIST` it reads (a bare `PROCESSLIST` too when `schema` is
+/// `information_schema`) replaced by the sessions `viewer` may see. False, and `out` holds
+/// `sql` unchanged, when it reads none.
+///
+/// The derived table grows with every visible session; a payload past `max_packet` (the
+/// backend would refuse it) or past one packet (the statement would be split over several
+/// frames) is not sent: the error to answer instead.
 pub(crate) fn rewrite(
     shared: &Shared,
     viewer: &User,
     schema: Option<&[u8]>,
     sql: &[u8],
+    max_packet: usize,
     out: &mut Vec<u8>,
-) -> bool {
+) -> Result<bool, ErrPacket> {
     let in_information_schema =
         schema.is_some_and(|s| s.eq_ignore_ascii_case(b"information_schema"));
-    let derived = derived_table(&visible(shared, viewer), mariadb(shared));
-    manifold_sql_lex::replace_processlist_tables(sql, in_information_schema, &derived, out)
+    // The sessions are read (a lock per registry shard) only for a statement that reads the
+    // table, not for every one that has the word.
+    let derived = || derived_table(&visible(shared, viewer), mariadb(shared));
+    replace(sql, in_information_schema, derived, max_packet, out)
+}
+
+/// [`rewrite`] with the derived table from `derived`.
+fn replace(
+    sql: &[u8],
+    in_information_schema: bool,
+    derived: impl FnOnce() -> Vec<u8>,
+    max_packet: usize,
+    out: &mut Vec<u8>,
+) -> Result<bool, ErrPacket> {
+    let payload = max_packet.min(MAX_PAYLOAD - 1);
+    manifold_sql_lex::replace_processlist_tables(
+        sql,
+        in_information_schema,
+        derived,
+        HEADER + payload,
+        out,
+    )
+    .map_err(|TooLong| {
+        ErrPacket::new(
+            codes::PROCESSLIST_TOO_LARGE,
+            format!(
+                "information_schema.PROCESSLIST with the visible sessions in its place makes a statement of more than {payload} bytes (max_allowed_packet, or one packet); SHOW FULL PROCESSLIST lists them all"
+            ),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -361,6 +400,62 @@ mod tests {
         assert!(
             mysql.ends_with(", 2, _utf8mb4 X'' COLLATE utf8mb4_general_ci, NULL)"),
             "{mysql}"
+        );
+    }
+
+    #[test]
+    fn a_process_list_too_large_for_the_packet_is_an_error() {
+        let info = "SELECT ".repeat(40);
+        let many: Vec<Process> = (1..=2000).map(|id| process(id, Some(&info))).collect();
+        let sql = b"SELECT COUNT(*) FROM information_schema.PROCESSLIST";
+        let run = |max_packet| {
+            let mut out = vec![0; HEADER + 1];
+            replace(
+                sql,
+                false,
+                || derived_table(&many, true),
+                max_packet,
+                &mut out,
+            )
+            .map(|replaced| (replaced, out.len()))
+        };
+        // Within max_allowed_packet: the whole list goes.
+        let (replaced, len) = run(64 << 20).unwrap();
+        assert!(replaced);
+        assert!(len > 1 << 20, "{len}");
+        // Past it, or past one packet however large max_allowed_packet is: an error to answer.
+        let e = run(1 << 20).unwrap_err();
+        assert_eq!(e.code, codes::PROCESSLIST_TOO_LARGE.code);
+        assert!(String::from_utf8_lossy(&e.message).contains("1048576 bytes"));
+        let few = [process(1, Some(&info))];
+        let mut out = vec![0; HEADER + 1];
+        assert_eq!(
+            replace(sql, false, || derived_table(&few, true), 1 << 20, &mut out),
+            Ok(true)
+        );
+        let huge = "x".repeat(300);
+        let most: Vec<Process> = (1..=20_000).map(|id| process(id, Some(&huge))).collect();
+        let mut out = vec![0; HEADER + 1];
+        let e = replace(
+            sql,
+            false,
+            || derived_table(&most, true),
+            usize::MAX,
+            &mut out,
+        )
+        .unwrap_err();
+        assert!(String::from_utf8_lossy(&e.message).contains(&format!("{} bytes", MAX_PAYLOAD - 1)));
+        // Text with no reference to the table is never refused.
+        let mut out = vec![0; HEADER + 1];
+        assert_eq!(
+            replace(
+                b"SELECT * FROM sys.processlist",
+                false,
+                || derived_table(&most, true),
+                10,
+                &mut out
+            ),
+            Ok(false)
         );
     }
 }

@@ -241,9 +241,13 @@ impl SessionHandle {
     /// The session's statement is answered; it waits for its client again.
     pub fn statement_ended(&self) {
         let a = &self.activity;
-        a.last_started
-            .store(a.started.load(Ordering::Relaxed), Ordering::Relaxed);
-        a.started.store(0, Ordering::Relaxed);
+        // A command that ran no statement (`COM_PING`, `COM_STMT_PREPARE`, ...) leaves the
+        // last statement's start as it was: the idle time counts from there.
+        let started = a.started.load(Ordering::Relaxed);
+        if started != 0 {
+            a.last_started.store(started, Ordering::Relaxed);
+            a.started.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Publishes the session's current schema if it is not what is published already: one
@@ -458,6 +462,12 @@ mod tests {
             start.max(1)
         );
         assert!(r.handle.info().statement.is_none());
+        // A command that ran no statement (COM_PING) keeps that start.
+        r.handle.statement_ended();
+        assert_eq!(
+            r.handle.activity.last_started.load(Ordering::Relaxed),
+            start.max(1)
+        );
     }
 
     #[test]

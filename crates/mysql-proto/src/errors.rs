@@ -108,6 +108,9 @@ pub mod codes {
         /// replica connection by server-side state (a cursor, a lock, a user variable the
         /// server would not report).
         PRIMARY_NEEDED_ON_REPLICA = (7705, "HY000", "Statement needs the primary while the session is held on a replica");
+        /// A statement reading `information_schema.PROCESSLIST` would, with every visible
+        /// session in its place, exceed `max_allowed_packet` or one packet's 16 MiB.
+        PROCESSLIST_TOO_LARGE = (7708, "HY000", "The process list does not fit in the statement");
     }
 }
 

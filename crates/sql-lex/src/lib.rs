@@ -25,7 +25,7 @@ mod uservars;
 pub use digest::{digest, digest_hash, MAX_DIGEST_TEXT};
 pub use lexer::{Lexer, RouteHint, Token, TokenKind};
 pub use memo::{scan_memo, scan_with_digest_memo, ScanMemo};
-pub use processlist::{parse_show_processlist, replace_processlist_tables};
+pub use processlist::{parse_show_processlist, replace_processlist_tables, TooLong};
 pub use scan::{
     parse_kill, parse_show_diagnostics, parse_use, replace_session_values, scan, scan_with_digest,
     set_names_collation, Class, Kill, Scan, SessionValues, ShowDiagnostics, Verb,

@@ -20,6 +20,10 @@ pub fn parse_show_processlist(sql: &[u8]) -> Option<bool> {
     tokens.all(|t| t.is_punct(b';')).then_some(full)
 }
 
+/// The statement with the process list in place would be longer than the limit given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong;
+
 /// Words that may follow a table reference and are not an alias of it.
 const NOT_AN_ALIAS: &[&str] = &[
     "WHERE",
@@ -59,6 +63,9 @@ const NOT_AN_ALIAS: &[&str] = &[
 /// Words after which a name in a `FROM` clause is a table.
 const BEFORE_TABLE: &[&str] = &["FROM", "JOIN", "STRAIGHT_JOIN"];
 
+/// Words after which `TABLE` starts a query of its own (MySQL 8's `TABLE t`).
+const BEFORE_TABLE_QUERY: &[&str] = &["UNION", "ALL", "DISTINCT", "EXCEPT", "INTERSECT"];
+
 /// Words that start a clause: a `,` after `FROM` (and its joins' `ON` conditions) separates
 /// tables, after any other clause word it separates something else.
 const CLAUSES: &[&str] = &[
@@ -91,17 +98,28 @@ fn names(t: &Token<'_>, name: &str) -> bool {
 
 /// Appends `sql` to `out` with every reference to the table `information_schema.PROCESSLIST`
 /// (any case, quoted or not; also a bare `PROCESSLIST` when `in_information_schema`, the
-/// session's current schema) replaced by `derived`, a parenthesised query giving its rows.
+/// session's current schema) replaced by what `derived` returns, a parenthesised query giving
+/// its rows; `derived` is called once, at the first reference, and not at all without one.
 /// The derived table is named as the reference was written, unless the statement gives it
 /// an alias of its own; a column named through the table (`information_schema.PROCESSLIST.ID`)
 /// loses the schema. Statements that describe the table rather than read it (`SHOW`,
-/// `DESCRIBE`) are left as they are. Returns whether anything was replaced.
+/// `DESCRIBE`) are left as they are. A table in parentheses (`FROM (t, PROCESSLIST)`) counts
+/// too, and MySQL 8's `TABLE information_schema.PROCESSLIST` becomes `SELECT * FROM` the
+/// derived table. Returns whether anything was replaced, or [`TooLong`] (and `out` holds a
+/// part) as soon as a replacement makes `out` longer than `limit` bytes: a derived table of
+/// many sessions, perhaps several times over, is not built past it.
+///
+/// # Errors
+///
+/// [`TooLong`] when the rewritten statement does not fit in `limit`.
 pub fn replace_processlist_tables(
     sql: &[u8],
     in_information_schema: bool,
-    derived: &[u8],
+    derived: impl FnOnce() -> Vec<u8>,
+    limit: usize,
     out: &mut Vec<u8>,
-) -> bool {
+) -> Result<bool, TooLong> {
+    let derived = std::cell::LazyCell::new(derived);
     let tokens: Vec<Token<'_>> = Lexer::new(sql).collect();
     let mut copied = 0;
     let mut replaced = false;
@@ -109,6 +127,24 @@ pub fn replace_processlist_tables(
     let mut clause: Vec<&[u8]> = vec![b""];
     let mut describes = false;
     let mut statement_start = true;
+    // Whether the token before `at` is where a table reference goes: after `FROM` or a join,
+    // or after a `,` or `(` among a `FROM` clause's tables.
+    let table_follows = |at: usize, clause: &[&[u8]]| {
+        let in_from = clause
+            .last()
+            .is_some_and(|c| c.eq_ignore_ascii_case(b"FROM"));
+        at.checked_sub(1).map(|p| tokens[p]).is_some_and(|p| {
+            BEFORE_TABLE.iter().any(|w| p.is(w))
+                || ((p.is_punct(b',') || p.is_punct(b'(')) && in_from)
+        })
+    };
+    // Whether the token at `at` starts a query: a statement's first, or after `(` or a set
+    // operation.
+    let query_starts = |at: usize| {
+        at.checked_sub(1).map(|p| tokens[p]).is_none_or(|p| {
+            p.is_punct(b';') || p.is_punct(b'(') || BEFORE_TABLE_QUERY.iter().any(|w| p.is(w))
+        })
+    };
     let mut i = 0;
     while i < tokens.len() {
         let t = tokens[i];
@@ -121,7 +157,9 @@ pub fn replace_processlist_tables(
             clause.clear();
             clause.push(b"");
         } else if t.is_punct(b'(') {
-            clause.push(b"");
+            // `FROM (a, b)`: the parentheses hold tables.
+            let tables = table_follows(i, &clause);
+            clause.push(if tables { b"FROM" } else { b"" });
         } else if t.is_punct(b')') {
             if clause.len() > 1 {
                 clause.pop();
@@ -161,33 +199,41 @@ pub fn replace_processlist_tables(
             i = name_at + 1;
             continue;
         }
-        let in_from = clause
-            .last()
-            .is_some_and(|c| c.eq_ignore_ascii_case(b"FROM"));
-        let is_table = !describes
-            && prev.is_some_and(|p| {
-                BEFORE_TABLE.iter().any(|w| p.is(w)) || (p.is_punct(b',') && in_from)
-            });
+        // `TABLE information_schema.PROCESSLIST`, a query of its own.
+        let table_query = prev.is_some_and(|p| p.is("TABLE")) && query_starts(i - 1);
+        let is_table = !describes && (table_follows(i, &clause) || table_query);
         if !is_table {
             i = name_at + 1;
             continue;
         }
-        let aliased = next.is_some_and(|n| {
-            n.kind == TokenKind::QuotedIdent
-                || (n.kind == TokenKind::Word && !NOT_AN_ALIAS.iter().any(|w| n.is(w)))
-        });
-        out.extend_from_slice(&sql[copied..t.start]);
-        out.extend_from_slice(derived);
+        let aliased = !table_query
+            && next.is_some_and(|n| {
+                n.kind == TokenKind::QuotedIdent
+                    || (n.kind == TokenKind::Word && !NOT_AN_ALIAS.iter().any(|w| n.is(w)))
+            });
+        if table_query {
+            out.extend_from_slice(&sql[copied..tokens[i - 1].start]);
+            out.extend_from_slice(b"SELECT * FROM ");
+        } else {
+            out.extend_from_slice(&sql[copied..t.start]);
+        }
+        out.extend_from_slice(&derived);
         if !aliased {
             out.extend_from_slice(b" AS ");
             out.extend_from_slice(name.text);
         }
         copied = end;
         replaced = true;
+        if out.len() > limit {
+            return Err(TooLong);
+        }
         i = name_at + 1;
     }
     out.extend_from_slice(&sql[copied..]);
-    replaced
+    if replaced && out.len() > limit {
+        return Err(TooLong);
+    }
+    Ok(replaced)
 }
 
 #[cfg(test)]
@@ -197,8 +243,15 @@ mod tests {
 
     fn rewrite(sql: &str, in_is: bool) -> Option<String> {
         let mut out = Vec::new();
-        replace_processlist_tables(sql.as_bytes(), in_is, b"(D)", &mut out)
-            .then(|| String::from_utf8(out).unwrap())
+        replace_processlist_tables(
+            sql.as_bytes(),
+            in_is,
+            || b"(D)".to_vec(),
+            usize::MAX,
+            &mut out,
+        )
+        .unwrap()
+        .then(|| String::from_utf8(out).unwrap())
     }
 
     #[test]
@@ -300,6 +353,104 @@ mod tests {
     }
 
     #[test]
+    fn parenthesised_tables_and_table_queries_count() {
+        assert_eq!(
+            rewrite("SELECT * FROM (information_schema.PROCESSLIST)", false).unwrap(),
+            "SELECT * FROM ((D) AS PROCESSLIST)"
+        );
+        assert_eq!(
+            rewrite(
+                "SELECT * FROM ((t, information_schema.PROCESSLIST p)) JOIN (processlist) ON 1",
+                true
+            )
+            .unwrap(),
+            "SELECT * FROM ((t, (D) p)) JOIN ((D) AS processlist) ON 1"
+        );
+        assert_eq!(
+            rewrite("TABLE information_schema.PROCESSLIST ORDER BY ID", false).unwrap(),
+            "SELECT * FROM (D) AS PROCESSLIST ORDER BY ID"
+        );
+        assert_eq!(
+            rewrite(
+                "SELECT 1; (TABLE processlist) UNION ALL TABLE `processlist`",
+                true
+            )
+            .unwrap(),
+            "SELECT 1; (SELECT * FROM (D) AS processlist) UNION ALL SELECT * FROM (D) AS `processlist`"
+        );
+        // Parentheses that hold no tables, and TABLE that starts no query.
+        for sql in [
+            "SELECT * FROM t WHERE x IN (processlist)",
+            "SELECT * FROM a JOIN b USING (processlist)",
+            "SELECT f(a, processlist) FROM t",
+            "INSERT INTO t (processlist) VALUES (1)",
+            "ANALYZE TABLE information_schema.PROCESSLIST",
+            "LOCK TABLE processlist READ",
+        ] {
+            assert_eq!(rewrite(sql, true), None, "{sql}");
+        }
+    }
+
+    #[test]
+    fn the_derived_table_is_built_only_for_a_reference() {
+        let mut built = 0;
+        let mut out = Vec::new();
+        for sql in [
+            "SELECT * FROM performance_schema.processlist",
+            "SELECT * FROM sys.processlist",
+            "SELECT processlist FROM app.processlist",
+            "SHOW COLUMNS FROM information_schema.PROCESSLIST",
+        ] {
+            out.clear();
+            let replaced = replace_processlist_tables(
+                sql.as_bytes(),
+                false,
+                || {
+                    built += 1;
+                    b"(D)".to_vec()
+                },
+                0,
+                &mut out,
+            );
+            assert_eq!(replaced, Ok(false), "{sql}");
+        }
+        assert_eq!(built, 0);
+        out.clear();
+        let sql =
+            "SELECT * FROM information_schema.PROCESSLIST a, information_schema.PROCESSLIST b";
+        let replaced = replace_processlist_tables(
+            sql.as_bytes(),
+            false,
+            || {
+                built += 1;
+                b"(D)".to_vec()
+            },
+            usize::MAX,
+            &mut out,
+        );
+        assert_eq!(replaced, Ok(true));
+        assert_eq!(out, b"SELECT * FROM (D) a, (D) b");
+        assert_eq!(built, 1);
+    }
+
+    #[test]
+    fn a_rewrite_stops_at_its_limit() {
+        let sql =
+            b"SELECT * FROM information_schema.PROCESSLIST a, information_schema.PROCESSLIST b";
+        let whole = b"SELECT * FROM (DD) a, (DD) b";
+        let mut out = Vec::new();
+        let mut run = |limit| {
+            out.clear();
+            replace_processlist_tables(sql, false, || b"(DD)".to_vec(), limit, &mut out)
+        };
+        assert_eq!(run(whole.len()), Ok(true));
+        assert_eq!(run(whole.len() - 1), Err(TooLong));
+        // Past the limit at the first table: the second is never appended.
+        assert_eq!(run(10), Err(TooLong));
+        assert_eq!(out, b"SELECT * FROM (DD)");
+    }
+
+    #[test]
     fn a_bare_name_counts_only_in_information_schema() {
         let sql = "SELECT ID FROM PROCESSLIST WHERE ID = 3";
         assert_eq!(rewrite(sql, false), None);
@@ -346,7 +497,7 @@ mod tests {
         #[test]
         fn any_text_is_copied_when_nothing_matches(sql in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
             let mut out = Vec::new();
-            let replaced = replace_processlist_tables(&sql, true, b"(D)", &mut out);
+            let replaced = replace_processlist_tables(&sql, true, || b"(D)".to_vec(), usize::MAX, &mut out).unwrap();
             if !replaced {
                 proptest::prop_assert_eq!(out, sql);
             }

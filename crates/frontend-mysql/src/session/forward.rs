@@ -51,7 +51,14 @@ impl Session {
         self.note_assigned_user_vars(raw_len, effect);
         let query_rewritten = match effect {
             Effect::Query(s) if s.has(Scan::SESSION_VALUES) => {
-                self.rewrite_session_values(raw_len, s.has(Scan::PROCESSLIST))
+                match self.rewrite_session_values(raw_len, s.has(Scan::PROCESSLIST)) {
+                    Ok(rewritten) => rewritten,
+                    Err(e) => {
+                        self.pending_collation = None;
+                        self.io.consume(raw_len);
+                        return self.send_err_packet(reply_seq, &e).await;
+                    }
+                }
             }
             _ => false,
         };

@@ -209,14 +209,19 @@ impl Session {
     /// Builds in `exec_buf` the `COM_QUERY` at the front of the client's buffer with the
     /// session's values in place (see [`Self::session_values`]), and, with `processlist`,
     /// `information_schema.PROCESSLIST` read from manifold's sessions (`processlist.rs`);
-    /// false when nothing changed.
-    pub(super) fn rewrite_session_values(&mut self, raw_len: usize, processlist: bool) -> bool {
+    /// false when nothing changed, the error to answer when the process list makes the
+    /// statement too large to send.
+    pub(super) fn rewrite_session_values(
+        &mut self,
+        raw_len: usize,
+        processlist: bool,
+    ) -> Result<bool, ErrPacket> {
         let max = self.max_packet();
         let Some(packet) = manifold_mysql_proto::scan_logical(&self.io.rbuf[..raw_len], max)
             .ok()
             .flatten()
         else {
-            return false;
+            return Ok(false);
         };
         let values = self.session_values();
         let payload = packet.payload(&self.io.rbuf);
@@ -231,10 +236,10 @@ impl Session {
             let (shared, user) = (&self.fe.shared, &self.user);
             let schema = self.schema.as_deref();
             replaced |=
-                crate::processlist::rewrite(shared, user, schema, &text, &mut self.exec_buf);
+                crate::processlist::rewrite(shared, user, schema, &text, max, &mut self.exec_buf)?;
         }
         builder.finish(&mut self.exec_buf, 0);
-        replaced
+        Ok(replaced)
     }
 
     /// `GET DIAGNOSTICS` of a session that moved: the conditions it asks about are manifold's,

@@ -72,9 +72,12 @@ impl Session {
             let max = self.max_packet();
             let timed = self.times.clock;
             let read = tokio::select! {
+                // A KILL answered before the client's next command arrived ends the session
+                // before that command is read, whichever woke the task first.
+                biased;
+                () = &mut killed => return End::Killed,
                 r = self.io.read_packet_timed(max, timed, &mut self.times.first_byte) => r,
                 () = &mut drained => return End::Shutdown,
-                () = &mut killed => return End::Killed,
                 why = backend_gone(&mut self.lease) => {
                     // The server ended the session while the client was idle. Close the
                     // client too, as the server would have: a client checking its idle
