@@ -5,10 +5,13 @@ use std::future::Future;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use manifold_mysql_proto::auth;
 use manifold_mysql_proto::consts::caps;
 
-use super::{auth, ServerFlavor};
-use super::{plugin_response, probe_server_version, BackendConn, BackendTarget, ConnKey, Schema};
+use super::{
+    plugin_response, probe_server_version, BackendConn, BackendTarget, ConnKey, Schema,
+    ServerFlavor,
+};
 use crate::config::TlsMode;
 use crate::errors::ErrorKind;
 use crate::state::{SessionVars, UserVars};
