@@ -50,7 +50,8 @@ impl Default for AdminConfig {
 
 impl AdminConfig {
     /// The addresses to listen on. Refuses the default password on an address other hosts
-    /// can reach, and an empty user or password.
+    /// can reach, and an empty user or password. The error is the message the operator reads
+    /// when manifold does not start, hence a `String`.
     pub fn validate(&self) -> Result<AdminListen, String> {
         let http = match self.http_listen.as_str() {
             "" => None,

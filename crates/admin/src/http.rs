@@ -18,6 +18,7 @@ use crate::commands::{
     backend_rows, perf_rows, pool_rows, session_rows, status_variables, Server, BACKEND_COLUMNS,
     PERF_COLUMNS, POOL_COLUMNS,
 };
+use crate::errors::HttpError;
 use crate::history::INTERVAL;
 
 /// A request head larger than this is refused; scrapers send a few hundred bytes.
@@ -26,28 +27,31 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// The dashboard served at `/`: one page, its CSS and JS inline, nothing fetched but `/status`.
 const DASHBOARD: &str = include_str!("dashboard.html");
 
-pub(crate) async fn connection(mut stream: TcpStream, server: &Server<'_>) -> Result<(), String> {
+pub(crate) async fn connection(
+    mut stream: TcpStream,
+    server: &Server<'_>,
+) -> Result<(), HttpError> {
     let mut head = Vec::with_capacity(1024);
     let read = async {
         while !head.windows(4).any(|w| w == b"\r\n\r\n") {
             if head.len() >= MAX_HEAD {
-                return Err("request head too large".to_owned());
+                return Err(HttpError::HeadTooLarge);
             }
             let mut chunk = [0u8; 1024];
-            let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+            let n = stream.read(&mut chunk).await.map_err(HttpError::Io)?;
             if n == 0 {
-                return Err("closed before the request ended".to_owned());
+                return Err(HttpError::ClosedEarly);
             }
             head.extend_from_slice(&chunk[..n]);
         }
         Ok(())
     };
     let (status, content_type, body) = match tokio::time::timeout(READ_TIMEOUT, read).await {
-        Err(_) => return Err("request timed out".into()),
-        Ok(Err(why)) if why.starts_with("request head") => (
+        Err(_) => return Err(HttpError::Timeout),
+        Ok(Err(why @ HttpError::HeadTooLarge)) => (
             "431 Request Header Fields Too Large",
             "text/plain",
-            why.into(),
+            why.to_string().into(),
         ),
         Ok(Err(why)) => return Err(why),
         Ok(Ok(())) => respond(&head, server).await,
@@ -59,8 +63,8 @@ pub(crate) async fn connection(mut stream: TcpStream, server: &Server<'_>) -> Re
     stream
         .write_all(response.as_bytes())
         .await
-        .map_err(|e| e.to_string())?;
-    stream.shutdown().await.map_err(|e| e.to_string())
+        .map_err(HttpError::Io)?;
+    stream.shutdown().await.map_err(HttpError::Io)
 }
 
 /// Status line, content type and body for a request head.

@@ -11,6 +11,7 @@
 mod commands;
 mod config;
 mod control;
+mod errors;
 mod history;
 mod http;
 mod server;

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 use crate::commands::{self, Reply};
 use crate::config::{AdminConfig, AdminListen};
 use crate::control::Control;
+use crate::errors::AdminError;
 use crate::history::{History, INTERVAL};
 
 /// Admin commands are short statements; anything larger is refused.
@@ -76,6 +77,7 @@ impl Admin {
     }
 }
 
+/// A `String` error: it is the message the operator reads when manifold does not start.
 fn bind(addr: SocketAddr, key: &str) -> Result<std::net::TcpListener, String> {
     let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| format!("{key}: cannot listen on {addr}: {e}"))?;
@@ -211,11 +213,11 @@ async fn accept_failed(e: &std::io::Error) {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
-async fn send(io: &mut PacketIo, seq: u8, payload: &[u8]) -> Result<u8, String> {
-    io.send(seq, payload).await.map_err(|e| e.to_string())
+async fn send(io: &mut PacketIo, seq: u8, payload: &[u8]) -> Result<u8, AdminError> {
+    io.send(seq, payload).await.map_err(AdminError::Write)
 }
 
-async fn send_err(io: &mut PacketIo, seq: u8, err: &ErrPacket) -> Result<(), String> {
+async fn send_err(io: &mut PacketIo, seq: u8, err: &ErrPacket) -> Result<(), AdminError> {
     let mut payload = Vec::new();
     err.encode(&mut payload);
     send(io, seq, &payload).await.map(|_| ())
@@ -232,11 +234,8 @@ fn ok_payload() -> Vec<u8> {
 }
 
 /// Reads one packet: its sequence id and payload.
-async fn read(io: &mut PacketIo) -> Result<(u8, Vec<u8>), String> {
-    let packet = io
-        .read_packet(MAX_PACKET)
-        .await
-        .map_err(|e| format!("{e:?}"))?;
+async fn read(io: &mut PacketIo) -> Result<(u8, Vec<u8>), AdminError> {
+    let packet = io.read_packet(MAX_PACKET).await.map_err(AdminError::Read)?;
     let payload = io.payload(&packet).into_owned();
     io.consume(packet.raw_len);
     Ok((packet.last_seq, payload))
@@ -247,11 +246,11 @@ async fn connection(
     peer: SocketAddr,
     id: u32,
     admin: &Admin,
-) -> Result<(), String> {
+) -> Result<(), AdminError> {
     let mut io = PacketIo::new(Stream::Tcp(stream));
     let capabilities = tokio::time::timeout(LOGIN_TIMEOUT, login(&mut io, peer, id, admin))
         .await
-        .map_err(|_| "login timed out".to_owned())??;
+        .map_err(|_| AdminError::LoginTimeout)??;
     loop {
         let (_, payload) = read(&mut io).await?;
         let command = match Command::decode(&payload) {
@@ -289,7 +288,7 @@ async fn connection(
                                 status: status::AUTOCOMMIT,
                             },
                         );
-                        io.flush().await.map_err(|e| e.to_string())?;
+                        io.flush().await.map_err(AdminError::Write)?;
                     }
                     Reply::Done => {
                         send(&mut io, 1, &ok_payload()).await?;
@@ -311,7 +310,12 @@ async fn connection(
 }
 
 /// The handshake and `mysql_native_password` check; returns the client's capabilities.
-async fn login(io: &mut PacketIo, peer: SocketAddr, id: u32, admin: &Admin) -> Result<u32, String> {
+async fn login(
+    io: &mut PacketIo,
+    peer: SocketAddr,
+    id: u32,
+    admin: &Admin,
+) -> Result<u32, AdminError> {
     let scramble = auth::generate_scramble();
     let mut payload = Vec::new();
     HandshakeV10 {
@@ -331,7 +335,7 @@ async fn login(io: &mut PacketIo, peer: SocketAddr, id: u32, admin: &Admin) -> R
         _ => {
             let err = ErrPacket::new(codes::HANDSHAKE_ERROR, "Bad handshake");
             send_err(io, seq.wrapping_add(1), &err).await?;
-            return Err("bad handshake".into());
+            return Err(AdminError::BadHandshake);
         }
     };
     let mut seq = seq.wrapping_add(1);
@@ -359,7 +363,7 @@ async fn login(io: &mut PacketIo, peer: SocketAddr, id: u32, admin: &Admin) -> R
             format!("Access denied for user '{user}'@'{ip}' (using password: {using})"),
         );
         send_err(io, seq, &err).await?;
-        return Err("access denied".into());
+        return Err(AdminError::AccessDenied);
     }
     send(io, seq, &ok_payload()).await?;
     tracing::info!(%peer, user = %user, "admin login");

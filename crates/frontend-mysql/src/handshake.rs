@@ -1,10 +1,10 @@
 //! The server side of the connection phase: handshake, optional TLS upgrade, and
 //! authentication against manifold's user table (also used by `COM_CHANGE_USER`).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use manifold_engine::WorkerContext;
+use manifold_engine::{BlockingError, WorkerContext};
 use manifold_io::{PacketIo, ReadError, Stream};
 use manifold_mysql_proto::auth;
 use manifold_mysql_proto::consts::{caps, status, UTF8MB4_GENERAL_CI};
@@ -33,38 +33,94 @@ pub(crate) struct Login {
     pub greeted_at: Option<u64>,
 }
 
-/// The client closed without answering the handshake: what TCP health checks do.
-pub(crate) const CLOSED_BEFORE_LOGIN: &str =
-    "client closed the connection before answering the handshake";
-
 /// Why a login ended without a session. The client has been told (ERR) where it could be.
-pub(crate) type LoginFailure = String;
+/// The messages are those the connection log shows.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LoginError {
+    /// The client closed without answering the handshake: what TCP health checks do, logged
+    /// apart from real failures.
+    #[error("client closed the connection before answering the handshake")]
+    ClosedBeforeLogin,
+    /// Writing a packet of the exchange (`stage` says which) failed.
+    #[error("{stage}: {source}")]
+    Write {
+        stage: &'static str,
+        source: std::io::Error,
+    },
+    /// Reading a packet of the exchange (`stage` says which) failed.
+    #[error("{stage}: {source}")]
+    Read {
+        stage: &'static str,
+        source: ReadError,
+    },
+    #[error("client asked for TLS, which this server does not offer")]
+    TlsNotOffered,
+    #[error("TLS requested twice")]
+    TlsRequestedTwice,
+    #[error("TLS handshake with client failed: {0}")]
+    Tls(std::io::Error),
+    /// Refused because `mysql.tls.required` is on.
+    #[error("client without TLS refused: mysql.tls.required")]
+    TlsRequired,
+    #[error("bad handshake response: {0}")]
+    BadHandshakeResponse(ProtoError),
+    #[error("handshake response has sequence id {got}, expected {expected}")]
+    OutOfOrder { got: u8, expected: u8 },
+    #[error(transparent)]
+    Denied(#[from] AccessDenied),
+    #[error("User '{user}' has exceeded the 'max_connections' resource (current value: {max})")]
+    UserLimit { user: String, max: usize },
+    /// The key for `caching_sha2_password` over an insecure channel could not be had.
+    #[error("RSA key unavailable: {0}")]
+    RsaKeyUnavailable(String),
+    /// The blocking pool did not run the password decryption.
+    #[error(transparent)]
+    Blocking(#[from] BlockingError),
+}
+
+impl LoginError {
+    fn write(stage: &'static str) -> impl FnOnce(std::io::Error) -> Self {
+        move |source| LoginError::Write { stage, source }
+    }
+
+    fn read(stage: &'static str) -> impl FnOnce(ReadError) -> Self {
+        move |source| LoginError::Read { stage, source }
+    }
+}
+
+/// Wrong credentials: the message of the ERR 1045 the client was sent.
+#[derive(Debug, thiserror::Error)]
+#[error("Access denied for user '{user}'@'{host}' (using password: {})", if *.used_password { "YES" } else { "NO" })]
+pub(crate) struct AccessDenied {
+    user: String,
+    host: IpAddr,
+    used_password: bool,
+}
 
 /// Why authentication failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum AuthFailure {
     /// Wrong credentials; the client has been sent ERR 1045.
-    Denied(String),
+    #[error(transparent)]
+    Denied(AccessDenied),
     /// The exchange itself broke (connection closed, bad packet).
-    Broken(String),
+    #[error(transparent)]
+    Broken(LoginError),
 }
 
-impl From<String> for AuthFailure {
-    fn from(reason: String) -> Self {
-        AuthFailure::Broken(reason)
+impl From<LoginError> for AuthFailure {
+    fn from(err: LoginError) -> Self {
+        AuthFailure::Broken(err)
     }
 }
 
-impl AuthFailure {
-    pub(crate) fn into_reason(self) -> String {
-        match self {
-            AuthFailure::Denied(r) | AuthFailure::Broken(r) => r,
+impl From<AuthFailure> for LoginError {
+    fn from(failure: AuthFailure) -> Self {
+        match failure {
+            AuthFailure::Denied(denied) => LoginError::Denied(denied),
+            AuthFailure::Broken(err) => err,
         }
     }
-}
-
-fn read_err(what: &str, e: &ReadError) -> LoginFailure {
-    format!("{what}: {e}")
 }
 
 pub(crate) async fn send_err(io: &mut PacketIo, seq: u8, err: &ErrPacket) {
@@ -93,7 +149,7 @@ pub(crate) async fn login(
     mut io: PacketIo,
     connection_id: u32,
     peer: SocketAddr,
-) -> Result<Login, LoginFailure> {
+) -> Result<Login, LoginError> {
     let shared = &fe.shared;
     let scramble = auth::generate_scramble();
     let mut server_caps = caps::SERVER_DEFAULT;
@@ -113,7 +169,7 @@ pub(crate) async fn login(
     hs.encode(&mut out);
     io.send(0, &out)
         .await
-        .map_err(|e| format!("sending handshake: {e}"))?;
+        .map_err(LoginError::write("sending handshake"))?;
     let greeted_at = shared
         .settings
         .stage_histograms
@@ -123,7 +179,7 @@ pub(crate) async fn login(
     // Exactly one packet: a TLS ClientHello may follow the SSL request in the same segment.
     let mut p = match io.read_packet_exact(MAX_LOGIN_PACKET).await {
         Ok(p) => p,
-        Err(ReadError::Closed) => return Err(CLOSED_BEFORE_LOGIN.to_owned()),
+        Err(ReadError::Closed) => return Err(LoginError::ClosedBeforeLogin),
         Err(e) => {
             // Noise (HTTP, a ClientHello without an SSL request) announces a packet far
             // larger than a login: refuse it as a statement that large would be.
@@ -138,7 +194,7 @@ pub(crate) async fn login(
                 )
                 .await;
             }
-            return Err(read_err("reading handshake response", &e));
+            return Err(LoginError::read("reading handshake response")(e));
         }
     };
     let mut payload = io.payload(&p).into_owned();
@@ -146,20 +202,20 @@ pub(crate) async fn login(
     expect_seq(&mut io, &p, 1).await?;
     if HandshakeResponse::is_ssl_request(&payload) {
         let Some(tls) = shared.tls.clone() else {
-            return Err("client asked for TLS, which this server does not offer".into());
+            return Err(LoginError::TlsNotOffered);
         };
         let Stream::Tcp(tcp) = io.into_stream() else {
-            return Err("TLS requested twice".into());
+            return Err(LoginError::TlsRequestedTwice);
         };
         let tls_stream = tokio_rustls::TlsAcceptor::from(tls)
             .accept(tcp)
             .await
-            .map_err(|e| format!("TLS handshake with client failed: {e}"))?;
+            .map_err(LoginError::Tls)?;
         io = PacketIo::new(Stream::ServerTls(Box::new(tls_stream)));
         p = io
             .read_packet(MAX_LOGIN_PACKET)
             .await
-            .map_err(|e| read_err("reading handshake response over TLS", &e))?;
+            .map_err(LoginError::read("reading handshake response over TLS"))?;
         payload = io.payload(&p).into_owned();
         io.consume(p.raw_len);
         expect_seq(&mut io, &p, 2).await?;
@@ -175,7 +231,7 @@ pub(crate) async fn login(
             )
             .await;
             FrontendMetrics::inc(&shared.metrics.protocol_errors);
-            return Err(format!("bad handshake response: {e}"));
+            return Err(LoginError::BadHandshakeResponse(e));
         }
     };
     if shared.config.tls.required && !io.stream.is_tls() {
@@ -186,7 +242,7 @@ pub(crate) async fn login(
             &ErrPacket::new(codes::SECURE_TRANSPORT_REQUIRED, msg),
         )
         .await;
-        return Err("client without TLS refused: mysql.tls.required".into());
+        return Err(LoginError::TlsRequired);
     }
     let (user, seq) = authenticate(
         shared,
@@ -200,20 +256,19 @@ pub(crate) async fn login(
         &scramble,
         peer,
     )
-    .await
-    .map_err(AuthFailure::into_reason)?;
+    .await?;
     if !user.acquire_connection() {
-        let msg = format!(
-            "User '{}' has exceeded the 'max_connections' resource (current value: {})",
-            user.name, user.max_connections
-        );
+        let err = LoginError::UserLimit {
+            user: user.name.clone(),
+            max: user.max_connections,
+        };
         send_err(
             &mut io,
             seq,
-            &ErrPacket::new(codes::USER_LIMIT_REACHED, msg.clone()),
+            &ErrPacket::new(codes::USER_LIMIT_REACHED, err.to_string()),
         )
         .await;
-        return Err(msg);
+        return Err(err);
     }
     let capabilities = resp.capabilities & server_caps;
     let ok = OkPacket {
@@ -224,7 +279,7 @@ pub(crate) async fn login(
     ok.encode(&mut out, capabilities);
     if let Err(e) = io.send(seq, &out).await {
         user.release_connection();
-        return Err(format!("sending login OK: {e}"));
+        return Err(LoginError::write("sending login OK")(e));
     }
     Ok(Login {
         greeted_at,
@@ -242,26 +297,22 @@ pub(crate) async fn login(
 }
 
 /// Refuses a handshake response that does not carry the sequence id the exchange is at.
-async fn expect_seq(
-    io: &mut PacketIo,
-    p: &LogicalPacket,
-    expected: u8,
-) -> Result<(), LoginFailure> {
+async fn expect_seq(io: &mut PacketIo, p: &LogicalPacket, expected: u8) -> Result<(), LoginError> {
     if p.first_seq == expected {
         return Ok(());
     }
     let err = ErrPacket::new(codes::NET_PACKETS_OUT_OF_ORDER, "Got packets out of order");
     send_err(io, p.last_seq.wrapping_add(1), &err).await;
-    Err(format!(
-        "handshake response has sequence id {}, expected {expected}",
-        p.first_seq
-    ))
+    Err(LoginError::OutOfOrder {
+        got: p.first_seq,
+        expected,
+    })
 }
 
-async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginFailure> {
+async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginError> {
     io.read_owned(MAX_LOGIN_PACKET)
         .await
-        .map_err(|e| read_err("reading auth data", &e))
+        .map_err(LoginError::read("reading auth data"))
 }
 
 /// Verifies the client's credentials, switching plugin and running the `caching_sha2_password`
@@ -308,7 +359,7 @@ pub(crate) async fn authenticate(
         .encode(&mut out);
         io.send(seq, &out)
             .await
-            .map_err(|e| format!("sending auth switch: {e}"))?;
+            .map_err(LoginError::write("sending auth switch"))?;
         (response, seq) = read_auth_packet(io).await?;
     }
     let used_password = !response.is_empty();
@@ -325,14 +376,12 @@ pub(crate) async fn authenticate(
                     seq = io
                         .send(seq, &out)
                         .await
-                        .map_err(|e| format!("sending fast auth success: {e}"))?;
+                        .map_err(LoginError::write("sending fast auth success"))?;
                 }
                 ok
             } else {
                 let ok;
-                (ok, seq) = sha2_full_auth(shared, ctx, io, seq, u, scramble)
-                    .await
-                    .map_err(AuthFailure::Broken)?;
+                (ok, seq) = sha2_full_auth(shared, ctx, io, seq, u, scramble).await?;
                 if ok {
                     FrontendMetrics::inc(&shared.metrics.sha2_full_auths);
                     shared.sha2_remember(&u.name);
@@ -346,14 +395,18 @@ pub(crate) async fn authenticate(
         return Ok((u, seq));
     }
     FrontendMetrics::inc(&shared.metrics.auth_failures);
-    let name = String::from_utf8_lossy(user_name);
-    let msg = format!(
-        "Access denied for user '{name}'@'{}' (using password: {})",
-        peer.ip(),
-        if used_password { "YES" } else { "NO" }
-    );
-    send_err(io, seq, &ErrPacket::new(codes::ACCESS_DENIED, msg.clone())).await;
-    Err(AuthFailure::Denied(msg))
+    let denied = AccessDenied {
+        user: String::from_utf8_lossy(user_name).into_owned(),
+        host: peer.ip(),
+        used_password,
+    };
+    send_err(
+        io,
+        seq,
+        &ErrPacket::new(codes::ACCESS_DENIED, denied.to_string()),
+    )
+    .await;
+    Err(AuthFailure::Denied(denied))
 }
 
 /// `caching_sha2_password` full authentication: the client sends its password in cleartext
@@ -365,12 +418,12 @@ async fn sha2_full_auth(
     seq: u8,
     user: &User,
     scramble: &[u8; 20],
-) -> Result<(bool, u8), LoginFailure> {
+) -> Result<(bool, u8), LoginError> {
     let mut out = Vec::new();
     encode_auth_more_data(&mut out, &[auth::SHA2_PERFORM_FULL_AUTH]);
     io.send(seq, &out)
         .await
-        .map_err(|e| format!("requesting full auth: {e}"))?;
+        .map_err(LoginError::write("requesting full auth"))?;
     let (payload, mut seq) = read_auth_packet(io).await?;
     if io.stream.is_tls() {
         return Ok((
@@ -381,13 +434,13 @@ async fn sha2_full_auth(
     let key = shared
         .rsa_key(ctx)
         .await
-        .map_err(|e| format!("RSA key unavailable: {e}"))?;
+        .map_err(LoginError::RsaKeyUnavailable)?;
     let ciphertext = if payload == [auth::SHA2_REQUEST_PUBLIC_KEY] {
         let mut out = Vec::new();
         encode_auth_more_data(&mut out, key.public_key_pem().as_bytes());
         io.send(seq, &out)
             .await
-            .map_err(|e| format!("sending public key: {e}"))?;
+            .map_err(LoginError::write("sending public key"))?;
         let (c, s) = read_auth_packet(io).await?;
         seq = s;
         c
@@ -402,8 +455,7 @@ async fn sha2_full_auth(
     let decrypted = ctx
         .blocking()
         .spawn(move || key.decrypt_password(&ciphertext, &salt))
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     Ok((
         decrypted.is_ok_and(|pw| auth::sha2_verify_cleartext(user.sha2_hash.as_ref(), &pw)),
         seq,

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Deserializer};
 
+/// Parses a size as configured. The error is the message the operator reads (via serde),
+/// hence a `String`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());

@@ -62,6 +62,8 @@ pub struct Users {
 }
 
 impl Users {
+    /// The user table of the configuration. The error names the user at fault for the
+    /// operator (at start or reload), hence a `String`.
     pub fn from_config(users: &[UserConfig]) -> Result<Users, String> {
         let mut by_name = HashMap::new();
         for (i, u) in users.iter().enumerate() {

@@ -59,6 +59,8 @@ fn on_off(b: bool) -> String {
     if b { "ON" } else { "OFF" }.into()
 }
 
+/// Parses a value given to `SET GLOBAL` or read from the file. Like the other `parse_*`, its
+/// error is the message the operator reads, hence a `String`.
 fn parse_bool(name: &str, v: &str) -> Result<bool, String> {
     match v.to_ascii_uppercase().as_str() {
         "ON" | "1" | "TRUE" => Ok(true),
@@ -105,7 +107,8 @@ fn store<T: Copy>(apply: bool, f: impl FnOnce(T), v: T) {
 const MAX_SLOW: Duration = Duration::from_secs(3600);
 
 /// Checks the runtime settings of `cfg` against their ranges (what `SET GLOBAL` accepts), so
-/// that a file is refused at start, by `check-config` and by a reload alike.
+/// that a file is refused at start, by `check-config` and by a reload alike. The error is
+/// the message the operator reads, hence a `String`.
 pub fn check_ranges(cfg: &Config) -> Result<(), String> {
     parse_int(
         "mysql.max_connections",

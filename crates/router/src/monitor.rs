@@ -16,13 +16,42 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use manifold_backend::{BackendConn, BackendTarget, ConnKey, Rows, ServerFlavor};
+use manifold_backend::{BackendConn, BackendError, BackendTarget, ConnKey, Rows, ServerFlavor};
 
 use crate::gtid::GtidPos;
 use crate::topology::{NodeId, ReadOnly, Topology};
 
 /// Primary positions kept to date replicas' lag against (each first seen at its instant).
 const HISTORY: usize = 4096;
+
+/// Why a health check, the heartbeat or a promotion step failed. The messages are the text
+/// the log and a shunned node's reason have always shown.
+#[derive(Debug, thiserror::Error)]
+enum CheckError {
+    /// Connecting to the node or talking to it failed.
+    #[error("{0}")]
+    Backend(#[from] BackendError),
+    /// The node answered a statement with an ERR packet.
+    #[error("{sql} answered {code}: {message}")]
+    Server {
+        sql: String,
+        code: u16,
+        message: String,
+    },
+    #[error("no answer within routing.monitor.timeout ({0:?})")]
+    Timeout(Duration),
+    #[error("no row for @@read_only")]
+    NoReadOnlyRow,
+    /// `@@gtid_current_pos`/`@@gtid_binlog_pos` (or `@@gtid_executed`) did not parse.
+    #[error("bad GTID position")]
+    BadPosition,
+    /// The replica's received GTIDs in its replication status did not parse.
+    #[error("bad received GTID position")]
+    BadReceivedPosition,
+    /// The replica to promote has relay logs not applied within the timeout.
+    #[error("it has not applied what it received ({0}) within routing.monitor.timeout")]
+    NotCaughtUp(GtidPos),
+}
 
 /// The running monitor; dropping it stops the thread.
 pub struct Monitor {
@@ -38,7 +67,8 @@ impl std::fmt::Debug for Monitor {
 
 impl Monitor {
     /// Starts checking every node of `topology`. `targets[n]` is how to reach node `n`;
-    /// `login` the monitor's backend login.
+    /// `login` the monitor's backend login. The error is the message an operator reads when
+    /// manifold does not start, hence a `String`.
     pub fn start(
         topology: Arc<Topology>,
         targets: Vec<BackendTarget>,
@@ -141,10 +171,7 @@ impl NodeCheck {
                     failures += 1;
                     let why = match outcome {
                         Ok(Err(e)) => e,
-                        _ => format!(
-                            "no answer within routing.monitor.timeout ({:?})",
-                            cfg.timeout
-                        ),
+                        _ => CheckError::Timeout(cfg.timeout),
                     };
                     if failures == 1 {
                         tracing::info!(node = %node.addr, error = %why, "health check failed");
@@ -158,15 +185,14 @@ impl NodeCheck {
         }
     }
 
-    async fn check(&self, conn: &mut Option<BackendConn>) -> Result<Observed, String> {
+    async fn check(&self, conn: &mut Option<BackendConn>) -> Result<Observed, CheckError> {
         if conn.is_none() {
             let c = BackendConn::connect(
                 &self.target,
                 &self.login,
                 self.topology.config.monitor.timeout,
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
             *conn = Some(c);
         }
         let c = conn.as_mut().expect("just connected");
@@ -180,11 +206,11 @@ impl NodeCheck {
             }
         };
         let rows = query(c, positions).await?;
-        let row = rows.rows.first().ok_or("no row for @@read_only")?;
+        let row = rows.rows.first().ok_or(CheckError::NoReadOnlyRow)?;
         let text = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
         let read_only = text(0) == b"1";
-        let current = GtidPos::parse(&text(1)).ok_or("bad GTID position")?;
-        let binlog = GtidPos::parse(&text(2)).ok_or("bad GTID position")?;
+        let current = GtidPos::parse(&text(1)).ok_or(CheckError::BadPosition)?;
+        let binlog = GtidPos::parse(&text(2)).ok_or(CheckError::BadPosition)?;
         // Without GTIDs nothing tells what a MySQL server has applied: neither its lag nor
         // whether it has a session's write.
         let gtids = flavor == ServerFlavor::MariaDb || text(3) == b"ON";
@@ -279,7 +305,7 @@ impl NodeCheck {
 }
 
 /// Writes the heartbeat on the primary, creating its schema and table the first time.
-async fn beat(conn: &mut BackendConn, table: &str) -> Result<(), String> {
+async fn beat(conn: &mut BackendConn, table: &str) -> Result<(), CheckError> {
     let write = format!("REPLACE INTO {table} (id, ts) VALUES (1, UTC_TIMESTAMP(6))");
     if query(conn, write.as_bytes()).await.is_ok() {
         return Ok(());
@@ -299,16 +325,14 @@ async fn beat(conn: &mut BackendConn, table: &str) -> Result<(), String> {
     query(conn, write.as_bytes()).await.map(|_| ())
 }
 
-async fn query(conn: &mut BackendConn, sql: &[u8]) -> Result<Rows, String> {
-    match conn.query_rows(sql).await {
-        Ok(Ok(rows)) => Ok(rows),
-        Ok(Err(e)) => Err(format!(
-            "{} answered {}: {}",
-            String::from_utf8_lossy(sql),
-            e.code,
-            e.message_lossy()
-        )),
-        Err(e) => Err(e.to_string()),
+async fn query(conn: &mut BackendConn, sql: &[u8]) -> Result<Rows, CheckError> {
+    match conn.query_rows(sql).await? {
+        Ok(rows) => Ok(rows),
+        Err(e) => Err(CheckError::Server {
+            sql: String::from_utf8_lossy(sql).into_owned(),
+            code: e.code,
+            message: e.message_lossy(),
+        }),
     }
 }
 
@@ -377,15 +401,13 @@ async fn promote(topology: &Topology, targets: &[BackendTarget], login: &ConnKey
     let new_addr = &topology.nodes[new].addr;
     tracing::warn!(old = %topology.nodes[old].addr, new = %new_addr, "primary down; promoting a replica");
     let steps = async {
-        let mut c = BackendConn::connect(&targets[new], login, timeout)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut c = BackendConn::connect(&targets[new], login, timeout).await?;
         let sql = Dialect::of(&c);
         // Apply what was received before the primary died, then stop replicating.
         query(&mut c, sql.stop_io).await?;
         let status = query(&mut c, sql.status).await?;
         if let Some(received) = column(&status, sql.received_column) {
-            let pos = GtidPos::parse(&received).ok_or("bad received GTID position")?;
+            let pos = GtidPos::parse(&received).ok_or(CheckError::BadReceivedPosition)?;
             let wait = format!(
                 "SELECT {}('{pos}', {})",
                 sql.wait,
@@ -399,15 +421,13 @@ async fn promote(topology: &Topology, targets: &[BackendTarget], login: &ConnKey
                 .first()
                 .and_then(|r| r.first().cloned().flatten());
             if reached.as_deref() != Some(b"0") {
-                return Err(format!(
-                    "it has not applied what it received ({pos}) within routing.monitor.timeout"
-                ));
+                return Err(CheckError::NotCaughtUp(pos));
             }
         }
         for step in sql.become_primary {
             query(&mut c, step).await?;
         }
-        Ok::<(), String>(())
+        Ok::<(), CheckError>(())
     };
     if let Err(e) = steps.await {
         tracing::error!(node = %new_addr, error = %e, "promotion failed");
@@ -423,14 +443,12 @@ async fn promote(topology: &Topology, targets: &[BackendTarget], login: &ConnKey
     let host = host.replace(['\'', '\\'], "");
     for &other in up.iter().filter(|&&n| n != new) {
         let outcome = async {
-            let mut c = BackendConn::connect(&targets[other], login, timeout)
-                .await
-                .map_err(|e| e.to_string())?;
+            let mut c = BackendConn::connect(&targets[other], login, timeout).await?;
             let sql = Dialect::of(&c);
             query(&mut c, sql.stop).await?;
             query(&mut c, sql.repoint(&host, port).as_bytes()).await?;
             query(&mut c, sql.start).await?;
-            Ok::<(), String>(())
+            Ok::<(), CheckError>(())
         }
         .await;
         match outcome {

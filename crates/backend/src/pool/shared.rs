@@ -89,7 +89,8 @@ impl PoolLimits {
     }
 
     /// Sets both; `min_idle` must not exceed `max_size`. A smaller `max_size` closes no
-    /// connection in use: pools shrink as connections come back.
+    /// connection in use: pools shrink as connections come back. The error is the message
+    /// the operator's `SET` gets back, hence a `String`.
     pub fn set(&self, max_size: usize, min_idle: usize) -> Result<(), String> {
         if max_size == 0 {
             return Err("pool.max_size: must be at least 1".into());

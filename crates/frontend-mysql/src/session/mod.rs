@@ -101,7 +101,7 @@ pub(crate) async fn run(
     .await
     {
         Ok(Ok(login)) => login,
-        Ok(Err(reason)) if reason == handshake::CLOSED_BEFORE_LOGIN => {
+        Ok(Err(reason @ handshake::LoginError::ClosedBeforeLogin)) => {
             tracing::debug!(%peer, connection = id, "{reason}");
             return;
         }
