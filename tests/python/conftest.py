@@ -19,6 +19,7 @@ import tempfile
 import hashlib
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -250,3 +251,18 @@ def mariadb_account(topology):
     yield name, password
     with topology.root() as r:
         r.cursor().execute(f"DROP USER IF EXISTS '{name}'@'%'")
+
+
+def run_in_thread(fn):
+    """Runs `fn` on a thread of its own; the dict gets its "result" or the "error" it raised."""
+    out = {}
+
+    def target():
+        try:
+            out["result"] = fn()
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            out["error"] = e
+
+    t = threading.Thread(target=target)
+    t.start()
+    return t, out

@@ -3,14 +3,13 @@ whichever backend connection runs the statement, and `KILL [QUERY] id` acts on m
 session with that id (its statement on its backend connection, and its client connection).
 Failures are compared with MariaDB's own answers."""
 
-import threading
 import time
 
 import pymysql
 import pytest
 
 import rawmysql
-from conftest import USER, PASSWORD, configured, native_hash
+from conftest import USER, PASSWORD, configured, native_hash, run_in_thread
 
 
 def two_users_config(account):
@@ -55,20 +54,6 @@ def test_connection_id_is_the_handshake_id_on_every_backend_connection(small):
     assert c.execute(sid)[-1][2] == [(f"id:{want}",)]
     for conn in conns:
         conn.quit()
-
-
-def run_in_thread(fn):
-    out = {}
-
-    def target():
-        try:
-            out["result"] = fn()
-        except Exception as e:  # noqa: BLE001 - reported to the test
-            out["error"] = e
-
-    t = threading.Thread(target=target)
-    t.start()
-    return t, out
 
 
 def wait_until_sleeping(topology, timeout=20):

@@ -3,14 +3,13 @@
 and `KILL` takes), in the server's column layout, each user its own sessions and a user with
 `process = true` all of them. Layouts are compared with MariaDB's own answers."""
 
-import threading
 import time
 
 import pymysql
 import pytest
 
 import rawmysql
-from conftest import USER, PASSWORD, configured, native_hash
+from conftest import USER, PASSWORD, configured, native_hash, run_in_thread
 
 SHOW_COLUMNS = ["Id", "User", "Host", "db", "Command", "Time", "State", "Info", "Progress"]
 
@@ -53,20 +52,6 @@ def rows(conn, sql):
 def by_id(result):
     names, _, found = result
     return {r[0]: dict(zip(names, r)) for r in found}
-
-
-def run_in_thread(fn):
-    out = {}
-
-    def target():
-        try:
-            out["result"] = fn()
-        except Exception as e:  # noqa: BLE001 - reported to the test
-            out["error"] = e
-
-    t = threading.Thread(target=target)
-    t.start()
-    return t, out
 
 
 def wait_for_backend_statement(topology, marker, timeout=20):
