@@ -119,9 +119,9 @@ impl Session {
         self.send_ok(seq).await
     }
 
-    /// `COM_RESET_CONNECTION`: the session's state goes back to what it was after login,
-    /// as MySQL resets it; the backend connection, if one is held, is reset too.
-    pub(super) async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
+    /// What `COM_RESET_CONNECTION` and `COM_CHANGE_USER` both undo: variables, the previous
+    /// statement's leftovers, prepared statements, the insert id and pins.
+    fn forget_state(&mut self) {
         self.vars.clear();
         self.user_vars.clear();
         self.previous = PreviousStatement::default();
@@ -129,6 +129,12 @@ impl Session {
         self.last_insert_id = 0;
         self.pins.clear();
         self.pin_if_not_multiplexing();
+    }
+
+    /// `COM_RESET_CONNECTION`: the session's state goes back to what it was after login,
+    /// as MySQL resets it; the backend connection, if one is held, is reset too.
+    pub(super) async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
+        self.forget_state();
         if let Some(lease) = self.lease.as_mut() {
             match lease.conn().reset().await {
                 Ok(Ok(())) => {}
@@ -166,13 +172,7 @@ impl Session {
         drop(self.take_lease());
         self.schema_checked = false;
         self.status = status::AUTOCOMMIT;
-        self.vars.clear();
-        self.user_vars.clear();
-        self.previous = PreviousStatement::default();
-        self.stmts.clear();
-        self.last_insert_id = 0;
-        self.pins.clear();
-        self.pin_if_not_multiplexing();
+        self.forget_state();
         self.conn_key = None;
         let (user, seq) = match auth {
             Ok(r) => r,
