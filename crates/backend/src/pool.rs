@@ -12,6 +12,7 @@
 //! so a pool holds the few connections its node can serve in parallel, not one per client.
 
 mod limit;
+mod pipeline;
 mod shared;
 #[cfg(test)]
 mod tests;
@@ -29,6 +30,8 @@ use crate::config::PoolConfig;
 use crate::conn::{BackendConn, BackendTarget, ConnKey, Schema};
 use crate::errors::{BackendError, ErrorKind};
 use limit::ConcurrencyLimit;
+use pipeline::FollowerState;
+pub use pipeline::Follower;
 use manifold_engine::clock;
 pub use shared::{BackendBudget, PoolLimits};
 
@@ -67,46 +70,13 @@ impl std::ops::AddAssign<&PoolStats> for PoolStats {
     }
 }
 
-/// A borrower waiting for a connection whose command may ride behind another borrower's on
-/// a connection already in its state (pipelining across sessions). The borrower that writes
-/// it claims it; the connection comes to it, command sent, once the answers before its own
-/// have been read ([`Acquired::Followed`]). If the connection breaks first, the follower is
-/// told to send its command again elsewhere: only statements safe to run twice follow.
-pub struct Follower {
-    key: ConnKey,
-    schema: Option<Vec<u8>>,
-    signature: u64,
-    /// The command's packets, as the client sent them.
-    pub command: Vec<u8>,
-    state: Cell<FollowerState>,
-    lease: RefCell<Option<Lease>>,
-    wake: Notify,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FollowerState {
-    Waiting,
-    /// Its command was written; the connection will come.
-    Claimed,
-    /// The connection broke before its answer: send the command again.
-    Broken,
-}
-
-impl Follower {
-    /// Its answer will not come: it sends its command again elsewhere.
-    pub(crate) fn broken(&self) {
-        self.state.set(FollowerState::Broken);
-        self.wake.notify_one();
-    }
-}
-
 /// What [`Pool::acquire_or_follow`] got.
 pub enum Acquired {
     /// A connection for the borrower to send its command on.
     Lease(Lease),
     /// A connection its command was already written to, behind others' whose answers have
-    /// been read: the next answer on it is the borrower's.
-    Followed(Lease),
+    /// been read: the next answer on it is the borrower's. With the command, as it was sent.
+    Followed(Lease, Vec<u8>),
 }
 
 /// How often a borrower starved by [`BackendBudget`] looks for budget another worker gave
@@ -243,7 +213,7 @@ impl Pool {
     ) -> Result<Lease, BackendError> {
         match self.acquire_inner(key, schema, vars, None).await? {
             Acquired::Lease(lease) => Ok(lease),
-            Acquired::Followed(_) => unreachable!("no command to follow with"),
+            Acquired::Followed(..) => unreachable!("no command to follow with"),
         }
     }
 
@@ -277,16 +247,30 @@ impl Pool {
         let mut starving = false;
         // Made only once the borrower has to wait: the fast path allocates nothing.
         let mut follower: Option<Rc<Follower>> = None;
+        let mut claimed_until = None;
         let result = loop {
             match follower.as_ref().map(|f| f.state.get()) {
                 Some(FollowerState::Claimed) => {
                     let f = follower.as_ref().expect("matched");
                     if let Some(lease) = f.lease.borrow_mut().take() {
-                        break Ok(Acquired::Followed(lease));
+                        break Ok(Acquired::Followed(lease, f.take_command()));
                     }
-                    // Claimed: the connection or a break will come, whatever the deadline.
-                    f.wake.notified().await;
-                    continue;
+                    // Claimed: the connection or a break will come, whatever the deadline;
+                    // past its patience, the borrower stops waiting behind slow answers.
+                    let until = *claimed_until
+                        .get_or_insert_with(|| tokio::time::Instant::now() + self.patience(f));
+                    let woke = tokio::select! {
+                        () = f.wake.notified() => true,
+                        () = tokio::time::sleep_until(until) => false,
+                    };
+                    if woke || f.lease.borrow().is_some() || f.state.get() != FollowerState::Claimed {
+                        continue;
+                    }
+                    // Its answer is dropped when it comes; the command goes out again.
+                    f.state.set(FollowerState::Abandoned);
+                    follower = None;
+                    command = None;
+                    woken = true;
                 }
                 Some(FollowerState::Broken) => {
                     // Its command went nowhere useful: it is sent again on a borrowed one.
@@ -294,7 +278,7 @@ impl Pool {
                     command = None;
                     woken = true;
                 }
-                Some(FollowerState::Waiting) | None => {}
+                Some(FollowerState::Waiting | FollowerState::Abandoned) | None => {}
             }
             let tried = woken || self.waiting.get() == 0;
             if tried {
@@ -323,17 +307,7 @@ impl Pool {
             }
             if follower.is_none() {
                 if let Some(command) = command {
-                    let f = Rc::new(Follower {
-                        key: key.clone(),
-                        schema: schema.map(<[u8]>::to_vec),
-                        signature: vars,
-                        command: command.to_vec(),
-                        state: Cell::new(FollowerState::Waiting),
-                        lease: RefCell::new(None),
-                        wake: Notify::new(),
-                    });
-                    self.followers.borrow_mut().push_back(f.clone());
-                    follower = Some(f);
+                    follower = Some(self.follow(key, schema, vars, command));
                 }
             }
             let until = *deadline
@@ -445,11 +419,6 @@ impl Pool {
         }
     }
 
-    /// A follower that will not ride after all leaves the queue.
-    fn forget_follower(&self, f: &Rc<Follower>) {
-        self.followers.borrow_mut().retain(|x| !Rc::ptr_eq(x, f));
-    }
-
     fn wait_timed_out(&self, starving: bool) -> BackendError {
         let limit = if starving {
             format!(
@@ -469,39 +438,6 @@ impl Pool {
                 self.limit(),
             ),
         )
-    }
-
-    /// Borrowers wait whose commands may follow another's.
-    pub fn has_followers(&self) -> bool {
-        !self.followers.borrow().is_empty()
-    }
-
-    /// Takes up to `max` waiting followers whose state is `conn`'s, for their commands to be
-    /// written right behind the current borrower's; returns how many were taken. Their
-    /// commands are appended to `out`, and the connection will go to each in turn.
-    pub fn claim_followers(&self, conn: &mut BackendConn, max: usize, out: &mut Vec<u8>) -> usize {
-        let mut followers = self.followers.borrow_mut();
-        if followers.is_empty() || !conn.tracking {
-            return 0;
-        }
-        let signature = crate::state::state_signature(&conn.vars, &conn.user_vars);
-        let mut taken = 0;
-        followers.retain(|f| {
-            let same_schema = match (&conn.schema, &f.schema) {
-                (Schema::Known(have), Some(want)) => have == want,
-                (Schema::None, None) => true,
-                _ => false,
-            };
-            let fits = taken < max && same_schema && f.key == conn.key && f.signature == signature;
-            if fits {
-                taken += 1;
-                f.state.set(FollowerState::Claimed);
-                out.extend_from_slice(&f.command);
-                conn.followers.push_back(f.clone());
-            }
-            !fits
-        });
-        taken
     }
 
     /// Counts a connection about to be opened, if this pool and the backend's budget have
@@ -615,34 +551,6 @@ impl Pool {
         }
         self.retire(evicted);
         false
-    }
-
-    /// The connection comes back: if others' answers are still to come on it, it goes to the
-    /// first of them instead (still counted in use).
-    fn give_back_or_pass(self: &Rc<Self>, mut conn: BackendConn) {
-        let Some(next) = conn.followers.pop_front() else {
-            self.give_back(conn);
-            return;
-        };
-        // The followers after `next` stay with the connection.
-        self.in_use.set(self.in_use.get() + 1);
-        // Its answer was already on its way: how long it holds the connection says nothing
-        // about the server's queue, so it is no sample for the limiter.
-        *next.lease.borrow_mut() = Some(Lease {
-            conn: Some(conn),
-            pool: self.clone(),
-            dirty: true,
-            reused: true,
-            since: 0,
-        });
-        next.wake.notify_one();
-    }
-
-    /// The connection is closing with followers' answers unread: each sends its command again.
-    pub(crate) fn break_followers(conn: &mut BackendConn) {
-        for f in conn.followers.drain(..) {
-            f.broken();
-        }
     }
 
     fn give_back(self: &Rc<Self>, mut conn: BackendConn) {

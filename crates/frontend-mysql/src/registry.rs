@@ -181,6 +181,9 @@ pub(crate) struct SessionHandle {
     /// command) to end it: `KILL CONNECTION`. No extra file descriptor per session, which a
     /// duplicated socket would cost: ten thousand clients would need twenty thousand.
     killed: tokio::sync::Notify,
+    /// The statement (its [`Activity`] `seq`) a `KILL QUERY` interrupts; odd: none, as a
+    /// statement's `seq` is even once it has started.
+    kill_query: AtomicU32,
 }
 
 impl SessionHandle {
@@ -197,6 +200,53 @@ impl SessionHandle {
     pub fn backend_thread(&self) -> (usize, usize, u32) {
         let v = self.backend_thread.load(Ordering::Relaxed);
         ((v >> 48) as usize, (v >> 32) as usize & 0xFFFF, v as u32)
+    }
+
+    /// Marks the statement the session is running now as interrupted (`KILL QUERY`) and
+    /// returns the backend connection to interrupt it on: thread 0 when it holds none (it is
+    /// waiting for one, or for its answer behind another session's statement) or runs no
+    /// statement. Either way the session itself sees the mark before it sends the statement
+    /// ([`Self::query_killed`]), and a connection that may still receive the kill is closed
+    /// rather than lent to another session ([`Self::release_backend_thread`]).
+    pub fn mark_query_killed(&self) -> (usize, usize, u32) {
+        let a = &self.activity;
+        let Some(seq) = (0..100).find_map(|_| {
+            let seq = a.seq.load(Ordering::Acquire);
+            (seq & 1 == 0).then_some(seq).or_else(|| {
+                std::hint::spin_loop();
+                None
+            })
+        }) else {
+            return (0, 0, 0);
+        };
+        if a.started.load(Ordering::Relaxed) == 0 {
+            return self.backend_thread();
+        }
+        self.kill_query.store(seq, Ordering::Relaxed);
+        // Pairs with the fence in `release_backend_thread`: either the session sees the
+        // mark when it lets go of its connection, or this sees the connection let go.
+        fence(Ordering::SeqCst);
+        let thread = self.backend_thread();
+        if a.seq.load(Ordering::Acquire) != seq {
+            // That statement is over: the connection published may be the next one's.
+            return (0, 0, 0);
+        }
+        thread
+    }
+
+    /// The statement the session runs now was interrupted by a `KILL QUERY`. Only the
+    /// session calls this: `seq` is its own to write.
+    pub fn query_killed(&self) -> bool {
+        self.kill_query.load(Ordering::Relaxed) == self.activity.seq.load(Ordering::Relaxed)
+    }
+
+    /// The session lets go of its backend connection; true when its statement was
+    /// interrupted meanwhile: a `KILL QUERY` may be on its way to that connection, which
+    /// must then close instead of serving another session's statement.
+    pub fn release_backend_thread(&self) -> bool {
+        self.backend_thread.store(0, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.query_killed()
     }
 
     pub fn publish_backend_thread(&self, cluster: usize, node: usize, id: u32) {
@@ -247,6 +297,9 @@ impl SessionHandle {
         if started != 0 {
             a.last_started.store(started, Ordering::Relaxed);
             a.started.store(0, Ordering::Relaxed);
+            // A `KILL QUERY` aimed at the statement now over can match no later one.
+            let seq = a.seq.load(Ordering::Relaxed);
+            a.seq.store(seq.wrapping_add(2), Ordering::Release);
         }
     }
 
@@ -346,6 +399,7 @@ impl SessionShard {
             user: Mutex::new(user.to_owned()),
             backend_thread: AtomicU64::new(0),
             killed: tokio::sync::Notify::new(),
+            kill_query: AtomicU32::new(1),
         });
         self.0
             .lock()

@@ -125,6 +125,9 @@ impl Session {
                 }
             }
             if sent {
+                if self.handle.query_killed() {
+                    return self.answer_interrupted(raw_len, reply_seq, true).await;
+                }
                 // Riding behind another session's command, which wrote this one: the answer
                 // is next on the wire, and the command is not this session's to send again.
                 break self
@@ -202,6 +205,9 @@ impl Session {
             } else {
                 Outgo::Client
             };
+            if answered && self.handle.query_killed() {
+                return self.answer_interrupted(raw_len, reply_seq, false).await;
+            }
             let (result, reused) = self.relay_once(raw_len, reply_seq, kind, outgo).await;
             if let Err(RelayError::Backend { error, .. }) = &result {
                 // Running it twice is harmless for a read with another node to go to.
@@ -225,6 +231,34 @@ impl Session {
         };
         self.finish_forward(result, kind, effect, init_db, set_option)
             .await
+    }
+
+    /// A `KILL QUERY` interrupted the statement before its answer was read: the client gets
+    /// the server's ERR 1317. With `sent`, the statement was written behind another
+    /// session's and may be running: its connection closes (the sessions whose answers were
+    /// to follow send their statements again) and is killed on the server.
+    async fn answer_interrupted(
+        &mut self,
+        raw_len: usize,
+        reply_seq: u8,
+        sent: bool,
+    ) -> Result<(), End> {
+        self.pending_collation = None;
+        self.io.consume(raw_len);
+        if sent {
+            if let Some(mut lease) = self.lease.take() {
+                self.handle.release_backend_thread();
+                let conn = lease.conn();
+                let (key, thread) = (conn.key.clone(), conn.connection_id);
+                lease.discard();
+                self.fe.pools[self.cluster][self.lease_node].kill_connection_later(key, thread);
+            }
+        } else {
+            self.release_if_unpinned();
+        }
+        tracing::info!(connection = self.id, "statement interrupted by KILL QUERY before its answer was read");
+        let e = ErrPacket::new(codes::QUERY_INTERRUPTED, "Query execution was interrupted");
+        self.send_err_packet(reply_seq, &e).await
     }
 
     /// The command may ride behind another session's on a busy connection (pipelining): a

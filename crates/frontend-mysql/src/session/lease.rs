@@ -214,7 +214,13 @@ impl Session {
             .await;
         let (mut lease, followed) = match acquired {
             Ok(Acquired::Lease(l)) => (l, false),
-            Ok(Acquired::Followed(l)) => (l, true),
+            Ok(Acquired::Followed(l, command)) => {
+                // Kept while its answer is read: it may have to run again (see
+                // `remember_previous_statement`).
+                self.exec_buf.clear();
+                self.exec_buf.extend_from_slice(&command);
+                (l, true)
+            }
             Err(e) => {
                 FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
                 tracing::warn!(connection = self.id, error = %e, "no backend connection");
@@ -244,12 +250,15 @@ impl Session {
     }
 
     /// Lets go of the backend connection (the caller returns or discards it).
+    /// A connection whose statement a `KILL QUERY` interrupted is closed instead: the kill
+    /// may still be on its way to it, and must not reach another session's statement.
     pub(super) fn take_lease(&mut self) -> Option<Lease> {
-        let lease = self.lease.take();
-        if lease.is_some() {
-            self.handle.publish_backend_thread(0, 0, 0);
+        let lease = self.lease.take()?;
+        if self.handle.release_backend_thread() {
+            lease.discard();
+            return None;
         }
-        lease
+        Some(lease)
     }
 
     /// Gives the backend connection back when nothing pins the session to it. The pool keeps

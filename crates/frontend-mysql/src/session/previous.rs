@@ -80,10 +80,15 @@ impl Session {
         let conn = self.lease.as_mut().expect("held while answering").conn();
         if conn.has_followers() {
             // Other sessions' answers come next on this connection: no room for a query.
-            self.previous.conditions.clear();
-            self.previous.warning_count = u64::from(r.warnings);
-            return Ok(());
+            return self.rerun_for_conditions(r.warnings).await;
         }
+        self.read_conditions(r.warnings).await
+    }
+
+    /// The conditions of the statement just answered on the held connection, read with
+    /// `SHOW WARNINGS`.
+    async fn read_conditions(&mut self, warnings: u16) -> Result<(), End> {
+        let conn = self.lease.as_mut().expect("held while answering").conn();
         match conn.query_rows(b"SHOW WARNINGS").await {
             Ok(Ok(rows)) => {
                 let p = &mut self.previous;
@@ -97,17 +102,54 @@ impl Session {
                     };
                     p.conditions.push([level, code, message]);
                 }
-                p.warning_count = u64::from(r.warnings).max(p.conditions.len() as u64);
+                p.warning_count = u64::from(warnings).max(p.conditions.len() as u64);
                 Ok(())
             }
             Ok(Err(e)) => {
                 tracing::warn!(connection = self.id, error = %e.message_lossy(), "could not read the statement's warnings");
                 self.previous.conditions.clear();
-                self.previous.warning_count = u64::from(r.warnings);
+                self.previous.warning_count = u64::from(warnings);
                 Ok(())
             }
             Err(e) => self.backend_failed(None, &e).await,
         }
+    }
+
+    /// A pipelined statement raised conditions, but other sessions' answers follow its own
+    /// on the connection, so `SHOW WARNINGS` there would list the last of theirs. The
+    /// connection goes on to them, and the statement (a lone `SELECT`, safe to run twice;
+    /// its packet is at the front of `exec_buf`) runs again on a connection of its own, in
+    /// the session's state, for its conditions.
+    async fn rerun_for_conditions(&mut self, warnings: u16) -> Result<(), End> {
+        let b = &self.exec_buf;
+        let sql = b
+            .get(..3)
+            .map(|h| usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16)
+            .and_then(|len| b.get(5..4 + len))
+            .map(<[u8]>::to_vec);
+        let node = self.lease_node;
+        self.give_back_lease();
+        let Some(sql) = sql else {
+            self.previous.conditions.clear();
+            self.previous.warning_count = u64::from(warnings);
+            return Ok(());
+        };
+        let ran = match self.ensure_backend(node, false).await {
+            Ok(lease) => lease.conn().run_discarding(&sql).await,
+            Err(e) => {
+                tracing::warn!(connection = self.id, error = %e.to_err_packet().message_lossy(), "could not run a pipelined statement again for its warnings");
+                self.release_if_unpinned();
+                self.previous.conditions.clear();
+                self.previous.warning_count = u64::from(warnings);
+                return Ok(());
+            }
+        };
+        if let Err(e) = ran {
+            return self.backend_failed(None, &e).await;
+        }
+        let read = self.read_conditions(warnings).await;
+        self.release_if_unpinned();
+        read
     }
 
     /// `SHOW WARNINGS`, `SHOW ERRORS` and their `COUNT(*)` forms, answered from the
