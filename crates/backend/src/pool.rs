@@ -30,9 +30,9 @@ use crate::config::PoolConfig;
 use crate::conn::{BackendConn, BackendTarget, ConnKey, Schema};
 use crate::errors::{BackendError, ErrorKind};
 use limit::ConcurrencyLimit;
-use pipeline::FollowerState;
-pub use pipeline::Follower;
 use manifold_engine::clock;
+pub use pipeline::Follower;
+use pipeline::FollowerState;
 pub use shared::{BackendBudget, PoolLimits};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -263,7 +263,8 @@ impl Pool {
                         () = f.wake.notified() => true,
                         () = tokio::time::sleep_until(until) => false,
                     };
-                    if woke || f.lease.borrow().is_some() || f.state.get() != FollowerState::Claimed {
+                    if woke || f.lease.borrow().is_some() || f.state.get() != FollowerState::Claimed
+                    {
                         continue;
                     }
                     // Its answer is dropped when it comes; the command goes out again.

@@ -133,6 +133,8 @@ impl Pool {
                 taken += 1;
                 f.state.set(FollowerState::Claimed);
                 f.ahead.set(already + taken);
+                // It stops waiting for a connection, and its patience starts.
+                f.wake.notify_one();
                 out.extend_from_slice(&f.command.borrow());
                 conn.followers.push_back(f.clone());
             }

@@ -256,7 +256,10 @@ impl Session {
         } else {
             self.release_if_unpinned();
         }
-        tracing::info!(connection = self.id, "statement interrupted by KILL QUERY before its answer was read");
+        tracing::info!(
+            connection = self.id,
+            "statement interrupted by KILL QUERY before its answer was read"
+        );
         let e = ErrPacket::new(codes::QUERY_INTERRUPTED, "Query execution was interrupted");
         self.send_err_packet(reply_seq, &e).await
     }
