@@ -111,6 +111,7 @@ impl Session {
                 continue;
             }
             let mut sent = false;
+            let mut unready = None;
             if pipelinable && movable && wait.is_none() {
                 let got = self.acquire_or_follow(node, raw_len).await;
                 if self.times.clock {
@@ -118,10 +119,7 @@ impl Session {
                 }
                 match got {
                     Ok(followed) => sent = followed,
-                    Err(e) => {
-                        self.io.consume(raw_len);
-                        return self.send_err_packet(reply_seq, &e).await;
-                    }
+                    Err(e) => unready = Some(e),
                 }
             }
             if sent {
@@ -135,10 +133,13 @@ impl Session {
                     .await
                     .0;
             }
-            let ensured = self
-                .ensure_backend(node, wants_last_insert_id)
-                .await
-                .map(|_| ());
+            let ensured = match unready {
+                Some(e) => Err(e),
+                None => self
+                    .ensure_backend(node, wants_last_insert_id)
+                    .await
+                    .map(|_| ()),
+            };
             if movable && self.times.clock {
                 self.times.acquired = Some(clock::now());
             }

@@ -116,24 +116,28 @@ impl Session {
                 self.lease_node = node;
                 Ok(lease)
             }
-            Err(mut e) => {
-                if matches!(e.kind, ErrorKind::Connect | ErrorKind::ConnectTimeout) {
-                    // The next read goes elsewhere, and writes wait for a primary, at
-                    // once rather than after the monitor's next checks; the monitor
-                    // takes the node back when it answers.
-                    self.topology().nodes[node].shun(&e.message);
-                }
-                if !self.topology().nodes[node].in_service() {
-                    // Whatever the node answered (a full pool, a refusal, a failed login),
-                    // it is down or being taken out: nothing of the command was sent, so
-                    // it goes to another node, or waits for the new primary.
-                    e.set_retry(true);
-                }
-                FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
-                tracing::warn!(connection = self.id, error = %e, "no backend connection");
-                Err(Unready::Failed(e))
-            }
+            Err(e) => Err(self.borrow_failed(node, e)),
         }
+    }
+
+    /// No connection to `node` could be had: a node found down is shunned, and the command,
+    /// nothing of which was sent, may go to another node or wait for a new primary.
+    fn borrow_failed(&mut self, node: NodeId, mut e: BackendError) -> Unready {
+        if matches!(e.kind, ErrorKind::Connect | ErrorKind::ConnectTimeout) {
+            // The next read goes elsewhere, and writes wait for a primary, at once rather
+            // than after the monitor's next checks; the monitor takes the node back when it
+            // answers.
+            self.topology().nodes[node].shun(&e.message);
+        }
+        if !self.topology().nodes[node].in_service() {
+            // Whatever the node answered (a full pool, a refusal, a failed login), it is
+            // down or being taken out: nothing of the command was sent, so it goes to
+            // another node, or waits for the new primary.
+            e.set_retry(true);
+        }
+        FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
+        tracing::warn!(connection = self.id, error = %e, "no backend connection");
+        Unready::Failed(e)
     }
 
     /// Brings `conn` to the session's state: its schema, the variables it changed, and
@@ -195,7 +199,7 @@ impl Session {
         &mut self,
         node: NodeId,
         raw_len: usize,
-    ) -> Result<bool, ErrPacket> {
+    ) -> Result<bool, Unready> {
         let pool = self.fe.pools[self.cluster][node].clone();
         let key = conn_key(
             &mut self.conn_key,
@@ -221,11 +225,7 @@ impl Session {
                 self.exec_buf.extend_from_slice(&command);
                 (l, true)
             }
-            Err(e) => {
-                FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
-                tracing::warn!(connection = self.id, error = %e, "no backend connection");
-                return Err(e.to_err_packet());
-            }
+            Err(e) => return Err(self.borrow_failed(node, e)),
         };
         self.handle
             .publish_backend_thread(self.cluster, node, lease.conn().connection_id);
