@@ -210,15 +210,18 @@ impl SessionHandle {
     /// rather than lent to another session ([`Self::release_backend_thread`]).
     pub fn mark_query_killed(&self) -> (usize, usize, u32) {
         let a = &self.activity;
-        let Some(seq) = (0..100).find_map(|_| {
-            let seq = a.seq.load(Ordering::Acquire);
-            (seq & 1 == 0).then_some(seq).or_else(|| {
-                std::hint::spin_loop();
-                None
-            })
-        }) else {
+        // Odd while the session starts a statement: a few tries find it started.
+        let mut seq = a.seq.load(Ordering::Acquire);
+        for _ in 0..100 {
+            if seq & 1 == 0 {
+                break;
+            }
+            std::hint::spin_loop();
+            seq = a.seq.load(Ordering::Acquire);
+        }
+        if seq & 1 == 1 {
             return (0, 0, 0);
-        };
+        }
         if a.started.load(Ordering::Relaxed) == 0 {
             return self.backend_thread();
         }
@@ -449,6 +452,40 @@ impl Drop for Registration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kill_query_marks_the_running_statement_only() {
+        let shard = Arc::new(SessionShard::default());
+        let r = shard.register(9, "app", "127.0.0.1:5000".parse().unwrap());
+        let h = &r.handle;
+        // Idle, holding a connection (pinned): the kill goes to it, no statement is marked.
+        h.publish_backend_thread(0, 1, 77);
+        assert_eq!(h.mark_query_killed(), (0, 1, 77));
+        h.statement_started(b"SELECT 1", 1);
+        assert!(
+            !h.query_killed(),
+            "a kill of the idle session marks no later statement"
+        );
+        // Running, on a connection: marked, and the connection is named.
+        assert_eq!(h.mark_query_killed(), (0, 1, 77));
+        assert!(h.query_killed());
+        assert!(
+            h.release_backend_thread(),
+            "the connection it ran on must not be lent again"
+        );
+        assert_eq!(h.backend_thread(), (0, 0, 0));
+        h.statement_ended();
+        h.statement_started(b"SELECT 2", 2);
+        assert!(!h.query_killed(), "the next statement is not interrupted");
+        h.publish_backend_thread(0, 1, 78);
+        assert!(!h.release_backend_thread());
+        // Waiting for a connection (or queued behind another session's statement): marked,
+        // with no connection to send the kill to.
+        assert_eq!(h.mark_query_killed(), (0, 0, 0));
+        assert!(h.query_killed());
+        h.statement_ended();
+        assert!(!h.query_killed());
+    }
 
     #[test]
     fn a_published_statement_reads_back_whole() {

@@ -167,6 +167,8 @@ pub(crate) async fn run(
     session.pin_if_not_multiplexing();
     session.handle.publish_pins(session.pins.bits());
     let end = session.serve().await;
+    // Returned (reset first) unless a KILL QUERY may still reach it.
+    drop(session.take_lease());
     match &end {
         End::Quit | End::ClientGone => {
             tracing::debug!(%peer, connection = id, "session ended: {end:?}");
