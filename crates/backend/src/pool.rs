@@ -32,7 +32,7 @@ use crate::errors::{BackendError, ErrorKind};
 use limit::ConcurrencyLimit;
 use manifold_engine::clock;
 pub use pipeline::Follower;
-use pipeline::FollowerState;
+use pipeline::{Claim, FollowerSlot, FollowerState};
 pub use shared::{BackendBudget, PoolLimits};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -246,36 +246,32 @@ impl Pool {
         let mut woken = false;
         let mut starving = false;
         // Made only once the borrower has to wait: the fast path allocates nothing.
-        let mut follower: Option<Rc<Follower>> = None;
+        let mut follower = FollowerSlot {
+            pool: self,
+            f: None,
+        };
         let mut claimed_until = None;
         let result = loop {
-            match follower.as_ref().map(|f| f.state.get()) {
+            match follower.f.as_ref().map(|f| f.state.get()) {
                 Some(FollowerState::Claimed) => {
-                    let f = follower.as_ref().expect("matched");
-                    if let Some(lease) = f.lease.borrow_mut().take() {
-                        break Ok(Acquired::Followed(lease, f.take_command()));
-                    }
-                    // Claimed: the connection or a break will come, whatever the deadline;
-                    // past its patience, the borrower stops waiting behind slow answers.
+                    let f = follower.f.clone().expect("matched");
                     let until = *claimed_until
-                        .get_or_insert_with(|| tokio::time::Instant::now() + self.patience(f));
-                    let woke = tokio::select! {
-                        () = f.wake.notified() => true,
-                        () = tokio::time::sleep_until(until) => false,
-                    };
-                    if woke || f.lease.borrow().is_some() || f.state.get() != FollowerState::Claimed
-                    {
-                        continue;
+                        .get_or_insert_with(|| tokio::time::Instant::now() + self.patience(&f));
+                    match self.wait_claimed(&f, until, key, schema, vars).await {
+                        Claim::Followed(lease) => {
+                            follower.f = None;
+                            break Ok(Acquired::Followed(lease, f.take_command()));
+                        }
+                        Claim::Own(lease) => {
+                            follower.f = None;
+                            break Ok(Acquired::Lease(lease));
+                        }
+                        Claim::Again => {}
                     }
-                    // Its answer is dropped when it comes; the command goes out again.
-                    f.state.set(FollowerState::Abandoned);
-                    follower = None;
-                    command = None;
-                    woken = true;
                 }
                 Some(FollowerState::Broken) => {
                     // Its command went nowhere useful: it is sent again on a borrowed one.
-                    follower = None;
+                    follower.f = None;
                     command = None;
                     woken = true;
                 }
@@ -284,11 +280,12 @@ impl Pool {
             let tried = woken || self.waiting.get() == 0;
             if tried {
                 match self.take_or_open(key, schema, vars).await {
-                    Ok(Some(lease)) => match follower.take() {
+                    Ok(Some(lease)) => match follower.f.take() {
                         Some(f) if f.state.get() == FollowerState::Claimed => {
-                            // Claimed while a connection was being opened: the claim stands.
-                            drop(lease);
-                            follower = Some(f);
+                            // Claimed while a connection was being opened: the claim stands,
+                            // and the connection goes back as it is.
+                            lease.unused();
+                            follower.f = Some(f);
                             continue;
                         }
                         Some(f) => {
@@ -299,16 +296,16 @@ impl Pool {
                     },
                     Ok(None) => {}
                     Err(e) => {
-                        if let Some(f) = follower.take() {
+                        if let Some(f) = follower.f.take() {
                             self.forget_follower(&f);
                         }
                         break Err(e);
                     }
                 }
             }
-            if follower.is_none() {
+            if follower.f.is_none() {
                 if let Some(command) = command {
-                    follower = Some(self.follow(key, schema, vars, command));
+                    follower.f = Some(self.follow(key, schema, vars, command));
                 }
             }
             let until = *deadline
@@ -347,7 +344,7 @@ impl Pool {
                 () = self.released.notified() => Some(true),
                 () = tokio::time::sleep_until(wake_at) => Some(false),
                 () = async {
-                    match &follower {
+                    match &follower.f {
                         Some(f) => f.wake.notified().await,
                         None => std::future::pending().await,
                     }
@@ -355,6 +352,7 @@ impl Pool {
             };
             self.waiting.set(self.waiting.get() - 1);
             let still_waiting = follower
+                .f
                 .as_ref()
                 .is_none_or(|f| f.state.get() == FollowerState::Waiting);
             if released == Some(true) && !still_waiting {
@@ -380,7 +378,7 @@ impl Pool {
             if released == Some(false) && still_waiting && tokio::time::Instant::now() >= until {
                 // A wake-up meant for this borrower may have come with the timeout: pass it on.
                 self.wake_a_waiter();
-                if let Some(f) = follower.take() {
+                if let Some(f) = follower.f.take() {
                     self.forget_follower(&f);
                 }
                 break Err(self.wait_timed_out(starving));
@@ -797,6 +795,12 @@ impl Lease {
     }
 
     pub fn mark_clean(&mut self) {
+        self.dirty = false;
+    }
+
+    /// Goes back as it is, untouched: no sample for the limiter either.
+    fn unused(mut self) {
+        self.since = 0;
         self.dirty = false;
     }
 

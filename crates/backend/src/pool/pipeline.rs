@@ -4,11 +4,12 @@
 //!
 //! What keeps it safe for every client (the session decides which commands may follow: lone
 //! autocommit `SELECT`s that could run twice):
-//! - **A bounded wait.** A follower waits for its answer at most its patience
+//! - **A bounded wait.** A follower waits only for its answer until its patience runs out
 //!   ([`Pool::patience`]: a few of the server's recent round trips per answer ahead of it,
-//!   [`PATIENCE_MIN`] to [`PATIENCE_MAX`]); then it gives up its place ([`FollowerState::Abandoned`])
-//!   and sends its command again like any borrower. The answer it left is read off the wire
-//!   and dropped before the connection goes on ([`Pool::give_back_or_pass`]).
+//!   [`PATIENCE_MIN`] to [`PATIENCE_MAX`]); from then on, a free connection that comes before
+//!   its answer serves it instead: it gives up its place ([`FollowerState::Abandoned`]) and
+//!   sends its command again there. The answer it left is read off the wire and dropped
+//!   before the connection goes on ([`Pool::give_back_or_pass`]).
 //! - **Nobody reads an answer meant for another.** A connection breaking, or closed by its
 //!   borrower, tells every follower still behind to send its command again elsewhere
 //!   ([`Pool::break_followers`]): none of their answers reached a client yet.
@@ -70,7 +71,100 @@ impl Follower {
     }
 }
 
+/// How a claimed follower's wait ended ([`Pool::wait_claimed`]).
+pub(super) enum Claim {
+    /// Its turn: the connection, its answer next.
+    Followed(Lease),
+    /// Out of patience, it took a free connection: its command goes out again there.
+    Own(Lease),
+    /// The connection broke first: it sends its command again.
+    Again,
+}
+
+/// The follower a borrower registered, if any. Should the borrower's future be dropped while
+/// it waits, the follower leaves the queue, or if claimed, its answer is read and dropped
+/// when it comes instead of being left for a reset to trip over.
+pub(super) struct FollowerSlot<'a> {
+    pub(super) pool: &'a Rc<Pool>,
+    pub(super) f: Option<Rc<Follower>>,
+}
+
+impl Drop for FollowerSlot<'_> {
+    fn drop(&mut self) {
+        let Some(f) = self.f.take() else {
+            return;
+        };
+        match f.state.get() {
+            FollowerState::Waiting => self.pool.forget_follower(&f),
+            FollowerState::Claimed => {
+                f.state.set(FollowerState::Abandoned);
+                let lease = f.lease.borrow_mut().take();
+                if let Some(conn) = lease.and_then(|mut l| l.conn.take()) {
+                    self.pool.in_use.set(self.pool.in_use.get() - 1);
+                    self.pool.drop_answer_then_pass(conn);
+                }
+            }
+            FollowerState::Broken | FollowerState::Abandoned => {}
+        }
+    }
+}
+
 impl Pool {
+    /// Waits for a claimed follower's turn. Until `until` (its patience), only for that;
+    /// then also for a free connection, and takes one if it comes first: the command goes
+    /// out again there, and the answer left behind is dropped when it comes.
+    pub(super) async fn wait_claimed(
+        self: &Rc<Self>,
+        f: &Rc<Follower>,
+        until: tokio::time::Instant,
+        key: &ConnKey,
+        schema: Option<&[u8]>,
+        vars: u64,
+    ) -> Claim {
+        let mut released = false;
+        loop {
+            if let Some(lease) = f.lease.borrow_mut().take() {
+                if released {
+                    // The connection released for this borrower goes to the next one.
+                    self.wake_a_waiter();
+                }
+                return Claim::Followed(lease);
+            }
+            if f.state.get() != FollowerState::Claimed {
+                if released {
+                    self.wake_a_waiter();
+                }
+                return Claim::Again;
+            }
+            if tokio::time::Instant::now() < until {
+                tokio::select! {
+                    () = f.wake.notified() => {}
+                    () = tokio::time::sleep_until(until) => {}
+                }
+                continue;
+            }
+            // First come, first served among those waiting for a connection.
+            if released || self.waiting.get() == 0 {
+                if let Ok(Some(lease)) = self.take_or_open(key, schema, vars).await {
+                    if f.lease.borrow().is_none() && f.state.get() == FollowerState::Claimed {
+                        f.state.set(FollowerState::Abandoned);
+                        return Claim::Own(lease);
+                    }
+                    // Its turn came (or its connection broke) meanwhile.
+                    lease.unused();
+                    released = false;
+                    continue;
+                }
+            }
+            self.waiting.set(self.waiting.get() + 1);
+            released = tokio::select! {
+                () = f.wake.notified() => false,
+                () = self.released.notified() => true,
+            };
+            self.waiting.set(self.waiting.get() - 1);
+        }
+    }
+
     /// Queues a borrower about to wait whose `command` may follow another's.
     pub(super) fn follow(
         &self,

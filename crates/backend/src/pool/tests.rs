@@ -486,3 +486,41 @@ fn a_follower_behind_a_slow_answer_gives_up_its_place_and_its_answer_is_dropped(
         }
     });
 }
+
+#[test]
+fn a_follower_out_of_patience_still_takes_its_turn_when_no_connection_is_free() {
+    run(async {
+        use tokio::io::AsyncWriteExt;
+        let pool = pool(fixed(1));
+        let mut lead = acquire(&pool).await;
+        let waiting = follower(&pool, "SELECT 1");
+        until("a follower waits", || pool.stats().waiting == 1).await;
+        let mut out = com_query("SELECT SLEEP(0.5)");
+        assert_eq!(pool.claim_followers(lead.conn(), 8, &mut out), 1);
+        lead.conn().io.stream.write_all(&out).await.unwrap();
+        until(
+            "the claimed follower stops waiting for a connection",
+            || pool.stats().waiting == 0,
+        )
+        .await;
+        // Past its patience it also waits for a free connection; none comes first.
+        for _ in 0..5_000 {
+            if pool.stats().waiting == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(
+            pool.stats().waiting,
+            1,
+            "out of patience, it looks for a connection"
+        );
+        lead.conn().skip_answer().await.unwrap();
+        lead.mark_clean();
+        drop(lead);
+        let got = waiting.await.unwrap();
+        assert!(got.followed, "its answer came first: it reads it");
+        let s = pool.stats();
+        assert_eq!((s.in_use, s.idle, s.opened_total, s.waiting), (0, 1, 1, 0));
+    });
+}

@@ -76,7 +76,8 @@ impl Session {
         }
         // The target's statement is marked first: one waiting for a connection, or for its
         // answer behind another session's statement, is answered ERR 1317 by its own session.
-        let (cluster, node, thread) = handle.mark_query_killed();
+        let marked = handle.mark_query_killed();
+        let (cluster, node, thread) = marked.map_or((0, 0, 0), |m| m.backend);
         if thread != 0 {
             if self.lease.is_some() && (self.cluster, self.lease_node) != (cluster, node) {
                 // `KILL QUERY` must run on the target's node.
@@ -97,8 +98,10 @@ impl Session {
                 }
             };
             // Checked again just before sending: the target may have given the connection
-            // back (to be borrowed by another session) while this one borrowed its own.
-            if on_target_node && handle.backend_thread() == (cluster, node, thread) {
+            // back (to be borrowed by another session) while this one borrowed its own, or
+            // be running a later statement on it.
+            let still = marked.is_some_and(|m| handle.still_running(m.seq));
+            if on_target_node && still && handle.backend_thread() == (cluster, node, thread) {
                 let sql = format!("KILL QUERY {thread}");
                 let conn = lease.conn();
                 match conn.simple_command(&Command::Query(sql.as_bytes())).await {

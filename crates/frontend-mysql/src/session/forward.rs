@@ -248,6 +248,7 @@ impl Session {
         self.io.consume(raw_len);
         if sent {
             if let Some(mut lease) = self.lease.take() {
+                self.lease_killable = false;
                 self.handle.release_backend_thread();
                 let conn = lease.conn();
                 let (key, thread) = (conn.key.clone(), conn.connection_id);

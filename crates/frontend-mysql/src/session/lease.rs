@@ -90,6 +90,7 @@ impl Session {
             }
             Err(Unrestored::Discard(e)) => {
                 lease.discard();
+                self.lease_killable = false;
                 self.handle.publish_backend_thread(0, 0, 0);
                 Err(e)
             }
@@ -254,7 +255,8 @@ impl Session {
     /// may still be on its way to it, and must not reach another session's statement.
     pub(super) fn take_lease(&mut self) -> Option<Lease> {
         let lease = self.lease.take()?;
-        if self.handle.release_backend_thread() {
+        let killable = std::mem::take(&mut self.lease_killable);
+        if self.handle.release_backend_thread() || killable {
             lease.discard();
             return None;
         }

@@ -121,6 +121,14 @@ impl Session {
     /// its packet is at the front of `exec_buf`) runs again on a connection of its own, in
     /// the session's state, for its conditions.
     async fn rerun_for_conditions(&mut self, warnings: u16) -> Result<(), End> {
+        if !self.state_data.is_empty() {
+            // It changed the session's state (a stored function did): the connection stays
+            // with the session to take that in, and the conditions are lost under the
+            // answers queued behind (only their count is known).
+            self.previous.conditions.clear();
+            self.previous.warning_count = u64::from(warnings);
+            return Ok(());
+        }
         let b = &self.exec_buf;
         let sql = b
             .get(..3)
