@@ -263,6 +263,7 @@ impl Session {
             "statement interrupted by KILL QUERY before its answer was read"
         );
         let e = ErrPacket::new(codes::QUERY_INTERRUPTED, "Query execution was interrupted");
+        self.remember_error(Some(&e));
         self.send_err_packet(reply_seq, &e).await
     }
 

@@ -80,9 +80,32 @@ impl Session {
         let conn = self.lease.as_mut().expect("held while answering").conn();
         if conn.has_followers() {
             // Other sessions' answers come next on this connection: no room for a query.
+            if r.saw_error {
+                // The error is the condition, as the server lists it; running the statement
+                // again could not tell more (a kill, a timeout or a lock wait would not
+                // happen again).
+                self.remember_error(r.error.as_ref());
+                return Ok(());
+            }
             return self.rerun_for_conditions(r.warnings).await;
         }
         self.read_conditions(r.warnings).await
+    }
+
+    /// The statement failed with `e` (if known): that is the condition `SHOW WARNINGS`
+    /// lists, as after an error of the server's own (`ERR 1317` of a `KILL QUERY`, say).
+    pub(super) fn remember_error(&mut self, e: Option<&ErrPacket>) {
+        let p = &mut self.previous;
+        p.row_count = -1;
+        p.conditions.clear();
+        p.warning_count = 1;
+        if let Some(e) = e {
+            p.conditions.push([
+                b"Error".to_vec(),
+                e.code.to_string().into_bytes(),
+                e.message.clone(),
+            ]);
+        }
     }
 
     /// The conditions of the statement just answered on the held connection, read with
