@@ -424,36 +424,47 @@ fn connections_held_without_coming_back_do_not_starve_the_other_borrowers() {
     });
 }
 
+/// A follower of `SELECT 1` claimed behind `lead`'s `slow` statement (both written), once it
+/// is out of patience and waiting for a free connection.
+async fn out_of_patience_behind(
+    pool: &Rc<Pool>,
+    lead: &mut Lease,
+    slow: &str,
+) -> tokio::task::JoinHandle<Got> {
+    use tokio::io::AsyncWriteExt;
+    let waiting = follower(pool, "SELECT 1");
+    until("a follower waits", || pool.stats().waiting == 1).await;
+    let mut out = com_query(slow);
+    assert_eq!(pool.claim_followers(lead.conn(), 8, &mut out), 1);
+    lead.conn().io.stream.write_all(&out).await.unwrap();
+    until(
+        "the claimed follower stops waiting for a connection",
+        || pool.stats().waiting == 0,
+    )
+    .await;
+    for _ in 0..5_000 {
+        if pool.stats().waiting == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        pool.stats().waiting,
+        1,
+        "out of patience, it waits for a connection"
+    );
+    waiting
+}
+
 #[test]
 fn a_follower_behind_a_slow_answer_gives_up_its_place_and_its_answer_is_dropped() {
     run(async {
-        use tokio::io::AsyncWriteExt;
         let pool = pool(fixed(2));
         let mut lead = acquire(&pool).await;
         let mut other = acquire(&pool).await;
         let other_id = other.conn().connection_id;
-        let waiting = follower(&pool, "SELECT 1");
-        until("a follower waits", || pool.stats().waiting == 1).await;
-        let mut out = com_query("SELECT SLEEP(1)");
-        assert_eq!(pool.claim_followers(lead.conn(), 8, &mut out), 1);
-        lead.conn().io.stream.write_all(&out).await.unwrap();
-        until(
-            "the claimed follower stops waiting for a connection",
-            || pool.stats().waiting == 0,
-        )
-        .await;
         // Out of patience behind the slow answer, it waits like any borrower instead.
-        for _ in 0..5_000 {
-            if pool.stats().waiting == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        assert_eq!(
-            pool.stats().waiting,
-            1,
-            "the follower waits for a connection again"
-        );
+        let waiting = out_of_patience_behind(&pool, &mut lead, "SELECT SLEEP(1)").await;
         other.mark_clean();
         drop(other);
         let got = waiting.await.unwrap();
@@ -490,31 +501,10 @@ fn a_follower_behind_a_slow_answer_gives_up_its_place_and_its_answer_is_dropped(
 #[test]
 fn a_follower_out_of_patience_still_takes_its_turn_when_no_connection_is_free() {
     run(async {
-        use tokio::io::AsyncWriteExt;
         let pool = pool(fixed(1));
         let mut lead = acquire(&pool).await;
-        let waiting = follower(&pool, "SELECT 1");
-        until("a follower waits", || pool.stats().waiting == 1).await;
-        let mut out = com_query("SELECT SLEEP(0.5)");
-        assert_eq!(pool.claim_followers(lead.conn(), 8, &mut out), 1);
-        lead.conn().io.stream.write_all(&out).await.unwrap();
-        until(
-            "the claimed follower stops waiting for a connection",
-            || pool.stats().waiting == 0,
-        )
-        .await;
         // Past its patience it also waits for a free connection; none comes first.
-        for _ in 0..5_000 {
-            if pool.stats().waiting == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        assert_eq!(
-            pool.stats().waiting,
-            1,
-            "out of patience, it looks for a connection"
-        );
+        let waiting = out_of_patience_behind(&pool, &mut lead, "SELECT SLEEP(0.5)").await;
         lead.conn().skip_answer().await.unwrap();
         lead.mark_clean();
         drop(lead);
