@@ -12,18 +12,19 @@
 #                     auto = server-side prepared statements (COM_STMT_EXECUTE)
 #   TARGETS="direct haproxy manifold manifold-fixed"
 #                     manifold: the defaults (each pool sized by its adaptive limit under
-#                     pool.max_size 256 per worker); manifold-fixed: pool.adaptive = false, the
-#                     defaults before the adaptive limit (a pool grows to one backend connection
-#                     per busy client, up to 256 per worker); manifold-small-pool:
-#                     pool.max_size SMALL_POOL per worker, not adaptive, so 64 clients multiplex
-#                     onto few backend connections
+#                     pool.max_size 256 per worker, pipelining 8 deep); manifold-fixed:
+#                     pool.adaptive = false and pipeline_depth = 0, the defaults before issue 17
+#                     (a pool grows to one backend connection per busy client, up to 256 per
+#                     worker); manifold-nopipe: the defaults with pipeline_depth = 0;
+#                     manifold-small-pool: pool.max_size SMALL_POOL per worker, not adaptive,
+#                     no pipelining, so 64 clients multiplex onto few backend connections
 #   SMALL_POOL=8      pool.max_size per worker of manifold-small-pool
 #   DB_CPUS=          CPUs (taskset list) for mariadbd alone, as if the database had a host of
 #                     its own; the proxies and sysbench then share the others (CLIENT_CPUS,
 #                     default: every CPU not in DB_CPUS). Empty: nothing is pinned.
-#   PIPELINE_DEPTH=8  manifold-pipeline: the defaults with pool.pipeline_depth PIPELINE_DEPTH,
-#                     so statements of sessions waiting for a connection ride behind another
-#                     session's; manifold-small-pipeline: manifold-small-pool's pool with it
+#   PIPELINE_DEPTH=8  manifold-pipeline: the defaults with pool.pipeline_depth PIPELINE_DEPTH
+#                     (statements of sessions waiting for a connection ride behind another
+#                     session's); manifold-small-pipeline: manifold-small-pool's pool with it
 #
 # Only the targets named in TARGETS are started. Each run's summary row has the most backend
 # connections the target held to the primary while it ran (sampled every second: the proxy's
@@ -69,8 +70,11 @@ min_idle = $((SMALL_POOL < 4 ? SMALL_POOL : 4))
 adaptive = false"
 MANIFOLDS=(
     "manifold|MANIFOLD|"
-    "manifold-fixed|FIXED|adaptive = false"
-    "manifold-small-pool|SMALL|$small_pool"
+    "manifold-fixed|FIXED|adaptive = false
+pipeline_depth = 0"
+    "manifold-nopipe|NOPIPE|pipeline_depth = 0"
+    "manifold-small-pool|SMALL|$small_pool
+pipeline_depth = 0"
     "manifold-pipeline|PIPE|pipeline_depth = $PIPELINE_DEPTH"
     "manifold-small-pipeline|SMALLPIPE|$small_pool
 pipeline_depth = $PIPELINE_DEPTH"

@@ -85,7 +85,7 @@ impl Default for PoolConfig {
             wait_timeout: Duration::from_secs(10),
             max_prepared_statements: 64,
             max_backend_connections: 0,
-            pipeline_depth: 0,
+            pipeline_depth: 8,
             adaptive: true,
             min_limit: 4,
         }

@@ -638,34 +638,52 @@ impl BackendConn {
     /// elsewhere: for a borrower that must keep the connection (it became pinned) while
     /// others' answers are still to come on it.
     pub async fn shed_followers(&mut self) -> Result<(), BackendError> {
-        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         while let Some(f) = self.followers.pop_front() {
-            let mut tracker = ResponseTracker::new(ResponseKind::ResultSets, deprecate_eof, 1);
-            loop {
-                if self.io.rbuf.is_empty() {
-                    if let Err(e) = self.io.fill().await {
-                        f.broken();
-                        crate::pool::Pool::break_followers(self);
-                        return Err(lost("reading a pipelined answer", &e));
-                    }
-                }
-                let (n, progress) = tracker.feed(&self.io.rbuf).map_err(|e| {
-                    BackendError::new(ErrorKind::Protocol, format!("pipelined answer: {e}"))
-                })?;
-                self.io.consume(n);
-                match progress {
-                    Progress::Done => break,
-                    Progress::LocalInfile => {
-                        return Err(BackendError::new(
-                            ErrorKind::Protocol,
-                            "a pipelined SELECT asked for a local file",
-                        ))
-                    }
-                    _ => {}
-                }
-            }
+            let skipped = self.skip_answer().await;
             f.broken();
+            if skipped.is_err() {
+                crate::pool::Pool::break_followers(self);
+            }
+            skipped?;
         }
+        Ok(())
+    }
+
+    /// Reads one answer to a `COM_QUERY` off the wire and drops it: a pipelined answer whose
+    /// borrower no longer wants it, or a statement run again for its warnings.
+    pub(crate) async fn skip_answer(&mut self) -> Result<(), BackendError> {
+        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
+        let mut tracker = ResponseTracker::new(ResponseKind::ResultSets, deprecate_eof, 1);
+        loop {
+            if self.io.rbuf.is_empty() {
+                self.io
+                    .fill()
+                    .await
+                    .map_err(|e| lost("reading a pipelined answer", &e))?;
+            }
+            let (n, progress) = tracker.feed(&self.io.rbuf).map_err(|e| {
+                BackendError::new(ErrorKind::Protocol, format!("pipelined answer: {e}"))
+            })?;
+            self.io.consume(n);
+            match progress {
+                Progress::Done => return Ok(()),
+                Progress::LocalInfile => {
+                    return Err(BackendError::new(
+                        ErrorKind::Protocol,
+                        "a pipelined SELECT asked for a local file",
+                    ))
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Runs `sql` and drops its answer: a pipelined `SELECT` run again so that its warnings
+    /// can be read.
+    pub async fn run_discarding(&mut self, sql: &[u8]) -> Result<(), BackendError> {
+        self.send_command(&Command::Query(sql)).await?;
+        self.skip_answer().await?;
+        self.last_used = Instant::now();
         Ok(())
     }
 

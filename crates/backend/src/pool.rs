@@ -12,6 +12,7 @@
 //! so a pool holds the few connections its node can serve in parallel, not one per client.
 
 mod limit;
+mod pipeline;
 mod shared;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,8 @@ use crate::conn::{BackendConn, BackendTarget, ConnKey, Schema};
 use crate::errors::{BackendError, ErrorKind};
 use limit::ConcurrencyLimit;
 use manifold_engine::clock;
+pub use pipeline::Follower;
+use pipeline::{Claim, FollowerSlot, FollowerState};
 pub use shared::{BackendBudget, PoolLimits};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -67,46 +70,13 @@ impl std::ops::AddAssign<&PoolStats> for PoolStats {
     }
 }
 
-/// A borrower waiting for a connection whose command may ride behind another borrower's on
-/// a connection already in its state (pipelining across sessions). The borrower that writes
-/// it claims it; the connection comes to it, command sent, once the answers before its own
-/// have been read ([`Acquired::Followed`]). If the connection breaks first, the follower is
-/// told to send its command again elsewhere: only statements safe to run twice follow.
-pub struct Follower {
-    key: ConnKey,
-    schema: Option<Vec<u8>>,
-    signature: u64,
-    /// The command's packets, as the client sent them.
-    pub command: Vec<u8>,
-    state: Cell<FollowerState>,
-    lease: RefCell<Option<Lease>>,
-    wake: Notify,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum FollowerState {
-    Waiting,
-    /// Its command was written; the connection will come.
-    Claimed,
-    /// The connection broke before its answer: send the command again.
-    Broken,
-}
-
-impl Follower {
-    /// Its answer will not come: it sends its command again elsewhere.
-    pub(crate) fn broken(&self) {
-        self.state.set(FollowerState::Broken);
-        self.wake.notify_one();
-    }
-}
-
 /// What [`Pool::acquire_or_follow`] got.
 pub enum Acquired {
     /// A connection for the borrower to send its command on.
     Lease(Lease),
     /// A connection its command was already written to, behind others' whose answers have
-    /// been read: the next answer on it is the borrower's.
-    Followed(Lease),
+    /// been read: the next answer on it is the borrower's. With the command, as it was sent.
+    Followed(Lease, Vec<u8>),
 }
 
 /// How often a borrower starved by [`BackendBudget`] looks for budget another worker gave
@@ -243,7 +213,7 @@ impl Pool {
     ) -> Result<Lease, BackendError> {
         match self.acquire_inner(key, schema, vars, None).await? {
             Acquired::Lease(lease) => Ok(lease),
-            Acquired::Followed(_) => unreachable!("no command to follow with"),
+            Acquired::Followed(..) => unreachable!("no command to follow with"),
         }
     }
 
@@ -276,34 +246,46 @@ impl Pool {
         let mut woken = false;
         let mut starving = false;
         // Made only once the borrower has to wait: the fast path allocates nothing.
-        let mut follower: Option<Rc<Follower>> = None;
+        let mut follower = FollowerSlot {
+            pool: self,
+            f: None,
+        };
+        let mut claimed_until = None;
         let result = loop {
-            match follower.as_ref().map(|f| f.state.get()) {
+            match follower.f.as_ref().map(|f| f.state.get()) {
                 Some(FollowerState::Claimed) => {
-                    let f = follower.as_ref().expect("matched");
-                    if let Some(lease) = f.lease.borrow_mut().take() {
-                        break Ok(Acquired::Followed(lease));
+                    let f = follower.f.clone().expect("matched");
+                    let until = *claimed_until
+                        .get_or_insert_with(|| tokio::time::Instant::now() + self.patience(&f));
+                    match self.wait_claimed(&f, until, key, schema, vars).await {
+                        Claim::Followed(lease) => {
+                            follower.f = None;
+                            break Ok(Acquired::Followed(lease, f.take_command()));
+                        }
+                        Claim::Own(lease) => {
+                            follower.f = None;
+                            break Ok(Acquired::Lease(lease));
+                        }
+                        Claim::Again => {}
                     }
-                    // Claimed: the connection or a break will come, whatever the deadline.
-                    f.wake.notified().await;
-                    continue;
                 }
                 Some(FollowerState::Broken) => {
                     // Its command went nowhere useful: it is sent again on a borrowed one.
-                    follower = None;
+                    follower.f = None;
                     command = None;
                     woken = true;
                 }
-                Some(FollowerState::Waiting) | None => {}
+                Some(FollowerState::Waiting | FollowerState::Abandoned) | None => {}
             }
             let tried = woken || self.waiting.get() == 0;
             if tried {
                 match self.take_or_open(key, schema, vars).await {
-                    Ok(Some(lease)) => match follower.take() {
+                    Ok(Some(lease)) => match follower.f.take() {
                         Some(f) if f.state.get() == FollowerState::Claimed => {
-                            // Claimed while a connection was being opened: the claim stands.
-                            drop(lease);
-                            follower = Some(f);
+                            // Claimed while a connection was being opened: the claim stands,
+                            // and the connection goes back as it is.
+                            lease.unused();
+                            follower.f = Some(f);
                             continue;
                         }
                         Some(f) => {
@@ -314,26 +296,16 @@ impl Pool {
                     },
                     Ok(None) => {}
                     Err(e) => {
-                        if let Some(f) = follower.take() {
+                        if let Some(f) = follower.f.take() {
                             self.forget_follower(&f);
                         }
                         break Err(e);
                     }
                 }
             }
-            if follower.is_none() {
+            if follower.f.is_none() {
                 if let Some(command) = command {
-                    let f = Rc::new(Follower {
-                        key: key.clone(),
-                        schema: schema.map(<[u8]>::to_vec),
-                        signature: vars,
-                        command: command.to_vec(),
-                        state: Cell::new(FollowerState::Waiting),
-                        lease: RefCell::new(None),
-                        wake: Notify::new(),
-                    });
-                    self.followers.borrow_mut().push_back(f.clone());
-                    follower = Some(f);
+                    follower.f = Some(self.follow(key, schema, vars, command));
                 }
             }
             let until = *deadline
@@ -372,7 +344,7 @@ impl Pool {
                 () = self.released.notified() => Some(true),
                 () = tokio::time::sleep_until(wake_at) => Some(false),
                 () = async {
-                    match &follower {
+                    match &follower.f {
                         Some(f) => f.wake.notified().await,
                         None => std::future::pending().await,
                     }
@@ -380,6 +352,7 @@ impl Pool {
             };
             self.waiting.set(self.waiting.get() - 1);
             let still_waiting = follower
+                .f
                 .as_ref()
                 .is_none_or(|f| f.state.get() == FollowerState::Waiting);
             if released == Some(true) && !still_waiting {
@@ -405,7 +378,7 @@ impl Pool {
             if released == Some(false) && still_waiting && tokio::time::Instant::now() >= until {
                 // A wake-up meant for this borrower may have come with the timeout: pass it on.
                 self.wake_a_waiter();
-                if let Some(f) = follower.take() {
+                if let Some(f) = follower.f.take() {
                     self.forget_follower(&f);
                 }
                 break Err(self.wait_timed_out(starving));
@@ -445,11 +418,6 @@ impl Pool {
         }
     }
 
-    /// A follower that will not ride after all leaves the queue.
-    fn forget_follower(&self, f: &Rc<Follower>) {
-        self.followers.borrow_mut().retain(|x| !Rc::ptr_eq(x, f));
-    }
-
     fn wait_timed_out(&self, starving: bool) -> BackendError {
         let limit = if starving {
             format!(
@@ -469,39 +437,6 @@ impl Pool {
                 self.limit(),
             ),
         )
-    }
-
-    /// Borrowers wait whose commands may follow another's.
-    pub fn has_followers(&self) -> bool {
-        !self.followers.borrow().is_empty()
-    }
-
-    /// Takes up to `max` waiting followers whose state is `conn`'s, for their commands to be
-    /// written right behind the current borrower's; returns how many were taken. Their
-    /// commands are appended to `out`, and the connection will go to each in turn.
-    pub fn claim_followers(&self, conn: &mut BackendConn, max: usize, out: &mut Vec<u8>) -> usize {
-        let mut followers = self.followers.borrow_mut();
-        if followers.is_empty() || !conn.tracking {
-            return 0;
-        }
-        let signature = crate::state::state_signature(&conn.vars, &conn.user_vars);
-        let mut taken = 0;
-        followers.retain(|f| {
-            let same_schema = match (&conn.schema, &f.schema) {
-                (Schema::Known(have), Some(want)) => have == want,
-                (Schema::None, None) => true,
-                _ => false,
-            };
-            let fits = taken < max && same_schema && f.key == conn.key && f.signature == signature;
-            if fits {
-                taken += 1;
-                f.state.set(FollowerState::Claimed);
-                out.extend_from_slice(&f.command);
-                conn.followers.push_back(f.clone());
-            }
-            !fits
-        });
-        taken
     }
 
     /// Counts a connection about to be opened, if this pool and the backend's budget have
@@ -615,34 +550,6 @@ impl Pool {
         }
         self.retire(evicted);
         false
-    }
-
-    /// The connection comes back: if others' answers are still to come on it, it goes to the
-    /// first of them instead (still counted in use).
-    fn give_back_or_pass(self: &Rc<Self>, mut conn: BackendConn) {
-        let Some(next) = conn.followers.pop_front() else {
-            self.give_back(conn);
-            return;
-        };
-        // The followers after `next` stay with the connection.
-        self.in_use.set(self.in_use.get() + 1);
-        // Its answer was already on its way: how long it holds the connection says nothing
-        // about the server's queue, so it is no sample for the limiter.
-        *next.lease.borrow_mut() = Some(Lease {
-            conn: Some(conn),
-            pool: self.clone(),
-            dirty: true,
-            reused: true,
-            since: 0,
-        });
-        next.wake.notify_one();
-    }
-
-    /// The connection is closing with followers' answers unread: each sends its command again.
-    pub(crate) fn break_followers(conn: &mut BackendConn) {
-        for f in conn.followers.drain(..) {
-            f.broken();
-        }
     }
 
     fn give_back(self: &Rc<Self>, mut conn: BackendConn) {
@@ -888,6 +795,12 @@ impl Lease {
     }
 
     pub fn mark_clean(&mut self) {
+        self.dirty = false;
+    }
+
+    /// Goes back as it is, untouched: no sample for the limiter either.
+    fn unused(mut self) {
+        self.since = 0;
         self.dirty = false;
     }
 

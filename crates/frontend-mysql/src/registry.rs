@@ -27,7 +27,7 @@ const SCHEMA_WORDS: usize = SCHEMA_SHOWN / 8;
 #[derive(Debug)]
 struct Activity {
     /// Odd while the session rewrites the fields below.
-    seq: AtomicU32,
+    seq: AtomicU64,
     /// When the statement started ([`manifold_engine::clock`] ticks); 0 while idle.
     started: AtomicU64,
     /// When the last statement started; 0 before the first. While idle, the session has
@@ -43,7 +43,7 @@ struct Activity {
 impl Default for Activity {
     fn default() -> Self {
         Activity {
-            seq: AtomicU32::new(0),
+            seq: AtomicU64::new(0),
             started: AtomicU64::new(0),
             last_started: AtomicU64::new(0),
             len: AtomicU32::new(0),
@@ -181,6 +181,18 @@ pub(crate) struct SessionHandle {
     /// command) to end it: `KILL CONNECTION`. No extra file descriptor per session, which a
     /// duplicated socket would cost: ten thousand clients would need twenty thousand.
     killed: tokio::sync::Notify,
+    /// The statement (its [`Activity`] `seq`) a `KILL QUERY` interrupts; odd: none, as a
+    /// statement's `seq` is even once it has started.
+    kill_query: AtomicU64,
+}
+
+/// A statement [`SessionHandle::mark_query_killed`] marked, and where it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KillTarget {
+    /// The statement, for [`SessionHandle::still_running`].
+    pub seq: u64,
+    /// The backend connection it runs on: cluster, node, server thread (0: none yet).
+    pub backend: (usize, usize, u32),
 }
 
 impl SessionHandle {
@@ -199,13 +211,74 @@ impl SessionHandle {
         ((v >> 48) as usize, (v >> 32) as usize & 0xFFFF, v as u32)
     }
 
+    /// Marks the statement the session is running now as interrupted (`KILL QUERY`) and
+    /// says where it runs; `None` when the session runs no statement (a server ignores a
+    /// `KILL QUERY` of an idle connection too). A statement waiting for a connection, or
+    /// for its answer behind another session's statement, is answered ERR 1317 by its own
+    /// session when it sees the mark ([`Self::query_killed`]); a connection the kill may
+    /// still reach after the statement ended is closed rather than lent to another session
+    /// ([`Self::release_backend_thread`], [`Self::statement_ended`]).
+    pub fn mark_query_killed(&self) -> Option<KillTarget> {
+        let a = &self.activity;
+        // Odd while the session starts a statement, for a few hundred nanoseconds.
+        let mut seq = a.seq.load(Ordering::Acquire);
+        for i in 0..10_000 {
+            if seq & 1 == 0 {
+                break;
+            }
+            if i < 100 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+            seq = a.seq.load(Ordering::Acquire);
+        }
+        if seq & 1 == 1 || a.started.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.kill_query.store(seq, Ordering::Relaxed);
+        // The killer's half of a Dekker pair: it writes the mark, then reads where the
+        // statement runs; the session publishes a connection or lets one go, then reads the
+        // mark. With a SeqCst fence on each side, one of them sees the other's write.
+        fence(Ordering::SeqCst);
+        let v = self.backend_thread.load(Ordering::Acquire);
+        let backend = ((v >> 48) as usize, (v >> 32) as usize & 0xFFFF, v as u32);
+        self.still_running(seq)
+            .then_some(KillTarget { seq, backend })
+    }
+
+    /// The statement `seq` marked by [`Self::mark_query_killed`] is still the one the
+    /// session runs: the killer checks again right before sending its `KILL QUERY`.
+    pub fn still_running(&self, seq: u64) -> bool {
+        self.activity.seq.load(Ordering::Acquire) == seq
+    }
+
+    /// The statement the session runs now was interrupted by a `KILL QUERY`. Only the
+    /// session calls this: `seq` is its own to write.
+    pub fn query_killed(&self) -> bool {
+        self.kill_query.load(Ordering::Relaxed) == self.activity.seq.load(Ordering::Relaxed)
+    }
+
+    /// The session lets go of its backend connection; true when its statement was
+    /// interrupted meanwhile: a `KILL QUERY` may be on its way to that connection, which
+    /// must then close instead of serving another session's statement.
+    pub fn release_backend_thread(&self) -> bool {
+        self.backend_thread.store(0, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        self.query_killed()
+    }
+
+    /// The session now holds a connection to `node` of `cluster` whose server thread is
+    /// `id` (0: none). Its fence pairs with [`Self::mark_query_killed`]'s: a kill that does
+    /// not see the connection is seen by the session's next [`Self::query_killed`].
     pub fn publish_backend_thread(&self, cluster: usize, node: usize, id: u32) {
-        let v = if id == 0 {
-            0
-        } else {
-            (cluster as u64) << 48 | (node as u64) << 32 | u64::from(id)
-        };
-        self.backend_thread.store(v, Ordering::Relaxed);
+        if id == 0 {
+            self.backend_thread.store(0, Ordering::Relaxed);
+            return;
+        }
+        let v = (cluster as u64) << 48 | (node as u64) << 32 | u64::from(id);
+        self.backend_thread.store(v, Ordering::Release);
+        fence(Ordering::SeqCst);
     }
 
     pub fn publish_pins(&self, bits: u32) {
@@ -238,16 +311,29 @@ impl SessionHandle {
         a.seq.store(seq.wrapping_add(2), Ordering::Release);
     }
 
-    /// The session's statement is answered; it waits for its client again.
-    pub fn statement_ended(&self) {
+    /// The session's statement is answered; it waits for its client again. With `holding`
+    /// (the session keeps its connection, pinned), true when that statement was interrupted
+    /// by a `KILL QUERY` which may still reach the connection: it must close, not be lent,
+    /// when the session lets it go.
+    pub fn statement_ended(&self, holding: bool) -> bool {
         let a = &self.activity;
         // A command that ran no statement (`COM_PING`, `COM_STMT_PREPARE`, ...) leaves the
         // last statement's start as it was: the idle time counts from there.
         let started = a.started.load(Ordering::Relaxed);
-        if started != 0 {
-            a.last_started.store(started, Ordering::Relaxed);
-            a.started.store(0, Ordering::Relaxed);
+        if started == 0 {
+            return false;
         }
+        a.last_started.store(started, Ordering::Relaxed);
+        a.started.store(0, Ordering::Relaxed);
+        // A `KILL QUERY` aimed at the statement now over can match no later one.
+        let seq = a.seq.load(Ordering::Relaxed);
+        a.seq.store(seq + 2, Ordering::Release);
+        if !holding {
+            return false;
+        }
+        // Pairs with the killer's check of `seq` before it sends (`still_running`).
+        fence(Ordering::SeqCst);
+        self.kill_query.load(Ordering::Relaxed) == seq
     }
 
     /// Publishes the session's current schema if it is not what is published already: one
@@ -346,6 +432,7 @@ impl SessionShard {
             user: Mutex::new(user.to_owned()),
             backend_thread: AtomicU64::new(0),
             killed: tokio::sync::Notify::new(),
+            kill_query: AtomicU64::new(1),
         });
         self.0
             .lock()
@@ -397,6 +484,53 @@ mod tests {
     use super::*;
 
     #[test]
+    fn kill_query_marks_the_running_statement_only() {
+        let shard = Arc::new(SessionShard::default());
+        let r = shard.register(9, "app", "127.0.0.1:5000".parse().unwrap());
+        let h = &r.handle;
+        // Idle (even holding a connection, pinned): nothing to interrupt, nothing marked.
+        h.publish_backend_thread(0, 1, 77);
+        assert_eq!(h.mark_query_killed(), None);
+        h.statement_started(b"SELECT 1", 1);
+        assert!(
+            !h.query_killed(),
+            "a kill of the idle session marks no later statement"
+        );
+        // Running, on a connection: marked, and the connection is named.
+        let marked = h.mark_query_killed().expect("a statement runs");
+        assert_eq!(marked.backend, (0, 1, 77));
+        assert!(h.still_running(marked.seq));
+        assert!(h.query_killed());
+        // Still holding the connection when the statement ends (pinned): the kill may yet
+        // reach it.
+        assert!(h.statement_ended(true));
+        assert!(
+            !h.still_running(marked.seq),
+            "the killer's last check sees it over"
+        );
+        h.statement_started(b"SELECT 2", 2);
+        assert!(!h.query_killed(), "the next statement is not interrupted");
+        let marked = h.mark_query_killed().expect("a statement runs");
+        assert!(
+            h.release_backend_thread(),
+            "the connection it ran on must not be lent again"
+        );
+        assert_eq!(h.backend_thread(), (0, 0, 0));
+        assert!(!h.statement_ended(false));
+        assert!(!h.still_running(marked.seq));
+        // Waiting for a connection (or queued behind another session's statement): marked,
+        // with no connection to send the kill to.
+        h.statement_started(b"SELECT 3", 3);
+        h.publish_backend_thread(0, 1, 78);
+        assert!(!h.release_backend_thread());
+        let marked = h.mark_query_killed().expect("a statement runs");
+        assert_eq!(marked.backend, (0, 0, 0));
+        assert!(h.query_killed());
+        assert!(!h.statement_ended(false));
+        assert!(!h.query_killed());
+    }
+
+    #[test]
     fn a_published_statement_reads_back_whole() {
         let shard = Arc::new(SessionShard::default());
         let r = shard.register(7, "app", "127.0.0.1:5000".parse().unwrap());
@@ -417,7 +551,7 @@ mod tests {
         r.handle
             .execute_started(b"SELECT ?", manifold_engine::clock::now());
         assert!(r.handle.info().executes);
-        r.handle.statement_ended();
+        r.handle.statement_ended(false);
         assert!(r.handle.info().statement.is_none());
         assert_eq!(shard.all().len(), 1);
         drop(r);
@@ -456,14 +590,14 @@ mod tests {
         let r = shard.register(4, "app", "127.0.0.1:5000".parse().unwrap());
         let start = manifold_engine::clock::now();
         r.handle.statement_started(b"SELECT 1", start);
-        r.handle.statement_ended();
+        r.handle.statement_ended(false);
         assert_eq!(
             r.handle.activity.last_started.load(Ordering::Relaxed),
             start.max(1)
         );
         assert!(r.handle.info().statement.is_none());
         // A command that ran no statement (COM_PING) keeps that start.
-        r.handle.statement_ended();
+        r.handle.statement_ended(false);
         assert_eq!(
             r.handle.activity.last_started.load(Ordering::Relaxed),
             start.max(1)

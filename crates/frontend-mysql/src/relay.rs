@@ -13,7 +13,7 @@ use manifold_engine::clock;
 
 use manifold_mysql_proto::consts::{caps, status};
 use manifold_mysql_proto::packet::HEADER_LEN;
-use manifold_mysql_proto::packets::OkPacket;
+use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
 use manifold_mysql_proto::{write_packet, Progress, ResponseKind, ResponseTracker};
 use tokio::io::AsyncWriteExt;
 
@@ -64,6 +64,9 @@ pub(crate) struct Relayed {
     /// The last result was a result set (not an OK), of `rows` rows.
     pub result_set: bool,
     pub rows: u64,
+    /// The ERR packet that ended the answer, when it came whole in the last read (an ERR
+    /// packet is small): what `SHOW WARNINGS` lists when it cannot be asked.
+    pub error: Option<ErrPacket>,
     /// When timing ([`clock`] ticks): the command written to the backend (unknown when
     /// another session wrote it), the answer's first and last bytes read, and its last byte
     /// written to the client.
@@ -152,6 +155,7 @@ pub(crate) async fn forward(
         return Ok(Relayed::default());
     }
     let mut need_more = false;
+    let mut error = None;
     // After a SessionState the tracker may have the end of the answer still to report.
     let mut report_pending = false;
     loop {
@@ -220,6 +224,12 @@ pub(crate) async fn forward(
             continue;
         }
         report_pending = false;
+        if progress == Progress::Done && tracker.saw_error() {
+            let len = tracker.last_packet_len();
+            error = n
+                .checked_sub(len)
+                .and_then(|start| ErrPacket::decode(&backend.io.rbuf[start + HEADER_LEN..n]).ok());
+        }
         if n > 0 {
             client
                 .stream
@@ -265,6 +275,7 @@ pub(crate) async fn forward(
         last_insert_id: tracker.last_insert_id(),
         result_set: tracker.last_was_result_set(),
         rows: tracker.last_rows(),
+        error,
         sent_at,
         first_byte_at,
         last_byte_at,

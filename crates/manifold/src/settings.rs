@@ -326,7 +326,7 @@ fn tunables() -> Vec<Tunable> {
         restart("pool.connect_timeout", "> 0", "Limit for connecting and logging in to a backend.", |c| format_duration(c.pool.connect_timeout)),
         restart("pool.wait_timeout", "> 0", "How long a statement waits for a free backend connection.", |c| format_duration(c.pool.wait_timeout)),
         restart("pool.max_backend_connections", "0 (per-worker max_size only)..", "Connections to one node over all workers.", |c| c.pool.max_backend_connections.to_string()),
-        restart("pool.pipeline_depth", "0 (off)..", "Statements of other sessions written behind a borrower's.", |c| c.pool.pipeline_depth.to_string()),
+        restart("pool.pipeline_depth", "0 (off)..", "Statements of other sessions written behind a borrower's (default 8).", |c| c.pool.pipeline_depth.to_string()),
         restart("pool.adaptive", "true|false", "Each pool's in-use connections follow an adaptive limit (Vegas) under max_size; false: up to max_size.", |c| c.pool.adaptive.to_string()),
         restart("pool.min_limit", "1..", "The adaptive limit's floor, per worker and node.", |c| c.pool.min_limit.to_string()),
         restart("pool.max_prepared_statements", "1..", "Prepared statements one backend connection keeps.", |c| c.pool.max_prepared_statements.to_string()),

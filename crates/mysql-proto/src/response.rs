@@ -216,6 +216,12 @@ impl ResponseTracker {
         self.saw_error
     }
 
+    /// The length, header included, of the packet [`Self::feed`] last took whole: at
+    /// [`Progress::Done`] after an error, the ERR packet's, which ends the bytes fed.
+    pub fn last_packet_len(&self) -> usize {
+        HEADER_LEN + self.len
+    }
+
     /// After the client's file packets: the server's answer continues with the sequence id
     /// following the client's empty packet.
     pub fn resume_after_infile(&mut self, next_seq: u8) {

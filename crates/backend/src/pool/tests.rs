@@ -294,7 +294,13 @@ fn follower(pool: &Rc<Pool>, sql: &str) -> tokio::task::JoinHandle<Got> {
             .await
             .expect("a connection")
         {
-            Acquired::Followed(l) => (true, l),
+            Acquired::Followed(l, sent) => {
+                assert_eq!(
+                    sent, command,
+                    "the command written behind comes back with it"
+                );
+                (true, l)
+            }
             Acquired::Lease(l) => (false, l),
         };
         l.mark_clean();
@@ -415,5 +421,96 @@ fn connections_held_without_coming_back_do_not_starve_the_other_borrowers() {
         }
         assert_eq!(pool.limit(), 3, "grown by one per stall");
         assert_eq!(pool.stats().in_use, 3);
+    });
+}
+
+/// A follower of `SELECT 1` claimed behind `lead`'s `slow` statement (both written), once it
+/// is out of patience and waiting for a free connection.
+async fn out_of_patience_behind(
+    pool: &Rc<Pool>,
+    lead: &mut Lease,
+    slow: &str,
+) -> tokio::task::JoinHandle<Got> {
+    use tokio::io::AsyncWriteExt;
+    let waiting = follower(pool, "SELECT 1");
+    until("a follower waits", || pool.stats().waiting == 1).await;
+    let mut out = com_query(slow);
+    assert_eq!(pool.claim_followers(lead.conn(), 8, &mut out), 1);
+    lead.conn().io.stream.write_all(&out).await.unwrap();
+    until(
+        "the claimed follower stops waiting for a connection",
+        || pool.stats().waiting == 0,
+    )
+    .await;
+    for _ in 0..5_000 {
+        if pool.stats().waiting == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(
+        pool.stats().waiting,
+        1,
+        "out of patience, it waits for a connection"
+    );
+    waiting
+}
+
+#[test]
+fn a_follower_behind_a_slow_answer_gives_up_its_place_and_its_answer_is_dropped() {
+    run(async {
+        let pool = pool(fixed(2));
+        let mut lead = acquire(&pool).await;
+        let mut other = acquire(&pool).await;
+        let other_id = other.conn().connection_id;
+        // Out of patience behind the slow answer, it waits like any borrower instead.
+        let waiting = out_of_patience_behind(&pool, &mut lead, "SELECT SLEEP(1)").await;
+        other.mark_clean();
+        drop(other);
+        let got = waiting.await.unwrap();
+        assert!(
+            !got.followed,
+            "it sends its command again on a connection of its own"
+        );
+        assert_eq!(got.connection_id, other_id);
+        // The lead reads its own answer; the one left behind it is nobody's.
+        lead.conn().skip_answer().await.unwrap();
+        lead.mark_clean();
+        drop(lead);
+        until("the dropped answer is read and the connection idle", || {
+            let s = pool.stats();
+            (s.in_use, s.idle) == (0, 2)
+        })
+        .await;
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut l = acquire(&pool).await;
+            let rows = l.conn().query_rows(b"SELECT 42").await.unwrap().unwrap();
+            assert_eq!(
+                rows.rows,
+                vec![vec![Some(b"42".to_vec())]],
+                "no stale answer"
+            );
+            l.mark_clean();
+            // Held until both were checked.
+            held.push(l);
+        }
+    });
+}
+
+#[test]
+fn a_follower_out_of_patience_still_takes_its_turn_when_no_connection_is_free() {
+    run(async {
+        let pool = pool(fixed(1));
+        let mut lead = acquire(&pool).await;
+        // Past its patience it also waits for a free connection; none comes first.
+        let waiting = out_of_patience_behind(&pool, &mut lead, "SELECT SLEEP(0.5)").await;
+        lead.conn().skip_answer().await.unwrap();
+        lead.mark_clean();
+        drop(lead);
+        let got = waiting.await.unwrap();
+        assert!(got.followed, "its answer came first: it reads it");
+        let s = pool.stats();
+        assert_eq!((s.in_use, s.idle, s.opened_total, s.waiting), (0, 1, 1, 0));
     });
 }

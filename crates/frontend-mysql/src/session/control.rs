@@ -30,6 +30,12 @@ impl Session {
     /// session's statement is interrupted on its backend connection (`KILL QUERY` of that
     /// connection's server thread, sent on one of this session's), and for `KILL CONNECTION`
     /// its client connection is closed. Only the same manifold user may kill a session.
+    ///
+    /// The kill reaches the target's statement and no other session's: the statement is
+    /// marked ([`crate::registry::SessionHandle::mark_query_killed`]), a statement not yet
+    /// sent or still queued behind another session's is answered ERR 1317 by its session,
+    /// and a connection the kill may still reach after the statement ended is closed rather
+    /// than lent again (statements pipelined behind it run again elsewhere).
     pub(super) async fn kill(&mut self, kill: Kill, seq: u8) -> Result<(), End> {
         let (target, query_only) = match kill {
             Kill::Connection(id) => (id, false),
@@ -68,7 +74,10 @@ impl Session {
             );
             return self.send_err_packet(seq, &e).await;
         }
-        let (cluster, node, thread) = handle.backend_thread();
+        // The target's statement is marked first: one waiting for a connection, or for its
+        // answer behind another session's statement, is answered ERR 1317 by its own session.
+        let marked = handle.mark_query_killed();
+        let (cluster, node, thread) = marked.map_or((0, 0, 0), |m| m.backend);
         if thread != 0 {
             if self.lease.is_some() && (self.cluster, self.lease_node) != (cluster, node) {
                 // `KILL QUERY` must run on the target's node.
@@ -89,8 +98,10 @@ impl Session {
                 }
             };
             // Checked again just before sending: the target may have given the connection
-            // back (to be borrowed by another session) while this one borrowed its own.
-            if on_target_node && handle.backend_thread() == (cluster, node, thread) {
+            // back (to be borrowed by another session) while this one borrowed its own, or
+            // be running a later statement on it.
+            let still = marked.is_some_and(|m| handle.still_running(m.seq));
+            if on_target_node && still && handle.backend_thread() == (cluster, node, thread) {
                 let sql = format!("KILL QUERY {thread}");
                 let conn = lease.conn();
                 match conn.simple_command(&Command::Query(sql.as_bytes())).await {

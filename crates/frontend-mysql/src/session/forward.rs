@@ -111,6 +111,7 @@ impl Session {
                 continue;
             }
             let mut sent = false;
+            let mut unready = None;
             if pipelinable && movable && wait.is_none() {
                 let got = self.acquire_or_follow(node, raw_len).await;
                 if self.times.clock {
@@ -118,13 +119,13 @@ impl Session {
                 }
                 match got {
                     Ok(followed) => sent = followed,
-                    Err(e) => {
-                        self.io.consume(raw_len);
-                        return self.send_err_packet(reply_seq, &e).await;
-                    }
+                    Err(e) => unready = Some(e),
                 }
             }
             if sent {
+                if self.handle.query_killed() {
+                    return self.answer_interrupted(raw_len, reply_seq, true).await;
+                }
                 // Riding behind another session's command, which wrote this one: the answer
                 // is next on the wire, and the command is not this session's to send again.
                 break self
@@ -132,10 +133,13 @@ impl Session {
                     .await
                     .0;
             }
-            let ensured = self
-                .ensure_backend(node, wants_last_insert_id)
-                .await
-                .map(|_| ());
+            let ensured = match unready {
+                Some(e) => Err(e),
+                None => self
+                    .ensure_backend(node, wants_last_insert_id)
+                    .await
+                    .map(|_| ()),
+            };
             if movable && self.times.clock {
                 self.times.acquired = Some(clock::now());
             }
@@ -202,6 +206,9 @@ impl Session {
             } else {
                 Outgo::Client
             };
+            if answered && self.handle.query_killed() {
+                return self.answer_interrupted(raw_len, reply_seq, false).await;
+            }
             let (result, reused) = self.relay_once(raw_len, reply_seq, kind, outgo).await;
             if let Err(RelayError::Backend { error, .. }) = &result {
                 // Running it twice is harmless for a read with another node to go to.
@@ -225,6 +232,39 @@ impl Session {
         };
         self.finish_forward(result, kind, effect, init_db, set_option)
             .await
+    }
+
+    /// A `KILL QUERY` interrupted the statement before its answer was read: the client gets
+    /// the server's ERR 1317. With `sent`, the statement was written behind another
+    /// session's and may be running: its connection closes (the sessions whose answers were
+    /// to follow send their statements again) and is killed on the server.
+    async fn answer_interrupted(
+        &mut self,
+        raw_len: usize,
+        reply_seq: u8,
+        sent: bool,
+    ) -> Result<(), End> {
+        self.pending_collation = None;
+        self.io.consume(raw_len);
+        if sent {
+            if let Some(mut lease) = self.lease.take() {
+                self.lease_killable = false;
+                self.handle.release_backend_thread();
+                let conn = lease.conn();
+                let (key, thread) = (conn.key.clone(), conn.connection_id);
+                lease.discard();
+                self.fe.pools[self.cluster][self.lease_node].kill_connection_later(key, thread);
+            }
+        } else {
+            self.release_if_unpinned();
+        }
+        tracing::info!(
+            connection = self.id,
+            "statement interrupted by KILL QUERY before its answer was read"
+        );
+        let e = ErrPacket::new(codes::QUERY_INTERRUPTED, "Query execution was interrupted");
+        self.remember_error(Some(&e));
+        self.send_err_packet(reply_seq, &e).await
     }
 
     /// The command may ride behind another session's on a busy connection (pipelining): a

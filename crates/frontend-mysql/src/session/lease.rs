@@ -90,6 +90,7 @@ impl Session {
             }
             Err(Unrestored::Discard(e)) => {
                 lease.discard();
+                self.lease_killable = false;
                 self.handle.publish_backend_thread(0, 0, 0);
                 Err(e)
             }
@@ -116,24 +117,28 @@ impl Session {
                 self.lease_node = node;
                 Ok(lease)
             }
-            Err(mut e) => {
-                if matches!(e.kind, ErrorKind::Connect | ErrorKind::ConnectTimeout) {
-                    // The next read goes elsewhere, and writes wait for a primary, at
-                    // once rather than after the monitor's next checks; the monitor
-                    // takes the node back when it answers.
-                    self.topology().nodes[node].shun(&e.message);
-                }
-                if !self.topology().nodes[node].in_service() {
-                    // Whatever the node answered (a full pool, a refusal, a failed login),
-                    // it is down or being taken out: nothing of the command was sent, so
-                    // it goes to another node, or waits for the new primary.
-                    e.set_retry(true);
-                }
-                FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
-                tracing::warn!(connection = self.id, error = %e, "no backend connection");
-                Err(Unready::Failed(e))
-            }
+            Err(e) => Err(self.borrow_failed(node, e)),
         }
+    }
+
+    /// No connection to `node` could be had: a node found down is shunned, and the command,
+    /// nothing of which was sent, may go to another node or wait for a new primary.
+    fn borrow_failed(&mut self, node: NodeId, mut e: BackendError) -> Unready {
+        if matches!(e.kind, ErrorKind::Connect | ErrorKind::ConnectTimeout) {
+            // The next read goes elsewhere, and writes wait for a primary, at once rather
+            // than after the monitor's next checks; the monitor takes the node back when it
+            // answers.
+            self.topology().nodes[node].shun(&e.message);
+        }
+        if !self.topology().nodes[node].in_service() {
+            // Whatever the node answered (a full pool, a refusal, a failed login), it is
+            // down or being taken out: nothing of the command was sent, so it goes to
+            // another node, or waits for the new primary.
+            e.set_retry(true);
+        }
+        FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
+        tracing::warn!(connection = self.id, error = %e, "no backend connection");
+        Unready::Failed(e)
     }
 
     /// Brings `conn` to the session's state: its schema, the variables it changed, and
@@ -195,7 +200,7 @@ impl Session {
         &mut self,
         node: NodeId,
         raw_len: usize,
-    ) -> Result<bool, ErrPacket> {
+    ) -> Result<bool, Unready> {
         let pool = self.fe.pools[self.cluster][node].clone();
         let key = conn_key(
             &mut self.conn_key,
@@ -214,12 +219,14 @@ impl Session {
             .await;
         let (mut lease, followed) = match acquired {
             Ok(Acquired::Lease(l)) => (l, false),
-            Ok(Acquired::Followed(l)) => (l, true),
-            Err(e) => {
-                FrontendMetrics::inc(&self.fe.shared.metrics.backend_errors);
-                tracing::warn!(connection = self.id, error = %e, "no backend connection");
-                return Err(e.to_err_packet());
+            Ok(Acquired::Followed(l, command)) => {
+                // Kept while its answer is read: it may have to run again (see
+                // `remember_previous_statement`).
+                self.exec_buf.clear();
+                self.exec_buf.extend_from_slice(&command);
+                (l, true)
             }
+            Err(e) => return Err(self.borrow_failed(node, e)),
         };
         self.handle
             .publish_backend_thread(self.cluster, node, lease.conn().connection_id);
@@ -244,12 +251,16 @@ impl Session {
     }
 
     /// Lets go of the backend connection (the caller returns or discards it).
+    /// A connection whose statement a `KILL QUERY` interrupted is closed instead: the kill
+    /// may still be on its way to it, and must not reach another session's statement.
     pub(super) fn take_lease(&mut self) -> Option<Lease> {
-        let lease = self.lease.take();
-        if lease.is_some() {
-            self.handle.publish_backend_thread(0, 0, 0);
+        let lease = self.lease.take()?;
+        let killable = std::mem::take(&mut self.lease_killable);
+        if self.handle.release_backend_thread() || killable {
+            lease.discard();
+            return None;
         }
-        lease
+        Some(lease)
     }
 
     /// Gives the backend connection back when nothing pins the session to it. The pool keeps

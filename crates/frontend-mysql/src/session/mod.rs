@@ -139,6 +139,7 @@ pub(crate) async fn run(
         schema: login.database,
         schema_checked: false,
         lease: None,
+        lease_killable: false,
         cluster: 0,
         lease_node: 0,
         schema_follows_statement: false,
@@ -167,6 +168,8 @@ pub(crate) async fn run(
     session.pin_if_not_multiplexing();
     session.handle.publish_pins(session.pins.bits());
     let end = session.serve().await;
+    // Returned (reset first) unless a KILL QUERY may still reach it.
+    drop(session.take_lease());
     match &end {
         End::Quit | End::ClientGone => {
             tracing::debug!(%peer, connection = id, "session ended: {end:?}");
@@ -222,6 +225,9 @@ struct Session {
     /// The backend has confirmed `schema` exists (it was made current on the lease).
     schema_checked: bool,
     lease: Option<Lease>,
+    /// A `KILL QUERY` of one of the session's statements may still reach `lease`'s
+    /// connection (it ran there and the session kept the connection): it closes when let go.
+    lease_killable: bool,
     /// The cluster the session's statements go to (and `lease` belongs to while held).
     cluster: usize,
     /// The node `lease` is a connection to.

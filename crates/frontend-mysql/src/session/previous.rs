@@ -80,10 +80,38 @@ impl Session {
         let conn = self.lease.as_mut().expect("held while answering").conn();
         if conn.has_followers() {
             // Other sessions' answers come next on this connection: no room for a query.
-            self.previous.conditions.clear();
-            self.previous.warning_count = u64::from(r.warnings);
-            return Ok(());
+            if r.saw_error {
+                // The error is the condition, as the server lists it; running the statement
+                // again could not tell more (a kill, a timeout or a lock wait would not
+                // happen again).
+                self.remember_error(r.error.as_ref());
+                return Ok(());
+            }
+            return self.rerun_for_conditions(r.warnings).await;
         }
+        self.read_conditions(r.warnings).await
+    }
+
+    /// The statement failed with `e` (if known): that is the condition `SHOW WARNINGS`
+    /// lists, as after an error of the server's own (`ERR 1317` of a `KILL QUERY`, say).
+    pub(super) fn remember_error(&mut self, e: Option<&ErrPacket>) {
+        let p = &mut self.previous;
+        p.row_count = -1;
+        p.conditions.clear();
+        p.warning_count = 1;
+        if let Some(e) = e {
+            p.conditions.push([
+                b"Error".to_vec(),
+                e.code.to_string().into_bytes(),
+                e.message.clone(),
+            ]);
+        }
+    }
+
+    /// The conditions of the statement just answered on the held connection, read with
+    /// `SHOW WARNINGS`.
+    async fn read_conditions(&mut self, warnings: u16) -> Result<(), End> {
+        let conn = self.lease.as_mut().expect("held while answering").conn();
         match conn.query_rows(b"SHOW WARNINGS").await {
             Ok(Ok(rows)) => {
                 let p = &mut self.previous;
@@ -97,17 +125,62 @@ impl Session {
                     };
                     p.conditions.push([level, code, message]);
                 }
-                p.warning_count = u64::from(r.warnings).max(p.conditions.len() as u64);
+                p.warning_count = u64::from(warnings).max(p.conditions.len() as u64);
                 Ok(())
             }
             Ok(Err(e)) => {
                 tracing::warn!(connection = self.id, error = %e.message_lossy(), "could not read the statement's warnings");
                 self.previous.conditions.clear();
-                self.previous.warning_count = u64::from(r.warnings);
+                self.previous.warning_count = u64::from(warnings);
                 Ok(())
             }
             Err(e) => self.backend_failed(None, &e).await,
         }
+    }
+
+    /// A pipelined statement raised conditions, but other sessions' answers follow its own
+    /// on the connection, so `SHOW WARNINGS` there would list the last of theirs. The
+    /// connection goes on to them, and the statement (a lone `SELECT`, safe to run twice;
+    /// its packet is at the front of `exec_buf`) runs again on a connection of its own, in
+    /// the session's state, for its conditions.
+    async fn rerun_for_conditions(&mut self, warnings: u16) -> Result<(), End> {
+        if !self.state_data.is_empty() {
+            // It changed the session's state (a stored function did): the connection stays
+            // with the session to take that in, and the conditions are lost under the
+            // answers queued behind (only their count is known).
+            self.previous.conditions.clear();
+            self.previous.warning_count = u64::from(warnings);
+            return Ok(());
+        }
+        let b = &self.exec_buf;
+        let sql = b
+            .get(..3)
+            .map(|h| usize::from(h[0]) | usize::from(h[1]) << 8 | usize::from(h[2]) << 16)
+            .and_then(|len| b.get(5..4 + len))
+            .map(<[u8]>::to_vec);
+        let node = self.lease_node;
+        self.give_back_lease();
+        let Some(sql) = sql else {
+            self.previous.conditions.clear();
+            self.previous.warning_count = u64::from(warnings);
+            return Ok(());
+        };
+        let ran = match self.ensure_backend(node, false).await {
+            Ok(lease) => lease.conn().run_discarding(&sql).await,
+            Err(e) => {
+                tracing::warn!(connection = self.id, error = %e.to_err_packet().message_lossy(), "could not run a pipelined statement again for its warnings");
+                self.release_if_unpinned();
+                self.previous.conditions.clear();
+                self.previous.warning_count = u64::from(warnings);
+                return Ok(());
+            }
+        };
+        if let Err(e) = ran {
+            return self.backend_failed(None, &e).await;
+        }
+        let read = self.read_conditions(warnings).await;
+        self.release_if_unpinned();
+        read
     }
 
     /// `SHOW WARNINGS`, `SHOW ERRORS` and their `COUNT(*)` forms, answered from the

@@ -104,7 +104,9 @@ impl Session {
             };
             let outcome = self.command(packet).await;
             self.schema_follows_statement = false;
-            self.handle.statement_ended();
+            if self.handle.statement_ended(self.lease.is_some()) {
+                self.lease_killable = true;
+            }
             self.handle.publish_pins(self.pins.bits());
             self.times = CommandTimes {
                 clock: self.fe.shared.timing(),
