@@ -257,7 +257,13 @@ impl Pool {
                     let f = follower.f.clone().expect("matched");
                     let until = *claimed_until
                         .get_or_insert_with(|| tokio::time::Instant::now() + self.patience(&f));
-                    match self.wait_claimed(&f, until, key, schema, vars).await {
+                    let give_up = *deadline.get_or_insert_with(|| {
+                        tokio::time::Instant::now() + self.config.wait_timeout
+                    });
+                    match self
+                        .wait_claimed(&f, until, give_up, key, schema, vars)
+                        .await
+                    {
                         Claim::Followed(lease) => {
                             follower.f = None;
                             break Ok(Acquired::Followed(lease, f.take_command()));
@@ -266,7 +272,12 @@ impl Pool {
                             follower.f = None;
                             break Ok(Acquired::Lease(lease));
                         }
-                        Claim::Again => {}
+                        Claim::TimedOut => {
+                            follower.f = None;
+                            break Err(self.wait_timed_out(starving));
+                        }
+                        // Its connection broke: the state says what comes next.
+                        Claim::Again => continue,
                     }
                 }
                 Some(FollowerState::Broken) => {
@@ -295,12 +306,18 @@ impl Pool {
                         None => break Ok(Acquired::Lease(lease)),
                     },
                     Ok(None) => {}
-                    Err(e) => {
-                        if let Some(f) = follower.f.take() {
-                            self.forget_follower(&f);
+                    Err(e) => match follower.f.take() {
+                        // Claimed while a connection failed to open: its answer will come.
+                        Some(f) if f.state.get() == FollowerState::Claimed => {
+                            follower.f = Some(f);
+                            continue;
                         }
-                        break Err(e);
-                    }
+                        Some(f) => {
+                            self.forget_follower(&f);
+                            break Err(e);
+                        }
+                        None => break Err(e),
+                    },
                 }
             }
             if follower.f.is_none() {

@@ -236,7 +236,9 @@ impl SessionHandle {
         if seq & 1 == 1 || a.started.load(Ordering::Relaxed) == 0 {
             return None;
         }
-        self.kill_query.store(seq, Ordering::Relaxed);
+        // Statements only move forward: a killer that read an older `seq` must not replace a
+        // newer statement's mark with its own.
+        self.kill_query.fetch_max(seq, Ordering::Relaxed);
         // The killer's half of a Dekker pair: it writes the mark, then reads where the
         // statement runs; the session publishes a connection or lets one go, then reads the
         // mark. With a SeqCst fence on each side, one of them sees the other's write.

@@ -77,6 +77,8 @@ pub(super) enum Claim {
     Followed(Lease),
     /// Out of patience, it took a free connection: its command goes out again there.
     Own(Lease),
+    /// Neither came within `pool.wait_timeout`: it gave up its place.
+    TimedOut,
     /// The connection broke first: it sends its command again.
     Again,
 }
@@ -112,11 +114,13 @@ impl Drop for FollowerSlot<'_> {
 impl Pool {
     /// Waits for a claimed follower's turn. Until `until` (its patience), only for that;
     /// then also for a free connection, and takes one if it comes first: the command goes
-    /// out again there, and the answer left behind is dropped when it comes.
+    /// out again there, and the answer left behind is dropped when it comes. Past
+    /// `give_up` (the borrower's `pool.wait_timeout`), neither is waited for any more.
     pub(super) async fn wait_claimed(
         self: &Rc<Self>,
         f: &Rc<Follower>,
         until: tokio::time::Instant,
+        give_up: tokio::time::Instant,
         key: &ConnKey,
         schema: Option<&[u8]>,
         vars: u64,
@@ -157,11 +161,22 @@ impl Pool {
                 }
             }
             self.waiting.set(self.waiting.get() + 1);
-            released = tokio::select! {
-                () = f.wake.notified() => false,
-                () = self.released.notified() => true,
+            let woke = tokio::select! {
+                () = f.wake.notified() => Some(false),
+                () = self.released.notified() => Some(true),
+                () = tokio::time::sleep_until(give_up) => None,
             };
             self.waiting.set(self.waiting.get() - 1);
+            let Some(woke) = woke else {
+                if f.lease.borrow().is_some() || f.state.get() != FollowerState::Claimed {
+                    continue;
+                }
+                // A wake-up meant for this borrower may have come with the timeout.
+                self.wake_a_waiter();
+                f.state.set(FollowerState::Abandoned);
+                return Claim::TimedOut;
+            };
+            released = woke;
         }
     }
 

@@ -514,3 +514,41 @@ fn a_follower_out_of_patience_still_takes_its_turn_when_no_connection_is_free() 
         assert_eq!((s.in_use, s.idle, s.opened_total, s.waiting), (0, 1, 1, 0));
     });
 }
+
+#[test]
+fn a_claimed_follower_whose_answer_and_connection_never_come_times_out() {
+    run(async {
+        use tokio::io::AsyncWriteExt;
+        let pool = pool(PoolConfig {
+            wait_timeout: Duration::from_millis(300),
+            ..fixed(1)
+        });
+        let mut lead = acquire(&pool).await;
+        let command = com_query("SELECT 1");
+        let waiting = {
+            let pool = pool.clone();
+            tokio::task::spawn_local(async move {
+                pool.acquire_or_follow(&key(), None, signature_of_fresh(), &command)
+                    .await
+                    .map(|_| ())
+            })
+        };
+        until("a follower waits", || pool.stats().waiting == 1).await;
+        let mut out = com_query("SELECT SLEEP(5)");
+        assert_eq!(pool.claim_followers(lead.conn(), 8, &mut out), 1);
+        lead.conn().io.stream.write_all(&out).await.unwrap();
+        // The lead never reads its answer (its client stopped reading, say).
+        let got = tokio::time::timeout(Duration::from_secs(30), waiting)
+            .await
+            .expect("the follower gives up at pool.wait_timeout")
+            .unwrap();
+        assert!(
+            matches!(&got, Err(e) if e.kind == ErrorKind::PoolTimeout),
+            "{:?}",
+            got.err()
+        );
+        lead.discard();
+        let s = pool.stats();
+        assert_eq!((s.in_use, s.waiting), (0, 0));
+    });
+}
