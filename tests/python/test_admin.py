@@ -71,9 +71,11 @@ def test_show_status_counts_move_with_traffic(manifold):
     before = status(manifold)
     held = [manifold.connect() for _ in range(5)]
     stop = threading.Event()
+    connected = threading.Event()
 
     def load():
         with manifold.connect(autocommit=True) as c:
+            connected.set()
             cur = c.cursor()
             while not stop.is_set():
                 cur.execute("SELECT 1")
@@ -81,6 +83,8 @@ def test_show_status_counts_move_with_traffic(manifold):
     worker = threading.Thread(target=load)
     worker.start()
     try:
+        # The sixth connection is counted once its login is done.
+        assert connected.wait(30), "the load's connection never logged in"
         during = status(manifold)
         assert during["Client_connections"] >= 6, during
         assert during["Client_connections_accepted"] >= before["Client_connections_accepted"] + 6
