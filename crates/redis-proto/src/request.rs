@@ -271,7 +271,7 @@ impl Request {
             else {
                 return Ok(None);
             };
-            let count = match string2ll(&buf[1..cr]) {
+            let count = match string2ll(buf.get(1..cr).unwrap_or_default()) {
                 Some(n)
                     if n <= i64::from(i32::MAX)
                         && (n <= 0 || n as u64 <= limits.max_multibulk_len) =>
@@ -300,7 +300,7 @@ impl Request {
                 if first != b'$' {
                     return Err(ProtocolError::ExpectedDollar(first));
                 }
-                let len = match string2ll(&buf[self.pos + 1..cr]) {
+                let len = match string2ll(buf.get(self.pos + 1..cr).unwrap_or_default()) {
                     Some(n) if n >= 0 && n as u64 <= limits.proto_max_bulk_len => n,
                     _ => return Err(ProtocolError::InvalidBulkLength),
                 };
@@ -329,7 +329,7 @@ impl Request {
             self.args.push(self.pos..self.pos + len);
             self.pos += len + 2;
             self.scan = self.pos;
-            self.remaining -= 1;
+            self.remaining = self.remaining.saturating_sub(1);
             if self.remaining == 0 {
                 return Ok(Some(self.pos));
             }

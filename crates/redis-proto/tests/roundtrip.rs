@@ -182,4 +182,17 @@ proptest! {
         }
         let _ = Frame::parse(&bytes);
     }
+
+    #[test]
+    fn resuming_on_other_bytes_never_panics(a in protocol_noise(), b in protocol_noise(), cut in any::<prop::sample::Index>()) {
+        // A caller breaking the contract (the next buffer must begin with the same bytes)
+        // gets nonsense, never a panic.
+        let limits = Limits::default();
+        let mut req = Request::new();
+        let _ = req.parse(&a[..cut.index(a.len() + 1)], &limits);
+        if let Ok(Some(n)) = req.parse(&b, &limits) {
+            prop_assert!(n <= b.len());
+            prop_assert_eq!(req.args(&b).count(), req.len());
+        }
+    }
 }
