@@ -14,11 +14,9 @@ pub const DATABASES: i64 = 16;
 pub fn parse<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, Reject<'a>> {
     let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
     let cmd = if is("ping") {
-        check(-1, &args, "ping")?;
-        if args.len() > 2 {
-            return Err(Reject::Arity("ping"));
-        }
-        Command::Ping((args.len() == 2).then(|| args.get(1)))
+        // More than one message is refused by the command itself, after the
+        // authentication check (Redis's arity for PING is -1).
+        Command::Ping(args)
     } else if is("echo") {
         check(2, &args, "echo")?;
         Command::Echo(args.get(1))
@@ -128,10 +126,19 @@ fn set_proto(session: &mut Session<'_>, proto: Protocol) {
 
 pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
     match cmd {
-        Command::Ping(None) => {
-            Reply::new(out, session.proto).simple(b"PONG");
+        Command::Ping(args) => {
+            let mut r = Reply::new(out, session.proto);
+            match args.len() {
+                1 => r.simple(b"PONG"),
+                2 => r.bulk(args.get(1)),
+                _ => {
+                    let mut text = Vec::with_capacity(48);
+                    errors::arity(&mut text, "ping");
+                    r.error(&text)
+                }
+            };
         }
-        Command::Ping(Some(msg)) | Command::Echo(msg) => {
+        Command::Echo(msg) => {
             Reply::new(out, session.proto).bulk(msg);
         }
         Command::Quit => {

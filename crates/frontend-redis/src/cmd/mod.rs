@@ -52,7 +52,8 @@ impl<'a> Args<'a> {
 /// A command, its arguments checked in number.
 #[derive(Clone, Copy)]
 pub enum Command<'a> {
-    Ping(Option<&'a [u8]>),
+    /// `PING [message]`: the whole request (more arguments are refused when applied).
+    Ping(Args<'a>),
     Echo(&'a [u8]),
     Quit,
     Reset,
