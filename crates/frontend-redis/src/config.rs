@@ -66,3 +66,30 @@ impl RedisConfig {
         limits
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::RedisConfig;
+
+    #[test]
+    fn off_by_default_and_checked() {
+        let cfg = RedisConfig::default();
+        assert!(cfg.listen.is_empty());
+        cfg.validate().unwrap();
+        let bad = |f: fn(&mut RedisConfig)| {
+            let mut c = RedisConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert!(bad(|c| c.listen = "nowhere".into()).starts_with("redis.listen"));
+        assert!(bad(|c| c.max_clients = 0).starts_with("redis.max_clients"));
+        assert!(bad(|c| c.proto_max_bulk_len = 10).starts_with("redis.proto_max_bulk_len"));
+        // The request buffer holds the largest argument.
+        let limits = RedisConfig {
+            proto_max_bulk_len: 2 << 30,
+            ..RedisConfig::default()
+        }
+        .limits();
+        assert!(limits.client_query_buffer_limit as u64 > 2 << 30);
+    }
+}
