@@ -1,5 +1,5 @@
 //! The configuration file: one TOML document whose tables belong to the components
-//! (`[engine]`, `[mysql]`, `[backend]`, `[pool]`, `[routing]`, `[[users]]`, `[log]`, `[admin]`),
+//! (`[engine]`, `[mysql]`, `[redis]`, `[backend]`, `[pool]`, `[routing]`, `[[users]]`, `[log]`, `[admin]`),
 //! and `data_dir` at the top. Every table rejects unknown keys, and `validate` checks values,
 //! naming the key at fault.
 
@@ -9,6 +9,7 @@ use manifold_admin::AdminConfig;
 use manifold_backend::{BackendTlsConfig, PoolConfig};
 use manifold_engine::EngineConfig;
 use manifold_frontend_mysql::{MysqlFrontConfig, UserConfig};
+use manifold_frontend_redis::RedisConfig;
 use manifold_router::{ReplicaEntry, RoutingConfig};
 use serde::Deserialize;
 
@@ -20,6 +21,8 @@ pub struct Config {
     pub data_dir: Option<PathBuf>,
     pub engine: EngineConfig,
     pub mysql: MysqlFrontConfig,
+    /// The Redis door (`listen = ""`: off).
+    pub redis: RedisConfig,
     pub backend: BackendConfig,
     pub pool: PoolConfig,
     pub routing: RoutingConfig,
@@ -145,6 +148,13 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         self.engine.validate().map_err(|e| format!("engine.{e}"))?;
         self.mysql.validate()?;
+        self.redis.validate()?;
+        if !self.redis.listen.is_empty() && self.redis.listen == self.mysql.listen {
+            return Err(format!(
+                "redis.listen: '{}' is mysql.listen too",
+                self.redis.listen
+            ));
+        }
         self.pool.validate()?;
         if self.backend.primary.is_empty() {
             return Err("backend.primary: required (host:port of the primary server)".into());

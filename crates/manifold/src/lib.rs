@@ -18,6 +18,7 @@ use manifold_admin::AdminServer;
 use manifold_backend::{BackendTarget, ConnKey, TlsMode};
 use manifold_engine::{ConnectionHandler, Engine, EngineBuilder, HandlerFactory, ShutdownReport};
 use manifold_frontend_mysql::{Cluster, Shared, Users, WorkerFrontend};
+use manifold_frontend_redis::{Credentials, RedisFrontend, RedisShared};
 use manifold_router::{Monitor, Topology};
 
 use crate::config::{ClusterConfig, Config};
@@ -34,12 +35,19 @@ pub struct Server {
     pub settings: Arc<settings::Settings>,
     /// The data directory's certificate, when clients are offered that one.
     pub generated_cert: Option<auto_keys::ServerCert>,
+    /// Whether the Redis door listens (`redis.listen` set).
+    redis_enabled: bool,
 }
 
 impl Server {
     /// The address MySQL clients connect to (port 0 in the configuration resolved).
     pub fn mysql_addr(&self) -> SocketAddr {
         self.engine.local_addrs()[0]
+    }
+
+    /// The address Redis clients connect to, if the Redis door listens.
+    pub fn redis_addr(&self) -> Option<SocketAddr> {
+        self.redis_enabled.then(|| self.engine.local_addrs()[1])
     }
 
     /// The admin port's address, if it listens.
@@ -152,12 +160,29 @@ pub fn start_with_reload(
         }
         fe as Rc<dyn ConnectionHandler>
     });
-    let engine = EngineBuilder::new(cfg.engine.clone())
-        .listen(listen, factory)
-        .start()
-        .map_err(|e| e.to_string())?;
+    let mut builder = EngineBuilder::new(cfg.engine.clone()).listen(listen, factory);
+    let redis = if cfg.redis.listen.is_empty() {
+        None
+    } else {
+        let addr: SocketAddr = cfg
+            .redis
+            .listen
+            .parse()
+            .map_err(|e| format!("redis.listen: {e}"))?;
+        let door = RedisShared::new(
+            cfg.redis.clone(),
+            Arc::new(MysqlUsers(shared.clone())) as Arc<dyn Credentials>,
+        );
+        builder = builder.listen(
+            addr,
+            manifold_engine::handler_factory(move |ctx| RedisFrontend::new(door.clone(), ctx)),
+        );
+        Some(())
+    };
+    let engine = builder.start().map_err(|e| e.to_string())?;
     let admin = manifold_admin::start(&cfg.admin, shared.clone(), settings.clone())?;
     Ok(Server {
+        redis_enabled: redis.is_some(),
         engine,
         shared,
         monitors,
@@ -165,6 +190,30 @@ pub fn start_with_reload(
         settings,
         generated_cert,
     })
+}
+
+/// The Redis door's `AUTH` against the MySQL front's users (`[[users]]`, `--user`), as they
+/// are now (a reload's users included): the password must match the user's stored
+/// `caching_sha2_password` or `mysql_native_password` hash.
+struct MysqlUsers(Arc<Shared>);
+
+impl Credentials for MysqlUsers {
+    fn check(&self, user: &[u8], password: &[u8]) -> bool {
+        use manifold_mysql_proto::auth;
+        // The MySQL checks drop one trailing NUL (a C string's); a Redis password is bytes.
+        if password.last() == Some(&0) {
+            return false;
+        }
+        let users = self.0.users.load();
+        let Some(u) = users.get(user) else {
+            return false;
+        };
+        if u.sha2_hash.is_some() {
+            auth::sha2_verify_cleartext(u.sha2_hash.as_ref(), password)
+        } else {
+            auth::native_verify_cleartext(u.native_hash.as_ref(), password)
+        }
+    }
 }
 
 /// `[mysql]` with the data directory's files filled in where nothing is configured: the

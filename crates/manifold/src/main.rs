@@ -35,6 +35,10 @@ struct Cli {
     /// Address for MySQL clients (overrides mysql.listen; default 0.0.0.0:6033).
     #[arg(long)]
     listen: Option<String>,
+    /// Address for Redis clients (overrides redis.listen; default "" = off: the Redis door
+    /// serves connection commands only so far).
+    #[arg(long)]
+    redis_listen: Option<String>,
     /// Worker threads (overrides engine.threads; 0 = one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -113,6 +117,9 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
     }
     if let Some(l) = &cli.listen {
         cfg.mysql.listen.clone_from(l);
+    }
+    if let Some(l) = &cli.redis_listen {
+        cfg.redis.listen.clone_from(l);
     }
     if let Some(t) = cli.threads {
         cfg.engine.threads = t;
@@ -205,6 +212,9 @@ fn run(cfg: &Config, cli: Cli) -> Result<(), String> {
         tls = server.shared.tls.is_some(),
         "manifold serving MySQL clients"
     );
+    if let Some(addr) = server.redis_addr() {
+        tracing::info!(listen = %addr, "Redis door open (connection commands only)");
+    }
     let report = serve_until_stopped(server, &signals, hangup, cfg.engine.shutdown_timeout);
     tracing::info!(
         drained = report.drained,

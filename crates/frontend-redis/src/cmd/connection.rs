@@ -1,0 +1,414 @@
+//! Connection commands: `PING`, `ECHO`, `QUIT`, `RESET`, `SELECT`, `AUTH`, `HELLO`, `CLIENT`.
+
+use std::time::Instant;
+
+use manifold_redis_proto::{Protocol, Reply};
+
+use super::{check, parse_i64, Args, Command, Reject, Session};
+use crate::errors;
+
+/// Databases a client may `SELECT` (0..15), as Redis's default `databases 16`.
+pub const DATABASES: i64 = 16;
+
+/// The connection command named `name`, `Ok(None)` when it is not one.
+pub fn parse<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, Reject<'a>> {
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    let cmd = if is("ping") {
+        // More than one message is refused by the command itself, after the
+        // authentication check (Redis's arity for PING is -1).
+        Command::Ping(args)
+    } else if is("echo") {
+        check(2, &args, "echo")?;
+        Command::Echo(args.get(1))
+    } else if is("quit") {
+        Command::Quit
+    } else if is("reset") {
+        check(1, &args, "reset")?;
+        Command::Reset
+    } else if is("select") {
+        check(2, &args, "select")?;
+        Command::Select(args.get(1))
+    } else if is("auth") {
+        check(-2, &args, "auth")?;
+        match args.len() {
+            2 => Command::Auth {
+                user: None,
+                pass: args.get(1),
+                too_many: false,
+            },
+            n => Command::Auth {
+                user: Some(args.get(1)),
+                pass: args.get(2),
+                too_many: n > 3,
+            },
+        }
+    } else if is("hello") {
+        Command::Hello(args)
+    } else if is("client") {
+        check(-2, &args, "client")?;
+        client(args)?
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(cmd))
+}
+
+fn client(args: Args<'_>) -> Result<Command<'_>, Reject<'_>> {
+    let sub = args.get(1);
+    let is = |n: &str| sub.eq_ignore_ascii_case(n.as_bytes());
+    Ok(if is("id") {
+        check(2, &args, "client|id")?;
+        Command::ClientId
+    } else if is("setname") {
+        check(3, &args, "client|setname")?;
+        Command::ClientSetName(args.get(2))
+    } else if is("getname") {
+        check(2, &args, "client|getname")?;
+        Command::ClientGetName
+    } else if is("setinfo") {
+        check(4, &args, "client|setinfo")?;
+        Command::ClientSetInfo(args.get(2), args.get(3))
+    } else if is("info") {
+        check(2, &args, "client|info")?;
+        Command::ClientInfo
+    } else if is("list") {
+        check(-2, &args, "client|list")?;
+        Command::ClientList(args)
+    } else if is("no-evict") {
+        check(3, &args, "client|no-evict")?;
+        Command::ClientNoEvict(args.get(2))
+    } else if is("help") {
+        check(2, &args, "client|help")?;
+        Command::ClientHelp
+    } else {
+        return Err(Reject::UnknownSubcommand {
+            container: "CLIENT",
+            sub,
+        });
+    })
+}
+
+/// Redis's `validateClientName`: printable ASCII without spaces (an empty name clears it).
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+/// `AUTH` and `HELLO ... AUTH`: `user` and `pass` against manifold's users. `AUTH pass`
+/// alone is `user:pass` (for clients that send one argument), else the user `default`.
+fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> bool {
+    let creds = &session.fe.shared.credentials;
+    let found = if let Some(u) = user {
+        creds.check(u, pass).then_some(u)
+    } else {
+        let split = pass
+            .iter()
+            .position(|&b| b == b':')
+            .map(|i| (&pass[..i], &pass[i + 1..]));
+        match split {
+            Some((u, p)) if creds.check(u, p) => Some(u),
+            _ => creds.check(b"default", pass).then_some(&b"default"[..]),
+        }
+    };
+    match found {
+        Some(u) => {
+            session.authenticated = true;
+            *session.info.user.borrow_mut() = Some(u.to_vec());
+            true
+        }
+        None => false,
+    }
+}
+
+fn set_proto(session: &mut Session<'_>, proto: Protocol) {
+    session.proto = proto;
+    session.info.proto.set(proto);
+}
+
+pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
+    match cmd {
+        Command::Ping(args) => {
+            let mut r = Reply::new(out, session.proto);
+            match args.len() {
+                1 => r.simple(b"PONG"),
+                2 => r.bulk(args.get(1)),
+                _ => {
+                    let mut text = Vec::with_capacity(48);
+                    errors::arity(&mut text, "ping");
+                    r.error(&text)
+                }
+            };
+        }
+        Command::Echo(msg) => {
+            Reply::new(out, session.proto).bulk(msg);
+        }
+        Command::Quit => {
+            session.quit = true;
+            Reply::new(out, session.proto).simple(b"OK");
+        }
+        Command::Reset => {
+            // Redis's clearClientConnectionState: protocol 2, database 0, no name, the
+            // default user (here: none, so not authenticated).
+            set_proto(session, Protocol::Resp2);
+            session.info.db.set(0);
+            session.info.name.borrow_mut().clear();
+            session.authenticated = false;
+            *session.info.user.borrow_mut() = None;
+            Reply::new(out, session.proto).simple(b"RESET");
+        }
+        Command::Select(db) => {
+            let mut r = Reply::new(out, session.proto);
+            match parse_i64(db).and_then(|n| i32::try_from(n).ok()) {
+                None => {
+                    r.error(errors::NOT_INTEGER);
+                }
+                Some(n) if !(0..DATABASES as i32).contains(&n) => {
+                    r.error(errors::DB_OUT_OF_RANGE);
+                }
+                Some(n) => {
+                    session.info.db.set(n as u8);
+                    r.simple(b"OK");
+                }
+            }
+        }
+        Command::Auth {
+            user,
+            pass,
+            too_many,
+        } => {
+            if too_many {
+                Reply::new(out, session.proto).error(errors::SYNTAX);
+            } else if authenticate(session, user, pass) {
+                Reply::new(out, session.proto).simple(b"OK");
+            } else {
+                Reply::new(out, session.proto).error(errors::WRONGPASS);
+            }
+        }
+        Command::Hello(args) => hello(session, args, out),
+        Command::ClientId => {
+            Reply::new(out, session.proto).integer(session.info.id as i64);
+        }
+        Command::ClientSetName(name) => {
+            let mut r = Reply::new(out, session.proto);
+            if valid_name(name) {
+                name.clone_into(&mut session.info.name.borrow_mut());
+                r.simple(b"OK");
+            } else {
+                r.error(errors::BAD_CLIENT_NAME);
+            }
+        }
+        Command::ClientGetName => {
+            let name = session.info.name.borrow();
+            let mut r = Reply::new(out, session.proto);
+            if name.is_empty() {
+                r.null();
+            } else {
+                r.bulk(&name);
+            }
+        }
+        Command::ClientSetInfo(attr, value) => {
+            // Redis 7.2's command (clients send it; 7.0 does not know it).
+            let mut r = Reply::new(out, session.proto);
+            let known =
+                attr.eq_ignore_ascii_case(b"lib-name") || attr.eq_ignore_ascii_case(b"lib-ver");
+            if !known {
+                let mut text = b"Unrecognized option '".to_vec();
+                text.extend_from_slice(attr);
+                text.push(b'\'');
+                r.error(&text);
+            } else if !valid_name(value) {
+                let mut text = attr.to_ascii_lowercase();
+                text.extend_from_slice(b" cannot contain spaces, newlines or special characters.");
+                r.error(&text);
+            } else {
+                r.simple(b"OK");
+            }
+        }
+        Command::ClientInfo => {
+            let mut line = Vec::with_capacity(256);
+            client_line(session.fe, session.info, &mut line);
+            Reply::new(out, session.proto).verbatim(b"txt", &line);
+        }
+        Command::ClientList(args) => client_list(session, args, out),
+        Command::ClientNoEvict(arg) => {
+            let mut r = Reply::new(out, session.proto);
+            if arg.eq_ignore_ascii_case(b"on") || arg.eq_ignore_ascii_case(b"off") {
+                r.simple(b"OK");
+            } else {
+                r.error(errors::SYNTAX);
+            }
+        }
+        Command::ClientHelp => {
+            let lines: [&[u8]; 8] = [
+                b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                b"ID",
+                b"    Return the ID of the current connection.",
+                b"GETNAME | SETNAME <name>",
+                b"    Return or set the name of the current connection.",
+                b"INFO | LIST",
+                b"    Describe the current connection, or this worker's connections.",
+                b"NO-EVICT (ON|OFF) | SETINFO (LIB-NAME|LIB-VER) <value>: accepted, no effect.",
+            ];
+            let mut r = Reply::new(out, session.proto);
+            r.array_len(lines.len());
+            for l in lines {
+                r.simple(l);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `HELLO [version [AUTH user pass] [SETNAME name]]`, checked in Redis's order.
+fn hello(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
+    let mut proto = None;
+    if args.len() >= 2 {
+        let Some(v) = parse_i64(args.get(1)) else {
+            Reply::new(out, session.proto).error(errors::PROTO_NOT_INTEGER);
+            return;
+        };
+        let Some(p) = Protocol::from_version(v) else {
+            Reply::new(out, session.proto).error(errors::NOPROTO);
+            return;
+        };
+        proto = Some(p);
+    }
+    let (mut auth, mut name) = (None, None);
+    let mut j = 2;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        let opt = args.get(j);
+        if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            auth = Some((args.get(j + 1), args.get(j + 2)));
+            j += 3;
+        } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            let n = args.get(j + 1);
+            if !valid_name(n) {
+                Reply::new(out, session.proto).error(errors::BAD_CLIENT_NAME);
+                return;
+            }
+            name = Some(n);
+            j += 2;
+        } else {
+            let mut text = b"Syntax error in HELLO option '".to_vec();
+            text.extend_from_slice(opt);
+            text.push(b'\'');
+            Reply::new(out, session.proto).error(&text);
+            return;
+        }
+    }
+    if let Some((user, pass)) = auth {
+        if !authenticate(session, Some(user), pass) {
+            Reply::new(out, session.proto).error(errors::WRONGPASS);
+            return;
+        }
+    }
+    if !session.authenticated {
+        Reply::new(out, session.proto).error(errors::HELLO_NOAUTH);
+        return;
+    }
+    if let Some(n) = name {
+        n.clone_into(&mut session.info.name.borrow_mut());
+    }
+    if let Some(p) = proto {
+        set_proto(session, p);
+    }
+    let mut r = Reply::new(out, session.proto);
+    r.map_len(7);
+    r.bulk(b"server").bulk(b"redis");
+    r.bulk(b"version").bulk(crate::REDIS_VERSION.as_bytes());
+    r.bulk(b"proto").integer(match session.proto {
+        Protocol::Resp2 => 2,
+        Protocol::Resp3 => 3,
+    });
+    r.bulk(b"id").integer(session.info.id as i64);
+    r.bulk(b"mode").bulk(b"standalone");
+    r.bulk(b"role").bulk(b"master");
+    r.bulk(b"modules").array_len(0);
+}
+
+/// `CLIENT LIST`, `CLIENT LIST TYPE normal`, `CLIENT LIST ID id...`: this worker's clients.
+fn client_list(session: &Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
+    let mut ids: Option<Vec<u64>> = None;
+    if args.len() > 2 {
+        let opt = args.get(2);
+        let ok = if opt.eq_ignore_ascii_case(b"type") && args.len() == 4 {
+            let t = args.get(3);
+            if t.eq_ignore_ascii_case(b"normal") {
+                true
+            } else if [&b"master"[..], b"replica", b"slave", b"pubsub"]
+                .iter()
+                .any(|k| t.eq_ignore_ascii_case(k))
+            {
+                ids = Some(Vec::new());
+                true
+            } else {
+                let mut text = b"Unknown client type '".to_vec();
+                text.extend_from_slice(t);
+                text.push(b'\'');
+                Reply::new(out, session.proto).error(&text);
+                return;
+            }
+        } else if opt.eq_ignore_ascii_case(b"id") && args.len() >= 4 {
+            let mut v = Vec::new();
+            for a in args.from(3) {
+                match parse_i64(a) {
+                    Some(n) if n > 0 => v.push(n as u64),
+                    _ => {
+                        Reply::new(out, session.proto).error(b"Invalid client ID");
+                        return;
+                    }
+                }
+            }
+            ids = Some(v);
+            true
+        } else {
+            false
+        };
+        if !ok {
+            Reply::new(out, session.proto).error(errors::SYNTAX);
+            return;
+        }
+    }
+    let mut text = Vec::with_capacity(256);
+    for (id, info) in session.fe.clients.borrow().iter() {
+        if ids.as_ref().is_none_or(|ids| ids.contains(id)) {
+            client_line(session.fe, info, &mut text);
+        }
+    }
+    Reply::new(out, session.proto).verbatim(b"txt", &text);
+}
+
+/// One line of `CLIENT LIST` in Redis 7.0's fields; memory and buffer fields are 0.
+fn client_line(
+    fe: &crate::server::RedisFrontend,
+    c: &crate::server::ClientInfo,
+    out: &mut Vec<u8>,
+) {
+    use std::io::Write;
+    let now = Instant::now();
+    let _ = fe;
+    let user = c.user.borrow();
+    let user = user.as_deref().map_or(
+        std::borrow::Cow::Borrowed("default"),
+        String::from_utf8_lossy,
+    );
+    let _ = write!(
+        out,
+        "id={} addr={} laddr={} fd={} name=",
+        c.id, c.addr, c.laddr, c.fd
+    );
+    out.extend_from_slice(&c.name.borrow());
+    let _ = writeln!(
+        out,
+        " age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
+        now.duration_since(c.created).as_secs(),
+        now.duration_since(c.last_active.get()).as_secs(),
+        c.db.get(),
+        c.cmd.get(),
+        user,
+        match c.proto.get() {
+            Protocol::Resp2 => 2,
+            Protocol::Resp3 => 3,
+        }
+    );
+}

@@ -1,0 +1,253 @@
+//! Requests turned into typed commands, then applied.
+//!
+//! [`Command::parse`] does what Redis's command table does before anything runs: it finds
+//! the command and subcommand by name (any case) and checks the number of arguments. Those
+//! errors ([`Reject`]) come before the authentication check, as in Redis. Arguments stay
+//! slices of the request: parsing allocates nothing. [`apply`] then checks authentication
+//! and runs the command, appending its reply.
+//!
+//! One module per command family: [`connection`] (`PING`, `AUTH`, `HELLO`, `CLIENT`...),
+//! [`server`] (`INFO`, `CONFIG`, `COMMAND`, `TIME`, `DBSIZE`).
+
+pub mod connection;
+pub mod server;
+
+use manifold_redis_proto::{Protocol, Reply, Request};
+
+use crate::errors;
+use crate::server::{ClientInfo, RedisFrontend};
+
+/// The arguments of one request (the command name is argument 0).
+#[derive(Clone, Copy)]
+pub struct Args<'a> {
+    req: &'a Request,
+    buf: &'a [u8],
+}
+
+impl<'a> Args<'a> {
+    pub fn new(req: &'a Request, buf: &'a [u8]) -> Self {
+        Self { req, buf }
+    }
+
+    pub fn len(&self) -> usize {
+        self.req.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.req.is_empty()
+    }
+
+    /// Argument `i`, empty past the end.
+    pub fn get(&self, i: usize) -> &'a [u8] {
+        self.req.arg(self.buf, i).unwrap_or_default()
+    }
+
+    /// Arguments from `from` on.
+    pub fn from(&self, from: usize) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let this = *self;
+        (from..this.len()).map(move |i| this.get(i))
+    }
+}
+
+/// A command, its arguments checked in number.
+#[derive(Clone, Copy)]
+pub enum Command<'a> {
+    /// `PING [message]`: the whole request (more arguments are refused when applied).
+    Ping(Args<'a>),
+    Echo(&'a [u8]),
+    Quit,
+    Reset,
+    Select(&'a [u8]),
+    /// `AUTH [user] pass`; `too_many` past two arguments (a syntax error).
+    Auth {
+        user: Option<&'a [u8]>,
+        pass: &'a [u8],
+        too_many: bool,
+    },
+    /// `HELLO [version [option...]]`: the whole request.
+    Hello(Args<'a>),
+    ClientId,
+    ClientSetName(&'a [u8]),
+    ClientGetName,
+    ClientSetInfo(&'a [u8], &'a [u8]),
+    ClientInfo,
+    /// `CLIENT LIST [...]`: the whole request.
+    ClientList(Args<'a>),
+    ClientNoEvict(&'a [u8]),
+    ClientHelp,
+    /// `COMMAND` alone.
+    CommandAll,
+    CommandCount,
+    CommandDocs,
+    CommandHelp,
+    /// `CONFIG GET pattern...`: the whole request.
+    ConfigGet(Args<'a>),
+    ConfigHelp,
+    /// `INFO [section...]`: the whole request.
+    Info(Args<'a>),
+    Time,
+    DbSize,
+}
+
+/// Refused before running, as Redis's command lookup refuses.
+#[derive(Clone, Copy)]
+pub enum Reject<'a> {
+    UnknownCommand(Args<'a>),
+    UnknownSubcommand {
+        container: &'static str,
+        sub: &'a [u8],
+    },
+    /// The command's full name (`echo`, `client|setname`).
+    Arity(&'static str),
+}
+
+/// Redis's arity: `n > 0` exactly `n` arguments (name included), `n < 0` at least `-n`.
+fn arity_ok(arity: i32, argc: usize) -> bool {
+    let argc = argc as i64;
+    if arity >= 0 {
+        argc == i64::from(arity)
+    } else {
+        argc >= -i64::from(arity)
+    }
+}
+
+/// Checks `args` against `arity`, refusing with `full_name`.
+pub(crate) fn check(
+    arity: i32,
+    args: &Args<'_>,
+    full_name: &'static str,
+) -> Result<(), Reject<'static>> {
+    if arity_ok(arity, args.len()) {
+        Ok(())
+    } else {
+        Err(Reject::Arity(full_name))
+    }
+}
+
+impl<'a> Command<'a> {
+    /// Finds the command of a request with at least one argument.
+    pub fn parse(args: Args<'a>) -> Result<Self, Reject<'a>> {
+        let name = args.get(0);
+        if let Some(cmd) = connection::parse(name, args)? {
+            return Ok(cmd);
+        }
+        if let Some(cmd) = server::parse(name, args)? {
+            return Ok(cmd);
+        }
+        Err(Reject::UnknownCommand(args))
+    }
+
+    /// Runs without authentication (Redis's `no-auth` flag).
+    pub fn no_auth(&self) -> bool {
+        matches!(
+            self,
+            Self::Auth { .. } | Self::Hello(_) | Self::Quit | Self::Reset
+        )
+    }
+
+    /// The name `CLIENT LIST` shows in `cmd=`.
+    pub fn full_name(&self) -> &'static str {
+        match self {
+            Self::Ping(_) => "ping",
+            Self::Echo(_) => "echo",
+            Self::Quit => "quit",
+            Self::Reset => "reset",
+            Self::Select(_) => "select",
+            Self::Auth { .. } => "auth",
+            Self::Hello(_) => "hello",
+            Self::ClientId => "client|id",
+            Self::ClientSetName(_) => "client|setname",
+            Self::ClientGetName => "client|getname",
+            Self::ClientSetInfo(..) => "client|setinfo",
+            Self::ClientInfo => "client|info",
+            Self::ClientList(_) => "client|list",
+            Self::ClientNoEvict(_) => "client|no-evict",
+            Self::ClientHelp => "client|help",
+            Self::CommandAll => "command",
+            Self::CommandCount => "command|count",
+            Self::CommandDocs => "command|docs",
+            Self::CommandHelp => "command|help",
+            Self::ConfigGet(_) => "config|get",
+            Self::ConfigHelp => "config|help",
+            Self::Info(_) => "info",
+            Self::Time => "time",
+            Self::DbSize => "dbsize",
+        }
+    }
+}
+
+/// Commands the door knows (`COMMAND COUNT`).
+pub const COMMAND_COUNT: i64 = 13;
+
+/// One client's state while its connection runs.
+pub struct Session<'s> {
+    pub fe: &'s RedisFrontend,
+    pub info: &'s ClientInfo,
+    pub authenticated: bool,
+    pub proto: Protocol,
+    /// Set by `QUIT`: close once the replies are written.
+    pub quit: bool,
+}
+
+/// Applies one request (with at least one argument), appending its reply to `out`.
+pub fn apply(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
+    let cmd = match Command::parse(args) {
+        Ok(cmd) => cmd,
+        Err(reject) => {
+            let mut text = Vec::with_capacity(64);
+            match reject {
+                Reject::UnknownCommand(args) => {
+                    errors::unknown_command(&mut text, args.get(0), args.from(1));
+                }
+                Reject::UnknownSubcommand { container, sub } => {
+                    errors::unknown_subcommand(&mut text, container, sub);
+                }
+                Reject::Arity(name) => errors::arity(&mut text, name),
+            }
+            Reply::new(out, session.proto).error(&text);
+            return;
+        }
+    };
+    if !session.authenticated && !cmd.no_auth() {
+        Reply::new(out, session.proto).error(errors::NOAUTH);
+        return;
+    }
+    session.info.cmd.set(cmd.full_name());
+    match cmd {
+        Command::CommandAll
+        | Command::CommandCount
+        | Command::CommandDocs
+        | Command::CommandHelp
+        | Command::ConfigGet(_)
+        | Command::ConfigHelp
+        | Command::Info(_)
+        | Command::Time
+        | Command::DbSize => server::apply(session, cmd, out),
+        _ => connection::apply(session, cmd, out),
+    }
+}
+
+/// Redis's `string2ll`: an optional `-`, digits without a leading zero, fits an `i64`.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits.len() > 19 || digits[0] == b'0' {
+        return None;
+    }
+    let mut v: i128 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + i128::from(d - b'0');
+    }
+    i64::try_from(if neg { -v } else { v }).ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,95 @@
+//! The `[redis]` section.
+
+use std::time::Duration;
+
+use manifold_redis_proto::Limits;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisConfig {
+    /// Address Redis clients connect to; empty: no Redis door. Off by default while the door
+    /// serves only connection commands (no data commands yet).
+    pub listen: String,
+    /// Largest argument of a request, in bytes (Redis's `proto-max-bulk-len`, 512 MiB).
+    pub proto_max_bulk_len: u64,
+    /// Redis clients manifold accepts in all (Redis's `maxclients`); the next one gets
+    /// `-ERR max number of clients reached` and is closed.
+    pub max_clients: usize,
+    /// A client idle this long is disconnected (Redis's `timeout`); 0: never.
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub idle_timeout: Duration,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self {
+            listen: String::new(),
+            proto_max_bulk_len: 512 << 20,
+            max_clients: 10_000,
+            idle_timeout: Duration::ZERO,
+        }
+    }
+}
+
+impl RedisConfig {
+    /// Checks values, naming the key at fault.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.listen.is_empty() {
+            self.listen
+                .parse::<std::net::SocketAddr>()
+                .map_err(|e| format!("redis.listen: '{}': {e}", self.listen))?;
+        }
+        // Redis accepts 1 MiB and more.
+        if self.proto_max_bulk_len < 1 << 20 {
+            return Err(format!(
+                "redis.proto_max_bulk_len: {} is below 1048576 (1 MiB)",
+                self.proto_max_bulk_len
+            ));
+        }
+        if self.max_clients == 0 {
+            return Err("redis.max_clients: must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The request limits: Redis's defaults with `proto_max_bulk_len`, and a request buffer
+    /// that can hold the largest argument.
+    pub fn limits(&self) -> Limits {
+        let mut limits = Limits {
+            proto_max_bulk_len: self.proto_max_bulk_len,
+            ..Limits::default()
+        };
+        let needed =
+            usize::try_from(self.proto_max_bulk_len.saturating_add(64 << 10)).unwrap_or(usize::MAX);
+        limits.client_query_buffer_limit = limits.client_query_buffer_limit.max(needed);
+        limits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RedisConfig;
+
+    #[test]
+    fn off_by_default_and_checked() {
+        let cfg = RedisConfig::default();
+        assert!(cfg.listen.is_empty());
+        cfg.validate().unwrap();
+        let bad = |f: fn(&mut RedisConfig)| {
+            let mut c = RedisConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err()
+        };
+        assert!(bad(|c| c.listen = "nowhere".into()).starts_with("redis.listen"));
+        assert!(bad(|c| c.max_clients = 0).starts_with("redis.max_clients"));
+        assert!(bad(|c| c.proto_max_bulk_len = 10).starts_with("redis.proto_max_bulk_len"));
+        // The request buffer holds the largest argument.
+        let limits = RedisConfig {
+            proto_max_bulk_len: 2 << 30,
+            ..RedisConfig::default()
+        }
+        .limits();
+        assert!(limits.client_query_buffer_limit as u64 > 2 << 30);
+    }
+}

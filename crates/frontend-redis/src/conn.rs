@@ -1,0 +1,107 @@
+//! One client connection: read, parse every complete request, apply them in order, write
+//! all their replies at once.
+//!
+//! The connection owns one input buffer and one output buffer, reused for its whole life.
+//! Requests are parsed in place ([`Request::parse`]: arguments are ranges of the input
+//! buffer), so a request costs no allocation beyond what its reply needs. A protocol error
+//! gets Redis's reply after the replies of the requests before it, and ends this connection
+//! only.
+
+use std::time::Instant;
+
+use manifold_redis_proto::{Protocol, Request};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::cmd::{self, Args, Session};
+use crate::server::{ClientInfo, RedisFrontend};
+
+/// What the buffers start with, and shrink back to after a large request.
+const BUF_SIZE: usize = 16 * 1024;
+/// Bytes read at least per read.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Serves `stream` until the client leaves, sends `QUIT`, breaks the protocol, stays idle
+/// past `idle_timeout`, or the worker drains.
+pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo) {
+    let limits = &fe.shared.limits;
+    let idle_timeout = fe.shared.config.idle_timeout;
+    let mut input: Vec<u8> = Vec::with_capacity(BUF_SIZE);
+    let mut out: Vec<u8> = Vec::with_capacity(BUF_SIZE);
+    let mut req = Request::new();
+    let mut session = Session {
+        fe,
+        info,
+        authenticated: false,
+        proto: Protocol::Resp2,
+        quit: false,
+    };
+    loop {
+        // Every complete request in the buffer, in order.
+        let mut start = 0;
+        let mut failed = false;
+        loop {
+            req.set_auth_required(!session.authenticated);
+            let buf = &input[start..];
+            match req.parse(buf, limits) {
+                Ok(Some(used)) => {
+                    if !req.is_empty() {
+                        cmd::apply(&mut session, Args::new(&req, buf), &mut out);
+                    }
+                    start += used;
+                    if session.quit {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(target: "manifold::connections", client = %info.addr, error = %e, "redis protocol error");
+                    if let Some(reply) = e.reply() {
+                        out.extend_from_slice(&reply);
+                    }
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if !out.is_empty() {
+            if stream.write_all(&out).await.is_err() {
+                return;
+            }
+            out.clear();
+            if out.capacity() > 4 * BUF_SIZE {
+                out.shrink_to(BUF_SIZE);
+            }
+        }
+        if failed || session.quit {
+            let _ = stream.shutdown().await;
+            return;
+        }
+        input.drain(..start);
+        if input.is_empty() && input.capacity() > 4 * BUF_SIZE {
+            input.shrink_to(BUF_SIZE);
+        }
+        let want = req.needed().saturating_sub(input.len()).max(READ_CHUNK);
+        input.reserve(want);
+        let read = stream.read_buf(&mut input);
+        let n = tokio::select! {
+            biased;
+            () = fe.ctx.drain().notified() => return,
+            r = async {
+                if idle_timeout.is_zero() {
+                    Some(read.await)
+                } else {
+                    tokio::time::timeout(idle_timeout, read).await.ok()
+                }
+            } => match r {
+                Some(Ok(n)) => n,
+                // Idle past the timeout, or a read error: Redis closes without a word.
+                _ => return,
+            },
+        };
+        if n == 0 {
+            return;
+        }
+        info.last_active.set(Instant::now());
+    }
+}

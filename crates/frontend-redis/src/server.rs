@@ -1,0 +1,177 @@
+//! What the workers share, and each worker's handler of Redis connections.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use manifold_engine::{ConnectionHandler, WorkerContext};
+use manifold_redis_proto::{Limits, Protocol};
+
+use crate::config::RedisConfig;
+
+/// Checks a user name and password against manifold's users.
+pub trait Credentials: Send + Sync {
+    /// Whether `user` exists and `password` is its password.
+    fn check(&self, user: &[u8], password: &[u8]) -> bool;
+}
+
+/// State of the Redis door shared by every worker. Touched once per connection (its count
+/// and id), never per request.
+pub struct RedisShared {
+    pub config: RedisConfig,
+    pub limits: Limits,
+    pub credentials: Arc<dyn Credentials>,
+    clients: AtomicUsize,
+    next_id: AtomicU64,
+    started: Instant,
+}
+
+impl std::fmt::Debug for RedisShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisShared")
+            .field("config", &self.config)
+            .field("clients", &self.clients.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisShared {
+    pub fn new(config: RedisConfig, credentials: Arc<dyn Credentials>) -> Arc<Self> {
+        Arc::new(Self {
+            limits: config.limits(),
+            config,
+            credentials,
+            clients: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+            started: Instant::now(),
+        })
+    }
+
+    /// Redis clients connected now, on every worker.
+    pub fn clients(&self) -> usize {
+        self.clients.load(Ordering::Relaxed)
+    }
+
+    /// Seconds since the door was set up (`INFO`'s `uptime_in_seconds`).
+    pub fn uptime_secs(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    /// Counts a client unless that would pass `max_clients`.
+    fn admit(&self) -> bool {
+        self.clients
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < self.config.max_clients).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn release(&self) {
+        self.clients.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// What `CLIENT LIST` shows of one client. Lives on its worker; the connection updates it
+/// without locks.
+#[derive(Debug)]
+pub struct ClientInfo {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub fd: i32,
+    pub created: Instant,
+    pub last_active: Cell<Instant>,
+    pub name: RefCell<Vec<u8>>,
+    pub user: RefCell<Option<Vec<u8>>>,
+    pub db: Cell<u8>,
+    pub proto: Cell<Protocol>,
+    /// The last command's full name (`client|list`).
+    pub cmd: Cell<&'static str>,
+}
+
+/// One worker's handler of Redis connections, with the clients it serves.
+pub struct RedisFrontend {
+    pub shared: Arc<RedisShared>,
+    pub ctx: Rc<WorkerContext>,
+    pub clients: RefCell<BTreeMap<u64, Rc<ClientInfo>>>,
+}
+
+impl std::fmt::Debug for RedisFrontend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisFrontend")
+            .field("worker", &self.ctx.id())
+            .field("clients", &self.clients.borrow().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisFrontend {
+    pub fn new(shared: Arc<RedisShared>, ctx: &Rc<WorkerContext>) -> Self {
+        Self {
+            shared,
+            ctx: ctx.clone(),
+            clients: RefCell::new(BTreeMap::new()),
+        }
+    }
+}
+
+/// Takes a client off the worker's list and the shared count when its connection ends.
+struct Registered {
+    fe: Rc<RedisFrontend>,
+    id: u64,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.fe.clients.borrow_mut().remove(&self.id);
+        self.fe.shared.release();
+    }
+}
+
+impl ConnectionHandler for RedisFrontend {
+    fn handle(
+        self: Rc<Self>,
+        mut stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        _ctx: Rc<WorkerContext>,
+    ) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(async move {
+            if !self.shared.admit() {
+                use tokio::io::AsyncWriteExt;
+                let _ = stream.write_all(crate::errors::MAX_CLIENTS).await;
+                return;
+            }
+            let _ = stream.set_nodelay(true);
+            let now = Instant::now();
+            let info = Rc::new(ClientInfo {
+                id: self.shared.next_id(),
+                addr: peer,
+                laddr: stream.local_addr().unwrap_or(peer),
+                fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
+                created: now,
+                last_active: Cell::new(now),
+                name: RefCell::new(Vec::new()),
+                user: RefCell::new(None),
+                db: Cell::new(0),
+                proto: Cell::new(Protocol::Resp2),
+                cmd: Cell::new("NULL"),
+            });
+            self.clients.borrow_mut().insert(info.id, info.clone());
+            let _registered = Registered {
+                fe: self.clone(),
+                id: info.id,
+            };
+            crate::conn::serve(&self, stream, &info).await;
+        })
+    }
+}

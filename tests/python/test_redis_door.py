@@ -1,0 +1,431 @@
+"""The Redis door's connection layer (`--redis-listen`), against the real manifold binary:
+the handshakes real clients send (redis-cli, redis-py in RESP2 and RESP3), AUTH forms, the
+exact error texts, pipelining, protocol errors ending one connection only, and a differential
+check of the connection commands against Debian's redis-server 7.0.
+
+Deliberate differences from redis-server (so not in the differential sequence):
+- `AUTH user:pass` with one argument logs in as `user` (clients that send one argument);
+  redis-server takes it as the password of `default`;
+- data commands (GET, SET...) are unknown commands in this slice: redis-server answers
+  NOAUTH before authentication and runs them after;
+- `CLIENT SETINFO` (Redis 7.2, sent by clients) answers OK; 7.0 says unknown subcommand;
+- `CLIENT LIST` lists the clients of the worker serving the connection only, with zero
+  memory and buffer fields; `CLIENT ID` / `HELLO`'s `id` differ in value;
+- `COMMAND` and `COMMAND DOCS` answer empty, `CONFIG GET` knows a few parameters, `INFO`
+  has fewer fields (`redis_version`, `loading:0`...).
+"""
+
+import re
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import RUN_DIR, USER, PASSWORD, Manifold, free_port, native_hash, wait_port
+
+
+def _need(tool):
+    path = shutil.which(tool) or (f"/usr/bin/{tool}" if shutil.os.path.exists(f"/usr/bin/{tool}") else None)
+    if path is None:
+        pytest.fail(f"{tool} not found: run scripts/setup (apt-get install redis-server redis-tools)")
+    return path
+
+
+def _redis_py():
+    try:
+        import redis  # noqa: PLC0415
+    except ImportError:
+        pytest.fail("the redis Python package is missing: run scripts/setup (pip install redis)")
+    return redis
+
+
+@pytest.fixture(scope="module")
+def door(topology):
+    """A manifold with the Redis door on a free port; yields that port."""
+    for attempt in range(3):
+        port = free_port()
+        m = Manifold(topology, ["--redis-listen", f"127.0.0.1:{port}"], log_name="redis-door")
+        try:
+            wait_port(port, m.proc, "manifold's Redis door")
+            break
+        except pytest.fail.Exception:
+            m.stop()
+            if attempt == 2:
+                raise
+    yield port
+    m.stop_and_check()
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """Debian's redis-server with the same account as manifold's (`app`/`app`) and no usable
+    default user; yields its port."""
+    server = _need("redis-server")
+    for attempt in range(3):
+        port = free_port()
+        proc = subprocess.Popen(
+            [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(RUN_DIR), "--user", USER, "on", f">{PASSWORD}", "~*", "&*", "+@all",
+             "--user", "default", "off"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_port(port, proc, "redis-server", timeout=10)
+            break
+        except pytest.fail.Exception:
+            proc.kill()
+            proc.wait()
+            if attempt == 2:
+                raise
+    yield port
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def raw(port, payload, timeout=5.0):
+    """Sends `payload` in one write and returns every byte until the server closes."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(payload)
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+    finally:
+        s.close()
+
+
+def cmd(*args):
+    """One multibulk request."""
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def read_reply(f):
+    """One RESP2/RESP3 reply from a file object, as Python values (errors as Err)."""
+    line = f.readline()
+    assert line.endswith(b"\r\n"), line
+    t, rest = line[:1], line[1:-2]
+    if t == b"+":
+        return rest.decode()
+    if t == b"-":
+        return Err(rest.decode())
+    if t == b":":
+        return int(rest)
+    if t in (b"$", b"="):
+        n = int(rest)
+        if n < 0:
+            return None
+        data = f.read(n + 2)[:-2]
+        return data[4:] if t == b"=" else data
+    if t in (b"*", b"~", b">"):
+        n = int(rest)
+        return None if n < 0 else [read_reply(f) for _ in range(n)]
+    if t == b"%":
+        return {read_reply(f): read_reply(f) for _ in range(int(rest))}
+    if t == b"_":
+        return None
+    raise AssertionError(f"unexpected reply line {line!r}")
+
+
+class Err(str):
+    """An error reply's text."""
+
+
+class Conn:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.f = self.sock.makefile("rb")
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def call(self, *args):
+        self.send(cmd(*args))
+        return read_reply(self.f)
+
+    def closed(self):
+        return self.sock.recv(1) == b""
+
+    def close(self):
+        self.f.close()
+        self.sock.close()
+
+
+AUTH = cmd("AUTH", USER, PASSWORD)
+NOAUTH = b"-NOAUTH Authentication required.\r\n"
+WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+
+
+# The differential sequences: the same bytes go to redis-server and to manifold, and the
+# whole answers must be equal byte for byte, `id` values masked.
+SEQUENCES = {
+    "before_auth": [
+        cmd("PING"), cmd("FOO", "a", "b"), cmd("CLIENT", "SETNAME"), cmd("CLIENT", "FOO"),
+        cmd("CLIENT"), cmd("ECHO"), cmd("HELLO"), cmd("HELLO", "4"), cmd("HELLO", "x"),
+        cmd("HELLO", "3"), cmd("HELLO", "3", "FOO"), cmd("SELECT", "1"), cmd("CLIENT", "ID"),
+        cmd("INFO"), cmd("AUTH", "wrong"), cmd("AUTH", USER, "wrong"), cmd("AUTH", "nobody", PASSWORD),
+        cmd("AUTH", "default", PASSWORD), cmd("AUTH", "a", "b", "c"), cmd("AUTH"),
+        cmd("HELLO", "3", "AUTH", USER, "wrong"), cmd("PING", "a", "b"), b"PING\r\n",
+        b"ping inline 'quoted arg'\r\n", cmd("QUIT"),
+    ],
+    "after_auth": [
+        AUTH, cmd("PING"), cmd("PING", "hi"), cmd("ECHO", b"a\r\nb\x00c"), cmd("ECHO", ""),
+        cmd("SELECT", "15"), cmd("SELECT", "16"), cmd("SELECT", "-1"), cmd("SELECT", "x"),
+        cmd("SELECT", "01"), cmd("SELECT", "0"), cmd("CLIENT", "GETNAME"),
+        cmd("CLIENT", "SETNAME", "a b"), cmd("CLIENT", "SETNAME", "n1"), cmd("CLIENT", "GETNAME"),
+        cmd("CLIENT", "SETNAME", ""), cmd("CLIENT", "GETNAME"), cmd("CLIENT", "NO-EVICT", "on"),
+        cmd("CLIENT", "NO-EVICT", "maybe"), cmd("CLIENT", "ID", "x"), cmd("DBSIZE"),
+        cmd("CONFIG", "GET", "save"), cmd("CONFIG", "GET", "appendonly"), cmd("CONFIG", "GET", "nothing*"),
+        cmd("CONFIG"), cmd("COMMAND", "NOPE"), cmd("TIME", "x"), cmd("HELLO", "2"), cmd("HELLO", "2", "SETNAME", "n2"),
+        cmd("CLIENT", "GETNAME"), cmd("HELLO", "3", "SETNAME", "bad name"), cmd("ECHO", "x", "y"),
+        cmd("QUIT", "extra"),
+    ],
+    "resp3_and_reset": [
+        cmd("HELLO", "3", "AUTH", USER, PASSWORD, "SETNAME", "r3"), cmd("PING"), cmd("ECHO", "e"),
+        cmd("CLIENT", "GETNAME"), cmd("CONFIG", "GET", "save"), cmd("SELECT", "7"),
+        cmd("RESET"), cmd("PING"), cmd("CLIENT", "GETNAME"), AUTH, cmd("CLIENT", "GETNAME"),
+        cmd("HELLO", "3"), cmd("CLIENT", "GETNAME"), cmd("HELLO", "2"), cmd("QUIT"),
+    ],
+    "protocol_error_unauthenticated": [cmd("PING"), b"*20\r\n"],
+    "protocol_error_bulk": [AUTH, cmd("PING"), b"*2\r\n$4\r\nECHO\r\n$x\r\n"],
+    "protocol_error_dollar": [AUTH, b"*1\r\n+PING\r\n"],
+    "protocol_error_quotes": [AUTH, b'ECHO "unbalanced\r\n'],
+    "protocol_error_too_big_bulk_before_auth": [b"*1\r\n$20000\r\n"],
+    "ignored_empty_requests": [AUTH, b"*0\r\n", b"\r\n", b"   \r\n", b"*-1\r\n", cmd("PING"), cmd("QUIT")],
+}
+
+
+def mask(data):
+    return re.sub(rb"(\$2\r\nid\r\n):\d+\r\n", rb"\1:ID\r\n", data)
+
+
+@pytest.mark.parametrize("name", sorted(SEQUENCES))
+def test_same_replies_as_redis_server(door, reference, name):
+    payload = b"".join(SEQUENCES[name])
+    want = raw(reference, payload)
+    got = raw(door, payload)
+    assert want, "redis-server answered nothing"
+    assert mask(got) == mask(want), f"\nredis-server: {want!r}\nmanifold:     {got!r}"
+
+
+def test_exact_error_texts(door):
+    c = Conn(door)
+    assert raw(door, cmd("PING") + cmd("QUIT")) == NOAUTH + b"+OK\r\n"
+    assert raw(door, cmd("AUTH", "app", "nope") + cmd("QUIT")) == WRONGPASS + b"+OK\r\n"
+    assert raw(door, cmd("AUTH", "app", "app") + cmd("HELLO", "4") + cmd("HELLO", "1") + cmd("QUIT")) == \
+        b"+OK\r\n" + b"-NOPROTO unsupported protocol version\r\n" * 2 + b"+OK\r\n"
+    assert raw(door, AUTH + cmd("SELECT", "16") + cmd("QUIT")) == b"+OK\r\n-ERR DB index is out of range\r\n+OK\r\n"
+    assert raw(door, AUTH + cmd("ECHO") + cmd("QUIT")) == \
+        b"+OK\r\n-ERR wrong number of arguments for 'echo' command\r\n+OK\r\n"
+    # Data commands are not in this slice: unknown, before and after authentication.
+    assert raw(door, cmd("GET", "k") + AUTH + cmd("SET", "k", "v") + cmd("QUIT")) == (
+        b"-ERR unknown command 'GET', with args beginning with: 'k' \r\n+OK\r\n"
+        b"-ERR unknown command 'SET', with args beginning with: 'k' 'v' \r\n+OK\r\n")
+    c.close()
+
+
+def test_auth_forms(door):
+    # AUTH user pass, AUTH user:pass (one argument), HELLO ... AUTH user pass.
+    for login in (cmd("AUTH", USER, PASSWORD), cmd("AUTH", f"{USER}:{PASSWORD}"),
+                  cmd("HELLO", "2", "AUTH", USER, PASSWORD)):
+        c = Conn(door)
+        assert c.call("PING") == Err("NOAUTH Authentication required.")
+        c.send(login)
+        first = read_reply(c.f)
+        assert first == "OK" or (isinstance(first, list) and b"proto" in first), first
+        assert c.call("PING") == "PONG"
+        assert b"user=app " in c.call("CLIENT", "INFO")
+        c.close()
+    # No password-less default user: one argument without a colon fails, as do wrong ones.
+    for bad in (cmd("AUTH", PASSWORD), cmd("AUTH", f"{USER}:wrong"), cmd("AUTH", f"nobody:{PASSWORD}"),
+                cmd("AUTH", USER, PASSWORD + "\x00"), cmd("AUTH", "", "")):
+        assert raw(door, bad + cmd("PING") + cmd("QUIT")) == WRONGPASS + NOAUTH + b"+OK\r\n", bad
+    # A failed AUTH keeps an earlier login.
+    assert raw(door, AUTH + cmd("AUTH", USER, "x") + cmd("PING") + cmd("QUIT")) == \
+        b"+OK\r\n" + WRONGPASS + b"+PONG\r\n+OK\r\n"
+
+
+def test_resp3_after_hello_3(door):
+    c = Conn(door)
+    c.send(cmd("HELLO", "3", "AUTH", USER, PASSWORD))
+    assert c.f.readline() == b"%7\r\n"
+    hello = {}
+    for _ in range(7):
+        k = read_reply(c.f)
+        hello[k] = read_reply(c.f)
+    assert hello[b"server"] == b"redis" and hello[b"version"] == b"7.0.15" and hello[b"proto"] == 3
+    assert hello[b"mode"] == b"standalone" and hello[b"role"] == b"master" and hello[b"modules"] == []
+    assert hello[b"id"] == c.call("CLIENT", "ID")
+    c.send(cmd("CLIENT", "GETNAME"))
+    assert c.f.readline() == b"_\r\n"
+    c.send(cmd("CONFIG", "GET", "appendonly"))
+    assert c.f.readline() == b"%1\r\n"
+    assert [read_reply(c.f), read_reply(c.f)] == [b"appendonly", b"no"]
+    c.send(cmd("INFO", "server"))
+    head = c.f.readline()
+    assert head.startswith(b"=")
+    assert c.f.read(int(head[1:-2]) + 2).startswith(b"txt:# Server\r\nredis_version:7.0.15\r\n")
+    c.send(cmd("HELLO", "2"))
+    assert c.f.readline() == b"*14\r\n"
+    c.close()
+
+
+def test_pipelining_keeps_order(door):
+    n = 500
+    payload = AUTH + b"".join(cmd("ECHO", f"m{i}") if i % 3 else cmd("PING", f"p{i}") for i in range(n))
+    payload += b"".join(b"ECHO inline%d\r\n" % i for i in range(50)) + cmd("QUIT")
+    got = raw(door, payload)
+    want = b"+OK\r\n" + b"".join(
+        (b"$%d\r\n%s\r\n" % (len(s), s)) for s in
+        ((f"m{i}" if i % 3 else f"p{i}").encode() for i in range(n)))
+    want += b"".join(b"$%d\r\ninline%d\r\n" % (len(b"inline%d" % i), i) for i in range(50)) + b"+OK\r\n"
+    assert got == want
+    # The same requests cut anywhere: one byte per write.
+    c = Conn(door)
+    for b in AUTH + cmd("ECHO", "split") + cmd("PING"):
+        c.send(bytes([b]))
+    assert [read_reply(c.f) for _ in range(3)] == ["OK", b"split", "PONG"]
+    # A large argument across many reads.
+    big = b"x" * (3 << 20)
+    assert c.call("ECHO", big) == big
+    c.close()
+
+
+def test_protocol_error_ends_only_that_connection(door):
+    good = Conn(door)
+    assert good.call("AUTH", USER, PASSWORD) == "OK"
+    bad = Conn(door)
+    bad.send(AUTH + cmd("PING") + b"*1\r\n$x\r\n" + cmd("PING"))
+    assert [read_reply(bad.f) for _ in range(3)] == [
+        "OK", "PONG", Err("ERR Protocol error: invalid bulk length")]
+    assert bad.f.read() == b"", "the connection stays open after a protocol error"
+    assert good.call("PING") == "PONG"
+    assert good.call("ECHO", "still here") == b"still here"
+    good.close()
+    bad.close()
+
+
+def test_client_commands(door):
+    c = Conn(door)
+    c.call("AUTH", USER, PASSWORD)
+    assert c.call("CLIENT", "SETNAME", "door-test") == "OK"
+    assert c.call("CLIENT", "GETNAME") == b"door-test"
+    assert c.call("CLIENT", "SETINFO", "lib-name", "redis-py") == "OK"
+    assert c.call("CLIENT", "SETINFO", "lib-ver", "1.0") == "OK"
+    assert c.call("CLIENT", "SETINFO", "nope", "1") == Err("ERR Unrecognized option 'nope'")
+    my_id = c.call("CLIENT", "ID")
+    assert isinstance(my_id, int) and my_id > 0
+    other = Conn(door)
+    assert other.call("CLIENT", "ID") == Err("NOAUTH Authentication required.")
+    other.call("AUTH", USER, PASSWORD)
+    assert other.call("CLIENT", "ID") != my_id
+    info = c.call("CLIENT", "INFO").decode()
+    assert info.startswith(f"id={my_id} ") and " name=door-test " in info and info.endswith("\n")
+    assert " db=0 " in info and " resp=2" in info and " cmd=client|info " in info
+    c.call("SELECT", "5")
+    listing = c.call("CLIENT", "LIST").decode()
+    lines = [l for l in listing.split("\n") if l]
+    me = [l for l in lines if l.startswith(f"id={my_id} ")]
+    assert len(me) == 1 and " db=5 " in me[0] and " cmd=client|list " in me[0], listing
+    assert c.call("CLIENT", "LIST", "ID", str(my_id)).decode().startswith(f"id={my_id} ")
+    assert c.call("CLIENT", "NO-EVICT", "off") == "OK"
+    assert c.call("COMMAND", "COUNT") > 0
+    assert c.call("COMMAND", "DOCS") == []
+    assert c.call("DBSIZE") == 0
+    secs, micros = c.call("TIME")
+    assert abs(int(secs) - time.time()) < 60 and 0 <= int(micros) < 1_000_000
+    text = c.call("INFO").decode()
+    assert "redis_version:7.0.15\r\n" in text and "loading:0\r\n" in text and "redis_mode:standalone" in text
+    assert c.call("INFO", "keyspace").decode().startswith("# Keyspace")
+    assert c.call("CONFIG", "GET", "save") == [b"save", b""]
+    assert c.call("CONFIG", "GET", "appendonly") == [b"appendonly", b"no"]
+    got = c.call("CONFIG", "GET", "max*")
+    assert got[0] == b"maxclients" and int(got[1]) > 0
+    c.close()
+    other.close()
+
+
+def test_redis_cli(door):
+    cli = _need("redis-cli")
+
+    def run(*args):
+        p = subprocess.run([cli, "-p", str(door), *args], capture_output=True, text=True, timeout=30)
+        return p.stdout + p.stderr
+
+    assert run("--user", USER, "--pass", PASSWORD, "--no-auth-warning", "PING").strip() == "PONG"
+    assert run("-a", f"{USER}:{PASSWORD}", "--no-auth-warning", "ECHO", "hi").strip() == "hi"
+    # -n sends SELECT; -3 sends HELLO 3 (with AUTH when a user is given).
+    assert run("--user", USER, "--pass", PASSWORD, "--no-auth-warning", "-n", "3", "CLIENT", "INFO").count(" db=3 ") == 1
+    out = run("-3", "--user", USER, "--pass", PASSWORD, "--no-auth-warning", "CLIENT", "INFO")
+    assert " resp=3" in out, out
+    assert "NOAUTH Authentication required." in run("PING")
+    assert "WRONGPASS invalid username-password pair or user is disabled." in \
+        run("--user", USER, "--pass", "wrong", "--no-auth-warning", "PING")
+    assert "ERR unknown command 'GET', with args beginning with: 'k'" in \
+        run("--user", USER, "--pass", PASSWORD, "--no-auth-warning", "GET", "k")
+
+
+def test_redis_py(door):
+    redis = _redis_py()
+    for protocol in (2, 3):
+        r = redis.Redis(port=door, username=USER, password=PASSWORD, protocol=protocol, db=2,
+                        client_name=f"py{protocol}", socket_timeout=10)
+        assert r.ping() is True
+        assert r.echo("hello") == b"hello"
+        assert r.client_getname() in (f"py{protocol}", f"py{protocol}".encode())
+        info = r.client_info()
+        assert int(info["db"]) == 2 and int(info["resp"]) == protocol, info
+        assert r.info()["redis_version"] == "7.0.15"
+        assert r.info()["loading"] == 0
+        assert r.config_get("appendonly") == {"appendonly": "no"} or \
+            r.config_get("appendonly") == {b"appendonly": b"no"}
+        assert r.dbsize() == 0
+        assert r.time()[0] > 0
+        assert any(c["id"] == str(r.client_id()) or int(c["id"]) == r.client_id() for c in r.client_list())
+        pipe = r.pipeline(transaction=False)
+        for i in range(100):
+            pipe.echo(f"v{i}")
+        assert pipe.execute() == [f"v{i}".encode() for i in range(100)]
+        with pytest.raises(redis.exceptions.ResponseError, match="unknown command 'GET'"):
+            r.get("k")
+        r.close()
+    # user:pass as the password alone (AUTH with one argument, RESP2).
+    r = redis.Redis(port=door, password=f"{USER}:{PASSWORD}", protocol=2, socket_timeout=10)
+    assert r.ping() is True
+    r.close()
+    for protocol in (2, 3):
+        with pytest.raises(redis.exceptions.AuthenticationError):
+            redis.Redis(port=door, username=USER, password="wrong", protocol=protocol, socket_timeout=10).ping()
+        with pytest.raises((redis.exceptions.AuthenticationError, redis.exceptions.ResponseError),
+                           match="uthenticat"):
+            redis.Redis(port=door, protocol=protocol, socket_timeout=10).ping()
+
+
+def test_door_is_off_by_default(manifold):
+    """The quick start without --redis-listen opens no Redis door."""
+    help_text = subprocess.run([manifold.proc.args[0], "--help"], capture_output=True, text=True).stdout
+    assert "--redis-listen" in help_text
+    assert "Redis door open" not in manifold.log_text()
+
+
+def test_check_config_validates_redis(tmp_path, manifold):
+    binary = manifold.proc.args[0]
+    base = ('[backend]\nprimary = "127.0.0.1:3306"\n[[users]]\nname = "a"\n'
+            f'password_native = "{native_hash("a")}"\nbackend_password = "a"\n')
+    ok = tmp_path / "ok.toml"
+    ok.write_text(base + '[redis]\nlisten = "127.0.0.1:6380"\nmax_clients = 5\nidle_timeout = "30s"\n')
+    p = subprocess.run([binary, "check-config", str(ok)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    for bad, key in (('listen = "nowhere"', "redis.listen"), ("max_clients = 0", "redis.max_clients"),
+                     ("proto_max_bulk_len = 10", "redis.proto_max_bulk_len"), ("tls = true", "tls")):
+        f = tmp_path / "bad.toml"
+        f.write_text(base + "[redis]\n" + bad + "\n")
+        p = subprocess.run([binary, "check-config", str(f)], capture_output=True, text=True)
+        assert p.returncode != 0 and key in p.stderr, (bad, p.stderr)
