@@ -20,6 +20,8 @@ use crate::server::{ClientInfo, RedisFrontend};
 const BUF_SIZE: usize = 16 * 1024;
 /// Bytes read at least per read.
 const READ_CHUNK: usize = 16 * 1024;
+/// Replies held before they are written, whatever is still to be parsed.
+const MAX_PENDING_OUTPUT: usize = 64 * 1024;
 
 /// Serves `stream` until the client leaves, sends `QUIT`, breaks the protocol, stays idle
 /// past `idle_timeout`, or the worker drains.
@@ -37,9 +39,12 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
         quit: false,
     };
     loop {
-        // Every complete request in the buffer, in order.
+        // Every complete request in the buffer, in order, until the replies pass
+        // `MAX_PENDING_OUTPUT`: they are written first, so a client that sends and never
+        // reads is held back by its own socket instead of growing manifold's memory.
         let mut start = 0;
         let mut failed = false;
+        let mut more = false;
         loop {
             req.set_auth_required(!session.authenticated);
             let buf = &input[start..];
@@ -50,6 +55,10 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
                     }
                     start += used;
                     if session.quit {
+                        break;
+                    }
+                    if out.len() >= MAX_PENDING_OUTPUT {
+                        more = true;
                         break;
                     }
                 }
@@ -78,6 +87,11 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
             return;
         }
         input.drain(..start);
+        if more {
+            // The rest of what was read, after the other connections of the worker had a turn.
+            tokio::task::yield_now().await;
+            continue;
+        }
         if input.is_empty() && input.capacity() > 4 * BUF_SIZE {
             input.shrink_to(BUF_SIZE);
         }

@@ -149,10 +149,12 @@ impl Config {
         self.engine.validate().map_err(|e| format!("engine.{e}"))?;
         self.mysql.validate()?;
         self.redis.validate()?;
-        if !self.redis.listen.is_empty() && self.redis.listen == self.mysql.listen {
+        if !self.redis.listen.is_empty() && same_port(&self.redis.listen, &self.mysql.listen) {
+            // Listeners bind with SO_REUSEPORT: the second would share the first's port
+            // without an error, and take some of its clients.
             return Err(format!(
-                "redis.listen: '{}' is mysql.listen too",
-                self.redis.listen
+                "redis.listen: '{}' is the port of mysql.listen ('{}')",
+                self.redis.listen, self.mysql.listen
             ));
         }
         self.pool.validate()?;
@@ -257,6 +259,20 @@ impl Config {
             )?;
         }
         Ok(())
+    }
+}
+
+/// Two listen addresses that would bind the same port: the same fixed port on the same
+/// address, or on any address where one of them is a wildcard.
+fn same_port(a: &str, b: &str) -> bool {
+    use std::net::SocketAddr;
+    match (a.parse::<SocketAddr>(), b.parse::<SocketAddr>()) {
+        (Ok(a), Ok(b)) => {
+            a.port() != 0
+                && a.port() == b.port()
+                && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+        }
+        _ => a == b,
     }
 }
 
@@ -390,5 +406,18 @@ mod tests {
         assert!(e.contains("users[0].password_native"), "{e}");
         let e = Config::from_toml(&MINIMAL.replace("127.0.0.1:3306", "127.0.0.1")).unwrap_err();
         assert!(e.contains("backend.primary"), "{e}");
+    }
+
+    #[test]
+    fn the_redis_door_may_not_share_the_mysql_port() {
+        assert!(super::same_port("0.0.0.0:6033", "127.0.0.1:6033"));
+        assert!(super::same_port("127.0.0.1:6033", "127.0.0.1:6033"));
+        assert!(super::same_port("[::]:6033", "127.0.0.1:6033"));
+        assert!(!super::same_port("127.0.0.1:6033", "127.0.0.2:6033"));
+        assert!(
+            !super::same_port("127.0.0.1:0", "127.0.0.1:0"),
+            "each gets its own port"
+        );
+        assert!(!super::same_port("0.0.0.0:6380", "0.0.0.0:6033"));
     }
 }

@@ -60,43 +60,75 @@ pub fn parse<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, Rej
     Ok(Some(cmd))
 }
 
-/// Redis's `stringmatchlen` for `*`, `?`, `[...]` and `\`, without case.
+/// Redis's `stringmatchlen` for `*`, `?`, `[...]` and `\\`, without case. Iterative, with
+/// only the last `*` to go back to: at most pattern × text steps and no recursion, whatever
+/// the client sends (a pattern of many stars would otherwise take exponential time, or
+/// overflow the worker's stack).
 fn glob(pattern: &[u8], s: &[u8]) -> bool {
-    let Some((&p, rest)) = pattern.split_first() else {
-        return s.is_empty();
-    };
-    match p {
-        b'*' => (0..=s.len()).any(|i| glob(rest, &s[i..])),
-        b'?' => !s.is_empty() && glob(rest, &s[1..]),
+    let (mut p, mut i) = (0, 0);
+    // Where to resume after the last `*`: the pattern after it, and the text it took up to.
+    let mut star: Option<(usize, usize)> = None;
+    while i < s.len() {
+        if p < pattern.len() && pattern[p] == b'*' {
+            while p < pattern.len() && pattern[p] == b'*' {
+                p += 1;
+            }
+            star = Some((p, i));
+            continue;
+        }
+        if let Some(next) = (p < pattern.len()).then(|| one(pattern, p, s[i])).flatten() {
+            p = next;
+            i += 1;
+            continue;
+        }
+        let Some((after, took)) = star else {
+            return false;
+        };
+        // The last `*` takes one more character.
+        star = Some((after, took + 1));
+        p = after;
+        i = took + 1;
+    }
+    while p < pattern.len() && pattern[p] == b'*' {
+        p += 1;
+    }
+    p == pattern.len()
+}
+
+/// Matches the character `c` against the pattern element at `p` (not a `*`): where the
+/// pattern goes on if it matches.
+fn one(pattern: &[u8], p: usize, c: u8) -> Option<usize> {
+    let c = c.to_ascii_lowercase();
+    match pattern[p] {
+        b'?' => Some(p + 1),
         b'[' => {
+            let rest = &pattern[p + 1..];
             let Some(end) = rest.iter().position(|&b| b == b']') else {
-                return !s.is_empty() && s[0] == b'[' && glob(rest, &s[1..]);
+                // No closing bracket: a literal `[`.
+                return (c == b'[').then_some(p + 1);
             };
-            let (set, after) = (&rest[..end], &rest[end + 1..]);
-            let Some(&c) = s.first() else { return false };
-            let (neg, set) = match set.split_first() {
+            let (neg, set) = match rest[..end].split_first() {
                 Some((b'^', r)) => (true, r),
-                _ => (false, set),
+                _ => (false, &rest[..end]),
             };
-            let c = c.to_ascii_lowercase();
             let mut hit = false;
-            let mut i = 0;
-            while i < set.len() {
-                if i + 2 < set.len() && set[i + 1] == b'-' {
-                    let (a, b) = (set[i].to_ascii_lowercase(), set[i + 2].to_ascii_lowercase());
+            let mut k = 0;
+            while k < set.len() {
+                if k + 2 < set.len() && set[k + 1] == b'-' {
+                    let (a, b) = (set[k].to_ascii_lowercase(), set[k + 2].to_ascii_lowercase());
                     hit |= (a.min(b)..=a.max(b)).contains(&c);
-                    i += 3;
+                    k += 3;
                 } else {
-                    hit |= set[i].to_ascii_lowercase() == c;
-                    i += 1;
+                    hit |= set[k].to_ascii_lowercase() == c;
+                    k += 1;
                 }
             }
-            hit != neg && glob(after, &s[1..])
+            (hit != neg).then_some(p + 1 + end + 1)
         }
-        b'\\' if !rest.is_empty() => {
-            !s.is_empty() && s[0].eq_ignore_ascii_case(&rest[0]) && glob(&rest[1..], &s[1..])
+        b'\\' if p + 1 < pattern.len() => {
+            (pattern[p + 1].to_ascii_lowercase() == c).then_some(p + 2)
         }
-        _ => !s.is_empty() && s[0].eq_ignore_ascii_case(&p) && glob(rest, &s[1..]),
+        x => (x.to_ascii_lowercase() == c).then_some(p + 1),
     }
 }
 
@@ -250,5 +282,20 @@ mod tests {
         assert!(!glob(b"[^s]ave", b"save"));
         assert!(!glob(b"sav", b"save"));
         assert!(glob(b"max*s", b"maxclients"));
+        assert!(glob(b"*a*e*", b"databases"));
+        assert!(glob(b"\\*x", b"*x"));
+        assert!(!glob(b"\\*x", b"ax"));
+        assert!(glob(b"[ab*", b"[abc"), "a [ without ] is literal");
+        assert!(!glob(b"", b"save"));
+        assert!(glob(b"", b""));
+    }
+
+    #[test]
+    fn a_hostile_pattern_is_cheap() {
+        // Exponential for a recursive matcher, and deep enough to overflow its stack.
+        let mut many = b"*a".repeat(60);
+        many.push(b'z');
+        assert!(!glob(&many, &[b'a'; 64]));
+        assert!(glob(&vec![b'*'; 200_000], b"save"));
     }
 }
