@@ -429,3 +429,43 @@ def test_check_config_validates_redis(tmp_path, manifold):
         f.write_text(base + "[redis]\n" + bad + "\n")
         p = subprocess.run([binary, "check-config", str(f)], capture_output=True, text=True)
         assert p.returncode != 0 and key in p.stderr, (bad, p.stderr)
+
+
+def test_a_client_that_stops_reading_is_let_go_after_the_idle_timeout(topology, tmp_path):
+    """Replies a client does not read are held back by its socket, not by manifold's memory,
+    and a client that stays stalled that way past `idle_timeout` is closed, as an idle one is."""
+    from conftest import configured  # noqa: PLC0415
+
+    redis = _redis_py()
+    port = free_port()
+    m = configured(topology, tmp_path,
+                   f'[redis]\nlisten = "127.0.0.1:{port}"\nidle_timeout = "1s"\n', "redis-stalled")
+    try:
+        wait_port(port, m.proc, "manifold's Redis door")
+        stalled = socket.socket()
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", port))
+        stalled.settimeout(30)
+        stalled.sendall(b"*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$3\r\napp\r\n")
+        assert stalled.recv(5) == b"+OK\r\n"
+        # Far more replies than the two sockets hold; none is read.
+        echo = b"*2\r\n$4\r\nECHO\r\n$1000\r\n" + b"x" * 1000 + b"\r\n"
+        try:
+            for _ in range(4096):
+                stalled.sendall(echo * 16)
+        except OSError:
+            pass  # manifold stopped reading (a timeout here), or already closed the client
+        probe = redis.Redis(host="127.0.0.1", port=port, username=USER, password=PASSWORD,
+                            socket_timeout=10)
+
+        def clients():
+            return probe.info("clients")["connected_clients"]
+
+        deadline = time.monotonic() + 30
+        while clients() > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert clients() == 1, "a client that does not read its replies is kept forever"
+        probe.close()
+        stalled.close()
+    finally:
+        m.stop_and_check()

@@ -74,7 +74,15 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
             }
         }
         if !out.is_empty() {
-            if stream.write_all(&out).await.is_err() {
+            // A client that stops reading is let go like an idle one (a drain lets replies
+            // under way finish, until the shutdown deadline).
+            let write = stream.write_all(&out);
+            let written = if idle_timeout.is_zero() {
+                Some(write.await)
+            } else {
+                tokio::time::timeout(idle_timeout, write).await.ok()
+            };
+            if !matches!(written, Some(Ok(()))) {
                 return;
             }
             out.clear();
