@@ -469,3 +469,36 @@ def test_a_client_that_stops_reading_is_let_go_after_the_idle_timeout(topology, 
         stalled.close()
     finally:
         m.stop_and_check()
+
+
+def test_a_refused_auth_counts_as_a_refused_login(topology, tmp_path):
+    """`Client_auth_failures` counts the Redis door's refused AUTHs as it counts refused
+    MySQL logins, so guessing passwords there shows on the same counter."""
+    import pymysql  # noqa: PLC0415
+
+    from conftest import configured  # noqa: PLC0415
+
+    port = free_port()
+    m = configured(topology, tmp_path, f'[redis]\nlisten = "127.0.0.1:{port}"\n', "redis-auth-count")
+
+    def failures():
+        with pymysql.connect(host="127.0.0.1", port=m.admin_port, user="admin", password="admin") as a:
+            cur = a.cursor()
+            cur.execute("SHOW STATUS LIKE 'Client_auth_failures'")
+            return int(cur.fetchone()[1])
+
+    try:
+        wait_port(port, m.proc, "manifold's Redis door")
+        before = failures()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"AUTH app nope\r\nAUTH nobody app\r\nAUTH app app\r\n")
+            got = b""
+            while got.count(b"\r\n") < 3:
+                chunk = s.recv(4096)
+                assert chunk, got
+                got += chunk
+        wrongpass = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        assert got == wrongpass * 2 + b"+OK\r\n", got
+        assert failures() == before + 2
+    finally:
+        m.stop_and_check()

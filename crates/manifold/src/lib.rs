@@ -198,7 +198,18 @@ pub fn start_with_reload(
 struct MysqlUsers(Arc<Shared>);
 
 impl Credentials for MysqlUsers {
+    /// A refusal counts as a refused login (`Client_auth_failures`), as on the MySQL port.
     fn check(&self, user: &[u8], password: &[u8]) -> bool {
+        let ok = self.verify(user, password);
+        if !ok {
+            manifold_frontend_mysql::FrontendMetrics::inc(&self.0.metrics.auth_failures);
+        }
+        ok
+    }
+}
+
+impl MysqlUsers {
+    fn verify(&self, user: &[u8], password: &[u8]) -> bool {
         use manifold_mysql_proto::auth;
         // The MySQL checks drop one trailing NUL (a C string's); a Redis password is bytes.
         if password.last() == Some(&0) {
