@@ -14,16 +14,8 @@ use manifold_engine::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn cfg(threads: usize) -> EngineConfig {
-    EngineConfig {
-        threads,
-        ..EngineConfig::default()
-    }
-}
-
-fn any_port() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
+mod common;
+use common::{any_port, cfg};
 
 /// Replies `[worker id, port tag, connections handed to this worker so far (max 255)]` and
 /// holds the connection until the client closes it or

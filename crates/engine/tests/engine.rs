@@ -16,16 +16,8 @@ use manifold_engine::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-fn cfg(threads: usize) -> EngineConfig {
-    EngineConfig {
-        threads,
-        ..EngineConfig::default()
-    }
-}
-
-fn any_port() -> SocketAddr {
-    "127.0.0.1:0".parse().unwrap()
-}
+mod common;
+use common::{any_port, cfg};
 
 fn factory<H: ConnectionHandler>(make: fn() -> H) -> HandlerFactory {
     handler_factory(move |_ctx| make())
