@@ -17,11 +17,13 @@ use crate::state::{is_carried, user_variable_literal, SessionVars, TrackedChange
 use crate::stmts::PreparedOnConn;
 use manifold_io::{PacketIo, ReadError};
 
+mod execute;
 mod login;
 mod probe;
 #[cfg(test)]
 mod tests;
 
+pub use execute::{Executed, Param};
 use login::{finish_auth, plugin_response};
 pub use probe::{probe_server_version, ProbeError};
 

@@ -17,8 +17,8 @@ pub mod tls;
 
 pub use config::{BackendTlsConfig, PoolConfig, TlsMode};
 pub use conn::{
-    probe_server_version, BackendConn, BackendTarget, ConnKey, PrepareAnswer, ProbeError, Rows,
-    Schema, ServerFlavor,
+    probe_server_version, BackendConn, BackendTarget, ConnKey, Executed, Param, PrepareAnswer,
+    ProbeError, Rows, Schema, ServerFlavor,
 };
 pub use errors::{BackendError, ErrorKind, RetryType};
 pub use pool::{Acquired, BackendBudget, Lease, Pool, PoolLimits, PoolStats};

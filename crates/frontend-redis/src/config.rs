@@ -19,6 +19,8 @@ pub struct RedisConfig {
     /// A client idle this long is disconnected (Redis's `timeout`); 0: never.
     #[serde(with = "manifold_engine::duration_serde")]
     pub idle_timeout: Duration,
+    /// The schema of the primary that keeps the keys' tables (created on first use).
+    pub schema: String,
 }
 
 impl Default for RedisConfig {
@@ -28,6 +30,7 @@ impl Default for RedisConfig {
             proto_max_bulk_len: 512 << 20,
             max_clients: 10_000,
             idle_timeout: Duration::ZERO,
+            schema: "manifold_redis".into(),
         }
     }
 }
@@ -45,6 +48,12 @@ impl RedisConfig {
             return Err(format!(
                 "redis.proto_max_bulk_len: {} is below 1048576 (1 MiB)",
                 self.proto_max_bulk_len
+            ));
+        }
+        if self.schema.is_empty() || self.schema.len() > 64 {
+            return Err(format!(
+                "redis.schema: '{}' is not a schema name (1 to 64 characters)",
+                self.schema
             ));
         }
         if self.max_clients == 0 {

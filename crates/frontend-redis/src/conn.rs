@@ -13,7 +13,7 @@ use manifold_redis_proto::{Protocol, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::cmd::{self, Args, Session};
+use crate::cmd::{self, Args, Session, Spec};
 use crate::server::{ClientInfo, RedisFrontend};
 
 /// What the buffers start with, and shrink back to after a large request.
@@ -31,10 +31,15 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
     let mut input: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut out: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut req = Request::new();
+    // Data commands read together, waiting to run as one batch: each request with where
+    // its bytes start in `input` (kept for the connection's life, reused).
+    let mut batch: Vec<(Request, usize)> = Vec::new();
+    let mut batched = 0;
     let mut session = Session {
         fe,
         info,
         authenticated: false,
+        login: None,
         proto: Protocol::Resp2,
         quit: false,
     };
@@ -51,9 +56,25 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
             match req.parse(buf, limits) {
                 Ok(Some(used)) => {
                     if !req.is_empty() {
-                        cmd::apply(&mut session, Args::new(&req, buf), &mut out);
+                        if cmd::batched(&session, Args::new(&req, buf)).is_some() {
+                            if batched == batch.len() {
+                                batch.push((Request::new(), 0));
+                            }
+                            std::mem::swap(&mut req, &mut batch[batched].0);
+                            batch[batched].1 = start;
+                            batched += 1;
+                        } else {
+                            run_batch(&session, &batch[..batched], &input, &mut out).await;
+                            batched = 0;
+                            let buf = &input[start..];
+                            cmd::apply(&mut session, Args::new(&req, buf), &mut out);
+                        }
                     }
                     start += used;
+                    if batched >= crate::exec::RUN_MAX * 2 {
+                        run_batch(&session, &batch[..batched], &input, &mut out).await;
+                        batched = 0;
+                    }
                     if session.quit {
                         break;
                     }
@@ -64,6 +85,8 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
                 }
                 Ok(None) => break,
                 Err(e) => {
+                    run_batch(&session, &batch[..batched], &input, &mut out).await;
+                    batched = 0;
                     tracing::debug!(target: "manifold::connections", client = %info.addr, error = %e, "redis protocol error");
                     if let Some(reply) = e.reply() {
                         out.extend_from_slice(&reply);
@@ -73,6 +96,8 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
                 }
             }
         }
+        run_batch(&session, &batch[..batched], &input, &mut out).await;
+        batched = 0;
         if !out.is_empty() {
             // A client that stops reading is let go like an idle one (a drain lets replies
             // under way finish, until the shutdown deadline).
@@ -126,4 +151,36 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
         }
         info.last_active.set(Instant::now());
     }
+}
+
+/// Runs the batched data commands `batch` (requests whose bytes start at the offsets given,
+/// in `input`), appending their replies.
+async fn run_batch(
+    session: &Session<'_>,
+    batch: &[(Request, usize)],
+    input: &[u8],
+    out: &mut Vec<u8>,
+) {
+    if batch.is_empty() {
+        return;
+    }
+    let Some(login) = &session.login else {
+        return;
+    };
+    let cmds: Vec<(&'static Spec, Args<'_>)> = batch
+        .iter()
+        .filter_map(|(req, at)| {
+            let args = Args::new(req, &input[*at..]);
+            Some((cmd::data::lookup(args.get(0))?, args))
+        })
+        .collect();
+    crate::exec::run_batch(
+        &session.fe.store,
+        login,
+        session.proto,
+        session.info.db.get(),
+        &cmds,
+        out,
+    )
+    .await;
 }

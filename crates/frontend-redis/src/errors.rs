@@ -48,3 +48,8 @@ pub fn arity(out: &mut Vec<u8>, full_name: &str) {
     out.extend_from_slice(full_name.as_bytes());
     out.extend_from_slice(b"' command");
 }
+
+/// A command on a key of another type (`src/server.c`).
+pub const WRONGTYPE: &[u8] = b"-WRONGTYPE Operation against a key holding the wrong kind of value";
+/// `SET` with a bad `EX`/`PX`/`EXAT`/`PXAT` (`src/t_string.c`).
+pub const INVALID_EXPIRE_SET: &[u8] = b"invalid expire time in 'set' command";

@@ -20,10 +20,13 @@ pub mod cmd;
 pub mod config;
 pub mod conn;
 pub mod errors;
+pub mod exec;
 pub mod server;
+pub mod store;
 
 pub use config::RedisConfig;
-pub use server::{Credentials, RedisFrontend, RedisShared};
+pub use server::{BackendLogin, Credentials, RedisFrontend, RedisShared};
+pub use store::Backends;
 
 /// The Redis version the door announces (`HELLO`, `INFO`) and whose replies it matches.
 pub const REDIS_VERSION: &str = "7.0.15";

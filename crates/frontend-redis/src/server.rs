@@ -15,16 +15,25 @@ use manifold_redis_proto::{Limits, Protocol};
 
 use crate::config::RedisConfig;
 
+/// The backend login a Redis user's commands run as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendLogin {
+    pub user: String,
+    pub password: String,
+}
+
 /// Checks a user name and password against manifold's users.
 pub trait Credentials: Send + Sync {
-    /// Whether `user` exists and `password` is its password.
-    fn check(&self, user: &[u8], password: &[u8]) -> bool;
+    /// `user`'s backend login if `user` exists and `password` is its password.
+    fn check(&self, user: &[u8], password: &[u8]) -> Option<BackendLogin>;
 }
 
 /// State of the Redis door shared by every worker. Touched once per connection (its count
 /// and id), never per request.
 pub struct RedisShared {
     pub config: RedisConfig,
+    /// What every worker's store shares (the schema, whether it exists).
+    pub store: Arc<crate::store::StoreShared>,
     pub limits: Limits,
     pub credentials: Arc<dyn Credentials>,
     clients: AtomicUsize,
@@ -42,8 +51,13 @@ impl std::fmt::Debug for RedisShared {
 }
 
 impl RedisShared {
-    pub fn new(config: RedisConfig, credentials: Arc<dyn Credentials>) -> Arc<Self> {
+    pub fn new(
+        config: RedisConfig,
+        credentials: Arc<dyn Credentials>,
+        keep_statements: usize,
+    ) -> Arc<Self> {
         Arc::new(Self {
+            store: crate::store::StoreShared::new(&config.schema, keep_statements),
             limits: config.limits(),
             config,
             credentials,
@@ -102,6 +116,8 @@ pub struct ClientInfo {
 /// One worker's handler of Redis connections, with the clients it serves.
 pub struct RedisFrontend {
     pub shared: Arc<RedisShared>,
+    /// This worker's way to the tables.
+    pub store: crate::store::Store,
     pub ctx: Rc<WorkerContext>,
     pub clients: RefCell<BTreeMap<u64, Rc<ClientInfo>>>,
 }
@@ -116,8 +132,13 @@ impl std::fmt::Debug for RedisFrontend {
 }
 
 impl RedisFrontend {
-    pub fn new(shared: Arc<RedisShared>, ctx: &Rc<WorkerContext>) -> Self {
+    pub fn new(
+        shared: Arc<RedisShared>,
+        ctx: &Rc<WorkerContext>,
+        backends: Rc<dyn crate::store::Backends>,
+    ) -> Self {
         Self {
+            store: crate::store::Store::new(shared.store.clone(), backends),
             shared,
             ctx: ctx.clone(),
             clients: RefCell::new(BTreeMap::new()),

@@ -18,7 +18,7 @@ use manifold_admin::AdminServer;
 use manifold_backend::{BackendTarget, ConnKey, TlsMode};
 use manifold_engine::{ConnectionHandler, Engine, EngineBuilder, HandlerFactory, ShutdownReport};
 use manifold_frontend_mysql::{Cluster, Shared, Users, WorkerFrontend};
-use manifold_frontend_redis::{Credentials, RedisFrontend, RedisShared};
+use manifold_frontend_redis::{BackendLogin, Backends, Credentials, RedisFrontend, RedisShared};
 use manifold_router::{Monitor, Topology};
 
 use crate::config::{ClusterConfig, Config};
@@ -158,6 +158,7 @@ pub fn start_with_reload(
         for pool in fe.pools.iter().flatten() {
             pool.spawn_maintenance(None);
         }
+        WORKER_FRONTEND.with(|w| *w.borrow_mut() = Some(fe.clone()));
         fe as Rc<dyn ConnectionHandler>
     });
     let mut builder = EngineBuilder::new(cfg.engine.clone()).listen(listen, factory);
@@ -172,10 +173,18 @@ pub fn start_with_reload(
         let door = RedisShared::new(
             cfg.redis.clone(),
             Arc::new(MysqlUsers(shared.clone())) as Arc<dyn Credentials>,
+            cfg.pool.max_prepared_statements,
         );
         builder = builder.listen(
             addr,
-            manifold_engine::handler_factory(move |ctx| RedisFrontend::new(door.clone(), ctx)),
+            manifold_engine::handler_factory(move |ctx| {
+                // The MySQL door's handler of this worker, made just before (listeners are
+                // set up in order on each worker): the Redis door shares its pools.
+                let fe = WORKER_FRONTEND
+                    .with(|w| w.borrow().clone())
+                    .expect("the MySQL door's handler is made first on each worker");
+                RedisFrontend::new(door.clone(), ctx, Rc::new(PrimaryOf(fe)))
+            }),
         );
         Some(())
     };
@@ -192,6 +201,22 @@ pub fn start_with_reload(
     })
 }
 
+thread_local! {
+    /// This worker's MySQL door handler, for the Redis door made after it on the same worker.
+    static WORKER_FRONTEND: std::cell::RefCell<Option<Rc<WorkerFrontend>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The Redis door's way to the primary: the worker's pool to the first cluster's primary.
+struct PrimaryOf(Rc<WorkerFrontend>);
+
+impl Backends for PrimaryOf {
+    fn primary(&self) -> Rc<manifold_backend::Pool> {
+        let primary = self.0.shared.clusters[0].topology.primary();
+        self.0.pools[0][primary].clone()
+    }
+}
+
 /// The Redis door's `AUTH` against the MySQL front's users (`[[users]]`, `--user`), as they
 /// are now (a reload's users included): the password must match the user's stored
 /// `caching_sha2_password` or `mysql_native_password` hash.
@@ -199,31 +224,33 @@ struct MysqlUsers(Arc<Shared>);
 
 impl Credentials for MysqlUsers {
     /// A refusal counts as a refused login (`Client_auth_failures`), as on the MySQL port.
-    fn check(&self, user: &[u8], password: &[u8]) -> bool {
-        let ok = self.verify(user, password);
-        if !ok {
+    fn check(&self, user: &[u8], password: &[u8]) -> Option<BackendLogin> {
+        let login = self.verify(user, password);
+        if login.is_none() {
             manifold_frontend_mysql::FrontendMetrics::inc(&self.0.metrics.auth_failures);
         }
-        ok
+        login
     }
 }
 
 impl MysqlUsers {
-    fn verify(&self, user: &[u8], password: &[u8]) -> bool {
+    fn verify(&self, user: &[u8], password: &[u8]) -> Option<BackendLogin> {
         use manifold_mysql_proto::auth;
         // The MySQL checks drop one trailing NUL (a C string's); a Redis password is bytes.
         if password.last() == Some(&0) {
-            return false;
+            return None;
         }
         let users = self.0.users.load();
-        let Some(u) = users.get(user) else {
-            return false;
-        };
-        if u.sha2_hash.is_some() {
+        let u = users.get(user)?;
+        let ok = if u.sha2_hash.is_some() {
             auth::sha2_verify_cleartext(u.sha2_hash.as_ref(), password)
         } else {
             auth::native_verify_cleartext(u.native_hash.as_ref(), password)
-        }
+        };
+        ok.then(|| BackendLogin {
+            user: u.backend_user.clone(),
+            password: u.backend_password.clone(),
+        })
     }
 }
 

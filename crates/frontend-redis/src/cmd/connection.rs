@@ -98,20 +98,21 @@ fn valid_name(name: &[u8]) -> bool {
 fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> bool {
     let creds = &session.fe.shared.credentials;
     let found = if let Some(u) = user {
-        creds.check(u, pass).then_some(u)
+        creds.check(u, pass).map(|l| (u, l))
     } else {
         let split = pass
             .iter()
             .position(|&b| b == b':')
             .map(|i| (&pass[..i], &pass[i + 1..]));
-        match split {
-            Some((u, p)) if creds.check(u, p) => Some(u),
-            _ => creds.check(b"default", pass).then_some(&b"default"[..]),
+        match split.and_then(|(u, p)| creds.check(u, p).map(|l| (u, l))) {
+            Some(found) => Some(found),
+            None => creds.check(b"default", pass).map(|l| (&b"default"[..], l)),
         }
     };
     match found {
-        Some(u) => {
+        Some((u, login)) => {
             session.authenticated = true;
+            session.login = Some(crate::store::conn_key(&login));
             *session.info.user.borrow_mut() = Some(u.to_vec());
             true
         }
@@ -152,6 +153,7 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
             session.info.db.set(0);
             session.info.name.borrow_mut().clear();
             session.authenticated = false;
+            session.login = None;
             *session.info.user.borrow_mut() = None;
             Reply::new(out, session.proto).simple(b"RESET");
         }

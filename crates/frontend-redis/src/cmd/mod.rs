@@ -10,7 +10,12 @@
 //! [`server`] (`INFO`, `CONFIG`, `COMMAND`, `TIME`, `DBSIZE`).
 
 pub mod connection;
+pub mod data;
+pub mod keys;
 pub mod server;
+pub mod strings;
+
+pub use data::{Family, Spec};
 
 use manifold_redis_proto::{Protocol, Reply, Request};
 
@@ -87,6 +92,8 @@ pub enum Command<'a> {
     Info(Args<'a>),
     Time,
     DbSize,
+    /// A command on the keys (`GET`, `HSET`...): run in a batch, in SQL ([`crate::exec`]).
+    Data(&'static Spec, Args<'a>),
 }
 
 /// Refused before running, as Redis's command lookup refuses.
@@ -134,6 +141,10 @@ impl<'a> Command<'a> {
         if let Some(cmd) = server::parse(name, args)? {
             return Ok(cmd);
         }
+        if let Some(spec) = data::lookup(name) {
+            check(spec.arity, &args, spec.name)?;
+            return Ok(Command::Data(spec, args));
+        }
         Err(Reject::UnknownCommand(args))
     }
 
@@ -172,11 +183,12 @@ impl<'a> Command<'a> {
             Self::Info(_) => "info",
             Self::Time => "time",
             Self::DbSize => "dbsize",
+            Self::Data(spec, _) => spec.name,
         }
     }
 }
 
-/// Commands the door knows (`COMMAND COUNT`).
+/// Connection and server commands the door knows (`COMMAND COUNT` adds the data commands).
 pub const COMMAND_COUNT: i64 = 13;
 
 /// One client's state while its connection runs.
@@ -184,13 +196,36 @@ pub struct Session<'s> {
     pub fe: &'s RedisFrontend,
     pub info: &'s ClientInfo,
     pub authenticated: bool,
+    /// The backend login the client's commands run as (set by `AUTH` / `HELLO AUTH`).
+    pub login: Option<manifold_backend::ConnKey>,
     pub proto: Protocol,
     /// Set by `QUIT`: close once the replies are written.
     pub quit: bool,
 }
 
-/// Applies one request (with at least one argument), appending its reply to `out`.
-pub fn apply(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
+/// The data command of a request an authenticated client may run: it waits for its batch
+/// ([`crate::exec`]) instead of being applied.
+pub fn batched(session: &Session<'_>, args: Args<'_>) -> Option<&'static Spec> {
+    if !session.authenticated || session.login.is_none() {
+        return None;
+    }
+    match Command::parse(args) {
+        Ok(Command::Data(spec, _)) => {
+            session.info.cmd.set(spec.name);
+            Some(spec)
+        }
+        _ => None,
+    }
+}
+
+/// Applies one request (with at least one argument), appending its reply to `out`; a data
+/// command of an authenticated client is not run but returned, for its batch
+/// ([`crate::exec`]).
+pub fn apply(
+    session: &mut Session<'_>,
+    args: Args<'_>,
+    out: &mut Vec<u8>,
+) -> Option<&'static Spec> {
     let cmd = match Command::parse(args) {
         Ok(cmd) => cmd,
         Err(reject) => {
@@ -205,12 +240,12 @@ pub fn apply(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
                 Reject::Arity(name) => errors::arity(&mut text, name),
             }
             Reply::new(out, session.proto).error(&text);
-            return;
+            return None;
         }
     };
     if !session.authenticated && !cmd.no_auth() {
         Reply::new(out, session.proto).error(errors::NOAUTH);
-        return;
+        return None;
     }
     session.info.cmd.set(cmd.full_name());
     match cmd {
@@ -223,8 +258,15 @@ pub fn apply(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
         | Command::Info(_)
         | Command::Time
         | Command::DbSize => server::apply(session, cmd, out),
+        Command::Data(spec, _) => {
+            if session.login.is_some() {
+                return Some(spec);
+            }
+            Reply::new(out, session.proto).error(b"manifold: no backend login for this client");
+        }
         _ => connection::apply(session, cmd, out),
     }
+    None
 }
 
 /// Redis's `string2ll`: an optional `-`, digits without a leading zero, fits an `i64`.

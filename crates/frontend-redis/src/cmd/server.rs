@@ -226,7 +226,8 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
             Reply::new(out, session.proto).array_len(0);
         }
         Command::CommandCount => {
-            Reply::new(out, session.proto).integer(super::COMMAND_COUNT);
+            Reply::new(out, session.proto)
+                .integer(super::COMMAND_COUNT + super::data::count() as i64);
         }
         Command::CommandDocs => {
             Reply::new(out, session.proto).map_len(0);

@@ -101,13 +101,14 @@ fn refusals_are_redis_texts() {
         "unknown command 'FOO', with args beginning with: 'a' 'b' "
     );
     assert_eq!(
-        refusal(b"GET k\r\n"),
-        "unknown command 'GET', with args beginning with: 'k' "
+        refusal(b"GETX k\r\n"),
+        "unknown command 'GETX', with args beginning with: 'k' "
     );
     assert_eq!(
         refusal(b"*1\r\n$3\r\nset\r\n"),
-        "unknown command 'set', with args beginning with: "
+        "wrong number of arguments for 'set' command"
     );
+    assert_eq!(name_of(b"GeT k\r\n"), "get");
     assert_eq!(
         refusal(b"ECHO\r\n"),
         "wrong number of arguments for 'echo' command"

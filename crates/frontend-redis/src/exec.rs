@@ -1,0 +1,175 @@
+//! Batches: the data commands a connection read together run as batched SQL in one
+//! transaction, and their replies go out in request order once it committed.
+//!
+//! - A run of `GET`s is one `SELECT ... WHERE kh IN (...)`; a run of plain `SET`s one
+//!   multi-row upsert ([`crate::cmd::strings`]); every other command runs its own statements,
+//!   in request order, inside the same transaction, so a read sees the batch's earlier
+//!   writes.
+//! - A batch that writes commits once, after its last command; its replies are held until
+//!   then. A batch that is one statement (a lone `SET`, a run of them, reads) needs no
+//!   transaction: the statement commits itself.
+//! - A command the server refuses (say, a value over `max_allowed_packet`) gets that error
+//!   alone: the transaction is rolled back and the batch runs again without it. A deadlock
+//!   or lock wait timeout runs the whole batch again. A lost connection fails every
+//!   command of the batch: none is acknowledged unless its commit was.
+
+use manifold_backend::ConnKey;
+use manifold_redis_proto::{Protocol, Reply};
+
+use crate::cmd::{self, Args, Family, Spec};
+use crate::store::{Store, StoreError, Tx};
+
+/// Most keys in one batched statement.
+pub const RUN_MAX: usize = 128;
+
+/// Times a batch runs again after a deadlock or lock wait timeout.
+const TRANSIENT_RETRIES: usize = 3;
+
+/// What a command runs with: the batch's transaction, and the buffer its reply goes to.
+pub struct Cx<'s> {
+    pub tx: Tx<'s>,
+    pub out: Vec<u8>,
+    pub proto: Protocol,
+    /// The client's `SELECT`ed database.
+    pub db: u8,
+}
+
+impl Cx<'_> {
+    pub fn reply(&mut self) -> Reply<'_> {
+        Reply::new(&mut self.out, self.proto)
+    }
+
+    /// The batch's clock, in Unix milliseconds.
+    pub fn now_ms(&self) -> i64 {
+        self.tx.now_ms
+    }
+}
+
+/// A plain `SET key value` (no option): it may join a multi-row upsert.
+fn plain_set(spec: &Spec, args: &Args<'_>) -> bool {
+    spec.name == "set" && args.len() == 3
+}
+
+fn is_get(spec: &Spec) -> bool {
+    spec.name == "get"
+}
+
+/// Runs `cmds` (data commands, arity checked) as one batch and appends their replies, in
+/// order, to `out`.
+pub async fn run_batch(
+    store: &Store,
+    login: &ConnKey,
+    proto: Protocol,
+    db: u8,
+    cmds: &[(&'static Spec, Args<'_>)],
+    out: &mut Vec<u8>,
+) {
+    // One statement that commits itself needs no transaction around it.
+    let one_statement = cmds.len() <= RUN_MAX
+        && (cmds.iter().all(|(s, a)| plain_set(s, a)) || cmds.iter().all(|(s, _)| !s.write));
+    let write = !one_statement && cmds.iter().any(|(s, _)| s.write);
+    let mut failed: Vec<Option<Vec<u8>>> = vec![None; cmds.len()];
+    let mut transient = 0;
+    loop {
+        let mut cx = Cx {
+            tx: store.begin(login, write),
+            out: Vec::new(),
+            proto,
+            db,
+        };
+        let (at, e): (Option<usize>, StoreError) = match run_all(&mut cx, cmds, &failed).await {
+            Ok(()) => {
+                let Cx {
+                    tx, out: replies, ..
+                } = cx;
+                match tx.commit().await {
+                    Ok(()) => {
+                        out.extend_from_slice(&replies);
+                        return;
+                    }
+                    Err(e) => (None, e),
+                }
+            }
+            Err((i, e)) => {
+                cx.tx.abandon();
+                (Some(i), e)
+            }
+        };
+        if e.is_transient() && transient < TRANSIENT_RETRIES {
+            transient += 1;
+            continue;
+        }
+        match (at, &e) {
+            // The server refused this command's statement: it fails alone.
+            (Some(i), StoreError::Server(_)) if failed[i].is_none() => {
+                failed[i] = Some(e.reply_text());
+            }
+            _ => {
+                let text = e.reply_text();
+                for _ in cmds {
+                    Reply::new(out, proto).error(&text);
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Runs every command not in `failed` (which get their error), in order; on a store error,
+/// the index of the command it stopped at.
+async fn run_all(
+    cx: &mut Cx<'_>,
+    cmds: &[(&'static Spec, Args<'_>)],
+    failed: &[Option<Vec<u8>>],
+) -> Result<(), (usize, StoreError)> {
+    let mut i = 0;
+    while i < cmds.len() {
+        if let Some(text) = &failed[i] {
+            cx.reply().error(text);
+            i += 1;
+            continue;
+        }
+        let (spec, args) = cmds[i];
+        let run_end = |pred: &dyn Fn(&Spec, &Args<'_>) -> bool| {
+            let mut j = i;
+            while j < cmds.len()
+                && j - i < RUN_MAX
+                && failed[j].is_none()
+                && pred(cmds[j].0, &cmds[j].1)
+            {
+                j += 1;
+            }
+            j
+        };
+        if is_get(spec) {
+            let j = run_end(&|s, _| is_get(s));
+            let keys: Vec<&[u8]> = cmds[i..j].iter().map(|(_, a)| a.get(1)).collect();
+            cmd::strings::get_run(cx, &keys).await.map_err(|e| (i, e))?;
+            i = j;
+            continue;
+        }
+        if plain_set(spec, &args) {
+            let j = run_end(&|s, a| plain_set(s, a));
+            let pairs: Vec<(&[u8], &[u8])> = cmds[i..j]
+                .iter()
+                .map(|(_, a)| (a.get(1), a.get(2)))
+                .collect();
+            cmd::strings::set_run(cx, &pairs)
+                .await
+                .map_err(|e| (i, e))?;
+            i = j;
+            continue;
+        }
+        run_one(cx, spec, args).await.map_err(|e| (i, e))?;
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Runs one command through its family.
+async fn run_one(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
+    match spec.family {
+        Family::Strings => cmd::strings::run(cx, spec, args).await,
+        Family::Keys => cmd::keys::run(cx, spec, args).await,
+    }
+}

@@ -1,0 +1,294 @@
+//! Where the keys live: tables in a schema of the cluster's primary, reached through the
+//! worker's backend pool to the primary, with parameterised SQL only.
+//!
+//! - [`Store`]: one per worker: which pool is the primary's now, the statements prepared
+//!   for the door (each SQL text gets an id once per worker; a connection prepares it the
+//!   first time it runs it), and whether the schema is known to exist.
+//! - [`Tx`]: what one batch of commands runs in: a connection borrowed at the first
+//!   statement, a transaction when the batch writes (committed once, after every command of
+//!   the batch ran), the batch's clock.
+//! - [`schema`]: the tables, created and migrated on first use.
+//! - [`keys`]: the key table's rows (type, expiry, length): lookups that treat an expired
+//!   key as absent, creation, deletion of a key with its members.
+
+pub mod keys;
+pub mod schema;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use manifold_backend::{BackendConn, BackendError, ConnKey, Executed, Lease, Param, Pool};
+use manifold_mysql_proto::packets::{ErrPacket, Value};
+
+/// This worker's way to the primary of the cluster that keeps the door's keys.
+pub trait Backends {
+    /// This worker's pool to the cluster's primary now (it changes on failover).
+    fn primary(&self) -> Rc<Pool>;
+}
+
+/// Why a batch could not run: its commands get this error, none gets a reply it did not
+/// earn.
+#[derive(Debug)]
+pub enum StoreError {
+    /// No connection, or the one borrowed broke: whether a write committed is unknown.
+    Backend(BackendError),
+    /// The server refused a statement.
+    Server(ErrPacket),
+}
+
+impl StoreError {
+    /// The text of the `-ERR` reply a command gets for this failure.
+    pub fn reply_text(&self) -> Vec<u8> {
+        match self {
+            StoreError::Backend(e) => format!("manifold: backend unavailable: {e}").into_bytes(),
+            StoreError::Server(e) => {
+                let mut t = format!("manifold: backend error {}: ", e.code).into_bytes();
+                t.extend(
+                    e.message
+                        .iter()
+                        .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+                );
+                t
+            }
+        }
+    }
+
+    /// A deadlock or lock wait timeout: the batch may run again from the start.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Server(e) if e.code == 1213 || e.code == 1205)
+    }
+}
+
+impl From<BackendError> for StoreError {
+    fn from(e: BackendError) -> Self {
+        StoreError::Backend(e)
+    }
+}
+
+/// What every worker's store shares.
+#[derive(Debug)]
+pub struct StoreShared {
+    /// The schema's name, backquoted for SQL.
+    quoted_schema: String,
+    /// The schema and its tables are known to exist at the current version.
+    ready: AtomicBool,
+    /// Statements a connection keeps prepared (`pool.max_prepared_statements`).
+    keep_statements: usize,
+}
+
+impl StoreShared {
+    pub fn new(schema: &str, keep_statements: usize) -> Arc<Self> {
+        Arc::new(Self {
+            quoted_schema: format!("`{}`", schema.replace('`', "``")),
+            ready: AtomicBool::new(false),
+            keep_statements: keep_statements.max(16),
+        })
+    }
+
+    /// `sql` with `{s}` replaced by the schema.
+    pub fn expand(&self, sql: &str) -> String {
+        sql.replace("{s}", &self.quoted_schema)
+    }
+}
+
+/// Statement ids of the door: apart from the MySQL front's (which count up from 1).
+const STATEMENT_IDS: u64 = 1 << 62;
+
+/// A statement's id for [`BackendConn::execute`] and its text for the server.
+type Prepared = (u64, Rc<[u8]>);
+
+/// One worker's store.
+pub struct Store {
+    pub shared: Arc<StoreShared>,
+    backends: Rc<dyn Backends>,
+    /// SQL text (with `{s}`) → its id and its text for the server.
+    statements: RefCell<HashMap<Box<str>, Prepared>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("shared", &self.shared)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    pub fn new(shared: Arc<StoreShared>, backends: Rc<dyn Backends>) -> Self {
+        Self {
+            shared,
+            backends,
+            statements: RefCell::new(HashMap::new()),
+        }
+    }
+
+    fn statement(&self, sql: &str) -> (u64, Rc<[u8]>) {
+        if let Some((id, text)) = self.statements.borrow().get(sql) {
+            return (*id, text.clone());
+        }
+        let mut map = self.statements.borrow_mut();
+        let id = STATEMENT_IDS + map.len() as u64;
+        let text: Rc<[u8]> = self.shared.expand(sql).into_bytes().into();
+        map.insert(sql.into(), (id, text.clone()));
+        (id, text)
+    }
+
+    /// A transaction for one batch, as `key`'s backend login; `write`: the batch writes, so
+    /// its statements run in one transaction committed by [`Tx::commit`].
+    pub fn begin<'s>(&'s self, key: &'s ConnKey, write: bool) -> Tx<'s> {
+        Tx {
+            store: self,
+            key,
+            lease: None,
+            write,
+            now_ms: now_ms(),
+        }
+    }
+}
+
+/// The key of the door's backend connections for `login`: binary character set (values
+/// are bytes), no client capabilities of its own.
+pub fn conn_key(login: &crate::server::BackendLogin) -> ConnKey {
+    /// `binary`.
+    const BINARY: u8 = 63;
+    ConnKey::new(&login.user, &login.password, 0, BINARY, false)
+}
+
+/// The wall clock in Unix milliseconds: expiry times are kept in it.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// One batch's statements: on one connection, in one transaction when the batch writes.
+pub struct Tx<'s> {
+    store: &'s Store,
+    key: &'s ConnKey,
+    lease: Option<Lease>,
+    write: bool,
+    /// The batch's clock: every command of the batch sees the same time.
+    pub now_ms: i64,
+}
+
+impl Tx<'_> {
+    async fn conn(&mut self) -> Result<&mut BackendConn, StoreError> {
+        if self.lease.is_none() {
+            let pool = self.store.backends.primary();
+            let mut lease = pool.acquire(self.key, None, 0).await?;
+            let conn = lease.conn();
+            if !self.store.shared.ready.load(Ordering::Acquire) {
+                schema::ensure(conn, &self.store.shared).await?;
+                self.store.shared.ready.store(true, Ordering::Release);
+            }
+            if self.write {
+                // Read committed: no gap locks, so writers of different new keys do not
+                // deadlock; a write reads its keys with `FOR UPDATE` (the latest commit).
+                // Applies to this transaction only: the session stays as it was.
+                if let Err(e) = conn
+                    .run_ok_many(&[
+                        b"SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                        b"START TRANSACTION",
+                    ])
+                    .await?
+                {
+                    return Err(StoreError::Server(e));
+                }
+            }
+            self.lease = Some(lease);
+        }
+        Ok(self.lease.as_mut().expect("just set").conn())
+    }
+
+    /// Runs `sql` (`{s}` stands for the schema) with `params`.
+    pub async fn exec(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Executed, StoreError> {
+        let (id, text) = self.store.statement(sql);
+        let keep = self.store.shared.keep_statements;
+        let conn = self.conn().await?;
+        match conn.execute(id, &text, params, keep).await? {
+            Ok(done) => Ok(done),
+            Err(e) => Err(StoreError::Server(e)),
+        }
+    }
+
+    /// The rows `sql` returns.
+    pub async fn rows(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Vec<Value>>, StoreError> {
+        Ok(self.exec(sql, params).await?.rows)
+    }
+
+    /// The affected rows of `sql`.
+    pub async fn affected(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, StoreError> {
+        Ok(self.exec(sql, params).await?.affected)
+    }
+
+    /// Commits (when the batch wrote) and gives the connection back as it was borrowed.
+    pub async fn commit(mut self) -> Result<(), StoreError> {
+        let Some(mut lease) = self.lease.take() else {
+            return Ok(());
+        };
+        if self.write {
+            if let Err(e) = lease.conn().run_ok(b"COMMIT").await? {
+                // The pool resets the connection (which rolls back) before lending it again.
+                return Err(StoreError::Server(e));
+            }
+        }
+        lease.mark_clean();
+        Ok(())
+    }
+
+    /// Ends the batch without committing: the connection is reset (which rolls back)
+    /// before it serves anyone else.
+    pub fn abandon(mut self) {
+        drop(self.lease.take());
+    }
+}
+
+/// Reads a column as bytes (`NULL` and numbers as their text).
+pub fn bytes(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::Bytes(b) => Some(b.clone()),
+        Value::Int(i) => Some(i.to_string().into_bytes()),
+        Value::UInt(u) => Some(u.to_string().into_bytes()),
+        Value::Double(d) => Some(d.to_string().into_bytes()),
+        Value::Float(f) => Some(f.to_string().into_bytes()),
+        _ => None,
+    }
+}
+
+/// Reads an integer column (`NULL` as `None`).
+pub fn int(v: &Value) -> Option<i64> {
+    match *v {
+        Value::Int(i) => Some(i),
+        Value::UInt(u) => i64::try_from(u).ok(),
+        Value::Double(d) => Some(d as i64),
+        Value::Bytes(ref b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Reads a floating-point column.
+pub fn double(v: &Value) -> Option<f64> {
+    match *v {
+        Value::Double(d) => Some(d),
+        Value::Float(f) => Some(f64::from(f)),
+        Value::Int(i) => Some(i as f64),
+        Value::UInt(u) => Some(u as f64),
+        Value::Bytes(ref b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Moves a bytes column out of a row.
+pub fn take_bytes(v: &mut Value) -> Option<Vec<u8>> {
+    match std::mem::replace(v, Value::Null) {
+        Value::Bytes(b) => Some(b),
+        other => bytes(&other),
+    }
+}
