@@ -266,3 +266,20 @@ def run_in_thread(fn):
     t = threading.Thread(target=target)
     t.start()
     return t, out
+
+
+@pytest.fixture(scope="session")
+def redis_door(topology):
+    """One manifold with the Redis door for the Redis data test files (each uses its own key
+    prefix); yields the door's port."""
+    from redisdiff import start_door  # noqa: PLC0415 (redisdiff imports this module)
+    with start_door(topology) as port:
+        yield port
+
+
+@pytest.fixture(scope="session")
+def redis_reference():
+    """Debian's redis-server, the reference of the differential tests; yields its port."""
+    from redisdiff import start_reference  # noqa: PLC0415
+    with start_reference() as port:
+        yield port

@@ -14,149 +14,28 @@ Deliberate differences from redis-server (so not in the differential sequence):
 """
 
 import re
-import shutil
 import socket
 import subprocess
 import time
 
 import pytest
 
-from conftest import RUN_DIR, USER, PASSWORD, Manifold, free_port, native_hash, wait_port
-
-
-def _need(tool):
-    path = shutil.which(tool) or (f"/usr/bin/{tool}" if shutil.os.path.exists(f"/usr/bin/{tool}") else None)
-    if path is None:
-        pytest.fail(f"{tool} not found: run scripts/setup (apt-get install redis-server redis-tools)")
-    return path
-
-
-def _redis_py():
-    try:
-        import redis  # noqa: PLC0415
-    except ImportError:
-        pytest.fail("the redis Python package is missing: run scripts/setup (pip install redis)")
-    return redis
+from conftest import USER, PASSWORD, free_port, native_hash, wait_port
+from redisdiff import AUTH, Conn, Err, cmd, need, raw, read_reply, redis_py, start_door, start_reference
 
 
 @pytest.fixture(scope="module")
 def door(topology):
-    """A manifold with the Redis door on a free port; yields that port."""
-    for attempt in range(3):
-        port = free_port()
-        m = Manifold(topology, ["--redis-listen", f"127.0.0.1:{port}"], log_name="redis-door")
-        try:
-            wait_port(port, m.proc, "manifold's Redis door")
-            break
-        except pytest.fail.Exception:
-            m.stop()
-            if attempt == 2:
-                raise
-    yield port
-    m.stop_and_check()
+    with start_door(topology) as port:
+        yield port
 
 
 @pytest.fixture(scope="module")
 def reference():
-    """Debian's redis-server with the same account as manifold's (`app`/`app`) and no usable
-    default user; yields its port."""
-    server = _need("redis-server")
-    for attempt in range(3):
-        port = free_port()
-        proc = subprocess.Popen(
-            [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(RUN_DIR), "--user", USER, "on", f">{PASSWORD}", "~*", "&*", "+@all",
-             "--user", "default", "off"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_port(port, proc, "redis-server", timeout=10)
-            break
-        except pytest.fail.Exception:
-            proc.kill()
-            proc.wait()
-            if attempt == 2:
-                raise
-    yield port
-    proc.terminate()
-    proc.wait(timeout=10)
+    with start_reference() as port:
+        yield port
 
 
-def raw(port, payload, timeout=5.0):
-    """Sends `payload` in one write and returns every byte until the server closes."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    try:
-        s.sendall(payload)
-        out = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                return out
-            out += chunk
-    finally:
-        s.close()
-
-
-def cmd(*args):
-    """One multibulk request."""
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
-
-
-def read_reply(f):
-    """One RESP2/RESP3 reply from a file object, as Python values (errors as Err)."""
-    line = f.readline()
-    assert line.endswith(b"\r\n"), line
-    t, rest = line[:1], line[1:-2]
-    if t == b"+":
-        return rest.decode()
-    if t == b"-":
-        return Err(rest.decode())
-    if t == b":":
-        return int(rest)
-    if t in (b"$", b"="):
-        n = int(rest)
-        if n < 0:
-            return None
-        data = f.read(n + 2)[:-2]
-        return data[4:] if t == b"=" else data
-    if t in (b"*", b"~", b">"):
-        n = int(rest)
-        return None if n < 0 else [read_reply(f) for _ in range(n)]
-    if t == b"%":
-        return {read_reply(f): read_reply(f) for _ in range(int(rest))}
-    if t == b"_":
-        return None
-    raise AssertionError(f"unexpected reply line {line!r}")
-
-
-class Err(str):
-    """An error reply's text."""
-
-
-class Conn:
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.f = self.sock.makefile("rb")
-
-    def send(self, data):
-        self.sock.sendall(data)
-
-    def call(self, *args):
-        self.send(cmd(*args))
-        return read_reply(self.f)
-
-    def closed(self):
-        return self.sock.recv(1) == b""
-
-    def close(self):
-        self.f.close()
-        self.sock.close()
-
-
-AUTH = cmd("AUTH", USER, PASSWORD)
 NOAUTH = b"-NOAUTH Authentication required.\r\n"
 WRONGPASS = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n"
 
@@ -350,7 +229,7 @@ def test_client_commands(door):
 
 
 def test_redis_cli(door):
-    cli = _need("redis-cli")
+    cli = need("redis-cli")
 
     def run(*args):
         p = subprocess.run([cli, "-p", str(door), *args], capture_output=True, text=True, timeout=30)
@@ -365,12 +244,15 @@ def test_redis_cli(door):
     assert "NOAUTH Authentication required." in run("PING")
     assert "WRONGPASS invalid username-password pair or user is disabled." in \
         run("--user", USER, "--pass", "wrong", "--no-auth-warning", "PING")
-    assert "ERR unknown command 'GET', with args beginning with: 'k'" in \
-        run("--user", USER, "--pass", PASSWORD, "--no-auth-warning", "GET", "k")
+    assert "ERR unknown command 'GETX', with args beginning with: 'k'" in \
+        run("--user", USER, "--pass", PASSWORD, "--no-auth-warning", "GETX", "k")
+    assert run("--user", USER, "--pass", PASSWORD, "--no-auth-warning", "SET", "cli:k", "v 1").strip() == "OK"
+    assert run("--user", USER, "--pass", PASSWORD, "--no-auth-warning", "-3", "GET", "cli:k").strip() == 'v 1'
+
 
 
 def test_redis_py(door):
-    redis = _redis_py()
+    redis = redis_py()
     for protocol in (2, 3):
         r = redis.Redis(port=door, username=USER, password=PASSWORD, protocol=protocol, db=2,
                         client_name=f"py{protocol}", socket_timeout=10)
@@ -390,8 +272,8 @@ def test_redis_py(door):
         for i in range(100):
             pipe.echo(f"v{i}")
         assert pipe.execute() == [f"v{i}".encode() for i in range(100)]
-        with pytest.raises(redis.exceptions.ResponseError, match="unknown command 'GET'"):
-            r.get("k")
+        assert r.set(f"py{protocol}:k", "v") is True
+        assert r.get(f"py{protocol}:k") == b"v"
         r.close()
     # user:pass as the password alone (AUTH with one argument, RESP2).
     r = redis.Redis(port=door, password=f"{USER}:{PASSWORD}", protocol=2, socket_timeout=10)
@@ -433,7 +315,7 @@ def test_a_client_that_stops_reading_is_let_go_after_the_idle_timeout(topology, 
     and a client that stays stalled that way past `idle_timeout` is closed, as an idle one is."""
     from conftest import configured  # noqa: PLC0415
 
-    redis = _redis_py()
+    redis = redis_py()
     port = free_port()
     m = configured(topology, tmp_path,
                    f'[redis]\nlisten = "127.0.0.1:{port}"\nidle_timeout = "1s"\n', "redis-stalled")

@@ -10,6 +10,10 @@ use std::sync::OnceLock;
 pub enum Family {
     Strings,
     Keys,
+    Hashes,
+    Lists,
+    Sets,
+    ZSets,
 }
 
 /// One data command.
@@ -29,6 +33,10 @@ fn families() -> impl Iterator<Item = &'static Spec> {
     super::strings::COMMANDS
         .iter()
         .chain(super::keys::COMMANDS.iter())
+        .chain(super::hashes::COMMANDS.iter())
+        .chain(super::lists::COMMANDS.iter())
+        .chain(super::sets::COMMANDS.iter())
+        .chain(super::zsets::COMMANDS.iter())
 }
 
 /// Data commands the door knows.

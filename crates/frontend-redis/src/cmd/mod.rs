@@ -11,9 +11,13 @@
 
 pub mod connection;
 pub mod data;
+pub mod hashes;
 pub mod keys;
+pub mod lists;
 pub mod server;
+pub mod sets;
 pub mod strings;
+pub mod zsets;
 
 pub use data::{Family, Spec};
 
