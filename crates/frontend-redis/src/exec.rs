@@ -171,6 +171,7 @@ async fn run_one(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result
     match spec.family {
         Family::Strings => cmd::strings::run(cx, spec, args).await,
         Family::Keys => cmd::keys::run(cx, spec, args).await,
+        Family::Expiry => cmd::expiry::run(cx, spec, args).await,
         Family::Hashes => cmd::hashes::run(cx, spec, args).await,
         Family::Lists => cmd::lists::run(cx, spec, args).await,
         Family::Sets => cmd::sets::run(cx, spec, args).await,

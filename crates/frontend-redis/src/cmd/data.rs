@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 pub enum Family {
     Strings,
     Keys,
+    Expiry,
     Hashes,
     Lists,
     Sets,
@@ -33,6 +34,7 @@ fn families() -> impl Iterator<Item = &'static Spec> {
     super::strings::COMMANDS
         .iter()
         .chain(super::keys::COMMANDS.iter())
+        .chain(super::expiry::COMMANDS.iter())
         .chain(super::hashes::COMMANDS.iter())
         .chain(super::lists::COMMANDS.iter())
         .chain(super::sets::COMMANDS.iter())

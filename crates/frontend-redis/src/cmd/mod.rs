@@ -11,6 +11,7 @@
 
 pub mod connection;
 pub mod data;
+pub mod expiry;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
