@@ -40,6 +40,8 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
         info,
         authenticated: false,
         login: None,
+        multi: None,
+        watched: Vec::new(),
         proto: Protocol::Resp2,
         quit: false,
     };
@@ -67,7 +69,8 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
                             run_batch(&session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
                             let buf = &input[start..];
-                            cmd::apply(&mut session, Args::new(&req, buf), &mut out);
+                            crate::multi::handle(&mut session, Args::new(&req, buf), &mut out)
+                                .await;
                         }
                     }
                     start += used;
@@ -164,7 +167,7 @@ async fn run_batch(
     if batch.is_empty() {
         return;
     }
-    let Some(login) = &session.login else {
+    let Some(login) = session.login.clone() else {
         return;
     };
     let cmds: Vec<(&'static Spec, Args<'_>)> = batch
@@ -176,7 +179,7 @@ async fn run_batch(
         .collect();
     crate::exec::run_batch(
         &session.fe.store,
-        login,
+        &login,
         session.proto,
         session.info.db.get(),
         &cmds,

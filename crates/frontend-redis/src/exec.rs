@@ -167,7 +167,11 @@ async fn run_all(
 }
 
 /// Runs one command through its family.
-async fn run_one(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
+pub(crate) async fn run_one(
+    cx: &mut Cx<'_>,
+    spec: &'static Spec,
+    args: Args<'_>,
+) -> Result<(), StoreError> {
     match spec.family {
         Family::Strings => cmd::strings::run(cx, spec, args).await,
         Family::Keys => cmd::keys::run(cx, spec, args).await,

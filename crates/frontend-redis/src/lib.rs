@@ -21,6 +21,7 @@ pub mod config;
 pub mod conn;
 pub mod errors;
 pub mod exec;
+pub mod multi;
 pub mod server;
 pub mod store;
 

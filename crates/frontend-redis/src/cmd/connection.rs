@@ -112,7 +112,7 @@ fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> 
     match found {
         Some((u, login)) => {
             session.authenticated = true;
-            session.login = Some(crate::store::conn_key(&login));
+            session.login = Some(std::rc::Rc::new(crate::store::conn_key(&login)));
             *session.info.user.borrow_mut() = Some(u.to_vec());
             true
         }
@@ -154,6 +154,8 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
             session.info.name.borrow_mut().clear();
             session.authenticated = false;
             session.login = None;
+            session.multi = None;
+            session.watched.clear();
             *session.info.user.borrow_mut() = None;
             Reply::new(out, session.proto).simple(b"RESET");
         }

@@ -99,6 +99,12 @@ pub enum Command<'a> {
     DbSize,
     /// A command on the keys (`GET`, `HSET`...): run in a batch, in SQL ([`crate::exec`]).
     Data(&'static Spec, Args<'a>),
+    /// `MULTI`, `EXEC`, `DISCARD`, `WATCH key...`, `UNWATCH` ([`crate::multi`]).
+    Multi,
+    Exec,
+    Discard,
+    Watch(Args<'a>),
+    Unwatch,
 }
 
 /// Refused before running, as Redis's command lookup refuses.
@@ -146,6 +152,9 @@ impl<'a> Command<'a> {
         if let Some(cmd) = server::parse(name, args)? {
             return Ok(cmd);
         }
+        if let Some(cmd) = transaction(name, args)? {
+            return Ok(cmd);
+        }
         if let Some(spec) = data::lookup(name) {
             check(spec.arity, &args, spec.name)?;
             return Ok(Command::Data(spec, args));
@@ -189,6 +198,11 @@ impl<'a> Command<'a> {
             Self::Time => "time",
             Self::DbSize => "dbsize",
             Self::Data(spec, _) => spec.name,
+            Self::Multi => "multi",
+            Self::Exec => "exec",
+            Self::Discard => "discard",
+            Self::Watch(_) => "watch",
+            Self::Unwatch => "unwatch",
         }
     }
 }
@@ -202,16 +216,58 @@ pub struct Session<'s> {
     pub info: &'s ClientInfo,
     pub authenticated: bool,
     /// The backend login the client's commands run as (set by `AUTH` / `HELLO AUTH`).
-    pub login: Option<manifold_backend::ConnKey>,
+    pub login: Option<std::rc::Rc<manifold_backend::ConnKey>>,
+    /// Commands queued since `MULTI`.
+    pub multi: Option<crate::multi::Multi>,
+    /// Keys under `WATCH`.
+    pub watched: Vec<crate::multi::Watched>,
     pub proto: Protocol,
     /// Set by `QUIT`: close once the replies are written.
     pub quit: bool,
 }
 
+/// Appends the error reply of a refused request.
+pub fn reject_reply(reject: Reject<'_>, proto: Protocol, out: &mut Vec<u8>) {
+    let mut text = Vec::with_capacity(64);
+    match reject {
+        Reject::UnknownCommand(args) => {
+            errors::unknown_command(&mut text, args.get(0), args.from(1));
+        }
+        Reject::UnknownSubcommand { container, sub } => {
+            errors::unknown_subcommand(&mut text, container, sub);
+        }
+        Reject::Arity(name) => errors::arity(&mut text, name),
+    }
+    Reply::new(out, proto).error(&text);
+}
+
+/// The transaction command named `name`, `Ok(None)` when it is not one.
+fn transaction<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, Reject<'a>> {
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    Ok(Some(if is("multi") {
+        check(1, &args, "multi")?;
+        Command::Multi
+    } else if is("exec") {
+        check(1, &args, "exec")?;
+        Command::Exec
+    } else if is("discard") {
+        check(1, &args, "discard")?;
+        Command::Discard
+    } else if is("watch") {
+        check(-2, &args, "watch")?;
+        Command::Watch(args)
+    } else if is("unwatch") {
+        check(1, &args, "unwatch")?;
+        Command::Unwatch
+    } else {
+        return Ok(None);
+    }))
+}
+
 /// The data command of a request an authenticated client may run: it waits for its batch
 /// ([`crate::exec`]) instead of being applied.
 pub fn batched(session: &Session<'_>, args: Args<'_>) -> Option<&'static Spec> {
-    if !session.authenticated || session.login.is_none() {
+    if !session.authenticated || session.login.is_none() || session.multi.is_some() {
         return None;
     }
     match Command::parse(args) {
@@ -234,17 +290,7 @@ pub fn apply(
     let cmd = match Command::parse(args) {
         Ok(cmd) => cmd,
         Err(reject) => {
-            let mut text = Vec::with_capacity(64);
-            match reject {
-                Reject::UnknownCommand(args) => {
-                    errors::unknown_command(&mut text, args.get(0), args.from(1));
-                }
-                Reject::UnknownSubcommand { container, sub } => {
-                    errors::unknown_subcommand(&mut text, container, sub);
-                }
-                Reject::Arity(name) => errors::arity(&mut text, name),
-            }
-            Reply::new(out, session.proto).error(&text);
+            reject_reply(reject, session.proto, out);
             return None;
         }
     };
@@ -268,6 +314,14 @@ pub fn apply(
                 return Some(spec);
             }
             Reply::new(out, session.proto).error(b"manifold: no backend login for this client");
+        }
+        // Handled by `crate::multi` before they get here (not queueable).
+        Command::Multi | Command::Exec | Command::Discard | Command::Watch(_) => {
+            Reply::new(out, session.proto).error(b"Command not allowed inside a transaction");
+        }
+        Command::Unwatch => {
+            session.watched.clear();
+            Reply::new(out, session.proto).simple(b"OK");
         }
         _ => connection::apply(session, cmd, out),
     }

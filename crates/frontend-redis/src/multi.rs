@@ -1,0 +1,337 @@
+//! `MULTI`/`EXEC`/`DISCARD`/`WATCH`/`UNWATCH`: a transaction is one SQL transaction.
+//!
+//! - Between `MULTI` and `EXEC` commands are checked (name, arity, authentication) and
+//!   queued, as their request bytes; a refused one makes `EXEC` answer `EXECABORT`.
+//! - `EXEC` runs the queue in one SQL transaction and commits once: the writes of the
+//!   transaction are all committed or none is, and its replies (an array) go out after the
+//!   commit. A command failing at run time (`WRONGTYPE`...) answers its error in place and
+//!   the others still run, as in Redis.
+//! - `WATCH` reads each key's identity and version (`kid`, `version`: every write bumps the
+//!   version, a deletion or re-creation changes the row); `EXEC` reads them again with
+//!   `FOR UPDATE` inside its transaction and answers a null array, writing nothing, when one
+//!   changed (or expired) since.
+//!
+//! Differences from Redis: other clients' commands may run between the statements of an
+//!   `EXEC`; what it wrote is locked until its commit, and what it reads is the latest
+//!   committed state (read committed), so it may see a commit that happened after its
+//!   first read.
+
+use manifold_redis_proto::{Limits, Reply, Request};
+
+use crate::cmd::{self, Args, Command, Session};
+use crate::errors;
+use crate::exec::{self, Cx};
+use crate::store::StoreError;
+
+/// Commands queued since `MULTI`.
+#[derive(Debug, Default)]
+pub struct Multi {
+    /// The queued requests, re-encoded as multibulk requests.
+    buf: Vec<u8>,
+    count: usize,
+    /// A command was refused while queueing: `EXEC` answers `EXECABORT`.
+    dirty: bool,
+}
+
+/// A key under `WATCH`: what it was when watched.
+#[derive(Debug, Clone)]
+pub struct Watched {
+    db: u8,
+    key: Vec<u8>,
+    /// Its `kid` and `version`; `None`: absent.
+    seen: Option<(u64, u64)>,
+}
+
+/// Times `EXEC` runs again after a deadlock or lock wait timeout.
+const TRANSIENT_RETRIES: usize = 3;
+
+/// Handles a request that is not batched: the transaction commands, queueing inside
+/// `MULTI`, and anything else through [`cmd::apply`].
+pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
+    let parsed = Command::parse(args);
+    // A refused `EXEC` ends the transaction, saying why (Redis's `execCommandAbort`).
+    let refused_exec = match &parsed {
+        Err(cmd::Reject::Arity("exec")) => {
+            let mut text = Vec::new();
+            errors::arity(&mut text, "exec");
+            Some(text)
+        }
+        Ok(Command::Exec) if !session.authenticated => Some(errors::NOAUTH[1..].to_vec()),
+        _ => None,
+    };
+    if let Some(reason) = refused_exec {
+        session.multi = None;
+        session.watched.clear();
+        let mut text = b"-EXECABORT Transaction discarded because of: ".to_vec();
+        text.extend_from_slice(&reason);
+        Reply::new(out, session.proto).error(&text);
+        return;
+    }
+    if session.multi.is_none() {
+        match parsed {
+            Ok(cmd) if session.authenticated || cmd.no_auth() => match cmd {
+                Command::Multi => {
+                    session.info.cmd.set("multi");
+                    session.multi = Some(Multi::default());
+                    Reply::new(out, session.proto).simple(b"OK");
+                }
+                Command::Exec => {
+                    Reply::new(out, session.proto).error(b"EXEC without MULTI");
+                }
+                Command::Discard => {
+                    Reply::new(out, session.proto).error(b"DISCARD without MULTI");
+                }
+                Command::Watch(keys) => watch(session, keys, out).await,
+                Command::Unwatch => {
+                    session.watched.clear();
+                    Reply::new(out, session.proto).simple(b"OK");
+                }
+                _ => {
+                    cmd::apply(session, args, out);
+                }
+            },
+            _ => {
+                cmd::apply(session, args, out);
+            }
+        }
+        return;
+    }
+    let cmd = match parsed {
+        Err(reject) => {
+            cmd::reject_reply(reject, session.proto, out);
+            flag(session);
+            return;
+        }
+        Ok(cmd) if !session.authenticated && !cmd.no_auth() => {
+            Reply::new(out, session.proto).error(errors::NOAUTH);
+            flag(session);
+            return;
+        }
+        Ok(cmd) => cmd,
+    };
+    match cmd {
+        Command::Exec => exec(session, out).await,
+        Command::Discard => {
+            session.multi = None;
+            session.watched.clear();
+            Reply::new(out, session.proto).simple(b"OK");
+        }
+        Command::Multi => {
+            Reply::new(out, session.proto).error(b"MULTI calls can not be nested");
+        }
+        Command::Watch(_) => {
+            Reply::new(out, session.proto).error(b"WATCH inside MULTI is not allowed");
+        }
+        Command::Quit | Command::Reset => {
+            cmd::apply(session, args, out);
+        }
+        _ => {
+            let multi = session.multi.as_mut().expect("in MULTI");
+            if multi.buf.len() + args.from(0).map(<[u8]>::len).sum::<usize>()
+                > session.fe.shared.limits.client_query_buffer_limit
+            {
+                Reply::new(out, session.proto)
+                    .error(b"manifold: the transaction's queued commands are too large");
+                flag(session);
+                return;
+            }
+            encode_request(&mut multi.buf, args);
+            multi.count += 1;
+            Reply::new(out, session.proto).simple(b"QUEUED");
+        }
+    }
+}
+
+/// A refused command inside `MULTI` aborts the transaction at `EXEC`.
+fn flag(session: &mut Session<'_>) {
+    if let Some(m) = session.multi.as_mut() {
+        m.dirty = true;
+    }
+}
+
+fn encode_request(out: &mut Vec<u8>, args: Args<'_>) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args.from(0) {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// `WATCH key...`: remembers each key's identity and version now.
+async fn watch(session: &mut Session<'_>, keys: Args<'_>, out: &mut Vec<u8>) {
+    session.info.cmd.set("watch");
+    let Some(login) = session.login.clone() else {
+        Reply::new(out, session.proto).error(b"manifold: no backend login for this client");
+        return;
+    };
+    let db = session.info.db.get();
+    let fe = session.fe;
+    let mut tx = fe.store.begin(&login, false);
+    let mut seen = Vec::new();
+    for k in keys.from(1) {
+        match tx.key_meta(db, k, false).await {
+            Ok(row) => seen.push(Watched {
+                db,
+                key: k.to_vec(),
+                seen: row.map(|r| (r.kid, r.version)),
+            }),
+            Err(e) => {
+                tx.abandon();
+                Reply::new(out, session.proto).error(&e.reply_text());
+                return;
+            }
+        }
+    }
+    if let Err(e) = tx.commit().await {
+        Reply::new(out, session.proto).error(&e.reply_text());
+        return;
+    }
+    session.watched.extend(seen);
+    Reply::new(out, session.proto).simple(b"OK");
+}
+
+/// One queued command.
+enum Step<'a> {
+    Data(&'static cmd::Spec, Args<'a>),
+    /// A connection or server command (`SELECT`, `PING`...): applied in its place.
+    Session(Args<'a>),
+}
+
+/// `EXEC`: the queue as one SQL transaction.
+async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
+    session.info.cmd.set("exec");
+    let multi = session.multi.take().unwrap_or_default();
+    let watched = std::mem::take(&mut session.watched);
+    if multi.dirty {
+        Reply::new(out, session.proto)
+            .error(b"-EXECABORT Transaction discarded because of previous errors.");
+        return;
+    }
+    let Some(login) = session.login.clone() else {
+        Reply::new(out, session.proto).error(b"manifold: no backend login for this client");
+        return;
+    };
+    // The queued requests, parsed again from their own buffer.
+    let limits = Limits {
+        client_query_buffer_limit: usize::MAX,
+        ..session.fe.shared.limits
+    };
+    let mut requests = Vec::with_capacity(multi.count);
+    let mut at = 0;
+    while at < multi.buf.len() {
+        let mut req = Request::new();
+        match req.parse(&multi.buf[at..], &limits) {
+            Ok(Some(used)) => {
+                requests.push((req, at));
+                at += used;
+            }
+            // Bytes this module encoded: cannot fail.
+            _ => break,
+        }
+    }
+    let steps: Vec<Step<'_>> = requests
+        .iter()
+        .map(|(req, at)| {
+            let args = Args::new(req, &multi.buf[*at..]);
+            match cmd::data::lookup(args.get(0)) {
+                Some(spec) => Step::Data(spec, args),
+                None => Step::Session(args),
+            }
+        })
+        .collect();
+    let fe = session.fe;
+    let db0 = session.info.db.get();
+    let proto0 = session.proto;
+    let mut failed: Vec<Option<Vec<u8>>> = vec![None; steps.len()];
+    let mut transient = 0;
+    loop {
+        // Each try starts from the session as it was at EXEC.
+        session.info.db.set(db0);
+        let mut cx = Cx {
+            tx: fe.store.begin(&login, true),
+            out: Vec::new(),
+            proto: session.proto,
+            db: db0,
+        };
+        let result = run_steps(session, &mut cx, &steps, &watched, &failed).await;
+        let (at, e) = match result {
+            Ok(false) => {
+                cx.tx.abandon();
+                Reply::new(out, proto0).null_array();
+                return;
+            }
+            Ok(true) => {
+                let Cx {
+                    tx, out: replies, ..
+                } = cx;
+                match tx.commit().await {
+                    Ok(()) => {
+                        Reply::new(out, proto0).array_len(steps.len());
+                        out.extend_from_slice(&replies);
+                        return;
+                    }
+                    Err(e) => (None, e),
+                }
+            }
+            Err((i, e)) => {
+                cx.tx.abandon();
+                (i, e)
+            }
+        };
+        if e.is_transient() && transient < TRANSIENT_RETRIES {
+            transient += 1;
+            continue;
+        }
+        match (at, &e) {
+            (Some(i), StoreError::Server(_)) if failed[i].is_none() => {
+                failed[i] = Some(e.reply_text());
+            }
+            _ => {
+                session.info.db.set(db0);
+                Reply::new(out, proto0).error(&e.reply_text());
+                return;
+            }
+        }
+    }
+}
+
+/// Checks the watched keys, then runs the steps; `Ok(false)`: a watched key changed.
+async fn run_steps(
+    session: &mut Session<'_>,
+    cx: &mut Cx<'_>,
+    steps: &[Step<'_>],
+    watched: &[Watched],
+    failed: &[Option<Vec<u8>>],
+) -> Result<bool, (Option<usize>, StoreError)> {
+    for w in watched {
+        let now = cx
+            .tx
+            .key_meta(w.db, &w.key, true)
+            .await
+            .map_err(|e| (None, e))?
+            .map(|r| (r.kid, r.version));
+        if now != w.seen {
+            return Ok(false);
+        }
+    }
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(text) = &failed[i] {
+            cx.reply().error(text);
+            continue;
+        }
+        match *step {
+            Step::Data(spec, args) => {
+                exec::run_one(cx, spec, args)
+                    .await
+                    .map_err(|e| (Some(i), e))?;
+            }
+            Step::Session(args) => {
+                cmd::apply(session, args, &mut cx.out);
+                cx.db = session.info.db.get();
+                cx.proto = session.proto;
+            }
+        }
+    }
+    Ok(true)
+}
