@@ -7,7 +7,7 @@
 //! gets Redis's reply after the replies of the requests before it, and ends this connection
 //! only.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use manifold_redis_proto::{Protocol, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -25,7 +25,33 @@ const MAX_PENDING_OUTPUT: usize = 64 * 1024;
 
 /// Serves `stream` until the client leaves, sends `QUIT`, breaks the protocol, stays idle
 /// past `idle_timeout`, or the worker drains.
-pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo) {
+pub async fn serve(fe: &RedisFrontend, stream: TcpStream, info: &ClientInfo) {
+    let mut session = Session {
+        fe,
+        info,
+        authenticated: false,
+        login: None,
+        multi: None,
+        watched: Vec::new(),
+        subs: None,
+        proto: Protocol::Resp2,
+        quit: false,
+    };
+    serve_session(&mut session, stream).await;
+    crate::pubsub::leave(&mut session);
+}
+
+/// What a read of the client's socket waited for.
+enum Woken {
+    Read(usize),
+    Message(Option<std::sync::Arc<crate::pubsub::Message>>),
+    /// Idle past the timeout, a read error, or the worker drains.
+    End,
+}
+
+async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
+    let fe = session.fe;
+    let info = session.info;
     let limits = &fe.shared.limits;
     let idle_timeout = fe.shared.config.idle_timeout;
     let mut input: Vec<u8> = Vec::with_capacity(BUF_SIZE);
@@ -35,16 +61,6 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
     // its bytes start in `input` (kept for the connection's life, reused).
     let mut batch: Vec<(Request, usize)> = Vec::new();
     let mut batched = 0;
-    let mut session = Session {
-        fe,
-        info,
-        authenticated: false,
-        login: None,
-        multi: None,
-        watched: Vec::new(),
-        proto: Protocol::Resp2,
-        quit: false,
-    };
     loop {
         // Every complete request in the buffer, in order, until the replies pass
         // `MAX_PENDING_OUTPUT`: they are written first, so a client that sends and never
@@ -58,7 +74,7 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
             match req.parse(buf, limits) {
                 Ok(Some(used)) => {
                     if !req.is_empty() {
-                        if cmd::batched(&session, Args::new(&req, buf)).is_some() {
+                        if cmd::batched(session, Args::new(&req, buf)).is_some() {
                             if batched == batch.len() {
                                 batch.push((Request::new(), 0));
                             }
@@ -66,16 +82,15 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
                             batch[batched].1 = start;
                             batched += 1;
                         } else {
-                            run_batch(&session, &batch[..batched], &input, &mut out).await;
+                            run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
                             let buf = &input[start..];
-                            crate::multi::handle(&mut session, Args::new(&req, buf), &mut out)
-                                .await;
+                            crate::multi::handle(session, Args::new(&req, buf), &mut out).await;
                         }
                     }
                     start += used;
                     if batched >= crate::exec::RUN_MAX * 2 {
-                        run_batch(&session, &batch[..batched], &input, &mut out).await;
+                        run_batch(session, &batch[..batched], &input, &mut out).await;
                         batched = 0;
                     }
                     if session.quit {
@@ -88,7 +103,7 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    run_batch(&session, &batch[..batched], &input, &mut out).await;
+                    run_batch(session, &batch[..batched], &input, &mut out).await;
                     batched = 0;
                     tracing::debug!(target: "manifold::connections", client = %info.addr, error = %e, "redis protocol error");
                     if let Some(reply) = e.reply() {
@@ -99,24 +114,12 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
                 }
             }
         }
-        run_batch(&session, &batch[..batched], &input, &mut out).await;
+        run_batch(session, &batch[..batched], &input, &mut out).await;
         batched = 0;
-        if !out.is_empty() {
-            // A client that stops reading is let go like an idle one (a drain lets replies
-            // under way finish, until the shutdown deadline).
-            let write = stream.write_all(&out);
-            let written = if idle_timeout.is_zero() {
-                Some(write.await)
-            } else {
-                tokio::time::timeout(idle_timeout, write).await.ok()
-            };
-            if !matches!(written, Some(Ok(()))) {
-                return;
-            }
-            out.clear();
-            if out.capacity() > 4 * BUF_SIZE {
-                out.shrink_to(BUF_SIZE);
-            }
+        // A client that stops reading is let go like an idle one (a drain lets replies
+        // under way finish, until the shutdown deadline).
+        if !out.is_empty() && !write_out(&mut stream, &mut out, idle_timeout).await {
+            return;
         }
         if failed || session.quit {
             let _ = stream.shutdown().await;
@@ -133,27 +136,72 @@ pub async fn serve(fe: &RedisFrontend, mut stream: TcpStream, info: &ClientInfo)
         }
         let want = req.needed().saturating_sub(input.len()).max(READ_CHUNK);
         input.reserve(want);
-        let read = stream.read_buf(&mut input);
-        let n = tokio::select! {
-            biased;
-            () = fe.ctx.drain().notified() => return,
-            r = async {
-                if idle_timeout.is_zero() {
-                    Some(read.await)
-                } else {
-                    tokio::time::timeout(idle_timeout, read).await.ok()
+        let n = loop {
+            // Subscribers are never idle (as in Redis): they wait for messages.
+            let idle = if crate::pubsub::subscribed(session) {
+                Duration::ZERO
+            } else {
+                idle_timeout
+            };
+            let read = stream.read_buf(&mut input);
+            let woken = tokio::select! {
+                biased;
+                () = fe.ctx.drain().notified() => Woken::End,
+                m = crate::pubsub::next_message(&mut session.subs) => Woken::Message(m),
+                r = async {
+                    if idle.is_zero() {
+                        Some(read.await)
+                    } else {
+                        tokio::time::timeout(idle, read).await.ok()
+                    }
+                } => match r {
+                    Some(Ok(n)) => Woken::Read(n),
+                    // Idle past the timeout, or a read error: Redis closes without a word.
+                    _ => Woken::End,
+                },
+            };
+            match woken {
+                Woken::Read(n) => break n,
+                // Too slow a subscriber is let go.
+                Woken::End | Woken::Message(None) => return,
+                Woken::Message(Some(m)) => {
+                    m.encode(&mut out, session.proto);
+                    if let Some(subs) = session.subs.as_mut() {
+                        while out.len() < MAX_PENDING_OUTPUT {
+                            let Ok(m) = subs.inbox.try_recv() else { break };
+                            m.encode(&mut out, session.proto);
+                        }
+                    }
+                    if !write_out(&mut stream, &mut out, idle_timeout).await {
+                        return;
+                    }
                 }
-            } => match r {
-                Some(Ok(n)) => n,
-                // Idle past the timeout, or a read error: Redis closes without a word.
-                _ => return,
-            },
+            }
         };
         if n == 0 {
             return;
         }
         info.last_active.set(Instant::now());
     }
+}
+
+/// Writes `out` and clears it; `false` when the client is gone or stopped reading for
+/// `timeout` (0: no limit).
+async fn write_out(stream: &mut TcpStream, out: &mut Vec<u8>, timeout: Duration) -> bool {
+    let write = stream.write_all(out);
+    let written = if timeout.is_zero() {
+        Some(write.await)
+    } else {
+        tokio::time::timeout(timeout, write).await.ok()
+    };
+    if !matches!(written, Some(Ok(()))) {
+        return false;
+    }
+    out.clear();
+    if out.capacity() > 4 * BUF_SIZE {
+        out.shrink_to(BUF_SIZE);
+    }
+    true
 }
 
 /// Runs the batched data commands `batch` (requests whose bytes start at the offsets given,

@@ -22,6 +22,7 @@ pub mod conn;
 pub mod errors;
 pub mod exec;
 pub mod multi;
+pub mod pubsub;
 pub mod server;
 pub mod store;
 

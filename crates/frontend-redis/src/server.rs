@@ -34,6 +34,8 @@ pub struct RedisShared {
     pub config: RedisConfig,
     /// What every worker's store shares (the schema, whether it exists).
     pub store: Arc<crate::store::StoreShared>,
+    /// Pub/Sub subscriptions of every worker.
+    pub pubsub: Arc<crate::pubsub::Hub>,
     pub limits: Limits,
     pub credentials: Arc<dyn Credentials>,
     clients: AtomicUsize,
@@ -58,6 +60,7 @@ impl RedisShared {
     ) -> Arc<Self> {
         Arc::new(Self {
             store: crate::store::StoreShared::new(&config.schema, keep_statements),
+            pubsub: Arc::default(),
             limits: config.limits(),
             config,
             credentials,

@@ -128,8 +128,11 @@ fn set_proto(session: &mut Session<'_>, proto: Protocol) {
 pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
     match cmd {
         Command::Ping(args) => {
+            // A RESP2 subscriber gets `pong` and the message as an array.
+            let subscribed = session.proto == Protocol::Resp2 && crate::pubsub::subscribed(session);
             let mut r = Reply::new(out, session.proto);
             match args.len() {
+                1 | 2 if subscribed => r.array_len(2).bulk(b"pong").bulk(args.get(1)),
                 1 => r.simple(b"PONG"),
                 2 => r.bulk(args.get(1)),
                 _ => {
@@ -156,6 +159,7 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
             session.login = None;
             session.multi = None;
             session.watched.clear();
+            crate::pubsub::leave(session);
             *session.info.user.borrow_mut() = None;
             Reply::new(out, session.proto).simple(b"RESET");
         }

@@ -12,9 +12,11 @@
 pub mod connection;
 pub mod data;
 pub mod expiry;
+pub mod glob;
 pub mod hashes;
 pub mod keys;
 pub mod lists;
+pub mod pubsub;
 pub mod server;
 pub mod sets;
 pub mod strings;
@@ -105,6 +107,16 @@ pub enum Command<'a> {
     Discard,
     Watch(Args<'a>),
     Unwatch,
+    /// Pub/Sub ([`crate::pubsub`]): the whole request where it names channels.
+    Subscribe(Args<'a>),
+    PSubscribe(Args<'a>),
+    Unsubscribe(Args<'a>),
+    PUnsubscribe(Args<'a>),
+    Publish(&'a [u8], &'a [u8]),
+    PubsubChannels(Option<&'a [u8]>),
+    PubsubNumsub(Args<'a>),
+    PubsubNumpat,
+    PubsubHelp,
 }
 
 /// Refused before running, as Redis's command lookup refuses.
@@ -150,6 +162,9 @@ impl<'a> Command<'a> {
             return Ok(cmd);
         }
         if let Some(cmd) = server::parse(name, args)? {
+            return Ok(cmd);
+        }
+        if let Some(cmd) = pubsub::parse(name, args)? {
             return Ok(cmd);
         }
         if let Some(cmd) = transaction(name, args)? {
@@ -203,6 +218,15 @@ impl<'a> Command<'a> {
             Self::Discard => "discard",
             Self::Watch(_) => "watch",
             Self::Unwatch => "unwatch",
+            Self::Subscribe(_) => "subscribe",
+            Self::PSubscribe(_) => "psubscribe",
+            Self::Unsubscribe(_) => "unsubscribe",
+            Self::PUnsubscribe(_) => "punsubscribe",
+            Self::Publish(..) => "publish",
+            Self::PubsubChannels(_) => "pubsub|channels",
+            Self::PubsubNumsub(_) => "pubsub|numsub",
+            Self::PubsubNumpat => "pubsub|numpat",
+            Self::PubsubHelp => "pubsub|help",
         }
     }
 }
@@ -221,6 +245,8 @@ pub struct Session<'s> {
     pub multi: Option<crate::multi::Multi>,
     /// Keys under `WATCH`.
     pub watched: Vec<crate::multi::Watched>,
+    /// Channels and patterns subscribed to.
+    pub subs: Option<crate::pubsub::Subscription>,
     pub proto: Protocol,
     /// Set by `QUIT`: close once the replies are written.
     pub quit: bool,
@@ -267,7 +293,11 @@ fn transaction<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, R
 /// The data command of a request an authenticated client may run: it waits for its batch
 /// ([`crate::exec`]) instead of being applied.
 pub fn batched(session: &Session<'_>, args: Args<'_>) -> Option<&'static Spec> {
-    if !session.authenticated || session.login.is_none() || session.multi.is_some() {
+    if !session.authenticated
+        || session.login.is_none()
+        || session.multi.is_some()
+        || (session.proto == Protocol::Resp2 && crate::pubsub::subscribed(session))
+    {
         return None;
     }
     match Command::parse(args) {
@@ -299,7 +329,23 @@ pub fn apply(
         return None;
     }
     session.info.cmd.set(cmd.full_name());
+    if session.proto == Protocol::Resp2
+        && crate::pubsub::subscribed(session)
+        && !crate::pubsub::allowed_while_subscribed(cmd.full_name())
+    {
+        crate::pubsub::refuse_while_subscribed(cmd.full_name(), session.proto, out);
+        return None;
+    }
     match cmd {
+        Command::Subscribe(_)
+        | Command::PSubscribe(_)
+        | Command::Unsubscribe(_)
+        | Command::PUnsubscribe(_)
+        | Command::Publish(..)
+        | Command::PubsubChannels(_)
+        | Command::PubsubNumsub(_)
+        | Command::PubsubNumpat
+        | Command::PubsubHelp => pubsub::apply(session, cmd, out),
         Command::CommandAll
         | Command::CommandCount
         | Command::CommandDocs

@@ -1,0 +1,113 @@
+//! Pub/Sub commands: `SUBSCRIBE`, `PSUBSCRIBE`, `UNSUBSCRIBE`, `PUNSUBSCRIBE`, `PUBLISH`,
+//! `PUBSUB CHANNELS|NUMSUB|NUMPAT|HELP` (the hub is [`crate::pubsub`]).
+
+use manifold_redis_proto::Reply;
+
+use super::{check, Args, Command, Reject, Session};
+use crate::pubsub;
+
+/// The Pub/Sub command named `name`, `Ok(None)` when it is not one.
+pub fn parse<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, Reject<'a>> {
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    Ok(Some(if is("subscribe") {
+        check(-2, &args, "subscribe")?;
+        Command::Subscribe(args)
+    } else if is("psubscribe") {
+        check(-2, &args, "psubscribe")?;
+        Command::PSubscribe(args)
+    } else if is("unsubscribe") {
+        Command::Unsubscribe(args)
+    } else if is("punsubscribe") {
+        Command::PUnsubscribe(args)
+    } else if is("publish") {
+        check(3, &args, "publish")?;
+        Command::Publish(args.get(1), args.get(2))
+    } else if is("pubsub") {
+        check(-2, &args, "pubsub")?;
+        let sub = args.get(1);
+        let is = |n: &str| sub.eq_ignore_ascii_case(n.as_bytes());
+        if is("channels") {
+            check(-2, &args, "pubsub|channels")?;
+            Command::PubsubChannels((args.len() > 2).then(|| args.get(2)))
+        } else if is("numsub") {
+            check(-2, &args, "pubsub|numsub")?;
+            Command::PubsubNumsub(args)
+        } else if is("numpat") {
+            check(2, &args, "pubsub|numpat")?;
+            Command::PubsubNumpat
+        } else if is("help") {
+            check(2, &args, "pubsub|help")?;
+            Command::PubsubHelp
+        } else {
+            return Err(Reject::UnknownSubcommand {
+                container: "PUBSUB",
+                sub,
+            });
+        }
+    } else {
+        return Ok(None);
+    }))
+}
+
+/// Applies a Pub/Sub command.
+pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
+    match cmd {
+        Command::Subscribe(args) => pubsub::subscribe(session, args.from(1), false, out),
+        Command::PSubscribe(args) => pubsub::subscribe(session, args.from(1), true, out),
+        Command::Unsubscribe(args) => {
+            pubsub::unsubscribe(session, args.from(1).collect(), false, out);
+        }
+        Command::PUnsubscribe(args) => {
+            pubsub::unsubscribe(session, args.from(1).collect(), true, out);
+        }
+        Command::Publish(channel, message) => {
+            let n = session.fe.shared.pubsub.publish(channel, message);
+            Reply::new(out, session.proto).integer(n);
+        }
+        Command::PubsubChannels(pattern) => {
+            let channels = session.fe.shared.pubsub.channels(pattern);
+            let mut r = Reply::new(out, session.proto);
+            r.array_len(channels.len());
+            for c in &channels {
+                r.bulk(c);
+            }
+        }
+        Command::PubsubNumsub(args) => {
+            let mut r = Reply::new(out, session.proto);
+            let n = args.len() - 2;
+            if session.proto == manifold_redis_proto::Protocol::Resp3 {
+                r.map_len(n);
+            } else {
+                r.array_len(n * 2);
+            }
+            for c in args.from(2) {
+                let count = session.fe.shared.pubsub.numsub(c);
+                r.bulk(c).integer(count as i64);
+            }
+        }
+        Command::PubsubNumpat => {
+            let n = session.fe.shared.pubsub.numpat();
+            Reply::new(out, session.proto).integer(n as i64);
+        }
+        Command::PubsubHelp => {
+            let lines: &[&[u8]] = &[
+                b"PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                b"CHANNELS [<pattern>]",
+                b"    Return the currently active channels matching a <pattern> (default: '*').",
+                b"NUMPAT",
+                b"    Return number of subscriptions to patterns.",
+                b"NUMSUB [<channel> ...]",
+                b"    Return the number of subscribers for the specified channels, excluding",
+                b"    pattern subscriptions(default: no channels).",
+                b"HELP",
+                b"    Prints this help.",
+            ];
+            let mut r = Reply::new(out, session.proto);
+            r.array_len(lines.len());
+            for l in lines {
+                r.simple(l);
+            }
+        }
+        _ => unreachable!("not a Pub/Sub command"),
+    }
+}

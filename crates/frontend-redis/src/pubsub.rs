@@ -1,0 +1,374 @@
+//! Pub/Sub: `SUBSCRIBE`, `PSUBSCRIBE`, `UNSUBSCRIBE`, `PUNSUBSCRIBE`, `PUBLISH`, `PUBSUB`,
+//! across the workers of one manifold (not across manifold instances: messages never touch
+//! the database).
+//!
+//! The [`Hub`] (shared by every worker) maps channels and patterns to subscribers' queues.
+//! A subscriber is a connection's bounded queue: `PUBLISH` takes the hub's lock, puts the
+//! message in each matching queue and counts them; the connection writes what its queue
+//! holds whenever it is not busy with a request ([`crate::conn`]). A subscriber whose queue
+//! is full (it reads too slowly) is disconnected, as Redis disconnects a client past its
+//! `client-output-buffer-limit pubsub`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use manifold_redis_proto::{Protocol, Reply};
+use tokio::sync::mpsc;
+
+use crate::cmd::Session;
+
+/// Messages a subscriber's queue holds before it is disconnected.
+const QUEUE: usize = 4096;
+
+/// A published message, as a subscriber receives it.
+#[derive(Debug)]
+pub struct Message {
+    /// The pattern that matched (`pmessage`), or none (`message`).
+    pub pattern: Option<Arc<[u8]>>,
+    pub channel: Arc<[u8]>,
+    pub payload: Arc<[u8]>,
+}
+
+impl Message {
+    /// Appends the message as Redis sends it (RESP2 array, RESP3 push).
+    pub fn encode(&self, out: &mut Vec<u8>, proto: Protocol) {
+        let mut r = Reply::new(out, proto);
+        let n = if self.pattern.is_some() { 4 } else { 3 };
+        if proto == Protocol::Resp3 {
+            r.push_len(n);
+        } else {
+            r.array_len(n);
+        }
+        match &self.pattern {
+            Some(p) => {
+                r.bulk(b"pmessage").bulk(p);
+            }
+            None => {
+                r.bulk(b"message");
+            }
+        }
+        r.bulk(&self.channel).bulk(&self.payload);
+    }
+}
+
+/// A subscriber's queue, and whether it overflowed (the subscriber is then let go).
+#[derive(Debug, Clone)]
+struct Queue {
+    tx: mpsc::Sender<Arc<Message>>,
+    overflow: Arc<AtomicBool>,
+}
+
+/// The channel and pattern maps, alike for adding and removing subscribers.
+trait Names {
+    fn get_mut(&mut self, name: &[u8]) -> Option<&mut HashMap<u64, Queue>>;
+    fn insert(&mut self, name: Arc<[u8]>, clients: HashMap<u64, Queue>);
+    fn remove(&mut self, name: &[u8]);
+}
+
+impl Names for HashMap<Arc<[u8]>, HashMap<u64, Queue>> {
+    fn get_mut(&mut self, name: &[u8]) -> Option<&mut HashMap<u64, Queue>> {
+        HashMap::get_mut(self, name)
+    }
+    fn insert(&mut self, name: Arc<[u8]>, clients: HashMap<u64, Queue>) {
+        HashMap::insert(self, name, clients);
+    }
+    fn remove(&mut self, name: &[u8]) {
+        HashMap::remove(self, name);
+    }
+}
+
+impl Names for BTreeMap<Arc<[u8]>, HashMap<u64, Queue>> {
+    fn get_mut(&mut self, name: &[u8]) -> Option<&mut HashMap<u64, Queue>> {
+        BTreeMap::get_mut(self, name)
+    }
+    fn insert(&mut self, name: Arc<[u8]>, clients: HashMap<u64, Queue>) {
+        BTreeMap::insert(self, name, clients);
+    }
+    fn remove(&mut self, name: &[u8]) {
+        BTreeMap::remove(self, name);
+    }
+}
+
+#[derive(Default)]
+struct Subscribers {
+    /// Channel → client id → queue.
+    channels: HashMap<Arc<[u8]>, HashMap<u64, Queue>>,
+    /// Pattern → client id → queue; in pattern order, so that a message matching several
+    /// patterns is delivered in an order that does not change from run to run.
+    patterns: BTreeMap<Arc<[u8]>, HashMap<u64, Queue>>,
+}
+
+/// Every worker's subscriptions.
+#[derive(Default)]
+pub struct Hub {
+    subs: Mutex<Subscribers>,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub").finish_non_exhaustive()
+    }
+}
+
+impl Hub {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Subscribers> {
+        // A panic while holding the lock leaves maps that are still consistent.
+        self.subs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Delivers `payload` on `channel`; the number of subscribers that got it.
+    pub fn publish(&self, channel: &[u8], payload: &[u8]) -> i64 {
+        let subs = self.lock();
+        let mut channel_arc: Option<Arc<[u8]>> = None;
+        let payload: Arc<[u8]> = payload.into();
+        let mut n = 0;
+        let mut deliver = |queue: &Queue, msg: Arc<Message>| {
+            n += 1;
+            // A full queue: the subscriber is too slow, and is let go.
+            if queue.tx.try_send(msg).is_err() {
+                queue.overflow.store(true, Ordering::Relaxed);
+            }
+        };
+        if let Some((ch, clients)) = subs.channels.get_key_value(channel) {
+            channel_arc = Some(ch.clone());
+            let msg = Arc::new(Message {
+                pattern: None,
+                channel: ch.clone(),
+                payload: payload.clone(),
+            });
+            for q in clients.values() {
+                deliver(q, msg.clone());
+            }
+        }
+        for (pattern, clients) in &subs.patterns {
+            if !crate::cmd::glob::glob_match(pattern, channel) {
+                continue;
+            }
+            let ch = channel_arc.get_or_insert_with(|| channel.into()).clone();
+            let msg = Arc::new(Message {
+                pattern: Some(pattern.clone()),
+                channel: ch,
+                payload: payload.clone(),
+            });
+            for q in clients.values() {
+                deliver(q, msg.clone());
+            }
+        }
+        n
+    }
+
+    fn add(map: &mut impl Names, name: &[u8], id: u64, q: &Queue) {
+        match map.get_mut(name) {
+            Some(clients) => {
+                clients.insert(id, q.clone());
+            }
+            None => map.insert(name.into(), HashMap::from([(id, q.clone())])),
+        }
+    }
+
+    fn remove(map: &mut impl Names, name: &[u8], id: u64) {
+        if let Some(clients) = map.get_mut(name) {
+            clients.remove(&id);
+            if clients.is_empty() {
+                map.remove(name);
+            }
+        }
+    }
+
+    /// Channels with subscribers (matching `pattern` if given).
+    pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let subs = self.lock();
+        subs.channels
+            .keys()
+            .filter(|c| pattern.is_none_or(|p| crate::cmd::glob::glob_match(p, c)))
+            .map(|c| c.to_vec())
+            .collect()
+    }
+
+    /// Subscribers of `channel` (patterns not counted, as in Redis).
+    pub fn numsub(&self, channel: &[u8]) -> usize {
+        self.lock().channels.get(channel).map_or(0, HashMap::len)
+    }
+
+    /// Patterns subscribed to, by any client.
+    pub fn numpat(&self) -> usize {
+        self.lock().patterns.len()
+    }
+}
+
+/// A connection's subscriptions.
+#[derive(Debug)]
+pub struct Subscription {
+    queue: Queue,
+    pub inbox: mpsc::Receiver<Arc<Message>>,
+    channels: BTreeSet<Vec<u8>>,
+    patterns: BTreeSet<Vec<u8>>,
+}
+
+impl Subscription {
+    fn new() -> Self {
+        let (tx, inbox) = mpsc::channel(QUEUE);
+        Self {
+            queue: Queue {
+                tx,
+                overflow: Arc::new(AtomicBool::new(false)),
+            },
+            inbox,
+            channels: BTreeSet::new(),
+            patterns: BTreeSet::new(),
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+}
+
+/// Whether the client is in Redis's subscribed state (some subscription).
+pub fn subscribed(session: &Session<'_>) -> bool {
+    session.subs.as_ref().is_some_and(|s| s.count() > 0)
+}
+
+/// Commands a RESP2 client may send while subscribed.
+pub fn allowed_while_subscribed(full_name: &str) -> bool {
+    matches!(
+        full_name,
+        "ping" | "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "quit" | "reset"
+    )
+}
+
+/// The reply to a command a RESP2 subscriber may not send.
+pub fn refuse_while_subscribed(full_name: &str, proto: Protocol, out: &mut Vec<u8>) {
+    let text = format!(
+        "Can't execute '{full_name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+    );
+    Reply::new(out, proto).error(text.as_bytes());
+}
+
+fn confirm(out: &mut Vec<u8>, proto: Protocol, kind: &[u8], name: Option<&[u8]>, count: usize) {
+    let mut r = Reply::new(out, proto);
+    if proto == Protocol::Resp3 {
+        r.push_len(3);
+    } else {
+        r.array_len(3);
+    }
+    r.bulk(kind);
+    match name {
+        Some(n) => r.bulk(n),
+        None => r.null(),
+    };
+    r.integer(count as i64);
+}
+
+/// `SUBSCRIBE` (`pattern` false) or `PSUBSCRIBE` of `names`.
+pub fn subscribe<'a>(
+    session: &mut Session<'_>,
+    names: impl Iterator<Item = &'a [u8]>,
+    pattern: bool,
+    out: &mut Vec<u8>,
+) {
+    let hub = session.fe.shared.pubsub.clone();
+    let id = session.info.id;
+    let proto = session.proto;
+    let subs = session.subs.get_or_insert_with(Subscription::new);
+    for name in names {
+        let fresh = if pattern {
+            subs.patterns.insert(name.to_vec())
+        } else {
+            subs.channels.insert(name.to_vec())
+        };
+        if fresh {
+            let mut all = hub.lock();
+            if pattern {
+                Hub::add(&mut all.patterns, name, id, &subs.queue);
+            } else {
+                Hub::add(&mut all.channels, name, id, &subs.queue);
+            }
+        }
+        let kind: &[u8] = if pattern { b"psubscribe" } else { b"subscribe" };
+        confirm(out, proto, kind, Some(name), subs.count());
+    }
+}
+
+/// `UNSUBSCRIBE` / `PUNSUBSCRIBE` of `names`, or of every channel (pattern) when empty.
+pub fn unsubscribe(session: &mut Session<'_>, names: Vec<&[u8]>, pattern: bool, out: &mut Vec<u8>) {
+    let hub = session.fe.shared.pubsub.clone();
+    let id = session.info.id;
+    let proto = session.proto;
+    let kind: &[u8] = if pattern {
+        b"punsubscribe"
+    } else {
+        b"unsubscribe"
+    };
+    let Some(subs) = session.subs.as_mut() else {
+        if names.is_empty() {
+            confirm(out, proto, kind, None, 0);
+        }
+        for n in names {
+            confirm(out, proto, kind, Some(n), 0);
+        }
+        return;
+    };
+    let targets: Vec<Vec<u8>> = if names.is_empty() {
+        let set = if pattern {
+            &subs.patterns
+        } else {
+            &subs.channels
+        };
+        set.iter().cloned().collect()
+    } else {
+        names.iter().map(|n| n.to_vec()).collect()
+    };
+    if targets.is_empty() {
+        confirm(out, proto, kind, None, subs.count());
+        return;
+    }
+    for name in targets {
+        let was = if pattern {
+            subs.patterns.remove(&name)
+        } else {
+            subs.channels.remove(&name)
+        };
+        if was {
+            let mut all = hub.lock();
+            if pattern {
+                Hub::remove(&mut all.patterns, &name, id);
+            } else {
+                Hub::remove(&mut all.channels, &name, id);
+            }
+        }
+        confirm(out, proto, kind, Some(&name), subs.count());
+    }
+}
+
+/// Ends every subscription of the session (at `RESET` and when the connection ends).
+pub fn leave(session: &mut Session<'_>) {
+    let Some(subs) = session.subs.take() else {
+        return;
+    };
+    let mut all = session.fe.shared.pubsub.lock();
+    for c in &subs.channels {
+        Hub::remove(&mut all.channels, c, session.info.id);
+    }
+    for p in &subs.patterns {
+        Hub::remove(&mut all.patterns, p, session.info.id);
+    }
+}
+
+/// The next message for a subscribed session; never ready without subscriptions. `None`:
+/// the subscriber fell too far behind and is to be disconnected.
+pub async fn next_message(subs: &mut Option<Subscription>) -> Option<Arc<Message>> {
+    match subs {
+        Some(s) => {
+            let msg = s.inbox.recv().await;
+            if s.queue.overflow.load(Ordering::Relaxed) {
+                return None;
+            }
+            msg
+        }
+        None => std::future::pending().await,
+    }
+}
