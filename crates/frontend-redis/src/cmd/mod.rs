@@ -7,7 +7,8 @@
 //! and runs the command, appending its reply.
 //!
 //! One module per command family: [`connection`] (`PING`, `AUTH`, `HELLO`, `CLIENT`...),
-//! [`server`] (`INFO`, `CONFIG`, `COMMAND`, `TIME`, `DBSIZE`).
+//! [`server`] (`INFO`, `CONFIG`, `COMMAND`, `TIME`); the data families ([`data`]) in theirs
+//! (`DBSIZE` is [`keys`]'s: it counts the keys).
 
 pub mod connection;
 pub mod data;
@@ -17,6 +18,7 @@ pub mod hashes;
 pub mod keys;
 pub mod lists;
 pub mod pubsub;
+pub mod rename;
 pub mod server;
 pub mod sets;
 pub mod strings;
@@ -98,7 +100,6 @@ pub enum Command<'a> {
     /// `INFO [section...]`: the whole request.
     Info(Args<'a>),
     Time,
-    DbSize,
     /// A command on the keys (`GET`, `HSET`...): run in a batch, in SQL ([`crate::exec`]).
     Data(&'static Spec, Args<'a>),
     /// `MULTI`, `EXEC`, `DISCARD`, `WATCH key...`, `UNWATCH` ([`crate::multi`]).
@@ -211,7 +212,6 @@ impl<'a> Command<'a> {
             Self::ConfigHelp => "config|help",
             Self::Info(_) => "info",
             Self::Time => "time",
-            Self::DbSize => "dbsize",
             Self::Data(spec, _) => spec.name,
             Self::Multi => "multi",
             Self::Exec => "exec",
@@ -232,7 +232,7 @@ impl<'a> Command<'a> {
 }
 
 /// Connection and server commands the door knows (`COMMAND COUNT` adds the data commands).
-pub const COMMAND_COUNT: i64 = 13;
+pub const COMMAND_COUNT: i64 = 23;
 
 /// One client's state while its connection runs.
 pub struct Session<'s> {
@@ -353,8 +353,7 @@ pub fn apply(
         | Command::ConfigGet(_)
         | Command::ConfigHelp
         | Command::Info(_)
-        | Command::Time
-        | Command::DbSize => server::apply(session, cmd, out),
+        | Command::Time => server::apply(session, cmd, out),
         Command::Data(spec, _) => {
             if session.login.is_some() {
                 return Some(spec);

@@ -1,5 +1,5 @@
-//! Server commands clients send on connect: `INFO`, `CONFIG GET`, `COMMAND`, `TIME`,
-//! `DBSIZE`.
+//! Server commands clients send on connect: `INFO`, `CONFIG GET`, `COMMAND`, `TIME`
+//! (`DBSIZE` counts keys: [`super::keys`]).
 
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -16,9 +16,6 @@ pub fn parse<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, Rej
     } else if is("time") {
         check(1, &args, "time")?;
         Command::Time
-    } else if is("dbsize") {
-        check(1, &args, "dbsize")?;
-        Command::DbSize
     } else if is("command") {
         if args.len() == 1 {
             Command::CommandAll
@@ -218,9 +215,6 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
                 .array_len(2)
                 .bulk(&s)
                 .bulk(&us);
-        }
-        Command::DbSize => {
-            Reply::new(out, session.proto).integer(0);
         }
         Command::CommandAll => {
             Reply::new(out, session.proto).array_len(0);

@@ -1,0 +1,229 @@
+//! Key commands that move, copy or drop whole keys: `RENAME`, `RENAMENX`, `COPY`,
+//! `FLUSHDB`, `FLUSHALL` (listed in [`super::keys`]'s table).
+//!
+//! - `RENAME` moves the key's row: its hash and name change, its `kid` stays, so the
+//!   members (rows under that `kid`) and the TTL go with it, in one `UPDATE`. A key at the
+//!   new name is deleted first, members included. The moved row's `version` grows; a
+//!   `WATCH` tells keys apart by `kid` and `version` together.
+//! - `COPY` inserts a new row (a new `kid`) with the source's type, value, TTL and list
+//!   bounds, then copies the members with one `INSERT ... SELECT` per table.
+//! - `FLUSHDB`/`FLUSHALL` delete the members of the database's keys, then the keys, inside
+//!   the batch's transaction (`ASYNC` and `SYNC` do the same).
+
+use manifold_backend::Param;
+
+use super::connection::DATABASES;
+use super::{parse_i64, Args};
+use crate::errors;
+use crate::exec::Cx;
+use crate::store::keys::{hash, kind};
+use crate::store::StoreError;
+
+/// `RENAME` of a missing key (`shared.nokeyerr`).
+pub const NO_SUCH_KEY: &[u8] = b"no such key";
+/// `COPY` onto itself (`shared.sameobjecterr`).
+pub const SAME_OBJECT: &[u8] = b"source and destination objects are the same";
+/// An integer argument outside C's `int` (`getIntFromObjectOrReply`).
+pub const INT_RANGE: &[u8] =
+    b"value is out of range, value must between -2147483648 and 2147483647";
+
+/// `INSERT INTO t (kid, <columns>) SELECT ?, <columns> FROM t WHERE kid = ?`: copies the
+/// members of one key (the second `?`) to another (the first).
+macro_rules! copy_members {
+    ($table:literal, $columns:literal) => {
+        concat!(
+            "INSERT INTO {s}.",
+            $table,
+            " (kid, ",
+            $columns,
+            ") SELECT ?, ",
+            $columns,
+            " FROM {s}.",
+            $table,
+            " WHERE kid = ?"
+        )
+    };
+}
+
+/// The member copies, one per table; the column lists (every column but `kid`) are here.
+const COPY_HASH: &str = copy_members!("redis_hash", "fh, field, v");
+const COPY_SET: &str = copy_members!("redis_set", "mh, member");
+const COPY_ZSET: &str = copy_members!("redis_zset", "mh, member, score");
+const COPY_LIST: &str = copy_members!("redis_list", "idx, v");
+
+/// The statement copying the members of a key of type `t` (`None`: a string).
+fn copy_sql(t: u8) -> Option<&'static str> {
+    match t {
+        kind::HASH => Some(COPY_HASH),
+        kind::SET => Some(COPY_SET),
+        kind::ZSET => Some(COPY_ZSET),
+        kind::LIST => Some(COPY_LIST),
+        _ => None,
+    }
+}
+
+/// `RENAME key newkey` (`nx`: `RENAMENX`).
+pub async fn rename(cx: &mut Cx<'_>, args: Args<'_>, nx: bool) -> Result<(), StoreError> {
+    let (src, dst) = (args.get(1), args.get(2));
+    let db = cx.db;
+    let Some(row) = cx.tx.key_meta(db, src, true).await? else {
+        cx.reply().error(NO_SUCH_KEY);
+        return Ok(());
+    };
+    if src == dst {
+        if nx {
+            cx.reply().integer(0);
+        } else {
+            cx.reply().simple(b"OK");
+        }
+        return Ok(());
+    }
+    if let Some(old) = cx.tx.key_meta(db, dst, true).await? {
+        if nx {
+            cx.reply().integer(0);
+            return Ok(());
+        }
+        cx.tx.delete_key(db, dst, &old).await?;
+    }
+    let kh = hash(dst);
+    cx.tx
+        .exec(
+            "UPDATE {s}.redis_keys SET kh = ?, k = ?, version = version + 1 WHERE kid = ?",
+            &[Param::Bytes(&kh), Param::Bytes(dst), Param::UInt(row.kid)],
+        )
+        .await?;
+    if nx {
+        cx.reply().integer(1);
+    } else {
+        cx.reply().simple(b"OK");
+    }
+    Ok(())
+}
+
+/// Parses `COPY`'s options (`DB n`, `REPLACE`) in Redis's order of checks: the target
+/// database and `REPLACE`, or the error text.
+fn copy_options(args: &Args<'_>, db: u8) -> Result<(u8, bool), &'static [u8]> {
+    let (mut target, mut replace) = (db, false);
+    let mut i = 3;
+    while i < args.len() {
+        let a = args.get(i);
+        if a.eq_ignore_ascii_case(b"replace") {
+            replace = true;
+        } else if a.eq_ignore_ascii_case(b"db") && i + 1 < args.len() {
+            let n = parse_i64(args.get(i + 1)).ok_or(errors::NOT_INTEGER)?;
+            let n = i32::try_from(n).map_err(|_| INT_RANGE)?;
+            if !(0..DATABASES).contains(&i64::from(n)) {
+                return Err(errors::DB_OUT_OF_RANGE);
+            }
+            target = u8::try_from(n).map_err(|_| errors::DB_OUT_OF_RANGE)?;
+            i += 1;
+        } else {
+            return Err(errors::SYNTAX);
+        }
+        i += 1;
+    }
+    Ok((target, replace))
+}
+
+/// `COPY source destination [DB n] [REPLACE]`.
+pub async fn copy(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let (target, replace) = match copy_options(&args, cx.db) {
+        Ok(o) => o,
+        Err(text) => {
+            cx.reply().error(text);
+            return Ok(());
+        }
+    };
+    let (src, dst) = (args.get(1), args.get(2));
+    if target == cx.db && src == dst {
+        cx.reply().error(SAME_OBJECT);
+        return Ok(());
+    }
+    // Locked: the members stay as they are while they are copied.
+    let Some(row) = cx.tx.key(cx.db, src, true).await? else {
+        cx.reply().integer(0);
+        return Ok(());
+    };
+    if let Some(old) = cx.tx.key_meta(target, dst, true).await? {
+        if !replace {
+            cx.reply().integer(0);
+            return Ok(());
+        }
+        cx.tx.delete_key(target, dst, &old).await?;
+    }
+    let kh = hash(dst);
+    let done = cx
+        .tx
+        .exec(
+            "INSERT INTO {s}.redis_keys (db, kh, k, type, v, expire_at, len, lhead, ltail) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            &[
+                Param::UInt(u64::from(target)),
+                Param::Bytes(&kh),
+                Param::Bytes(dst),
+                Param::UInt(u64::from(row.kind)),
+                row.v.as_deref().map_or(Param::Null, Param::Bytes),
+                row.expire_at.map_or(Param::Null, Param::Int),
+                Param::Int(row.len),
+                Param::Int(row.lhead),
+                Param::Int(row.ltail),
+            ],
+        )
+        .await?;
+    if let Some(sql) = copy_sql(row.kind) {
+        cx.tx
+            .exec(
+                sql,
+                &[Param::UInt(done.last_insert_id), Param::UInt(row.kid)],
+            )
+            .await?;
+    }
+    cx.reply().integer(1);
+    Ok(())
+}
+
+/// The members of the keys of one database, then those keys.
+const FLUSH_DB: [&str; 5] = [
+    "DELETE FROM {s}.redis_hash WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_set WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_zset WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_list WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_keys WHERE db = ?",
+];
+
+/// Every member, then every key (`DELETE`, not `TRUNCATE`: it stays in the transaction).
+const FLUSH_ALL: [&str; 5] = [
+    "DELETE FROM {s}.redis_hash",
+    "DELETE FROM {s}.redis_set",
+    "DELETE FROM {s}.redis_zset",
+    "DELETE FROM {s}.redis_list",
+    "DELETE FROM {s}.redis_keys",
+];
+
+/// `FLUSHDB [ASYNC|SYNC]` (`all`: `FLUSHALL [ASYNC|SYNC]`).
+pub async fn flush(cx: &mut Cx<'_>, args: Args<'_>, all: bool) -> Result<(), StoreError> {
+    let mode_ok = match args.len() {
+        1 => true,
+        2 => {
+            let m = args.get(1);
+            m.eq_ignore_ascii_case(b"sync") || m.eq_ignore_ascii_case(b"async")
+        }
+        _ => false,
+    };
+    if !mode_ok {
+        cx.reply().error(errors::SYNTAX);
+        return Ok(());
+    }
+    if all {
+        for sql in FLUSH_ALL {
+            cx.tx.exec(sql, &[]).await?;
+        }
+    } else {
+        let db = u64::from(cx.db);
+        for sql in FLUSH_DB {
+            cx.tx.exec(sql, &[Param::UInt(db)]).await?;
+        }
+    }
+    cx.reply().simple(b"OK");
+    Ok(())
+}
