@@ -1,7 +1,22 @@
 //! Strings: `GET`, `SET` and the rest of Redis's string commands, and the batched forms
 //! [`crate::exec`] uses for runs of `GET`s and plain `SET`s.
 //!
-//! A string's value is the `v` column of its key's row in `redis_keys`.
+//! A string's value is the `v` column of its key's row in `redis_keys`. Writes that set the
+//! TTL (`SET`, `SETEX`, `MSET`, `GETSET`...) go through one upsert ([`write_values`]), which
+//! also replaces a collection (its members left to the sweeper, `gc`); writes that keep it
+//! (`APPEND`, `INCR`, `SETRANGE`...) read the row locked and update `v` alone
+//! ([`update_value`]). `INCRBYFLOAT` computes in an emulation of redis-server's x87 long
+//! double ([`longdouble`]).
+//!
+//! - [`numeric`]: `INCR`, `DECR`, `INCRBY`, `DECRBY`, `INCRBYFLOAT`.
+//! - [`ranges`]: `APPEND`, `STRLEN`, `GETRANGE`/`SUBSTR`, `SETRANGE`.
+//!
+//! Known differences from redis-server: a `MGET` of more than [`crate::exec::RUN_MAX`] keys
+//! alone in its batch reads them with several statements, not one snapshot.
+
+mod longdouble;
+mod numeric;
+mod ranges;
 
 use std::sync::OnceLock;
 
@@ -10,7 +25,7 @@ use manifold_backend::Param;
 use super::data::{Family, Spec};
 use super::{parse_i64, Args};
 use crate::errors;
-use crate::exec::Cx;
+use crate::exec::{Cx, RUN_MAX};
 use crate::store::keys::{hash, kind};
 use crate::store::{int, take_bytes, StoreError};
 
@@ -23,13 +38,60 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
     }
 }
 
-pub static COMMANDS: [Spec; 2] = [spec("get", 2, false), spec("set", -3, true)];
+pub static COMMANDS: [Spec; 21] = [
+    spec("get", 2, false),
+    spec("set", -3, true),
+    spec("mget", -2, false),
+    spec("mset", -3, true),
+    spec("msetnx", -3, true),
+    spec("setnx", 3, true),
+    spec("setex", 4, true),
+    spec("psetex", 4, true),
+    spec("getset", 3, true),
+    spec("getdel", 2, true),
+    spec("getex", -2, true),
+    spec("append", 3, true),
+    spec("strlen", 2, false),
+    spec("incr", 2, true),
+    spec("decr", 2, true),
+    spec("incrby", 3, true),
+    spec("decrby", 3, true),
+    spec("incrbyfloat", 3, true),
+    spec("getrange", 4, false),
+    spec("substr", 4, false),
+    spec("setrange", 4, true),
+];
+
+/// `SETEX` with a bad expire time.
+const INVALID_EXPIRE_SETEX: &[u8] = b"invalid expire time in 'setex' command";
+/// `PSETEX` with a bad expire time.
+const INVALID_EXPIRE_PSETEX: &[u8] = b"invalid expire time in 'psetex' command";
+/// `GETEX` with a bad expire time.
+const INVALID_EXPIRE_GETEX: &[u8] = b"invalid expire time in 'getex' command";
 
 /// Runs one string command.
 pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
     match spec.name {
         "get" => get_run(cx, &[args.get(1)]).await,
         "set" => set(cx, args).await,
+        "mget" => mget(cx, args).await,
+        "mset" => mset(cx, args, false).await,
+        "msetnx" => mset(cx, args, true).await,
+        "setnx" => setnx(cx, args).await,
+        "setex" => setex(cx, args, true).await,
+        "psetex" => setex(cx, args, false).await,
+        "getset" => getset(cx, args).await,
+        "getdel" => getdel(cx, args).await,
+        "getex" => getex(cx, args).await,
+        "incr" => numeric::incr_by(cx, args.get(1), 1).await,
+        "decr" => numeric::incr_by(cx, args.get(1), -1).await,
+        "incrby" => numeric::incrby(cx, args, false).await,
+        "decrby" => numeric::incrby(cx, args, true).await,
+        "incrbyfloat" => numeric::incrbyfloat(cx, args).await,
+        "append" => ranges::append(cx, args).await,
+        "strlen" => ranges::strlen(cx, args).await,
+        "getrange" | "substr" => ranges::getrange(cx, args).await,
+        "setrange" => ranges::setrange(cx, args).await,
         other => unreachable!("{other} is not a string command"),
     }
 }
@@ -163,74 +225,162 @@ pub async fn set_run(cx: &mut Cx<'_>, pairs: &[(&[u8], &[u8])]) -> Result<(), St
     Ok(())
 }
 
-/// What `SET`'s options ask (Redis 7.0 `parseExtendedStringArgumentsOrReply`).
+/// Replaces the value of the live string `k` (its row locked by the caller), keeping its
+/// TTL; counts a write.
+pub async fn update_value(cx: &mut Cx<'_>, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
+    let kh = hash(k);
+    cx.tx
+        .exec(
+            "UPDATE {s}.redis_keys SET v = ?, version = version + 1 WHERE db = ? AND kh = ?",
+            &[
+                Param::Bytes(v),
+                Param::UInt(u64::from(cx.db)),
+                Param::Bytes(&kh),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// Writes the string `k` keeping its TTL: an update when it `existed` (a live string, row
+/// locked), else a new key without TTL.
+pub async fn store_value(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    existed: bool,
+    v: &[u8],
+) -> Result<(), StoreError> {
+    if existed {
+        update_value(cx, k, v).await
+    } else {
+        write_values(cx, &[(k, v)], None).await
+    }
+}
+
+/// Sets (or with `None` removes) the TTL of the live key `k`; counts a write.
+async fn set_expire(cx: &mut Cx<'_>, k: &[u8], at: Option<i64>) -> Result<(), StoreError> {
+    let kh = hash(k);
+    cx.tx
+        .exec(
+            "UPDATE {s}.redis_keys SET expire_at = ?, version = version + 1 WHERE db = ? AND kh = ?",
+            &[
+                at.map_or(Param::Null, Param::Int),
+                Param::UInt(u64::from(cx.db)),
+                Param::Bytes(&kh),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The unit of an expire time: `EX`, `PX`, `EXAT`, `PXAT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Ex,
+    Px,
+    ExAt,
+    PxAt,
+}
+
+/// What `SET`'s or `GETEX`'s options ask (Redis 7.0 `parseExtendedStringArgumentsOrReply`).
 #[derive(Debug, Default)]
-struct SetOptions {
+struct Options<'a> {
     nx: bool,
     xx: bool,
     get: bool,
     keep_ttl: bool,
-    /// Absolute expiry in Unix ms.
-    expire_at: Option<i64>,
+    persist: bool,
+    /// The expire argument and its unit, not validated yet.
+    expire: Option<(&'a [u8], Unit)>,
 }
 
-/// Parses `SET`'s options after the value; the error text on failure.
-fn set_options(args: &Args<'_>, now_ms: i64) -> Result<SetOptions, &'static [u8]> {
-    let mut o = SetOptions::default();
-    let mut expire: Option<(&[u8], u8)> = None;
-    let mut i = 3;
+/// Parses the options from argument `first` on (`SET`'s if `set`, else `GETEX`'s), as
+/// Redis does: a repeated `EX` is taken (the last wins), a conflicting one is a syntax
+/// error.
+fn parse_options<'a>(
+    args: &Args<'a>,
+    first: usize,
+    set: bool,
+) -> Result<Options<'a>, &'static [u8]> {
+    let mut o = Options::default();
+    let mut i = first;
     while i < args.len() {
         let a = args.get(i);
         let next = (i + 1 < args.len()).then(|| args.get(i + 1));
         let is = |w: &[u8]| a.eq_ignore_ascii_case(w);
-        if is(b"nx") && !o.xx {
+        let unit = o.expire.map(|(_, u)| u);
+        let other_unit = |u: Unit| unit.is_some_and(|x| x != u);
+        if is(b"nx") && set && !o.xx {
             o.nx = true;
-        } else if is(b"xx") && !o.nx {
+        } else if is(b"xx") && set && !o.nx {
             o.xx = true;
-        } else if is(b"get") {
+        } else if is(b"get") && set {
             o.get = true;
-        } else if is(b"keepttl") && expire.is_none() {
+        } else if is(b"keepttl") && set && !o.persist && unit.is_none() {
             o.keep_ttl = true;
-        } else if (is(b"ex") || is(b"px") || is(b"exat") || is(b"pxat"))
-            && !o.keep_ttl
-            && expire.is_none()
-            && next.is_some()
-        {
-            let unit = a[0].to_ascii_lowercase();
-            let at = a.len() > 2;
-            expire = Some((next.unwrap_or_default(), unit | if at { 0x80 } else { 0 }));
+        } else if is(b"persist") && !set && unit.is_none() && !o.keep_ttl {
+            o.persist = true;
+        } else if let (Some(u), Some(value)) = (
+            [
+                (&b"ex"[..], Unit::Ex),
+                (b"px", Unit::Px),
+                (b"exat", Unit::ExAt),
+                (b"pxat", Unit::PxAt),
+            ]
+            .into_iter()
+            .find(|(w, _)| is(w))
+            .map(|(_, u)| u),
+            next,
+        ) {
+            if o.keep_ttl || o.persist || other_unit(u) {
+                return Err(errors::SYNTAX);
+            }
+            o.expire = Some((value, u));
             i += 1;
         } else {
             return Err(errors::SYNTAX);
         }
         i += 1;
     }
-    if let Some((value, unit)) = expire {
-        let n = parse_i64(value).ok_or(errors::NOT_INTEGER)?;
-        let seconds = unit & 0x7f == b'e';
-        if n <= 0 || (seconds && n > i64::MAX / 1000) {
-            return Err(errors::INVALID_EXPIRE_SET);
-        }
-        let ms = if seconds { n * 1000 } else { n };
-        let absolute = if unit & 0x80 != 0 {
-            ms
-        } else {
-            ms.checked_add(now_ms).ok_or(errors::INVALID_EXPIRE_SET)?
-        };
-        o.expire_at = Some(absolute);
-    }
     Ok(o)
+}
+
+/// Redis's `getExpireMillisecondsOrReply`: the absolute expiry in Unix ms, or the error text
+/// (`invalid` for a time that is not positive or overflows).
+fn expire_at(
+    value: &[u8],
+    unit: Unit,
+    now_ms: i64,
+    invalid: &'static [u8],
+) -> Result<i64, &'static [u8]> {
+    let n = parse_i64(value).ok_or(errors::NOT_INTEGER)?;
+    let seconds = matches!(unit, Unit::Ex | Unit::ExAt);
+    if n <= 0 || (seconds && n > i64::MAX / 1000) {
+        return Err(invalid);
+    }
+    let ms = if seconds { n * 1000 } else { n };
+    match unit {
+        Unit::Ex | Unit::Px => ms.checked_add(now_ms).ok_or(invalid),
+        Unit::ExAt | Unit::PxAt => Ok(ms),
+    }
 }
 
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`.
 async fn set(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let o = match set_options(&args, cx.now_ms()) {
+    let o = match parse_options(&args, 3, true).and_then(|o| {
+        let at = match o.expire {
+            Some((v, u)) => Some(expire_at(v, u, cx.now_ms(), errors::INVALID_EXPIRE_SET)?),
+            None => None,
+        };
+        Ok((o, at))
+    }) {
         Ok(o) => o,
         Err(text) => {
             cx.reply().error(text);
             return Ok(());
         }
     };
+    let (o, at) = o;
     let (k, v) = (args.get(1), args.get(2));
     let old = cx.tx.key(cx.db, k, true).await?;
     if o.get && old.as_ref().is_some_and(|r| r.kind != kind::STRING) {
@@ -245,17 +395,174 @@ async fn set(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         };
         return Ok(());
     }
-    let expire_at = if o.keep_ttl {
+    let at = if o.keep_ttl {
         old.as_ref().and_then(|r| r.expire_at)
     } else {
-        o.expire_at
+        at
     };
-    write_values(cx, &[(k, v)], expire_at).await?;
+    write_values(cx, &[(k, v)], at).await?;
     if o.get {
         match old {
             Some(row) => cx.reply().bulk(row.v.as_deref().unwrap_or_default()),
             None => cx.reply().null(),
         };
+    } else {
+        cx.reply().simple(b"OK");
+    }
+    Ok(())
+}
+
+/// `SETNX key value`: 1 if it set, 0 if the key exists (of any type).
+async fn setnx(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let k = args.get(1);
+    if cx.tx.key_meta(cx.db, k, true).await?.is_some() {
+        cx.reply().integer(0);
+        return Ok(());
+    }
+    write_values(cx, &[(k, args.get(2))], None).await?;
+    cx.reply().integer(1);
+    Ok(())
+}
+
+/// `SETEX key seconds value` (`seconds`), `PSETEX key ms value`.
+async fn setex(cx: &mut Cx<'_>, args: Args<'_>, seconds: bool) -> Result<(), StoreError> {
+    let (unit, invalid) = if seconds {
+        (Unit::Ex, INVALID_EXPIRE_SETEX)
+    } else {
+        (Unit::Px, INVALID_EXPIRE_PSETEX)
+    };
+    let at = match expire_at(args.get(2), unit, cx.now_ms(), invalid) {
+        Ok(at) => at,
+        Err(text) => {
+            cx.reply().error(text);
+            return Ok(());
+        }
+    };
+    write_values(cx, &[(args.get(1), args.get(3))], Some(at)).await?;
+    cx.reply().simple(b"OK");
+    Ok(())
+}
+
+/// `GETSET key value`: the old string (nil if none), the new value without TTL.
+async fn getset(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let k = args.get(1);
+    let old = cx.tx.key(cx.db, k, true).await?;
+    if old.as_ref().is_some_and(|r| r.kind != kind::STRING) {
+        cx.reply().error(errors::WRONGTYPE);
+        return Ok(());
+    }
+    write_values(cx, &[(k, args.get(2))], None).await?;
+    match old {
+        Some(row) => cx.reply().bulk(row.v.as_deref().unwrap_or_default()),
+        None => cx.reply().null(),
+    };
+    Ok(())
+}
+
+/// `GETDEL key`: the string, deleted.
+async fn getdel(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let k = args.get(1);
+    match cx.tx.key(cx.db, k, true).await? {
+        None => {
+            cx.reply().null();
+        }
+        Some(row) if row.kind != kind::STRING => {
+            cx.reply().error(errors::WRONGTYPE);
+        }
+        Some(row) => {
+            cx.tx.delete_key(cx.db, k, &row).await?;
+            cx.reply().bulk(row.v.as_deref().unwrap_or_default());
+        }
+    }
+    Ok(())
+}
+
+/// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`: the string, its TTL changed.
+async fn getex(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let o = match parse_options(&args, 2, false) {
+        Ok(o) => o,
+        Err(text) => {
+            cx.reply().error(text);
+            return Ok(());
+        }
+    };
+    let k = args.get(1);
+    let row = match cx.tx.key(cx.db, k, true).await? {
+        None => {
+            cx.reply().null();
+            return Ok(());
+        }
+        Some(row) if row.kind != kind::STRING => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Some(row) => row,
+    };
+    let at = match o.expire {
+        Some((v, u)) => match expire_at(v, u, cx.now_ms(), INVALID_EXPIRE_GETEX) {
+            Ok(at) => Some((at, u)),
+            Err(text) => {
+                cx.reply().error(text);
+                return Ok(());
+            }
+        },
+        None => None,
+    };
+    cx.reply().bulk(row.v.as_deref().unwrap_or_default());
+    match at {
+        Some((at, Unit::ExAt | Unit::PxAt)) if at <= cx.now_ms() => {
+            cx.tx.delete_key(cx.db, k, &row).await?;
+        }
+        Some((at, _)) => set_expire(cx, k, Some(at)).await?,
+        None if o.persist && row.expire_at.is_some() => set_expire(cx, k, None).await?,
+        None => {}
+    }
+    Ok(())
+}
+
+/// `MGET key...`: one statement per [`RUN_MAX`] keys; a key of another type is nil.
+async fn mget(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let keys: Vec<&[u8]> = args.from(1).collect();
+    cx.reply().array_len(keys.len());
+    for chunk in keys.chunks(RUN_MAX) {
+        for found in fetch(cx, chunk).await? {
+            match found {
+                Found::Value(v) => cx.reply().bulk(&v),
+                Found::Nil | Found::WrongType => cx.reply().null(),
+            };
+        }
+    }
+    Ok(())
+}
+
+/// `MSET key value...` (`+OK`), `MSETNX key value...` (`nx`: 1 if no key existed and all
+/// were set, else 0 and none).
+async fn mset(cx: &mut Cx<'_>, args: Args<'_>, nx: bool) -> Result<(), StoreError> {
+    if args.len().is_multiple_of(2) {
+        let mut text = Vec::new();
+        errors::arity(&mut text, if nx { "msetnx" } else { "mset" });
+        cx.reply().error(&text);
+        return Ok(());
+    }
+    let pairs: Vec<(&[u8], &[u8])> = (1..args.len())
+        .step_by(2)
+        .map(|i| (args.get(i), args.get(i + 1)))
+        .collect();
+    // MSETNX: locking reads first (an expired key is deleted on the way); one live key stops
+    // it. The upsert replaces whatever the keys held.
+    if nx {
+        for (k, _) in &pairs {
+            if cx.tx.key_meta(cx.db, k, true).await?.is_some() {
+                cx.reply().integer(0);
+                return Ok(());
+            }
+        }
+    }
+    for chunk in pairs.chunks(RUN_MAX) {
+        write_values(cx, chunk, None).await?;
+    }
+    if nx {
+        cx.reply().integer(1);
     } else {
         cx.reply().simple(b"OK");
     }

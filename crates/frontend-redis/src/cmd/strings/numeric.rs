@@ -1,0 +1,89 @@
+//! `INCR`, `DECR`, `INCRBY`, `DECRBY`, `INCRBYFLOAT`: the string read locked, the new value
+//! written over it keeping its TTL (or a new key without one).
+
+use super::longdouble::{self, Ld, Parsed};
+use super::{parse_i64, store_value};
+use crate::cmd::Args;
+use crate::errors;
+use crate::exec::Cx;
+use crate::store::keys::kind;
+use crate::store::StoreError;
+
+/// The sum leaves the 64-bit range.
+const OVERFLOW: &[u8] = b"increment or decrement would overflow";
+/// `DECRBY key -9223372036854775808`.
+const DECR_OVERFLOW: &[u8] = b"decrement would overflow";
+/// The value or the increment is not a number `strtold` takes whole.
+const NOT_FLOAT: &[u8] = b"value is not a valid float";
+/// `INCRBYFLOAT`'s sum is infinite (or an operand was).
+const NAN_OR_INF: &[u8] = b"increment would produce NaN or Infinity";
+
+/// `INCRBY key n` or (`decr`) `DECRBY key n`.
+pub async fn incrby(cx: &mut Cx<'_>, args: Args<'_>, decr: bool) -> Result<(), StoreError> {
+    let Some(n) = parse_i64(args.get(2)) else {
+        cx.reply().error(errors::NOT_INTEGER);
+        return Ok(());
+    };
+    let by = if decr {
+        let Some(neg) = n.checked_neg() else {
+            cx.reply().error(DECR_OVERFLOW);
+            return Ok(());
+        };
+        neg
+    } else {
+        n
+    };
+    incr_by(cx, args.get(1), by).await
+}
+
+/// Adds `by` to the integer in `k` (0 when absent), replying the sum.
+pub async fn incr_by(cx: &mut Cx<'_>, k: &[u8], by: i64) -> Result<(), StoreError> {
+    let row = cx.tx.key(cx.db, k, true).await?;
+    let old = match &row {
+        None => 0,
+        Some(r) if r.kind != kind::STRING => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Some(r) => {
+            let Some(v) = parse_i64(r.v.as_deref().unwrap_or_default()) else {
+                cx.reply().error(errors::NOT_INTEGER);
+                return Ok(());
+            };
+            v
+        }
+    };
+    let Some(new) = old.checked_add(by) else {
+        cx.reply().error(OVERFLOW);
+        return Ok(());
+    };
+    store_value(cx, k, row.is_some(), new.to_string().as_bytes()).await?;
+    cx.reply().integer(new);
+    Ok(())
+}
+
+/// `INCRBYFLOAT key increment`: the sum as redis-server computes and writes it.
+pub async fn incrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let k = args.get(1);
+    let row = cx.tx.key(cx.db, k, true).await?;
+    // Redis's order: the type, the value, then the increment.
+    let value = match &row {
+        None => Some(Parsed::Finite(Ld::default())),
+        Some(r) if r.kind != kind::STRING => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Some(r) => longdouble::parse(r.v.as_deref().unwrap_or_default()),
+    };
+    let (Some(value), Some(by)) = (value, longdouble::parse(args.get(2))) else {
+        cx.reply().error(NOT_FLOAT);
+        return Ok(());
+    };
+    let Some(text) = longdouble::incr(value, by) else {
+        cx.reply().error(NAN_OR_INF);
+        return Ok(());
+    };
+    store_value(cx, k, row.is_some(), &text).await?;
+    cx.reply().bulk(&text);
+    Ok(())
+}
