@@ -1,11 +1,39 @@
-//! Lists: `LPUSH`, `LRANGE` and the rest of Redis's list commands. Elements are rows of `redis_list`.
+//! Lists: `LPUSH`, `RPUSH`, `LPUSHX`, `RPUSHX`, `LPOP`, `RPOP`, `LLEN`, `LMOVE`,
+//! `RPOPLPUSH`, `LMPOP` here; `LRANGE`, `LINDEX`, `LSET`, `LINSERT`, `LREM`, `LTRIM`, `LPOS`
+//! in [`edit`].
+//!
+//! A list's elements are rows `(kid, idx, v)` of `redis_list`; the key row keeps `lhead`
+//! (the first `idx`) and `ltail` (the last `idx` + 1). The indexes are contiguous, so the
+//! element Redis numbers `i` is at `idx = lhead + i` and `len = ltail - lhead`:
+//! - pushes insert below `lhead` or from `ltail` on (multi-row `INSERT`s), pops read and
+//!   delete an `idx` range at one end; neither moves another row;
+//! - middle edits (`LINSERT`, `LREM`) shift the shorter side of the list (one `UPDATE ...
+//!   ORDER BY idx` so the primary key never collides), `LREM` rewriting the span between
+//!   its first and last removal (O(n), as in Redis);
+//! - every write sets `lhead`, `ltail`, `len` and bumps `version` on the key row (the TTL
+//!   stays); a list left empty is deleted with its key.
+//!
+//! Elements are compared in SQL (`v = ?`, binary: the door's connections use the `binary`
+//! character set), so `LINSERT`, `LREM` and `LPOS` send no values back.
+//!
+//! Differences from Redis: none intended in replies. A read-only batch runs its statements
+//! without a transaction, so a read racing another client's write may see fewer rows than
+//! the key row said: the reply then has the rows that were read (never a malformed reply).
+
+mod edit;
+
+use std::sync::OnceLock;
+
+use manifold_backend::Param;
+use manifold_mysql_proto::packets::Value;
 
 use super::data::{Family, Spec};
-use super::Args;
+use super::{parse_i64, Args};
+use crate::errors;
 use crate::exec::Cx;
-use crate::store::StoreError;
+use crate::store::keys::{kind, KeyRow};
+use crate::store::{take_bytes, StoreError};
 
-#[allow(dead_code)]
 const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
     Spec {
         name,
@@ -15,10 +43,515 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
     }
 }
 
-pub static COMMANDS: [Spec; 0] = [];
+pub static COMMANDS: [Spec; 17] = [
+    spec("lpush", -3, true),
+    spec("rpush", -3, true),
+    spec("lpushx", -3, true),
+    spec("rpushx", -3, true),
+    spec("lpop", -2, true),
+    spec("rpop", -2, true),
+    spec("llen", 2, false),
+    spec("lmove", 5, true),
+    spec("rpoplpush", 3, true),
+    spec("lmpop", -4, true),
+    spec("lrange", 4, false),
+    spec("lindex", 3, false),
+    spec("lset", 4, true),
+    spec("linsert", 5, true),
+    spec("lrem", 4, true),
+    spec("ltrim", 4, true),
+    spec("lpos", -3, false),
+];
 
-/// Runs one command of this family.
-#[allow(clippy::unused_async)]
-pub async fn run(_cx: &mut Cx<'_>, spec: &'static Spec, _args: Args<'_>) -> Result<(), StoreError> {
-    unreachable!("{} is not in this family", spec.name)
+/// `getPositiveLongFromObjectOrReply` without a message of its own.
+const MUST_BE_POSITIVE: &[u8] = b"value is out of range, must be positive";
+/// `LMPOP`'s `numkeys`.
+const NUMKEYS: &[u8] = b"numkeys should be greater than 0";
+/// `LMPOP`'s `COUNT`.
+const COUNT_POSITIVE: &[u8] = b"count should be greater than 0";
+/// A list's indexes would leave `BIGINT` (after some 9.2e18 pushes at one end).
+const INDEX_SPACE: &[u8] = b"manifold: the list's index space is exhausted";
+
+/// Most rows in one `INSERT` (statement shapes: the powers of two up to this).
+const INSERT_MAX: usize = 64;
+/// Bytes of values past which an `INSERT` takes no further row.
+const INSERT_BYTES: usize = 1 << 22;
+
+/// Runs one list command.
+pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
+    match spec.name {
+        "lpush" => push(cx, args, Side::Left, false).await,
+        "rpush" => push(cx, args, Side::Right, false).await,
+        "lpushx" => push(cx, args, Side::Left, true).await,
+        "rpushx" => push(cx, args, Side::Right, true).await,
+        "lpop" => pop_command(cx, args, Side::Left).await,
+        "rpop" => pop_command(cx, args, Side::Right).await,
+        "llen" => llen_command(cx, args).await,
+        "lmove" => {
+            let (Some(from), Some(to)) = (Side::parse(args.get(3)), Side::parse(args.get(4)))
+            else {
+                cx.reply().error(errors::SYNTAX);
+                return Ok(());
+            };
+            lmove(cx, args.get(1), args.get(2), from, to).await
+        }
+        "rpoplpush" => lmove(cx, args.get(1), args.get(2), Side::Right, Side::Left).await,
+        "lmpop" => lmpop(cx, args).await,
+        "lrange" => edit::lrange(cx, args).await,
+        "lindex" => edit::lindex(cx, args).await,
+        "lset" => edit::lset(cx, args).await,
+        "linsert" => edit::linsert(cx, args).await,
+        "lrem" => edit::lrem(cx, args).await,
+        "ltrim" => edit::ltrim(cx, args).await,
+        "lpos" => edit::lpos(cx, args).await,
+        other => unreachable!("{other} is not a list command"),
+    }
+}
+
+/// An end of a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Left,
+    Right,
+}
+
+impl Side {
+    /// `LEFT` / `RIGHT`, any case.
+    fn parse(a: &[u8]) -> Option<Side> {
+        if a.eq_ignore_ascii_case(b"left") {
+            Some(Side::Left)
+        } else if a.eq_ignore_ascii_case(b"right") {
+            Some(Side::Right)
+        } else {
+            None
+        }
+    }
+}
+
+/// A list's length by its key row.
+fn llen(row: &KeyRow) -> i64 {
+    row.ltail.saturating_sub(row.lhead).max(0)
+}
+
+/// The hook for blocked clients (`BLPOP`, `BLMOVE`... to come): elements were pushed on
+/// `key`. Called after every push, inside the batch's transaction.
+fn pushed(_cx: &mut Cx<'_>, _key: &[u8]) {}
+
+/// The first value of a row, as bytes.
+fn first_bytes(mut row: Vec<Value>) -> Vec<u8> {
+    row.get_mut(0).and_then(take_bytes).unwrap_or_default()
+}
+
+/// Records the list `k`'s new bounds: `lhead`, `ltail`, `len`, and a new `version` (its TTL
+/// stays); an emptied list is deleted with its key. Returns whether the key still exists.
+async fn set_bounds(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    row: &KeyRow,
+    lhead: i64,
+    ltail: i64,
+) -> Result<bool, StoreError> {
+    if ltail <= lhead {
+        cx.tx.delete_key(cx.db, k, row).await?;
+        return Ok(false);
+    }
+    cx.tx
+        .exec(
+            "UPDATE {s}.redis_keys SET lhead = ?, ltail = ?, len = ?, version = version + 1 WHERE kid = ?",
+            &[
+                Param::Int(lhead),
+                Param::Int(ltail),
+                Param::Int(ltail - lhead),
+                Param::UInt(row.kid),
+            ],
+        )
+        .await?;
+    Ok(true)
+}
+
+/// `INSERT INTO redis_list (kid, idx, v) VALUES (?, ?, ?), ...` of `n` (a power of two up
+/// to [`INSERT_MAX`]) rows.
+fn insert_sql(n: usize) -> &'static str {
+    static SQL: OnceLock<Vec<String>> = OnceLock::new();
+    let all = SQL.get_or_init(|| {
+        (0..=INSERT_MAX.trailing_zeros())
+            .map(|p| {
+                let rows = vec!["(?, ?, ?)"; 1 << p].join(", ");
+                format!("INSERT INTO {{s}}.redis_list (kid, idx, v) VALUES {rows}")
+            })
+            .collect()
+    });
+    &all[n.trailing_zeros() as usize]
+}
+
+/// Inserts `rows` (`idx`, value) of the list `kid`, a few statements of power-of-two sizes.
+async fn insert(cx: &mut Cx<'_>, kid: u64, rows: &[(i64, &[u8])]) -> Result<(), StoreError> {
+    let mut rest = rows;
+    while !rest.is_empty() {
+        let mut n = 0;
+        let mut bytes = 0usize;
+        while n < rest.len()
+            && n < INSERT_MAX
+            && (n == 0 || bytes.saturating_add(rest[n].1.len()) <= INSERT_BYTES)
+        {
+            bytes = bytes.saturating_add(rest[n].1.len());
+            n += 1;
+        }
+        // Rounded down to a power of two: few statement shapes.
+        let n = 1usize << n.ilog2();
+        let (chunk, tail) = rest.split_at(n);
+        let mut params = Vec::with_capacity(n * 3);
+        for &(idx, v) in chunk {
+            params.push(Param::UInt(kid));
+            params.push(Param::Int(idx));
+            params.push(Param::Bytes(v));
+        }
+        cx.tx.exec(insert_sql(n), &params).await?;
+        rest = tail;
+    }
+    Ok(())
+}
+
+/// Pushes `values` in order at `side` of the list `k` (row `row`, which exists): `LPUSH a b`
+/// leaves `b a ...`. Returns the new length, or `None` when the indexes would overflow.
+async fn push_values(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    row: &KeyRow,
+    side: Side,
+    values: &[&[u8]],
+) -> Result<Option<i64>, StoreError> {
+    let Ok(n) = i64::try_from(values.len()) else {
+        return Ok(None);
+    };
+    let (lhead, ltail) = match side {
+        Side::Left => (row.lhead.checked_sub(n), Some(row.ltail)),
+        Side::Right => (Some(row.lhead), row.ltail.checked_add(n)),
+    };
+    let (Some(lhead), Some(ltail)) = (lhead, ltail) else {
+        return Ok(None);
+    };
+    let rows: Vec<(i64, &[u8])> = values
+        .iter()
+        .enumerate()
+        .map(|(j, v)| {
+            let j = j as i64;
+            match side {
+                Side::Left => (row.lhead - 1 - j, *v),
+                Side::Right => (row.ltail + j, *v),
+            }
+        })
+        .collect();
+    insert(cx, row.kid, &rows).await?;
+    set_bounds(cx, k, row, lhead, ltail).await?;
+    pushed(cx, k);
+    Ok(Some(ltail - lhead))
+}
+
+/// `LPUSH` / `RPUSH` (`only_existing`: `LPUSHX` / `RPUSHX`) `key element...`.
+async fn push(
+    cx: &mut Cx<'_>,
+    args: Args<'_>,
+    side: Side,
+    only_existing: bool,
+) -> Result<(), StoreError> {
+    let k = args.get(1);
+    let row = match cx
+        .tx
+        .collection(cx.db, k, kind::LIST, !only_existing)
+        .await?
+    {
+        Err(_) => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Ok(None) => {
+            cx.reply().integer(0);
+            return Ok(());
+        }
+        Ok(Some(row)) => row,
+    };
+    let values: Vec<&[u8]> = args.from(2).collect();
+    match push_values(cx, k, &row, side, &values).await? {
+        Some(len) => cx.reply().integer(len),
+        None => cx.reply().error(INDEX_SPACE),
+    };
+    Ok(())
+}
+
+/// Removes up to `n` (at least 1) elements at `side` of the list `k` (row `row`) and returns
+/// them in the order they were popped.
+async fn pop(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    row: &KeyRow,
+    side: Side,
+    n: i64,
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    let len = llen(row);
+    let n = n.clamp(0, len);
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let (from, to, sql) = match side {
+        Side::Left => (
+            row.lhead,
+            row.lhead + n - 1,
+            "SELECT v FROM {s}.redis_list WHERE kid = ? AND idx BETWEEN ? AND ? ORDER BY idx",
+        ),
+        Side::Right => (
+            row.ltail - n,
+            row.ltail - 1,
+            "SELECT v FROM {s}.redis_list WHERE kid = ? AND idx BETWEEN ? AND ? ORDER BY idx DESC",
+        ),
+    };
+    let range = [Param::UInt(row.kid), Param::Int(from), Param::Int(to)];
+    let values: Vec<Vec<u8>> = cx
+        .tx
+        .rows(sql, &range)
+        .await?
+        .into_iter()
+        .map(first_bytes)
+        .collect();
+    if n >= len {
+        cx.tx.delete_key(cx.db, k, row).await?;
+    } else {
+        cx.tx
+            .exec(
+                "DELETE FROM {s}.redis_list WHERE kid = ? AND idx BETWEEN ? AND ?",
+                &range,
+            )
+            .await?;
+        let (lhead, ltail) = match side {
+            Side::Left => (row.lhead + n, row.ltail),
+            Side::Right => (row.lhead, row.ltail - n),
+        };
+        set_bounds(cx, k, row, lhead, ltail).await?;
+    }
+    Ok(values)
+}
+
+/// `LPOP` / `RPOP key [count]`.
+async fn pop_command(cx: &mut Cx<'_>, args: Args<'_>, side: Side) -> Result<(), StoreError> {
+    if args.len() > 3 {
+        let mut text = Vec::new();
+        errors::arity(&mut text, if side == Side::Left { "lpop" } else { "rpop" });
+        cx.reply().error(&text);
+        return Ok(());
+    }
+    let count = if args.len() == 3 {
+        match parse_i64(args.get(2)) {
+            Some(c) if c >= 0 => Some(c),
+            _ => {
+                cx.reply().error(MUST_BE_POSITIVE);
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
+    let k = args.get(1);
+    let row = match cx.tx.collection(cx.db, k, kind::LIST, false).await? {
+        Err(_) => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Ok(None) => {
+            if count.is_some() {
+                cx.reply().null_array();
+            } else {
+                cx.reply().null();
+            }
+            return Ok(());
+        }
+        Ok(Some(row)) => row,
+    };
+    match count {
+        Some(0) => {
+            cx.reply().array_len(0);
+        }
+        None => match pop(cx, k, &row, side, 1).await?.first() {
+            Some(v) => {
+                cx.reply().bulk(v);
+            }
+            None => {
+                cx.reply().null();
+            }
+        },
+        Some(n) => {
+            let values = pop(cx, k, &row, side, n).await?;
+            cx.reply().array_len(values.len());
+            for v in &values {
+                cx.reply().bulk(v);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `LLEN key`.
+async fn llen_command(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    match cx.tx.key_meta(cx.db, args.get(1), false).await? {
+        None => cx.reply().integer(0),
+        Some(row) if row.kind != kind::LIST => cx.reply().error(errors::WRONGTYPE),
+        Some(row) => cx.reply().integer(llen(&row)),
+    };
+    Ok(())
+}
+
+/// `LMOVE src dst from to` (`RPOPLPUSH src dst`: from the right to the left): pops at `from`
+/// of `src`, pushes at `to` of `dst`, in one transaction; `dst` of another type is refused
+/// before anything moves. `src == dst` rotates the list.
+async fn lmove(
+    cx: &mut Cx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    from: Side,
+    to: Side,
+) -> Result<(), StoreError> {
+    let srow = match cx.tx.collection(cx.db, src, kind::LIST, false).await? {
+        Err(_) => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Ok(None) => {
+            cx.reply().null();
+            return Ok(());
+        }
+        Ok(Some(row)) => row,
+    };
+    if src == dst {
+        return rotate(cx, src, &srow, from, to).await;
+    }
+    let Ok(drow) = cx.tx.collection(cx.db, dst, kind::LIST, false).await? else {
+        cx.reply().error(errors::WRONGTYPE);
+        return Ok(());
+    };
+    let Some(v) = pop(cx, src, &srow, from, 1).await?.into_iter().next() else {
+        cx.reply().null();
+        return Ok(());
+    };
+    let drow = match drow {
+        Some(row) => row,
+        None => cx.tx.create_key(cx.db, dst, kind::LIST).await?,
+    };
+    match push_values(cx, dst, &drow, to, &[&v]).await? {
+        Some(_) => cx.reply().bulk(&v),
+        None => cx.reply().error(INDEX_SPACE),
+    };
+    Ok(())
+}
+
+/// `LMOVE k k from to`: the element at `from` goes to `to` (it stays when they are the
+/// same end); one row changes its `idx`.
+async fn rotate(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    row: &KeyRow,
+    from: Side,
+    to: Side,
+) -> Result<(), StoreError> {
+    let at = match from {
+        Side::Left => row.lhead,
+        Side::Right => row.ltail - 1,
+    };
+    let v = cx
+        .tx
+        .rows(
+            "SELECT v FROM {s}.redis_list WHERE kid = ? AND idx = ?",
+            &[Param::UInt(row.kid), Param::Int(at)],
+        )
+        .await?
+        .into_iter()
+        .next()
+        .map(first_bytes);
+    let Some(v) = v else {
+        cx.reply().null();
+        return Ok(());
+    };
+    let moved = match (from, to) {
+        (Side::Left, Side::Right) => row
+            .ltail
+            .checked_add(1)
+            .map(|t| (row.ltail, row.lhead + 1, t)),
+        (Side::Right, Side::Left) => row.lhead.checked_sub(1).map(|h| (h, h, row.ltail - 1)),
+        _ => Some((at, row.lhead, row.ltail)),
+    };
+    let Some((new_idx, lhead, ltail)) = moved else {
+        cx.reply().error(INDEX_SPACE);
+        return Ok(());
+    };
+    if new_idx != at {
+        cx.tx
+            .exec(
+                "UPDATE {s}.redis_list SET idx = ? WHERE kid = ? AND idx = ?",
+                &[Param::Int(new_idx), Param::UInt(row.kid), Param::Int(at)],
+            )
+            .await?;
+    }
+    set_bounds(cx, k, row, lhead, ltail).await?;
+    pushed(cx, k);
+    cx.reply().bulk(&v);
+    Ok(())
+}
+
+/// `LMPOP numkeys key... LEFT|RIGHT [COUNT count]`: pops from the first of the keys that
+/// holds a list.
+async fn lmpop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let numkeys = match parse_i64(args.get(1)) {
+        Some(n) if n >= 1 => n,
+        _ => {
+            cx.reply().error(NUMKEYS);
+            return Ok(());
+        }
+    };
+    let where_at = numkeys
+        .checked_add(2)
+        .and_then(|w| usize::try_from(w).ok())
+        .filter(|&w| w < args.len());
+    let Some(where_at) = where_at else {
+        cx.reply().error(errors::SYNTAX);
+        return Ok(());
+    };
+    let Some(side) = Side::parse(args.get(where_at)) else {
+        cx.reply().error(errors::SYNTAX);
+        return Ok(());
+    };
+    let mut count = None;
+    let mut j = where_at + 1;
+    while j < args.len() {
+        if count.is_none() && args.get(j).eq_ignore_ascii_case(b"count") && j + 1 < args.len() {
+            match parse_i64(args.get(j + 1)) {
+                Some(c) if c >= 1 => count = Some(c),
+                _ => {
+                    cx.reply().error(COUNT_POSITIVE);
+                    return Ok(());
+                }
+            }
+            j += 2;
+        } else {
+            cx.reply().error(errors::SYNTAX);
+            return Ok(());
+        }
+    }
+    let count = count.unwrap_or(1);
+    for i in 2..where_at {
+        let k = args.get(i);
+        let row = match cx.tx.collection(cx.db, k, kind::LIST, false).await? {
+            Err(_) => {
+                cx.reply().error(errors::WRONGTYPE);
+                return Ok(());
+            }
+            Ok(None) => continue,
+            Ok(Some(row)) => row,
+        };
+        let values = pop(cx, k, &row, side, count).await?;
+        cx.reply().array_len(2).bulk(k).array_len(values.len());
+        for v in &values {
+            cx.reply().bulk(v);
+        }
+        return Ok(());
+    }
+    cx.reply().null_array();
+    Ok(())
 }
