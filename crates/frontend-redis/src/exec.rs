@@ -64,6 +64,7 @@ pub async fn run_batch(
     cmds: &[(&'static Spec, Args<'_>)],
     out: &mut Vec<u8>,
 ) {
+    store.note_login(login);
     // One statement that commits itself needs no transaction around it.
     let one_statement = cmds.len() <= RUN_MAX
         && (cmds.iter().all(|(s, a)| plain_set(s, a)) || cmds.iter().all(|(s, _)| !s.write));

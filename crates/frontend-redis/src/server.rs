@@ -119,8 +119,8 @@ pub struct ClientInfo {
 /// One worker's handler of Redis connections, with the clients it serves.
 pub struct RedisFrontend {
     pub shared: Arc<RedisShared>,
-    /// This worker's way to the tables.
-    pub store: crate::store::Store,
+    /// This worker's way to the tables (shared with the expiry sweeper on worker 0).
+    pub store: Rc<crate::store::Store>,
     pub ctx: Rc<WorkerContext>,
     pub clients: RefCell<BTreeMap<u64, Rc<ClientInfo>>>,
 }
@@ -135,13 +135,17 @@ impl std::fmt::Debug for RedisFrontend {
 }
 
 impl RedisFrontend {
+    /// This worker's handler; on worker 0 it also starts the expiry sweeper
+    /// ([`crate::store::sweeper`]), so it is called within the worker's `LocalSet`.
     pub fn new(
         shared: Arc<RedisShared>,
         ctx: &Rc<WorkerContext>,
         backends: Rc<dyn crate::store::Backends>,
     ) -> Self {
+        let store = Rc::new(crate::store::Store::new(shared.store.clone(), backends));
+        crate::store::sweeper::spawn(&store, ctx);
         Self {
-            store: crate::store::Store::new(shared.store.clone(), backends),
+            store,
             shared,
             ctx: ctx.clone(),
             clients: RefCell::new(BTreeMap::new()),

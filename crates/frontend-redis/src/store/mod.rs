@@ -10,9 +10,11 @@
 //! - [`schema`]: the tables, created and migrated on first use.
 //! - [`keys`]: the key table's rows (type, expiry, length): lookups that treat an expired
 //!   key as absent, creation, deletion of a key with its members.
+//! - [`sweeper`]: deletes expired keys and collects `gc`, on one worker.
 
 pub mod keys;
 pub mod schema;
+pub mod sweeper;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -77,6 +79,8 @@ pub struct StoreShared {
     ready: AtomicBool,
     /// Statements a connection keeps prepared (`pool.max_prepared_statements`).
     keep_statements: usize,
+    /// The login the sweeper runs as.
+    last_login: sweeper::LastLogin,
 }
 
 impl StoreShared {
@@ -85,6 +89,7 @@ impl StoreShared {
             quoted_schema: format!("`{}`", schema.replace('`', "``")),
             ready: AtomicBool::new(false),
             keep_statements: keep_statements.max(16),
+            last_login: sweeper::LastLogin::default(),
         })
     }
 
@@ -106,6 +111,10 @@ pub struct Store {
     backends: Rc<dyn Backends>,
     /// SQL text (with `{s}`) → its id and its text for the server.
     statements: RefCell<HashMap<Box<str>, Prepared>>,
+    /// The login this worker last noted for the sweeper ([`Store::note_login`]).
+    noted: sweeper::Noted,
+    /// What the sweeper did (on the worker that sweeps).
+    pub sweep: sweeper::Stats,
 }
 
 impl std::fmt::Debug for Store {
@@ -122,6 +131,8 @@ impl Store {
             shared,
             backends,
             statements: RefCell::new(HashMap::new()),
+            noted: sweeper::Noted::default(),
+            sweep: sweeper::Stats::default(),
         }
     }
 

@@ -1,0 +1,377 @@
+//! The active expiry sweeper: deletes keys past their expiry that nobody touches (a command
+//! that touches one treats it as absent, and a write deletes it, in [`super::keys`]), and
+//! the members a string write left behind under a collection's `kid` (`gc`).
+//!
+//! - One worker sweeps (worker 0): its task wakes every [`TICK`], and does nothing until a
+//!   client of the door ran a batch on any worker, whose backend login it then borrows
+//!   ([`Store::note_login`]).
+//! - A tick reads at most [`BATCH`] expired keys, earliest first (`SELECT db, kh, kid, type,
+//!   gc ... WHERE expire_at <= ? ORDER BY expire_at LIMIT 100`), and for each deletes its
+//!   members in chunks (`DELETE FROM {s}.redis_hash WHERE kid = ? LIMIT 1000`, again while a
+//!   chunk was full), then its row if it is still that key and still expired (`DELETE ...
+//!   WHERE db = ? AND kh = ? AND kid = ? AND expire_at <= ?`). Every statement commits on
+//!   its own: no transaction is held across them. Members go first, so a sweep cut short
+//!   leaves an expired row the next tick takes up again, never members without a row; the
+//!   members of an expired key are nobody's (a key made again gets a new `kid`; a string
+//!   written over it keeps the `kid` but has no members).
+//! - A full batch is followed at once by another (Redis's adaptive expiry), within a budget
+//!   of statements per tick ([`STATEMENTS_PER_TICK`]) so one tick stays short.
+//! - Then rows with `gc` set: their old members are deleted in chunks, then `gc = NULL`
+//!   if it still holds that type.
+//! - An error is logged at debug level and the next tick waits longer (doubling up to
+//!   [`MAX_BACKOFF`]); the task ends when the worker drains.
+//!
+//! Counters ([`Stats`]) are kept on the store for the metrics to come; [`Store::keyspace`]
+//! counts keys per database for `INFO keyspace`.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use manifold_backend::{ConnKey, Param};
+use manifold_engine::{Drain, WorkerContext};
+use manifold_mysql_proto::packets::Value;
+
+use super::keys::kind;
+use super::{int, Store, StoreError, Tx};
+
+/// How often the sweeper wakes.
+pub const TICK: Duration = Duration::from_millis(100);
+/// The longest wait after errors.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Keys read per batch.
+pub const BATCH: usize = 100;
+/// Members deleted per statement.
+pub const CHUNK: u64 = 1000;
+/// Statements one tick may run (each deletes at most [`CHUNK`] rows).
+pub const STATEMENTS_PER_TICK: usize = 200;
+
+/// What the sweeper did since the worker started.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Expired keys deleted.
+    pub keys: Cell<u64>,
+    /// Member rows deleted (of expired keys and of `gc`).
+    pub members: Cell<u64>,
+    /// Batches that found work.
+    pub batches: Cell<u64>,
+    /// Keys whose `gc` was collected.
+    pub gc: Cell<u64>,
+    /// Ticks that failed.
+    pub errors: Cell<u64>,
+}
+
+fn add(c: &Cell<u64>, n: u64) {
+    c.set(c.get().saturating_add(n));
+}
+
+/// The latest backend login a client of the door ran a batch as, on any worker: the one the
+/// sweeper runs as. Its `Debug` does not show it.
+#[derive(Default)]
+pub struct LastLogin(Mutex<Option<ConnKey>>);
+
+impl std::fmt::Debug for LastLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LastLogin(..)")
+    }
+}
+
+/// The login this worker noted last (so the shared one is written only when it changes).
+#[derive(Default)]
+pub struct Noted(RefCell<Option<ConnKey>>);
+
+impl Store {
+    /// Notes the login of a client that runs a batch: the sweeper runs as the latest one.
+    pub fn note_login(&self, login: &ConnKey) {
+        if self.noted.0.borrow().as_ref() == Some(login) {
+            return;
+        }
+        *self.noted.0.borrow_mut() = Some(login.clone());
+        if let Ok(mut shared) = self.shared.last_login.0.lock() {
+            *shared = Some(login.clone());
+        }
+    }
+
+    /// The login the sweeper runs as, once a client ran a batch.
+    pub fn sweep_login(&self) -> Option<ConnKey> {
+        self.shared.last_login.0.lock().ok()?.clone()
+    }
+
+    /// `(db, keys, keys with an expiry)` of each database holding live keys, in order: what
+    /// `INFO keyspace` shows.
+    pub async fn keyspace(&self, login: &ConnKey) -> Result<Vec<(u8, u64, u64)>, StoreError> {
+        let mut tx = self.begin(login, false);
+        let now = tx.now_ms;
+        let rows = tx
+            .rows(
+                "SELECT db, COUNT(*), COUNT(expire_at) FROM {s}.redis_keys \
+                 WHERE expire_at IS NULL OR expire_at > ? GROUP BY db ORDER BY db",
+                &[Param::Int(now)],
+            )
+            .await?;
+        tx.commit().await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let db = u8::try_from(int(r.first()?)?).ok()?;
+                let keys = u64::try_from(int(r.get(1)?)?).ok()?;
+                let expires = u64::try_from(int(r.get(2)?)?).ok()?;
+                Some((db, keys, expires))
+            })
+            .collect())
+    }
+}
+
+/// Starts the sweeper on `ctx`'s worker if it is worker 0 (call from within its `LocalSet`).
+pub fn spawn(store: &Rc<Store>, ctx: &Rc<WorkerContext>) {
+    if ctx.id() == 0 {
+        tokio::task::spawn_local(run(store.clone(), ctx.clone()));
+    }
+}
+
+/// Sweeps every [`TICK`] until the worker drains.
+pub async fn run(store: Rc<Store>, ctx: Rc<WorkerContext>) {
+    let mut wait = TICK;
+    loop {
+        tokio::select! {
+            biased;
+            () = ctx.drain().notified() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        let Some(login) = store.sweep_login() else {
+            continue;
+        };
+        match tick(&store, &login, ctx.drain()).await {
+            Ok(()) => wait = TICK,
+            Err(e) => {
+                add(&store.sweep.errors, 1);
+                wait = (wait * 2).min(MAX_BACKOFF);
+                tracing::debug!(
+                    target: "manifold::redis",
+                    error = %String::from_utf8_lossy(&e.reply_text()),
+                    retry_ms = wait.as_millis() as u64,
+                    "redis expiry sweep failed"
+                );
+            }
+        }
+    }
+}
+
+/// One tick: expired keys, batch after full batch, then `gc`, within the statement budget.
+pub async fn tick(store: &Store, login: &ConnKey, drain: &Drain) -> Result<(), StoreError> {
+    let mut budget = STATEMENTS_PER_TICK;
+    let mut tx = store.begin(login, false);
+    while budget > 0 && !drain.is_draining() {
+        if !expired_batch(&mut tx, &store.sweep, &mut budget, drain).await? {
+            break;
+        }
+    }
+    while budget > 0 && !drain.is_draining() {
+        if !gc_batch(&mut tx, &store.sweep, &mut budget, drain).await? {
+            break;
+        }
+    }
+    tx.commit().await
+}
+
+/// [`BATCH`] expired keys, earliest first.
+const EXPIRED: &str = "SELECT db, kh, kid, type, gc FROM {s}.redis_keys WHERE expire_at <= ? \
+                       ORDER BY expire_at LIMIT 100";
+/// [`BATCH`] keys with members to collect. A type whose members are the key's own is never
+/// collected (`gc <> type`).
+const GC: &str = "SELECT db, kh, kid, type, gc FROM {s}.redis_keys \
+                  WHERE gc IS NOT NULL AND gc <> type LIMIT 100";
+
+/// A row of the sweeper's reads: `db, kh, kid, type, gc`.
+struct Candidate {
+    db: u8,
+    kh: Vec<u8>,
+    kid: u64,
+    kind: u8,
+    gc: Option<u8>,
+}
+
+impl Candidate {
+    fn from_row(row: &mut [Value]) -> Option<Candidate> {
+        if row.len() < 5 {
+            return None;
+        }
+        Some(Candidate {
+            db: u8::try_from(int(&row[0])?).ok()?,
+            kh: super::take_bytes(&mut row[1])?,
+            kid: u64::try_from(int(&row[2])?).ok()?,
+            kind: u8::try_from(int(&row[3])?).ok()?,
+            gc: int(&row[4]).and_then(|t| u8::try_from(t).ok()),
+        })
+    }
+}
+
+/// Deletes one batch of expired keys; whether it was full (so another may follow).
+async fn expired_batch(
+    tx: &mut Tx<'_>,
+    stats: &Stats,
+    budget: &mut usize,
+    drain: &Drain,
+) -> Result<bool, StoreError> {
+    let now = super::now_ms();
+    *budget = budget.saturating_sub(1);
+    let mut rows = tx.rows(EXPIRED, &[Param::Int(now)]).await?;
+    if rows.is_empty() {
+        return Ok(false);
+    }
+    add(&stats.batches, 1);
+    let full = rows.len() >= BATCH;
+    for row in &mut rows {
+        let Some(c) = Candidate::from_row(row) else {
+            continue;
+        };
+        let mut done = true;
+        for t in [Some(c.kind), c.gc].into_iter().flatten() {
+            done = done && delete_members(tx, stats, t, c.kid, budget, drain).await?;
+        }
+        if !done || *budget == 0 || drain.is_draining() {
+            // Cut short: the row stays, the next tick goes on with it.
+            return Ok(false);
+        }
+        *budget -= 1;
+        let gone = tx
+            .affected(
+                "DELETE FROM {s}.redis_keys WHERE db = ? AND kh = ? AND kid = ? AND expire_at <= ?",
+                &[
+                    Param::UInt(u64::from(c.db)),
+                    Param::Bytes(&c.kh),
+                    Param::UInt(c.kid),
+                    Param::Int(now),
+                ],
+            )
+            .await?;
+        add(&stats.keys, gone);
+    }
+    Ok(full)
+}
+
+/// Collects one batch of `gc`: whether it was full.
+async fn gc_batch(
+    tx: &mut Tx<'_>,
+    stats: &Stats,
+    budget: &mut usize,
+    drain: &Drain,
+) -> Result<bool, StoreError> {
+    *budget = budget.saturating_sub(1);
+    let mut rows = tx.rows(GC, &[]).await?;
+    if rows.is_empty() {
+        return Ok(false);
+    }
+    add(&stats.batches, 1);
+    let full = rows.len() >= BATCH;
+    for row in &mut rows {
+        let Some(Candidate {
+            kid, gc: Some(t), ..
+        }) = Candidate::from_row(row)
+        else {
+            continue;
+        };
+        if !delete_members(tx, stats, t, kid, budget, drain).await?
+            || *budget == 0
+            || drain.is_draining()
+        {
+            return Ok(false);
+        }
+        *budget -= 1;
+        let cleared = tx
+            .affected(
+                "UPDATE {s}.redis_keys SET gc = NULL WHERE kid = ? AND gc = ?",
+                &[Param::UInt(kid), Param::UInt(u64::from(t))],
+            )
+            .await?;
+        add(&stats.gc, cleared);
+    }
+    Ok(full)
+}
+
+/// The statement deleting [`CHUNK`] members of type `t` under a `kid` (none for a string).
+fn chunk_delete(t: u8) -> Option<&'static str> {
+    Some(match t {
+        kind::LIST => "DELETE FROM {s}.redis_list WHERE kid = ? LIMIT 1000",
+        kind::SET => "DELETE FROM {s}.redis_set WHERE kid = ? LIMIT 1000",
+        kind::ZSET => "DELETE FROM {s}.redis_zset WHERE kid = ? LIMIT 1000",
+        kind::HASH => "DELETE FROM {s}.redis_hash WHERE kid = ? LIMIT 1000",
+        _ => return None,
+    })
+}
+
+/// Deletes the members of type `t` under `kid` in chunks; whether all are gone (`false`:
+/// the budget ran out or the worker drains first).
+async fn delete_members(
+    tx: &mut Tx<'_>,
+    stats: &Stats,
+    t: u8,
+    kid: u64,
+    budget: &mut usize,
+    drain: &Drain,
+) -> Result<bool, StoreError> {
+    let Some(sql) = chunk_delete(t) else {
+        return Ok(true);
+    };
+    loop {
+        if *budget == 0 || drain.is_draining() {
+            return Ok(false);
+        }
+        *budget -= 1;
+        let n = tx.affected(sql, &[Param::UInt(kid)]).await?;
+        add(&stats.members, n);
+        if n < CHUNK {
+            return Ok(true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates_read_their_row_or_nothing() {
+        let mut row = vec![
+            Value::Int(3),
+            Value::Bytes(vec![7; 32]),
+            Value::UInt(42),
+            Value::Int(i64::from(kind::HASH)),
+            Value::Null,
+        ];
+        let c = Candidate::from_row(&mut row).expect("a row");
+        assert_eq!((c.db, c.kid, c.kind, c.gc), (3, 42, kind::HASH, None));
+        assert_eq!(c.kh, vec![7; 32]);
+        assert!(Candidate::from_row(&mut [Value::Int(1)]).is_none());
+        let mut bad = vec![
+            Value::Int(300),
+            Value::Bytes(vec![]),
+            Value::Int(1),
+            Value::Int(0),
+            Value::Null,
+        ];
+        assert!(Candidate::from_row(&mut bad).is_none());
+    }
+
+    #[test]
+    fn statements_take_the_sizes_the_loops_count_on() {
+        // A chunk shorter than CHUNK ends the loop: the LIMIT must be CHUNK.
+        for t in [kind::LIST, kind::SET, kind::ZSET, kind::HASH] {
+            let sql = chunk_delete(t).expect("a members table");
+            assert!(sql.ends_with(&format!("LIMIT {CHUNK}")), "{sql}");
+            let table = super::super::keys::members_table(t).expect("a members table");
+            assert!(sql.contains(&format!("{{s}}.{table} ")), "{sql}");
+        }
+        assert_eq!(chunk_delete(kind::STRING), None);
+        // A batch of BATCH rows is full: another follows at once.
+        assert!(EXPIRED.ends_with(&format!("LIMIT {BATCH}")));
+        assert!(GC.ends_with(&format!("LIMIT {BATCH}")));
+    }
+
+    #[test]
+    fn the_last_login_is_not_shown() {
+        let l = LastLogin::default();
+        assert_eq!(format!("{l:?}"), "LastLogin(..)");
+    }
+}
