@@ -1,0 +1,260 @@
+//! `SPOP` and `SRANDMEMBER`: random members.
+//!
+//! - One member of a set of up to [`OFFSET_MAX`] members: `ORDER BY mh LIMIT 1 OFFSET ?`
+//!   with a uniform offset (exactly fair); of a larger set: the first member at or after a
+//!   random hash (`mh >= ?`, wrapping around), which costs one index lookup and favours a
+//!   member by the gap of hashes before it, as Redis's own pick is not exactly fair either.
+//! - Several distinct members: `ORDER BY RAND() LIMIT ?` (a scan of the set's rows).
+//! - `SRANDMEMBER` with a negative count (repeats allowed): the draws are simulated here as
+//!   positions, the distinct ones fetched as a uniform distinct sample, each position then
+//!   given one of those members: the same law as drawing with replacement.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+
+use manifold_backend::Param;
+
+use super::{delete_members, load_members, lookup, member_row, set_or_reply, Mh};
+use crate::cmd::{parse_i64, Args};
+use crate::errors;
+use crate::exec::Cx;
+use crate::store::keys::{KeyRow, WrongType};
+use crate::store::StoreError;
+
+/// `SPOP`'s count out of range (`getPositiveLongFromObjectOrReply`).
+const MUST_BE_POSITIVE: &[u8] = b"value is out of range, must be positive";
+/// `SRANDMEMBER`'s count of `i64::MIN` (`getRangeLongFromObjectOrReply`).
+const RANDMEMBER_RANGE: &[u8] =
+    b"value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+/// Most members `SRANDMEMBER` with a negative count answers (an intended difference).
+pub const MAX_REPEATED: u64 = 1 << 20;
+/// Refused negative counts.
+const TOO_MANY_REPEATED: &[u8] =
+    b"manifold: SRANDMEMBER count is limited to 1048576 members when negative";
+/// Sets up to this size get their single random member by offset.
+const OFFSET_MAX: i64 = 1024;
+
+/// A small random generator (splitmix64) seeded from the standard library's per-process
+/// random keys: nothing here needs more.
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Self {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        Rng(h.finish())
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    }
+}
+
+/// One random member of the set `row` (which is not empty).
+async fn one(
+    cx: &mut Cx<'_>,
+    row: &KeyRow,
+    rng: &mut Rng,
+) -> Result<Option<(Mh, Vec<u8>)>, StoreError> {
+    let kid = Param::UInt(row.kid);
+    if row.len <= OFFSET_MAX {
+        let at = rng.below(row.len.max(1) as u64);
+        let rows = cx
+            .tx
+            .rows(
+                "SELECT mh, member FROM {s}.redis_set WHERE kid = ? ORDER BY mh LIMIT 1 OFFSET ?",
+                &[kid, Param::UInt(at)],
+            )
+            .await?;
+        if let Some(found) = rows.into_iter().next().and_then(member_row) {
+            return Ok(Some(found));
+        }
+    }
+    let mut from = [0u8; 32];
+    for chunk in from.chunks_mut(8) {
+        chunk.copy_from_slice(&rng.next().to_be_bytes());
+    }
+    let rows = cx
+        .tx
+        .rows(
+            "SELECT mh, member FROM {s}.redis_set WHERE kid = ? AND mh >= ? ORDER BY mh LIMIT 1",
+            &[Param::UInt(row.kid), Param::Bytes(&from)],
+        )
+        .await?;
+    if let Some(found) = rows.into_iter().next().and_then(member_row) {
+        return Ok(Some(found));
+    }
+    let rows = cx
+        .tx
+        .rows(
+            "SELECT mh, member FROM {s}.redis_set WHERE kid = ? ORDER BY mh LIMIT 1",
+            &[Param::UInt(row.kid)],
+        )
+        .await?;
+    Ok(rows.into_iter().next().and_then(member_row))
+}
+
+/// `n` distinct random members of the set `kid`, in random order.
+async fn distinct(cx: &mut Cx<'_>, kid: u64, n: u64) -> Result<Vec<(Mh, Vec<u8>)>, StoreError> {
+    let rows = cx
+        .tx
+        .rows(
+            "SELECT mh, member FROM {s}.redis_set WHERE kid = ? ORDER BY RAND() LIMIT ?",
+            &[Param::UInt(kid), Param::UInt(n)],
+        )
+        .await?;
+    Ok(rows.into_iter().filter_map(member_row).collect())
+}
+
+/// `SPOP key [count]`.
+pub(super) async fn spop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    if args.len() > 3 {
+        cx.reply().error(errors::SYNTAX);
+        return Ok(());
+    }
+    let k = args.get(1);
+    let count = if args.len() == 3 {
+        // Redis gives this one text for a count that is not an integer too.
+        match parse_i64(args.get(2)) {
+            Some(n) if n >= 0 => Some(n),
+            _ => {
+                cx.reply().error(MUST_BE_POSITIVE);
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
+    let found = lookup(cx, k, true).await?;
+    let found = set_or_reply!(cx, found);
+    let mut rng = Rng::new();
+    let Some(count) = count else {
+        let Some(row) = found else {
+            cx.reply().null();
+            return Ok(());
+        };
+        let Some((mh, member)) = one(cx, &row, &mut rng).await? else {
+            cx.reply().null();
+            return Ok(());
+        };
+        let removed = delete_members(cx, row.kid, &[mh]).await?;
+        cx.tx.collection_written(cx.db, k, &row, -removed).await?;
+        cx.reply().bulk(&member);
+        return Ok(());
+    };
+    let Some(row) = found.filter(|_| count > 0) else {
+        cx.reply().set_len(0);
+        return Ok(());
+    };
+    let popped = if count >= row.len {
+        let all = load_members(cx, row.kid).await?;
+        cx.tx.delete_key(cx.db, k, &row).await?;
+        all
+    } else {
+        let some = distinct(cx, row.kid, count as u64).await?;
+        let hashes: Vec<Mh> = some.iter().map(|(mh, _)| *mh).collect();
+        let removed = delete_members(cx, row.kid, &hashes).await?;
+        cx.tx.collection_written(cx.db, k, &row, -removed).await?;
+        some
+    };
+    let mut reply = cx.reply();
+    reply.set_len(popped.len());
+    for (_, m) in &popped {
+        reply.bulk(m);
+    }
+    Ok(())
+}
+
+/// `SRANDMEMBER key [count]`.
+pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    if args.len() > 3 {
+        cx.reply().error(errors::SYNTAX);
+        return Ok(());
+    }
+    let k = args.get(1);
+    let count = if args.len() == 3 {
+        match parse_i64(args.get(2)) {
+            None => {
+                cx.reply().error(errors::NOT_INTEGER);
+                return Ok(());
+            }
+            Some(i64::MIN) => {
+                cx.reply().error(RANDMEMBER_RANGE);
+                return Ok(());
+            }
+            Some(n) => Some(n),
+        }
+    } else {
+        None
+    };
+    let found = lookup(cx, k, false).await?;
+    let found = set_or_reply!(cx, found);
+    let mut rng = Rng::new();
+    let Some(count) = count else {
+        let picked = match found {
+            Some(row) => one(cx, &row, &mut rng).await?,
+            None => None,
+        };
+        match picked {
+            Some((_, m)) => cx.reply().bulk(&m),
+            None => cx.reply().null(),
+        };
+        return Ok(());
+    };
+    let Some(row) = found.filter(|_| count != 0) else {
+        cx.reply().array_len(0);
+        return Ok(());
+    };
+    let len = row.len.max(0) as u64;
+    let picks: Vec<Vec<u8>> = if count > 0 {
+        let n = count as u64;
+        let members = if n >= len {
+            load_members(cx, row.kid).await?
+        } else {
+            distinct(cx, row.kid, n).await?
+        };
+        members.into_iter().map(|(_, m)| m).collect()
+    } else {
+        let n = count.unsigned_abs();
+        if n > MAX_REPEATED {
+            cx.reply().error(TOO_MANY_REPEATED);
+            return Ok(());
+        }
+        // Each draw is a position in the set; positions seen before reuse their member.
+        let mut slot_of: HashMap<u64, usize> = HashMap::new();
+        let mut slots = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let at = rng.below(len.max(1));
+            let next = slot_of.len();
+            slots.push(*slot_of.entry(at).or_insert(next));
+        }
+        let members = distinct(cx, row.kid, slot_of.len() as u64).await?;
+        if members.is_empty() {
+            cx.reply().array_len(0);
+            return Ok(());
+        }
+        slots
+            .into_iter()
+            .map(|s| members[s.min(members.len() - 1)].1.clone())
+            .collect()
+    };
+    let mut reply = cx.reply();
+    reply.array_len(picks.len());
+    for m in &picks {
+        reply.bulk(m);
+    }
+    Ok(())
+}
