@@ -1,11 +1,52 @@
-//! Hashes: `HSET`, `HGET` and the rest of Redis's hash commands. Fields are rows of `redis_hash`.
+//! Hashes: `HSET`, `HGET` and the rest of Redis's hash commands. A field is a row of
+//! `redis_hash (kid, fh = SHA-256(field), field, v)` under its key's `kid`.
+//!
+//! SQL (every field found by its hash; IN lists and multi-row inserts padded to a power of
+//! two, at most [`crate::exec::RUN_MAX`] a statement, by repeating the last element):
+//! - writes lock the key row first ([`crate::store::Tx::collection`]), then
+//!   `HSET`/`HMSET`: `SELECT fh ... WHERE kid = ? AND fh IN (...) FOR UPDATE` (which fields
+//!   are new; skipped for a new key), then `INSERT ... VALUES (...), ... ON DUPLICATE KEY
+//!   UPDATE v = VALUES(v)`; `HSETNX`, `HINCRBY`, `HINCRBYFLOAT`: a `SELECT v` of the field,
+//!   then the same upsert of one row; `HDEL`: `DELETE ... WHERE kid = ? AND fh IN (...)`;
+//!   each ends with [`crate::store::Tx::collection_written`] (length, version, an emptied
+//!   hash deleted). The key's TTL stays.
+//! - `HGET`, `HEXISTS`, `HSTRLEN`: one `SELECT` of the key row `LEFT JOIN` the field;
+//!   `HMGET`: the key row, then `fh IN (...)`; `HGETALL`/`HKEYS`/`HVALS`: the key row, then
+//!   every field `ORDER BY fh`; `HLEN`: the key row's `len`.
+//! - `HRANDFIELD`: one field at a random `OFFSET`; with a count, the whole hash when the
+//!   count covers it, else `ORDER BY RAND() LIMIT n` (negative counts then pick, with
+//!   repetition, among those `n`).
+//! - `HSCAN`: `fh >= ? ORDER BY fh LIMIT count + 1`; the cursor is the big-endian `u64` of
+//!   the first 8 bytes of the next row's `fh` (0: done), resumed from those 8 bytes padded
+//!   with zeros. `MATCH` filters the fetched page (so a page may come back short or empty
+//!   with a nonzero cursor, as Redis's may).
+//!
+//! Intended differences from redis-server 7.0:
+//! - `HGETALL`, `HKEYS`, `HVALS`, `HSCAN` return fields in `fh` order (Redis: unspecified);
+//!   `HRANDFIELD` picks differently (random either way).
+//! - `HSCAN` honours `COUNT` (at most [`SCAN_MAX`] a page) on any hash; Redis returns a
+//!   small (listpack) hash whole in one call whatever the `COUNT`. Cursors differ in value.
+//! - `HRANDFIELD` with a negative count beyond [`RANDFIELD_MAX`] is refused (Redis would
+//!   build a reply of that many elements).
+//! - `MATCH` patterns nest at most 1000 `*` deep (as Redis 7.2).
+
+mod glob;
+mod ld;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
+
+use manifold_backend::Param;
+use manifold_mysql_proto::packets::Value;
+use manifold_redis_proto::Protocol;
 
 use super::data::{Family, Spec};
-use super::Args;
-use crate::exec::Cx;
-use crate::store::StoreError;
+use super::{parse_i64, Args};
+use crate::errors;
+use crate::exec::{Cx, RUN_MAX};
+use crate::store::keys::{hash, kind, KeyRow, WrongType};
+use crate::store::{int, take_bytes, StoreError};
 
-#[allow(dead_code)]
 const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
     Spec {
         name,
@@ -15,10 +56,796 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
     }
 }
 
-pub static COMMANDS: [Spec; 0] = [];
+pub static COMMANDS: [Spec; 16] = [
+    spec("hset", -4, true),
+    spec("hsetnx", 4, true),
+    spec("hget", 3, false),
+    spec("hmget", -3, false),
+    spec("hmset", -4, true),
+    spec("hgetall", 2, false),
+    spec("hdel", -3, true),
+    spec("hexists", 3, false),
+    spec("hincrby", 4, true),
+    spec("hincrbyfloat", 4, true),
+    spec("hkeys", 2, false),
+    spec("hvals", 2, false),
+    spec("hlen", 2, false),
+    spec("hstrlen", 3, false),
+    spec("hrandfield", -2, false),
+    spec("hscan", -3, false),
+];
+
+const HASH_NOT_INTEGER: &[u8] = b"hash value is not an integer";
+const HASH_NOT_FLOAT: &[u8] = b"hash value is not a float";
+const OVERFLOW: &[u8] = b"increment or decrement would overflow";
+const NOT_FLOAT: &[u8] = b"value is not a valid float";
+const NAN_OR_INFINITY: &[u8] = b"value is NaN or Infinity";
+const WOULD_BE_NAN: &[u8] = b"increment would produce NaN or Infinity";
+const OUT_OF_RANGE: &[u8] = b"value is out of range";
+const COUNT_OUT_OF_RANGE: &[u8] =
+    b"value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+const INVALID_CURSOR: &[u8] = b"invalid cursor";
+const TOO_MANY: &[u8] = b"manifold: HRANDFIELD count is too large";
+
+/// Most rows an `HSCAN` page reads.
+pub const SCAN_MAX: usize = 10_000;
+/// Largest negative `HRANDFIELD` count served.
+pub const RANDFIELD_MAX: u64 = 1 << 20;
 
 /// Runs one command of this family.
-#[allow(clippy::unused_async)]
-pub async fn run(_cx: &mut Cx<'_>, spec: &'static Spec, _args: Args<'_>) -> Result<(), StoreError> {
-    unreachable!("{} is not in this family", spec.name)
+pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
+    match spec.name {
+        "hset" | "hmset" => hset(cx, spec, args).await,
+        "hsetnx" => hsetnx(cx, args).await,
+        "hget" | "hexists" | "hstrlen" => field_read(cx, spec.name, args).await,
+        "hmget" => hmget(cx, args).await,
+        "hgetall" | "hkeys" | "hvals" => get_all(cx, spec.name, args).await,
+        "hdel" => hdel(cx, args).await,
+        "hincrby" => hincrby(cx, args).await,
+        "hincrbyfloat" => hincrbyfloat(cx, args).await,
+        "hlen" => {
+            match lookup(cx, args.get(1)).await? {
+                Look::Missing => cx.reply().integer(0),
+                Look::Wrong => cx.reply().error(errors::WRONGTYPE),
+                Look::Hash(row) => cx.reply().integer(row.len),
+            };
+            Ok(())
+        }
+        "hrandfield" => hrandfield(cx, args).await,
+        "hscan" => hscan(cx, args).await,
+        other => unreachable!("{other} is not a hash command"),
+    }
+}
+
+/// `n` rounded up to a power of two.
+fn padded(n: usize) -> usize {
+    n.max(1).next_power_of_two()
+}
+
+/// The statement `make(n)` for `n` (a power of two up to [`RUN_MAX`]) elements, built once.
+fn shape(
+    cell: &'static OnceLock<Vec<String>>,
+    make: fn(usize) -> String,
+    n: usize,
+) -> &'static str {
+    let all = cell.get_or_init(|| {
+        (0..=RUN_MAX.trailing_zeros())
+            .map(|p| make(1 << p))
+            .collect()
+    });
+    &all[n.trailing_zeros() as usize]
+}
+
+fn marks(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+fn exist_in(n: usize) -> &'static str {
+    static SQL: OnceLock<Vec<String>> = OnceLock::new();
+    shape(
+        &SQL,
+        |n| {
+            format!(
+                "SELECT fh FROM {{s}}.redis_hash WHERE kid = ? AND fh IN ({}) FOR UPDATE",
+                marks(n)
+            )
+        },
+        n,
+    )
+}
+
+fn select_in(n: usize) -> &'static str {
+    static SQL: OnceLock<Vec<String>> = OnceLock::new();
+    shape(
+        &SQL,
+        |n| {
+            format!(
+                "SELECT fh, v FROM {{s}}.redis_hash WHERE kid = ? AND fh IN ({})",
+                marks(n)
+            )
+        },
+        n,
+    )
+}
+
+fn delete_in(n: usize) -> &'static str {
+    static SQL: OnceLock<Vec<String>> = OnceLock::new();
+    shape(
+        &SQL,
+        |n| {
+            format!(
+                "DELETE FROM {{s}}.redis_hash WHERE kid = ? AND fh IN ({})",
+                marks(n)
+            )
+        },
+        n,
+    )
+}
+
+fn upsert(n: usize) -> &'static str {
+    static SQL: OnceLock<Vec<String>> = OnceLock::new();
+    shape(
+        &SQL,
+        |n| {
+            format!(
+                "INSERT INTO {{s}}.redis_hash (kid, fh, field, v) VALUES {} \
+                 ON DUPLICATE KEY UPDATE v = VALUES(v)",
+                vec!["(?, ?, ?, ?)"; n].join(", ")
+            )
+        },
+        n,
+    )
+}
+
+/// What a read found at a key.
+enum Look {
+    Missing,
+    Wrong,
+    Hash(KeyRow),
+}
+
+/// The live key `k` for a read.
+async fn lookup(cx: &mut Cx<'_>, k: &[u8]) -> Result<Look, StoreError> {
+    Ok(match cx.tx.key_meta(cx.db, k, false).await? {
+        None => Look::Missing,
+        Some(row) if row.kind != kind::HASH => Look::Wrong,
+        Some(row) => Look::Hash(row),
+    })
+}
+
+/// The hash `k` locked for a write (created empty when absent and `create`); `None` after
+/// replying `WRONGTYPE`, or when absent and not created (no reply then).
+async fn write_lock(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    create: bool,
+) -> Result<Option<Option<KeyRow>>, StoreError> {
+    match cx.tx.collection(cx.db, k, kind::HASH, create).await? {
+        Err(WrongType) => {
+            cx.reply().error(errors::WRONGTYPE);
+            Ok(None)
+        }
+        Ok(row) => Ok(Some(row)),
+    }
+}
+
+/// The value of field `fh` of the hash `kid`.
+async fn field_value(
+    cx: &mut Cx<'_>,
+    kid: u64,
+    fh: &[u8; 32],
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let mut rows = cx
+        .tx
+        .rows(
+            "SELECT v FROM {s}.redis_hash WHERE kid = ? AND fh = ?",
+            &[Param::UInt(kid), Param::Bytes(fh)],
+        )
+        .await?;
+    Ok(rows
+        .first_mut()
+        .and_then(|r| r.first_mut())
+        .and_then(take_bytes))
+}
+
+/// Writes `pairs` (in order: a later pair of the same field wins) into the hash `kid`.
+async fn write_pairs(
+    cx: &mut Cx<'_>,
+    kid: u64,
+    pairs: &[(&[u8], &[u8])],
+) -> Result<(), StoreError> {
+    for chunk in pairs.chunks(RUN_MAX) {
+        let n = padded(chunk.len());
+        let hashes: Vec<[u8; 32]> = chunk.iter().map(|(f, _)| hash(f)).collect();
+        let mut params = Vec::with_capacity(n * 4);
+        for i in 0..n {
+            let at = i.min(chunk.len() - 1);
+            params.push(Param::UInt(kid));
+            params.push(Param::Bytes(&hashes[at]));
+            params.push(Param::Bytes(chunk[at].0));
+            params.push(Param::Bytes(chunk[at].1));
+        }
+        cx.tx.exec(upsert(n), &params).await?;
+    }
+    Ok(())
+}
+
+/// The subset of `fhs` (distinct) that are fields of the hash `kid`, locked.
+async fn existing(
+    cx: &mut Cx<'_>,
+    kid: u64,
+    fhs: &[[u8; 32]],
+) -> Result<HashSet<Vec<u8>>, StoreError> {
+    let mut found = HashSet::new();
+    for chunk in fhs.chunks(RUN_MAX) {
+        let n = padded(chunk.len());
+        let mut params = Vec::with_capacity(n + 1);
+        params.push(Param::UInt(kid));
+        for i in 0..n {
+            params.push(Param::Bytes(&chunk[i.min(chunk.len() - 1)]));
+        }
+        for mut row in cx.tx.rows(exist_in(n), &params).await? {
+            if let Some(fh) = row.first_mut().and_then(take_bytes) {
+                found.insert(fh);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The distinct hashes of `fields`, in first-seen order.
+fn distinct_hashes<'a>(fields: impl Iterator<Item = &'a [u8]>) -> Vec<[u8; 32]> {
+    let mut seen = HashSet::new();
+    fields.map(hash).filter(|h| seen.insert(*h)).collect()
+}
+
+/// `HSET key field value [field value ...]` (the count of new fields) and `HMSET` (`OK`).
+async fn hset(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
+    if args.len() % 2 == 1 {
+        let mut text = Vec::new();
+        errors::arity(&mut text, spec.name);
+        cx.reply().error(&text);
+        return Ok(());
+    }
+    let k = args.get(1);
+    let Some(Some(row)) = write_lock(cx, k, true).await? else {
+        return Ok(());
+    };
+    let pairs: Vec<(&[u8], &[u8])> = (2..args.len())
+        .step_by(2)
+        .map(|i| (args.get(i), args.get(i + 1)))
+        .collect();
+    let fhs = distinct_hashes(pairs.iter().map(|(f, _)| *f));
+    let new = if row.len == 0 {
+        fhs.len()
+    } else {
+        fhs.len() - existing(cx, row.kid, &fhs).await?.len()
+    };
+    write_pairs(cx, row.kid, &pairs).await?;
+    cx.tx.collection_written(cx.db, k, &row, new as i64).await?;
+    if spec.name == "hset" {
+        cx.reply().integer(new as i64);
+    } else {
+        cx.reply().simple(b"OK");
+    }
+    Ok(())
+}
+
+/// `HSETNX key field value`.
+async fn hsetnx(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let (k, f, v) = (args.get(1), args.get(2), args.get(3));
+    let Some(Some(row)) = write_lock(cx, k, true).await? else {
+        return Ok(());
+    };
+    if row.len > 0 && field_value(cx, row.kid, &hash(f)).await?.is_some() {
+        cx.reply().integer(0);
+        return Ok(());
+    }
+    write_pairs(cx, row.kid, &[(f, v)]).await?;
+    cx.tx.collection_written(cx.db, k, &row, 1).await?;
+    cx.reply().integer(1);
+    Ok(())
+}
+
+/// `HGET`, `HEXISTS`, `HSTRLEN`: the key row and the field in one statement.
+async fn field_read(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), StoreError> {
+    let (k, f) = (args.get(1), args.get(2));
+    let (kh, fh) = (hash(k), hash(f));
+    let sql = if name == "hget" {
+        "SELECT k.type, k.expire_at, h.v FROM {s}.redis_keys k LEFT JOIN {s}.redis_hash h \
+         ON h.kid = k.kid AND h.fh = ? WHERE k.db = ? AND k.kh = ?"
+    } else {
+        "SELECT k.type, k.expire_at, LENGTH(h.v) FROM {s}.redis_keys k LEFT JOIN {s}.redis_hash h \
+         ON h.kid = k.kid AND h.fh = ? WHERE k.db = ? AND k.kh = ?"
+    };
+    let mut rows = cx
+        .tx
+        .rows(
+            sql,
+            &[
+                Param::Bytes(&fh),
+                Param::UInt(u64::from(cx.db)),
+                Param::Bytes(&kh),
+            ],
+        )
+        .await?;
+    let now = cx.now_ms();
+    let found = match rows.first_mut() {
+        Some(r) if r.len() >= 3 && int(&r[1]).is_none_or(|at| at > now) => {
+            if int(&r[0]) != Some(i64::from(kind::HASH)) {
+                cx.reply().error(errors::WRONGTYPE);
+                return Ok(());
+            }
+            std::mem::replace(&mut r[2], Value::Null)
+        }
+        _ => Value::Null,
+    };
+    let present = !matches!(found, Value::Null);
+    match name {
+        "hget" => match found {
+            Value::Null => cx.reply().null(),
+            mut v => cx.reply().bulk(&take_bytes(&mut v).unwrap_or_default()),
+        },
+        "hexists" => cx.reply().integer(i64::from(present)),
+        _ => cx.reply().integer(int(&found).unwrap_or(0)),
+    };
+    Ok(())
+}
+
+/// `HMGET key field [field ...]`.
+async fn hmget(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let row = match lookup(cx, args.get(1)).await? {
+        Look::Wrong => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Look::Missing => None,
+        Look::Hash(row) => Some(row),
+    };
+    let mut values: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+    if let Some(row) = row {
+        let fhs = distinct_hashes(args.from(2));
+        for chunk in fhs.chunks(RUN_MAX) {
+            let n = padded(chunk.len());
+            let mut params = Vec::with_capacity(n + 1);
+            params.push(Param::UInt(row.kid));
+            for i in 0..n {
+                params.push(Param::Bytes(&chunk[i.min(chunk.len() - 1)]));
+            }
+            for mut r in cx.tx.rows(select_in(n), &params).await? {
+                if r.len() < 2 {
+                    continue;
+                }
+                if let (Some(fh), Some(v)) = (take_bytes(&mut r[0]), take_bytes(&mut r[1])) {
+                    values.insert(fh, v);
+                }
+            }
+        }
+    }
+    cx.reply().array_len(args.len() - 2);
+    for f in args.from(2) {
+        match values.get(&hash(f)[..]) {
+            Some(v) => cx.reply().bulk(v),
+            None => cx.reply().null(),
+        };
+    }
+    Ok(())
+}
+
+/// The rows of `sql` (every field of the hash `kid`, in `fh` order, some columns).
+async fn all_fields(cx: &mut Cx<'_>, kid: u64, sql: &str) -> Result<Vec<Vec<Value>>, StoreError> {
+    cx.tx.rows(sql, &[Param::UInt(kid)]).await
+}
+
+/// `HGETALL` (a map in RESP3), `HKEYS`, `HVALS`.
+async fn get_all(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), StoreError> {
+    let pairs = name == "hgetall";
+    let row = match lookup(cx, args.get(1)).await? {
+        Look::Wrong => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Look::Missing => {
+            if pairs {
+                cx.reply().map_len(0);
+            } else {
+                cx.reply().array_len(0);
+            }
+            return Ok(());
+        }
+        Look::Hash(row) => row,
+    };
+    let sql = match name {
+        "hgetall" => "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
+        "hkeys" => "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
+        _ => "SELECT v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
+    };
+    let rows = all_fields(cx, row.kid, sql).await?;
+    if pairs {
+        cx.reply().map_len(rows.len());
+    } else {
+        cx.reply().array_len(rows.len());
+    }
+    for mut r in rows {
+        for col in &mut r {
+            let b = take_bytes(col).unwrap_or_default();
+            cx.reply().bulk(&b);
+        }
+    }
+    Ok(())
+}
+
+/// `HDEL key field [field ...]`: the count deleted; the last field takes the key along.
+async fn hdel(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let k = args.get(1);
+    let row = match write_lock(cx, k, false).await? {
+        None => return Ok(()),
+        Some(None) => {
+            cx.reply().integer(0);
+            return Ok(());
+        }
+        Some(Some(row)) => row,
+    };
+    let fhs = distinct_hashes(args.from(2));
+    let mut deleted = 0u64;
+    for chunk in fhs.chunks(RUN_MAX) {
+        let n = padded(chunk.len());
+        let mut params = Vec::with_capacity(n + 1);
+        params.push(Param::UInt(row.kid));
+        for i in 0..n {
+            params.push(Param::Bytes(&chunk[i.min(chunk.len() - 1)]));
+        }
+        deleted += cx.tx.affected(delete_in(n), &params).await?;
+    }
+    if deleted > 0 {
+        cx.tx
+            .collection_written(cx.db, k, &row, -(deleted as i64))
+            .await?;
+    }
+    cx.reply().integer(deleted as i64);
+    Ok(())
+}
+
+/// `HINCRBY key field increment`.
+async fn hincrby(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let (k, f) = (args.get(1), args.get(2));
+    let Some(incr) = parse_i64(args.get(3)) else {
+        cx.reply().error(errors::NOT_INTEGER);
+        return Ok(());
+    };
+    let Some(Some(row)) = write_lock(cx, k, true).await? else {
+        return Ok(());
+    };
+    let old = if row.len > 0 {
+        field_value(cx, row.kid, &hash(f)).await?
+    } else {
+        None
+    };
+    let current = match &old {
+        None => 0,
+        Some(v) => {
+            let Some(n) = parse_i64(v) else {
+                cx.reply().error(HASH_NOT_INTEGER);
+                return Ok(());
+            };
+            n
+        }
+    };
+    let Some(value) = current.checked_add(incr) else {
+        cx.reply().error(OVERFLOW);
+        return Ok(());
+    };
+    let text = value.to_string();
+    write_pairs(cx, row.kid, &[(f, text.as_bytes())]).await?;
+    cx.tx
+        .collection_written(cx.db, k, &row, i64::from(old.is_none()))
+        .await?;
+    cx.reply().integer(value);
+    Ok(())
+}
+
+/// `HINCRBYFLOAT key field increment`, in `long double` as redis-server computes it.
+async fn hincrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let (k, f) = (args.get(1), args.get(2));
+    let Some(incr) = ld::parse(args.get(3)) else {
+        cx.reply().error(NOT_FLOAT);
+        return Ok(());
+    };
+    if ld::is_inf(incr) {
+        cx.reply().error(NAN_OR_INFINITY);
+        return Ok(());
+    }
+    let Some(Some(row)) = write_lock(cx, k, true).await? else {
+        return Ok(());
+    };
+    let old = if row.len > 0 {
+        field_value(cx, row.kid, &hash(f)).await?
+    } else {
+        None
+    };
+    let current = match &old {
+        None => ld::Ld::Num {
+            neg: false,
+            m: 0,
+            e: 0,
+        },
+        Some(v) => {
+            let Some(x) = ld::parse(v) else {
+                cx.reply().error(HASH_NOT_FLOAT);
+                return Ok(());
+            };
+            x
+        }
+    };
+    let Some(sum) = ld::add(current, incr).filter(|s| !ld::is_inf(*s)) else {
+        cx.reply().error(WOULD_BE_NAN);
+        return Ok(());
+    };
+    let text = ld::human(sum);
+    write_pairs(cx, row.kid, &[(f, &text)]).await?;
+    cx.tx
+        .collection_written(cx.db, k, &row, i64::from(old.is_none()))
+        .await?;
+    cx.reply().bulk(&text);
+    Ok(())
+}
+
+/// A few random numbers (xorshift64*, seeded from the standard library's random keys).
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Rng {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_i64(crate::store::now_ms());
+        Rng(h.finish() | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// `HRANDFIELD key [count [WITHVALUES]]`.
+async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let k = args.get(1);
+    if args.len() == 2 {
+        let row = match lookup(cx, k).await? {
+            Look::Missing => {
+                cx.reply().null();
+                return Ok(());
+            }
+            Look::Wrong => {
+                cx.reply().error(errors::WRONGTYPE);
+                return Ok(());
+            }
+            Look::Hash(row) => row,
+        };
+        let offset = Rng::new().below(row.len.max(1) as u64);
+        let mut rows = cx
+            .tx
+            .rows(
+                "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY fh LIMIT 1 OFFSET ?",
+                &[Param::UInt(row.kid), Param::UInt(offset)],
+            )
+            .await?;
+        match rows
+            .first_mut()
+            .and_then(|r| r.first_mut())
+            .and_then(take_bytes)
+        {
+            Some(f) => cx.reply().bulk(&f),
+            None => cx.reply().null(),
+        };
+        return Ok(());
+    }
+    let Some(l) = parse_i64(args.get(2)) else {
+        cx.reply().error(errors::NOT_INTEGER);
+        return Ok(());
+    };
+    if l == i64::MIN {
+        cx.reply().error(COUNT_OUT_OF_RANGE);
+        return Ok(());
+    }
+    if args.len() > 4 || (args.len() == 4 && !args.get(3).eq_ignore_ascii_case(b"withvalues")) {
+        cx.reply().error(errors::SYNTAX);
+        return Ok(());
+    }
+    let values = args.len() == 4;
+    if values && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&l) {
+        cx.reply().error(OUT_OF_RANGE);
+        return Ok(());
+    }
+    let row = match lookup(cx, k).await? {
+        Look::Missing => {
+            cx.reply().array_len(0);
+            return Ok(());
+        }
+        Look::Wrong => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Look::Hash(row) => row,
+    };
+    let count = l.unsigned_abs();
+    if count == 0 {
+        cx.reply().array_len(0);
+        return Ok(());
+    }
+    let repeat = l < 0;
+    if repeat && count > RANDFIELD_MAX {
+        cx.reply().error(TOO_MANY);
+        return Ok(());
+    }
+    let size = row.len.max(0) as u64;
+    let mut rows = if count >= size {
+        cx.tx
+            .rows(
+                "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
+                &[Param::UInt(row.kid)],
+            )
+            .await?
+    } else {
+        cx.tx
+            .rows(
+                "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?",
+                &[Param::UInt(row.kid), Param::UInt(count)],
+            )
+            .await?
+    };
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = rows
+        .iter_mut()
+        .filter(|r| r.len() >= 2)
+        .map(|r| {
+            (
+                take_bytes(&mut r[0]).unwrap_or_default(),
+                take_bytes(&mut r[1]).unwrap_or_default(),
+            )
+        })
+        .collect();
+    if pairs.is_empty() {
+        cx.reply().array_len(0);
+        return Ok(());
+    }
+    let picks: Vec<usize> = if repeat {
+        let mut rng = Rng::new();
+        (0..count)
+            .map(|_| rng.below(pairs.len() as u64) as usize)
+            .collect()
+    } else {
+        (0..pairs.len()).collect()
+    };
+    let resp3 = cx.proto == Protocol::Resp3;
+    let mut reply = cx.reply();
+    if values && !resp3 {
+        reply.array_len(picks.len() * 2);
+    } else {
+        reply.array_len(picks.len());
+    }
+    for i in picks {
+        let (f, v) = &pairs[i];
+        if values && resp3 {
+            reply.array_len(2);
+        }
+        reply.bulk(f);
+        if values {
+            reply.bulk(v);
+        }
+    }
+    Ok(())
+}
+
+/// Redis's `parseScanCursorOrReply`: `strtoul(s, 10)` that must read the whole string (up
+/// to a NUL byte), no leading space, no overflow; a `-` wraps as in C.
+fn parse_cursor(s: &[u8]) -> Option<u64> {
+    let s = s.split(|&b| b == 0).next().unwrap_or_default();
+    if s.is_empty() {
+        return Some(0);
+    }
+    let (neg, ds) = match s.split_first() {
+        Some((b'-', r)) => (true, r),
+        Some((b'+', r)) => (false, r),
+        _ => (false, s),
+    };
+    if ds.is_empty() || !ds.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in ds {
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// `HSCAN key cursor [MATCH pattern] [COUNT count]`.
+async fn hscan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let Some(cursor) = parse_cursor(args.get(2)) else {
+        cx.reply().error(INVALID_CURSOR);
+        return Ok(());
+    };
+    let row = match lookup(cx, args.get(1)).await? {
+        Look::Missing => {
+            cx.reply().array_len(2).bulk(b"0").array_len(0);
+            return Ok(());
+        }
+        Look::Wrong => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Look::Hash(row) => row,
+    };
+    let mut count: i64 = 10;
+    let mut pattern: Option<&[u8]> = None;
+    let mut i = 3;
+    while i < args.len() {
+        let a = args.get(i);
+        let more = args.len() - i >= 2;
+        if a.eq_ignore_ascii_case(b"count") && more {
+            let Some(n) = parse_i64(args.get(i + 1)) else {
+                cx.reply().error(errors::NOT_INTEGER);
+                return Ok(());
+            };
+            if n < 1 {
+                cx.reply().error(errors::SYNTAX);
+                return Ok(());
+            }
+            count = n;
+        } else if a.eq_ignore_ascii_case(b"match") && more {
+            let p = args.get(i + 1);
+            pattern = (p != b"*").then_some(p);
+        } else {
+            cx.reply().error(errors::SYNTAX);
+            return Ok(());
+        }
+        i += 2;
+    }
+    let page = (count as u64).min(SCAN_MAX as u64);
+    let mut start = [0u8; 32];
+    start[..8].copy_from_slice(&cursor.to_be_bytes());
+    let mut rows = cx
+        .tx
+        .rows(
+            "SELECT fh, field, v FROM {s}.redis_hash WHERE kid = ? AND fh >= ? ORDER BY fh LIMIT ?",
+            &[
+                Param::UInt(row.kid),
+                Param::Bytes(&start),
+                Param::UInt(page + 1),
+            ],
+        )
+        .await?;
+    let next = if rows.len() as u64 > page {
+        let last = rows
+            .pop()
+            .and_then(|mut r| r.first_mut().and_then(take_bytes));
+        last.and_then(|fh| fh.get(..8).and_then(|b| b.try_into().ok()))
+            .map_or(0, u64::from_be_bytes)
+    } else {
+        0
+    };
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(rows.len());
+    for mut r in rows {
+        if r.len() < 3 {
+            continue;
+        }
+        let f = take_bytes(&mut r[1]).unwrap_or_default();
+        if pattern.is_some_and(|p| !glob::glob_match(p, &f)) {
+            continue;
+        }
+        out.push((f, take_bytes(&mut r[2]).unwrap_or_default()));
+    }
+    let mut reply = cx.reply();
+    reply.array_len(2).bulk(next.to_string().as_bytes());
+    reply.array_len(out.len() * 2);
+    for (f, v) in &out {
+        reply.bulk(f).bulk(v);
+    }
+    Ok(())
 }
