@@ -1,11 +1,43 @@
-//! Sorted sets: `ZADD`, `ZRANGE` and the rest of Redis's sorted set commands. Members are rows of `redis_zset`.
+//! Sorted sets: `ZADD`, `ZRANGE` and the rest of Redis's sorted set commands. Members are
+//! rows of `redis_zset` under their key's `kid`, found by `mh` (SHA-256 of the member).
+//!
+//! A score is kept twice: `score` (a `DOUBLE`, `NULL` for ±inf, which MariaDB's `DOUBLE`
+//! cannot hold) for SQL users and for reading it back, and `sk`, an order key (the IEEE
+//! bits made order-preserving as a signed `BIGINT`, [`score::order_key`]) that every range
+//! and rank query uses: `ORDER BY sk, member` is Redis's order (score, then member bytes).
+//!
+//! - [`score`]: scores parsed as Redis parses them (`strtod`), their order key, `ZSCAN`'s
+//!   text of them; [`range`]: the range commands (`ZRANGE` and its older forms, `ZCOUNT`,
+//!   `ZLEXCOUNT`, `ZREMRANGEBY*`, `ZRANGESTORE`); [`glob`]: `ZSCAN ... MATCH`'s patterns.
+//!
+//! Intended differences from Redis 7.0:
+//! - Members tied on score are ordered by SQL on their first `max_sort_length` bytes (1024
+//!   by default): members longer than that which share those bytes may come in another
+//!   order than Redis's (range bounds (`member < ?`) compare them whole).
+//! - `ZRANGEBYLEX` and the other lex commands on members of different scores (which Redis
+//!   leaves unspecified) select the members in the lex range, in score order.
+//! - `ZSCAN` pages by the members' hashes: its cursor is the first 8 bytes of the next
+//!   page's first hash (big-endian), a page holds `COUNT` members (Redis answers a small
+//!   sorted set whole, cursor 0), in hash order; scores are written as Redis writes a
+//!   small set's (`d2string`: integral values as integers), also for sets Redis keeps as a
+//!   skiplist (which it prints `%.17g`: differs for integral scores of 1e17 and more).
+
+mod glob;
+mod range;
+mod score;
+
+use std::collections::HashMap;
+
+use manifold_backend::Param;
+use manifold_mysql_proto::packets::Value;
 
 use super::data::{Family, Spec};
-use super::Args;
-use crate::exec::Cx;
-use crate::store::StoreError;
+use super::{parse_i64, Args};
+use crate::errors;
+use crate::exec::{Cx, RUN_MAX};
+use crate::store::keys::{hash, kind, KeyRow, WrongType};
+use crate::store::{double, int, take_bytes, StoreError};
 
-#[allow(dead_code)]
 const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
     Spec {
         name,
@@ -15,10 +47,608 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
     }
 }
 
-pub static COMMANDS: [Spec; 0] = [];
+pub static COMMANDS: [Spec; 23] = [
+    spec("zadd", -4, true),
+    spec("zincrby", 4, true),
+    spec("zrem", -3, true),
+    spec("zscore", 3, false),
+    spec("zmscore", -3, false),
+    spec("zcard", 2, false),
+    spec("zcount", 4, false),
+    spec("zlexcount", 4, false),
+    spec("zrange", -4, false),
+    spec("zrangebyscore", -4, false),
+    spec("zrevrange", -4, false),
+    spec("zrevrangebyscore", -4, false),
+    spec("zrangebylex", -4, false),
+    spec("zrevrangebylex", -4, false),
+    spec("zrank", 3, false),
+    spec("zrevrank", 3, false),
+    spec("zpopmin", -2, true),
+    spec("zpopmax", -2, true),
+    spec("zremrangebyrank", 4, true),
+    spec("zremrangebyscore", 4, true),
+    spec("zremrangebylex", 4, true),
+    spec("zrangestore", -5, true),
+    spec("zscan", -3, false),
+];
 
-/// Runs one command of this family.
-#[allow(clippy::unused_async)]
-pub async fn run(_cx: &mut Cx<'_>, spec: &'static Spec, _args: Args<'_>) -> Result<(), StoreError> {
-    unreachable!("{} is not in this family", spec.name)
+// Error texts of `src/t_zset.c` and `src/db.c` (7.0).
+const XX_AND_NX: &[u8] = b"XX and NX options at the same time are not compatible";
+const GT_LT_NX: &[u8] = b"GT, LT, and/or NX options at the same time are not compatible";
+const INCR_ONE_PAIR: &[u8] = b"INCR option supports a single increment-element pair";
+const NOT_A_FLOAT: &[u8] = b"value is not a valid float";
+const NAN_SCORE: &[u8] = b"resulting score is not a number (NaN)";
+const MUST_BE_POSITIVE: &[u8] = b"value is out of range, must be positive";
+const INVALID_CURSOR: &[u8] = b"invalid cursor";
+
+/// Runs one sorted set command.
+pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
+    match spec.name {
+        "zadd" => zadd(cx, args, false).await,
+        "zincrby" => zadd(cx, args, true).await,
+        "zrem" => zrem(cx, args).await,
+        "zscore" => zscore(cx, args).await,
+        "zmscore" => zmscore(cx, args).await,
+        "zcard" => {
+            match read_zset(cx, args.get(1)).await? {
+                Err(WrongType) => cx.reply().error(errors::WRONGTYPE),
+                Ok(row) => cx.reply().integer(row.map_or(0, |r| r.len)),
+            };
+            Ok(())
+        }
+        "zrank" => zrank(cx, args, false).await,
+        "zrevrank" => zrank(cx, args, true).await,
+        "zpopmin" => zpop(cx, args, false).await,
+        "zpopmax" => zpop(cx, args, true).await,
+        "zscan" => zscan(cx, args).await,
+        _ => range::run(cx, spec, args).await,
+    }
+}
+
+/// A member and its score.
+struct Member {
+    member: Vec<u8>,
+    score: f64,
+}
+
+/// A row of `member, score, sk`.
+fn member_row(mut row: Vec<Value>) -> Option<Member> {
+    if row.len() < 3 {
+        return None;
+    }
+    let sk = int(&row[2])?;
+    Some(Member {
+        score: score::from_columns(double(&row[1]), sk),
+        member: take_bytes(&mut row[0])?,
+    })
+}
+
+/// The zset `k` for a read: `None` when absent or expired.
+async fn read_zset(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+) -> Result<Result<Option<KeyRow>, WrongType>, StoreError> {
+    Ok(match cx.tx.key_meta(cx.db, k, false).await? {
+        Some(row) if row.kind != kind::ZSET => Err(WrongType),
+        row => Ok(row),
+    })
+}
+
+/// `n` rounded up to a power of two: statements with `?` lists come in few shapes.
+fn padded(n: usize) -> usize {
+    n.max(1).next_power_of_two()
+}
+
+/// `head` followed by `(?, ?, ...)` of `n` marks and `tail`.
+fn in_list(head: &str, n: usize, tail: &str) -> String {
+    format!("{head}({}){tail}", vec!["?"; n].join(", "))
+}
+
+/// The scores of the members hashed `hashes` (at most [`RUN_MAX`] a statement) in `kid`.
+async fn scores_of(
+    cx: &mut Cx<'_>,
+    kid: u64,
+    hashes: &[[u8; 32]],
+) -> Result<HashMap<[u8; 32], f64>, StoreError> {
+    let mut found = HashMap::new();
+    for chunk in hashes.chunks(RUN_MAX) {
+        let n = padded(chunk.len());
+        let sql = in_list(
+            "SELECT mh, score, sk FROM {s}.redis_zset WHERE kid = ? AND mh IN ",
+            n,
+            "",
+        );
+        let mut params = vec![Param::UInt(kid)];
+        params.extend((0..n).map(|i| Param::Bytes(&chunk[i.min(chunk.len() - 1)])));
+        for row in cx.tx.rows(&sql, &params).await? {
+            let (Some(Value::Bytes(mh)), Some(sk)) = (row.first(), row.get(2).and_then(int)) else {
+                continue;
+            };
+            if let Ok(mh) = <[u8; 32]>::try_from(mh.as_slice()) {
+                let s = score::from_columns(row.get(1).and_then(double), sk);
+                found.insert(mh, s);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Writes `members` (new or with a new score) into `kid`, [`RUN_MAX`] rows a statement.
+async fn upsert(cx: &mut Cx<'_>, kid: u64, members: &[(&[u8], f64)]) -> Result<(), StoreError> {
+    for chunk in members.chunks(RUN_MAX) {
+        let n = padded(chunk.len());
+        let hashes: Vec<[u8; 32]> = chunk.iter().map(|(m, _)| hash(m)).collect();
+        let rows = vec!["(?, ?, ?, ?, ?)"; n].join(", ");
+        let sql = format!(
+            "INSERT INTO {{s}}.redis_zset (kid, mh, member, score, sk) VALUES {rows} \
+             ON DUPLICATE KEY UPDATE score = VALUES(score), sk = VALUES(sk)"
+        );
+        let mut params = Vec::with_capacity(n * 5);
+        for i in 0..n {
+            let at = i.min(chunk.len() - 1);
+            let (m, s) = chunk[at];
+            params.push(Param::UInt(kid));
+            params.push(Param::Bytes(&hashes[at]));
+            params.push(Param::Bytes(m));
+            params.push(score::stored(s).map_or(Param::Null, Param::Double));
+            params.push(Param::Int(score::order_key(s)));
+        }
+        cx.tx.exec(&sql, &params).await?;
+    }
+    Ok(())
+}
+
+/// Deletes the members hashed `hashes` from `kid`; how many there were.
+async fn delete_hashes(cx: &mut Cx<'_>, kid: u64, hashes: &[[u8; 32]]) -> Result<i64, StoreError> {
+    let mut deleted = 0u64;
+    for chunk in hashes.chunks(RUN_MAX) {
+        let n = padded(chunk.len());
+        let sql = in_list("DELETE FROM {s}.redis_zset WHERE kid = ? AND mh IN ", n, "");
+        let mut params = vec![Param::UInt(kid)];
+        params.extend((0..n).map(|i| Param::Bytes(&chunk[i.min(chunk.len() - 1)])));
+        deleted += cx.tx.affected(&sql, &params).await?;
+    }
+    Ok(i64::try_from(deleted).unwrap_or(i64::MAX))
+}
+
+/// `ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member...`, and `ZINCRBY key incr member`
+/// (`incr`), which Redis parses the same way (its options included).
+async fn zadd(cx: &mut Cx<'_>, args: Args<'_>, zincrby: bool) -> Result<(), StoreError> {
+    let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
+        (false, false, false, false, false, zincrby);
+    let mut at = 2;
+    while at < args.len() {
+        let o = args.get(at);
+        let is = |w: &[u8]| o.eq_ignore_ascii_case(w);
+        if is(b"nx") {
+            nx = true;
+        } else if is(b"xx") {
+            xx = true;
+        } else if is(b"ch") {
+            ch = true;
+        } else if is(b"incr") {
+            incr = true;
+        } else if is(b"gt") {
+            gt = true;
+        } else if is(b"lt") {
+            lt = true;
+        } else {
+            break;
+        }
+        at += 1;
+    }
+    let elements = args.len() - at;
+    let error = if elements % 2 == 1 || elements == 0 {
+        Some(errors::SYNTAX)
+    } else if nx && xx {
+        Some(XX_AND_NX)
+    } else if (nx && (gt || lt)) || (gt && lt) {
+        Some(GT_LT_NX)
+    } else if incr && elements > 2 {
+        Some(INCR_ONE_PAIR)
+    } else {
+        None
+    };
+    if let Some(e) = error {
+        cx.reply().error(e);
+        return Ok(());
+    }
+    let mut pairs: Vec<(f64, &[u8])> = Vec::with_capacity(elements / 2);
+    for j in 0..elements / 2 {
+        let Some(s) = score::parse_value(args.get(at + 2 * j)) else {
+            cx.reply().error(NOT_A_FLOAT);
+            return Ok(());
+        };
+        pairs.push((s, args.get(at + 2 * j + 1)));
+    }
+    let k = args.get(1);
+    let row = match cx.tx.collection(cx.db, k, kind::ZSET, !xx).await? {
+        Err(WrongType) => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Ok(None) => {
+            // XX on a missing key: nothing to do.
+            if incr {
+                cx.reply().null();
+            } else {
+                cx.reply().integer(0);
+            }
+            return Ok(());
+        }
+        Ok(Some(row)) => row,
+    };
+    let hashes: Vec<[u8; 32]> = pairs.iter().map(|(_, m)| hash(m)).collect();
+    let mut current = if row.len > 0 {
+        scores_of(cx, row.kid, &hashes).await?
+    } else {
+        HashMap::new()
+    };
+    // What changes, in order: the index in `writes` of each member written.
+    let mut writes: Vec<(&[u8], f64)> = Vec::new();
+    let mut written: HashMap<[u8; 32], usize> = HashMap::new();
+    let (mut added, mut updated, mut processed) = (0i64, 0i64, 0i64);
+    let mut last = 0.0;
+    let mut nan = false;
+    for ((s, m), mh) in pairs.iter().zip(&hashes) {
+        let mut s = *s;
+        match current.get(mh).copied() {
+            Some(cur) => {
+                if nx {
+                    continue;
+                }
+                if incr {
+                    s += cur;
+                    if s.is_nan() {
+                        nan = true;
+                        break;
+                    }
+                }
+                if (lt && s >= cur) || (gt && s <= cur) {
+                    continue;
+                }
+                processed += 1;
+                last = s;
+                // Redis compares scores exactly (`-0` equals `0`).
+                #[allow(clippy::float_cmp)]
+                let same = s == cur;
+                if same {
+                    continue;
+                }
+                updated += 1;
+            }
+            None if !xx => {
+                added += 1;
+                processed += 1;
+                last = s;
+            }
+            None => continue,
+        }
+        current.insert(*mh, s);
+        if let Some(&i) = written.get(mh) {
+            writes[i].1 = s;
+        } else {
+            written.insert(*mh, writes.len());
+            writes.push((m, s));
+        }
+    }
+    upsert(cx, row.kid, &writes).await?;
+    if added > 0 || updated > 0 || row.len == 0 {
+        cx.tx.collection_written(cx.db, k, &row, added).await?;
+    }
+    if nan {
+        cx.reply().error(NAN_SCORE);
+    } else if incr {
+        if processed > 0 {
+            cx.reply().double(last);
+        } else {
+            cx.reply().null();
+        }
+    } else {
+        cx.reply().integer(if ch { added + updated } else { added });
+    }
+    Ok(())
+}
+
+/// `ZREM key member...`.
+async fn zrem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let k = args.get(1);
+    let row = match cx.tx.collection(cx.db, k, kind::ZSET, false).await? {
+        Err(WrongType) => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Ok(None) => {
+            cx.reply().integer(0);
+            return Ok(());
+        }
+        Ok(Some(row)) => row,
+    };
+    let mut hashes: Vec<[u8; 32]> = args.from(2).map(hash).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    let deleted = delete_hashes(cx, row.kid, &hashes).await?;
+    if deleted > 0 {
+        cx.tx.collection_written(cx.db, k, &row, -deleted).await?;
+    }
+    cx.reply().integer(deleted);
+    Ok(())
+}
+
+/// `ZSCORE key member`.
+async fn zscore(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let row = match read_zset(cx, args.get(1)).await? {
+        Err(WrongType) => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Ok(None) => {
+            cx.reply().null();
+            return Ok(());
+        }
+        Ok(Some(row)) => row,
+    };
+    let mh = hash(args.get(2));
+    match scores_of(cx, row.kid, &[mh]).await?.get(&mh) {
+        Some(&s) => cx.reply().double(s),
+        None => cx.reply().null(),
+    };
+    Ok(())
+}
+
+/// `ZMSCORE key member...`: a missing key is an empty sorted set.
+async fn zmscore(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let row = match read_zset(cx, args.get(1)).await? {
+        Err(WrongType) => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Ok(row) => row,
+    };
+    let hashes: Vec<[u8; 32]> = args.from(2).map(hash).collect();
+    let found = match row {
+        Some(row) => scores_of(cx, row.kid, &hashes).await?,
+        None => HashMap::new(),
+    };
+    let mut r = cx.reply();
+    r.array_len(hashes.len());
+    for mh in &hashes {
+        match found.get(mh) {
+            Some(&s) => r.double(s),
+            None => r.null(),
+        };
+    }
+    Ok(())
+}
+
+/// `ZRANK` / `ZREVRANK key member`: the members before it (after it, `rev`) in order.
+async fn zrank(cx: &mut Cx<'_>, args: Args<'_>, rev: bool) -> Result<(), StoreError> {
+    let row = match read_zset(cx, args.get(1)).await? {
+        Err(WrongType) => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Ok(None) => {
+            cx.reply().null();
+            return Ok(());
+        }
+        Ok(Some(row)) => row,
+    };
+    let sql = if rev {
+        "SELECT (SELECT COUNT(*) FROM {s}.redis_zset o WHERE o.kid = z.kid \
+         AND (o.sk > z.sk OR (o.sk = z.sk AND o.member > z.member))) \
+         FROM {s}.redis_zset z WHERE z.kid = ? AND z.mh = ?"
+    } else {
+        "SELECT (SELECT COUNT(*) FROM {s}.redis_zset o WHERE o.kid = z.kid \
+         AND (o.sk < z.sk OR (o.sk = z.sk AND o.member < z.member))) \
+         FROM {s}.redis_zset z WHERE z.kid = ? AND z.mh = ?"
+    };
+    let mh = hash(args.get(2));
+    let rows = cx
+        .tx
+        .rows(sql, &[Param::UInt(row.kid), Param::Bytes(&mh)])
+        .await?;
+    match rows.first().and_then(|r| r.first()).and_then(int) {
+        Some(rank) => cx.reply().integer(rank),
+        None => cx.reply().null(),
+    };
+    Ok(())
+}
+
+/// Replies `members` as a flat array of member, score pairs (`ZPOPMIN`, RESP2
+/// `WITHSCORES`), or in RESP3 with `nested` as an array of `[member, score]` arrays.
+fn reply_with_scores(cx: &mut Cx<'_>, members: &[Member], nested: bool) {
+    let mut r = cx.reply();
+    if nested {
+        r.array_len(members.len());
+    } else {
+        r.array_len(members.len().saturating_mul(2));
+    }
+    for m in members {
+        if nested {
+            r.array_len(2);
+        }
+        r.bulk(&m.member).double(m.score);
+    }
+}
+
+/// `ZPOPMIN` / `ZPOPMAX key [count]`.
+async fn zpop(cx: &mut Cx<'_>, args: Args<'_>, max: bool) -> Result<(), StoreError> {
+    if args.len() > 3 {
+        cx.reply().error(errors::SYNTAX);
+        return Ok(());
+    }
+    let count = if args.len() == 3 {
+        // Redis's `getPositiveLongFromObjectOrReply`: one text for both failures.
+        match parse_i64(args.get(2)) {
+            Some(n) if n >= 0 => Some(n),
+            _ => {
+                cx.reply().error(MUST_BE_POSITIVE);
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
+    let k = args.get(1);
+    let row = match cx.tx.collection(cx.db, k, kind::ZSET, false).await? {
+        Err(WrongType) => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Ok(None) => {
+            cx.reply().array_len(0);
+            return Ok(());
+        }
+        Ok(Some(row)) => row,
+    };
+    let n = count.unwrap_or(1);
+    if n == 0 {
+        cx.reply().array_len(0);
+        return Ok(());
+    }
+    let sql = if max {
+        "SELECT member, score, sk, mh FROM {s}.redis_zset WHERE kid = ? \
+         ORDER BY sk DESC, member DESC LIMIT ?"
+    } else {
+        "SELECT member, score, sk, mh FROM {s}.redis_zset WHERE kid = ? \
+         ORDER BY sk, member LIMIT ?"
+    };
+    let rows = cx
+        .tx
+        .rows(sql, &[Param::UInt(row.kid), Param::UInt(n as u64)])
+        .await?;
+    let mut hashes = Vec::with_capacity(rows.len());
+    let mut members = Vec::with_capacity(rows.len());
+    for mut r in rows {
+        let mh = r.get_mut(3).and_then(take_bytes);
+        if let (Some(m), Some(Ok(mh))) = (member_row(r), mh.map(<[u8; 32]>::try_from)) {
+            members.push(m);
+            hashes.push(mh);
+        }
+    }
+    let deleted = delete_hashes(cx, row.kid, &hashes).await?;
+    if deleted > 0 {
+        cx.tx.collection_written(cx.db, k, &row, -deleted).await?;
+    }
+    let nested = count.is_some() && cx.proto == manifold_redis_proto::Protocol::Resp3;
+    reply_with_scores(cx, &members, nested);
+    Ok(())
+}
+
+/// A `SCAN` cursor as Redis's `parseScanCursorOrReply` reads it (`strtoul`, base 10).
+fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    let text = arg.split(|&b| b == 0).next().unwrap_or_default();
+    if text
+        .first()
+        .is_some_and(|&b| b.is_ascii_whitespace() || b == 0x0b)
+    {
+        return None;
+    }
+    let (neg, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, text),
+    };
+    if digits.is_empty() {
+        // No conversion: valid only when the text is empty.
+        return text.is_empty().then_some(0);
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
+/// `ZSCAN key cursor [MATCH pattern] [COUNT count]`.
+async fn zscan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
+    let Some(cursor) = parse_cursor(args.get(2)) else {
+        cx.reply().error(INVALID_CURSOR);
+        return Ok(());
+    };
+    let row = match read_zset(cx, args.get(1)).await? {
+        Err(WrongType) => {
+            cx.reply().error(errors::WRONGTYPE);
+            return Ok(());
+        }
+        Ok(None) => {
+            cx.reply().array_len(2).bulk(b"0").array_len(0);
+            return Ok(());
+        }
+        Ok(Some(row)) => row,
+    };
+    let mut count: i64 = 10;
+    let mut pattern: Option<&[u8]> = None;
+    let mut i = 3;
+    while i < args.len() {
+        let o = args.get(i);
+        let more = args.len() - i >= 2;
+        if o.eq_ignore_ascii_case(b"count") && more {
+            match parse_i64(args.get(i + 1)) {
+                None => {
+                    cx.reply().error(errors::NOT_INTEGER);
+                    return Ok(());
+                }
+                Some(n) if n < 1 => {
+                    cx.reply().error(errors::SYNTAX);
+                    return Ok(());
+                }
+                Some(n) => count = n,
+            }
+        } else if o.eq_ignore_ascii_case(b"match") && more {
+            let p = args.get(i + 1);
+            pattern = (p != b"*").then_some(p);
+        } else {
+            cx.reply().error(errors::SYNTAX);
+            return Ok(());
+        }
+        i += 2;
+    }
+    let mut from = [0u8; 32];
+    from[..8].copy_from_slice(&cursor.to_be_bytes());
+    let limit = u64::try_from(count).unwrap_or(1).saturating_add(1);
+    let rows = cx
+        .tx
+        .rows(
+            "SELECT member, score, sk, mh FROM {s}.redis_zset WHERE kid = ? AND mh >= ? \
+             ORDER BY mh LIMIT ?",
+            &[
+                Param::UInt(row.kid),
+                Param::Bytes(&from),
+                Param::UInt(limit),
+            ],
+        )
+        .await?;
+    let mut next = 0u64;
+    let mut members = Vec::new();
+    for (n, mut r) in rows.into_iter().enumerate() {
+        if n as u64 + 1 == limit {
+            if let Some(mh) = r.get_mut(3).and_then(take_bytes) {
+                let mut first = [0u8; 8];
+                for (d, s) in first.iter_mut().zip(&mh) {
+                    *d = *s;
+                }
+                next = u64::from_be_bytes(first);
+            }
+            break;
+        }
+        if let Some(m) = member_row(r) {
+            if pattern.is_none_or(|p| glob::glob_match(p, &m.member)) {
+                members.push(m);
+            }
+        }
+    }
+    let mut r = cx.reply();
+    r.array_len(2)
+        .bulk(next.to_string().as_bytes())
+        .array_len(members.len() * 2);
+    for m in &members {
+        r.bulk(&m.member).bulk(&score::scan_text(m.score));
+    }
+    Ok(())
 }

@@ -56,9 +56,10 @@ const TABLES: &[&str] = &[
   kid BIGINT UNSIGNED NOT NULL,
   mh BINARY(32) NOT NULL COMMENT 'UNHEX(SHA2(member, 256))',
   member LONGBLOB NOT NULL,
-  score DOUBLE NOT NULL,
+  score DOUBLE NULL COMMENT 'the score; NULL for +inf and -inf (the sign of sk tells which)',
+  sk BIGINT NOT NULL COMMENT 'order key: the IEEE bits of the score, the 63 low bits flipped when negative (-0 as 0)',
   PRIMARY KEY (kid, mh),
-  KEY by_score (kid, score)
+  KEY by_score (kid, sk, member(255)) COMMENT 'Redis order: score, then member bytes'
 ) ENGINE=InnoDB",
     "CREATE TABLE IF NOT EXISTS {s}.redis_list (
   kid BIGINT UNSIGNED NOT NULL,
