@@ -48,7 +48,7 @@ macro_rules! copy_members {
 /// The member copies, one per table; the column lists (every column but `kid`) are here.
 const COPY_HASH: &str = copy_members!("redis_hash", "fh, field, v");
 const COPY_SET: &str = copy_members!("redis_set", "mh, member");
-const COPY_ZSET: &str = copy_members!("redis_zset", "mh, member, score");
+const COPY_ZSET: &str = copy_members!("redis_zset", "mh, member, score, sk");
 const COPY_LIST: &str = copy_members!("redis_list", "idx, v");
 
 /// The statement copying the members of a key of type `t` (`None`: a string).
