@@ -74,7 +74,23 @@ async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
             match req.parse(buf, limits) {
                 Ok(Some(used)) => {
                     if !req.is_empty() {
-                        if cmd::batched(session, Args::new(&req, buf)).is_some() {
+                        let data = cmd::batched(session, Args::new(&req, buf));
+                        if let Some(spec) = data.filter(|s| crate::blocking::is_blocking(s)) {
+                            run_batch(session, &batch[..batched], &input, &mut out).await;
+                            batched = 0;
+                            let Some(side) = block(
+                                session,
+                                &mut stream,
+                                spec,
+                                Args::new(&req, &input[start..]),
+                                &mut out,
+                            )
+                            .await
+                            else {
+                                return;
+                            };
+                            input.extend_from_slice(&side);
+                        } else if data.is_some() {
                             if batched == batch.len() {
                                 batch.push((Request::new(), 0));
                             }
@@ -183,6 +199,41 @@ async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
         }
         info.last_active.set(Instant::now());
     }
+}
+
+/// Runs the blocking command `spec` until it answers, reading (and keeping) what the client
+/// sends meanwhile; `None` when the client left or the worker drains (the wait is
+/// abandoned: nothing was popped for it).
+async fn block(
+    session: &mut Session<'_>,
+    stream: &mut TcpStream,
+    spec: &'static Spec,
+    args: Args<'_>,
+    out: &mut Vec<u8>,
+) -> Option<Vec<u8>> {
+    let fe = session.fe;
+    let limit = fe.shared.limits.client_query_buffer_limit;
+    let mut side = Vec::new();
+    let gone = async {
+        loop {
+            if side.len() >= limit {
+                // Held back by its own socket until the command answers.
+                std::future::pending::<()>().await;
+            }
+            side.reserve(READ_CHUNK);
+            match stream.read_buf(&mut side).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::select! {
+        biased;
+        () = fe.ctx.drain().notified() => None,
+        () = gone => None,
+        () = crate::blocking::run(session, spec, args, out) => Some(()),
+    }?;
+    Some(side)
 }
 
 /// Writes `out` and clears it; `false` when the client is gone or stopped reading for

@@ -16,6 +16,7 @@
 //!   each worker's handler ([`RedisFrontend`]), which lists its own clients.
 //! - [`errors`]: the error texts, as Redis 7.0 writes them.
 
+pub mod blocking;
 pub mod cmd;
 pub mod config;
 pub mod conn;

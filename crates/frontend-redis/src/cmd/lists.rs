@@ -43,7 +43,7 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
     }
 }
 
-pub static COMMANDS: [Spec; 17] = [
+pub static COMMANDS: [Spec; 22] = [
     spec("lpush", -3, true),
     spec("rpush", -3, true),
     spec("lpushx", -3, true),
@@ -61,6 +61,11 @@ pub static COMMANDS: [Spec; 17] = [
     spec("lrem", 4, true),
     spec("ltrim", 4, true),
     spec("lpos", -3, false),
+    spec("blpop", -3, true),
+    spec("brpop", -3, true),
+    spec("brpoplpush", 4, true),
+    spec("blmove", 6, true),
+    spec("blmpop", -5, true),
 ];
 
 /// `getPositiveLongFromObjectOrReply` without a message of its own.
@@ -104,7 +109,77 @@ pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result
         "lrem" => edit::lrem(cx, args).await,
         "ltrim" => edit::ltrim(cx, args).await,
         "lpos" => edit::lpos(cx, args).await,
+        // Inside `EXEC` (outside, [`crate::blocking`] runs them): what the blocking
+        // command does when it need not wait, else its timeout reply, as Redis answers.
+        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" => {
+            if crate::blocking::timeout(&args, spec.name).is_err() {
+                cx.reply()
+                    .error(crate::blocking::timeout_error(&args, spec.name));
+                return Ok(());
+            }
+            if try_blocking(cx, spec.name, args).await? == Served::No {
+                match spec.name {
+                    "brpoplpush" | "blmove" => cx.reply().null(),
+                    _ => cx.reply().null_array(),
+                };
+            }
+            Ok(())
+        }
         other => unreachable!("{other} is not a list command"),
+    }
+}
+
+/// Whether a blocking command's attempt answered (with elements, or an error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    Yes,
+    /// Nothing to pop: no reply written; the client waits (or times out).
+    No,
+}
+
+/// One attempt of `BLPOP`/`BRPOP`/`BRPOPLPUSH`/`BLMOVE`/`BLMPOP` (timeout already
+/// checked): pops and answers if an element is there, answers an error for a wrong type or
+/// bad arguments, and writes nothing when it would have to wait.
+pub async fn try_blocking(
+    cx: &mut Cx<'_>,
+    name: &str,
+    args: Args<'_>,
+) -> Result<Served, StoreError> {
+    match name {
+        "blpop" | "brpop" => {
+            let side = if name == "blpop" {
+                Side::Left
+            } else {
+                Side::Right
+            };
+            for i in 1..args.len() - 1 {
+                let k = args.get(i);
+                let row = match cx.tx.collection(cx.db, k, kind::LIST, false).await? {
+                    Err(_) => {
+                        cx.reply().error(errors::WRONGTYPE);
+                        return Ok(Served::Yes);
+                    }
+                    Ok(None) => continue,
+                    Ok(Some(row)) => row,
+                };
+                if let Some(v) = pop(cx, k, &row, side, 1).await?.first() {
+                    cx.reply().array_len(2).bulk(k).bulk(v);
+                    return Ok(Served::Yes);
+                }
+            }
+            Ok(Served::No)
+        }
+        "brpoplpush" => lmove_at(cx, args.get(1), args.get(2), Side::Right, Side::Left).await,
+        "blmove" => {
+            let (Some(from), Some(to)) = (Side::parse(args.get(3)), Side::parse(args.get(4)))
+            else {
+                cx.reply().error(errors::SYNTAX);
+                return Ok(Served::Yes);
+            };
+            lmove_at(cx, args.get(1), args.get(2), from, to).await
+        }
+        "blmpop" => lmpop_at(cx, args, 2).await,
+        other => unreachable!("{other} is not a blocking list command"),
     }
 }
 
@@ -133,9 +208,12 @@ fn llen(row: &KeyRow) -> i64 {
     row.ltail.saturating_sub(row.lhead).max(0)
 }
 
-/// The hook for blocked clients (`BLPOP`, `BLMOVE`... to come): elements were pushed on
-/// `key`. Called after every push, inside the batch's transaction.
-fn pushed(_cx: &mut Cx<'_>, _key: &[u8]) {}
+/// Elements were pushed on `key`: clients blocked on it are woken once the batch commits.
+/// Called after every push, inside the batch's transaction.
+fn pushed(cx: &mut Cx<'_>, key: &[u8]) {
+    let db = cx.db;
+    cx.tx.note_push(db, key);
+}
 
 /// The first value of a row, as bytes.
 fn first_bytes(mut row: Vec<Value>) -> Vec<u8> {
@@ -409,27 +487,37 @@ async fn lmove(
     from: Side,
     to: Side,
 ) -> Result<(), StoreError> {
+    if lmove_at(cx, src, dst, from, to).await? == Served::No {
+        cx.reply().null();
+    }
+    Ok(())
+}
+
+/// [`lmove`], answering nothing when `src` has no element.
+async fn lmove_at(
+    cx: &mut Cx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    from: Side,
+    to: Side,
+) -> Result<Served, StoreError> {
     let srow = match cx.tx.collection(cx.db, src, kind::LIST, false).await? {
         Err(_) => {
             cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
+            return Ok(Served::Yes);
         }
-        Ok(None) => {
-            cx.reply().null();
-            return Ok(());
-        }
+        Ok(None) => return Ok(Served::No),
         Ok(Some(row)) => row,
     };
     if src == dst {
-        return rotate(cx, src, &srow, from, to).await;
+        return rotate(cx, src, &srow, from, to).await.map(|()| Served::Yes);
     }
     let Ok(drow) = cx.tx.collection(cx.db, dst, kind::LIST, false).await? else {
         cx.reply().error(errors::WRONGTYPE);
-        return Ok(());
+        return Ok(Served::Yes);
     };
     let Some(v) = pop(cx, src, &srow, from, 1).await?.into_iter().next() else {
-        cx.reply().null();
-        return Ok(());
+        return Ok(Served::No);
     };
     let drow = match drow {
         Some(row) => row,
@@ -439,7 +527,7 @@ async fn lmove(
         Some(_) => cx.reply().bulk(&v),
         None => cx.reply().error(INDEX_SPACE),
     };
-    Ok(())
+    Ok(Served::Yes)
 }
 
 /// `LMOVE k k from to`: the element at `from` goes to `to` (it stays when they are the
@@ -498,24 +586,33 @@ async fn rotate(
 /// `LMPOP numkeys key... LEFT|RIGHT [COUNT count]`: pops from the first of the keys that
 /// holds a list.
 async fn lmpop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let numkeys = match parse_i64(args.get(1)) {
+    if lmpop_at(cx, args, 1).await? == Served::No {
+        cx.reply().null_array();
+    }
+    Ok(())
+}
+
+/// `LMPOP` whose `numkeys` is argument `at` (`BLMPOP`: 2), answering nothing when no key
+/// holds a list.
+async fn lmpop_at(cx: &mut Cx<'_>, args: Args<'_>, at: usize) -> Result<Served, StoreError> {
+    let numkeys = match parse_i64(args.get(at)) {
         Some(n) if n >= 1 => n,
         _ => {
             cx.reply().error(NUMKEYS);
-            return Ok(());
+            return Ok(Served::Yes);
         }
     };
     let where_at = numkeys
-        .checked_add(2)
+        .checked_add(at as i64 + 1)
         .and_then(|w| usize::try_from(w).ok())
         .filter(|&w| w < args.len());
     let Some(where_at) = where_at else {
         cx.reply().error(errors::SYNTAX);
-        return Ok(());
+        return Ok(Served::Yes);
     };
     let Some(side) = Side::parse(args.get(where_at)) else {
         cx.reply().error(errors::SYNTAX);
-        return Ok(());
+        return Ok(Served::Yes);
     };
     let mut count = None;
     let mut j = where_at + 1;
@@ -525,22 +622,22 @@ async fn lmpop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
                 Some(c) if c >= 1 => count = Some(c),
                 _ => {
                     cx.reply().error(COUNT_POSITIVE);
-                    return Ok(());
+                    return Ok(Served::Yes);
                 }
             }
             j += 2;
         } else {
             cx.reply().error(errors::SYNTAX);
-            return Ok(());
+            return Ok(Served::Yes);
         }
     }
     let count = count.unwrap_or(1);
-    for i in 2..where_at {
+    for i in at + 1..where_at {
         let k = args.get(i);
         let row = match cx.tx.collection(cx.db, k, kind::LIST, false).await? {
             Err(_) => {
                 cx.reply().error(errors::WRONGTYPE);
-                return Ok(());
+                return Ok(Served::Yes);
             }
             Ok(None) => continue,
             Ok(Some(row)) => row,
@@ -550,8 +647,7 @@ async fn lmpop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         for v in &values {
             cx.reply().bulk(v);
         }
-        return Ok(());
+        return Ok(Served::Yes);
     }
-    cx.reply().null_array();
-    Ok(())
+    Ok(Served::No)
 }

@@ -81,6 +81,8 @@ pub struct StoreShared {
     keep_statements: usize,
     /// The login the sweeper runs as.
     last_login: sweeper::LastLogin,
+    /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker.
+    pub waiters: crate::blocking::Waiters,
 }
 
 impl StoreShared {
@@ -90,6 +92,7 @@ impl StoreShared {
             ready: AtomicBool::new(false),
             keep_statements: keep_statements.max(16),
             last_login: sweeper::LastLogin::default(),
+            waiters: crate::blocking::Waiters::default(),
         })
     }
 
@@ -156,6 +159,7 @@ impl Store {
             lease: None,
             write,
             now_ms: now_ms(),
+            pushed: Vec::new(),
         }
     }
 }
@@ -183,9 +187,19 @@ pub struct Tx<'s> {
     write: bool,
     /// The batch's clock: every command of the batch sees the same time.
     pub now_ms: i64,
+    /// Lists pushed to while clients were blocked on some list: woken after the commit.
+    pushed: Vec<(u8, Vec<u8>)>,
 }
 
 impl Tx<'_> {
+    /// Elements were pushed on the list `key`: clients blocked on it are woken once this
+    /// transaction commits (nothing is kept while no client is blocked anywhere).
+    pub fn note_push(&mut self, db: u8, key: &[u8]) {
+        if self.store.shared.waiters.active() {
+            self.pushed.push((db, key.to_vec()));
+        }
+    }
+
     async fn conn(&mut self) -> Result<&mut BackendConn, StoreError> {
         if self.lease.is_none() {
             let pool = self.store.backends.primary();
@@ -251,6 +265,9 @@ impl Tx<'_> {
             }
         }
         lease.mark_clean();
+        for (db, key) in &self.pushed {
+            self.store.shared.waiters.wake(*db, key);
+        }
         Ok(())
     }
 

@@ -1,0 +1,281 @@
+//! Blocking list commands: `BLPOP`, `BRPOP`, `BRPOPLPUSH`, `BLMOVE`, `BLMPOP`.
+//!
+//! A blocked client registers on its keys in [`Waiters`] (shared by every worker) *before*
+//! each attempt, then tries the command in a transaction of its own
+//! ([`crate::cmd::lists::try_blocking`]); with nothing to pop it waits to be woken or for
+//! its timeout. A push (through any worker of this manifold) notes its key on its
+//! transaction while some client is blocked, and wakes that key's waiters after its commit.
+//!
+//! No wake-up is lost: a push that committed before the waiter registered is seen by its
+//! attempt, and a push still uncommitted holds the list's key row locked, which the
+//! attempt's locking read waits for. Pushes made elsewhere (another manifold, SQL) wake
+//! nobody: the database is not polled (documented).
+//!
+//! Redis serves the client blocked longest first; here every waiter of a key is woken and
+//! the first attempt to commit wins, the others wait again.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use manifold_redis_proto::Reply;
+use tokio::sync::Notify;
+
+use crate::cmd::lists::{try_blocking, Served};
+use crate::cmd::{Args, Session, Spec};
+use crate::exec::Cx;
+
+/// The clients blocked on each `(db, key)`: their ids and wake-ups.
+type ByKey = HashMap<(u8, Vec<u8>), Vec<(u64, Arc<Notify>)>>;
+
+/// Clients blocked on lists, by `(db, key)`.
+#[derive(Default)]
+pub struct Waiters {
+    /// Registrations now; read by every push (a load) before anything else.
+    active: AtomicUsize,
+    by_key: Mutex<ByKey>,
+}
+
+impl std::fmt::Debug for Waiters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiters")
+            .field("active", &self.active.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Waiters {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByKey> {
+        self.by_key
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether any client is blocked (pushes note their keys only then).
+    pub fn active(&self) -> bool {
+        // SeqCst: pairs with the registration's increment (see the module's comment).
+        self.active.load(Ordering::SeqCst) > 0
+    }
+
+    /// Wakes the clients blocked on `key` of `db`.
+    pub fn wake(&self, db: u8, key: &[u8]) {
+        let map = self.lock();
+        if let Some(list) = map.get(&(db, key.to_vec())) {
+            for (_, n) in list {
+                n.notify_one();
+            }
+        }
+    }
+
+    /// Blocked clients, for `INFO`'s `blocked_clients` (registrations, one per key).
+    pub fn registrations(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+}
+
+/// A client's registration on its keys; dropping it unregisters.
+struct Registration<'w> {
+    waiters: &'w Waiters,
+    id: u64,
+    keys: Vec<(u8, Vec<u8>)>,
+    notify: Arc<Notify>,
+}
+
+impl<'w> Registration<'w> {
+    fn new(waiters: &'w Waiters, id: u64, db: u8, keys: &[&[u8]]) -> Self {
+        let notify = Arc::new(Notify::new());
+        let keys: Vec<(u8, Vec<u8>)> = keys.iter().map(|k| (db, k.to_vec())).collect();
+        {
+            let mut map = waiters.lock();
+            for k in &keys {
+                map.entry(k.clone()).or_default().push((id, notify.clone()));
+            }
+        }
+        waiters.active.fetch_add(keys.len(), Ordering::SeqCst);
+        Self {
+            waiters,
+            id,
+            keys,
+            notify,
+        }
+    }
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        let mut map = self.waiters.lock();
+        for k in &self.keys {
+            if let Some(list) = map.get_mut(k) {
+                list.retain(|(id, n)| *id != self.id || !Arc::ptr_eq(n, &self.notify));
+                if list.is_empty() {
+                    map.remove(k);
+                }
+            }
+        }
+        self.waiters
+            .active
+            .fetch_sub(self.keys.len(), Ordering::SeqCst);
+    }
+}
+
+/// Whether `spec` is a blocking list command.
+pub fn is_blocking(spec: &Spec) -> bool {
+    matches!(
+        spec.name,
+        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop"
+    )
+}
+
+/// The argument holding a blocking command's timeout.
+fn timeout_arg<'a>(args: &Args<'a>, name: &str) -> &'a [u8] {
+    if name == "blmpop" {
+        args.get(1)
+    } else {
+        args.get(args.len() - 1)
+    }
+}
+
+/// 2^63: C's conversion of a double to `long long` holds what is below it in magnitude.
+const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+
+/// Why a timeout is refused (Redis's `getTimeoutFromObjectOrReply`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadTimeout {
+    NotFloat,
+    Negative,
+    OutOfRange,
+}
+
+/// The timeout of a blocking command (`None`: wait forever), as Redis reads it: seconds
+/// as a float, times 1000 truncated to an integer the way C converts (out of range becomes
+/// the most negative value, hence "negative" for `inf` or huge values).
+pub fn timeout(args: &Args<'_>, name: &str) -> Result<Option<Duration>, BadTimeout> {
+    let text = timeout_arg(args, name);
+    let s = std::str::from_utf8(text).map_err(|_| BadTimeout::NotFloat)?;
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return Err(BadTimeout::NotFloat);
+    }
+    let v: f64 = s.parse().map_err(|_| BadTimeout::NotFloat)?;
+    if v.is_nan() {
+        return Err(BadTimeout::NotFloat);
+    }
+    let ms = v * 1000.0;
+    let ms = if (-TWO_63..TWO_63).contains(&ms) {
+        ms as i64
+    } else {
+        i64::MIN
+    };
+    match ms {
+        ..0 => Err(BadTimeout::Negative),
+        0 => Ok(None),
+        ms if ms > i64::MAX - crate::store::now_ms() => Err(BadTimeout::OutOfRange),
+        ms => Ok(Some(Duration::from_millis(ms as u64))),
+    }
+}
+
+/// The error text of a refused timeout.
+pub fn timeout_error(args: &Args<'_>, name: &str) -> &'static [u8] {
+    match timeout(args, name) {
+        Err(BadTimeout::Negative) => b"timeout is negative",
+        Err(BadTimeout::OutOfRange) => b"timeout is out of range",
+        _ => b"timeout is not a float or out of range",
+    }
+}
+
+/// The keys a blocking command waits on.
+fn keys<'a>(args: &Args<'a>, name: &str) -> Vec<&'a [u8]> {
+    match name {
+        "blpop" | "brpop" => (1..args.len() - 1).map(|i| args.get(i)).collect(),
+        "brpoplpush" | "blmove" => vec![args.get(1)],
+        // BLMPOP timeout numkeys key...: a bad numkeys is answered by the first attempt.
+        _ => {
+            let n = crate::cmd::parse_i64(args.get(2))
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(0);
+            (3..args.len().min(3 + n)).map(|i| args.get(i)).collect()
+        }
+    }
+}
+
+/// Times an attempt runs again after a deadlock or lock wait timeout.
+const TRANSIENT_RETRIES: usize = 3;
+
+/// Runs a blocking command: answers as soon as it can pop, or with a null array at its
+/// timeout. The caller drops this future when the client leaves.
+pub async fn run(
+    session: &mut Session<'_>,
+    spec: &'static Spec,
+    args: Args<'_>,
+    out: &mut Vec<u8>,
+) {
+    let proto = session.proto;
+    let Ok(timeout) = timeout(&args, spec.name) else {
+        Reply::new(out, proto).error(timeout_error(&args, spec.name));
+        return;
+    };
+    let Some(login) = session.login.clone() else {
+        Reply::new(out, proto).error(b"manifold: no backend login for this client");
+        return;
+    };
+    // A deadline past what the clock can hold is no deadline.
+    let deadline = timeout.and_then(|t| tokio::time::Instant::now().checked_add(t));
+    let store = &session.fe.store;
+    let db = session.info.db.get();
+    let registration = Registration::new(
+        &store.shared.waiters,
+        session.info.id,
+        db,
+        &keys(&args, spec.name),
+    );
+    let mut transient = 0;
+    loop {
+        let notified = registration.notify.notified();
+        let mut cx = Cx {
+            tx: store.begin(&login, true),
+            out: Vec::new(),
+            proto,
+            db,
+        };
+        match try_blocking(&mut cx, spec.name, args).await {
+            Ok(served) => {
+                let Cx { tx, out: reply, .. } = cx;
+                match tx.commit().await {
+                    Ok(()) if served == Served::Yes => {
+                        out.extend_from_slice(&reply);
+                        return;
+                    }
+                    Ok(()) => {}
+                    Err(e) if e.is_transient() && transient < TRANSIENT_RETRIES => {
+                        transient += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        Reply::new(out, proto).error(&e.reply_text());
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                cx.tx.abandon();
+                if e.is_transient() && transient < TRANSIENT_RETRIES {
+                    transient += 1;
+                    continue;
+                }
+                Reply::new(out, proto).error(&e.reply_text());
+                return;
+            }
+        }
+        transient = 0;
+        let woken = if let Some(at) = deadline {
+            tokio::time::timeout_at(at, notified).await.is_ok()
+        } else {
+            notified.await;
+            true
+        };
+        if !woken {
+            Reply::new(out, proto).null_array();
+            return;
+        }
+    }
+}
