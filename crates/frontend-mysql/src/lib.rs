@@ -21,7 +21,7 @@ mod session;
 pub mod size_serde;
 mod statements;
 pub mod telemetry;
-mod tls;
+pub mod tls;
 pub mod users;
 
 use std::cell::{Cell, RefCell};

@@ -21,6 +21,9 @@ pub struct RedisConfig {
     pub idle_timeout: Duration,
     /// The schema of the primary that keeps the keys' tables (created on first use).
     pub schema: String,
+    /// Address of the door's TLS port (as Redis's `tls-port`: TLS from the first byte, the
+    /// MySQL port's certificate); empty: none.
+    pub tls_listen: String,
 }
 
 impl Default for RedisConfig {
@@ -31,6 +34,7 @@ impl Default for RedisConfig {
             max_clients: 10_000,
             idle_timeout: Duration::ZERO,
             schema: "manifold_redis".into(),
+            tls_listen: String::new(),
         }
     }
 }
@@ -49,6 +53,11 @@ impl RedisConfig {
                 "redis.proto_max_bulk_len: {} is below 1048576 (1 MiB)",
                 self.proto_max_bulk_len
             ));
+        }
+        if !self.tls_listen.is_empty() {
+            self.tls_listen
+                .parse::<std::net::SocketAddr>()
+                .map_err(|e| format!("redis.tls_listen: '{}': {e}", self.tls_listen))?;
         }
         if self.schema.is_empty() || self.schema.len() > 64 {
             return Err(format!(

@@ -11,7 +11,10 @@ use std::time::{Duration, Instant};
 
 use manifold_redis_proto::{Protocol, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+/// A client's connection: TCP, or TLS over TCP.
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Stream for S {}
 
 use crate::cmd::{self, Args, Session, Spec};
 use crate::server::{ClientInfo, RedisFrontend};
@@ -25,7 +28,7 @@ const MAX_PENDING_OUTPUT: usize = 64 * 1024;
 
 /// Serves `stream` until the client leaves, sends `QUIT`, breaks the protocol, stays idle
 /// past `idle_timeout`, or the worker drains.
-pub async fn serve(fe: &RedisFrontend, stream: TcpStream, info: &ClientInfo) {
+pub async fn serve<S: Stream>(fe: &RedisFrontend, stream: S, info: &ClientInfo) {
     let mut session = Session {
         fe,
         info,
@@ -49,7 +52,7 @@ enum Woken {
     End,
 }
 
-async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
+async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
     let fe = session.fe;
     let info = session.info;
     let limits = &fe.shared.limits;
@@ -204,9 +207,9 @@ async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
 /// Runs the blocking command `spec` until it answers, reading (and keeping) what the client
 /// sends meanwhile; `None` when the client left or the worker drains (the wait is
 /// abandoned: nothing was popped for it).
-async fn block(
+async fn block<S: Stream>(
     session: &mut Session<'_>,
-    stream: &mut TcpStream,
+    stream: &mut S,
     spec: &'static Spec,
     args: Args<'_>,
     out: &mut Vec<u8>,
@@ -238,7 +241,7 @@ async fn block(
 
 /// Writes `out` and clears it; `false` when the client is gone or stopped reading for
 /// `timeout` (0: no limit).
-async fn write_out(stream: &mut TcpStream, out: &mut Vec<u8>, timeout: Duration) -> bool {
+async fn write_out<S: Stream>(stream: &mut S, out: &mut Vec<u8>, timeout: Duration) -> bool {
     let write = stream.write_all(out);
     let written = if timeout.is_zero() {
         Some(write.await)

@@ -166,40 +166,92 @@ impl Drop for Registered {
     }
 }
 
+impl RedisFrontend {
+    /// Serves one client on `stream` (plain or TLS), counted against `max_clients`.
+    async fn serve_client<S>(
+        self: Rc<Self>,
+        mut stream: S,
+        peer: SocketAddr,
+        laddr: SocketAddr,
+        fd: i32,
+    ) where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        if !self.shared.admit() {
+            use tokio::io::AsyncWriteExt;
+            let _ = stream.write_all(crate::errors::MAX_CLIENTS).await;
+            return;
+        }
+        let now = Instant::now();
+        let info = Rc::new(ClientInfo {
+            id: self.shared.next_id(),
+            addr: peer,
+            laddr,
+            fd,
+            created: now,
+            last_active: Cell::new(now),
+            name: RefCell::new(Vec::new()),
+            user: RefCell::new(None),
+            db: Cell::new(0),
+            proto: Cell::new(Protocol::Resp2),
+            cmd: Cell::new("NULL"),
+        });
+        self.clients.borrow_mut().insert(info.id, info.clone());
+        let _registered = Registered {
+            fe: self.clone(),
+            id: info.id,
+        };
+        crate::conn::serve(&self, stream, &info).await;
+    }
+}
+
 impl ConnectionHandler for RedisFrontend {
     fn handle(
         self: Rc<Self>,
-        mut stream: tokio::net::TcpStream,
+        stream: tokio::net::TcpStream,
         peer: SocketAddr,
         _ctx: Rc<WorkerContext>,
     ) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(async move {
-            if !self.shared.admit() {
-                use tokio::io::AsyncWriteExt;
-                let _ = stream.write_all(crate::errors::MAX_CLIENTS).await;
-                return;
-            }
             let _ = stream.set_nodelay(true);
-            let now = Instant::now();
-            let info = Rc::new(ClientInfo {
-                id: self.shared.next_id(),
-                addr: peer,
-                laddr: stream.local_addr().unwrap_or(peer),
-                fd: std::os::fd::AsRawFd::as_raw_fd(&stream),
-                created: now,
-                last_active: Cell::new(now),
-                name: RefCell::new(Vec::new()),
-                user: RefCell::new(None),
-                db: Cell::new(0),
-                proto: Cell::new(Protocol::Resp2),
-                cmd: Cell::new("NULL"),
-            });
-            self.clients.borrow_mut().insert(info.id, info.clone());
-            let _registered = Registered {
-                fe: self.clone(),
-                id: info.id,
-            };
-            crate::conn::serve(&self, stream, &info).await;
+            let laddr = stream.local_addr().unwrap_or(peer);
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+            self.serve_client(stream, peer, laddr, fd).await;
+        })
+    }
+}
+
+/// How long a client has to finish the TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The Redis door's TLS port (`redis.tls_listen`): the TLS handshake first (as Redis's
+/// `tls-port`), then the same door as the plain port, sharing the worker's handler.
+pub struct RedisTlsDoor {
+    pub fe: Rc<RedisFrontend>,
+    pub tls: Arc<rustls::ServerConfig>,
+}
+
+impl ConnectionHandler for RedisTlsDoor {
+    fn handle(
+        self: Rc<Self>,
+        stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        _ctx: Rc<WorkerContext>,
+    ) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(async move {
+            let _ = stream.set_nodelay(true);
+            let laddr = stream.local_addr().unwrap_or(peer);
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+            let accept = tokio_rustls::TlsAcceptor::from(self.tls.clone()).accept(stream);
+            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
+                Ok(Ok(tls)) => self.fe.clone().serve_client(tls, peer, laddr, fd).await,
+                Ok(Err(e)) => {
+                    tracing::debug!(target: "manifold::connections", client = %peer, error = %e, "redis TLS handshake failed");
+                }
+                Err(_) => {
+                    tracing::debug!(target: "manifold::connections", client = %peer, "redis TLS handshake timed out");
+                }
+            }
         })
     }
 }

@@ -149,13 +149,23 @@ impl Config {
         self.engine.validate().map_err(|e| format!("engine.{e}"))?;
         self.mysql.validate()?;
         self.redis.validate()?;
-        if !self.redis.listen.is_empty() && same_port(&self.redis.listen, &self.mysql.listen) {
-            // Listeners bind with SO_REUSEPORT: the second would share the first's port
-            // without an error, and take some of its clients.
-            return Err(format!(
-                "redis.listen: '{}' is the port of mysql.listen ('{}')",
-                self.redis.listen, self.mysql.listen
-            ));
+        // Listeners bind with SO_REUSEPORT: the second would share the first's port without
+        // an error, and take some of its clients.
+        let taken = [
+            ("mysql.listen", &self.mysql.listen),
+            ("redis.listen", &self.redis.listen),
+        ];
+        for (key, addr) in [
+            ("redis.listen", &self.redis.listen),
+            ("redis.tls_listen", &self.redis.tls_listen),
+        ] {
+            for (other, taken) in taken {
+                if key != other && !addr.is_empty() && !taken.is_empty() && same_port(addr, taken) {
+                    return Err(format!(
+                        "{key}: '{addr}' is the port of {other} ('{taken}')"
+                    ));
+                }
+            }
         }
         self.pool.validate()?;
         if self.backend.primary.is_empty() {

@@ -18,7 +18,9 @@ use manifold_admin::AdminServer;
 use manifold_backend::{BackendTarget, ConnKey, TlsMode};
 use manifold_engine::{ConnectionHandler, Engine, EngineBuilder, HandlerFactory, ShutdownReport};
 use manifold_frontend_mysql::{Cluster, Shared, Users, WorkerFrontend};
-use manifold_frontend_redis::{BackendLogin, Backends, Credentials, RedisFrontend, RedisShared};
+use manifold_frontend_redis::{
+    BackendLogin, Backends, Credentials, RedisFrontend, RedisShared, RedisTlsDoor,
+};
 use manifold_router::{Monitor, Topology};
 
 use crate::config::{ClusterConfig, Config};
@@ -35,8 +37,8 @@ pub struct Server {
     pub settings: Arc<settings::Settings>,
     /// The data directory's certificate, when clients are offered that one.
     pub generated_cert: Option<auto_keys::ServerCert>,
-    /// Whether the Redis door listens (`redis.listen` set).
-    redis_enabled: bool,
+    /// Where the Redis door's listeners are among the engine's.
+    redis_ports: RedisPorts,
 }
 
 impl Server {
@@ -47,7 +49,12 @@ impl Server {
 
     /// The address Redis clients connect to, if the Redis door listens.
     pub fn redis_addr(&self) -> Option<SocketAddr> {
-        self.redis_enabled.then(|| self.engine.local_addrs()[1])
+        self.redis_ports.plain.map(|i| self.engine.local_addrs()[i])
+    }
+
+    /// The address of the Redis door's TLS port, if it listens.
+    pub fn redis_tls_addr(&self) -> Option<SocketAddr> {
+        self.redis_ports.tls.map(|i| self.engine.local_addrs()[i])
     }
 
     /// The admin port's address, if it listens.
@@ -129,6 +136,18 @@ pub fn start_with_reload(
         generated: generated_cert,
         rsa,
     } = front_keys(cfg)?;
+    // The Redis door's TLS port offers the MySQL port's certificate.
+    let redis_tls = if cfg.redis.tls_listen.is_empty() {
+        None
+    } else {
+        let (Some(cert), Some(key)) = (&mysql.tls.cert, &mysql.tls.key) else {
+            return Err(
+                "redis.tls_listen: no certificate (mysql.tls: set cert and key, or mode = \"auto\")"
+                    .into(),
+            );
+        };
+        Some(manifold_frontend_mysql::tls::server_config(cert, key)?)
+    };
     let shared = Shared::new(mysql, users, clusters, cfg.pool.clone())?;
     if let Some(source) = rsa {
         // Generating takes from a fraction of a second to many on a loaded machine: begun
@@ -162,36 +181,52 @@ pub fn start_with_reload(
         fe as Rc<dyn ConnectionHandler>
     });
     let mut builder = EngineBuilder::new(cfg.engine.clone()).listen(listen, factory);
-    let redis = if cfg.redis.listen.is_empty() {
-        None
-    } else {
-        let addr: SocketAddr = cfg
-            .redis
-            .listen
-            .parse()
-            .map_err(|e| format!("redis.listen: {e}"))?;
+    let mut redis_ports = RedisPorts::default();
+    if !cfg.redis.listen.is_empty() || redis_tls.is_some() {
         let door = RedisShared::new(
             cfg.redis.clone(),
             Arc::new(MysqlUsers(shared.clone())) as Arc<dyn Credentials>,
             cfg.pool.max_prepared_statements,
         );
-        builder = builder.listen(
-            addr,
-            manifold_engine::handler_factory(move |ctx| {
-                // The MySQL door's handler of this worker, made just before (listeners are
-                // set up in order on each worker): the Redis door shares its pools.
-                let fe = WORKER_FRONTEND
-                    .with(|w| w.borrow().clone())
-                    .expect("the MySQL door's handler is made first on each worker");
-                RedisFrontend::new(door.clone(), ctx, Rc::new(PrimaryOf(fe)))
-            }),
-        );
-        Some(())
-    };
+        let mut next = 1;
+        if !cfg.redis.listen.is_empty() {
+            let addr: SocketAddr = cfg
+                .redis
+                .listen
+                .parse()
+                .map_err(|e| format!("redis.listen: {e}"))?;
+            let door = door.clone();
+            builder = builder.listen(
+                addr,
+                Arc::new(move |ctx: &Rc<manifold_engine::WorkerContext>| {
+                    redis_frontend(&door, ctx) as Rc<dyn ConnectionHandler>
+                }),
+            );
+            redis_ports.plain = Some(next);
+            next += 1;
+        }
+        if let Some(tls) = redis_tls {
+            let addr: SocketAddr = cfg
+                .redis
+                .tls_listen
+                .parse()
+                .map_err(|e| format!("redis.tls_listen: {e}"))?;
+            builder = builder.listen(
+                addr,
+                Arc::new(move |ctx: &Rc<manifold_engine::WorkerContext>| {
+                    Rc::new(RedisTlsDoor {
+                        fe: redis_frontend(&door, ctx),
+                        tls: tls.clone(),
+                    }) as Rc<dyn ConnectionHandler>
+                }),
+            );
+            redis_ports.tls = Some(next);
+        }
+    }
     let engine = builder.start().map_err(|e| e.to_string())?;
     let admin = manifold_admin::start(&cfg.admin, shared.clone(), settings.clone())?;
     Ok(Server {
-        redis_enabled: redis.is_some(),
+        redis_ports,
         engine,
         shared,
         monitors,
@@ -205,6 +240,39 @@ thread_local! {
     /// This worker's MySQL door handler, for the Redis door made after it on the same worker.
     static WORKER_FRONTEND: std::cell::RefCell<Option<Rc<WorkerFrontend>>> =
         const { std::cell::RefCell::new(None) };
+    /// This worker's Redis door handler, shared by its plain and TLS ports.
+    static REDIS_FRONTEND: std::cell::RefCell<Option<Rc<RedisFrontend>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Which of the engine's listeners are the Redis door's (the MySQL port is the first).
+#[derive(Debug, Default)]
+struct RedisPorts {
+    plain: Option<usize>,
+    tls: Option<usize>,
+}
+
+/// This worker's Redis door handler, made on first use. The MySQL door's handler of the
+/// worker is made before (listeners are set up in order on each worker): the Redis door
+/// shares its pools.
+fn redis_frontend(
+    door: &Arc<RedisShared>,
+    ctx: &Rc<manifold_engine::WorkerContext>,
+) -> Rc<RedisFrontend> {
+    REDIS_FRONTEND.with(|slot| {
+        slot.borrow_mut()
+            .get_or_insert_with(|| {
+                let fe = WORKER_FRONTEND
+                    .with(|w| w.borrow().clone())
+                    .expect("the MySQL door's handler is made first on each worker");
+                Rc::new(RedisFrontend::new(
+                    door.clone(),
+                    ctx,
+                    Rc::new(PrimaryOf(fe)),
+                ))
+            })
+            .clone()
+    })
 }
 
 /// The Redis door's way to the primary: the worker's pool to the first cluster's primary.

@@ -35,10 +35,12 @@ struct Cli {
     /// Address for MySQL clients (overrides mysql.listen; default 0.0.0.0:6033).
     #[arg(long)]
     listen: Option<String>,
-    /// Address for Redis clients (overrides redis.listen; default "" = off: the Redis door
-    /// serves connection commands only so far).
+    /// Address for Redis clients (overrides redis.listen; "" = off).
     #[arg(long)]
     redis_listen: Option<String>,
+    /// Address of the Redis door's TLS port (overrides redis.tls_listen; default "" = off).
+    #[arg(long)]
+    redis_tls_listen: Option<String>,
     /// Worker threads (overrides engine.threads; 0 = one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -120,6 +122,9 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
     }
     if let Some(l) = &cli.redis_listen {
         cfg.redis.listen.clone_from(l);
+    }
+    if let Some(l) = &cli.redis_tls_listen {
+        cfg.redis.tls_listen.clone_from(l);
     }
     if let Some(t) = cli.threads {
         cfg.engine.threads = t;
@@ -213,7 +218,10 @@ fn run(cfg: &Config, cli: Cli) -> Result<(), String> {
         "manifold serving MySQL clients"
     );
     if let Some(addr) = server.redis_addr() {
-        tracing::info!(listen = %addr, "Redis door open (connection commands only)");
+        tracing::info!(listen = %addr, "Redis door open");
+    }
+    if let Some(addr) = server.redis_tls_addr() {
+        tracing::info!(listen = %addr, "Redis door's TLS port open");
     }
     let report = serve_until_stopped(server, &signals, hangup, cfg.engine.shutdown_timeout);
     tracing::info!(
