@@ -226,13 +226,13 @@ pub fn start_with_reload(
     let engine = builder.start().map_err(|e| e.to_string())?;
     let admin = manifold_admin::start(&cfg.admin, shared.clone(), settings.clone())?;
     Ok(Server {
-        redis_ports,
         engine,
         shared,
         monitors,
         admin,
         settings,
         generated_cert,
+        redis_ports,
     })
 }
 
