@@ -13,6 +13,8 @@
 //!   or lock wait timeout runs the whole batch again. A lost connection fails every
 //!   command of the batch: none is acknowledged unless its commit was.
 
+use std::rc::Rc;
+
 use manifold_backend::ConnKey;
 use manifold_redis_proto::{Protocol, Reply};
 
@@ -57,14 +59,20 @@ fn is_get(spec: &Spec) -> bool {
 /// Runs `cmds` (data commands, arity checked) as one batch and appends their replies, in
 /// order, to `out`.
 pub async fn run_batch(
-    store: &Store,
-    login: &ConnKey,
+    store: &Rc<Store>,
+    login: &Rc<ConnKey>,
     proto: Protocol,
     db: u8,
     cmds: &[(&'static Spec, Args<'_>)],
     out: &mut Vec<u8>,
 ) {
     store.note_login(login);
+    // Only GETs, or only plain SETs: one statement with other connections' (group commit).
+    if let Some(kind) = crate::group::kind_of(cmds) {
+        if crate::group::run(store, login, proto, db, kind, cmds, out).await {
+            return;
+        }
+    }
     // One statement that commits itself needs no transaction around it.
     let one_statement = cmds.len() <= RUN_MAX
         && (cmds.iter().all(|(s, a)| plain_set(s, a)) || cmds.iter().all(|(s, _)| !s.write));

@@ -22,6 +22,7 @@ pub mod config;
 pub mod conn;
 pub mod errors;
 pub mod exec;
+pub mod group;
 pub mod multi;
 pub mod pubsub;
 pub mod server;

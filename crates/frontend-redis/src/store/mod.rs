@@ -118,6 +118,8 @@ pub struct Store {
     noted: sweeper::Noted,
     /// What the sweeper did (on the worker that sweeps).
     pub sweep: sweeper::Stats,
+    /// Batches of this worker's connections gathered into one statement.
+    pub groups: crate::group::Groups,
 }
 
 impl std::fmt::Debug for Store {
@@ -136,6 +138,7 @@ impl Store {
             statements: RefCell::new(HashMap::new()),
             noted: sweeper::Noted::default(),
             sweep: sweeper::Stats::default(),
+            groups: crate::group::Groups::default(),
         }
     }
 

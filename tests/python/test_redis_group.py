@@ -1,0 +1,68 @@
+"""Group commit: batches of GETs or plain SETs that connections of one worker send
+together run as one statement. Many clients at once, each with its own keys, must each get
+exactly their own answers (a member's share of a group's result is its own), read their
+own writes, and find every acknowledged write in the tables."""
+
+import threading
+
+from redisdiff import Conn, cmd, read_reply
+
+CLIENTS = 48
+ROUNDS = 15
+
+
+def _client(port, i, errors, barrier):
+    c = Conn(port)
+    try:
+        assert c.call("AUTH", "app", "app") == "OK"
+        for r in range(ROUNDS):
+            barrier.wait(timeout=60)
+            # Ping-pong: one SET, then one GET of it and of a neighbour's key.
+            mine = f"grp:{i}:{r}".encode()
+            if c.call("SET", f"grp:{i}", mine) != "OK":
+                errors.append((i, r, "set"))
+            barrier.wait(timeout=60)
+            got = c.call("GET", f"grp:{i}")
+            if got != mine:
+                errors.append((i, r, "get", got))
+            other = c.call("GET", f"grp:{(i + 1) % CLIENTS}")
+            if other != f"grp:{(i + 1) % CLIENTS}:{r}".encode():
+                errors.append((i, r, "other", other))
+            # A pipeline of plain SETs then GETs: its own keys, in order.
+            keys = [f"grp:{i}:p{j}" for j in range(5)]
+            c.send(b"".join(cmd("SET", k, f"{k}:{r}") for k in keys))
+            if [read_reply(c.f) for _ in keys] != ["OK"] * 5:
+                errors.append((i, r, "pipelined set"))
+            c.send(b"".join(cmd("GET", k) for k in keys))
+            want = [f"{k}:{r}".encode() for k in keys]
+            got = [read_reply(c.f) for _ in keys]
+            if got != want:
+                errors.append((i, r, "pipelined get", got))
+    except Exception as e:  # noqa: BLE001 (reported below)
+        errors.append((i, "exception", repr(e)))
+        barrier.abort()
+    finally:
+        c.close()
+
+
+def test_many_clients_get_their_own_answers(redis_door, topology):
+    errors = []
+    barrier = threading.Barrier(CLIENTS)
+    threads = [threading.Thread(target=_client, args=(redis_door, i, errors, barrier)) for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert errors == []
+    db = topology.root()
+    try:
+        with db.cursor() as cur:
+            cur.execute("SELECT k, v FROM manifold_redis.redis_keys WHERE db = 0 AND k LIKE 'grp:%%' AND type = 0")
+            rows = dict(cur.fetchall())
+    finally:
+        db.close()
+    for i in range(CLIENTS):
+        assert rows[f"grp:{i}".encode()] == f"grp:{i}:{ROUNDS - 1}".encode()
+        for j in range(5):
+            k = f"grp:{i}:p{j}"
+            assert rows[k.encode()] == f"{k}:{ROUNDS - 1}".encode()
