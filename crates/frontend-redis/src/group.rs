@@ -165,8 +165,9 @@ async fn execute(store: Rc<Store>, group: Rc<Group>) {
     tokio::task::yield_now().await;
     group.closed.set(true);
     let outcome = {
-        let bytes = group.bytes.borrow();
-        let items = group.items.borrow();
+        // Closed: nobody adds to them any more.
+        let bytes = group.bytes.take();
+        let items = group.items.take();
         let mut cx = Cx {
             tx: store.begin(&group.login, false),
             out: Vec::new(),
