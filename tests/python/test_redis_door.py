@@ -381,3 +381,38 @@ def test_a_refused_auth_counts_as_a_refused_login(topology, tmp_path):
         assert failures() == before + 2
     finally:
         m.stop_and_check()
+
+
+def test_client_kill(door, reference):
+    # Refusals and counts as redis-server answers them (no other client matches here).
+    from redisdiff import differential
+    differential(door, reference, [
+        cmd("CLIENT", "KILL"), cmd("CLIENT", "KILL", "1.2.3.4:5"), cmd("CLIENT", "KILL", "ID", "0"),
+        cmd("CLIENT", "KILL", "ID", "x"), cmd("CLIENT", "KILL", "ID", "999999"), cmd("CLIENT", "KILL", "TYPE", "foo"),
+        cmd("CLIENT", "KILL", "USER", "nobody"), cmd("CLIENT", "KILL", "FOO", "bar"), cmd("CLIENT", "KILL", "ID"),
+        cmd("CLIENT", "KILL", "SKIPME", "maybe"), cmd("CLIENT", "KILL", "ADDR", "1.2.3.4:5"),
+        cmd("CLIENT", "KILL", "LADDR", "1.2.3.4:5"), cmd("CLIENT", "KILL", "TYPE", "master"),
+        cmd("CLIENT", "KILL", "ID", "999999", "SKIPME", "no"),
+    ])
+    # Clients on every worker are killed by id, by address, by user; the killer is skipped.
+    victims = [Conn(door) for _ in range(6)]
+    for v in victims:
+        assert v.call("AUTH", USER, PASSWORD) == "OK"
+    killer = Conn(door)
+    assert killer.call("AUTH", USER, PASSWORD) == "OK"
+    assert killer.call("CLIENT", "KILL", "ID", str(victims[0].call("CLIENT", "ID"))) == 1
+    assert victims[0].closed()
+    addr = victims[1].call("CLIENT", "INFO").decode().split("addr=")[1].split()[0]
+    assert killer.call("CLIENT", "KILL", addr) == "OK"
+    assert victims[1].closed()
+    # A blocked client is killed too.
+    victims[2].send(cmd("BLPOP", "door:never", "0"))
+    # (Connections of earlier tests still closing may be counted too.)
+    assert killer.call("CLIENT", "KILL", "USER", USER) >= 4
+    for v in victims[2:]:
+        assert v.closed()
+    assert killer.call("PING") == "PONG"
+    # SKIPME no: the killer goes too, after its reply.
+    killer.send(cmd("CLIENT", "KILL", "USER", USER, "SKIPME", "no"))
+    assert read_reply(killer.f) >= 1
+    assert killer.closed()

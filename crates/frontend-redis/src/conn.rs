@@ -166,6 +166,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
             let woken = tokio::select! {
                 biased;
                 () = fe.ctx.drain().notified() => Woken::End,
+                () = info.handle.killed() => Woken::End,
                 m = crate::pubsub::next_message(&mut session.subs) => Woken::Message(m),
                 r = async {
                     if idle.is_zero() {
@@ -233,6 +234,7 @@ async fn block<S: Stream>(
     tokio::select! {
         biased;
         () = fe.ctx.drain().notified() => None,
+        () = session.info.handle.killed() => None,
         () = gone => None,
         () = crate::blocking::run(session, spec, args, out) => Some(()),
     }?;

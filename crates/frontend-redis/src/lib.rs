@@ -23,6 +23,7 @@ pub mod conn;
 pub mod errors;
 pub mod exec;
 pub mod group;
+pub mod kill;
 pub mod multi;
 pub mod pubsub;
 pub mod server;

@@ -291,6 +291,7 @@ pub fn subscribe<'a>(
         let kind: &[u8] = if pattern { b"psubscribe" } else { b"subscribe" };
         confirm(out, proto, kind, Some(name), subs.count());
     }
+    session.info.handle.set_pubsub(subscribed(session));
 }
 
 /// `UNSUBSCRIBE` / `PUNSUBSCRIBE` of `names`, or of every channel (pattern) when empty.

@@ -26,6 +26,9 @@ pub struct BackendLogin {
 pub trait Credentials: Send + Sync {
     /// `user`'s backend login if `user` exists and `password` is its password.
     fn check(&self, user: &[u8], password: &[u8]) -> Option<BackendLogin>;
+
+    /// Whether `user` exists (`CLIENT KILL USER`).
+    fn exists(&self, user: &[u8]) -> bool;
 }
 
 /// State of the Redis door shared by every worker. Touched once per connection (its count
@@ -41,6 +44,8 @@ pub struct RedisShared {
     clients: AtomicUsize,
     next_id: AtomicU64,
     started: Instant,
+    /// Every client, for `CLIENT KILL` from any worker.
+    pub registry: crate::kill::Registry,
 }
 
 impl std::fmt::Debug for RedisShared {
@@ -67,6 +72,7 @@ impl RedisShared {
             clients: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             started: Instant::now(),
+            registry: crate::kill::Registry::default(),
         })
     }
 
@@ -114,6 +120,8 @@ pub struct ClientInfo {
     pub proto: Cell<Protocol>,
     /// The last command's full name (`client|list`).
     pub cmd: Cell<&'static str>,
+    /// What other workers see of the client (`CLIENT KILL`).
+    pub handle: Arc<crate::kill::ClientHandle>,
 }
 
 /// One worker's handler of Redis connections, with the clients it serves.
@@ -162,6 +170,7 @@ struct Registered {
 impl Drop for Registered {
     fn drop(&mut self) {
         self.fe.clients.borrow_mut().remove(&self.id);
+        self.fe.shared.registry.remove(self.id);
         self.fe.shared.release();
     }
 }
@@ -183,8 +192,12 @@ impl RedisFrontend {
             return;
         }
         let now = Instant::now();
+        let id = self.shared.next_id();
+        let handle = Arc::new(crate::kill::ClientHandle::new(id, peer, laddr));
+        self.shared.registry.add(handle.clone());
         let info = Rc::new(ClientInfo {
-            id: self.shared.next_id(),
+            id,
+            handle,
             addr: peer,
             laddr,
             fd,

@@ -299,6 +299,10 @@ impl Credentials for MysqlUsers {
         }
         login
     }
+
+    fn exists(&self, user: &[u8]) -> bool {
+        self.0.users.load().get(user).is_some()
+    }
 }
 
 impl MysqlUsers {

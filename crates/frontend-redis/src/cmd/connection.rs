@@ -77,6 +77,9 @@ fn client(args: Args<'_>) -> Result<Command<'_>, Reject<'_>> {
     } else if is("no-evict") {
         check(3, &args, "client|no-evict")?;
         Command::ClientNoEvict(args.get(2))
+    } else if is("kill") {
+        check(-3, &args, "client|kill")?;
+        Command::ClientKill(args)
     } else if is("help") {
         check(2, &args, "client|help")?;
         Command::ClientHelp
@@ -114,6 +117,7 @@ fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> 
             session.authenticated = true;
             session.login = Some(std::rc::Rc::new(crate::store::conn_key(&login)));
             *session.info.user.borrow_mut() = Some(u.to_vec());
+            session.info.handle.set_user(Some(u));
             true
         }
         None => false,
@@ -161,6 +165,7 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
             session.watched.clear();
             crate::pubsub::leave(session);
             *session.info.user.borrow_mut() = None;
+            session.info.handle.set_user(None);
             Reply::new(out, session.proto).simple(b"RESET");
         }
         Command::Select(db) => {
@@ -237,6 +242,13 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
             Reply::new(out, session.proto).verbatim(b"txt", &line);
         }
         Command::ClientList(args) => client_list(session, args, out),
+        Command::ClientKill(args) => {
+            crate::kill::client_kill(session, args, out);
+            // Killed itself: closes once its replies are written.
+            if session.info.handle.is_killed() {
+                session.quit = true;
+            }
+        }
         Command::ClientNoEvict(arg) => {
             let mut r = Reply::new(out, session.proto);
             if arg.eq_ignore_ascii_case(b"on") || arg.eq_ignore_ascii_case(b"off") {

@@ -88,6 +88,8 @@ pub enum Command<'a> {
     /// `CLIENT LIST [...]`: the whole request.
     ClientList(Args<'a>),
     ClientNoEvict(&'a [u8]),
+    /// `CLIENT KILL ...`: the whole request.
+    ClientKill(Args<'a>),
     ClientHelp,
     /// `COMMAND` alone.
     CommandAll,
@@ -203,6 +205,7 @@ impl<'a> Command<'a> {
             Self::ClientInfo => "client|info",
             Self::ClientList(_) => "client|list",
             Self::ClientNoEvict(_) => "client|no-evict",
+            Self::ClientKill(_) => "client|kill",
             Self::ClientHelp => "client|help",
             Self::CommandAll => "command",
             Self::CommandCount => "command|count",

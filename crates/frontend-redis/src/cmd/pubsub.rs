@@ -56,9 +56,11 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
         Command::PSubscribe(args) => pubsub::subscribe(session, args.from(1), true, out),
         Command::Unsubscribe(args) => {
             pubsub::unsubscribe(session, args.from(1).collect(), false, out);
+            session.info.handle.set_pubsub(pubsub::subscribed(session));
         }
         Command::PUnsubscribe(args) => {
             pubsub::unsubscribe(session, args.from(1).collect(), true, out);
+            session.info.handle.set_pubsub(pubsub::subscribed(session));
         }
         Command::Publish(channel, message) => {
             let n = session.fe.shared.pubsub.publish(channel, message);
