@@ -129,7 +129,7 @@ pub fn client_kill(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>)
         skipme: true,
         ..Filters::default()
     };
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         Reply::new(out, proto).error(errors::SYNTAX);
         return;
     }
