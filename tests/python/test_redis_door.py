@@ -416,3 +416,31 @@ def test_client_kill(door, reference):
     killer.send(cmd("CLIENT", "KILL", "USER", USER, "SKIPME", "no"))
     assert read_reply(killer.f) >= 1
     assert killer.closed()
+
+
+def test_unauthenticated_clients_are_let_go(topology, tmp_path):
+    from conftest import configured
+    port = free_port()
+    m = configured(topology, tmp_path, f'[redis]\nlisten = "127.0.0.1:{port}"\nauth_timeout = "1s"\n',
+                   "redis-auth-timeout")
+    try:
+        wait_port(port, m.proc, "manifold's Redis door")
+        idle, busy, logged = Conn(port), Conn(port), Conn(port)
+        assert logged.call("AUTH", USER, PASSWORD) == "OK"
+        # Commands without a login do not extend the deadline.
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                assert busy.call("PING") == Err("NOAUTH Authentication required.")
+            except (ConnectionError, OSError, AssertionError):
+                break
+            time.sleep(0.1)
+        assert time.time() < deadline, "a client that never logs in stays"
+        assert idle.closed()
+        # A logged-in client stays.
+        time.sleep(1.2)
+        assert logged.call("PING") == "PONG"
+        for c in (idle, busy, logged):
+            c.close()
+    finally:
+        m.stop_and_check()

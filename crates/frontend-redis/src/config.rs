@@ -19,6 +19,11 @@ pub struct RedisConfig {
     /// A client idle this long is disconnected (Redis's `timeout`); 0: never.
     #[serde(with = "manifold_engine::duration_serde")]
     pub idle_timeout: Duration,
+    /// A client that has not logged in (`AUTH`, `HELLO ... AUTH`) this long after it
+    /// connected is disconnected; 0: never. (Redis has no such limit: the door has no
+    /// password-less user, so such a connection can do nothing but hold a slot.)
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub auth_timeout: Duration,
     /// The schema of the primary that keeps the keys' tables (created on first use).
     pub schema: String,
     /// Address of the door's TLS port (as Redis's `tls-port`: TLS from the first byte, the
@@ -33,6 +38,7 @@ impl Default for RedisConfig {
             proto_max_bulk_len: 512 << 20,
             max_clients: 10_000,
             idle_timeout: Duration::ZERO,
+            auth_timeout: Duration::from_secs(10),
             schema: "manifold_redis".into(),
             tls_listen: String::new(),
         }

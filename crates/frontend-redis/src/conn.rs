@@ -57,6 +57,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
     let info = session.info;
     let limits = &fe.shared.limits;
     let idle_timeout = fe.shared.config.idle_timeout;
+    let auth_timeout = fe.shared.config.auth_timeout;
     let mut input: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut out: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut req = Request::new();
@@ -159,6 +160,17 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
             // Subscribers are never idle (as in Redis): they wait for messages.
             let idle = if crate::pubsub::subscribed(session) {
                 Duration::ZERO
+            } else if !session.authenticated && !auth_timeout.is_zero() {
+                // Not logged in yet: what is left of `auth_timeout` since it connected
+                // (a moment at least, so that the read fails at once when it is past).
+                let left = auth_timeout
+                    .saturating_sub(info.created.elapsed())
+                    .max(Duration::from_millis(1));
+                if idle_timeout.is_zero() {
+                    left
+                } else {
+                    left.min(idle_timeout)
+                }
             } else {
                 idle_timeout
             };
