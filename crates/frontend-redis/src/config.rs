@@ -8,8 +8,8 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
-    /// Address Redis clients connect to; empty: no Redis door. Off by default while the door
-    /// serves only connection commands (no data commands yet).
+    /// Address Redis clients connect to (6380: next to a Redis's 6379); empty: no Redis
+    /// door. The tables are created at the first data command, not before.
     pub listen: String,
     /// Largest argument of a request, in bytes (Redis's `proto-max-bulk-len`, 512 MiB).
     pub proto_max_bulk_len: u64,
@@ -34,7 +34,7 @@ pub struct RedisConfig {
 impl Default for RedisConfig {
     fn default() -> Self {
         Self {
-            listen: String::new(),
+            listen: "0.0.0.0:6380".into(),
             proto_max_bulk_len: 512 << 20,
             max_clients: 10_000,
             idle_timeout: Duration::ZERO,
@@ -96,9 +96,9 @@ mod tests {
     use super::RedisConfig;
 
     #[test]
-    fn off_by_default_and_checked() {
+    fn on_by_default_and_checked() {
         let cfg = RedisConfig::default();
-        assert!(cfg.listen.is_empty());
+        assert_eq!(cfg.listen, "0.0.0.0:6380");
         cfg.validate().unwrap();
         let bad = |f: fn(&mut RedisConfig)| {
             let mut c = RedisConfig::default();
