@@ -287,11 +287,12 @@ def test_redis_py(door):
             redis.Redis(port=door, protocol=protocol, socket_timeout=10).ping()
 
 
-def test_door_is_off_by_default(manifold):
-    """The quick start without --redis-listen opens no Redis door."""
+def test_door_is_on_by_default(manifold):
+    """The quick start (no --redis-listen) opens the Redis door on 0.0.0.0:6380."""
     help_text = subprocess.run([manifold.proc.args[0], "--help"], capture_output=True, text=True).stdout
     assert "--redis-listen" in help_text
-    assert "Redis door open" not in manifold.log_text()
+    opened = [line for line in manifold.log_text().splitlines() if "Redis door open" in line]
+    assert opened and "0.0.0.0:6380" in opened[0], opened
 
 
 def test_check_config_validates_redis(tmp_path, manifold):

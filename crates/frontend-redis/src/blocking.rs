@@ -199,7 +199,7 @@ fn keys<'a>(args: &Args<'a>, name: &str) -> Vec<&'a [u8]> {
 }
 
 /// Times an attempt runs again after a deadlock or lock wait timeout.
-const TRANSIENT_RETRIES: usize = 3;
+const TRANSIENT_RETRIES: usize = 5;
 
 /// Runs a blocking command: answers as soon as it can pop, or with a null array at its
 /// timeout. The caller drops this future when the client leaves.
@@ -248,6 +248,7 @@ pub async fn run(
                     Ok(()) => {}
                     Err(e) if e.is_transient() && transient < TRANSIENT_RETRIES => {
                         transient += 1;
+                        crate::store::pause_before_retry(transient).await;
                         continue;
                     }
                     Err(e) => {
@@ -260,6 +261,7 @@ pub async fn run(
                 cx.tx.abandon();
                 if e.is_transient() && transient < TRANSIENT_RETRIES {
                     transient += 1;
+                    crate::store::pause_before_retry(transient).await;
                     continue;
                 }
                 Reply::new(out, proto).error(&e.reply_text());

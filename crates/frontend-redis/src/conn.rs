@@ -23,6 +23,8 @@ use crate::server::{ClientInfo, RedisFrontend};
 const BUF_SIZE: usize = 16 * 1024;
 /// Bytes read at least per read.
 const READ_CHUNK: usize = 16 * 1024;
+/// Unparsed bytes past which no more is read before the waiting batch runs.
+const MAX_EXTRA_INPUT: usize = 1 << 20;
 /// Replies held before they are written, whatever is still to be parsed.
 const MAX_PENDING_OUTPUT: usize = 64 * 1024;
 
@@ -121,7 +123,17 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                         break;
                     }
                 }
-                Ok(None) => break,
+                Ok(None) => {
+                    // Data commands wait for their batch: what the socket holds already
+                    // joins them, so a pipeline larger than one read is one batch.
+                    if batched > 0 && input.len() - start < MAX_EXTRA_INPUT {
+                        input.reserve(READ_CHUNK);
+                        if matches!(read_now(&mut stream, &mut input), Some(n) if n > 0) {
+                            continue;
+                        }
+                    }
+                    break;
+                }
                 Err(e) => {
                     run_batch(session, &batch[..batched], &input, &mut out).await;
                     batched = 0;
@@ -251,6 +263,17 @@ async fn block<S: Stream>(
         () = crate::blocking::run(session, spec, args, out) => Some(()),
     }?;
     Some(side)
+}
+
+/// Reads what `stream` holds now, without waiting: `None` when nothing is there yet.
+fn read_now<S: Stream>(stream: &mut S, input: &mut Vec<u8>) -> Option<usize> {
+    use std::future::Future;
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let mut read = std::pin::pin!(stream.read_buf(input));
+    match read.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Ok(n)) => Some(n),
+        _ => None,
+    }
 }
 
 /// Writes `out` and clears it; `false` when the client is gone or stopped reading for

@@ -25,7 +25,7 @@ use crate::store::{Store, StoreError, Tx};
 pub const RUN_MAX: usize = 128;
 
 /// Times a batch runs again after a deadlock or lock wait timeout.
-const TRANSIENT_RETRIES: usize = 3;
+const TRANSIENT_RETRIES: usize = 5;
 
 /// What a command runs with: the batch's transaction, and the buffer its reply goes to.
 pub struct Cx<'s> {
@@ -106,6 +106,7 @@ pub async fn run_batch(
         };
         if e.is_transient() && transient < TRANSIENT_RETRIES {
             transient += 1;
+            crate::store::pause_before_retry(transient).await;
             continue;
         }
         match (at, &e) {

@@ -43,7 +43,7 @@ pub struct Watched {
 }
 
 /// Times `EXEC` runs again after a deadlock or lock wait timeout.
-const TRANSIENT_RETRIES: usize = 3;
+const TRANSIENT_RETRIES: usize = 5;
 
 /// Handles a request that is not batched: the transaction commands, queueing inside
 /// `MULTI`, and anything else through [`cmd::apply`].
@@ -281,6 +281,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
         };
         if e.is_transient() && transient < TRANSIENT_RETRIES {
             transient += 1;
+            crate::store::pause_before_retry(transient).await;
             continue;
         }
         match (at, &e) {

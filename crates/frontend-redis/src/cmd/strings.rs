@@ -201,11 +201,16 @@ pub async fn write_values(
     pairs: &[(&[u8], &[u8])],
     expire_at: Option<i64>,
 ) -> Result<(), StoreError> {
-    let n = padded(pairs.len());
     let hashes: Vec<[u8; 32]> = pairs.iter().map(|(k, _)| hash(k)).collect();
+    // Rows in key-hash order, each key once (its last value): concurrent upserts then lock
+    // their rows in one order and cannot deadlock each other.
+    let mut order: Vec<usize> = (0..pairs.len()).collect();
+    order.sort_unstable_by(|&a, &b| hashes[a].cmp(&hashes[b]).then(b.cmp(&a)));
+    order.dedup_by(|later, kept| hashes[*later] == hashes[*kept]);
+    let n = padded(order.len());
     let mut params = Vec::with_capacity(n * 5);
     for i in 0..n {
-        let at = i.min(pairs.len() - 1);
+        let at = order[i.min(order.len() - 1)];
         params.push(Param::UInt(u64::from(cx.db)));
         params.push(Param::Bytes(&hashes[at]));
         params.push(Param::Bytes(pairs[at].0));

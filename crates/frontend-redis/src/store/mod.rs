@@ -175,6 +175,17 @@ pub fn conn_key(login: &crate::server::BackendLogin) -> ConnKey {
     ConnKey::new(&login.user, &login.password, 0, BINARY, false)
 }
 
+/// Waits a little before a batch runs again after a deadlock or lock wait timeout: longer
+/// at each `attempt` (from 1), with jitter so that the transactions that collided do not
+/// collide again.
+pub async fn pause_before_retry(attempt: usize) {
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()) % 4000);
+    let micros = 1000 * attempt as u64 + jitter;
+    tokio::time::sleep(std::time::Duration::from_micros(micros)).await;
+}
+
 /// The wall clock in Unix milliseconds: expiry times are kept in it.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
