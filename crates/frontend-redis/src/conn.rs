@@ -54,6 +54,7 @@ async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
     let info = session.info;
     let limits = &fe.shared.limits;
     let idle_timeout = fe.shared.config.idle_timeout;
+    let metrics = fe.store.metrics.clone(); // this worker's figures
     let mut input: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut out: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut req = Request::new();
@@ -71,7 +72,7 @@ async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
         loop {
             req.set_auth_required(!session.authenticated);
             let buf = &input[start..];
-            match req.parse(buf, limits) {
+            match crate::metrics::parse(&metrics, &mut req, buf, limits) {
                 Ok(Some(used)) => {
                     if !req.is_empty() {
                         if cmd::batched(session, Args::new(&req, buf)).is_some() {
@@ -85,7 +86,7 @@ async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
                             let buf = &input[start..];
-                            crate::multi::handle(session, Args::new(&req, buf), &mut out).await;
+                            crate::metrics::handle(session, Args::new(&req, buf), &mut out).await;
                         }
                     }
                     start += used;
@@ -118,7 +119,11 @@ async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
         batched = 0;
         // A client that stops reading is let go like an idle one (a drain lets replies
         // under way finish, until the shutdown deadline).
-        if !out.is_empty() && !write_out(&mut stream, &mut out, idle_timeout).await {
+        if !out.is_empty()
+            && !metrics
+                .write(out.len(), write_out(&mut stream, &mut out, idle_timeout))
+                .await
+        {
             return;
         }
         if failed || session.quit {
@@ -172,7 +177,10 @@ async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
                             m.encode(&mut out, session.proto);
                         }
                     }
-                    if !write_out(&mut stream, &mut out, idle_timeout).await {
+                    if !metrics
+                        .write(out.len(), write_out(&mut stream, &mut out, idle_timeout))
+                        .await
+                    {
                         return;
                     }
                 }
@@ -181,6 +189,7 @@ async fn serve_session(session: &mut Session<'_>, mut stream: TcpStream) {
         if n == 0 {
             return;
         }
+        metrics.read(n);
         info.last_active.set(Instant::now());
     }
 }
@@ -225,6 +234,8 @@ async fn run_batch(
             Some((cmd::data::lookup(args.get(0))?, args))
         })
         .collect();
+    // metrics: the batch's time and size, its commands' calls.
+    let (from, before) = (crate::metrics::now(), out.len());
     crate::exec::run_batch(
         &session.fe.store,
         &login,
@@ -234,4 +245,7 @@ async fn run_batch(
         out,
     )
     .await;
+    let names = cmds.iter().map(|(spec, _)| spec.name);
+    let replies = out.get(before..).unwrap_or_default();
+    session.fe.store.metrics.batch(names, replies, from);
 }

@@ -21,6 +21,7 @@ pub mod config;
 pub mod conn;
 pub mod errors;
 pub mod exec;
+pub mod metrics;
 pub mod multi;
 pub mod pubsub;
 pub mod server;

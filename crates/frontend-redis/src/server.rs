@@ -38,6 +38,8 @@ pub struct RedisShared {
     pub pubsub: Arc<crate::pubsub::Hub>,
     pub limits: Limits,
     pub credentials: Arc<dyn Credentials>,
+    /// Every worker's figures ([`crate::metrics`]).
+    pub metrics: crate::metrics::Metrics,
     clients: AtomicUsize,
     next_id: AtomicU64,
     started: Instant,
@@ -64,6 +66,7 @@ impl RedisShared {
             limits: config.limits(),
             config,
             credentials,
+            metrics: crate::metrics::Metrics::default(),
             clients: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             started: Instant::now(),
@@ -144,6 +147,7 @@ impl RedisFrontend {
     ) -> Self {
         let store = Rc::new(crate::store::Store::new(shared.store.clone(), backends));
         crate::store::sweeper::spawn(&store, ctx);
+        shared.metrics.register(store.metrics.clone()); // metrics: this worker's figures
         Self {
             store,
             shared,
@@ -176,10 +180,12 @@ impl ConnectionHandler for RedisFrontend {
         Box::pin(async move {
             if !self.shared.admit() {
                 use tokio::io::AsyncWriteExt;
+                self.store.metrics.rejected_connections.add(1); // metrics
                 let _ = stream.write_all(crate::errors::MAX_CLIENTS).await;
                 return;
             }
             let _ = stream.set_nodelay(true);
+            self.store.metrics.connections.add(1); // metrics
             let now = Instant::now();
             let info = Rc::new(ClientInfo {
                 id: self.shared.next_id(),

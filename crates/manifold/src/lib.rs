@@ -175,6 +175,7 @@ pub fn start_with_reload(
             Arc::new(MysqlUsers(shared.clone())) as Arc<dyn Credentials>,
             cfg.pool.max_prepared_statements,
         );
+        let workers_door = door.clone();
         builder = builder.listen(
             addr,
             manifold_engine::handler_factory(move |ctx| {
@@ -183,13 +184,13 @@ pub fn start_with_reload(
                 let fe = WORKER_FRONTEND
                     .with(|w| w.borrow().clone())
                     .expect("the MySQL door's handler is made first on each worker");
-                RedisFrontend::new(door.clone(), ctx, Rc::new(PrimaryOf(fe)))
+                RedisFrontend::new(workers_door.clone(), ctx, Rc::new(PrimaryOf(fe)))
             }),
         );
-        Some(())
+        Some(door)
     };
     let engine = builder.start().map_err(|e| e.to_string())?;
-    let admin = manifold_admin::start(&cfg.admin, shared.clone(), settings.clone())?;
+    let admin = manifold_admin::start(&cfg.admin, shared.clone(), settings.clone(), redis.clone())?;
     Ok(Server {
         redis_enabled: redis.is_some(),
         engine,
