@@ -30,6 +30,8 @@ pub(crate) enum Reply {
 /// What the admin port knows of the server it belongs to.
 pub(crate) struct Server<'a> {
     pub shared: &'a Shared,
+    /// The Redis door, when it listens ([`crate::redis`]).
+    pub redis: Option<&'a manifold_frontend_redis::RedisShared>,
     pub started: Instant,
     pub control: &'a dyn Control,
     pub history: &'a Mutex<History>,
@@ -39,8 +41,8 @@ pub(crate) struct Server<'a> {
 
 const HELP: &str = "see SHOW BACKENDS, SHOW POOLS, SHOW SESSIONS, SHOW STATUS, SHOW VARIABLES, \
 SHOW QUERY DIGESTS, SHOW PIN REASONS, SHOW RULES, SET GLOBAL name = value, RELOAD CONFIG, \
-BACKEND OFFLINE|ONLINE 'host:port', KILL SESSION id, PERF HIST [stage|ALL|RESET] \
-(docs/OPERATIONS.md)";
+BACKEND OFFLINE|ONLINE 'host:port', KILL SESSION id, PERF HIST [stage|ALL|RESET], \
+SHOW REDIS [COMMANDS|STAGES|BATCHES] (docs/OPERATIONS.md)";
 
 /// Runs one statement. Keywords are case-insensitive; a trailing `;` and spaces are
 /// ignored, as the client may send them.
@@ -88,6 +90,7 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
             let addr = quoted(words[2]).unwrap_or_else(|| words[2].to_owned());
             backend_state(server.shared, &addr, *state == "OFFLINE").await
         }
+        ["SHOW", "REDIS", what @ ..] => crate::redis::show(server, what),
         ["PERF", "HIST"] => perf_hist(server.shared, "ALL"),
         ["PERF", "HIST", what] => perf_hist(server.shared, what),
         // What the mariadb and mysql clients ask on connecting.

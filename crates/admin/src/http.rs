@@ -222,6 +222,7 @@ async fn metrics(server: &Server<'_>) -> String {
         );
     }
     stage_histograms(server, &mut out);
+    crate::redis::prometheus(server, &mut out);
     out
 }
 
@@ -318,14 +319,15 @@ async fn status_json(server: &Server<'_>) -> String {
         })
         .collect();
     format!(
-        "{{\"status\":{{{}}},\"backends\":[{}],\"pins\":{{{}}},\"history\":{{\"interval_seconds\":{},\"queries\":[{queries}],\"errors\":[{errors}]}},\"stages\":[{}],\"pools\":[{}],\"pinned_sessions\":[{}]}}\n",
+        "{{\"status\":{{{}}},\"backends\":[{}],\"pins\":{{{}}},\"history\":{{\"interval_seconds\":{},\"queries\":[{queries}],\"errors\":[{errors}]}},\"stages\":[{}],\"pools\":[{}],\"pinned_sessions\":[{}],\"redis\":{}}}\n",
         status.join(","),
         backends,
         pins.join(","),
         INTERVAL.as_secs(),
         stages,
         pools,
-        pinned.join(",")
+        pinned.join(","),
+        crate::redis::status_json(server)
     )
 }
 
@@ -385,8 +387,20 @@ mod tests {
             );
         }
         for id in [
-            "uptime", "clients", "qps", "errors", "stages", "backends", "pools", "pinned",
-            "updated", "banner",
+            "uptime",
+            "clients",
+            "qps",
+            "errors",
+            "stages",
+            "backends",
+            "pools",
+            "pinned",
+            "updated",
+            "banner",
+            "redis",
+            "redis-families",
+            "redis-stages",
+            "redis-batches",
         ] {
             assert!(
                 DASHBOARD.contains(&format!("id=\"{id}\"")),

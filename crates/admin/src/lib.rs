@@ -14,6 +14,7 @@ mod control;
 mod errors;
 mod history;
 mod http;
+mod redis;
 mod server;
 
 pub use config::{AdminConfig, AdminListen};

@@ -58,6 +58,8 @@ impl Drop for AdminServer {
 
 struct Admin {
     shared: Arc<Shared>,
+    /// The Redis door, when it listens.
+    redis: Option<Arc<manifold_frontend_redis::RedisShared>>,
     control: Arc<dyn Control>,
     history: std::sync::Mutex<History>,
     user: String,
@@ -69,6 +71,7 @@ impl Admin {
     fn server(&self) -> commands::Server<'_> {
         commands::Server {
             shared: &self.shared,
+            redis: self.redis.as_deref(),
             started: self.started,
             control: &*self.control,
             history: &self.history,
@@ -88,11 +91,12 @@ fn bind(addr: SocketAddr, key: &str) -> Result<std::net::TcpListener, String> {
 }
 
 /// Binds the admin port and HTTP (errors name the key at fault) and serves them on a
-/// thread of its own; `None` when both are off.
+/// thread of its own; `None` when both are off. `redis`: the Redis door, when it listens.
 pub fn start(
     cfg: &AdminConfig,
     shared: Arc<Shared>,
     control: Arc<dyn Control>,
+    redis: Option<Arc<manifold_frontend_redis::RedisShared>>,
 ) -> Result<Option<AdminServer>, String> {
     let wanted = cfg.validate()?;
     let sql = wanted.sql.map(|a| bind(a, "admin.listen")).transpose()?;
@@ -110,6 +114,7 @@ pub fn start(
     }
     let admin = Arc::new(Admin {
         shared,
+        redis,
         control,
         history: std::sync::Mutex::default(),
         user: cfg.user.clone(),

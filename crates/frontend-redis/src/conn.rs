@@ -60,6 +60,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
     let limits = &fe.shared.limits;
     let idle_timeout = fe.shared.config.idle_timeout;
     let auth_timeout = fe.shared.config.auth_timeout;
+    let metrics = fe.store.metrics.clone(); // this worker's figures
     let mut input: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut out: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut req = Request::new();
@@ -77,7 +78,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
         loop {
             req.set_auth_required(!session.authenticated);
             let buf = &input[start..];
-            match req.parse(buf, limits) {
+            match crate::metrics::parse(&metrics, &mut req, buf, limits) {
                 Ok(Some(used)) => {
                     if !req.is_empty() {
                         let data = cmd::batched(session, Args::new(&req, buf));
@@ -107,7 +108,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
                             let buf = &input[start..];
-                            crate::multi::handle(session, Args::new(&req, buf), &mut out).await;
+                            crate::metrics::handle(session, Args::new(&req, buf), &mut out).await;
                         }
                     }
                     start += used;
@@ -150,7 +151,11 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
         batched = 0;
         // A client that stops reading is let go like an idle one (a drain lets replies
         // under way finish, until the shutdown deadline).
-        if !out.is_empty() && !write_out(&mut stream, &mut out, idle_timeout).await {
+        if !out.is_empty()
+            && !metrics
+                .write(out.len(), write_out(&mut stream, &mut out, idle_timeout))
+                .await
+        {
             return;
         }
         if failed || session.quit {
@@ -216,7 +221,10 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                             m.encode(&mut out, session.proto);
                         }
                     }
-                    if !write_out(&mut stream, &mut out, idle_timeout).await {
+                    if !metrics
+                        .write(out.len(), write_out(&mut stream, &mut out, idle_timeout))
+                        .await
+                    {
                         return;
                     }
                 }
@@ -225,6 +233,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
         if n == 0 {
             return;
         }
+        metrics.read(n);
         info.last_active.set(Instant::now());
     }
 }
@@ -316,6 +325,8 @@ async fn run_batch(
             Some((cmd::data::lookup(args.get(0))?, args))
         })
         .collect();
+    // metrics: the batch's time and size, its commands' calls.
+    let (from, before) = (crate::metrics::now(), out.len());
     crate::exec::run_batch(
         &session.fe.store,
         &login,
@@ -325,4 +336,7 @@ async fn run_batch(
         out,
     )
     .await;
+    let names = cmds.iter().map(|(spec, _)| spec.name);
+    let replies = out.get(before..).unwrap_or_default();
+    session.fe.store.metrics.batch(names, replies, from);
 }

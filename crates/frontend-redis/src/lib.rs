@@ -24,6 +24,7 @@ pub mod errors;
 pub mod exec;
 pub mod group;
 pub mod kill;
+pub mod metrics;
 pub mod multi;
 pub mod pubsub;
 pub mod server;

@@ -267,6 +267,11 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                 } = cx;
                 match tx.commit().await {
                     Ok(()) => {
+                        // metrics: the calls EXEC ran.
+                        let ran = requests
+                            .iter()
+                            .map(|(r, at)| Args::new(r, &multi.buf[*at..]));
+                        crate::metrics::exec_ran(&fe.store.metrics, ran, &replies);
                         Reply::new(out, proto0).array_len(steps.len());
                         out.extend_from_slice(&replies);
                         return;
@@ -324,6 +329,12 @@ async fn run_steps(
         match *step {
             Step::Data(spec, args) => {
                 exec::run_one(cx, spec, args)
+                    .await
+                    .map_err(|e| (Some(i), e))?;
+            }
+            // `INFO` with its keyspace reads it in the transaction.
+            Step::Session(args) if cmd::info::needs_keyspace(args) => {
+                cmd::info::reply_in(session, &mut cx.tx, args, &mut cx.out)
                     .await
                     .map_err(|e| (Some(i), e))?;
             }

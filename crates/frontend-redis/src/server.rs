@@ -41,6 +41,8 @@ pub struct RedisShared {
     pub pubsub: Arc<crate::pubsub::Hub>,
     pub limits: Limits,
     pub credentials: Arc<dyn Credentials>,
+    /// Every worker's figures ([`crate::metrics`]).
+    pub metrics: crate::metrics::Metrics,
     clients: AtomicUsize,
     next_id: AtomicU64,
     started: Instant,
@@ -69,6 +71,7 @@ impl RedisShared {
             limits: config.limits(),
             config,
             credentials,
+            metrics: crate::metrics::Metrics::default(),
             clients: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             started: Instant::now(),
@@ -152,6 +155,7 @@ impl RedisFrontend {
     ) -> Self {
         let store = Rc::new(crate::store::Store::new(shared.store.clone(), backends));
         crate::store::sweeper::spawn(&store, ctx);
+        shared.metrics.register(store.metrics.clone()); // metrics: this worker's figures
         Self {
             store,
             shared,
@@ -188,9 +192,11 @@ impl RedisFrontend {
     {
         if !self.shared.admit() {
             use tokio::io::AsyncWriteExt;
+            self.store.metrics.rejected_connections.add(1); // metrics
             let _ = stream.write_all(crate::errors::MAX_CLIENTS).await;
             return;
         }
+        self.store.metrics.connections.add(1); // metrics
         let now = Instant::now();
         let id = self.shared.next_id();
         let handle = Arc::new(crate::kill::ClientHandle::new(id, peer, laddr));

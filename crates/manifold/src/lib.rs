@@ -182,6 +182,7 @@ pub fn start_with_reload(
     });
     let mut builder = EngineBuilder::new(cfg.engine.clone()).listen(listen, factory);
     let mut redis_ports = RedisPorts::default();
+    let mut redis = None;
     if !cfg.redis.listen.is_empty() || redis_tls.is_some() {
         let door = RedisShared::new(
             cfg.redis.clone(),
@@ -211,6 +212,7 @@ pub fn start_with_reload(
                 .tls_listen
                 .parse()
                 .map_err(|e| format!("redis.tls_listen: {e}"))?;
+            let door = door.clone();
             builder = builder.listen(
                 addr,
                 Arc::new(move |ctx: &Rc<manifold_engine::WorkerContext>| {
@@ -222,9 +224,10 @@ pub fn start_with_reload(
             );
             redis_ports.tls = Some(next);
         }
+        redis = Some(door);
     }
     let engine = builder.start().map_err(|e| e.to_string())?;
-    let admin = manifold_admin::start(&cfg.admin, shared.clone(), settings.clone())?;
+    let admin = manifold_admin::start(&cfg.admin, shared.clone(), settings.clone(), redis.clone())?;
     Ok(Server {
         engine,
         shared,

@@ -30,7 +30,7 @@ pub struct Spec {
 }
 
 /// Every family's commands.
-fn families() -> impl Iterator<Item = &'static Spec> {
+pub fn families() -> impl Iterator<Item = &'static Spec> {
     super::strings::COMMANDS
         .iter()
         .chain(super::keys::COMMANDS.iter())

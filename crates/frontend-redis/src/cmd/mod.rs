@@ -15,6 +15,7 @@ pub mod data;
 pub mod expiry;
 pub mod glob;
 pub mod hashes;
+pub mod info;
 pub mod keys;
 pub mod lists;
 pub mod pubsub;

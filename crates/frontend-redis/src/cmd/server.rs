@@ -1,7 +1,6 @@
-//! Server commands clients send on connect: `INFO`, `CONFIG GET`, `COMMAND`, `TIME`
-//! (`DBSIZE` counts keys: [`super::keys`]).
+//! Server commands clients send on connect: `INFO` ([`super::info`]), `CONFIG GET`,
+//! `COMMAND`, `TIME` (`DBSIZE` counts keys: [`super::keys`]).
 
-use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use manifold_redis_proto::Reply;
@@ -143,69 +142,9 @@ fn parameters(session: &Session<'_>) -> [(&'static str, String); 7] {
     ]
 }
 
-fn info_text(session: &Session<'_>, args: Args<'_>) -> Vec<u8> {
-    let shared = &session.fe.shared;
-    let wanted = |section: &str| {
-        args.len() < 2
-            || args.from(1).any(|a| {
-                a.eq_ignore_ascii_case(section.as_bytes())
-                    || a.eq_ignore_ascii_case(b"all")
-                    || a.eq_ignore_ascii_case(b"default")
-                    || a.eq_ignore_ascii_case(b"everything")
-            })
-    };
-    let mut t = Vec::with_capacity(512);
-    let sep = |t: &mut Vec<u8>| {
-        if !t.is_empty() {
-            t.extend_from_slice(b"\r\n");
-        }
-    };
-    if wanted("server") {
-        sep(&mut t);
-        let _ = write!(
-            t,
-            "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\nmanifold_version:{}\r\nos:{} {}\r\narch_bits:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n",
-            crate::REDIS_VERSION,
-            env!("CARGO_PKG_VERSION"),
-            std::env::consts::OS,
-            std::env::consts::ARCH,
-            usize::BITS,
-            std::process::id(),
-            session.info.laddr.port(),
-            shared.uptime_secs(),
-            shared.uptime_secs() / 86_400,
-        );
-    }
-    if wanted("clients") {
-        sep(&mut t);
-        let _ = write!(
-            t,
-            "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
-            shared.clients(),
-            shared.config.max_clients
-        );
-    }
-    if wanted("persistence") {
-        sep(&mut t);
-        t.extend_from_slice(b"# Persistence\r\nloading:0\r\nasync_loading:0\r\n");
-    }
-    if wanted("replication") {
-        sep(&mut t);
-        t.extend_from_slice(b"# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
-    }
-    if wanted("keyspace") {
-        sep(&mut t);
-        t.extend_from_slice(b"# Keyspace\r\n");
-    }
-    t
-}
-
 pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
     match cmd {
-        Command::Info(args) => {
-            let text = info_text(session, args);
-            Reply::new(out, session.proto).verbatim(b"txt", &text);
-        }
+        Command::Info(args) => super::info::reply(session, args, out),
         Command::Time => {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)

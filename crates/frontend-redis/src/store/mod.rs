@@ -116,10 +116,10 @@ pub struct Store {
     statements: RefCell<HashMap<Box<str>, Prepared>>,
     /// The login this worker last noted for the sweeper ([`Store::note_login`]).
     noted: sweeper::Noted,
-    /// What the sweeper did (on the worker that sweeps).
-    pub sweep: sweeper::Stats,
     /// Batches of this worker's connections gathered into one statement.
     pub groups: crate::group::Groups,
+    /// This worker's figures, the sweeper's included ([`crate::metrics`]).
+    pub metrics: Arc<crate::metrics::WorkerMetrics>,
 }
 
 impl std::fmt::Debug for Store {
@@ -137,8 +137,8 @@ impl Store {
             backends,
             statements: RefCell::new(HashMap::new()),
             noted: sweeper::Noted::default(),
-            sweep: sweeper::Stats::default(),
             groups: crate::group::Groups::default(),
+            metrics: Arc::default(),
         }
     }
 
@@ -247,7 +247,10 @@ impl Tx<'_> {
         let (id, text) = self.store.statement(sql);
         let keep = self.store.shared.keep_statements;
         let conn = self.conn().await?;
-        match conn.execute(id, &text, params, keep).await? {
+        let from = crate::metrics::now(); // metrics: time in backend statements
+        let executed = conn.execute(id, &text, params, keep).await;
+        self.store.metrics.record(crate::metrics::Stage::Sql, from);
+        match executed? {
             Ok(done) => Ok(done),
             Err(e) => Err(StoreError::Server(e)),
         }
@@ -273,7 +276,10 @@ impl Tx<'_> {
             return Ok(());
         };
         if self.write {
-            if let Err(e) = lease.conn().run_ok(b"COMMIT").await? {
+            let from = crate::metrics::now(); // metrics: time in backend statements
+            let committed = lease.conn().run_ok(b"COMMIT").await;
+            self.store.metrics.record(crate::metrics::Stage::Sql, from);
+            if let Err(e) = committed? {
                 // The pool resets the connection (which rolls back) before lending it again.
                 return Err(StoreError::Server(e));
             }

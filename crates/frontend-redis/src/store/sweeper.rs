@@ -21,10 +21,10 @@
 //! - An error is logged at debug level and the next tick waits longer (doubling up to
 //!   [`MAX_BACKOFF`]); the task ends when the worker drains.
 //!
-//! Counters ([`Stats`]) are kept on the store for the metrics to come; [`Store::keyspace`]
+//! Counters ([`Stats`]) are kept in the worker's figures ([`crate::metrics`]); [`Store::keyspace`]
 //! counts keys per database for `INFO keyspace`.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -35,6 +35,7 @@ use manifold_mysql_proto::packets::Value;
 
 use super::keys::kind;
 use super::{int, Store, StoreError, Tx};
+use crate::metrics::Counter;
 
 /// How often the sweeper wakes.
 pub const TICK: Duration = Duration::from_millis(100);
@@ -51,18 +52,18 @@ pub const STATEMENTS_PER_TICK: usize = 200;
 #[derive(Debug, Default)]
 pub struct Stats {
     /// Expired keys deleted.
-    pub keys: Cell<u64>,
+    pub keys: Counter,
     /// Member rows deleted (of expired keys and of `gc`).
-    pub members: Cell<u64>,
+    pub members: Counter,
     /// Batches that found work.
-    pub batches: Cell<u64>,
+    pub batches: Counter,
     /// Keys whose `gc` was collected.
-    pub gc: Cell<u64>,
+    pub gc: Counter,
     /// Ticks that failed.
-    pub errors: Cell<u64>,
+    pub errors: Counter,
 }
 
-fn add(c: &Cell<u64>, n: u64) {
+fn add(c: &Counter, n: u64) {
     c.set(c.get().saturating_add(n));
 }
 
@@ -145,7 +146,7 @@ pub async fn run(store: Rc<Store>, ctx: Rc<WorkerContext>) {
         match tick(&store, &login, ctx.drain()).await {
             Ok(()) => wait = TICK,
             Err(e) => {
-                add(&store.sweep.errors, 1);
+                add(&store.metrics.sweep.errors, 1);
                 wait = (wait * 2).min(MAX_BACKOFF);
                 tracing::debug!(
                     target: "manifold::redis",
@@ -163,12 +164,12 @@ pub async fn tick(store: &Store, login: &ConnKey, drain: &Drain) -> Result<(), S
     let mut budget = STATEMENTS_PER_TICK;
     let mut tx = store.begin(login, false);
     while budget > 0 && !drain.is_draining() {
-        if !expired_batch(&mut tx, &store.sweep, &mut budget, drain).await? {
+        if !expired_batch(&mut tx, &store.metrics.sweep, &mut budget, drain).await? {
             break;
         }
     }
     while budget > 0 && !drain.is_draining() {
-        if !gc_batch(&mut tx, &store.sweep, &mut budget, drain).await? {
+        if !gc_batch(&mut tx, &store.metrics.sweep, &mut budget, drain).await? {
             break;
         }
     }

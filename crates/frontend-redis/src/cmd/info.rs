@@ -1,0 +1,212 @@
+//! `INFO [section...]`, with Redis 7.0's section names and field formats.
+//!
+//! Sections: `server`, `clients`, `persistence`, `stats`, `replication`, `commandstats`,
+//! `keyspace`; no argument and `default` give them all but `commandstats` (as Redis), `all`
+//! and `everything` all of them. The figures come from [`crate::metrics`] (every worker's,
+//! summed). `keyspace` counts the keys in SQL (`SELECT db, COUNT(*), COUNT(expire_at) FROM
+//! {s}.redis_keys WHERE expire_at IS NULL OR expire_at > ? GROUP BY db`): an `INFO` that
+//! shows it runs asynchronously ([`crate::metrics::handle`]), between the batches of its
+//! connection, or inside `EXEC`'s transaction; one without it answers at once.
+//!
+//! Differences from Redis: fields manifold cannot know are absent (`memory`, `cpu`,
+//! `errorstats`, `latencystats`, `cluster` sections; `client_recent_max_*`, `keyspace_hits`,
+//! `keyspace_misses`, `expired_stale_perc`, the replication and fork fields...);
+//! `instantaneous_ops_per_sec` is 0; `expired_keys` counts the keys the sweeper deleted
+//! (not those a write found expired); `avg_ttl` is 0; a keyspace that cannot be read (the
+//! database down) shows no database.
+
+use std::io::Write;
+
+use manifold_backend::Param;
+use manifold_redis_proto::{Protocol, Reply};
+
+use super::{Args, Session};
+use crate::store::{int, StoreError, Tx};
+
+/// Sections in Redis's order, and whether a bare `INFO` (or `default`) shows each.
+const SECTIONS: [(&str, bool); 7] = [
+    ("server", true),
+    ("clients", true),
+    ("persistence", true),
+    ("stats", true),
+    ("replication", true),
+    ("commandstats", false),
+    ("keyspace", true),
+];
+
+/// Whether `INFO args` shows `section`.
+fn wanted(args: Args<'_>, section: &str) -> bool {
+    let default = SECTIONS.iter().any(|(s, d)| *s == section && *d);
+    if args.len() < 2 {
+        return default;
+    }
+    args.from(1).any(|a| {
+        a.eq_ignore_ascii_case(section.as_bytes())
+            || a.eq_ignore_ascii_case(b"all")
+            || a.eq_ignore_ascii_case(b"everything")
+            || (default && a.eq_ignore_ascii_case(b"default"))
+    })
+}
+
+/// `INFO args` shows the keyspace and the client may run SQL now: it runs asynchronously.
+pub fn runs_async(session: &Session<'_>, args: Args<'_>) -> bool {
+    session.authenticated
+        && session.login.is_some()
+        && session.multi.is_none()
+        && !(session.proto == Protocol::Resp2 && crate::pubsub::subscribed(session))
+        && wanted(args, "keyspace")
+}
+
+/// Whether `args` (a queued request) is an `INFO` showing the keyspace.
+pub fn needs_keyspace(args: Args<'_>) -> bool {
+    args.get(0).eq_ignore_ascii_case(b"info") && wanted(args, "keyspace")
+}
+
+/// `(db, keys, keys with an expiry)` of each database holding live keys, in order.
+async fn keyspace(tx: &mut Tx<'_>) -> Result<Vec<(u8, u64, u64)>, StoreError> {
+    let now = tx.now_ms;
+    let rows = tx
+        .rows(
+            "SELECT db, COUNT(*), COUNT(expire_at) FROM {s}.redis_keys \
+             WHERE expire_at IS NULL OR expire_at > ? GROUP BY db ORDER BY db",
+            &[Param::Int(now)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let db = u8::try_from(int(r.first()?)?).ok()?;
+            let keys = u64::try_from(int(r.get(1)?)?).ok()?;
+            let expires = u64::try_from(int(r.get(2)?)?).ok()?;
+            Some((db, keys, expires))
+        })
+        .collect())
+}
+
+/// `INFO` with the keyspace, read in a statement of its own.
+pub async fn reply_async(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
+    session.info.cmd.set("info");
+    let dbs = match session.login.clone() {
+        Some(login) => {
+            let mut tx = session.fe.store.begin(&login, false);
+            match keyspace(&mut tx).await {
+                Ok(dbs) => tx.commit().await.ok().map(|()| dbs),
+                Err(e) => {
+                    tracing::debug!(target: "manifold::redis", error = ?e, "INFO keyspace not read");
+                    tx.abandon();
+                    None
+                }
+            }
+        }
+        None => None,
+    };
+    let text = text(session, args, dbs.as_deref());
+    Reply::new(out, session.proto).verbatim(b"txt", &text);
+}
+
+/// `INFO` with the keyspace inside `EXEC`'s transaction `tx`.
+pub async fn reply_in(
+    session: &Session<'_>,
+    tx: &mut Tx<'_>,
+    args: Args<'_>,
+    out: &mut Vec<u8>,
+) -> Result<(), StoreError> {
+    let dbs = keyspace(tx).await?;
+    let text = text(session, args, Some(&dbs));
+    Reply::new(out, session.proto).verbatim(b"txt", &text);
+    Ok(())
+}
+
+/// `INFO` answered at once (no keyspace figures to read).
+pub fn reply(session: &Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
+    let text = text(session, args, None);
+    Reply::new(out, session.proto).verbatim(b"txt", &text);
+}
+
+/// The text of `INFO args`; `dbs`: the keyspace figures, when read.
+pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]>) -> Vec<u8> {
+    let shared = &session.fe.shared;
+    let wanted = |section: &str| wanted(args, section);
+    let figures = (wanted("stats") || wanted("commandstats")).then(|| shared.metrics.snapshot());
+    let mut t = Vec::with_capacity(1024);
+    let sep = |t: &mut Vec<u8>| {
+        if !t.is_empty() {
+            t.extend_from_slice(b"\r\n");
+        }
+    };
+    if wanted("server") {
+        sep(&mut t);
+        let _ = write!(
+            t,
+            "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\nmanifold_version:{}\r\nos:{} {}\r\narch_bits:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n",
+            crate::REDIS_VERSION,
+            env!("CARGO_PKG_VERSION"),
+            std::env::consts::OS,
+            std::env::consts::ARCH,
+            usize::BITS,
+            std::process::id(),
+            session.info.laddr.port(),
+            shared.uptime_secs(),
+            shared.uptime_secs() / 86_400,
+        );
+    }
+    if wanted("clients") {
+        sep(&mut t);
+        let _ = write!(
+            t,
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+            shared.clients(),
+            shared.config.max_clients
+        );
+    }
+    if wanted("persistence") {
+        sep(&mut t);
+        t.extend_from_slice(b"# Persistence\r\nloading:0\r\nasync_loading:0\r\n");
+    }
+    if let (true, Some(f)) = (wanted("stats"), &figures) {
+        sep(&mut t);
+        let _ = write!(
+            t,
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{}\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\n",
+            f.connections,
+            f.calls(),
+            f.net_in,
+            f.net_out,
+            f.rejected_connections,
+            f.expired_keys,
+            shared.pubsub.channels(None).len(),
+            shared.pubsub.numpat(),
+            f.error_replies,
+            f.reads,
+            f.writes,
+        );
+    }
+    if wanted("replication") {
+        sep(&mut t);
+        t.extend_from_slice(b"# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
+    }
+    if let (true, Some(f)) = (wanted("commandstats"), &figures) {
+        sep(&mut t);
+        t.extend_from_slice(b"# Commandstats\r\n");
+        for c in &f.commands {
+            let per_call = if c.calls == 0 {
+                0.0
+            } else {
+                c.usec as f64 / c.calls as f64
+            };
+            let _ = write!(
+                t,
+                "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
+                c.name, c.calls, c.usec, c.rejected, c.failed
+            );
+        }
+    }
+    if wanted("keyspace") {
+        sep(&mut t);
+        t.extend_from_slice(b"# Keyspace\r\n");
+        for (db, keys, expires) in dbs.unwrap_or_default() {
+            let _ = write!(t, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+        }
+    }
+    t
+}

@@ -1,0 +1,788 @@
+//! The Redis door's figures: commands by name (calls, failed calls, rejected calls, time),
+//! batches and their sizes, stage latencies, connections, bytes, Pub/Sub traffic and the
+//! expiry sweeper's work.
+//!
+//! Each worker records into its own [`WorkerMetrics`] (on its [`crate::store::Store`]); only
+//! that worker's thread writes it, so a count goes up with a relaxed load and a relaxed
+//! store ([`Counter`]: no locked instruction, no cache line written by two threads), as the
+//! MySQL door's telemetry does. [`Metrics`] (on [`crate::RedisShared`]) lists every worker's,
+//! and [`Metrics::snapshot`] sums them with relaxed loads: for the admin port, `/metrics` and
+//! `INFO`. A figure may miss the request being recorded at that moment, never more.
+//!
+//! What counts, as Redis 7.0 counts it (`INFO commandstats`):
+//! - a command that ran is a call; a call whose reply is an error is also a failed call;
+//! - a command refused before running (wrong number of arguments, `NOAUTH`, not allowed
+//!   while subscribed) is a rejected call, and no call; an unknown command or subcommand
+//!   counts for no command (only in `total_error_replies`);
+//! - a command queued by `MULTI` counts when `EXEC` runs it (the `QUEUED` reply is no call).
+//!
+//! Time (`usec`): a command answered alone is timed from its parse to its reply; the
+//! commands of one batch share the batch's time equally; commands run by `EXEC` count no
+//! time of their own (`EXEC` has it). Redis measures the command's own CPU time: manifold's
+//! includes waiting for the database.
+//!
+//! Stages ([`Stage`]): `parse` one request's parsing, `batch` one batch from its first
+//! statement to its replies, `sql` one backend statement (and `COMMIT`), `reply` one write of
+//! replies to the client socket. Histogram buckets are the MySQL door's: one below 1 µs, then
+//! four per power of two up to ~69 s.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use manifold_engine::clock;
+use manifold_redis_proto::{Limits, ProtocolError, Request};
+
+use crate::cmd::{self, Args, Command, Reject, Session};
+use crate::store::sweeper;
+
+/// A count written by one thread only and read by any: `add` is a relaxed load and store.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// Sets the count (by its writer).
+    #[inline]
+    pub fn set(&self, n: u64) {
+        self.0.store(n, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.set(self.get().wrapping_add(n));
+    }
+}
+
+/// A step of the door's work (see the module note).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Parse,
+    Batch,
+    Sql,
+    Reply,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [Stage::Parse, Stage::Batch, Stage::Sql, Stage::Reply];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Parse => "parse",
+            Stage::Batch => "batch",
+            Stage::Sql => "sql",
+            Stage::Reply => "reply",
+        }
+    }
+}
+
+/// Buckets per histogram: one below 1 µs, four per power of two from 2^10 to 2^36 ns.
+pub const BUCKETS: usize = 1 + 4 * 27;
+
+/// The bucket of a duration of `ns` nanoseconds.
+#[inline]
+pub fn bucket(ns: u64) -> usize {
+    if ns < 1024 {
+        return 0;
+    }
+    let octave = 63 - ns.leading_zeros() as usize;
+    let sub = (ns >> (octave - 2)) as usize & 3;
+    (1 + (octave - 10) * 4 + sub).min(BUCKETS - 1)
+}
+
+/// The largest duration (ns, exclusive) bucket `i` holds.
+pub fn bucket_upper(i: usize) -> u64 {
+    if i == 0 {
+        return 1024;
+    }
+    let octave = 10 + (i - 1) / 4;
+    let sub = (i - 1) % 4;
+    (4 + sub as u64 + 1) << (octave - 2)
+}
+
+/// Batch size buckets: sizes up to 1, 2, 4... 256, and more.
+pub const SIZE_BUCKETS: usize = 10;
+
+/// The bucket of a batch of `n` commands (`n >= 1`).
+pub fn size_bucket(n: usize) -> usize {
+    let n = n.max(1);
+    let log = usize::BITS - (n - 1).leading_zeros();
+    (log as usize).min(SIZE_BUCKETS - 1)
+}
+
+/// The largest size bucket `i` holds (`None`: no bound).
+pub fn size_upper(i: usize) -> Option<u64> {
+    (i + 1 < SIZE_BUCKETS).then(|| 1u64 << i)
+}
+
+#[derive(Debug)]
+struct WorkerHistogram {
+    buckets: [Counter; BUCKETS],
+    sum_ns: Counter,
+}
+
+impl Default for WorkerHistogram {
+    fn default() -> Self {
+        Self {
+            buckets: std::array::from_fn(|_| Counter::default()),
+            sum_ns: Counter::default(),
+        }
+    }
+}
+
+/// One command's counts on one worker.
+#[derive(Debug, Default)]
+pub struct CommandCounters {
+    pub calls: Counter,
+    pub failed: Counter,
+    pub rejected: Counter,
+    pub ns: Counter,
+}
+
+/// The commands that are not data commands, by their full names (`CLIENT LIST`'s `cmd=`).
+const SESSION_COMMANDS: &[&str] = &[
+    "ping",
+    "echo",
+    "quit",
+    "reset",
+    "select",
+    "auth",
+    "hello",
+    "client|id",
+    "client|setname",
+    "client|getname",
+    "client|setinfo",
+    "client|info",
+    "client|list",
+    "client|no-evict",
+    "client|help",
+    "command",
+    "command|count",
+    "command|docs",
+    "command|help",
+    "config|get",
+    "config|help",
+    "info",
+    "time",
+    "multi",
+    "exec",
+    "discard",
+    "watch",
+    "unwatch",
+    "subscribe",
+    "psubscribe",
+    "unsubscribe",
+    "punsubscribe",
+    "publish",
+    "pubsub|channels",
+    "pubsub|numsub",
+    "pubsub|numpat",
+    "pubsub|help",
+];
+
+/// Every command name the door counts, sorted, and each one's index.
+fn names() -> &'static (Vec<&'static str>, HashMap<&'static str, usize>) {
+    static NAMES: OnceLock<(Vec<&'static str>, HashMap<&'static str, usize>)> = OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut list: Vec<&'static str> = SESSION_COMMANDS
+            .iter()
+            .copied()
+            .chain(cmd::data::families().map(|s| s.name))
+            .collect();
+        list.sort_unstable();
+        list.dedup();
+        let index = list.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        (list, index)
+    })
+}
+
+/// The family of a command by its full name, as the admin port groups them: the data
+/// families' (`strings`, `hashes`...), else `pubsub`, `transactions` or `connection`.
+pub fn family(name: &str) -> &'static str {
+    use cmd::data::Family;
+    match cmd::data::lookup(name.as_bytes()).map(|s| s.family) {
+        Some(Family::Strings) => "strings",
+        Some(Family::Keys) => "keys",
+        Some(Family::Expiry) => "expiry",
+        Some(Family::Hashes) => "hashes",
+        Some(Family::Lists) => "lists",
+        Some(Family::Sets) => "sets",
+        Some(Family::ZSets) => "zsets",
+        None if name.starts_with("pub") || name.ends_with("subscribe") => "pubsub",
+        None if matches!(name, "multi" | "exec" | "discard" | "watch" | "unwatch") => {
+            "transactions"
+        }
+        None => "connection",
+    }
+}
+
+/// The index of a command's counters.
+fn index(name: &str) -> Option<usize> {
+    names().1.get(name).copied()
+}
+
+/// One worker's figures. Written by its worker only (see the module note).
+#[derive(Debug)]
+pub struct WorkerMetrics {
+    commands: Box<[CommandCounters]>,
+    stages: [WorkerHistogram; 4],
+    batch_sizes: [Counter; SIZE_BUCKETS],
+    /// Commands run in batches.
+    batched: Counter,
+    pub connections: Counter,
+    pub rejected_connections: Counter,
+    net_in: Counter,
+    net_out: Counter,
+    reads: Counter,
+    writes: Counter,
+    error_replies: Counter,
+    /// `PUBLISH`es, and the subscribers' queues their messages went to.
+    published: Counter,
+    delivered: Counter,
+    /// What the expiry sweeper did (on the worker that sweeps).
+    pub sweep: sweeper::Stats,
+}
+
+impl Default for WorkerMetrics {
+    fn default() -> Self {
+        Self {
+            commands: names()
+                .0
+                .iter()
+                .map(|_| CommandCounters::default())
+                .collect(),
+            stages: Default::default(),
+            batch_sizes: Default::default(),
+            batched: Counter::default(),
+            connections: Counter::default(),
+            rejected_connections: Counter::default(),
+            net_in: Counter::default(),
+            net_out: Counter::default(),
+            reads: Counter::default(),
+            writes: Counter::default(),
+            error_replies: Counter::default(),
+            published: Counter::default(),
+            delivered: Counter::default(),
+            sweep: sweeper::Stats::default(),
+        }
+    }
+}
+
+/// A clock reading for [`WorkerMetrics::record`].
+#[inline]
+pub fn now() -> u64 {
+    clock::now()
+}
+
+/// Whether a reply starts with an error (RESP2/RESP3 simple or blob error).
+fn is_error(reply: &[u8]) -> bool {
+    matches!(reply.first(), Some(b'-' | b'!'))
+}
+
+impl WorkerMetrics {
+    /// Records the time from `from` (a [`now`] reading) to now in `stage`; the span's ns.
+    #[inline]
+    pub fn record(&self, stage: Stage, from: u64) -> u64 {
+        let ns = clock::span_ns(from, clock::now());
+        self.record_ns(stage, ns);
+        ns
+    }
+
+    #[inline]
+    pub fn record_ns(&self, stage: Stage, ns: u64) {
+        let h = &self.stages[stage as usize];
+        h.buckets[bucket(ns)].add(1);
+        h.sum_ns.add(ns);
+    }
+
+    fn counters(&self, name: &str) -> Option<&CommandCounters> {
+        self.commands.get(index(name)?)
+    }
+
+    /// A call of `name` that answered `reply` in `ns`.
+    pub fn call(&self, name: &str, reply: &[u8], ns: u64) {
+        let failed = is_error(reply);
+        if failed {
+            self.error_replies.add(1);
+        }
+        if let Some(c) = self.counters(name) {
+            c.calls.add(1);
+            c.ns.add(ns);
+            if failed {
+                c.failed.add(1);
+            }
+        }
+    }
+
+    /// A command of `name` refused before it ran (`None`: an unknown command).
+    pub fn rejected(&self, name: Option<&str>) {
+        self.error_replies.add(1);
+        if let Some(c) = name.and_then(|n| self.counters(n)) {
+            c.rejected.add(1);
+        }
+    }
+
+    /// A batch of data commands `names`, whose replies are `replies` (one each, in order),
+    /// that took from `from` to now.
+    pub fn batch<'a>(
+        &self,
+        names: impl ExactSizeIterator<Item = &'a str>,
+        replies: &[u8],
+        from: u64,
+    ) {
+        let n = names.len();
+        if n == 0 {
+            return;
+        }
+        let ns = self.record(Stage::Batch, from);
+        self.batch_sizes[size_bucket(n)].add(1);
+        self.batched.add(n as u64);
+        self.calls(names, replies, ns / n as u64);
+    }
+
+    /// Calls of `names`, whose replies are `replies` (one each, in order), `ns` each.
+    fn calls<'a>(&self, names: impl Iterator<Item = &'a str>, mut replies: &[u8], ns: u64) {
+        for name in names {
+            let len = reply_len(replies).unwrap_or(replies.len());
+            self.call(name, &replies[..len], ns);
+            replies = &replies[len..];
+        }
+    }
+
+    /// Bytes read from a client.
+    #[inline]
+    pub fn read(&self, n: usize) {
+        self.net_in.add(n as u64);
+        self.reads.add(1);
+    }
+
+    /// Writes `bytes` bytes of replies with `write`: times it (`reply`) and counts it.
+    pub async fn write(&self, bytes: usize, write: impl Future<Output = bool>) -> bool {
+        let from = now();
+        let ok = write.await;
+        self.record(Stage::Reply, from);
+        self.net_out.add(bytes as u64);
+        self.writes.add(1);
+        ok
+    }
+}
+
+/// Parses one request with [`Request::parse`], timing it (`parse`) when one was complete.
+#[inline]
+pub fn parse(
+    m: &WorkerMetrics,
+    req: &mut Request,
+    buf: &[u8],
+    limits: &Limits,
+) -> Result<Option<usize>, ProtocolError> {
+    let from = now();
+    let parsed = req.parse(buf, limits);
+    if matches!(parsed, Ok(Some(_))) {
+        m.record(Stage::Parse, from);
+    }
+    parsed
+}
+
+/// The length of the first RESP reply in `buf` (`None`: incomplete or not RESP).
+pub fn reply_len(buf: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    // Replies still to skip (aggregates add their elements).
+    let mut left: u64 = 1;
+    while left > 0 {
+        left -= 1;
+        let kind = *buf.get(at)?;
+        let end = at + buf.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
+        let line = buf.get(at + 1..end)?;
+        at = end + 2;
+        let n = || -> Option<i64> { std::str::from_utf8(line).ok()?.parse().ok() };
+        match kind {
+            b'$' | b'=' | b'!' => {
+                let n = n()?;
+                if n >= 0 {
+                    at = at.checked_add(usize::try_from(n).ok()?)?.checked_add(2)?;
+                }
+            }
+            b'*' | b'~' | b'>' => {
+                let n = n()?;
+                left = left.checked_add(u64::try_from(n).unwrap_or(0))?;
+            }
+            b'%' | b'|' => {
+                let n = n()?;
+                left = left.checked_add(u64::try_from(n).unwrap_or(0).checked_mul(2)?)?;
+                // An attribute precedes the reply it describes.
+                if kind == b'|' {
+                    left += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    (at <= buf.len()).then_some(at)
+}
+
+/// Handles a request that is not batched ([`crate::multi::handle`]), counting it; `INFO`
+/// with its keyspace section reads the keys' counts first.
+pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
+    let m = session.fe.store.metrics.clone();
+    let from = now();
+    let before = out.len();
+    let parsed = Command::parse(args);
+    match parsed {
+        Ok(Command::Info(info)) if cmd::info::runs_async(session, info) => {
+            cmd::info::reply_async(session, info, out).await;
+        }
+        _ => crate::multi::handle(session, args, out).await,
+    }
+    let ns = clock::span_ns(from, clock::now());
+    let reply = out.get(before..).unwrap_or_default();
+    match parsed {
+        Err(Reject::Arity(name)) => m.rejected(Some(name)),
+        Err(_) => m.rejected(None),
+        Ok(_) if reply == b"+QUEUED\r\n" => {}
+        Ok(cmd) => {
+            let name = cmd.full_name();
+            let refused = reply.starts_with(crate::errors::NOAUTH)
+                || (is_error(reply) && reply.starts_with(b"-ERR Can't execute"));
+            if refused {
+                m.rejected(Some(name));
+                return;
+            }
+            m.call(name, reply, ns);
+            if let Command::Publish(..) = cmd {
+                m.published.add(1);
+                let receivers = reply
+                    .strip_prefix(b":")
+                    .and_then(|r| std::str::from_utf8(r).ok())
+                    .and_then(|r| r.trim_end().parse::<u64>().ok())
+                    .unwrap_or(0);
+                m.delivered.add(receivers);
+            }
+        }
+    }
+}
+
+/// The commands `EXEC` ran (`requests`), whose replies are `replies`, one each.
+pub fn exec_ran<'a>(m: &WorkerMetrics, requests: impl Iterator<Item = Args<'a>>, replies: &[u8]) {
+    let names = requests.map(|a| match Command::parse(a) {
+        Ok(c) => c.full_name(),
+        Err(_) => "",
+    });
+    m.calls(names, replies, 0);
+}
+
+/// Every worker's figures.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    workers: Mutex<Vec<Arc<WorkerMetrics>>>,
+}
+
+/// A stage's histogram summed over workers.
+#[derive(Debug, Clone)]
+pub struct Histogram {
+    pub buckets: [u64; BUCKETS],
+    pub sum_ns: u64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self {
+            buckets: [0; BUCKETS],
+            sum_ns: 0,
+        }
+    }
+}
+
+impl Histogram {
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// The upper bound (ns) of the bucket holding quantile `q` (0..=1); 0 when empty.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let count = self.count();
+        if count == 0 {
+            return 0;
+        }
+        let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
+        let mut seen = 0;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return bucket_upper(i);
+            }
+        }
+        bucket_upper(BUCKETS - 1)
+    }
+
+    /// The upper bound (ns) of the highest bucket holding anything; 0 when empty.
+    pub fn max(&self) -> u64 {
+        self.buckets
+            .iter()
+            .rposition(|&n| n > 0)
+            .map_or(0, bucket_upper)
+    }
+}
+
+/// One command's figures over all workers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CommandStats {
+    pub name: &'static str,
+    pub calls: u64,
+    pub failed: u64,
+    pub rejected: u64,
+    pub usec: u64,
+}
+
+/// Every figure, summed over workers.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Commands with a call or a rejection, by name.
+    pub commands: Vec<CommandStats>,
+    pub stages: [Histogram; 4],
+    pub batch_sizes: [u64; SIZE_BUCKETS],
+    pub batched: u64,
+    pub connections: u64,
+    pub rejected_connections: u64,
+    pub net_in: u64,
+    pub net_out: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub error_replies: u64,
+    pub published: u64,
+    pub delivered: u64,
+    pub expired_keys: u64,
+    pub swept_members: u64,
+    pub sweep_errors: u64,
+}
+
+impl Snapshot {
+    /// Calls of every command (`total_commands_processed`).
+    pub fn calls(&self) -> u64 {
+        self.commands.iter().map(|c| c.calls).sum()
+    }
+
+    pub fn failed(&self) -> u64 {
+        self.commands.iter().map(|c| c.failed).sum()
+    }
+
+    pub fn rejected(&self) -> u64 {
+        self.commands.iter().map(|c| c.rejected).sum()
+    }
+
+    pub fn batches(&self) -> u64 {
+        self.batch_sizes.iter().sum()
+    }
+
+    pub fn stage(&self, stage: Stage) -> &Histogram {
+        &self.stages[stage as usize]
+    }
+}
+
+impl Metrics {
+    /// Lists a worker's figures for reading.
+    pub fn register(&self, worker: Arc<WorkerMetrics>) {
+        self.workers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(worker);
+    }
+
+    /// Every worker's figures, summed.
+    pub fn snapshot(&self) -> Snapshot {
+        let workers = self
+            .workers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut s = Snapshot::default();
+        let mut commands: Vec<CommandStats> = names()
+            .0
+            .iter()
+            .map(|&name| CommandStats {
+                name,
+                ..CommandStats::default()
+            })
+            .collect();
+        for w in &workers {
+            for (c, wc) in commands.iter_mut().zip(w.commands.iter()) {
+                c.calls += wc.calls.get();
+                c.failed += wc.failed.get();
+                c.rejected += wc.rejected.get();
+                c.usec += wc.ns.get() / 1000;
+            }
+            for (h, wh) in s.stages.iter_mut().zip(&w.stages) {
+                for (b, wb) in h.buckets.iter_mut().zip(&wh.buckets) {
+                    *b += wb.get();
+                }
+                h.sum_ns += wh.sum_ns.get();
+            }
+            for (b, wb) in s.batch_sizes.iter_mut().zip(&w.batch_sizes) {
+                *b += wb.get();
+            }
+            s.batched += w.batched.get();
+            s.connections += w.connections.get();
+            s.rejected_connections += w.rejected_connections.get();
+            s.net_in += w.net_in.get();
+            s.net_out += w.net_out.get();
+            s.reads += w.reads.get();
+            s.writes += w.writes.get();
+            s.error_replies += w.error_replies.get();
+            s.published += w.published.get();
+            s.delivered += w.delivered.get();
+            s.expired_keys += w.sweep.keys.get();
+            s.swept_members += w.sweep.members.get();
+            s.sweep_errors += w.sweep.errors.get();
+        }
+        commands.retain(|c| c.calls > 0 || c.rejected > 0 || c.failed > 0);
+        s.commands = commands;
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registered(n: usize) -> (Metrics, Vec<Arc<WorkerMetrics>>) {
+        let m = Metrics::default();
+        let workers: Vec<_> = (0..n).map(|_| Arc::new(WorkerMetrics::default())).collect();
+        for w in &workers {
+            m.register(w.clone());
+        }
+        (m, workers)
+    }
+
+    #[test]
+    fn commands_are_summed_over_workers() {
+        let (m, w) = registered(2);
+        w[0].call("get", b"$1\r\nx\r\n", 3000);
+        w[1].call("get", b"-WRONGTYPE Operation\r\n", 1000);
+        w[1].rejected(Some("get"));
+        w[0].rejected(None);
+        w[0].call("client|list", b"$0\r\n\r\n", 0);
+        w[0].call("no-such-command", b"+OK\r\n", 0);
+        let s = m.snapshot();
+        let get = s.commands.iter().find(|c| c.name == "get").unwrap();
+        assert_eq!(
+            *get,
+            CommandStats {
+                name: "get",
+                calls: 2,
+                failed: 1,
+                rejected: 1,
+                usec: 4
+            }
+        );
+        assert!(s
+            .commands
+            .iter()
+            .any(|c| c.name == "client|list" && c.calls == 1));
+        assert_eq!(s.commands.len(), 2, "commands never called are left out");
+        assert_eq!(s.calls(), 3);
+        assert_eq!(s.error_replies, 3);
+        assert_eq!((s.failed(), s.rejected()), (1, 1));
+    }
+
+    #[test]
+    fn batches_split_their_replies_and_time() {
+        let (m, w) = registered(1);
+        let replies =
+            b"+OK\r\n$-1\r\n-WRONGTYPE x\r\n*2\r\n$1\r\na\r\n*1\r\n:1\r\n%1\r\n+k\r\n+v\r\n";
+        let names = ["set", "get", "get", "lrange", "hgetall"];
+        w[0].batch(names.iter().copied(), replies, now());
+        let s = m.snapshot();
+        let of = |n: &str| s.commands.iter().find(|c| c.name == n).cloned().unwrap();
+        assert_eq!((of("get").calls, of("get").failed), (2, 1));
+        assert_eq!((of("set").calls, of("set").failed), (1, 0));
+        assert_eq!((of("lrange").calls, of("hgetall").calls), (1, 1));
+        assert_eq!(s.batches(), 1);
+        assert_eq!(s.batched, 5);
+        assert_eq!(s.batch_sizes[size_bucket(5)], 1);
+        assert_eq!(s.stage(Stage::Batch).count(), 1);
+    }
+
+    #[test]
+    fn reply_lengths() {
+        assert_eq!(reply_len(b"+OK\r\nrest"), Some(5));
+        assert_eq!(reply_len(b"$3\r\nabc\r\n"), Some(9));
+        assert_eq!(reply_len(b"$-1\r\n"), Some(5));
+        assert_eq!(reply_len(b"*-1\r\n"), Some(5));
+        assert_eq!(reply_len(b"*2\r\n:1\r\n*0\r\n:9\r\n"), Some(12));
+        assert_eq!(reply_len(b"=7\r\ntxt:abc\r\n"), Some(13));
+        assert_eq!(reply_len(b"%1\r\n+a\r\n,1.5\r\n"), Some(14));
+        assert_eq!(reply_len(b"*2\r\n:1\r\n"), None);
+        assert_eq!(reply_len(b"$5\r\nab"), None);
+        assert_eq!(reply_len(b"*9999999999999999999\r\n"), None);
+        assert_eq!(reply_len(b""), None);
+    }
+
+    #[test]
+    fn size_buckets() {
+        assert_eq!(size_bucket(1), 0);
+        assert_eq!(size_bucket(2), 1);
+        assert_eq!(size_bucket(3), 2);
+        assert_eq!(size_bucket(4), 2);
+        assert_eq!(size_bucket(5), 3);
+        assert_eq!(size_bucket(256), 8);
+        assert_eq!(size_bucket(257), 9);
+        assert_eq!(size_bucket(usize::MAX), 9);
+        for n in 1..300usize {
+            let b = size_bucket(n);
+            assert!(size_upper(b).is_none_or(|u| n as u64 <= u), "{n}");
+            assert!(
+                b == 0 || size_upper(b - 1).is_some_and(|u| n as u64 > u),
+                "{n}"
+            );
+        }
+    }
+
+    #[test]
+    fn stage_histograms_and_quantiles() {
+        let (m, w) = registered(2);
+        for _ in 0..90 {
+            w[0].record_ns(Stage::Sql, 100_000);
+        }
+        for _ in 0..10 {
+            w[1].record_ns(Stage::Sql, 10_000_000);
+        }
+        let s = m.snapshot();
+        let h = s.stage(Stage::Sql);
+        assert_eq!(h.count(), 100);
+        assert!((100_000..=120_000).contains(&h.quantile(0.5)));
+        assert!((10_000_000..=12_000_000).contains(&h.quantile(0.99)));
+        assert_eq!(h.max(), h.quantile(0.99));
+        assert_eq!(s.stage(Stage::Parse).count(), 0);
+        assert_eq!(bucket(1023), 0);
+        assert_eq!(bucket(u64::MAX), BUCKETS - 1);
+        for ns in (1024..1_000_000u64).step_by(997) {
+            assert!(ns < bucket_upper(bucket(ns)));
+        }
+    }
+
+    #[test]
+    fn sweeper_figures_are_summed() {
+        let (m, w) = registered(2);
+        w[0].sweep.keys.add(3);
+        w[1].sweep.members.add(7);
+        let s = m.snapshot();
+        assert_eq!((s.expired_keys, s.swept_members), (3, 7));
+    }
+
+    #[test]
+    fn every_session_command_has_counters() {
+        for n in SESSION_COMMANDS {
+            assert!(index(n).is_some(), "{n}");
+        }
+        assert!(index("get").is_some() && index("zadd").is_some());
+        assert_eq!(family("get"), "strings");
+        assert_eq!(family("hset"), "hashes");
+        assert_eq!(family("psubscribe"), "pubsub");
+        assert_eq!(family("exec"), "transactions");
+        assert_eq!(family("client|list"), "connection");
+    }
+}
