@@ -8,19 +8,17 @@
 //!   power of two (by repeating the chunk's shortest member), so statement shapes are few.
 //! - [`algebra`]: `SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, their `STORE` forms, `SINTERCARD`.
 //! - [`random`]: `SPOP`, `SRANDMEMBER`.
-//! - [`scan`]: `SSCAN` (with a private glob matcher, Redis's `stringmatchlen`).
+//! - [`scan`]: `SSCAN`, paged as every `*SCAN` is.
 //!
 //! Intended differences from Redis 7.0 (the tests normalize them):
 //! - Where Redis's order is unspecified (`SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, `SPOP`
 //!   with a count, `SRANDMEMBER` with a count, `SSCAN` pages), members come ordered by
 //!   their SHA-256; the random picks are other picks than Redis's.
-//! - `SSCAN`'s cursor is the first 8 bytes (big-endian) of the next member's SHA-256, and a
-//!   page holds exactly `COUNT` members before `MATCH` filters them (Redis: about `COUNT`,
-//!   and everything at once for small integer sets).
+//! - `SSCAN` pages as every `*SCAN` ([`crate::cmd::scan`]): a page holds exactly `COUNT`
+//!   members before `MATCH` filters them (Redis: about `COUNT`, and everything at once for
+//!   small sets).
 //! - `SRANDMEMBER` with a negative count beyond [`random::MAX_REPEATED`] is refused
 //!   (Redis builds the whole reply, whatever its size).
-//! - A `MATCH` pattern nested deeper than 1000 `*` never matches (as in Redis 7.2; 7.0
-//!   recurses without bound).
 
 mod algebra;
 mod random;

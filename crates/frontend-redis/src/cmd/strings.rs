@@ -14,7 +14,6 @@
 //! Known differences from redis-server: a `MGET` of more than [`crate::exec::RUN_MAX`] keys
 //! alone in its batch reads them with several statements, not one snapshot.
 
-mod longdouble;
 mod numeric;
 mod ranges;
 
