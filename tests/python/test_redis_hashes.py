@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from redisdiff import AUTH, Conn, Err, cmd, differential
+from redisdiff import Conn, Err, cmd, differential
 
 P = "hashes:"
 H, H2, S, E, MISSING = P + "h", P + "h2", P + "s", P + "e", P + "missing"

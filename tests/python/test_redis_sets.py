@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from redisdiff import AUTH, Conn, Err, cmd, differential, read_reply
+from redisdiff import Conn, Err, cmd, differential, ttl
 
 SET_REPLIES = {b"smembers", b"sinter", b"sunion", b"sdiff", b"spop"}
 
@@ -362,18 +362,9 @@ def test_sscan_walks_every_member(redis_door):
 
 
 def test_ttl_is_kept_by_writes_and_cleared_by_store(redis_door, redis_reference):
-    """Needs the expiry commands (another module): skipped until the door has them."""
-    c = Conn(redis_door)
-    c.call("AUTH", "app", "app")
-    probe = c.call("PEXPIRE", "sets:none", "1000")
-    c.close()
-    if isinstance(probe, Err) and "unknown command" in probe:
-        pytest.skip("the door has no PEXPIRE yet")
-
+    """Writes keep a set's TTL; a `*STORE` over a key clears its TTL."""
     def ttl_set(req, reply):
-        if req.startswith(b"*") and parse_req(req)[0].lower() == b"pttl" and isinstance(reply, int):
-            return reply > 0 if reply > 0 else reply
-        return normalize(req, reply)
+        return ttl(req, normalize(req, reply))
 
     for pipeline in (True, False):
         differential(redis_door, redis_reference, [
