@@ -37,6 +37,7 @@ use manifold_redis_proto::Protocol;
 use super::data::{Family, Spec};
 use super::longdouble::{self, Ld, Parsed};
 use super::scan;
+use super::sqltext::{marks, padded, shape, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
@@ -110,29 +111,6 @@ pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result
     }
 }
 
-/// `n` rounded up to a power of two.
-fn padded(n: usize) -> usize {
-    n.max(1).next_power_of_two()
-}
-
-/// The statement `make(n)` for `n` (a power of two up to [`RUN_MAX`]) elements, built once.
-fn shape(
-    cell: &'static OnceLock<Vec<String>>,
-    make: fn(usize) -> String,
-    n: usize,
-) -> &'static str {
-    let all = cell.get_or_init(|| {
-        (0..=RUN_MAX.trailing_zeros())
-            .map(|p| make(1 << p))
-            .collect()
-    });
-    &all[n.trailing_zeros() as usize]
-}
-
-fn marks(n: usize) -> String {
-    vec!["?"; n].join(", ")
-}
-
 fn exist_in(n: usize) -> &'static str {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
     shape(
@@ -183,7 +161,7 @@ fn upsert(n: usize) -> &'static str {
             format!(
                 "INSERT INTO {{s}}.redis_hash (kid, fh, field, v) VALUES {} \
                  ON DUPLICATE KEY UPDATE v = VALUES(v)",
-                vec!["(?, ?, ?, ?)"; n].join(", ")
+                tuples("(?, ?, ?, ?)", n)
             )
         },
         n,

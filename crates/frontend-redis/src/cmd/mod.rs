@@ -23,6 +23,7 @@ pub mod rename;
 pub mod scan;
 pub mod server;
 pub mod sets;
+pub mod sqltext;
 pub mod strings;
 pub mod zsets;
 

@@ -31,6 +31,7 @@ use manifold_mysql_proto::packets::Value;
 
 use super::data::{Family, Spec};
 use super::scan;
+use super::sqltext::{marks, padded, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
@@ -132,14 +133,9 @@ async fn read_zset(
     })
 }
 
-/// `n` rounded up to a power of two: statements with `?` lists come in few shapes.
-fn padded(n: usize) -> usize {
-    n.max(1).next_power_of_two()
-}
-
 /// `head` followed by `(?, ?, ...)` of `n` marks and `tail`.
 fn in_list(head: &str, n: usize, tail: &str) -> String {
-    format!("{head}({}){tail}", vec!["?"; n].join(", "))
+    format!("{head}({}){tail}", marks(n))
 }
 
 /// The scores of the members hashed `hashes` (at most [`RUN_MAX`] a statement) in `kid`.
@@ -176,7 +172,7 @@ async fn upsert(cx: &mut Cx<'_>, kid: u64, members: &[(&[u8], f64)]) -> Result<(
     for chunk in members.chunks(RUN_MAX) {
         let n = padded(chunk.len());
         let hashes: Vec<[u8; 32]> = chunk.iter().map(|(m, _)| hash(m)).collect();
-        let rows = vec!["(?, ?, ?, ?, ?)"; n].join(", ");
+        let rows = tuples("(?, ?, ?, ?, ?)", n);
         let sql = format!(
             "INSERT INTO {{s}}.redis_zset (kid, mh, member, score, sk) VALUES {rows} \
              ON DUPLICATE KEY UPDATE score = VALUES(score), sk = VALUES(sk)"
