@@ -23,18 +23,11 @@ import time
 
 import pytest
 
-from redisdiff import AUTH, Conn, Err, cmd, differential, replies
+from redisdiff import AUTH, Conn, Err, args_of, cmd, differential, replies
 
 DB, DB2 = 9, 10
 SCHEMA = "manifold_redis"
 TYPES = {"string": 0, "list": 1, "set": 2, "zset": 3, "hash": 4}
-
-
-def args_of(req):
-    """The arguments of a multibulk request, as bytes."""
-    parts = req.split(b"\r\n")
-    n = int(parts[0][1:])
-    return [parts[2 + 2 * i] for i in range(n)]
 
 
 def normalize(req, reply):

@@ -18,27 +18,15 @@ import time
 
 import pytest
 
-from redisdiff import Conn, Err, cmd, differential, ttl
+from redisdiff import Conn, Err, args_of, cmd, differential, ttl
 
 SET_REPLIES = {b"smembers", b"sinter", b"sunion", b"sdiff", b"spop"}
-
-
-def parse_req(req):
-    """The arguments of one multibulk request."""
-    end = req.index(b"\r\n")
-    n, pos, out = int(req[1:end]), end + 2, []
-    for _ in range(n):
-        end = req.index(b"\r\n", pos)
-        length = int(req[pos + 1:end])
-        out.append(req[end + 2:end + 2 + length])
-        pos = end + 4 + length
-    return out
 
 
 def normalize(req, reply):
     if not req.startswith(b"*"):
         return reply
-    args = parse_req(req)
+    args = args_of(req)
     name = args[0].lower()
     if name == b"hello":
         return None
@@ -272,7 +260,7 @@ def test_resp3_set_replies(redis_door, redis_reference):
         got[name] = out
         c.close()
     def canon(req, reply):
-        name = parse_req(req)[0].lower()
+        name = args_of(req)[0].lower()
         if name == b"srandmember" and reply[0] == b"*":
             return (b"*", sorted(reply[1]))
         if name == b"sscan" and reply[0] == b"*":
