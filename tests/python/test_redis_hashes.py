@@ -16,24 +16,11 @@ import random
 
 import pytest
 
-from redisdiff import AUTH, Conn, Err, cmd, differential
+from redisdiff import Conn, Err, args_of, cmd, differential
 
 P = "hashes:"
 H, H2, S, E, MISSING = P + "h", P + "h2", P + "s", P + "e", P + "missing"
 RESET = cmd("DEL", H, H2, S, E, MISSING, P + "r1", P + "r2", P + "rs", P + "big")
-
-
-def args_of(req):
-    """The arguments of one multibulk request."""
-    assert req[:1] == b"*"
-    end = req.index(b"\r\n")
-    n, at, out = int(req[1:end]), end + 2, []
-    for _ in range(n):
-        end = req.index(b"\r\n", at)
-        size = int(req[at + 1:end])
-        out.append(req[end + 2:end + 2 + size])
-        at = end + 2 + size + 2
-    return out
 
 
 def shape(reply):

@@ -5,9 +5,10 @@ at a time, plus a seeded random sequence.
 
 The keys live in databases 9 and 10 (`SELECT`), which this file flushes; db 0 is shared
 with the other test files (`FLUSHALL` runs once, in `test_flushall`, on both servers).
-Collections are seeded in SQL on the door's tables (the hash, set, list and zset commands
-are other modules') and by commands on redis-server; the members are then compared table
-against `HGETALL`/`SMEMBERS`/`LRANGE`/`ZRANGE`.
+Collections are made by the same commands on both servers (`HSET`, `SADD`, `RPUSH`,
+`ZADD`); after each sequence both servers' keys are read back by commands
+(`HGETALL`/`SMEMBERS`/`LRANGE`/`ZRANGE` and the lengths) and compared, and the door's
+tables are checked for member rows of deleted keys.
 
 Intended differences, normalised here:
 - `KEYS` and a one-page `SCAN` list keys in another order: compared sorted;
@@ -22,18 +23,11 @@ import time
 
 import pytest
 
-from redisdiff import AUTH, Conn, Err, cmd, differential, replies
+from redisdiff import AUTH, Conn, Err, args_of, cmd, differential, replies
 
 DB, DB2 = 9, 10
 SCHEMA = "manifold_redis"
 TYPES = {"string": 0, "list": 1, "set": 2, "zset": 3, "hash": 4}
-
-
-def args_of(req):
-    """The arguments of a multibulk request, as bytes."""
-    parts = req.split(b"\r\n")
-    n = int(parts[0][1:])
-    return [parts[2 + 2 * i] for i in range(n)]
 
 
 def normalize(req, reply):
@@ -58,11 +52,11 @@ def fresh(*dbs):
     return out + [cmd("SELECT", DB)]
 
 
-# --- collections: SQL rows on the door, commands on redis-server ---------------------------
+# --- collections: made by commands on both servers, compared by commands ------------------
 
-def ref_create(port, db, key, kind, members):
-    """The commands creating `key` on redis-server."""
-    reqs = [cmd("SELECT", db), cmd("DEL", key)]
+def create(key, kind, members):
+    """The commands creating `key` (after a `DEL`) in the selected database."""
+    reqs = [cmd("DEL", key)]
     if kind == "hash":
         reqs.append(cmd("HSET", key, *[x for kv in members.items() for x in kv]))
     elif kind == "set":
@@ -71,45 +65,7 @@ def ref_create(port, db, key, kind, members):
         reqs.append(cmd("RPUSH", key, *members))
     elif kind == "zset":
         reqs.append(cmd("ZADD", key, *[x for m, s in members.items() for x in (s, m)]))
-    got = replies(port, [AUTH, *reqs])
-    assert not any(isinstance(r, Err) for r in got), got
-
-
-def door_create(topology, db, key, kind, members):
-    """The rows of `key` in the door's tables (members as the other modules write them)."""
-    key = key.encode() if isinstance(key, str) else key
-    conn = topology.root()
-    try:
-        with conn.cursor() as c:
-            c.execute(f"SELECT kid, type FROM {SCHEMA}.redis_keys WHERE db = %s AND kh = UNHEX(SHA2(%s, 256))",
-                      (db, key))
-            old = c.fetchone()
-            if old:
-                for t in ("redis_hash", "redis_set", "redis_zset", "redis_list"):
-                    c.execute(f"DELETE FROM {SCHEMA}.{t} WHERE kid = %s", (old[0],))
-                c.execute(f"DELETE FROM {SCHEMA}.redis_keys WHERE kid = %s", (old[0],))
-            c.execute(f"INSERT INTO {SCHEMA}.redis_keys (db, kh, k, type, len, lhead, ltail) "
-                      "VALUES (%s, UNHEX(SHA2(%s, 256)), %s, %s, %s, 0, %s)",
-                      (db, key, key, TYPES[kind], len(members), len(members) if kind == "list" else 0))
-            kid = c.lastrowid
-            if kind == "hash":
-                for f, v in members.items():
-                    c.execute(f"INSERT INTO {SCHEMA}.redis_hash (kid, fh, field, v) "
-                              "VALUES (%s, UNHEX(SHA2(%s, 256)), %s, %s)", (kid, f, f, v))
-            elif kind == "set":
-                for m in members:
-                    c.execute(f"INSERT INTO {SCHEMA}.redis_set (kid, mh, member) "
-                              "VALUES (%s, UNHEX(SHA2(%s, 256)), %s)", (kid, m, m))
-            elif kind == "zset":
-                for m, s in members.items():
-                    c.execute(f"INSERT INTO {SCHEMA}.redis_zset (kid, mh, member, score) "
-                              "VALUES (%s, UNHEX(SHA2(%s, 256)), %s, %s)", (kid, m, m, s))
-            elif kind == "list":
-                for i, v in enumerate(members):
-                    c.execute(f"INSERT INTO {SCHEMA}.redis_list (kid, idx, v) VALUES (%s, %s, %s)",
-                              (kid, i, v))
-    finally:
-        conn.close()
+    return reqs
 
 
 COLLECTIONS = {
@@ -120,59 +76,22 @@ COLLECTIONS = {
 }
 
 
-def seed(door, reference, topology):
+def seed(door, reference):
     """Databases 9 and 10 emptied, then the collections created in db 9 on both servers."""
-    for port in (door, reference):
-        got = replies(port, [AUTH, *fresh(DB2, DB)])
-        assert got.count("OK") == len(got), got
+    reqs = fresh(DB2, DB)
     for key, (kind, members) in COLLECTIONS.items():
-        door_create(topology, DB, key, kind, members)
-        ref_create(reference, DB, key, kind, members)
+        reqs += create(key, kind, members)
+    for port in (door, reference):
+        got = replies(port, [AUTH, *reqs])
+        assert not any(isinstance(r, Err) for r in got), got
 
 
-def as_bytes(x):
-    return x if isinstance(x, bytes) else str(x).encode()
+LENGTH = {"hash": "HLEN", "set": "SCARD", "zset": "ZCARD", "list": "LLEN"}
 
 
-def door_state(topology, dbs=(DB, DB2)):
-    """Every live key of `dbs` in the door's tables: (db, key) -> (type, contents); each
-    collection's `len` checked against its members."""
-    now = int(time.time() * 1000)
-    conn = topology.root()
-    out = {}
-    try:
-        with conn.cursor() as c:
-            c.execute(f"SELECT db, k, type, v, len, kid FROM {SCHEMA}.redis_keys WHERE db IN %s "
-                      "AND (expire_at IS NULL OR expire_at > %s)", (list(dbs), now))
-            for db, k, t, v, n, kid in c.fetchall():
-                if t == 0:
-                    content = bytes(v)
-                elif t == 4:
-                    c.execute(f"SELECT field, v FROM {SCHEMA}.redis_hash WHERE kid = %s", (kid,))
-                    content = {bytes(f): bytes(x) for f, x in c.fetchall()}
-                elif t == 2:
-                    c.execute(f"SELECT member FROM {SCHEMA}.redis_set WHERE kid = %s", (kid,))
-                    content = {bytes(m) for (m,) in c.fetchall()}
-                elif t == 3:
-                    c.execute(f"SELECT member, score FROM {SCHEMA}.redis_zset WHERE kid = %s", (kid,))
-                    content = {bytes(m): float(s) for m, s in c.fetchall()}
-                else:
-                    c.execute(f"SELECT v FROM {SCHEMA}.redis_list WHERE kid = %s ORDER BY idx", (kid,))
-                    content = [bytes(x) for (x,) in c.fetchall()]
-                if t != 0:
-                    assert n == len(content), f"len {n} of {k!r} with {len(content)} members"
-                out[(db, bytes(k))] = (t, content)
-            # No member left behind by a deleted key.
-            for t in ("redis_hash", "redis_set", "redis_zset", "redis_list"):
-                c.execute(f"SELECT COUNT(*) FROM {SCHEMA}.{t} WHERE kid NOT IN "
-                          f"(SELECT kid FROM {SCHEMA}.redis_keys)")
-                assert c.fetchone()[0] == 0, f"members of deleted keys in {t}"
-    finally:
-        conn.close()
-    return out
-
-
-def reference_state(port, dbs=(DB, DB2)):
+def state(port, dbs=(DB, DB2)):
+    """Every live key of `dbs` on a server, read by commands: (db, key) -> (type, contents);
+    each collection's length checked against its members."""
     out = {}
     c = Conn(port)
     try:
@@ -193,15 +112,32 @@ def reference_state(port, dbs=(DB, DB2)):
                     content = {m: float(s) for m, s in zip(flat[::2], flat[1::2])}
                 else:
                     content = c.call("LRANGE", k, 0, -1)
+                if t != "string":
+                    n = c.call(LENGTH[t], k)
+                    assert n == len(content), f"length {n} of {k!r} with {len(content)} members"
                 out[(db, k)] = (TYPES[t], content)
     finally:
         c.close()
     return out
 
 
+def no_orphans(topology):
+    """No member row left behind by a deleted key, in the door's tables."""
+    conn = topology.root()
+    try:
+        with conn.cursor() as c:
+            for t in ("redis_hash", "redis_set", "redis_zset", "redis_list"):
+                c.execute(f"SELECT COUNT(*) FROM {SCHEMA}.{t} WHERE kid NOT IN "
+                          f"(SELECT kid FROM {SCHEMA}.redis_keys)")
+                assert c.fetchone()[0] == 0, f"members of deleted keys in {t}"
+    finally:
+        conn.close()
+
+
 def same_state(door, reference, topology):
-    got, want = door_state(topology), reference_state(reference)
+    got, want = state(door), state(reference)
     assert got == want, f"\nmanifold:     {got}\nredis-server: {want}"
+    no_orphans(topology)
 
 
 # --- deterministic sequences ---------------------------------------------------------------
@@ -288,14 +224,14 @@ SEQUENCES = {
 @pytest.mark.parametrize("pipeline", [True, False], ids=["pipelined", "one_by_one"])
 @pytest.mark.parametrize("name", sorted(SEQUENCES))
 def test_same_replies_as_redis_server(redis_door, redis_reference, topology, name, pipeline):
-    seed(redis_door, redis_reference, topology)
+    seed(redis_door, redis_reference)
     diff(redis_door, redis_reference, [cmd("SELECT", DB), *SEQUENCES[name]], pipeline)
     # The members went where the keys went, lengths exact.
     same_state(redis_door, redis_reference, topology)
 
 
 def test_ttl_goes_with_rename_and_copy(redis_door, redis_reference, topology):
-    seed(redis_door, redis_reference, topology)
+    seed(redis_door, redis_reference)
     first = [cmd("SELECT", DB), cmd("SET", "keys:t", "v", "PX", "400"), cmd("SET", "keys:p", "v"),
              cmd("RENAME", "keys:t", "keys:t2"), cmd("COPY", "keys:t2", "keys:t3"),
              cmd("COPY", "keys:t2", "keys:t4", "DB", DB2), cmd("RENAME", "keys:p", "keys:t5"),
@@ -327,7 +263,7 @@ def scan_all(port, *options, db=DB):
 
 
 def test_scan_iterates_every_key_once(redis_door, redis_reference, topology):
-    seed(redis_door, redis_reference, topology)
+    seed(redis_door, redis_reference)
     reqs = [cmd("SELECT", DB)] + [cmd("SET", f"keys:{i}", i) for i in range(300)]
     reqs += [cmd("SET", f"keys:gone{i}", "v", "PXAT", "1") for i in range(20)]
     for port in (redis_door, redis_reference):
@@ -359,7 +295,7 @@ def test_randomkey_draws_every_key(redis_door, topology):
 
 
 def test_flushall(redis_door, redis_reference, topology):
-    seed(redis_door, redis_reference, topology)
+    seed(redis_door, redis_reference)
     reqs = [cmd("SELECT", DB2), cmd("SET", "keys:a", "1"), cmd("SELECT", DB), cmd("FLUSHALL"),
             cmd("DBSIZE"), cmd("SELECT", DB2), cmd("DBSIZE"), cmd("SET", "keys:a", "1"), cmd("FLUSHALL", "ASYNC"),
             cmd("DBSIZE"), cmd("SELECT", 0), cmd("KEYS", "keys:*")]
@@ -420,6 +356,6 @@ def random_sequence(rng, n):
 def test_random_sequence(redis_door, redis_reference, topology, pipeline):
     rng = random.Random(20240607 + pipeline)
     for _ in range(3):
-        seed(redis_door, redis_reference, topology)
+        seed(redis_door, redis_reference)
         diff(redis_door, redis_reference, [cmd("SELECT", DB), *random_sequence(rng, 150)], pipeline)
         same_state(redis_door, redis_reference, topology)

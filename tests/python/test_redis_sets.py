@@ -18,27 +18,15 @@ import time
 
 import pytest
 
-from redisdiff import AUTH, Conn, Err, cmd, differential, read_reply
+from redisdiff import Conn, Err, args_of, cmd, differential, ttl
 
 SET_REPLIES = {b"smembers", b"sinter", b"sunion", b"sdiff", b"spop"}
-
-
-def parse_req(req):
-    """The arguments of one multibulk request."""
-    end = req.index(b"\r\n")
-    n, pos, out = int(req[1:end]), end + 2, []
-    for _ in range(n):
-        end = req.index(b"\r\n", pos)
-        length = int(req[pos + 1:end])
-        out.append(req[end + 2:end + 2 + length])
-        pos = end + 4 + length
-    return out
 
 
 def normalize(req, reply):
     if not req.startswith(b"*"):
         return reply
-    args = parse_req(req)
+    args = args_of(req)
     name = args[0].lower()
     if name == b"hello":
         return None
@@ -272,7 +260,7 @@ def test_resp3_set_replies(redis_door, redis_reference):
         got[name] = out
         c.close()
     def canon(req, reply):
-        name = parse_req(req)[0].lower()
+        name = args_of(req)[0].lower()
         if name == b"srandmember" and reply[0] == b"*":
             return (b"*", sorted(reply[1]))
         if name == b"sscan" and reply[0] == b"*":
@@ -362,18 +350,9 @@ def test_sscan_walks_every_member(redis_door):
 
 
 def test_ttl_is_kept_by_writes_and_cleared_by_store(redis_door, redis_reference):
-    """Needs the expiry commands (another module): skipped until the door has them."""
-    c = Conn(redis_door)
-    c.call("AUTH", "app", "app")
-    probe = c.call("PEXPIRE", "sets:none", "1000")
-    c.close()
-    if isinstance(probe, Err) and "unknown command" in probe:
-        pytest.skip("the door has no PEXPIRE yet")
-
+    """Writes keep a set's TTL; a `*STORE` over a key clears its TTL."""
     def ttl_set(req, reply):
-        if req.startswith(b"*") and parse_req(req)[0].lower() == b"pttl" and isinstance(reply, int):
-            return reply > 0 if reply > 0 else reply
-        return normalize(req, reply)
+        return ttl(req, normalize(req, reply))
 
     for pipeline in (True, False):
         differential(redis_door, redis_reference, [

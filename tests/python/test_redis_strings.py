@@ -5,8 +5,7 @@ requests to both, the same replies expected, pipelined and one at a time; the RE
 TTLs kept or cleared; a seeded random sequence; redis-py in RESP2 and RESP3; the stored value
 read back through SQL.
 
-The wrong-type key `strings:h` is a hash: made with `HSET` on redis-server and written into
-the door's tables through SQL (the door has no hash command yet).
+The wrong-type key `strings:h` is a hash, made with `HSET` on both servers.
 
 No intended difference from redis-server in what these tests send.
 """
@@ -18,7 +17,7 @@ import time
 import pytest
 
 from conftest import USER, PASSWORD
-from redisdiff import AUTH, Conn, Err, cmd, differential, raw, redis_py
+from redisdiff import Conn, cmd, differential, raw, redis_py
 
 SCHEMA = "manifold_redis"
 KEYS = ["strings:a", "strings:b", "strings:c", "strings:n", "strings:f", "strings:e", "strings:h",
@@ -29,23 +28,15 @@ FAR_MS = str((int(time.time()) + 10 ** 6) * 1000)
 
 
 @pytest.fixture
-def servers(topology, redis_door, redis_reference):
+def servers(redis_door, redis_reference):
     """The door and redis-server, each with `strings:h` a hash (and no other key of ours)."""
     def reset():
         for port in (redis_door, redis_reference):
             c = Conn(port)
             assert c.call("AUTH", USER, PASSWORD) == "OK"
             assert isinstance(c.call("DEL", *KEYS), int)
-            if port == redis_reference:
-                assert c.call("HSET", "strings:h", "f", "v") == 1
+            assert c.call("HSET", "strings:h", "f", "v") == 1
             c.close()
-        db = topology.root(database=SCHEMA)
-        with db.cursor() as cur:
-            cur.execute("INSERT INTO redis_keys (db, kh, k, type, len) "
-                        "VALUES (0, UNHEX(SHA2('strings:h', 256)), 'strings:h', 4, 1)")
-            cur.execute("INSERT INTO redis_hash (kid, fh, field, v) VALUES "
-                        "(LAST_INSERT_ID(), UNHEX(SHA2('f', 256)), 'f', 'v')")
-        db.close()
     reset()
     return redis_door, redis_reference, reset
 

@@ -12,6 +12,13 @@
 //! Redis matches by recursion at each `*`; here the pattern is read once into elements that
 //! each take one byte (or a `*`), then matched with only the last `*` to go back to: the same
 //! answers, at most pattern × text steps, no recursion whatever the client sends.
+//!
+//! redis-server 7.0.15 (as 7.2) stops its recursion past [`MAX_NESTING`] nested `*`: a
+//! pattern whose `*` (a run of them counting as one) number 1001 is not its last element
+//! matches nothing, which is what that limit amounts to; so does this one.
+
+/// Redis's bound on nested `*` in `stringmatchlen_impl`.
+const MAX_NESTING: usize = 1000;
 
 /// One element of a pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,15 +44,25 @@ enum Item {
 pub struct Glob {
     elems: Vec<Elem>,
     nocase: bool,
+    /// Past Redis's nesting limit: matches nothing (but the empty name, as any pattern).
+    dead: bool,
 }
 
 impl Glob {
     /// `pattern`, matched with case (`nocase`: ASCII letters in any case, as Redis's
     /// `stringmatchlen(..., 1)`, which `CONFIG GET` uses).
     pub fn new(pattern: &[u8], nocase: bool) -> Self {
+        let elems = parse(pattern);
+        let dead = elems
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| **e == Elem::Star)
+            .nth(MAX_NESTING)
+            .is_some_and(|(at, _)| at + 1 < elems.len());
         Self {
-            elems: parse(pattern),
+            elems,
             nocase,
+            dead,
         }
     }
 
@@ -53,6 +70,9 @@ impl Glob {
     pub fn matches(&self, s: &[u8]) -> bool {
         if s.is_empty() {
             return self.elems.is_empty();
+        }
+        if self.dead {
+            return false;
         }
         let elems = &self.elems;
         let (mut p, mut i) = (0, 0);
@@ -381,5 +401,21 @@ mod tests {
         assert!(!glob_match(&many, &[b'a'; 64]));
         assert!(glob_match(&vec![b'*'; 200_000], b"key"));
         assert!(!glob_match(&b"[".repeat(100_000), b"k"));
+    }
+
+    #[test]
+    fn nesting_bounded_as_redis_server() {
+        // What redis-server 7.0.15 answers for `KEYS` over a key of 1100 `a`.
+        let key = [b'a'; 1100];
+        assert!(glob_match(&b"*a".repeat(1000), &key));
+        assert!(!glob_match(&b"*a".repeat(1001), &key));
+        let mut last = b"*a".repeat(1000);
+        last.extend_from_slice(b"**");
+        assert!(glob_match(&last, &key), "star 1001 ends the pattern");
+        assert!(!glob_match(&b"**a".repeat(1001), &key));
+        assert!(
+            glob_match(&b"\\*a".repeat(1001), &b"*a".repeat(1001)),
+            "escaped stars do not nest"
+        );
     }
 }

@@ -16,22 +16,16 @@
 //! - `HRANDFIELD`: one field at a random `OFFSET`; with a count, the whole hash when the
 //!   count covers it, else `ORDER BY RAND() LIMIT n` (negative counts then pick, with
 //!   repetition, among those `n`).
-//! - `HSCAN`: `fh >= ? ORDER BY fh LIMIT count + 1`; the cursor is the big-endian `u64` of
-//!   the first 8 bytes of the next row's `fh` (0: done), resumed from those 8 bytes padded
-//!   with zeros. `MATCH` filters the fetched page (so a page may come back short or empty
-//!   with a nonzero cursor, as Redis's may).
+//! - `HSCAN`: `fh >= ? ORDER BY fh LIMIT count + 1`, paged as every `*SCAN`
+//!   ([`super::scan`]).
 //!
 //! Intended differences from redis-server 7.0:
 //! - `HGETALL`, `HKEYS`, `HVALS`, `HSCAN` return fields in `fh` order (Redis: unspecified);
 //!   `HRANDFIELD` picks differently (random either way).
-//! - `HSCAN` honours `COUNT` (at most [`SCAN_MAX`] a page) on any hash; Redis returns a
-//!   small (listpack) hash whole in one call whatever the `COUNT`. Cursors differ in value.
+//! - `HSCAN` honours `COUNT` on any hash (see [`super::scan`]); Redis returns a small
+//!   (listpack) hash whole in one call whatever the `COUNT`. Cursors differ in value.
 //! - `HRANDFIELD` with a negative count beyond [`RANDFIELD_MAX`] is refused (Redis would
 //!   build a reply of that many elements).
-//! - `MATCH` patterns nest at most 1000 `*` deep (as Redis 7.2).
-
-mod glob;
-mod ld;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
@@ -41,6 +35,9 @@ use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::Protocol;
 
 use super::data::{Family, Spec};
+use super::longdouble::{self, Ld, Parsed};
+use super::scan;
+use super::sqltext::{marks, padded, shape, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
@@ -84,11 +81,8 @@ const WOULD_BE_NAN: &[u8] = b"increment would produce NaN or Infinity";
 const OUT_OF_RANGE: &[u8] = b"value is out of range";
 const COUNT_OUT_OF_RANGE: &[u8] =
     b"value is out of range, value must between -9223372036854775807 and 9223372036854775807";
-const INVALID_CURSOR: &[u8] = b"invalid cursor";
 const TOO_MANY: &[u8] = b"manifold: HRANDFIELD count is too large";
 
-/// Most rows an `HSCAN` page reads.
-pub const SCAN_MAX: usize = 10_000;
 /// Largest negative `HRANDFIELD` count served.
 pub const RANDFIELD_MAX: u64 = 1 << 20;
 
@@ -115,29 +109,6 @@ pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result
         "hscan" => hscan(cx, args).await,
         other => unreachable!("{other} is not a hash command"),
     }
-}
-
-/// `n` rounded up to a power of two.
-fn padded(n: usize) -> usize {
-    n.max(1).next_power_of_two()
-}
-
-/// The statement `make(n)` for `n` (a power of two up to [`RUN_MAX`]) elements, built once.
-fn shape(
-    cell: &'static OnceLock<Vec<String>>,
-    make: fn(usize) -> String,
-    n: usize,
-) -> &'static str {
-    let all = cell.get_or_init(|| {
-        (0..=RUN_MAX.trailing_zeros())
-            .map(|p| make(1 << p))
-            .collect()
-    });
-    &all[n.trailing_zeros() as usize]
-}
-
-fn marks(n: usize) -> String {
-    vec!["?"; n].join(", ")
 }
 
 fn exist_in(n: usize) -> &'static str {
@@ -190,7 +161,7 @@ fn upsert(n: usize) -> &'static str {
             format!(
                 "INSERT INTO {{s}}.redis_hash (kid, fh, field, v) VALUES {} \
                  ON DUPLICATE KEY UPDATE v = VALUES(v)",
-                vec!["(?, ?, ?, ?)"; n].join(", ")
+                tuples("(?, ?, ?, ?)", n)
             )
         },
         n,
@@ -547,14 +518,17 @@ async fn hincrby(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 /// `HINCRBYFLOAT key field increment`, in `long double` as redis-server computes it.
 async fn hincrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let (k, f) = (args.get(1), args.get(2));
-    let Some(incr) = ld::parse(args.get(3)) else {
-        cx.reply().error(NOT_FLOAT);
-        return Ok(());
+    let incr = match longdouble::parse(args.get(3)) {
+        None => {
+            cx.reply().error(NOT_FLOAT);
+            return Ok(());
+        }
+        Some(Parsed::Infinite) => {
+            cx.reply().error(NAN_OR_INFINITY);
+            return Ok(());
+        }
+        Some(incr) => incr,
     };
-    if ld::is_inf(incr) {
-        cx.reply().error(NAN_OR_INFINITY);
-        return Ok(());
-    }
     let Some(Some(row)) = write_lock(cx, k, true).await? else {
         return Ok(());
     };
@@ -564,24 +538,19 @@ async fn hincrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError>
         None
     };
     let current = match &old {
-        None => ld::Ld::Num {
-            neg: false,
-            m: 0,
-            e: 0,
-        },
+        None => Parsed::Finite(Ld::default()),
         Some(v) => {
-            let Some(x) = ld::parse(v) else {
+            let Some(x) = longdouble::parse(v) else {
                 cx.reply().error(HASH_NOT_FLOAT);
                 return Ok(());
             };
             x
         }
     };
-    let Some(sum) = ld::add(current, incr).filter(|s| !ld::is_inf(*s)) else {
+    let Some(text) = longdouble::incr(current, incr) else {
         cx.reply().error(WOULD_BE_NAN);
         return Ok(());
     };
-    let text = ld::human(sum);
     write_pairs(cx, row.kid, &[(f, &text)]).await?;
     cx.tx
         .collection_written(cx.db, k, &row, i64::from(old.is_none()))
@@ -743,107 +712,32 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Redis's `parseScanCursorOrReply`: `strtoul(s, 10)` that must read the whole string (up
-/// to a NUL byte), no leading space, no overflow; a `-` wraps as in C.
-fn parse_cursor(s: &[u8]) -> Option<u64> {
-    let s = s.split(|&b| b == 0).next().unwrap_or_default();
-    if s.is_empty() {
-        return Some(0);
-    }
-    let (neg, ds) = match s.split_first() {
-        Some((b'-', r)) => (true, r),
-        Some((b'+', r)) => (false, r),
-        _ => (false, s),
-    };
-    if ds.is_empty() || !ds.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &d in ds {
-        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// `HSCAN key cursor [MATCH pattern] [COUNT count]`.
 async fn hscan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(cursor) = parse_cursor(args.get(2)) else {
-        cx.reply().error(INVALID_CURSOR);
+    let Some(page) = scan::collection_page(
+        cx,
+        &args,
+        kind::HASH,
+        "SELECT fh, field, v FROM {s}.redis_hash WHERE kid = ? AND fh >= ? ORDER BY fh LIMIT ?",
+    )
+    .await?
+    else {
         return Ok(());
     };
-    let row = match lookup(cx, args.get(1)).await? {
-        Look::Missing => {
-            cx.reply().array_len(2).bulk(b"0").array_len(0);
-            return Ok(());
-        }
-        Look::Wrong => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Look::Hash(row) => row,
-    };
-    let mut count: i64 = 10;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < args.len() {
-        let a = args.get(i);
-        let more = args.len() - i >= 2;
-        if a.eq_ignore_ascii_case(b"count") && more {
-            let Some(n) = parse_i64(args.get(i + 1)) else {
-                cx.reply().error(errors::NOT_INTEGER);
-                return Ok(());
-            };
-            if n < 1 {
-                cx.reply().error(errors::SYNTAX);
-                return Ok(());
-            }
-            count = n;
-        } else if a.eq_ignore_ascii_case(b"match") && more {
-            let p = args.get(i + 1);
-            pattern = (p != b"*").then_some(p);
-        } else {
-            cx.reply().error(errors::SYNTAX);
-            return Ok(());
-        }
-        i += 2;
-    }
-    let page = (count as u64).min(SCAN_MAX as u64);
-    let mut start = [0u8; 32];
-    start[..8].copy_from_slice(&cursor.to_be_bytes());
-    let mut rows = cx
-        .tx
-        .rows(
-            "SELECT fh, field, v FROM {s}.redis_hash WHERE kid = ? AND fh >= ? ORDER BY fh LIMIT ?",
-            &[
-                Param::UInt(row.kid),
-                Param::Bytes(&start),
-                Param::UInt(page + 1),
-            ],
-        )
-        .await?;
-    let next = if rows.len() as u64 > page {
-        let last = rows
-            .pop()
-            .and_then(|mut r| r.first_mut().and_then(take_bytes));
-        last.and_then(|fh| fh.get(..8).and_then(|b| b.try_into().ok()))
-            .map_or(0, u64::from_be_bytes)
-    } else {
-        0
-    };
-    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(rows.len());
-    for mut r in rows {
-        if r.len() < 3 {
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(page.rows.len());
+    for mut r in page.rows {
+        let (Some(f), Some(v)) = (
+            r.get_mut(1).and_then(take_bytes),
+            r.get_mut(2).and_then(take_bytes),
+        ) else {
             continue;
+        };
+        if page.pattern.as_ref().is_none_or(|g| g.matches(&f)) {
+            out.push((f, v));
         }
-        let f = take_bytes(&mut r[1]).unwrap_or_default();
-        if pattern.is_some_and(|p| !glob::glob_match(p, &f)) {
-            continue;
-        }
-        out.push((f, take_bytes(&mut r[2]).unwrap_or_default()));
     }
     let mut reply = cx.reply();
-    reply.array_len(2).bulk(next.to_string().as_bytes());
-    reply.array_len(out.len() * 2);
+    scan::start_reply(&mut reply, page.next, out.len() * 2);
     for (f, v) in &out {
         reply.bulk(f).bulk(v);
     }

@@ -18,10 +18,13 @@ pub mod hashes;
 pub mod info;
 pub mod keys;
 pub mod lists;
+pub mod longdouble;
 pub mod pubsub;
 pub mod rename;
+pub mod scan;
 pub mod server;
 pub mod sets;
+pub mod sqltext;
 pub mod strings;
 pub mod zsets;
 

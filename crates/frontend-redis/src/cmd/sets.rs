@@ -8,19 +8,17 @@
 //!   power of two (by repeating the chunk's shortest member), so statement shapes are few.
 //! - [`algebra`]: `SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, their `STORE` forms, `SINTERCARD`.
 //! - [`random`]: `SPOP`, `SRANDMEMBER`.
-//! - [`scan`]: `SSCAN` (with a private glob matcher, Redis's `stringmatchlen`).
+//! - [`scan`]: `SSCAN`, paged as every `*SCAN` is.
 //!
 //! Intended differences from Redis 7.0 (the tests normalize them):
 //! - Where Redis's order is unspecified (`SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, `SPOP`
 //!   with a count, `SRANDMEMBER` with a count, `SSCAN` pages), members come ordered by
 //!   their SHA-256; the random picks are other picks than Redis's.
-//! - `SSCAN`'s cursor is the first 8 bytes (big-endian) of the next member's SHA-256, and a
-//!   page holds exactly `COUNT` members before `MATCH` filters them (Redis: about `COUNT`,
-//!   and everything at once for small integer sets).
+//! - `SSCAN` pages as every `*SCAN` ([`crate::cmd::scan`]): a page holds exactly `COUNT`
+//!   members before `MATCH` filters them (Redis: about `COUNT`, and everything at once for
+//!   small sets).
 //! - `SRANDMEMBER` with a negative count beyond [`random::MAX_REPEATED`] is refused
 //!   (Redis builds the whole reply, whatever its size).
-//! - A `MATCH` pattern nested deeper than 1000 `*` never matches (as in Redis 7.2; 7.0
-//!   recurses without bound).
 
 mod algebra;
 mod random;
@@ -32,6 +30,7 @@ use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
 
 use super::data::{Family, Spec};
+use super::sqltext::{marks, padded, shape, tuples};
 use super::Args;
 use crate::errors;
 use crate::exec::Cx;
@@ -93,54 +92,49 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// SHA-256 of a member.
 type Mh = [u8; 32];
 
-/// The statement texts for 1, 2, 4 ... [`CHUNK`] members, `make(n)` building one.
-fn shapes(cell: &'static OnceLock<Vec<String>>, make: fn(usize) -> String) -> &'static [String] {
-    cell.get_or_init(|| (0..=CHUNK.trailing_zeros()).map(|p| make(1 << p)).collect())
-}
-
-/// `n` rounded up to a power of two.
-fn padded(n: usize) -> usize {
-    n.max(1).next_power_of_two()
-}
-
-fn marks(n: usize) -> String {
-    vec!["?"; n].join(", ")
-}
-
 /// `INSERT IGNORE` of `n` members: one affected row per member added.
 fn insert_sql(n: usize) -> &'static str {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    let all = shapes(&SQL, |n| {
-        format!(
-            "INSERT IGNORE INTO {{s}}.redis_set (kid, mh, member) VALUES {}",
-            vec!["(?, ?, ?)"; n].join(", ")
-        )
-    });
-    &all[n.trailing_zeros() as usize]
+    shape(
+        &SQL,
+        |n| {
+            format!(
+                "INSERT IGNORE INTO {{s}}.redis_set (kid, mh, member) VALUES {}",
+                tuples("(?, ?, ?)", n)
+            )
+        },
+        n,
+    )
 }
 
 /// `DELETE` of `n` members: one affected row per member removed.
 fn delete_sql(n: usize) -> &'static str {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    let all = shapes(&SQL, |n| {
-        format!(
-            "DELETE FROM {{s}}.redis_set WHERE kid = ? AND mh IN ({})",
-            marks(n)
-        )
-    });
-    &all[n.trailing_zeros() as usize]
+    shape(
+        &SQL,
+        |n| {
+            format!(
+                "DELETE FROM {{s}}.redis_set WHERE kid = ? AND mh IN ({})",
+                marks(n)
+            )
+        },
+        n,
+    )
 }
 
 /// Which of `n` members are there.
 fn present_sql(n: usize) -> &'static str {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    let all = shapes(&SQL, |n| {
-        format!(
-            "SELECT mh FROM {{s}}.redis_set WHERE kid = ? AND mh IN ({})",
-            marks(n)
-        )
-    });
-    &all[n.trailing_zeros() as usize]
+    shape(
+        &SQL,
+        |n| {
+            format!(
+                "SELECT mh FROM {{s}}.redis_set WHERE kid = ? AND mh IN ({})",
+                marks(n)
+            )
+        },
+        n,
+    )
 }
 
 /// Splits `items` (with each one's byte size) into chunks of at most [`CHUNK`] items and

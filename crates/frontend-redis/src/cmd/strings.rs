@@ -14,7 +14,6 @@
 //! Known differences from redis-server: a `MGET` of more than [`crate::exec::RUN_MAX`] keys
 //! alone in its batch reads them with several statements, not one snapshot.
 
-mod longdouble;
 mod numeric;
 mod ranges;
 
@@ -23,6 +22,7 @@ use std::sync::OnceLock;
 use manifold_backend::Param;
 
 use super::data::{Family, Spec};
+use super::sqltext::{marks, padded, shape, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
@@ -96,26 +96,19 @@ pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result
     }
 }
 
-/// `n` rounded up to a power of two: batched statements come in few shapes, each prepared
-/// once per connection.
-fn padded(n: usize) -> usize {
-    n.max(1).next_power_of_two()
-}
-
 /// `SELECT k, type, v, expire_at ... WHERE kh IN (?, ...)` for `n` (a power of two) keys.
 fn select_in(n: usize) -> &'static str {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    let all = SQL.get_or_init(|| {
-        (0..=crate::exec::RUN_MAX.trailing_zeros())
-            .map(|p| {
-                let marks = vec!["?"; 1 << p].join(", ");
-                format!(
-                    "SELECT k, type, v, expire_at FROM {{s}}.redis_keys WHERE db = ? AND kh IN ({marks})"
-                )
-            })
-            .collect()
-    });
-    &all[n.trailing_zeros() as usize]
+    shape(
+        &SQL,
+        |n| {
+            format!(
+                "SELECT k, type, v, expire_at FROM {{s}}.redis_keys WHERE db = ? AND kh IN ({})",
+                marks(n)
+            )
+        },
+        n,
+    )
 }
 
 /// The multi-row upsert of `n` (a power of two) plain `SET`s: the value replaces whatever
@@ -123,20 +116,19 @@ fn select_in(n: usize) -> &'static str {
 /// deletes them (`gc`); MariaDB has no row alias, hence `VALUES(col)`.
 fn upsert(n: usize) -> &'static str {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    let all = SQL.get_or_init(|| {
-        (0..=crate::exec::RUN_MAX.trailing_zeros())
-            .map(|p| {
-                let rows = vec!["(?, ?, ?, 0, ?, ?)"; 1 << p].join(", ");
-                format!(
-                    "INSERT INTO {{s}}.redis_keys (db, kh, k, type, v, expire_at) VALUES {rows} \
-                     ON DUPLICATE KEY UPDATE gc = IF(type <> 0, type, gc), type = 0, k = VALUES(k), \
-                     v = VALUES(v), expire_at = VALUES(expire_at), len = 0, lhead = 0, ltail = 0, \
-                     version = version + 1"
-                )
-            })
-            .collect()
-    });
-    &all[n.trailing_zeros() as usize]
+    shape(
+        &SQL,
+        |n| {
+            format!(
+                "INSERT INTO {{s}}.redis_keys (db, kh, k, type, v, expire_at) VALUES {} \
+                 ON DUPLICATE KEY UPDATE gc = IF(type <> 0, type, gc), type = 0, k = VALUES(k), \
+                 v = VALUES(v), expire_at = VALUES(expire_at), len = 0, lhead = 0, ltail = 0, \
+                 version = version + 1",
+                tuples("(?, ?, ?, 0, ?, ?)", n)
+            )
+        },
+        n,
+    )
 }
 
 /// What a string lookup found for one key.

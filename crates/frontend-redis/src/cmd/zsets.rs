@@ -8,7 +8,7 @@
 //!
 //! - [`score`]: scores parsed as Redis parses them (`strtod`), their order key, `ZSCAN`'s
 //!   text of them; [`range`]: the range commands (`ZRANGE` and its older forms, `ZCOUNT`,
-//!   `ZLEXCOUNT`, `ZREMRANGEBY*`, `ZRANGESTORE`); [`glob`]: `ZSCAN ... MATCH`'s patterns.
+//!   `ZLEXCOUNT`, `ZREMRANGEBY*`, `ZRANGESTORE`).
 //!
 //! Intended differences from Redis 7.0:
 //! - Members tied on score are ordered by SQL on their first `max_sort_length` bytes (1024
@@ -16,13 +16,11 @@
 //!   order than Redis's (range bounds (`member < ?`) compare them whole).
 //! - `ZRANGEBYLEX` and the other lex commands on members of different scores (which Redis
 //!   leaves unspecified) select the members in the lex range, in score order.
-//! - `ZSCAN` pages by the members' hashes: its cursor is the first 8 bytes of the next
-//!   page's first hash (big-endian), a page holds `COUNT` members (Redis answers a small
-//!   sorted set whole, cursor 0), in hash order; scores are written as Redis writes a
+//! - `ZSCAN` pages by the members' hashes as every `*SCAN` ([`super::scan`]): a page holds
+//!   `COUNT` members (Redis answers a small sorted set whole, cursor 0); scores are written as Redis writes a
 //!   small set's (`d2string`: integral values as integers), also for sets Redis keeps as a
 //!   skiplist (which it prints `%.17g`: differs for integral scores of 1e17 and more).
 
-mod glob;
 mod range;
 mod score;
 
@@ -32,6 +30,8 @@ use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
 
 use super::data::{Family, Spec};
+use super::scan;
+use super::sqltext::{marks, padded, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
@@ -80,8 +80,6 @@ const INCR_ONE_PAIR: &[u8] = b"INCR option supports a single increment-element p
 const NOT_A_FLOAT: &[u8] = b"value is not a valid float";
 const NAN_SCORE: &[u8] = b"resulting score is not a number (NaN)";
 const MUST_BE_POSITIVE: &[u8] = b"value is out of range, must be positive";
-const INVALID_CURSOR: &[u8] = b"invalid cursor";
-
 /// Runs one sorted set command.
 pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
     match spec.name {
@@ -135,14 +133,9 @@ async fn read_zset(
     })
 }
 
-/// `n` rounded up to a power of two: statements with `?` lists come in few shapes.
-fn padded(n: usize) -> usize {
-    n.max(1).next_power_of_two()
-}
-
 /// `head` followed by `(?, ?, ...)` of `n` marks and `tail`.
 fn in_list(head: &str, n: usize, tail: &str) -> String {
-    format!("{head}({}){tail}", vec!["?"; n].join(", "))
+    format!("{head}({}){tail}", marks(n))
 }
 
 /// The scores of the members hashed `hashes` (at most [`RUN_MAX`] a statement) in `kid`.
@@ -179,7 +172,7 @@ async fn upsert(cx: &mut Cx<'_>, kid: u64, members: &[(&[u8], f64)]) -> Result<(
     for chunk in members.chunks(RUN_MAX) {
         let n = padded(chunk.len());
         let hashes: Vec<[u8; 32]> = chunk.iter().map(|(m, _)| hash(m)).collect();
-        let rows = vec!["(?, ?, ?, ?, ?)"; n].join(", ");
+        let rows = tuples("(?, ?, ?, ?, ?)", n);
         let sql = format!(
             "INSERT INTO {{s}}.redis_zset (kid, mh, member, score, sk) VALUES {rows} \
              ON DUPLICATE KEY UPDATE score = VALUES(score), sk = VALUES(sk)"
@@ -537,116 +530,27 @@ async fn zpop(cx: &mut Cx<'_>, args: Args<'_>, max: bool) -> Result<(), StoreErr
     Ok(())
 }
 
-/// A `SCAN` cursor as Redis's `parseScanCursorOrReply` reads it (`strtoul`, base 10).
-fn parse_cursor(arg: &[u8]) -> Option<u64> {
-    let text = arg.split(|&b| b == 0).next().unwrap_or_default();
-    if text
-        .first()
-        .is_some_and(|&b| b.is_ascii_whitespace() || b == 0x0b)
-    {
-        return None;
-    }
-    let (neg, digits) = match text.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        _ => (false, text),
-    };
-    if digits.is_empty() {
-        // No conversion: valid only when the text is empty.
-        return text.is_empty().then_some(0);
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// `ZSCAN key cursor [MATCH pattern] [COUNT count]`.
 async fn zscan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(cursor) = parse_cursor(args.get(2)) else {
-        cx.reply().error(INVALID_CURSOR);
+    let Some(page) = scan::collection_page(
+        cx,
+        &args,
+        kind::ZSET,
+        "SELECT mh, member, score, sk FROM {s}.redis_zset WHERE kid = ? AND mh >= ? \
+         ORDER BY mh LIMIT ?",
+    )
+    .await?
+    else {
         return Ok(());
     };
-    let row = match read_zset(cx, args.get(1)).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Ok(None) => {
-            cx.reply().array_len(2).bulk(b"0").array_len(0);
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
-    };
-    let mut count: i64 = 10;
-    let mut pattern: Option<&[u8]> = None;
-    let mut i = 3;
-    while i < args.len() {
-        let o = args.get(i);
-        let more = args.len() - i >= 2;
-        if o.eq_ignore_ascii_case(b"count") && more {
-            match parse_i64(args.get(i + 1)) {
-                None => {
-                    cx.reply().error(errors::NOT_INTEGER);
-                    return Ok(());
-                }
-                Some(n) if n < 1 => {
-                    cx.reply().error(errors::SYNTAX);
-                    return Ok(());
-                }
-                Some(n) => count = n,
-            }
-        } else if o.eq_ignore_ascii_case(b"match") && more {
-            let p = args.get(i + 1);
-            pattern = (p != b"*").then_some(p);
-        } else {
-            cx.reply().error(errors::SYNTAX);
-            return Ok(());
-        }
-        i += 2;
-    }
-    let mut from = [0u8; 32];
-    from[..8].copy_from_slice(&cursor.to_be_bytes());
-    let limit = u64::try_from(count).unwrap_or(1).saturating_add(1);
-    let rows = cx
-        .tx
-        .rows(
-            "SELECT member, score, sk, mh FROM {s}.redis_zset WHERE kid = ? AND mh >= ? \
-             ORDER BY mh LIMIT ?",
-            &[
-                Param::UInt(row.kid),
-                Param::Bytes(&from),
-                Param::UInt(limit),
-            ],
-        )
-        .await?;
-    let mut next = 0u64;
-    let mut members = Vec::new();
-    for (n, mut r) in rows.into_iter().enumerate() {
-        if n as u64 + 1 == limit {
-            if let Some(mh) = r.get_mut(3).and_then(take_bytes) {
-                let mut first = [0u8; 8];
-                for (d, s) in first.iter_mut().zip(&mh) {
-                    *d = *s;
-                }
-                next = u64::from_be_bytes(first);
-            }
-            break;
-        }
-        if let Some(m) = member_row(r) {
-            if pattern.is_none_or(|p| glob::glob_match(p, &m.member)) {
-                members.push(m);
-            }
-        }
-    }
+    let members: Vec<Member> = page
+        .rows
+        .into_iter()
+        .filter_map(|r| member_row(r.into_iter().skip(1).collect()))
+        .filter(|m| page.pattern.as_ref().is_none_or(|g| g.matches(&m.member)))
+        .collect();
     let mut r = cx.reply();
-    r.array_len(2)
-        .bulk(next.to_string().as_bytes())
-        .array_len(members.len() * 2);
+    scan::start_reply(&mut r, page.next, members.len() * 2);
     for m in &members {
         r.bulk(&m.member).bulk(&score::scan_text(m.score));
     }

@@ -1,8 +1,8 @@
 //! `INCR`, `DECR`, `INCRBY`, `DECRBY`, `INCRBYFLOAT`: the string read locked, the new value
 //! written over it keeping its TTL (or a new key without one).
 
-use super::longdouble::{self, Ld, Parsed};
 use super::{parse_i64, store_value};
+use crate::cmd::longdouble::{self, Ld, Parsed};
 use crate::cmd::Args;
 use crate::errors;
 use crate::exec::Cx;

@@ -1,4 +1,4 @@
-//! `INCRBYFLOAT`'s arithmetic, as redis-server does it on x86-64: the value and the
+//! `INCRBYFLOAT`'s and `HINCRBYFLOAT`'s arithmetic, as redis-server does it on x86-64: the value and the
 //! increment parsed by glibc's `strtold` into x87 80-bit long doubles (64-bit significand,
 //! correctly rounded), added with round-to-nearest-even, and printed with `%.17Lf` with the
 //! trailing zeros removed (`ld2string(..., LD_STR_HUMAN)`). Rust has no such type, so this
@@ -526,5 +526,51 @@ mod tests {
         assert!(parse(b"1e-5000").is_none());
         assert!(parse(b"0e-5000").is_some());
         assert_eq!(sum("-0.000000000000000001", "0").as_deref(), Some("0"));
+    }
+
+    #[test]
+    fn sums_as_redis_server_prints_them() {
+        assert_eq!(sum("10.50", "0.1").as_deref(), Some("10.6"));
+        assert_eq!(sum("5.0e3", "2.0e2").as_deref(), Some("5200"));
+        assert_eq!(sum("0.1", "0.2").as_deref(), Some("0.3"));
+        assert_eq!(sum("1", "-1").as_deref(), Some("0"));
+        assert_eq!(sum("1e20", "1").as_deref(), Some("100000000000000000000"));
+        assert_eq!(sum("0x10", "1.5").as_deref(), Some("17.5"));
+        assert_eq!(sum("3", "-5.25").as_deref(), Some("-2.25"));
+        assert_eq!(sum("1e4932", "1e4932"), None, "overflows to infinity");
+    }
+
+    #[test]
+    fn refusals() {
+        for s in [
+            "",
+            " 1",
+            "1 ",
+            "abc",
+            "1e",
+            "1e+",
+            ".",
+            "-",
+            "nan",
+            "NaN",
+            "0x",
+            "0x1p",
+            "1e-5000",
+            "1e5000",
+            "0x1p99999",
+            "1..2",
+            "1.2.3",
+        ] {
+            assert_eq!(parse(s.as_bytes()), None, "{s:?}");
+        }
+        for s in ["inf", "-Infinity"] {
+            assert_eq!(parse(s.as_bytes()), Some(Parsed::Infinite), "{s:?}");
+        }
+        for s in [".5", "5.", "+1", "0x1.8p1", "1E3", "0e-99999"] {
+            assert!(
+                matches!(parse(s.as_bytes()), Some(Parsed::Finite(_))),
+                "{s:?}"
+            );
+        }
     }
 }
