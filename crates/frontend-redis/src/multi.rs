@@ -11,10 +11,16 @@
 //!   `FOR UPDATE` inside its transaction and answers a null array, writing nothing, when one
 //!   changed (or expired) since.
 //!
+//! - A key `WATCH` saw absent is checked in repeatable read, which locks the gap the key
+//!   would be in: no other client creates it until the commit. Two such `EXEC`s creating
+//!   the key deadlock; the one rolled back answers a null array (as for a changed key), as
+//!   does any `EXEC` with `WATCH` that meets a deadlock or lock wait timeout.
+//!
 //! Differences from Redis: other clients' commands may run between the statements of an
 //!   `EXEC`; what it wrote is locked until its commit, and what it reads is the latest
 //!   committed state (read committed), so it may see a commit that happened after its
-//!   first read.
+//!   first read. An `EXEC` with `WATCH` may answer null after a deadlock though no watched
+//!   key changed.
 
 use manifold_redis_proto::{Limits, Reply, Request};
 
@@ -254,6 +260,12 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
             proto: session.proto,
             db: db0,
         };
+        // A key WATCH saw absent must stay absent until the commit: its check locks the gap
+        // (in read committed another EXEC could create it between this one's check and its
+        // own write, which would then overwrite it: a lost update).
+        if watched.iter().any(|w| w.seen.is_none()) {
+            cx.tx.gap_locks();
+        }
         let result = run_steps(session, &mut cx, &steps, &watched, &failed).await;
         let (at, e) = match result {
             Ok(false) => {
@@ -284,6 +296,14 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                 (i, e)
             }
         };
+        // With WATCH, a conflict with another transaction (a deadlock: two EXECs creating a
+        // key both saw absent) answers as a changed watched key does: nothing was written,
+        // and the client's retry loop reads the key again.
+        if e.is_transient() && !watched.is_empty() {
+            session.info.db.set(db0);
+            Reply::new(out, proto0).null_array();
+            return;
+        }
         if e.is_transient() && transient < TRANSIENT_RETRIES {
             transient += 1;
             crate::store::pause_before_retry(transient).await;

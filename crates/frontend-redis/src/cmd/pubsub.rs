@@ -76,12 +76,8 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
         }
         Command::PubsubNumsub(args) => {
             let mut r = Reply::new(out, session.proto);
-            let n = args.len() - 2;
-            if session.proto == manifold_redis_proto::Protocol::Resp3 {
-                r.map_len(n);
-            } else {
-                r.array_len(n * 2);
-            }
+            // A flat array in RESP3 too: Redis 7.0 (`src/pubsub.c`); the map came in 7.2.
+            r.array_len((args.len() - 2) * 2);
             for c in args.from(2) {
                 let count = session.fe.shared.pubsub.numsub(c);
                 r.bulk(c).integer(count as i64);

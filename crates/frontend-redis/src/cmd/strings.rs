@@ -213,6 +213,33 @@ pub async fn write_values(
     Ok(())
 }
 
+/// Creates the string `k`, which a locking read just found absent. A plain `INSERT`, not the
+/// upsert: writes run in read committed, where that read locked no gap, so another batch may
+/// have created the key since; then this fails (duplicate key, 1062) and the batch runs
+/// again and sees the key, where an upsert would overwrite it (two `SET NX` both answering
+/// OK, two `INCR`s of a new key both answering 1).
+pub async fn insert_value(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    v: &[u8],
+    expire_at: Option<i64>,
+) -> Result<(), StoreError> {
+    let kh = hash(k);
+    cx.tx
+        .exec(
+            "INSERT INTO {s}.redis_keys (db, kh, k, type, v, expire_at) VALUES (?, ?, ?, 0, ?, ?)",
+            &[
+                Param::UInt(u64::from(cx.db)),
+                Param::Bytes(&kh),
+                Param::Bytes(k),
+                Param::Bytes(v),
+                expire_at.map_or(Param::Null, Param::Int),
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
 /// A run of plain `SET key value`s: one upsert, `+OK` each.
 pub async fn set_run(cx: &mut Cx<'_>, pairs: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
     write_values(cx, pairs, None).await?;
@@ -240,7 +267,7 @@ pub async fn update_value(cx: &mut Cx<'_>, k: &[u8], v: &[u8]) -> Result<(), Sto
 }
 
 /// Writes the string `k` keeping its TTL: an update when it `existed` (a live string, row
-/// locked), else a new key without TTL.
+/// locked), else a new key without TTL ([`insert_value`]).
 pub async fn store_value(
     cx: &mut Cx<'_>,
     k: &[u8],
@@ -250,7 +277,7 @@ pub async fn store_value(
     if existed {
         update_value(cx, k, v).await
     } else {
-        write_values(cx, &[(k, v)], None).await
+        insert_value(cx, k, v, None).await
     }
 }
 
@@ -397,7 +424,11 @@ async fn set(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     } else {
         at
     };
-    write_values(cx, &[(k, v)], at).await?;
+    if exists {
+        write_values(cx, &[(k, v)], at).await?;
+    } else {
+        insert_value(cx, k, v, at).await?;
+    }
     if o.get {
         match old {
             Some(row) => cx.reply().bulk(row.v.as_deref().unwrap_or_default()),
@@ -416,7 +447,7 @@ async fn setnx(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         cx.reply().integer(0);
         return Ok(());
     }
-    write_values(cx, &[(k, args.get(2))], None).await?;
+    insert_value(cx, k, args.get(2), None).await?;
     cx.reply().integer(1);
     Ok(())
 }
@@ -448,7 +479,11 @@ async fn getset(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         cx.reply().error(errors::WRONGTYPE);
         return Ok(());
     }
-    write_values(cx, &[(k, args.get(2))], None).await?;
+    if old.is_some() {
+        write_values(cx, &[(k, args.get(2))], None).await?;
+    } else {
+        insert_value(cx, k, args.get(2), None).await?;
+    }
     match old {
         Some(row) => cx.reply().bulk(row.v.as_deref().unwrap_or_default()),
         None => cx.reply().null(),
@@ -554,14 +589,19 @@ async fn mset(cx: &mut Cx<'_>, args: Args<'_>, nx: bool) -> Result<(), StoreErro
                 return Ok(());
             }
         }
+        // All absent: each created by a plain insert ([`insert_value`]), the last value of
+        // a key named twice.
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            if !pairs[i + 1..].iter().any(|(later, _)| later == k) {
+                insert_value(cx, k, v, None).await?;
+            }
+        }
+        cx.reply().integer(1);
+        return Ok(());
     }
     for chunk in pairs.chunks(RUN_MAX) {
         write_values(cx, chunk, None).await?;
     }
-    if nx {
-        cx.reply().integer(1);
-    } else {
-        cx.reply().simple(b"OK");
-    }
+    cx.reply().simple(b"OK");
     Ok(())
 }

@@ -58,9 +58,12 @@ impl StoreError {
         }
     }
 
-    /// A deadlock or lock wait timeout: the batch may run again from the start.
+    /// A deadlock, a lock wait timeout, or a duplicate key: the batch may run again from
+    /// the start. Writes run in read committed, where a locking read of an absent key locks
+    /// no gap: two batches creating the same key both find it absent, and the second's
+    /// `INSERT` fails with 1062 once the first commits; run again, it finds the key.
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Server(e) if e.code == 1213 || e.code == 1205)
+        matches!(self, StoreError::Server(e) if matches!(e.code, 1213 | 1205 | 1062))
     }
 }
 
@@ -161,6 +164,7 @@ impl Store {
             key,
             lease: None,
             write,
+            gap_locks: false,
             now_ms: now_ms(),
             pushed: Vec::new(),
         }
@@ -199,6 +203,8 @@ pub struct Tx<'s> {
     key: &'s ConnKey,
     lease: Option<Lease>,
     write: bool,
+    /// Repeatable read instead of read committed ([`Tx::gap_locks`]).
+    gap_locks: bool,
     /// The batch's clock: every command of the batch sees the same time.
     pub now_ms: i64,
     /// Lists pushed to while clients were blocked on some list: woken after the commit.
@@ -227,19 +233,25 @@ impl Tx<'_> {
                 // Read committed: no gap locks, so writers of different new keys do not
                 // deadlock; a write reads its keys with `FOR UPDATE` (the latest commit).
                 // Applies to this transaction only: the session stays as it was.
-                if let Err(e) = conn
-                    .run_ok_many(&[
-                        b"SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
-                        b"START TRANSACTION",
-                    ])
-                    .await?
-                {
+                let level: &[u8] = if self.gap_locks {
+                    b"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+                } else {
+                    b"SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+                };
+                if let Err(e) = conn.run_ok_many(&[level, b"START TRANSACTION"]).await? {
                     return Err(StoreError::Server(e));
                 }
             }
             self.lease = Some(lease);
         }
         Ok(self.lease.as_mut().expect("just set").conn())
+    }
+
+    /// Runs the transaction (before its first statement) in repeatable read, where a locking
+    /// read of an absent key locks the gap it would be in: no other batch can create the key
+    /// until this one ends. `EXEC` needs it for keys `WATCH` saw absent.
+    pub fn gap_locks(&mut self) {
+        self.gap_locks = true;
     }
 
     /// Runs `sql` (`{s}` stands for the schema) with `params`.

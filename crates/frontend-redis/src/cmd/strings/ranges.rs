@@ -2,7 +2,7 @@
 
 use manifold_backend::Param;
 
-use super::{parse_i64, store_value, write_values};
+use super::{insert_value, parse_i64, store_value};
 use crate::cmd::Args;
 use crate::errors;
 use crate::exec::Cx;
@@ -26,7 +26,7 @@ pub async fn append(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let (k, tail) = (args.get(1), args.get(2));
     let new = match cx.tx.key(cx.db, k, true).await? {
         None => {
-            write_values(cx, &[(k, tail)], None).await?;
+            insert_value(cx, k, tail, None).await?;
             cx.reply().integer(tail.len() as i64);
             return Ok(());
         }
