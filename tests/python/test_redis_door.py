@@ -445,3 +445,29 @@ def test_unauthenticated_clients_are_let_go(topology, tmp_path):
             c.close()
     finally:
         m.stop_and_check()
+
+
+def test_command_info(door, reference):
+    # The layout Redis 7.0 gives (10 fields, sets in RESP3, nil for an unknown command),
+    # and the name, arity and key positions of the door's commands.
+    c = Conn(door)
+    assert c.call("AUTH", USER, PASSWORD) == "OK"
+    ref = Conn(reference)
+    assert ref.call("AUTH", USER, PASSWORD) == "OK"
+    for conn in (c, ref):
+        conn.call("HELLO", "2")
+    names = ["get", "mset", "del", "rpoplpush", "hset", "zadd", "blpop", "echo", "nosuch"]
+    got, want = c.call("COMMAND", "INFO", *names), ref.call("COMMAND", "INFO", *names)
+    assert len(got) == len(want) == len(names)
+    for g, w in zip(got, want):
+        if w is None:
+            assert g is None
+            continue
+        assert len(g) == 10 and g[0] == w[0] and g[1] == w[1] and g[3:6] == w[3:6], (g, w)
+        assert ("write" in g[2]) == ("write" in w[2])
+    c.send(cmd("HELLO", "3"))
+    read_reply(c.f)
+    c.send(cmd("COMMAND", "INFO", "nosuch"))
+    assert c.f.readline() == b"*1\r\n" and c.f.readline() == b"_\r\n"
+    c.close()
+    ref.close()

@@ -99,6 +99,8 @@ pub enum Command<'a> {
     CommandAll,
     CommandCount,
     CommandDocs,
+    /// `COMMAND INFO [name...]`: the whole request.
+    CommandInfo(Args<'a>),
     CommandHelp,
     /// `CONFIG GET pattern...`: the whole request.
     ConfigGet(Args<'a>),
@@ -214,6 +216,7 @@ impl<'a> Command<'a> {
             Self::CommandAll => "command",
             Self::CommandCount => "command|count",
             Self::CommandDocs => "command|docs",
+            Self::CommandInfo(_) => "command|info",
             Self::CommandHelp => "command|help",
             Self::ConfigGet(_) => "config|get",
             Self::ConfigHelp => "config|help",
@@ -356,6 +359,7 @@ pub fn apply(
         Command::CommandAll
         | Command::CommandCount
         | Command::CommandDocs
+        | Command::CommandInfo(_)
         | Command::CommandHelp
         | Command::ConfigGet(_)
         | Command::ConfigHelp
