@@ -42,6 +42,17 @@ def door(topology, tmp_path_factory):
             if attempt == 2:
                 raise
     m.redis_port = port
+    # wait_port's probe connection is counted by whichever worker accepted it, maybe after
+    # the first test's baseline: wait until the count holds it (the probe and this one).
+    c = Conn(port)
+    try:
+        assert c.call("AUTH", "app", "app") == "OK"
+        deadline = time.time() + 10
+        while b"total_connections_received:2\r" not in c.call("INFO", "stats"):
+            assert time.time() < deadline, "the door never counted its first connections"
+            time.sleep(0.05)
+    finally:
+        c.close()
     yield m
     m.stop_and_check()
 
