@@ -435,8 +435,8 @@ pub struct WorkerFrontend {
     pub shared: Arc<Shared>,
     /// This worker's pool to each node of each cluster (`pools[cluster][node]`).
     pub pools: Vec<Vec<Rc<Pool>>>,
-    /// This worker's read balancer for each cluster.
-    balancers: Vec<Balancer>,
+    /// This worker's read balancer for each cluster (the Redis door's replica reads use it too).
+    pub balancers: Vec<Balancer>,
     statements: RefCell<statements::Registry>,
     sessions: Arc<registry::SessionShard>,
     pins: Arc<PinCounters>,

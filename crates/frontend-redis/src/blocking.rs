@@ -232,7 +232,7 @@ pub async fn run(
     loop {
         let notified = registration.notify.notified();
         let mut cx = Cx {
-            tx: store.begin(&login, true),
+            tx: store.begin(&login, true).noting(&session.causal),
             out: Vec::new(),
             proto,
             db,

@@ -29,6 +29,12 @@ pub struct RedisConfig {
     /// Address of the door's TLS port (as Redis's `tls-port`: TLS from the first byte, the
     /// MySQL port's certificate); empty: none.
     pub tls_listen: String,
+    /// Where read-only batches run: `"primary"` (every command on the primary), or
+    /// `"replicas"`: the cluster's replicas, chosen as the MySQL door chooses (healthy,
+    /// within `max_replication_lag`, by weight and load), once they have applied the
+    /// client's last write (the primary otherwise). Writes, `MULTI`/`EXEC`, `WATCH` and
+    /// blocking commands always run on the primary.
+    pub read_from: String,
 }
 
 impl Default for RedisConfig {
@@ -41,6 +47,7 @@ impl Default for RedisConfig {
             auth_timeout: Duration::from_secs(10),
             schema: "manifold_redis".into(),
             tls_listen: String::new(),
+            read_from: "primary".into(),
         }
     }
 }
@@ -71,10 +78,21 @@ impl RedisConfig {
                 self.schema
             ));
         }
+        if !matches!(self.read_from.as_str(), "primary" | "replicas") {
+            return Err(format!(
+                "redis.read_from: '{}' is neither \"primary\" nor \"replicas\"",
+                self.read_from
+            ));
+        }
         if self.max_clients == 0 {
             return Err("redis.max_clients: must be at least 1".into());
         }
         Ok(())
+    }
+
+    /// Read-only batches may run on replicas (`read_from = "replicas"`).
+    pub fn reads_from_replicas(&self) -> bool {
+        self.read_from == "replicas"
     }
 
     /// The request limits: Redis's defaults with `proto_max_bulk_len`, and a request buffer
@@ -107,6 +125,14 @@ mod tests {
         };
         assert!(bad(|c| c.listen = "nowhere".into()).starts_with("redis.listen"));
         assert!(bad(|c| c.max_clients = 0).starts_with("redis.max_clients"));
+        assert!(bad(|c| c.read_from = "replica".into()).starts_with("redis.read_from"));
+        assert!(!cfg.reads_from_replicas());
+        let replicas = RedisConfig {
+            read_from: "replicas".into(),
+            ..RedisConfig::default()
+        };
+        replicas.validate().unwrap();
+        assert!(replicas.reads_from_replicas());
         assert!(bad(|c| c.proto_max_bulk_len = 10).starts_with("redis.proto_max_bulk_len"));
         // The request buffer holds the largest argument.
         let limits = RedisConfig {

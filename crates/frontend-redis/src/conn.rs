@@ -41,6 +41,7 @@ pub async fn serve<S: Stream>(fe: &RedisFrontend, stream: S, info: &ClientInfo) 
         subs: None,
         proto: Protocol::Resp2,
         quit: false,
+        causal: crate::replicas::Causal::default(),
     };
     serve_session(&mut session, stream).await;
     crate::pubsub::leave(&mut session);
@@ -332,6 +333,7 @@ async fn run_batch(
         &login,
         session.proto,
         session.info.db.get(),
+        &session.causal,
         &cmds,
         out,
     )

@@ -8,6 +8,10 @@
 //! - A batch that writes commits once, after its last command; its replies are held until
 //!   then. A batch that is one statement (a lone `SET`, a run of them, reads) needs no
 //!   transaction: the statement commits itself.
+//! - A batch without a write command may run on a replica (`redis.read_from =
+//!   "replicas"`, [`crate::replicas`]), once it has applied the client's last write; if it
+//!   fails there, it runs again on the primary. Every other batch runs on the primary, and
+//!   what it commits becomes the client's last write.
 //! - A command the server refuses (say, a value over `max_allowed_packet`) gets that error
 //!   alone: the transaction is rolled back and the batch runs again without it. A deadlock
 //!   or lock wait timeout runs the whole batch again. A lost connection fails every
@@ -19,6 +23,7 @@ use manifold_backend::ConnKey;
 use manifold_redis_proto::{Protocol, Reply};
 
 use crate::cmd::{self, Args, Family, Spec};
+use crate::replicas::Causal;
 use crate::store::{Store, StoreError, Tx};
 
 /// Most keys in one batched statement.
@@ -63,25 +68,31 @@ pub async fn run_batch(
     login: &Rc<ConnKey>,
     proto: Protocol,
     db: u8,
+    causal: &Causal,
     cmds: &[(&'static Spec, Args<'_>)],
     out: &mut Vec<u8>,
 ) {
     store.note_login(login);
     // Only GETs, or only plain SETs: one statement with other connections' (group commit).
-    if let Some(kind) = crate::group::kind_of(cmds) {
-        if crate::group::run(store, login, proto, db, kind, cmds, out).await {
-            return;
-        }
+    if crate::group::run(store, login, proto, db, causal, cmds, out).await {
+        return;
     }
     // One statement that commits itself needs no transaction around it.
     let one_statement = cmds.len() <= RUN_MAX
         && (cmds.iter().all(|(s, a)| plain_set(s, a)) || cmds.iter().all(|(s, _)| !s.write));
     let write = !one_statement && cmds.iter().any(|(s, _)| s.write);
+    let read_only = cmds.iter().all(|(s, _)| !s.write);
+    // A read that failed on a replica runs again on the primary.
+    let mut replica = read_only;
     let mut failed: Vec<Option<Vec<u8>>> = vec![None; cmds.len()];
     let mut transient = 0;
     loop {
+        let mut tx = store.begin(login, write).noting(causal);
+        if replica {
+            tx = tx.reading_after(vec![causal.clone()]);
+        }
         let mut cx = Cx {
-            tx: store.begin(login, write),
+            tx,
             out: Vec::new(),
             proto,
             db,
@@ -91,16 +102,28 @@ pub async fn run_batch(
                 let Cx {
                     tx, out: replies, ..
                 } = cx;
+                let on_replica = tx.on_replica();
                 match tx.commit().await {
                     Ok(()) => {
                         out.extend_from_slice(&replies);
                         return;
                     }
+                    Err(e) if on_replica => {
+                        tracing::debug!(error = %e.reply_text().escape_ascii(), "redis read failed on a replica; the primary serves it");
+                        replica = false;
+                        continue;
+                    }
                     Err(e) => (None, e),
                 }
             }
             Err((i, e)) => {
+                let on_replica = cx.tx.on_replica();
                 cx.tx.abandon();
+                if on_replica {
+                    tracing::debug!(error = %e.reply_text().escape_ascii(), "redis read failed on a replica; the primary serves it");
+                    replica = false;
+                    continue;
+                }
                 (Some(i), e)
             }
         };

@@ -50,6 +50,9 @@ pub struct Group {
     /// Keys, and values for `SET`, one after the other in `bytes`: (key, value) ranges.
     bytes: RefCell<Vec<u8>>,
     items: RefCell<Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>>,
+    /// The members' sessions: a `SET` group's commit is each one's last write; a `GET`
+    /// group reads where every one's last write is applied.
+    sessions: RefCell<Vec<crate::replicas::Causal>>,
     /// No more members (the group's task took it).
     closed: Cell<bool>,
     outcome: RefCell<Option<Outcome>>,
@@ -83,18 +86,23 @@ pub fn kind_of(cmds: &[(&'static crate::cmd::Spec, crate::cmd::Args<'_>)]) -> Op
     }
 }
 
-/// Runs the batch `cmds` (of kind `kind`) in a group and appends its replies; `false` when
-/// it must run alone (the server refused the group's statement).
+/// Runs the batch `cmds` in a group and appends its replies; `false` when it must run alone
+/// (it is of no group's kind, or the server refused the group's statement). `causal`: the
+/// client's last write.
 pub async fn run(
     store: &Rc<Store>,
     login: &Rc<ConnKey>,
     proto: Protocol,
     db: u8,
-    kind: Kind,
+    causal: &crate::replicas::Causal,
     cmds: &[(&'static crate::cmd::Spec, crate::cmd::Args<'_>)],
     out: &mut Vec<u8>,
 ) -> bool {
+    let Some(kind) = kind_of(cmds) else {
+        return false;
+    };
     let (group, first) = join(store, login, db, kind, cmds);
+    group.sessions.borrow_mut().push(causal.clone());
     loop {
         let notified = group.done.notified();
         if let Some(outcome) = group.outcome.borrow().as_ref() {
@@ -131,6 +139,7 @@ fn join(
             db,
             bytes: RefCell::new(Vec::new()),
             items: RefCell::new(Vec::new()),
+            sessions: RefCell::new(Vec::new()),
             closed: Cell::new(false),
             outcome: RefCell::new(None),
             done: Notify::new(),
@@ -168,8 +177,18 @@ async fn execute(store: Rc<Store>, group: Rc<Group>) {
         // Closed: nobody adds to them any more.
         let bytes = group.bytes.take();
         let items = group.items.take();
+        let sessions = group.sessions.take();
+        let mut tx = store.begin(&group.login, false);
+        match group.kind {
+            Kind::Get => tx = tx.reading_after(sessions),
+            Kind::Set => {
+                for s in &sessions {
+                    tx = tx.noting(s);
+                }
+            }
+        }
         let mut cx = Cx {
-            tx: store.begin(&group.login, false),
+            tx,
             out: Vec::new(),
             proto: Protocol::Resp2,
             db: group.db,

@@ -15,6 +15,8 @@
 //! - [`server`]: what the workers share ([`RedisShared`]: limits, users, client count) and
 //!   each worker's handler ([`RedisFrontend`]), which lists its own clients.
 //! - [`errors`]: the error texts, as Redis 7.0 writes them.
+//! - [`replicas`]: read-only batches on replicas (`read_from = "replicas"`), after the
+//!   client's own writes.
 
 pub mod blocking;
 pub mod cmd;
@@ -27,6 +29,7 @@ pub mod kill;
 pub mod metrics;
 pub mod multi;
 pub mod pubsub;
+pub mod replicas;
 pub mod server;
 pub mod store;
 

@@ -255,7 +255,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
         // Each try starts from the session as it was at EXEC.
         session.info.db.set(db0);
         let mut cx = Cx {
-            tx: fe.store.begin(&login, true),
+            tx: fe.store.begin(&login, true).noting(&session.causal),
             out: Vec::new(),
             proto: session.proto,
             db: db0,

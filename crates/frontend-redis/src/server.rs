@@ -66,7 +66,11 @@ impl RedisShared {
         keep_statements: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
-            store: crate::store::StoreShared::new(&config.schema, keep_statements),
+            store: crate::store::StoreShared::new(
+                &config.schema,
+                keep_statements,
+                config.reads_from_replicas(),
+            ),
             pubsub: Arc::default(),
             limits: config.limits(),
             config,

@@ -278,13 +278,22 @@ fn redis_frontend(
     })
 }
 
-/// The Redis door's way to the primary: the worker's pool to the first cluster's primary.
+/// The Redis door's way to the nodes: the worker's pools to the first cluster's nodes, and
+/// its read balancer.
 struct PrimaryOf(Rc<WorkerFrontend>);
 
 impl Backends for PrimaryOf {
-    fn primary(&self) -> Rc<manifold_backend::Pool> {
-        let primary = self.0.shared.clusters[0].topology.primary();
-        self.0.pools[0][primary].clone()
+    fn topology(&self) -> &manifold_router::Topology {
+        &self.0.shared.clusters[0].topology
+    }
+
+    fn pool(&self, node: manifold_router::NodeId) -> Rc<manifold_backend::Pool> {
+        self.0.pools[0][node].clone()
+    }
+
+    fn pick_reader(&self, skip: u64) -> manifold_router::NodeId {
+        let pools = &self.0.pools[0];
+        self.0.balancers[0].pick(self.topology(), |n| pools[n].in_use(), skip)
     }
 }
 

@@ -10,6 +10,7 @@
 //! relaxed atomics only; anything that writes shared state (a shun, a monitor result) is off
 //! the request path.
 
+pub mod causal;
 pub mod config;
 pub mod gtid;
 pub mod monitor;

@@ -31,6 +31,9 @@ pub struct Executed {
     /// Affected rows of a statement without a result set.
     pub affected: u64,
     pub last_insert_id: u64,
+    /// The OK packet's session-state data (what the server tracks: `last_gtid` after a
+    /// commit...); empty after a result set.
+    pub session_state: Vec<u8>,
 }
 
 impl BackendConn {
@@ -105,6 +108,7 @@ impl BackendConn {
                 out.affected = ok.affected_rows;
                 out.last_insert_id = ok.last_insert_id;
                 self.last_insert_id = ok.last_insert_id;
+                out.session_state = ok.session_state;
                 return Ok(Ok(out));
             }
             _ => {}

@@ -9,14 +9,12 @@
 //! | `decode.rs` | what a command's first packet asks for ([`decode::Action`]), a pure function |
 //! | `lease.rs` | the session's backend connection: borrow, bring to the session's state, give back |
 //! | `routing.rs` | which node a command runs on (class, hints, rules, balancing, causal waits) |
-//! | `causal.rs` | what the session's reads must see ([`causal::CausalState`]) |
 //! | `forward.rs` | sending a command to a backend, relaying its answer, retrying it |
 //! | `tracking.rs` | what an answer did to the session: variables, schema, pins, user variables |
 //! | `prepared.rs` | prepared statements |
 //! | `previous.rs` | what the previous statement left (`ROW_COUNT()`, `SHOW WARNINGS`...) |
 //! | `control.rs` | commands about the session itself: `KILL`, `COM_CHANGE_USER`, `COM_RESET_CONNECTION` |
 
-mod causal;
 mod control;
 mod decode;
 mod forward;
@@ -51,7 +49,7 @@ use crate::telemetry::Stage;
 use crate::users::User;
 use crate::{Shared, WorkerFrontend};
 
-use causal::CausalState;
+use manifold_router::causal::CausalState;
 use previous::PreviousStatement;
 
 /// Holds one slot of `mysql.max_connections` for the life of a connection.

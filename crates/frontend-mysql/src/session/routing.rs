@@ -9,10 +9,10 @@ use manifold_mysql_proto::packets::ErrPacket;
 use manifold_router::{CausalReads, Gtid, GtidPos, NodeId};
 use manifold_sql_lex::{Class, RouteHint, Scan, Verb};
 
-use super::causal::Needs;
 use super::decode::Effect;
 use super::Session;
 use crate::metrics::FrontendMetrics;
+use manifold_router::causal::Needs;
 
 /// Where a statement may go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -260,6 +260,8 @@ pub struct Session<'s> {
     pub proto: Protocol,
     /// Set by `QUIT`: close once the replies are written.
     pub quit: bool,
+    /// The client's last write, which its reads on replicas must see.
+    pub causal: crate::replicas::Causal,
 }
 
 /// Appends the error reply of a refused request.

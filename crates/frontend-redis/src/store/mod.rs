@@ -24,11 +24,27 @@ use std::sync::Arc;
 
 use manifold_backend::{BackendConn, BackendError, ConnKey, Executed, Lease, Param, Pool};
 use manifold_mysql_proto::packets::{ErrPacket, Value};
+use manifold_router::{NodeId, Topology};
 
-/// This worker's way to the primary of the cluster that keeps the door's keys.
+use crate::replicas::Causal;
+
+/// This worker's way to the nodes of the cluster that keeps the door's keys.
 pub trait Backends {
-    /// This worker's pool to the cluster's primary now (it changes on failover).
-    fn primary(&self) -> Rc<Pool>;
+    /// The cluster's nodes: which is the primary now (it changes on failover), their
+    /// health, lag and positions (the monitor's view).
+    fn topology(&self) -> &Topology;
+
+    /// This worker's pool to `node`.
+    fn pool(&self, node: NodeId) -> Rc<Pool>;
+
+    /// The node a read goes to by the worker's balancer (the MySQL door's: weights, load,
+    /// health, lag), not one of `skip` (a bit per node); the primary when no other can.
+    fn pick_reader(&self, skip: u64) -> NodeId;
+
+    /// This worker's pool to the cluster's primary now.
+    fn primary(&self) -> Rc<Pool> {
+        self.pool(self.topology().primary())
+    }
 }
 
 /// Why a batch could not run: its commands get this error, none gets a reply it did not
@@ -81,21 +97,24 @@ pub struct StoreShared {
     /// The schema and its tables are known to exist at the current version.
     ready: AtomicBool,
     /// Statements a connection keeps prepared (`pool.max_prepared_statements`).
-    keep_statements: usize,
+    pub(crate) keep_statements: usize,
     /// The login the sweeper runs as.
     last_login: sweeper::LastLogin,
     /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker.
     pub waiters: crate::blocking::Waiters,
+    /// Read-only batches may run on replicas (`redis.read_from = "replicas"`).
+    pub read_from_replicas: bool,
 }
 
 impl StoreShared {
-    pub fn new(schema: &str, keep_statements: usize) -> Arc<Self> {
+    pub fn new(schema: &str, keep_statements: usize, read_from_replicas: bool) -> Arc<Self> {
         Arc::new(Self {
             quoted_schema: format!("`{}`", schema.replace('`', "``")),
             ready: AtomicBool::new(false),
             keep_statements: keep_statements.max(16),
             last_login: sweeper::LastLogin::default(),
             waiters: crate::blocking::Waiters::default(),
+            read_from_replicas,
         })
     }
 
@@ -114,7 +133,7 @@ type Prepared = (u64, Rc<[u8]>);
 /// One worker's store.
 pub struct Store {
     pub shared: Arc<StoreShared>,
-    backends: Rc<dyn Backends>,
+    pub(crate) backends: Rc<dyn Backends>,
     /// SQL text (with `{s}`) → its id and its text for the server.
     statements: RefCell<HashMap<Box<str>, Prepared>>,
     /// The login this worker last noted for the sweeper ([`Store::note_login`]).
@@ -145,7 +164,7 @@ impl Store {
         }
     }
 
-    fn statement(&self, sql: &str) -> (u64, Rc<[u8]>) {
+    pub(crate) fn statement(&self, sql: &str) -> (u64, Rc<[u8]>) {
         if let Some((id, text)) = self.statements.borrow().get(sql) {
             return (*id, text.clone());
         }
@@ -167,6 +186,10 @@ impl Store {
             gap_locks: false,
             now_ms: now_ms(),
             pushed: Vec::new(),
+            writers: Vec::new(),
+            readers: None,
+            node: 0,
+            on_replica: false,
         }
     }
 }
@@ -209,9 +232,55 @@ pub struct Tx<'s> {
     pub now_ms: i64,
     /// Lists pushed to while clients were blocked on some list: woken after the commit.
     pushed: Vec<(u8, Vec<u8>)>,
+    /// The sessions whose writes this transaction's commits are: each remembers the
+    /// commit's GTID, which its later reads on replicas wait for.
+    writers: Vec<Causal>,
+    /// A read-only batch that may run on a replica once it has applied these sessions'
+    /// writes (`redis.read_from = "replicas"`).
+    readers: Option<Vec<Causal>>,
+    /// The node the connection is on.
+    node: NodeId,
+    on_replica: bool,
 }
 
 impl Tx<'_> {
+    /// What this transaction commits is `session`'s write (its reads must see it).
+    #[must_use]
+    pub fn noting(mut self, session: &Causal) -> Self {
+        self.writers.push(session.clone());
+        self
+    }
+
+    /// The batch only reads: with `redis.read_from = "replicas"` it may run on a replica
+    /// that has applied the writes of `sessions` (on the primary otherwise).
+    #[must_use]
+    pub fn reading_after(mut self, sessions: Vec<Causal>) -> Self {
+        if self.store.shared.read_from_replicas && !self.write {
+            self.readers = Some(sessions);
+        }
+        self
+    }
+
+    /// The batch's connection is a replica's: a failure there may be retried on the
+    /// primary (reads only run there).
+    pub fn on_replica(&self) -> bool {
+        self.on_replica
+    }
+
+    /// Takes in an OK packet's session-state data: a commit's GTID is the writers' last
+    /// write.
+    fn note(&self, session_state: &[u8]) {
+        if self.writers.is_empty() || session_state.is_empty() {
+            return;
+        }
+        if let Some(g) = crate::replicas::committed_gtid(session_state) {
+            for w in &self.writers {
+                w.borrow_mut()
+                    .note_write(g, crate::replicas::CLUSTER, self.node);
+            }
+        }
+    }
+
     /// Elements were pushed on the list `key`: clients blocked on it are woken once this
     /// transaction commits (nothing is kept while no client is blocked anywhere).
     pub fn note_push(&mut self, db: u8, key: &[u8]) {
@@ -222,7 +291,19 @@ impl Tx<'_> {
 
     async fn conn(&mut self) -> Result<&mut BackendConn, StoreError> {
         if self.lease.is_none() {
-            let pool = self.store.backends.primary();
+            if let Some(sessions) = self.readers.take() {
+                if self.store.shared.ready.load(Ordering::Acquire) {
+                    if let Some((lease, node)) =
+                        crate::replicas::acquire(self.store, self.key, &sessions).await
+                    {
+                        self.node = node;
+                        self.on_replica = true;
+                        return Ok(self.lease.insert(lease).conn());
+                    }
+                }
+            }
+            self.node = self.store.backends.topology().primary();
+            let pool = self.store.backends.pool(self.node);
             let mut lease = pool.acquire(self.key, None, 0).await?;
             let conn = lease.conn();
             if !self.store.shared.ready.load(Ordering::Acquire) {
@@ -263,7 +344,10 @@ impl Tx<'_> {
         let executed = conn.execute(id, &text, params, keep).await;
         self.store.metrics.record(crate::metrics::Stage::Sql, from);
         match executed? {
-            Ok(done) => Ok(done),
+            Ok(done) => {
+                self.note(&done.session_state);
+                Ok(done)
+            }
             Err(e) => Err(StoreError::Server(e)),
         }
     }
@@ -291,9 +375,10 @@ impl Tx<'_> {
             let from = crate::metrics::now(); // metrics: time in backend statements
             let committed = lease.conn().run_ok(b"COMMIT").await;
             self.store.metrics.record(crate::metrics::Stage::Sql, from);
-            if let Err(e) = committed? {
+            match committed? {
+                Ok(ok) => self.note(&ok.session_state),
                 // The pool resets the connection (which rolls back) before lending it again.
-                return Err(StoreError::Server(e));
+                Err(e) => return Err(StoreError::Server(e)),
             }
         }
         lease.mark_clean();

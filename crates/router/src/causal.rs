@@ -1,12 +1,14 @@
-//! What the session's reads must see (`routing.causal_reads = session`): its last committed
-//! write, where it is known to be applied, and which nodes missed it in time.
+//! What a session's reads must see (`routing.causal_reads = session`, the Redis door's
+//! `redis.read_from = "replicas"`): its last committed write, where it is known to be
+//! applied, and which nodes missed it in time.
 
-use manifold_router::{Gtid, NodeId};
+use crate::gtid::Gtid;
+use crate::topology::NodeId;
 
 /// The session's last write and what is known of it on each node of its cluster (a bit per
 /// node in each mask).
 #[derive(Debug, Default)]
-pub(super) struct CausalState {
+pub struct CausalState {
     /// The GTID of the session's last committed write (`last_gtid`, tracked by the server).
     write: Option<Gtid>,
     /// The cluster `write` was made in: only its nodes can have it.
@@ -22,7 +24,7 @@ pub(super) struct CausalState {
 
 /// What a read on a replica needs first, for the session's own writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Needs {
+pub enum Needs {
     /// Nothing: no write, another cluster's, or already applied there.
     Nothing,
     /// That the replica has applied this write.
@@ -33,7 +35,7 @@ pub(super) enum Needs {
 
 impl CausalState {
     /// The session committed a write with GTID `gtid` on `node` of `cluster`.
-    pub(super) fn note_write(&mut self, gtid: Gtid, cluster: usize, node: NodeId) {
+    pub fn note_write(&mut self, gtid: Gtid, cluster: usize, node: NodeId) {
         if self.cluster != cluster {
             self.missing = None;
             self.missing_on = 0;
@@ -45,7 +47,7 @@ impl CausalState {
 
     /// Forgets the nodes of `cluster` (of `nodes`) that missed the session's write once
     /// `has_applied` (the monitor's view) says they have it.
-    pub(super) fn forget_caught_up(
+    pub fn forget_caught_up(
         &mut self,
         cluster: usize,
         nodes: usize,
@@ -68,7 +70,7 @@ impl CausalState {
     }
 
     /// Nodes of `cluster` the session's reads avoid: they missed its write.
-    pub(super) fn avoided(&self, cluster: usize) -> u64 {
+    pub fn avoided(&self, cluster: usize) -> u64 {
         if self.cluster == cluster {
             self.missing_on
         } else {
@@ -78,12 +80,7 @@ impl CausalState {
 
     /// What a read on `node` of `cluster` must wait for there, `has_applied` being the
     /// monitor's view of that node.
-    pub(super) fn needs(
-        &self,
-        cluster: usize,
-        node: NodeId,
-        has_applied: impl Fn(Gtid) -> bool,
-    ) -> Needs {
+    pub fn needs(&self, cluster: usize, node: NodeId, has_applied: impl Fn(Gtid) -> bool) -> Needs {
         if self.cluster != cluster {
             return Needs::Nothing;
         }
@@ -96,12 +93,12 @@ impl CausalState {
     }
 
     /// `node` was seen to have applied the session's write (a wait for it answered).
-    pub(super) fn seen(&mut self, node: NodeId) {
+    pub fn seen(&mut self, node: NodeId) {
         self.seen_on |= 1 << node;
     }
 
     /// `node` did not apply the session's write `gtid` in time.
-    pub(super) fn missed(&mut self, gtid: Gtid, node: NodeId) {
+    pub fn missed(&mut self, gtid: Gtid, node: NodeId) {
         self.missing.get_or_insert(gtid);
         self.missing_on |= 1 << node;
     }
