@@ -41,7 +41,7 @@ use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
-use crate::store::keys::{hash, kind};
+use crate::store::keys::{hash, kind, KeyRow};
 use crate::store::{int, take_bytes, StoreError};
 
 const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
@@ -121,17 +121,20 @@ statement! {
         ON DUPLICATE KEY UPDATE v = VALUES(v)", |n| tuples("(?, ?, ?, ?)", n)
 }
 
-/// The value of field `fh` of the hash `kid`.
+/// The value of field `f` of the hash `row` (no statement for a hash just created).
 async fn field_value(
     cx: &mut Cx<'_>,
-    kid: u64,
-    fh: &[u8; 32],
+    row: &KeyRow,
+    f: &[u8],
 ) -> Result<Option<Vec<u8>>, StoreError> {
+    if row.len == 0 {
+        return Ok(None);
+    }
     let mut rows = cx
         .tx
         .rows(
             "SELECT v FROM {s}.redis_hash WHERE kid = ? AND fh = ?",
-            &[Param::UInt(kid), Param::Bytes(fh)],
+            &[Param::UInt(row.kid), Param::Bytes(&hash(f))],
         )
         .await?;
     Ok(rows
@@ -223,7 +226,7 @@ async fn hsetnx(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
-    if row.len > 0 && field_value(cx, row.kid, &hash(f)).await?.is_some() {
+    if field_value(cx, &row, f).await?.is_some() {
         cx.reply().integer(0);
         return Ok(());
     }
@@ -380,11 +383,7 @@ async fn hincrby(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
-    let old = if row.len > 0 {
-        field_value(cx, row.kid, &hash(f)).await?
-    } else {
-        None
-    };
+    let old = field_value(cx, &row, f).await?;
     let current = match &old {
         None => 0,
         Some(v) => {
@@ -425,11 +424,7 @@ async fn hincrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError>
     let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
-    let old = if row.len > 0 {
-        field_value(cx, row.kid, &hash(f)).await?
-    } else {
-        None
-    };
+    let old = field_value(cx, &row, f).await?;
     let current = match &old {
         None => Parsed::Finite(Ld::default()),
         Some(v) => {
