@@ -29,12 +29,12 @@ def redis_py():
     return redis
 
 
-@contextlib.contextmanager
-def start_door(topology, extra=()):
-    """A manifold with the Redis door on a free port; yields that port."""
+def launch_door(topology, extra=(), log_name="redis-door"):
+    """Starts a manifold with the Redis door on a free port (three tries) and returns it, the
+    door's port as `redis_port`; the caller stops it (`stop_and_check`)."""
     for attempt in range(3):
         port = free_port()
-        m = Manifold(topology, ["--redis-listen", f"127.0.0.1:{port}", *extra], log_name="redis-door")
+        m = Manifold(topology, ["--redis-listen", f"127.0.0.1:{port}", *extra], log_name=log_name)
         try:
             wait_port(port, m.proc, "manifold's Redis door")
             break
@@ -42,8 +42,16 @@ def start_door(topology, extra=()):
             m.stop()
             if attempt == 2:
                 raise
+    m.redis_port = port
+    return m
+
+
+@contextlib.contextmanager
+def start_door(topology, extra=()):
+    """A manifold with the Redis door on a free port; yields that port."""
+    m = launch_door(topology, extra)
     try:
-        yield port
+        yield m.redis_port
     finally:
         m.stop_and_check()
 
@@ -126,6 +134,25 @@ def read_reply(f):
     raise AssertionError(f"unexpected reply line {line!r}")
 
 
+def raw_reply(f):
+    """One RESP2/RESP3 reply from a file object, as its bytes (for byte-exact comparisons)."""
+    line = f.readline()
+    assert line.endswith(b"\r\n"), line
+    t, rest = line[:1], line[1:-2]
+    out = line
+    if t in (b"$", b"=", b"!"):
+        n = int(rest)
+        if n >= 0:
+            out += f.read(n + 2)
+    elif t in (b"*", b"~", b">"):
+        for _ in range(max(int(rest), 0)):
+            out += raw_reply(f)
+    elif t == b"%":
+        for _ in range(2 * int(rest)):
+            out += raw_reply(f)
+    return out
+
+
 class Err(str):
     """An error reply's text."""
 
@@ -154,22 +181,35 @@ class Conn:
 AUTH = cmd("AUTH", USER, PASSWORD)
 
 
-def replies(port, requests, pipeline=True):
+def replies(port, requests, pipeline=True, read=read_reply):
     """Sends `requests` (each one multibulk request's bytes, `AUTH` first if wanted) on one
-    connection and returns their replies, decoded by `read_reply`. `pipeline`: all in one
-    write, else each after the previous reply."""
+    connection and returns their replies, decoded by `read` (`read_reply`, or `raw_reply`
+    for their bytes). `pipeline`: all in one write, else each after the previous reply."""
     c = Conn(port)
     try:
         if pipeline:
             c.send(b"".join(requests))
-            return [read_reply(c.f) for _ in requests]
+            return [read(c.f) for _ in requests]
         out = []
         for r in requests:
             c.send(r)
-            out.append(read_reply(c.f))
+            out.append(read(c.f))
         return out
     finally:
         c.close()
+
+
+def scan_pages(conn, head, options=(), most=10_000):
+    """The pages of one whole `*SCAN` iteration on `conn` (a `Conn`): `head` is the command
+    before the cursor (`["SCAN"]`, `["HSCAN", key]`), `options` what follows it; fails past
+    `most` calls."""
+    cursor, pages = b"0", []
+    for _ in range(most):
+        cursor, page = conn.call(*head, cursor, *options)
+        pages.append(page)
+        if cursor == b"0":
+            return pages
+    raise AssertionError(f"{head[0]} did not end in {most} calls")
 
 
 def differential(door, reference, requests, pipeline=True, normalize=None):

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from redisdiff import AUTH, Conn, Err, args_of, cmd, differential, replies
+from redisdiff import AUTH, Conn, Err, args_of, cmd, differential, replies, scan_pages
 
 DB, DB2 = 9, 10
 SCHEMA = "manifold_redis"
@@ -250,14 +250,8 @@ def scan_all(port, *options, db=DB):
     try:
         c.call("AUTH", "app", "app")
         c.call("SELECT", db)
-        cursor, keys, pages = b"0", [], []
-        for _ in range(10_000):
-            cursor, page = c.call("SCAN", cursor, *options)
-            keys += page
-            pages.append(len(page))
-            if cursor == b"0":
-                return set(keys), pages
-        raise AssertionError("SCAN did not end")
+        pages = scan_pages(c, ["SCAN"], options)
+        return {k for page in pages for k in page}, [len(page) for page in pages]
     finally:
         c.close()
 

@@ -16,8 +16,7 @@ import time
 import pymysql
 import pytest
 
-from conftest import Manifold, free_port, wait_port
-from redisdiff import AUTH, Conn, cmd, replies
+from redisdiff import AUTH, Conn, cmd, launch_door, replies
 from test_admin import scrape
 
 DB = 11
@@ -30,25 +29,15 @@ def door(topology, tmp_path_factory):
     would otherwise delete this one's expired keys before it does."""
     cfg = tmp_path_factory.mktemp("redis-metrics") / "redis-metrics.toml"
     cfg.write_text('[redis]\nschema = "manifold_redis_metrics"\n')
-    for attempt in range(3):
-        port = free_port()
-        m = Manifold(topology, ["--config", str(cfg), "--redis-listen", f"127.0.0.1:{port}"],
-                     log_name="redis-metrics")
-        try:
-            wait_port(port, m.proc, "manifold's Redis door")
-            break
-        except pytest.fail.Exception:
-            m.stop()
-            if attempt == 2:
-                raise
-    m.redis_port = port
+    m = launch_door(topology, ["--config", str(cfg)], log_name="redis-metrics")
+    port = m.redis_port
     # wait_port's probe connection is counted by whichever worker accepted it, maybe after
     # the first test's baseline: wait until the count holds it (the probe and this one).
     c = Conn(port)
     try:
         assert c.call("AUTH", "app", "app") == "OK"
         deadline = time.time() + 10
-        while b"total_connections_received:2\r" not in c.call("INFO", "stats"):
+        while b"total_connections_received:2\r\n" not in c.call("INFO", "stats"):
             assert time.time() < deadline, "the door never counted its first connections"
             time.sleep(0.05)
     finally:

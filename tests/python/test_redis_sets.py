@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from redisdiff import Conn, Err, args_of, cmd, differential, ttl
+from redisdiff import Conn, Err, args_of, cmd, differential, scan_pages, ttl
 
 SET_REPLIES = {b"smembers", b"sinter", b"sunion", b"sdiff", b"spop"}
 
@@ -323,14 +323,9 @@ def test_sscan_walks_every_member(redis_door):
     c.call("SADD", "sets:big", *sorted(members))
 
     def walk(*options, page_max):
-        seen, cursor, calls = [], b"0", 0
-        while True:
-            cursor, page = c.call("SSCAN", "sets:big", cursor, *options)
-            assert len(page) <= page_max
-            seen += page
-            calls += 1
-            if cursor == b"0":
-                return seen, calls
+        pages = scan_pages(c, ["SSCAN", "sets:big"], options)
+        assert all(len(page) <= page_max for page in pages)
+        return [m for page in pages for m in page], len(pages)
 
     seen, calls = walk("COUNT", "7", page_max=7)
     assert sorted(seen) == sorted(members) and calls == 72

@@ -17,7 +17,7 @@ Intended differences from redis-server (normalized or avoided here):
 import random
 import time
 
-from redisdiff import AUTH, Conn, cmd, differential, replies
+from redisdiff import AUTH, Conn, cmd, differential, raw_reply, replies, scan_pages
 
 
 def is_cmd(req, *names):
@@ -251,18 +251,14 @@ def test_zscan_pages(redis_door):
         c.call("DEL", K)
         members = {f"m{i}".encode(): str(i).encode() for i in range(57)}
         c.call("ZADD", K, *[x for m, s in members.items() for x in (s, m)])
-        seen, cursor, pages = {}, b"0", 0
-        while True:
-            cursor, flat = c.call("ZSCAN", K, cursor, "COUNT", "7")
+        seen = {}
+        pages = scan_pages(c, ["ZSCAN", K], ["COUNT", "7"], most=100)
+        for flat in pages:
             assert len(flat) <= 14
             for m, s in zip(flat[0::2], flat[1::2]):
                 assert m not in seen
                 seen[m] = s
-            pages += 1
-            if cursor == b"0":
-                break
-            assert pages < 100
-        assert seen == members and pages >= 8
+        assert seen == members and len(pages) >= 8
         cursor, flat = c.call("ZSCAN", K, "0", "MATCH", "m1*", "COUNT", "1000")
         assert cursor == b"0" and sorted(flat[0::2]) == sorted(m for m in members if m.startswith(b"m1"))
     finally:
@@ -280,40 +276,6 @@ def test_expired_keys_are_absent(redis_door, redis_reference):
         cmd("ZREM", K2, "a"), cmd("ZPOPMIN", K2), cmd("ZRANGESTORE", DST, K2, "0", "-1"), cmd("EXISTS", DST),
         cmd("ZADD", K, "1", "a"), cmd("TYPE", K), cmd("ZRANGE", K, "0", "-1", "WITHSCORES"),
     ])
-
-
-def raw_reply(f):
-    """One RESP2/RESP3 reply's bytes, read from `f`."""
-    line = f.readline()
-    assert line.endswith(b"\r\n"), line
-    t, rest = line[:1], line[1:-2]
-    out = line
-    if t in (b"$", b"=", b"!"):
-        n = int(rest)
-        if n >= 0:
-            out += f.read(n + 2)
-    elif t in (b"*", b"~", b">"):
-        for _ in range(max(int(rest), 0)):
-            out += raw_reply(f)
-    elif t == b"%":
-        for _ in range(2 * int(rest)):
-            out += raw_reply(f)
-    return out
-
-
-def raw_replies(port, requests, pipeline):
-    c = Conn(port)
-    try:
-        if pipeline:
-            c.send(b"".join(requests))
-            return [raw_reply(c.f) for _ in requests]
-        out = []
-        for r in requests:
-            c.send(r)
-            out.append(raw_reply(c.f))
-        return out
-    finally:
-        c.close()
 
 
 def test_resp3_replies_byte_for_byte(redis_door, redis_reference):
@@ -337,8 +299,8 @@ def test_resp3_replies_byte_for_byte(redis_door, redis_reference):
     for hello in (None, cmd("HELLO", "3")):
         requests = [AUTH] + ([hello] if hello else []) + body
         for pipeline in (True, False):
-            got = raw_replies(redis_door, requests, pipeline)
-            want = raw_replies(redis_reference, requests, pipeline)
+            got = replies(redis_door, requests, pipeline, read=raw_reply)
+            want = replies(redis_reference, requests, pipeline, read=raw_reply)
             for i, (req, g, w) in enumerate(zip(requests, got, want)):
                 if req == hello:
                     continue

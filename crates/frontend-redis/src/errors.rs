@@ -53,3 +53,17 @@ pub fn arity(out: &mut Vec<u8>, full_name: &str) {
 pub const WRONGTYPE: &[u8] = b"-WRONGTYPE Operation against a key holding the wrong kind of value";
 /// `SET` with a bad `EX`/`PX`/`EXAT`/`PXAT` (`src/t_string.c`).
 pub const INVALID_EXPIRE_SET: &[u8] = b"invalid expire time in 'set' command";
+/// A count that must not be negative (`getPositiveLongFromObjectOrReply`: also when it is
+/// not an integer), as `LPOP`, `SPOP`, `ZPOPMIN` answer (`src/object.c`).
+pub const MUST_BE_POSITIVE: &[u8] = b"value is out of range, must be positive";
+/// A count of `i64::MIN` where Redis wants `-LONG_MAX..=LONG_MAX`
+/// (`getRangeLongFromObjectOrReply`: `SRANDMEMBER`, `HRANDFIELD`).
+pub const COUNT_OUT_OF_RANGE: &[u8] =
+    b"value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+/// A number `strtold`/`strtod` does not take whole (`getLongDoubleFromObjectOrReply`,
+/// `zslParseRange`...).
+pub const NOT_FLOAT: &[u8] = b"value is not a valid float";
+/// `INCRBY`, `HINCRBY`: the sum leaves the 64-bit range (`src/t_string.c`, `src/t_hash.c`).
+pub const INCR_OVERFLOW: &[u8] = b"increment or decrement would overflow";
+/// `INCRBYFLOAT`, `HINCRBYFLOAT`: the sum is not finite.
+pub const INCR_NAN_OR_INF: &[u8] = b"increment would produce NaN or Infinity";

@@ -27,21 +27,21 @@
 //! - `HRANDFIELD` with a negative count beyond [`RANDFIELD_MAX`] is refused (Redis would
 //!   build a reply of that many elements).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::OnceLock;
-
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::Protocol;
+use std::collections::{HashMap, HashSet};
 
+use super::checks::{self, Absent};
 use super::data::{Family, Spec};
 use super::longdouble::{self, Ld, Parsed};
+use super::rng::Rng;
 use super::scan;
-use super::sqltext::{marks, padded, shape, tuples};
+use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
-use crate::store::keys::{hash, kind, KeyRow, WrongType};
+use crate::store::keys::{hash, kind, KeyRow};
 use crate::store::{int, take_bytes, StoreError};
 
 const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
@@ -74,13 +74,8 @@ pub static COMMANDS: [Spec; 16] = [
 
 const HASH_NOT_INTEGER: &[u8] = b"hash value is not an integer";
 const HASH_NOT_FLOAT: &[u8] = b"hash value is not a float";
-const OVERFLOW: &[u8] = b"increment or decrement would overflow";
-const NOT_FLOAT: &[u8] = b"value is not a valid float";
 const NAN_OR_INFINITY: &[u8] = b"value is NaN or Infinity";
-const WOULD_BE_NAN: &[u8] = b"increment would produce NaN or Infinity";
 const OUT_OF_RANGE: &[u8] = b"value is out of range";
-const COUNT_OUT_OF_RANGE: &[u8] =
-    b"value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 const TOO_MANY: &[u8] = b"manifold: HRANDFIELD count is too large";
 
 /// Largest negative `HRANDFIELD` count served.
@@ -98,11 +93,9 @@ pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result
         "hincrby" => hincrby(cx, args).await,
         "hincrbyfloat" => hincrbyfloat(cx, args).await,
         "hlen" => {
-            match lookup(cx, args.get(1)).await? {
-                Look::Missing => cx.reply().integer(0),
-                Look::Wrong => cx.reply().error(errors::WRONGTYPE),
-                Look::Hash(row) => cx.reply().integer(row.len),
-            };
+            if let Some(row) = checks::read(cx, args.get(1), kind::HASH).await? {
+                cx.reply().integer(row.map_or(0, |r| r.len));
+            }
             Ok(())
         }
         "hrandfield" => hrandfield(cx, args).await,
@@ -111,106 +104,37 @@ pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result
     }
 }
 
-fn exist_in(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    shape(
-        &SQL,
-        |n| {
-            format!(
-                "SELECT fh FROM {{s}}.redis_hash WHERE kid = ? AND fh IN ({}) FOR UPDATE",
-                marks(n)
-            )
-        },
-        n,
-    )
+statement! {
+    fn exist_in = "SELECT fh FROM {{s}}.redis_hash WHERE kid = ? AND fh IN ({}) FOR UPDATE", |n| marks(n)
 }
 
-fn select_in(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    shape(
-        &SQL,
-        |n| {
-            format!(
-                "SELECT fh, v FROM {{s}}.redis_hash WHERE kid = ? AND fh IN ({})",
-                marks(n)
-            )
-        },
-        n,
-    )
+statement! {
+    fn select_in = "SELECT fh, v FROM {{s}}.redis_hash WHERE kid = ? AND fh IN ({})", |n| marks(n)
 }
 
-fn delete_in(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    shape(
-        &SQL,
-        |n| {
-            format!(
-                "DELETE FROM {{s}}.redis_hash WHERE kid = ? AND fh IN ({})",
-                marks(n)
-            )
-        },
-        n,
-    )
+statement! {
+    fn delete_in = "DELETE FROM {{s}}.redis_hash WHERE kid = ? AND fh IN ({})", |n| marks(n)
 }
 
-fn upsert(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    shape(
-        &SQL,
-        |n| {
-            format!(
-                "INSERT INTO {{s}}.redis_hash (kid, fh, field, v) VALUES {} \
-                 ON DUPLICATE KEY UPDATE v = VALUES(v)",
-                tuples("(?, ?, ?, ?)", n)
-            )
-        },
-        n,
-    )
+statement! {
+    fn upsert = "INSERT INTO {{s}}.redis_hash (kid, fh, field, v) VALUES {} \
+        ON DUPLICATE KEY UPDATE v = VALUES(v)", |n| tuples("(?, ?, ?, ?)", n)
 }
 
-/// What a read found at a key.
-enum Look {
-    Missing,
-    Wrong,
-    Hash(KeyRow),
-}
-
-/// The live key `k` for a read.
-async fn lookup(cx: &mut Cx<'_>, k: &[u8]) -> Result<Look, StoreError> {
-    Ok(match cx.tx.key_meta(cx.db, k, false).await? {
-        None => Look::Missing,
-        Some(row) if row.kind != kind::HASH => Look::Wrong,
-        Some(row) => Look::Hash(row),
-    })
-}
-
-/// The hash `k` locked for a write (created empty when absent and `create`); `None` after
-/// replying `WRONGTYPE`, or when absent and not created (no reply then).
-async fn write_lock(
-    cx: &mut Cx<'_>,
-    k: &[u8],
-    create: bool,
-) -> Result<Option<Option<KeyRow>>, StoreError> {
-    match cx.tx.collection(cx.db, k, kind::HASH, create).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            Ok(None)
-        }
-        Ok(row) => Ok(Some(row)),
-    }
-}
-
-/// The value of field `fh` of the hash `kid`.
+/// The value of field `f` of the hash `row` (no statement for a hash just created).
 async fn field_value(
     cx: &mut Cx<'_>,
-    kid: u64,
-    fh: &[u8; 32],
+    row: &KeyRow,
+    f: &[u8],
 ) -> Result<Option<Vec<u8>>, StoreError> {
+    if row.len == 0 {
+        return Ok(None);
+    }
     let mut rows = cx
         .tx
         .rows(
             "SELECT v FROM {s}.redis_hash WHERE kid = ? AND fh = ?",
-            &[Param::UInt(kid), Param::Bytes(fh)],
+            &[Param::UInt(row.kid), Param::Bytes(&hash(f))],
         )
         .await?;
     Ok(rows
@@ -250,11 +174,7 @@ async fn existing(
     let mut found = HashSet::new();
     for chunk in fhs.chunks(RUN_MAX) {
         let n = padded(chunk.len());
-        let mut params = Vec::with_capacity(n + 1);
-        params.push(Param::UInt(kid));
-        for i in 0..n {
-            params.push(Param::Bytes(&chunk[i.min(chunk.len() - 1)]));
-        }
+        let params = in_params(Param::UInt(kid), chunk, n);
         for mut row in cx.tx.rows(exist_in(n), &params).await? {
             if let Some(fh) = row.first_mut().and_then(take_bytes) {
                 found.insert(fh);
@@ -273,13 +193,11 @@ fn distinct_hashes<'a>(fields: impl Iterator<Item = &'a [u8]>) -> Vec<[u8; 32]> 
 /// `HSET key field value [field value ...]` (the count of new fields) and `HMSET` (`OK`).
 async fn hset(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
     if args.len() % 2 == 1 {
-        let mut text = Vec::new();
-        errors::arity(&mut text, spec.name);
-        cx.reply().error(&text);
+        checks::arity(cx, spec.name);
         return Ok(());
     }
     let k = args.get(1);
-    let Some(Some(row)) = write_lock(cx, k, true).await? else {
+    let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
     let pairs: Vec<(&[u8], &[u8])> = (2..args.len())
@@ -305,10 +223,10 @@ async fn hset(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<()
 /// `HSETNX key field value`.
 async fn hsetnx(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let (k, f, v) = (args.get(1), args.get(2), args.get(3));
-    let Some(Some(row)) = write_lock(cx, k, true).await? else {
+    let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
-    if row.len > 0 && field_value(cx, row.kid, &hash(f)).await?.is_some() {
+    if field_value(cx, &row, f).await?.is_some() {
         cx.reply().integer(0);
         return Ok(());
     }
@@ -365,24 +283,15 @@ async fn field_read(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), S
 
 /// `HMGET key field [field ...]`.
 async fn hmget(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let row = match lookup(cx, args.get(1)).await? {
-        Look::Wrong => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Look::Missing => None,
-        Look::Hash(row) => Some(row),
+    let Some(row) = checks::read(cx, args.get(1), kind::HASH).await? else {
+        return Ok(());
     };
     let mut values: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     if let Some(row) = row {
         let fhs = distinct_hashes(args.from(2));
         for chunk in fhs.chunks(RUN_MAX) {
             let n = padded(chunk.len());
-            let mut params = Vec::with_capacity(n + 1);
-            params.push(Param::UInt(row.kid));
-            for i in 0..n {
-                params.push(Param::Bytes(&chunk[i.min(chunk.len() - 1)]));
-            }
+            let params = in_params(Param::UInt(row.kid), chunk, n);
             for mut r in cx.tx.rows(select_in(n), &params).await? {
                 if r.len() < 2 {
                     continue;
@@ -411,20 +320,16 @@ async fn all_fields(cx: &mut Cx<'_>, kid: u64, sql: &str) -> Result<Vec<Vec<Valu
 /// `HGETALL` (a map in RESP3), `HKEYS`, `HVALS`.
 async fn get_all(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), StoreError> {
     let pairs = name == "hgetall";
-    let row = match lookup(cx, args.get(1)).await? {
-        Look::Wrong => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
+    let Some(row) = checks::read(cx, args.get(1), kind::HASH).await? else {
+        return Ok(());
+    };
+    let Some(row) = row else {
+        if pairs {
+            cx.reply().map_len(0);
+        } else {
+            cx.reply().array_len(0);
         }
-        Look::Missing => {
-            if pairs {
-                cx.reply().map_len(0);
-            } else {
-                cx.reply().array_len(0);
-            }
-            return Ok(());
-        }
-        Look::Hash(row) => row,
+        return Ok(());
     };
     let sql = match name {
         "hgetall" => "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
@@ -449,23 +354,14 @@ async fn get_all(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), Stor
 /// `HDEL key field [field ...]`: the count deleted; the last field takes the key along.
 async fn hdel(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let k = args.get(1);
-    let row = match write_lock(cx, k, false).await? {
-        None => return Ok(()),
-        Some(None) => {
-            cx.reply().integer(0);
-            return Ok(());
-        }
-        Some(Some(row)) => row,
+    let Some(row) = checks::write_or(cx, k, kind::HASH, Absent::Zero).await? else {
+        return Ok(());
     };
     let fhs = distinct_hashes(args.from(2));
     let mut deleted = 0u64;
     for chunk in fhs.chunks(RUN_MAX) {
         let n = padded(chunk.len());
-        let mut params = Vec::with_capacity(n + 1);
-        params.push(Param::UInt(row.kid));
-        for i in 0..n {
-            params.push(Param::Bytes(&chunk[i.min(chunk.len() - 1)]));
-        }
+        let params = in_params(Param::UInt(row.kid), chunk, n);
         deleted += cx.tx.affected(delete_in(n), &params).await?;
     }
     if deleted > 0 {
@@ -484,14 +380,10 @@ async fn hincrby(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         cx.reply().error(errors::NOT_INTEGER);
         return Ok(());
     };
-    let Some(Some(row)) = write_lock(cx, k, true).await? else {
+    let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
-    let old = if row.len > 0 {
-        field_value(cx, row.kid, &hash(f)).await?
-    } else {
-        None
-    };
+    let old = field_value(cx, &row, f).await?;
     let current = match &old {
         None => 0,
         Some(v) => {
@@ -503,7 +395,7 @@ async fn hincrby(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         }
     };
     let Some(value) = current.checked_add(incr) else {
-        cx.reply().error(OVERFLOW);
+        cx.reply().error(errors::INCR_OVERFLOW);
         return Ok(());
     };
     let text = value.to_string();
@@ -520,7 +412,7 @@ async fn hincrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError>
     let (k, f) = (args.get(1), args.get(2));
     let incr = match longdouble::parse(args.get(3)) {
         None => {
-            cx.reply().error(NOT_FLOAT);
+            cx.reply().error(errors::NOT_FLOAT);
             return Ok(());
         }
         Some(Parsed::Infinite) => {
@@ -529,14 +421,10 @@ async fn hincrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError>
         }
         Some(incr) => incr,
     };
-    let Some(Some(row)) = write_lock(cx, k, true).await? else {
+    let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
-    let old = if row.len > 0 {
-        field_value(cx, row.kid, &hash(f)).await?
-    } else {
-        None
-    };
+    let old = field_value(cx, &row, f).await?;
     let current = match &old {
         None => Parsed::Finite(Ld::default()),
         Some(v) => {
@@ -548,7 +436,7 @@ async fn hincrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError>
         }
     };
     let Some(text) = longdouble::incr(current, incr) else {
-        cx.reply().error(WOULD_BE_NAN);
+        cx.reply().error(errors::INCR_NAN_OR_INF);
         return Ok(());
     };
     write_pairs(cx, row.kid, &[(f, &text)]).await?;
@@ -559,44 +447,12 @@ async fn hincrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError>
     Ok(())
 }
 
-/// A few random numbers (xorshift64*, seeded from the standard library's random keys).
-struct Rng(u64);
-
-impl Rng {
-    fn new() -> Rng {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_i64(crate::store::now_ms());
-        Rng(h.finish() | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// `HRANDFIELD key [count [WITHVALUES]]`.
 async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let k = args.get(1);
     if args.len() == 2 {
-        let row = match lookup(cx, k).await? {
-            Look::Missing => {
-                cx.reply().null();
-                return Ok(());
-            }
-            Look::Wrong => {
-                cx.reply().error(errors::WRONGTYPE);
-                return Ok(());
-            }
-            Look::Hash(row) => row,
+        let Some(row) = checks::read_or(cx, k, kind::HASH, Absent::Null).await? else {
+            return Ok(());
         };
         let offset = Rng::new().below(row.len.max(1) as u64);
         let mut rows = cx
@@ -621,7 +477,7 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         return Ok(());
     };
     if l == i64::MIN {
-        cx.reply().error(COUNT_OUT_OF_RANGE);
+        cx.reply().error(errors::COUNT_OUT_OF_RANGE);
         return Ok(());
     }
     if args.len() > 4 || (args.len() == 4 && !args.get(3).eq_ignore_ascii_case(b"withvalues")) {
@@ -633,16 +489,8 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         cx.reply().error(OUT_OF_RANGE);
         return Ok(());
     }
-    let row = match lookup(cx, k).await? {
-        Look::Missing => {
-            cx.reply().array_len(0);
-            return Ok(());
-        }
-        Look::Wrong => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Look::Hash(row) => row,
+    let Some(row) = checks::read_or(cx, k, kind::HASH, Absent::EmptyArray).await? else {
+        return Ok(());
     };
     let count = l.unsigned_abs();
     if count == 0 {

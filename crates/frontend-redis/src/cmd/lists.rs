@@ -22,12 +22,12 @@
 
 mod edit;
 
-use std::sync::OnceLock;
-
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
 
+use super::checks;
 use super::data::{Family, Spec};
+use super::sqltext::{statement, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
@@ -68,8 +68,6 @@ pub static COMMANDS: [Spec; 22] = [
     spec("blmpop", -5, true),
 ];
 
-/// `getPositiveLongFromObjectOrReply` without a message of its own.
-const MUST_BE_POSITIVE: &[u8] = b"value is out of range, must be positive";
 /// `LMPOP`'s `numkeys`.
 const NUMKEYS: &[u8] = b"numkeys should be greater than 0";
 /// `LMPOP`'s `COUNT`.
@@ -154,14 +152,10 @@ pub async fn try_blocking(
             };
             for i in 1..args.len() - 1 {
                 let k = args.get(i);
-                let row = match cx.tx.collection(cx.db, k, kind::LIST, false).await? {
-                    Err(_) => {
-                        cx.reply().error(errors::WRONGTYPE);
-                        return Ok(Served::Yes);
-                    }
-                    Ok(None) => continue,
-                    Ok(Some(row)) => row,
+                let Some(found) = checks::write(cx, k, kind::LIST, false).await? else {
+                    return Ok(Served::Yes);
                 };
+                let Some(row) = found else { continue };
                 if let Some(v) = pop(cx, k, &row, side, 1).await?.first() {
                     cx.reply().array_len(2).bulk(k).bulk(v);
                     return Ok(Served::Yes);
@@ -247,19 +241,10 @@ async fn set_bounds(
     Ok(true)
 }
 
-/// `INSERT INTO redis_list (kid, idx, v) VALUES (?, ?, ?), ...` of `n` (a power of two up
-/// to [`INSERT_MAX`]) rows.
-fn insert_sql(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    let all = SQL.get_or_init(|| {
-        (0..=INSERT_MAX.trailing_zeros())
-            .map(|p| {
-                let rows = vec!["(?, ?, ?)"; 1 << p].join(", ");
-                format!("INSERT INTO {{s}}.redis_list (kid, idx, v) VALUES {rows}")
-            })
-            .collect()
-    });
-    &all[n.trailing_zeros() as usize]
+statement! {
+    /// `INSERT INTO redis_list (kid, idx, v) VALUES (?, ?, ?), ...` of `n` (a power of two
+    /// up to [`INSERT_MAX`]) rows.
+    fn insert_sql = "INSERT INTO {{s}}.redis_list (kid, idx, v) VALUES {}", |n| tuples("(?, ?, ?)", n)
 }
 
 /// Inserts `rows` (`idx`, value) of the list `kid`, a few statements of power-of-two sizes.
@@ -334,20 +319,12 @@ async fn push(
     only_existing: bool,
 ) -> Result<(), StoreError> {
     let k = args.get(1);
-    let row = match cx
-        .tx
-        .collection(cx.db, k, kind::LIST, !only_existing)
-        .await?
-    {
-        Err(_) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Ok(None) => {
-            cx.reply().integer(0);
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::write(cx, k, kind::LIST, !only_existing).await? else {
+        return Ok(());
+    };
+    let Some(row) = row else {
+        cx.reply().integer(0);
+        return Ok(());
     };
     let values: Vec<&[u8]> = args.from(2).collect();
     match push_values(cx, k, &row, side, &values).await? {
@@ -412,37 +389,23 @@ async fn pop(
 /// `LPOP` / `RPOP key [count]`.
 async fn pop_command(cx: &mut Cx<'_>, args: Args<'_>, side: Side) -> Result<(), StoreError> {
     if args.len() > 3 {
-        let mut text = Vec::new();
-        errors::arity(&mut text, if side == Side::Left { "lpop" } else { "rpop" });
-        cx.reply().error(&text);
+        checks::arity(cx, if side == Side::Left { "lpop" } else { "rpop" });
         return Ok(());
     }
-    let count = if args.len() == 3 {
-        match parse_i64(args.get(2)) {
-            Some(c) if c >= 0 => Some(c),
-            _ => {
-                cx.reply().error(MUST_BE_POSITIVE);
-                return Ok(());
-            }
-        }
-    } else {
-        None
+    let Some(count) = checks::optional_count(cx, &args) else {
+        return Ok(());
     };
     let k = args.get(1);
-    let row = match cx.tx.collection(cx.db, k, kind::LIST, false).await? {
-        Err(_) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
+    let Some(row) = checks::write(cx, k, kind::LIST, false).await? else {
+        return Ok(());
+    };
+    let Some(row) = row else {
+        if count.is_some() {
+            cx.reply().null_array();
+        } else {
+            cx.reply().null();
         }
-        Ok(None) => {
-            if count.is_some() {
-                cx.reply().null_array();
-            } else {
-                cx.reply().null();
-            }
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+        return Ok(());
     };
     match count {
         Some(0) => {
@@ -469,11 +432,9 @@ async fn pop_command(cx: &mut Cx<'_>, args: Args<'_>, side: Side) -> Result<(), 
 
 /// `LLEN key`.
 async fn llen_command(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    match cx.tx.key_meta(cx.db, args.get(1), false).await? {
-        None => cx.reply().integer(0),
-        Some(row) if row.kind != kind::LIST => cx.reply().error(errors::WRONGTYPE),
-        Some(row) => cx.reply().integer(llen(&row)),
-    };
+    if let Some(row) = checks::read(cx, args.get(1), kind::LIST).await? {
+        cx.reply().integer(row.as_ref().map_or(0, llen));
+    }
     Ok(())
 }
 
@@ -501,19 +462,16 @@ async fn lmove_at(
     from: Side,
     to: Side,
 ) -> Result<Served, StoreError> {
-    let srow = match cx.tx.collection(cx.db, src, kind::LIST, false).await? {
-        Err(_) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(Served::Yes);
-        }
-        Ok(None) => return Ok(Served::No),
-        Ok(Some(row)) => row,
+    let Some(srow) = checks::write(cx, src, kind::LIST, false).await? else {
+        return Ok(Served::Yes);
+    };
+    let Some(srow) = srow else {
+        return Ok(Served::No);
     };
     if src == dst {
         return rotate(cx, src, &srow, from, to).await.map(|()| Served::Yes);
     }
-    let Ok(drow) = cx.tx.collection(cx.db, dst, kind::LIST, false).await? else {
-        cx.reply().error(errors::WRONGTYPE);
+    let Some(drow) = checks::write(cx, dst, kind::LIST, false).await? else {
         return Ok(Served::Yes);
     };
     let Some(v) = pop(cx, src, &srow, from, 1).await?.into_iter().next() else {
@@ -634,14 +592,10 @@ async fn lmpop_at(cx: &mut Cx<'_>, args: Args<'_>, at: usize) -> Result<Served, 
     let count = count.unwrap_or(1);
     for i in at + 1..where_at {
         let k = args.get(i);
-        let row = match cx.tx.collection(cx.db, k, kind::LIST, false).await? {
-            Err(_) => {
-                cx.reply().error(errors::WRONGTYPE);
-                return Ok(Served::Yes);
-            }
-            Ok(None) => continue,
-            Ok(Some(row)) => row,
+        let Some(found) = checks::write(cx, k, kind::LIST, false).await? else {
+            return Ok(Served::Yes);
         };
+        let Some(row) = found else { continue };
         let values = pop(cx, k, &row, side, count).await?;
         cx.reply().array_len(2).bulk(k).array_len(values.len());
         for v in &values {

@@ -10,6 +10,7 @@
 //! [`server`] (`INFO`, `CONFIG`, `COMMAND`, `TIME`); the data families ([`data`]) in theirs
 //! (`DBSIZE` is [`keys`]'s: it counts the keys).
 
+pub mod checks;
 pub mod connection;
 pub mod data;
 pub mod expiry;
@@ -21,6 +22,7 @@ pub mod lists;
 pub mod longdouble;
 pub mod pubsub;
 pub mod rename;
+pub mod rng;
 pub mod scan;
 pub mod server;
 pub mod sets;

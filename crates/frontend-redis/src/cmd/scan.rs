@@ -170,16 +170,12 @@ pub async fn collection_page(
         cx.reply().error(INVALID_CURSOR);
         return Ok(None);
     };
-    let row = match cx.tx.key_meta(cx.db, args.get(1), false).await? {
-        None => {
-            start_reply(&mut cx.reply(), 0, 0);
-            return Ok(None);
-        }
-        Some(row) if row.kind != kind => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(None);
-        }
-        Some(row) => row,
+    let Some(row) = super::checks::read(cx, args.get(1), kind).await? else {
+        return Ok(None);
+    };
+    let Some(row) = row else {
+        start_reply(&mut cx.reply(), 0, 0);
+        return Ok(None);
     };
     let o = match scan_options(args, 3, false) {
         Ok(o) => o,

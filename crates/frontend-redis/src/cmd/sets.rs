@@ -24,17 +24,16 @@ mod algebra;
 mod random;
 mod scan;
 
-use std::sync::OnceLock;
-
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
 
+use super::checks::{self, Absent};
 use super::data::{Family, Spec};
-use super::sqltext::{marks, padded, shape, tuples};
+use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::Args;
 use crate::errors;
 use crate::exec::Cx;
-use crate::store::keys::{hash, kind, KeyRow, WrongType};
+use crate::store::keys::{hash, kind};
 use crate::store::{take_bytes, StoreError};
 
 const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
@@ -92,49 +91,19 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// SHA-256 of a member.
 type Mh = [u8; 32];
 
-/// `INSERT IGNORE` of `n` members: one affected row per member added.
-fn insert_sql(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    shape(
-        &SQL,
-        |n| {
-            format!(
-                "INSERT IGNORE INTO {{s}}.redis_set (kid, mh, member) VALUES {}",
-                tuples("(?, ?, ?)", n)
-            )
-        },
-        n,
-    )
+statement! {
+    /// `INSERT IGNORE` of `n` members: one affected row per member added.
+    fn insert_sql = "INSERT IGNORE INTO {{s}}.redis_set (kid, mh, member) VALUES {}", |n| tuples("(?, ?, ?)", n)
 }
 
-/// `DELETE` of `n` members: one affected row per member removed.
-fn delete_sql(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    shape(
-        &SQL,
-        |n| {
-            format!(
-                "DELETE FROM {{s}}.redis_set WHERE kid = ? AND mh IN ({})",
-                marks(n)
-            )
-        },
-        n,
-    )
+statement! {
+    /// `DELETE` of `n` members: one affected row per member removed.
+    fn delete_sql = "DELETE FROM {{s}}.redis_set WHERE kid = ? AND mh IN ({})", |n| marks(n)
 }
 
-/// Which of `n` members are there.
-fn present_sql(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    shape(
-        &SQL,
-        |n| {
-            format!(
-                "SELECT mh FROM {{s}}.redis_set WHERE kid = ? AND mh IN ({})",
-                marks(n)
-            )
-        },
-        n,
-    )
+statement! {
+    /// Which of `n` members are there.
+    fn present_sql = "SELECT mh FROM {{s}}.redis_set WHERE kid = ? AND mh IN ({})", |n| marks(n)
 }
 
 /// Splits `items` (with each one's byte size) into chunks of at most [`CHUNK`] items and
@@ -200,11 +169,7 @@ async fn delete_members(cx: &mut Cx<'_>, kid: u64, hashes: &[Mh]) -> Result<i64,
     let mut removed = 0u64;
     for chunk in hashes.chunks(CHUNK) {
         let n = padded(chunk.len());
-        let mut params = Vec::with_capacity(n + 1);
-        params.push(Param::UInt(kid));
-        for i in 0..n {
-            params.push(Param::Bytes(&chunk[i.min(chunk.len() - 1)]));
-        }
+        let params = in_params(Param::UInt(kid), chunk, n);
         removed += cx.tx.affected(delete_sql(n), &params).await?;
     }
     Ok(i64::try_from(removed).unwrap_or(i64::MAX))
@@ -219,11 +184,7 @@ async fn present(
     let mut found = std::collections::HashSet::new();
     for chunk in hashes.chunks(CHUNK) {
         let n = padded(chunk.len());
-        let mut params = Vec::with_capacity(n + 1);
-        params.push(Param::UInt(kid));
-        for i in 0..n {
-            params.push(Param::Bytes(&chunk[i.min(chunk.len() - 1)]));
-        }
+        let params = in_params(Param::UInt(kid), chunk, n);
         for row in cx.tx.rows(present_sql(n), &params).await? {
             if let Some(mh) = row.first().and_then(mh_of) {
                 found.insert(mh);
@@ -260,39 +221,11 @@ async fn load_hashes(cx: &mut Cx<'_>, kid: u64) -> Result<Vec<Mh>, StoreError> {
         .collect())
 }
 
-/// The live set `k` (`lock`: for a write, which deletes it when expired), `None` when
-/// absent, `WrongType` when another type.
-async fn lookup(
-    cx: &mut Cx<'_>,
-    k: &[u8],
-    lock: bool,
-) -> Result<Result<Option<KeyRow>, WrongType>, StoreError> {
-    Ok(match cx.tx.key_meta(cx.db, k, lock).await? {
-        Some(row) if row.kind != kind::SET => Err(WrongType),
-        found => Ok(found),
-    })
-}
-
-/// Replies `WRONGTYPE` for `Err`, else hands the found set on.
-macro_rules! set_or_reply {
-    ($cx:expr, $found:expr) => {
-        match $found {
-            Ok(found) => found,
-            Err(WrongType) => {
-                $cx.reply().error(errors::WRONGTYPE);
-                return Ok(());
-            }
-        }
-    };
-}
-use set_or_reply;
-
 /// `SADD key member [member ...]`.
 async fn sadd(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let k = args.get(1);
-    let found = cx.tx.collection(cx.db, k, kind::SET, true).await?;
-    let Some(row) = set_or_reply!(cx, found) else {
-        unreachable!("collection(create) gives a row")
+    let Some(Some(row)) = checks::write(cx, k, kind::SET, true).await? else {
+        return Ok(());
     };
     let members: Vec<(Mh, &[u8])> = args.from(2).map(|m| (hash(m), m)).collect();
     let added = insert_members(cx, row.kid, &members).await?;
@@ -306,9 +239,7 @@ async fn sadd(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 /// `SREM key member [member ...]`.
 async fn srem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let k = args.get(1);
-    let found = cx.tx.collection(cx.db, k, kind::SET, false).await?;
-    let Some(row) = set_or_reply!(cx, found) else {
-        cx.reply().integer(0);
+    let Some(row) = checks::write_or(cx, k, kind::SET, Absent::Zero).await? else {
         return Ok(());
     };
     let hashes: Vec<Mh> = args.from(2).map(hash).collect();
@@ -322,17 +253,15 @@ async fn srem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 
 /// `SCARD key`.
 async fn scard(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let found = lookup(cx, args.get(1), false).await?;
-    let len = set_or_reply!(cx, found).map_or(0, |r| r.len);
-    cx.reply().integer(len);
+    if let Some(row) = checks::read(cx, args.get(1), kind::SET).await? {
+        cx.reply().integer(row.map_or(0, |r| r.len));
+    }
     Ok(())
 }
 
 /// `SISMEMBER key member`.
 async fn sismember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let found = lookup(cx, args.get(1), false).await?;
-    let Some(row) = set_or_reply!(cx, found) else {
-        cx.reply().integer(0);
+    let Some(row) = checks::read_or(cx, args.get(1), kind::SET, Absent::Zero).await? else {
         return Ok(());
     };
     let mh = hash(args.get(2));
@@ -343,8 +272,9 @@ async fn sismember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 
 /// `SMISMEMBER key member [member ...]`.
 async fn smismember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let found = lookup(cx, args.get(1), false).await?;
-    let row = set_or_reply!(cx, found);
+    let Some(row) = checks::read(cx, args.get(1), kind::SET).await? else {
+        return Ok(());
+    };
     let hashes: Vec<Mh> = args.from(2).map(hash).collect();
     let there = match row {
         Some(row) => present(cx, row.kid, &hashes).await?,
@@ -361,11 +291,11 @@ async fn smismember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 /// `SMOVE source destination member`.
 async fn smove(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let (src, dst, member) = (args.get(1), args.get(2), args.get(3));
-    let src_found = lookup(cx, src, true).await?;
+    let src_found = cx.tx.typed_key(cx.db, src, kind::SET, true).await?;
     let dst_found = if src == dst {
         src_found.clone()
     } else {
-        lookup(cx, dst, true).await?
+        cx.tx.typed_key(cx.db, dst, kind::SET, true).await?
     };
     // A missing source answers 0 before any type check, as in Redis.
     let Ok(src_row) = src_found else {
@@ -376,7 +306,9 @@ async fn smove(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         cx.reply().integer(0);
         return Ok(());
     };
-    let dst_row = set_or_reply!(cx, dst_found);
+    let Some(dst_row) = checks::or_wrongtype(cx, dst_found) else {
+        return Ok(());
+    };
     let mh = hash(member);
     if src == dst {
         let there = present(cx, src_row.kid, &[mh]).await?.contains(&mh);

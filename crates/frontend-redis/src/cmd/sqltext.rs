@@ -5,6 +5,8 @@
 
 use std::sync::OnceLock;
 
+use manifold_backend::Param;
+
 use crate::exec::RUN_MAX;
 
 /// `n` rounded up to a power of two (1 for 0).
@@ -39,6 +41,36 @@ pub fn shape(
         .map_or("", String::as_str)
 }
 
+/// Defines `fn name(n: usize) -> &'static str`: the statement `text` whose `{}` is `list`
+/// (`marks(n)`, `tuples(row, n)`) for `n` elements, built once per shape ([`shape`]):
+///
+/// ```ignore
+/// statement! {
+///     /// Which of `n` fields are there.
+///     fn present_in = "SELECT fh FROM {{s}}.redis_hash WHERE kid = ? AND fh IN ({})", |n| marks(n)
+/// }
+/// ```
+macro_rules! statement {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident = $text:literal, |$n:ident| $list:expr) => {
+        $(#[$doc])*
+        $vis fn $name(n: usize) -> &'static str {
+            static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+            $crate::cmd::sqltext::shape(&SQL, |$n| format!($text, $list), n)
+        }
+    };
+}
+pub(crate) use statement;
+
+/// The parameters of a statement `... WHERE kid = ? AND xh IN (?, ...)` of `n` marks: `head`,
+/// then the hashes of `chunk` (not empty), padded to `n` by repeating its last.
+pub fn in_params<'a>(head: Param<'a>, chunk: &'a [[u8; 32]], n: usize) -> Vec<Param<'a>> {
+    let mut params = Vec::with_capacity(n + 1);
+    params.push(head);
+    let last = chunk.len().saturating_sub(1);
+    params.extend((0..n).filter_map(|i| chunk.get(i.min(last)).map(|h| Param::Bytes(h))));
+    params
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +86,22 @@ mod tests {
         let make = |n| format!("IN ({})", marks(n));
         assert_eq!(shape(&SQL, make, 1), "IN (?)");
         assert_eq!(shape(&SQL, make, 4), "IN (?, ?, ?, ?)");
+    }
+
+    statement! {
+        /// A test statement.
+        fn deletes = "DELETE FROM t WHERE x IN ({})", |n| marks(n)
+    }
+
+    #[test]
+    fn statements_and_their_parameters() {
+        assert_eq!(deletes(2), "DELETE FROM t WHERE x IN (?, ?)");
+        assert_eq!(deletes(1), "DELETE FROM t WHERE x IN (?)");
+        let hashes = [[1u8; 32], [2u8; 32], [3u8; 32]];
+        let params = in_params(Param::UInt(7), &hashes, 4);
+        assert_eq!(params.len(), 5);
+        assert!(matches!(params[0], Param::UInt(7)));
+        assert!(matches!(params[3], Param::Bytes(b) if b == [3u8; 32]));
+        assert!(matches!(params[4], Param::Bytes(b) if b == [3u8; 32]));
     }
 }

@@ -17,12 +17,10 @@
 mod numeric;
 mod ranges;
 
-use std::sync::OnceLock;
-
 use manifold_backend::Param;
 
 use super::data::{Family, Spec};
-use super::sqltext::{marks, padded, shape, tuples};
+use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
@@ -96,39 +94,19 @@ pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result
     }
 }
 
-/// `SELECT k, type, v, expire_at ... WHERE kh IN (?, ...)` for `n` (a power of two) keys.
-fn select_in(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    shape(
-        &SQL,
-        |n| {
-            format!(
-                "SELECT k, type, v, expire_at FROM {{s}}.redis_keys WHERE db = ? AND kh IN ({})",
-                marks(n)
-            )
-        },
-        n,
-    )
+statement! {
+    /// `SELECT k, type, v, expire_at ... WHERE kh IN (?, ...)` for `n` (a power of two) keys.
+    fn select_in = "SELECT k, type, v, expire_at FROM {{s}}.redis_keys WHERE db = ? AND kh IN ({})", |n| marks(n)
 }
 
-/// The multi-row upsert of `n` (a power of two) plain `SET`s: the value replaces whatever
-/// the key held, its TTL goes. A collection written over keeps its members until the sweeper
-/// deletes them (`gc`); MariaDB has no row alias, hence `VALUES(col)`.
-fn upsert(n: usize) -> &'static str {
-    static SQL: OnceLock<Vec<String>> = OnceLock::new();
-    shape(
-        &SQL,
-        |n| {
-            format!(
-                "INSERT INTO {{s}}.redis_keys (db, kh, k, type, v, expire_at) VALUES {} \
-                 ON DUPLICATE KEY UPDATE gc = IF(type <> 0, type, gc), type = 0, k = VALUES(k), \
-                 v = VALUES(v), expire_at = VALUES(expire_at), len = 0, lhead = 0, ltail = 0, \
-                 version = version + 1",
-                tuples("(?, ?, ?, 0, ?, ?)", n)
-            )
-        },
-        n,
-    )
+statement! {
+    /// The multi-row upsert of `n` (a power of two) plain `SET`s: the value replaces whatever
+    /// the key held, its TTL goes. A collection written over keeps its members until the sweeper
+    /// deletes them (`gc`); MariaDB has no row alias, hence `VALUES(col)`.
+    fn upsert = "INSERT INTO {{s}}.redis_keys (db, kh, k, type, v, expire_at) VALUES {} \
+        ON DUPLICATE KEY UPDATE gc = IF(type <> 0, type, gc), type = 0, k = VALUES(k), \
+        v = VALUES(v), expire_at = VALUES(expire_at), len = 0, lhead = 0, ltail = 0, \
+        version = version + 1", |n| tuples("(?, ?, ?, 0, ?, ?)", n)
 }
 
 /// What a string lookup found for one key.
@@ -145,11 +123,7 @@ pub enum Found {
 pub async fn fetch(cx: &mut Cx<'_>, keys: &[&[u8]]) -> Result<Vec<Found>, StoreError> {
     let n = padded(keys.len());
     let hashes: Vec<[u8; 32]> = keys.iter().map(|k| hash(k)).collect();
-    let mut params = Vec::with_capacity(n + 1);
-    params.push(Param::UInt(u64::from(cx.db)));
-    for i in 0..n {
-        params.push(Param::Bytes(&hashes[i.min(hashes.len() - 1)]));
-    }
+    let params = in_params(Param::UInt(u64::from(cx.db)), &hashes, n);
     let mut rows = cx.tx.rows(select_in(n), &params).await?;
     let now = cx.now_ms();
     Ok(keys
@@ -571,9 +545,7 @@ async fn mget(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 /// were set, else 0 and none).
 async fn mset(cx: &mut Cx<'_>, args: Args<'_>, nx: bool) -> Result<(), StoreError> {
     if args.len().is_multiple_of(2) {
-        let mut text = Vec::new();
-        errors::arity(&mut text, if nx { "msetnx" } else { "mset" });
-        cx.reply().error(&text);
+        super::checks::arity(cx, if nx { "msetnx" } else { "mset" });
         return Ok(());
     }
     let pairs: Vec<(&[u8], &[u8])> = (1..args.len())

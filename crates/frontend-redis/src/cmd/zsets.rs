@@ -29,13 +29,14 @@ use std::collections::HashMap;
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
 
+use super::checks::{self, Absent};
 use super::data::{Family, Spec};
 use super::scan;
-use super::sqltext::{marks, padded, tuples};
-use super::{parse_i64, Args};
+use super::sqltext::{in_params, marks, padded, statement, tuples};
+use super::Args;
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
-use crate::store::keys::{hash, kind, KeyRow, WrongType};
+use crate::store::keys::{hash, kind};
 use crate::store::{double, int, take_bytes, StoreError};
 
 const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
@@ -77,9 +78,7 @@ pub static COMMANDS: [Spec; 23] = [
 const XX_AND_NX: &[u8] = b"XX and NX options at the same time are not compatible";
 const GT_LT_NX: &[u8] = b"GT, LT, and/or NX options at the same time are not compatible";
 const INCR_ONE_PAIR: &[u8] = b"INCR option supports a single increment-element pair";
-const NOT_A_FLOAT: &[u8] = b"value is not a valid float";
 const NAN_SCORE: &[u8] = b"resulting score is not a number (NaN)";
-const MUST_BE_POSITIVE: &[u8] = b"value is out of range, must be positive";
 /// Runs one sorted set command.
 pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
     match spec.name {
@@ -89,10 +88,9 @@ pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result
         "zscore" => zscore(cx, args).await,
         "zmscore" => zmscore(cx, args).await,
         "zcard" => {
-            match read_zset(cx, args.get(1)).await? {
-                Err(WrongType) => cx.reply().error(errors::WRONGTYPE),
-                Ok(row) => cx.reply().integer(row.map_or(0, |r| r.len)),
-            };
+            if let Some(row) = checks::read(cx, args.get(1), kind::ZSET).await? {
+                cx.reply().integer(row.map_or(0, |r| r.len));
+            }
             Ok(())
         }
         "zrank" => zrank(cx, args, false).await,
@@ -122,20 +120,17 @@ fn member_row(mut row: Vec<Value>) -> Option<Member> {
     })
 }
 
-/// The zset `k` for a read: `None` when absent or expired.
-async fn read_zset(
-    cx: &mut Cx<'_>,
-    k: &[u8],
-) -> Result<Result<Option<KeyRow>, WrongType>, StoreError> {
-    Ok(match cx.tx.key_meta(cx.db, k, false).await? {
-        Some(row) if row.kind != kind::ZSET => Err(WrongType),
-        row => Ok(row),
-    })
+statement! {
+    fn select_in = "SELECT mh, score, sk FROM {{s}}.redis_zset WHERE kid = ? AND mh IN ({})", |n| marks(n)
 }
 
-/// `head` followed by `(?, ?, ...)` of `n` marks and `tail`.
-fn in_list(head: &str, n: usize, tail: &str) -> String {
-    format!("{head}({}){tail}", marks(n))
+statement! {
+    fn delete_in = "DELETE FROM {{s}}.redis_zset WHERE kid = ? AND mh IN ({})", |n| marks(n)
+}
+
+statement! {
+    fn upsert_sql = "INSERT INTO {{s}}.redis_zset (kid, mh, member, score, sk) VALUES {} \
+        ON DUPLICATE KEY UPDATE score = VALUES(score), sk = VALUES(sk)", |n| tuples("(?, ?, ?, ?, ?)", n)
 }
 
 /// The scores of the members hashed `hashes` (at most [`RUN_MAX`] a statement) in `kid`.
@@ -147,14 +142,8 @@ async fn scores_of(
     let mut found = HashMap::new();
     for chunk in hashes.chunks(RUN_MAX) {
         let n = padded(chunk.len());
-        let sql = in_list(
-            "SELECT mh, score, sk FROM {s}.redis_zset WHERE kid = ? AND mh IN ",
-            n,
-            "",
-        );
-        let mut params = vec![Param::UInt(kid)];
-        params.extend((0..n).map(|i| Param::Bytes(&chunk[i.min(chunk.len() - 1)])));
-        for row in cx.tx.rows(&sql, &params).await? {
+        let params = in_params(Param::UInt(kid), chunk, n);
+        for row in cx.tx.rows(select_in(n), &params).await? {
             let (Some(Value::Bytes(mh)), Some(sk)) = (row.first(), row.get(2).and_then(int)) else {
                 continue;
             };
@@ -172,11 +161,6 @@ async fn upsert(cx: &mut Cx<'_>, kid: u64, members: &[(&[u8], f64)]) -> Result<(
     for chunk in members.chunks(RUN_MAX) {
         let n = padded(chunk.len());
         let hashes: Vec<[u8; 32]> = chunk.iter().map(|(m, _)| hash(m)).collect();
-        let rows = tuples("(?, ?, ?, ?, ?)", n);
-        let sql = format!(
-            "INSERT INTO {{s}}.redis_zset (kid, mh, member, score, sk) VALUES {rows} \
-             ON DUPLICATE KEY UPDATE score = VALUES(score), sk = VALUES(sk)"
-        );
         let mut params = Vec::with_capacity(n * 5);
         for i in 0..n {
             let at = i.min(chunk.len() - 1);
@@ -187,7 +171,7 @@ async fn upsert(cx: &mut Cx<'_>, kid: u64, members: &[(&[u8], f64)]) -> Result<(
             params.push(score::stored(s).map_or(Param::Null, Param::Double));
             params.push(Param::Int(score::order_key(s)));
         }
-        cx.tx.exec(&sql, &params).await?;
+        cx.tx.exec(upsert_sql(n), &params).await?;
     }
     Ok(())
 }
@@ -197,10 +181,8 @@ async fn delete_hashes(cx: &mut Cx<'_>, kid: u64, hashes: &[[u8; 32]]) -> Result
     let mut deleted = 0u64;
     for chunk in hashes.chunks(RUN_MAX) {
         let n = padded(chunk.len());
-        let sql = in_list("DELETE FROM {s}.redis_zset WHERE kid = ? AND mh IN ", n, "");
-        let mut params = vec![Param::UInt(kid)];
-        params.extend((0..n).map(|i| Param::Bytes(&chunk[i.min(chunk.len() - 1)])));
-        deleted += cx.tx.affected(&sql, &params).await?;
+        let params = in_params(Param::UInt(kid), chunk, n);
+        deleted += cx.tx.affected(delete_in(n), &params).await?;
     }
     Ok(i64::try_from(deleted).unwrap_or(i64::MAX))
 }
@@ -250,27 +232,23 @@ async fn zadd(cx: &mut Cx<'_>, args: Args<'_>, zincrby: bool) -> Result<(), Stor
     let mut pairs: Vec<(f64, &[u8])> = Vec::with_capacity(elements / 2);
     for j in 0..elements / 2 {
         let Some(s) = score::parse_value(args.get(at + 2 * j)) else {
-            cx.reply().error(NOT_A_FLOAT);
+            cx.reply().error(errors::NOT_FLOAT);
             return Ok(());
         };
         pairs.push((s, args.get(at + 2 * j + 1)));
     }
     let k = args.get(1);
-    let row = match cx.tx.collection(cx.db, k, kind::ZSET, !xx).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
+    let Some(row) = checks::write(cx, k, kind::ZSET, !xx).await? else {
+        return Ok(());
+    };
+    let Some(row) = row else {
+        // XX on a missing key: nothing to do.
+        if incr {
+            cx.reply().null();
+        } else {
+            cx.reply().integer(0);
         }
-        Ok(None) => {
-            // XX on a missing key: nothing to do.
-            if incr {
-                cx.reply().null();
-            } else {
-                cx.reply().integer(0);
-            }
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+        return Ok(());
     };
     let hashes: Vec<[u8; 32]> = pairs.iter().map(|(_, m)| hash(m)).collect();
     let mut current = if row.len > 0 {
@@ -347,16 +325,8 @@ async fn zadd(cx: &mut Cx<'_>, args: Args<'_>, zincrby: bool) -> Result<(), Stor
 /// `ZREM key member...`.
 async fn zrem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let k = args.get(1);
-    let row = match cx.tx.collection(cx.db, k, kind::ZSET, false).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Ok(None) => {
-            cx.reply().integer(0);
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::write_or(cx, k, kind::ZSET, Absent::Zero).await? else {
+        return Ok(());
     };
     let mut hashes: Vec<[u8; 32]> = args.from(2).map(hash).collect();
     hashes.sort_unstable();
@@ -371,16 +341,8 @@ async fn zrem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 
 /// `ZSCORE key member`.
 async fn zscore(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let row = match read_zset(cx, args.get(1)).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Ok(None) => {
-            cx.reply().null();
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::read_or(cx, args.get(1), kind::ZSET, Absent::Null).await? else {
+        return Ok(());
     };
     let mh = hash(args.get(2));
     match scores_of(cx, row.kid, &[mh]).await?.get(&mh) {
@@ -392,12 +354,8 @@ async fn zscore(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 
 /// `ZMSCORE key member...`: a missing key is an empty sorted set.
 async fn zmscore(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let row = match read_zset(cx, args.get(1)).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Ok(row) => row,
+    let Some(row) = checks::read(cx, args.get(1), kind::ZSET).await? else {
+        return Ok(());
     };
     let hashes: Vec<[u8; 32]> = args.from(2).map(hash).collect();
     let found = match row {
@@ -417,16 +375,8 @@ async fn zmscore(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 
 /// `ZRANK` / `ZREVRANK key member`: the members before it (after it, `rev`) in order.
 async fn zrank(cx: &mut Cx<'_>, args: Args<'_>, rev: bool) -> Result<(), StoreError> {
-    let row = match read_zset(cx, args.get(1)).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Ok(None) => {
-            cx.reply().null();
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::read_or(cx, args.get(1), kind::ZSET, Absent::Null).await? else {
+        return Ok(());
     };
     let sql = if rev {
         "SELECT (SELECT COUNT(*) FROM {s}.redis_zset o WHERE o.kid = z.kid \
@@ -472,29 +422,12 @@ async fn zpop(cx: &mut Cx<'_>, args: Args<'_>, max: bool) -> Result<(), StoreErr
         cx.reply().error(errors::SYNTAX);
         return Ok(());
     }
-    let count = if args.len() == 3 {
-        // Redis's `getPositiveLongFromObjectOrReply`: one text for both failures.
-        match parse_i64(args.get(2)) {
-            Some(n) if n >= 0 => Some(n),
-            _ => {
-                cx.reply().error(MUST_BE_POSITIVE);
-                return Ok(());
-            }
-        }
-    } else {
-        None
+    let Some(count) = checks::optional_count(cx, &args) else {
+        return Ok(());
     };
     let k = args.get(1);
-    let row = match cx.tx.collection(cx.db, k, kind::ZSET, false).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Ok(None) => {
-            cx.reply().array_len(0);
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::write_or(cx, k, kind::ZSET, Absent::EmptyArray).await? else {
+        return Ok(());
     };
     let n = count.unwrap_or(1);
     if n == 0 {

@@ -217,12 +217,25 @@ impl Tx<'_> {
         t: u8,
         create: bool,
     ) -> Result<Result<Option<KeyRow>, WrongType>, StoreError> {
-        match self.key_meta(db, k, true).await? {
-            Some(row) if row.kind != t => Ok(Err(WrongType)),
-            Some(row) => Ok(Ok(Some(row))),
-            None if create => Ok(Ok(Some(self.create_key(db, k, t).await?))),
-            None => Ok(Ok(None)),
+        match self.typed_key(db, k, t, true).await? {
+            Ok(None) if create => Ok(Ok(Some(self.create_key(db, k, t).await?))),
+            found => Ok(found),
         }
+    }
+
+    /// The live key `k` (without a string's value) if it holds type `t`: `None` when absent
+    /// or expired, `WrongType` when it holds another type. With `lock`, as [`Tx::key`].
+    pub async fn typed_key(
+        &mut self,
+        db: u8,
+        k: &[u8],
+        t: u8,
+        lock: bool,
+    ) -> Result<Result<Option<KeyRow>, WrongType>, StoreError> {
+        Ok(match self.key_meta(db, k, lock).await? {
+            Some(row) if row.kind != t => Err(WrongType),
+            found => Ok(found),
+        })
     }
 
     /// Records a write to a collection: its length changes by `delta` and its version

@@ -21,8 +21,7 @@
 //! - An error is logged at debug level and the next tick waits longer (doubling up to
 //!   [`MAX_BACKOFF`]); the task ends when the worker drains.
 //!
-//! Counters ([`Stats`]) are kept in the worker's figures ([`crate::metrics`]); [`Store::keyspace`]
-//! counts keys per database for `INFO keyspace`.
+//! Counters ([`Stats`]) are kept in the worker's figures ([`crate::metrics`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -97,30 +96,6 @@ impl Store {
     /// The login the sweeper runs as, once a client ran a batch.
     pub fn sweep_login(&self) -> Option<ConnKey> {
         self.shared.last_login.0.lock().ok()?.clone()
-    }
-
-    /// `(db, keys, keys with an expiry)` of each database holding live keys, in order: what
-    /// `INFO keyspace` shows.
-    pub async fn keyspace(&self, login: &ConnKey) -> Result<Vec<(u8, u64, u64)>, StoreError> {
-        let mut tx = self.begin(login, false);
-        let now = tx.now_ms;
-        let rows = tx
-            .rows(
-                "SELECT db, COUNT(*), COUNT(expire_at) FROM {s}.redis_keys \
-                 WHERE expire_at IS NULL OR expire_at > ? GROUP BY db ORDER BY db",
-                &[Param::Int(now)],
-            )
-            .await?;
-        tx.commit().await?;
-        Ok(rows
-            .iter()
-            .filter_map(|r| {
-                let db = u8::try_from(int(r.first()?)?).ok()?;
-                let keys = u64::try_from(int(r.get(1)?)?).ok()?;
-                let expires = u64::try_from(int(r.get(2)?)?).ok()?;
-                Some((db, keys, expires))
-            })
-            .collect())
     }
 }
 

@@ -4,7 +4,8 @@
 use manifold_backend::Param;
 
 use super::{first_bytes, insert, llen, set_bounds};
-use crate::cmd::{parse_i64, Args};
+use crate::cmd::checks::Absent;
+use crate::cmd::{checks, parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
 use crate::store::keys::{kind, KeyRow};
@@ -23,29 +24,6 @@ const MAXLEN_NEGATIVE: &[u8] = b"MAXLEN can't be negative";
 
 /// `LIMIT` for no limit.
 const NO_LIMIT: u64 = u64::MAX;
-
-/// The list `k` for a read: `Err(())` once the reply (WRONGTYPE) is written, `Ok(None)` when
-/// absent or expired.
-async fn read_list(cx: &mut Cx<'_>, k: &[u8]) -> Result<Result<Option<KeyRow>, ()>, StoreError> {
-    match cx.tx.key_meta(cx.db, k, false).await? {
-        Some(row) if row.kind != kind::LIST => {
-            cx.reply().error(errors::WRONGTYPE);
-            Ok(Err(()))
-        }
-        row => Ok(Ok(row)),
-    }
-}
-
-/// The list `k` for a write, locked: as [`read_list`].
-async fn write_list(cx: &mut Cx<'_>, k: &[u8]) -> Result<Result<Option<KeyRow>, ()>, StoreError> {
-    match cx.tx.collection(cx.db, k, kind::LIST, false).await? {
-        Err(_) => {
-            cx.reply().error(errors::WRONGTYPE);
-            Ok(Err(()))
-        }
-        Ok(row) => Ok(Ok(row)),
-    }
-}
 
 /// Redis's range of `start..=end` (negative: from the end) in a list of `len`, as
 /// positions `0..len`, or `None` when empty (`addListRangeReply`, `ltrimCommand`).
@@ -82,13 +60,8 @@ pub(super) async fn lrange(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreE
     let Some((start, end)) = two_integers(cx, &args) else {
         return Ok(());
     };
-    let row = match read_list(cx, args.get(1)).await? {
-        Err(()) => return Ok(()),
-        Ok(None) => {
-            cx.reply().array_len(0);
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::read_or(cx, args.get(1), kind::LIST, Absent::EmptyArray).await? else {
+        return Ok(());
     };
     let Some((a, b)) = range(llen(&row), start, end) else {
         cx.reply().array_len(0);
@@ -128,13 +101,8 @@ async fn element(cx: &mut Cx<'_>, kid: u64, idx: i64) -> Result<Option<Vec<u8>>,
 
 /// `LINDEX key index` (the key is looked up before the index is parsed, as in Redis).
 pub(super) async fn lindex(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let row = match read_list(cx, args.get(1)).await? {
-        Err(()) => return Ok(()),
-        Ok(None) => {
-            cx.reply().null();
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::read_or(cx, args.get(1), kind::LIST, Absent::Null).await? else {
+        return Ok(());
     };
     let Some(index) = parse_i64(args.get(2)) else {
         cx.reply().error(errors::NOT_INTEGER);
@@ -154,13 +122,8 @@ pub(super) async fn lindex(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreE
 /// `LSET key index element`.
 pub(super) async fn lset(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let k = args.get(1);
-    let row = match write_list(cx, k).await? {
-        Err(()) => return Ok(()),
-        Ok(None) => {
-            cx.reply().error(NO_SUCH_KEY);
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::write_or(cx, k, kind::LIST, Absent::Error(NO_SUCH_KEY)).await? else {
+        return Ok(());
     };
     let Some(index) = parse_i64(args.get(2)) else {
         cx.reply().error(errors::NOT_INTEGER);
@@ -229,13 +192,8 @@ pub(super) async fn linsert(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), Store
         return Ok(());
     };
     let k = args.get(1);
-    let row = match write_list(cx, k).await? {
-        Err(()) => return Ok(()),
-        Ok(None) => {
-            cx.reply().integer(0);
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::write_or(cx, k, kind::LIST, Absent::Zero).await? else {
+        return Ok(());
     };
     let pivot = cx
         .tx
@@ -269,13 +227,8 @@ pub(super) async fn lrem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
         return Ok(());
     };
     let k = args.get(1);
-    let row = match write_list(cx, k).await? {
-        Err(()) => return Ok(()),
-        Ok(None) => {
-            cx.reply().integer(0);
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::write_or(cx, k, kind::LIST, Absent::Zero).await? else {
+        return Ok(());
     };
     let (sql, limit) = match count {
         0 => (
@@ -375,13 +328,8 @@ pub(super) async fn ltrim(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreEr
         return Ok(());
     };
     let k = args.get(1);
-    let row = match write_list(cx, k).await? {
-        Err(()) => return Ok(()),
-        Ok(None) => {
-            cx.reply().simple(b"OK");
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::write_or(cx, k, kind::LIST, Absent::Ok).await? else {
+        return Ok(());
     };
     match range(llen(&row), start, end) {
         None => cx.tx.delete_key(cx.db, k, &row).await?,
@@ -449,17 +397,16 @@ pub(super) async fn lpos(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
             return Ok(());
         }
     };
-    let row = match read_list(cx, args.get(1)).await? {
-        Err(()) => return Ok(()),
-        Ok(None) => {
-            if o.count.is_some() {
-                cx.reply().array_len(0);
-            } else {
-                cx.reply().null();
-            }
-            return Ok(());
+    let Some(row) = checks::read(cx, args.get(1), kind::LIST).await? else {
+        return Ok(());
+    };
+    let Some(row) = row else {
+        if o.count.is_some() {
+            cx.reply().array_len(0);
+        } else {
+            cx.reply().null();
         }
-        Ok(Some(row)) => row,
+        return Ok(());
     };
     // A negative rank searches from the tail. Redis negates it as a C `long`: `LONG_MIN`
     // stays negative, so every match counts (the first from the tail).

@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::{insert_members, load_hashes, load_members, lookup, present, set_or_reply, Mh, CHUNK};
-use crate::cmd::{parse_i64, Args};
+use super::{insert_members, load_hashes, load_members, present, Mh, CHUNK};
+use crate::cmd::{checks, parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
 use crate::store::keys::{kind, KeyRow, WrongType};
@@ -44,7 +44,9 @@ pub(super) async fn run(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(
     };
     let lock = dst.is_some();
     let found = sets(cx, keys, lock).await?;
-    let rows = set_or_reply!(cx, found);
+    let Some(rows) = checks::or_wrongtype(cx, found) else {
+        return Ok(());
+    };
     let result = combine(cx, op, &rows).await?;
     match dst {
         None => {
@@ -71,7 +73,7 @@ async fn sets(
     let mut rows = Vec::with_capacity(keys.len());
     let mut wrong = false;
     for k in keys {
-        match lookup(cx, k, lock).await? {
+        match cx.tx.typed_key(cx.db, k, kind::SET, lock).await? {
             Ok(row) => rows.push(row),
             Err(WrongType) => wrong = true,
         }
@@ -206,7 +208,9 @@ async fn sintercard(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     }
     let keys: Vec<&[u8]> = args.from(2).take(numkeys).collect();
     let found = sets(cx, &keys, false).await?;
-    let rows = set_or_reply!(cx, found);
+    let Some(rows) = checks::or_wrongtype(cx, found) else {
+        return Ok(());
+    };
     let n = combine(cx, Op::Inter, &rows).await?.len() as i64;
     cx.reply().integer(if limit > 0 { n.min(limit) } else { n });
     Ok(())

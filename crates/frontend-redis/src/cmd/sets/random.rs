@@ -10,22 +10,17 @@
 //!   given one of those members: the same law as drawing with replacement.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
 
 use manifold_backend::Param;
 
-use super::{delete_members, load_members, lookup, member_row, set_or_reply, Mh};
-use crate::cmd::{parse_i64, Args};
+use super::{delete_members, load_members, member_row, Mh};
+use crate::cmd::rng::Rng;
+use crate::cmd::{checks, parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
-use crate::store::keys::{KeyRow, WrongType};
+use crate::store::keys::{kind, KeyRow};
 use crate::store::StoreError;
 
-/// `SPOP`'s count out of range (`getPositiveLongFromObjectOrReply`).
-const MUST_BE_POSITIVE: &[u8] = b"value is out of range, must be positive";
-/// `SRANDMEMBER`'s count of `i64::MIN` (`getRangeLongFromObjectOrReply`).
-const RANDMEMBER_RANGE: &[u8] =
-    b"value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 /// Most members `SRANDMEMBER` with a negative count answers (an intended difference).
 pub const MAX_REPEATED: u64 = 1 << 20;
 /// Refused negative counts.
@@ -33,35 +28,6 @@ const TOO_MANY_REPEATED: &[u8] =
     b"manifold: SRANDMEMBER count is limited to 1048576 members when negative";
 /// Sets up to this size get their single random member by offset.
 const OFFSET_MAX: i64 = 1024;
-
-/// A small random generator (splitmix64) seeded from the standard library's per-process
-/// random keys: nothing here needs more.
-struct Rng(u64);
-
-impl Rng {
-    fn new() -> Self {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        Rng(h.finish())
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
-    }
-}
 
 /// One random member of the set `row` (which is not empty).
 async fn one(
@@ -85,7 +51,7 @@ async fn one(
     }
     let mut from = [0u8; 32];
     for chunk in from.chunks_mut(8) {
-        chunk.copy_from_slice(&rng.next().to_be_bytes());
+        chunk.copy_from_slice(&rng.next_u64().to_be_bytes());
     }
     let rows = cx
         .tx
@@ -126,20 +92,12 @@ pub(super) async fn spop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
         return Ok(());
     }
     let k = args.get(1);
-    let count = if args.len() == 3 {
-        // Redis gives this one text for a count that is not an integer too.
-        match parse_i64(args.get(2)) {
-            Some(n) if n >= 0 => Some(n),
-            _ => {
-                cx.reply().error(MUST_BE_POSITIVE);
-                return Ok(());
-            }
-        }
-    } else {
-        None
+    let Some(count) = checks::optional_count(cx, &args) else {
+        return Ok(());
     };
-    let found = lookup(cx, k, true).await?;
-    let found = set_or_reply!(cx, found);
+    let Some(found) = checks::write(cx, k, kind::SET, false).await? else {
+        return Ok(());
+    };
     let mut rng = Rng::new();
     let Some(count) = count else {
         let Some(row) = found else {
@@ -192,7 +150,7 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
                 return Ok(());
             }
             Some(i64::MIN) => {
-                cx.reply().error(RANDMEMBER_RANGE);
+                cx.reply().error(errors::COUNT_OUT_OF_RANGE);
                 return Ok(());
             }
             Some(n) => Some(n),
@@ -200,8 +158,9 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
     } else {
         None
     };
-    let found = lookup(cx, k, false).await?;
-    let found = set_or_reply!(cx, found);
+    let Some(found) = checks::read(cx, k, kind::SET).await? else {
+        return Ok(());
+    };
     let mut rng = Rng::new();
     let Some(count) = count else {
         let picked = match found {

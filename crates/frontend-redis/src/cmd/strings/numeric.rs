@@ -9,14 +9,8 @@ use crate::exec::Cx;
 use crate::store::keys::kind;
 use crate::store::StoreError;
 
-/// The sum leaves the 64-bit range.
-const OVERFLOW: &[u8] = b"increment or decrement would overflow";
 /// `DECRBY key -9223372036854775808`.
 const DECR_OVERFLOW: &[u8] = b"decrement would overflow";
-/// The value or the increment is not a number `strtold` takes whole.
-const NOT_FLOAT: &[u8] = b"value is not a valid float";
-/// `INCRBYFLOAT`'s sum is infinite (or an operand was).
-const NAN_OR_INF: &[u8] = b"increment would produce NaN or Infinity";
 
 /// `INCRBY key n` or (`decr`) `DECRBY key n`.
 pub async fn incrby(cx: &mut Cx<'_>, args: Args<'_>, decr: bool) -> Result<(), StoreError> {
@@ -54,7 +48,7 @@ pub async fn incr_by(cx: &mut Cx<'_>, k: &[u8], by: i64) -> Result<(), StoreErro
         }
     };
     let Some(new) = old.checked_add(by) else {
-        cx.reply().error(OVERFLOW);
+        cx.reply().error(errors::INCR_OVERFLOW);
         return Ok(());
     };
     store_value(cx, k, row.is_some(), new.to_string().as_bytes()).await?;
@@ -76,11 +70,11 @@ pub async fn incrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
         Some(r) => longdouble::parse(r.v.as_deref().unwrap_or_default()),
     };
     let (Some(value), Some(by)) = (value, longdouble::parse(args.get(2))) else {
-        cx.reply().error(NOT_FLOAT);
+        cx.reply().error(errors::NOT_FLOAT);
         return Ok(());
     };
     let Some(text) = longdouble::incr(value, by) else {
-        cx.reply().error(NAN_OR_INF);
+        cx.reply().error(errors::INCR_NAN_OR_INF);
         return Ok(());
     };
     store_value(cx, k, row.is_some(), &text).await?;

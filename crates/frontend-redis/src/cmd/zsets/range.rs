@@ -5,11 +5,12 @@
 
 use manifold_backend::Param;
 
-use super::super::{parse_i64, Args};
-use super::{delete_hashes, member_row, read_zset, reply_with_scores, score, upsert, Member, Spec};
+use super::super::{checks, parse_i64, Args};
+use super::{delete_hashes, member_row, reply_with_scores, score, upsert, Member, Spec};
+use crate::cmd::checks::Absent;
 use crate::errors;
 use crate::exec::Cx;
-use crate::store::keys::{kind, WrongType};
+use crate::store::keys::kind;
 use crate::store::{take_bytes, StoreError};
 
 const NOT_A_FLOAT_RANGE: &[u8] = b"min or max is not a float";
@@ -192,16 +193,8 @@ async fn count(cx: &mut Cx<'_>, args: Args<'_>, k: Kind) -> Result<(), StoreErro
         Ok(Window::Cond(c, ..)) => c,
         Ok(Window::Rank(..)) => None,
     };
-    let row = match read_zset(cx, args.get(1)).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Ok(None) => {
-            cx.reply().integer(0);
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::read_or(cx, args.get(1), kind::ZSET, Absent::Zero).await? else {
+        return Ok(());
     };
     let Some(cond) = cond else {
         cx.reply().integer(0);
@@ -290,13 +283,12 @@ async fn zrange(
             return Ok(());
         }
     };
-    let members = match read_zset(cx, args.get(first)).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Ok(None) => Vec::new(),
-        Ok(Some(row)) => read_window(cx, row.kid, row.len, window, rev).await?,
+    let Some(row) = checks::read(cx, args.get(first), kind::ZSET).await? else {
+        return Ok(());
+    };
+    let members = match row {
+        None => Vec::new(),
+        Some(row) => read_window(cx, row.kid, row.len, window, rev).await?,
     };
     if store {
         return store_members(cx, args.get(1), &members).await;
@@ -388,16 +380,8 @@ async fn remove(cx: &mut Cx<'_>, args: Args<'_>, by: Kind) -> Result<(), StoreEr
         }
     };
     let k = args.get(1);
-    let row = match cx.tx.collection(cx.db, k, kind::ZSET, false).await? {
-        Err(WrongType) => {
-            cx.reply().error(errors::WRONGTYPE);
-            return Ok(());
-        }
-        Ok(None) => {
-            cx.reply().integer(0);
-            return Ok(());
-        }
-        Ok(Some(row)) => row,
+    let Some(row) = checks::write_or(cx, k, kind::ZSET, Absent::Zero).await? else {
+        return Ok(());
     };
     let deleted = match window {
         Window::Rank(start, end) => match rank_window(row.len, start, end) {

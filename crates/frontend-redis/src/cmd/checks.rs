@@ -1,0 +1,126 @@
+//! Checks the command families share: each writes Redis's error reply when it fails and
+//! then hands back `None`, so that a command ends with `let Some(..) = .. else { return }`.
+
+use super::{parse_i64, Args};
+use crate::errors;
+use crate::exec::Cx;
+use crate::store::keys::{KeyRow, WrongType};
+use crate::store::StoreError;
+
+/// The live key `k` of type `t` for a read: `Some(None)` when absent or expired, `None`
+/// once `WRONGTYPE` is replied.
+pub async fn read(cx: &mut Cx<'_>, k: &[u8], t: u8) -> Result<Option<Option<KeyRow>>, StoreError> {
+    let found = cx.tx.typed_key(cx.db, k, t, false).await?;
+    Ok(or_wrongtype(cx, found))
+}
+
+/// The collection `k` of type `t` locked for a write ([`crate::store::Tx::collection`]),
+/// created empty when absent and `create`: `Some(None)` when absent (and not created),
+/// `None` once `WRONGTYPE` is replied.
+pub async fn write(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    t: u8,
+    create: bool,
+) -> Result<Option<Option<KeyRow>>, StoreError> {
+    let found = cx.tx.collection(cx.db, k, t, create).await?;
+    Ok(or_wrongtype(cx, found))
+}
+
+/// `found`, or `None` once `WRONGTYPE` is replied.
+pub fn or_wrongtype<T>(cx: &mut Cx<'_>, found: Result<T, WrongType>) -> Option<T> {
+    let Ok(v) = found else {
+        cx.reply().error(errors::WRONGTYPE);
+        return None;
+    };
+    Some(v)
+}
+
+/// The optional count of `LPOP`/`RPOP`, `SPOP`, `ZPOPMIN`/`ZPOPMAX` (`key [count]`):
+/// `Some(None)` without one, `None` once the error is replied: Redis's
+/// `getPositiveLongFromObjectOrReply`, one text for a negative count and for one that is
+/// not an integer.
+pub fn optional_count(cx: &mut Cx<'_>, args: &Args<'_>) -> Option<Option<i64>> {
+    if args.len() < 3 {
+        return Some(None);
+    }
+    match parse_i64(args.get(2)) {
+        Some(n) if n >= 0 => Some(Some(n)),
+        _ => {
+            cx.reply().error(errors::MUST_BE_POSITIVE);
+            None
+        }
+    }
+}
+
+/// Replies `ERR wrong number of arguments for '<name>' command` (an arity a command checks
+/// itself, past the command table's).
+pub fn arity(cx: &mut Cx<'_>, name: &str) {
+    let mut text = Vec::new();
+    errors::arity(&mut text, name);
+    cx.reply().error(&text);
+}
+
+/// What a command answers when its key is absent (or expired).
+#[derive(Debug, Clone, Copy)]
+pub enum Absent {
+    /// `:0`.
+    Zero,
+    /// A null bulk string.
+    Null,
+    /// An empty array.
+    EmptyArray,
+    /// `+OK`.
+    Ok,
+    /// An error reply of this text.
+    Error(&'static [u8]),
+}
+
+impl Absent {
+    fn reply(self, cx: &mut Cx<'_>) {
+        let mut r = cx.reply();
+        match self {
+            Absent::Zero => r.integer(0),
+            Absent::Null => r.null(),
+            Absent::EmptyArray => r.array_len(0),
+            Absent::Ok => r.simple(b"OK"),
+            Absent::Error(text) => r.error(text),
+        };
+    }
+}
+
+/// [`read`] of a key the command needs: `None` once `WRONGTYPE` or, when the key is absent,
+/// `absent` is replied.
+pub async fn read_or(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    t: u8,
+    absent: Absent,
+) -> Result<Option<KeyRow>, StoreError> {
+    let Some(row) = read(cx, k, t).await? else {
+        return Ok(None);
+    };
+    Ok(present_or(cx, row, absent))
+}
+
+/// [`write`] (not creating) of a key the command needs: `None` once `WRONGTYPE` or, when
+/// the key is absent, `absent` is replied.
+pub async fn write_or(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    t: u8,
+    absent: Absent,
+) -> Result<Option<KeyRow>, StoreError> {
+    let Some(row) = write(cx, k, t, false).await? else {
+        return Ok(None);
+    };
+    Ok(present_or(cx, row, absent))
+}
+
+/// `row`, or `None` once `absent` is replied.
+fn present_or(cx: &mut Cx<'_>, row: Option<KeyRow>, absent: Absent) -> Option<KeyRow> {
+    if row.is_none() {
+        absent.reply(cx);
+    }
+    row
+}
