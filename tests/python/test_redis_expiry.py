@@ -373,3 +373,37 @@ def test_a_key_made_again_after_expiry_starts_afresh(redis_door, redis_reference
             c.close()
     finally:
         root.close()
+
+
+def test_the_sweeper_never_empties_a_key_made_live_again(redis_door, topology):
+    """A batch that read the clock before a key's expiry may give it a new life (here
+    `PERSIST`) while it waits on a lock past that expiry; the sweeper, meanwhile past the
+    expiry, must leave the key's members alone."""
+    c = door_conn(redis_door)
+    root = topology.root()
+    try:
+        c.call("DEL", "expiry:live", "expiry:lock")
+        assert c.call("SET", "expiry:lock", "0") == "OK"
+        assert c.call("HSET", "expiry:live", "f", "1") == 1
+        assert c.call("PEXPIRE", "expiry:live", 300) == 1
+        holder = topology.root()
+        try:
+            holder.begin()
+            with holder.cursor() as cur:
+                cur.execute(f"SELECT kid FROM {SCHEMA}.redis_keys WHERE db = 0 "
+                            "AND kh = UNHEX(SHA2(%s, 256)) FOR UPDATE", ("expiry:lock",))
+            # One batch: it locks the hash, then waits for the held row past the expiry.
+            c.send(cmd("HSET", "expiry:live", "f2", "2") + cmd("INCR", "expiry:lock")
+                   + cmd("PERSIST", "expiry:live"))
+            time.sleep(1.5)
+        finally:
+            holder.rollback()
+            holder.close()
+        assert [read_reply(c.f) for _ in range(3)] == [1, 1, 1]
+        time.sleep(0.5)
+        assert c.call("TTL", "expiry:live") == -1
+        assert c.call("HLEN", "expiry:live") == 2
+        assert c.call("HGETALL", "expiry:live") in ([b"f", b"1", b"f2", b"2"], [b"f2", b"2", b"f", b"1"])
+    finally:
+        c.close()
+        root.close()

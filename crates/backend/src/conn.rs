@@ -133,6 +133,10 @@ pub struct BackendConn {
     /// connection goes to each in turn to read its answer (see [`crate::pool::Follower`]).
     pub(crate) followers: std::collections::VecDeque<std::rc::Rc<crate::pool::Follower>>,
     pub last_used: Instant,
+    /// A statement of manifold's own ([`BackendConn::execute`], [`BackendConn::run_ok`]) was
+    /// sent and its answer not read to the end (its borrower was cancelled): the connection
+    /// is out of step and must be closed, not reset.
+    pub(crate) answer_pending: bool,
     /// The login's scramble and plugin: `COM_CHANGE_USER` answers with them.
     scramble: Vec<u8>,
     plugin: String,

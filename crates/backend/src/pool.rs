@@ -843,6 +843,13 @@ impl Drop for Lease {
         if self.since != 0 {
             pool.sample(self.since);
         }
+        if conn.answer_pending {
+            // Its borrower stopped waiting for an answer still on its way: resetting it
+            // would read that answer as the reset's.
+            Pool::break_followers(&mut conn);
+            pool.forget_one();
+            return;
+        }
         if !self.dirty {
             pool.give_back_or_pass(conn);
             return;

@@ -201,83 +201,117 @@ fn keys<'a>(args: &Args<'a>, name: &str) -> Vec<&'a [u8]> {
 /// Times an attempt runs again after a deadlock or lock wait timeout.
 const TRANSIENT_RETRIES: usize = 5;
 
-/// Runs a blocking command: answers as soon as it can pop, or with a null array at its
-/// timeout. The caller drops this future when the client leaves.
-pub async fn run(
-    session: &mut Session<'_>,
-    spec: &'static Spec,
-    args: Args<'_>,
-    out: &mut Vec<u8>,
-) {
-    let proto = session.proto;
-    let Ok(timeout) = timeout(&args, spec.name) else {
-        Reply::new(out, proto).error(timeout_error(&args, spec.name));
-        return;
-    };
-    let Some(login) = session.login.clone() else {
-        Reply::new(out, proto).error(b"manifold: no backend login for this client");
-        return;
-    };
-    // A deadline past what the clock can hold is no deadline.
-    let deadline = timeout.and_then(|t| tokio::time::Instant::now().checked_add(t));
-    let store = &session.fe.store;
-    let db = session.info.db.get();
-    let registration = Registration::new(
-        &store.shared.waiters,
-        session.info.id,
-        db,
-        &keys(&args, spec.name),
-    );
-    let mut transient = 0;
-    loop {
-        let notified = registration.notify.notified();
-        let mut cx = Cx {
-            tx: store.begin(&login, true).noting(&session.causal),
-            out: Vec::new(),
-            proto,
-            db,
+/// A blocking command between its attempts: registered on its keys until dropped.
+pub struct Blocked<'w> {
+    registration: Registration<'w>,
+    deadline: Option<tokio::time::Instant>,
+    login: std::rc::Rc<manifold_backend::ConnKey>,
+    db: u8,
+    transient: usize,
+}
+
+impl<'w> Blocked<'w> {
+    /// Checks the command's timeout and registers it on its keys; `None` when it has
+    /// answered already (a bad timeout).
+    pub fn start(
+        session: &Session<'w>,
+        spec: &'static Spec,
+        args: &Args<'_>,
+        out: &mut Vec<u8>,
+    ) -> Option<Blocked<'w>> {
+        let proto = session.proto;
+        let Ok(timeout) = timeout(args, spec.name) else {
+            Reply::new(out, proto).error(timeout_error(args, spec.name));
+            return None;
         };
-        match try_blocking(&mut cx, spec.name, args).await {
-            Ok(served) => {
-                let Cx { tx, out: reply, .. } = cx;
-                match tx.commit().await {
-                    Ok(()) if served == Served::Yes => {
-                        out.extend_from_slice(&reply);
-                        return;
+        let Some(login) = session.login.clone() else {
+            Reply::new(out, proto).error(b"manifold: no backend login for this client");
+            return None;
+        };
+        let db = session.info.db.get();
+        let fe: &'w crate::server::RedisFrontend = session.fe;
+        Some(Blocked {
+            registration: Registration::new(
+                &fe.store.shared.waiters,
+                session.info.id,
+                db,
+                &keys(args, spec.name),
+            ),
+            // A deadline past what the clock can hold is no deadline.
+            deadline: timeout.and_then(|t| tokio::time::Instant::now().checked_add(t)),
+            login,
+            db,
+            transient: 0,
+        })
+    }
+
+    /// One attempt, in a transaction of its own, never to be cut short (its statements and
+    /// commit finish). `true` when the command has answered.
+    pub async fn attempt(
+        &mut self,
+        session: &Session<'_>,
+        spec: &'static Spec,
+        args: Args<'_>,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let proto = session.proto;
+        let store = &session.fe.store;
+        loop {
+            let mut cx = Cx {
+                tx: store.begin(&self.login, true).noting(&session.causal),
+                out: Vec::new(),
+                proto,
+                db: self.db,
+            };
+            let e = match try_blocking(&mut cx, spec.name, args).await {
+                Ok(served) => {
+                    let Cx { tx, out: reply, .. } = cx;
+                    if served == Served::Yes && session.info.handle.is_killed() {
+                        // Killed during the attempt: what it popped goes back.
+                        tx.abandon();
+                        return true;
                     }
-                    Ok(()) => {}
-                    Err(e) if e.is_transient() && transient < TRANSIENT_RETRIES => {
-                        transient += 1;
-                        crate::store::pause_before_retry(transient).await;
-                        continue;
-                    }
-                    Err(e) => {
-                        Reply::new(out, proto).error(&e.reply_text());
-                        return;
+                    match tx.commit().await {
+                        Ok(()) if served == Served::Yes => {
+                            out.extend_from_slice(&reply);
+                            return true;
+                        }
+                        Ok(()) => {
+                            self.transient = 0;
+                            return false;
+                        }
+                        Err(e) => e,
                     }
                 }
-            }
-            Err(e) => {
-                cx.tx.abandon();
-                if e.is_transient() && transient < TRANSIENT_RETRIES {
-                    transient += 1;
-                    crate::store::pause_before_retry(transient).await;
-                    continue;
+                Err(e) => {
+                    cx.tx.abandon();
+                    e
                 }
-                Reply::new(out, proto).error(&e.reply_text());
-                return;
+            };
+            if e.is_transient() && self.transient < TRANSIENT_RETRIES {
+                self.transient += 1;
+                crate::store::pause_before_retry(self.transient).await;
+                continue;
             }
+            Reply::new(out, proto).error(&e.reply_text());
+            return true;
         }
-        transient = 0;
-        let woken = if let Some(at) = deadline {
-            tokio::time::timeout_at(at, notified).await.is_ok()
-        } else {
-            notified.await;
-            true
+    }
+
+    /// Waits for a push on one of the keys (`true`) or the timeout (`false`, the null
+    /// array answered). Cancel-safe: a push while nobody waits is kept for the next wait.
+    pub async fn wait(&self, proto: manifold_redis_proto::Protocol, out: &mut Vec<u8>) -> bool {
+        let notified = self.registration.notify.notified();
+        let woken = match self.deadline {
+            Some(at) => tokio::time::timeout_at(at, notified).await.is_ok(),
+            None => {
+                notified.await;
+                true
+            }
         };
         if !woken {
             Reply::new(out, proto).null_array();
-            return;
         }
+        woken
     }
 }

@@ -252,26 +252,41 @@ async fn block<S: Stream>(
     let fe = session.fe;
     let limit = fe.shared.limits.client_query_buffer_limit;
     let mut side = Vec::new();
-    let gone = async {
-        loop {
-            if side.len() >= limit {
-                // Held back by its own socket until the command answers.
-                std::future::pending::<()>().await;
-            }
-            side.reserve(READ_CHUNK);
-            match stream.read_buf(&mut side).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-        }
+    let Some(mut blocked) = crate::blocking::Blocked::start(session, spec, &args, out) else {
+        return Some(side);
     };
-    tokio::select! {
-        biased;
-        () = fe.ctx.drain().notified() => None,
-        () = session.info.handle.killed() => None,
-        () = gone => None,
-        () = crate::blocking::run(session, spec, args, out) => Some(()),
-    }?;
+    // An attempt is never cut short; between attempts the client leaving (what it sends
+    // meanwhile is kept), a kill or a drain end the wait.
+    while !blocked.attempt(session, spec, args, out).await {
+        let gone = async {
+            loop {
+                if side.len() >= limit {
+                    // Held back by its own socket until the command answers.
+                    std::future::pending::<()>().await;
+                }
+                side.reserve(READ_CHUNK);
+                match stream.read_buf(&mut side).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        };
+        let woken = tokio::select! {
+            biased;
+            () = fe.ctx.drain().notified() => None,
+            () = session.info.handle.killed() => None,
+            () = gone => None,
+            w = blocked.wait(session.proto, out) => Some(w),
+        };
+        match woken {
+            None => return None,
+            Some(false) => break,
+            Some(true) => {}
+        }
+    }
+    if session.info.handle.is_killed() {
+        return None;
+    }
     Some(side)
 }
 

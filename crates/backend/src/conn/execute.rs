@@ -47,6 +47,20 @@ impl BackendConn {
         params: &[Param<'_>],
         keep: usize,
     ) -> Result<Result<Executed, ErrPacket>, BackendError> {
+        self.answer_pending = true;
+        let answer = self.execute_inner(global_id, sql, params, keep).await;
+        // An error leaves the connection broken anyway; an answer read to the end does not.
+        self.answer_pending = answer.is_err();
+        answer
+    }
+
+    async fn execute_inner(
+        &mut self,
+        global_id: u64,
+        sql: &[u8],
+        params: &[Param<'_>],
+        keep: usize,
+    ) -> Result<Result<Executed, ErrPacket>, BackendError> {
         let backend_id = if let Some(s) = self.stmts.get(global_id) {
             s.backend_id
         } else {
@@ -156,12 +170,25 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
-        self.simple_command(&Command::Query(sql)).await
+        self.answer_pending = true;
+        let answer = self.simple_command(&Command::Query(sql)).await;
+        self.answer_pending = answer.is_err();
+        answer
     }
 
     /// Sends every statement of `sqls` (each answered by one OK or ERR) in one write, then
     /// reads their answers: the first ERR, if any (the statements after it still ran).
     pub async fn run_ok_many(
+        &mut self,
+        sqls: &[&[u8]],
+    ) -> Result<Result<(), ErrPacket>, BackendError> {
+        self.answer_pending = true;
+        let answer = self.run_ok_many_inner(sqls).await;
+        self.answer_pending = answer.is_err();
+        answer
+    }
+
+    async fn run_ok_many_inner(
         &mut self,
         sqls: &[&[u8]],
     ) -> Result<Result<(), ErrPacket>, BackendError> {

@@ -185,6 +185,7 @@ impl BackendConn {
             stmts: PreparedOnConn::default(),
             followers: std::collections::VecDeque::new(),
             last_used: Instant::now(),
+            answer_pending: false,
             scramble,
             plugin,
         };

@@ -61,6 +61,11 @@ const TABLES: &[&str] = &[
   PRIMARY KEY (kid, mh),
   KEY by_score (kid, sk, member(255)) COMMENT 'Redis order: score, then member bytes'
 ) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {s}.redis_gc (
+  kid BIGINT UNSIGNED NOT NULL COMMENT 'a deleted key''s kid',
+  type TINYINT UNSIGNED NOT NULL COMMENT 'the table of its members still to delete',
+  PRIMARY KEY (kid, type)
+) ENGINE=InnoDB",
     "CREATE TABLE IF NOT EXISTS {s}.redis_list (
   kid BIGINT UNSIGNED NOT NULL,
   idx BIGINT NOT NULL COMMENT 'position; the key row''s lhead..ltail',

@@ -6,14 +6,13 @@
 //!   client of the door ran a batch on any worker, whose backend login it then borrows
 //!   ([`Store::note_login`]).
 //! - A tick reads at most [`BATCH`] expired keys, earliest first (`SELECT db, kh, kid, type,
-//!   gc ... WHERE expire_at <= ? ORDER BY expire_at LIMIT 100`), and for each deletes its
-//!   members in chunks (`DELETE FROM {s}.redis_hash WHERE kid = ? LIMIT 1000`, again while a
-//!   chunk was full), then its row if it is still that key and still expired (`DELETE ...
-//!   WHERE db = ? AND kh = ? AND kid = ? AND expire_at <= ?`). Every statement commits on
-//!   its own: no transaction is held across them. Members go first, so a sweep cut short
-//!   leaves an expired row the next tick takes up again, never members without a row; the
-//!   members of an expired key are nobody's (a key made again gets a new `kid`; a string
-//!   written over it keeps the `kid` but has no members).
+//!   gc ... WHERE expire_at <= ? ORDER BY expire_at LIMIT 100`), and claims each in a short
+//!   transaction: its row read again `FOR UPDATE`, deleted only if still that key and still
+//!   expired by the clock now, its member types recorded in `redis_gc` in the same
+//!   transaction. No member of a live key is ever touched, and none is left without a record.
+//! - Then the members of `redis_gc`'s keys are deleted in chunks (`DELETE FROM
+//!   {s}.redis_hash WHERE kid = ? LIMIT 1000`, again while a chunk was full), each chunk
+//!   committing on its own, and the entry last; a sweep cut short goes on at the next tick.
 //! - A full batch is followed at once by another (Redis's adaptive expiry), within a budget
 //!   of statements per tick ([`STATEMENTS_PER_TICK`]) so one tick stays short.
 //! - Then rows with `gc` set: their old members are deleted in chunks, then `gc = NULL`
@@ -139,7 +138,12 @@ pub async fn tick(store: &Store, login: &ConnKey, drain: &Drain) -> Result<(), S
     let mut budget = STATEMENTS_PER_TICK;
     let mut tx = store.begin(login, false);
     while budget > 0 && !drain.is_draining() {
-        if !expired_batch(&mut tx, &store.metrics.sweep, &mut budget, drain).await? {
+        if !expired_batch(store, login, &mut tx, &mut budget, drain).await? {
+            break;
+        }
+    }
+    while budget > 0 && !drain.is_draining() {
+        if !orphans_batch(&mut tx, &store.metrics.sweep, &mut budget, drain).await? {
             break;
         }
     }
@@ -164,7 +168,6 @@ struct Candidate {
     db: u8,
     kh: Vec<u8>,
     kid: u64,
-    kind: u8,
     gc: Option<u8>,
 }
 
@@ -177,22 +180,28 @@ impl Candidate {
             db: u8::try_from(int(&row[0])?).ok()?,
             kh: super::take_bytes(&mut row[1])?,
             kid: u64::try_from(int(&row[2])?).ok()?,
-            kind: u8::try_from(int(&row[3])?).ok()?,
             gc: int(&row[4]).and_then(|t| u8::try_from(t).ok()),
         })
     }
 }
 
 /// Deletes one batch of expired keys; whether it was full (so another may follow).
+///
+/// Each key is claimed first, in a short transaction of its own: its row is read again with
+/// `FOR UPDATE` and deleted only if it is still that key and still expired by the sweeper's
+/// clock now (a batch that read the clock earlier may have seen it live and given it a new
+/// TTL), and its members are handed to `redis_gc` in the same transaction. They belong to
+/// nobody from then on, and [`orphans_batch`] deletes them in chunks.
 async fn expired_batch(
+    store: &Store,
+    login: &ConnKey,
     tx: &mut Tx<'_>,
-    stats: &Stats,
     budget: &mut usize,
     drain: &Drain,
 ) -> Result<bool, StoreError> {
-    let now = super::now_ms();
+    let stats = &store.metrics.sweep;
     *budget = budget.saturating_sub(1);
-    let mut rows = tx.rows(EXPIRED, &[Param::Int(now)]).await?;
+    let mut rows = tx.rows(EXPIRED, &[Param::Int(super::now_ms())]).await?;
     if rows.is_empty() {
         return Ok(false);
     }
@@ -202,27 +211,87 @@ async fn expired_batch(
         let Some(c) = Candidate::from_row(row) else {
             continue;
         };
-        let mut done = true;
-        for t in [Some(c.kind), c.gc].into_iter().flatten() {
-            done = done && delete_members(tx, stats, t, c.kid, budget, drain).await?;
+        if *budget < 4 || drain.is_draining() {
+            return Ok(false);
         }
-        if !done || *budget == 0 || drain.is_draining() {
-            // Cut short: the row stays, the next tick goes on with it.
+        *budget -= 4;
+        let mut claim = store.begin(login, true);
+        let key = [
+            Param::UInt(u64::from(c.db)),
+            Param::Bytes(&c.kh),
+            Param::UInt(c.kid),
+        ];
+        let now = super::now_ms();
+        let still = claim
+            .rows(
+                "SELECT type, gc FROM {s}.redis_keys WHERE db = ? AND kh = ? AND kid = ? \
+                 AND expire_at <= ? FOR UPDATE",
+                &[key[0], key[1], key[2], Param::Int(now)],
+            )
+            .await?;
+        let Some(found) = still.first() else {
+            claim.commit().await?;
+            continue;
+        };
+        let types = [int(&found[0]), int(&found[1])];
+        claim
+            .exec(
+                "DELETE FROM {s}.redis_keys WHERE db = ? AND kh = ? AND kid = ?",
+                &key,
+            )
+            .await?;
+        for t in types.into_iter().flatten() {
+            if chunk_delete(u8::try_from(t).unwrap_or(kind::STRING)).is_some() {
+                claim
+                    .exec(
+                        "INSERT IGNORE INTO {s}.redis_gc (kid, type) VALUES (?, ?)",
+                        &[Param::UInt(c.kid), Param::Int(t)],
+                    )
+                    .await?;
+            }
+        }
+        claim.commit().await?;
+        add(&stats.keys, 1);
+    }
+    Ok(full)
+}
+
+/// Members of keys the sweeper deleted (`redis_gc`): one batch, in chunks; whether it was
+/// full.
+async fn orphans_batch(
+    tx: &mut Tx<'_>,
+    stats: &Stats,
+    budget: &mut usize,
+    drain: &Drain,
+) -> Result<bool, StoreError> {
+    *budget = budget.saturating_sub(1);
+    let rows = tx
+        .rows("SELECT kid, type FROM {s}.redis_gc LIMIT 100", &[])
+        .await?;
+    if rows.is_empty() {
+        return Ok(false);
+    }
+    let full = rows.len() >= BATCH;
+    for row in &rows {
+        let (Some(kid), Some(t)) = (
+            int(&row[0]).and_then(|k| u64::try_from(k).ok()),
+            int(&row[1]).and_then(|t| u8::try_from(t).ok()),
+        ) else {
+            continue;
+        };
+        if !delete_members(tx, stats, t, kid, budget, drain).await?
+            || *budget == 0
+            || drain.is_draining()
+        {
+            // Cut short: the entry stays, the next tick goes on with it.
             return Ok(false);
         }
         *budget -= 1;
-        let gone = tx
-            .affected(
-                "DELETE FROM {s}.redis_keys WHERE db = ? AND kh = ? AND kid = ? AND expire_at <= ?",
-                &[
-                    Param::UInt(u64::from(c.db)),
-                    Param::Bytes(&c.kh),
-                    Param::UInt(c.kid),
-                    Param::Int(now),
-                ],
-            )
-            .await?;
-        add(&stats.keys, gone);
+        tx.exec(
+            "DELETE FROM {s}.redis_gc WHERE kid = ? AND type = ?",
+            &[Param::UInt(kid), Param::UInt(u64::from(t))],
+        )
+        .await?;
     }
     Ok(full)
 }
@@ -317,7 +386,7 @@ mod tests {
             Value::Null,
         ];
         let c = Candidate::from_row(&mut row).expect("a row");
-        assert_eq!((c.db, c.kid, c.kind, c.gc), (3, 42, kind::HASH, None));
+        assert_eq!((c.db, c.kid, c.gc), (3, 42, None));
         assert_eq!(c.kh, vec![7; 32]);
         assert!(Candidate::from_row(&mut [Value::Int(1)]).is_none());
         let mut bad = vec![
