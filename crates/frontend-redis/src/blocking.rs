@@ -302,12 +302,11 @@ impl<'w> Blocked<'w> {
     /// array answered). Cancel-safe: a push while nobody waits is kept for the next wait.
     pub async fn wait(&self, proto: manifold_redis_proto::Protocol, out: &mut Vec<u8>) -> bool {
         let notified = self.registration.notify.notified();
-        let woken = match self.deadline {
-            Some(at) => tokio::time::timeout_at(at, notified).await.is_ok(),
-            None => {
-                notified.await;
-                true
-            }
+        let woken = if let Some(at) = self.deadline {
+            tokio::time::timeout_at(at, notified).await.is_ok()
+        } else {
+            notified.await;
+            true
         };
         if !woken {
             Reply::new(out, proto).null_array();
