@@ -66,3 +66,36 @@ def test_many_clients_get_their_own_answers(redis_door, topology):
         for j in range(5):
             k = f"grp:{i}:p{j}"
             assert rows[k.encode()] == f"{k}:{ROUNDS - 1}".encode()
+
+
+def test_a_value_over_max_allowed_packet_fails_alone(topology):
+    """A value the server would refuse (it closes the connection on a packet past its
+    `max_allowed_packet`) fails its own command only: the batch's other writes commit."""
+    from redisdiff import start_door
+    root = topology.root()
+    with root.cursor() as cur:
+        cur.execute("SELECT @@global.max_allowed_packet")
+        before = cur.fetchone()[0]
+        cur.execute("SET GLOBAL max_allowed_packet = 4194304")
+    try:
+        # A manifold of its own: its backend connections are opened under the new limit.
+        with start_door(topology) as port:
+            c = Conn(port)
+            assert c.call("AUTH", "app", "app") == "OK"
+            c.call("DEL", "grp:big", "grp:small", "grp:cnt")
+            big = b"x" * (5 << 20)
+            c.send(cmd("SET", "grp:big", big) + cmd("SET", "grp:small", "z") + cmd("INCR", "grp:cnt")
+                   + cmd("SET", "grp:big2", big))
+            got = [read_reply(c.f) for _ in range(4)]
+            assert "max_allowed_packet" in got[0] and "max_allowed_packet" in got[3], got
+            assert got[1:3] == ["OK", 1], got
+            assert c.call("GET", "grp:small") == b"z"
+            assert c.call("EXISTS", "grp:big", "grp:big2") == 0
+            # A lone big SET (a group of one) fails alone too; the connection goes on.
+            assert "max_allowed_packet" in c.call("SET", "grp:big", big)
+            assert c.call("INCR", "grp:cnt") == 2
+            c.close()
+    finally:
+        with root.cursor() as cur:
+            cur.execute(f"SET GLOBAL max_allowed_packet = {before}")
+        root.close()

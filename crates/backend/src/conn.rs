@@ -23,7 +23,7 @@ mod probe;
 #[cfg(test)]
 mod tests;
 
-pub use execute::{Executed, Param};
+pub use execute::{execute_packet_size, Executed, Param};
 use login::{finish_auth, plugin_response};
 pub use probe::{probe_server_version, ProbeError};
 
@@ -137,6 +137,9 @@ pub struct BackendConn {
     /// sent and its answer not read to the end (its borrower was cancelled): the connection
     /// is out of step and must be closed, not reset.
     pub(crate) answer_pending: bool,
+    /// The server's `max_allowed_packet`, once a borrower asked for it
+    /// ([`BackendConn::max_allowed_packet`]).
+    max_allowed_packet: Option<u64>,
     /// The login's scramble and plugin: `COM_CHANGE_USER` answers with them.
     scramble: Vec<u8>,
     plugin: String,

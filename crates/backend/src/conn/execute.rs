@@ -164,6 +164,31 @@ impl BackendConn {
             .map_err(|e| lost("waiting for backend", &e))
     }
 
+    /// The server's `max_allowed_packet` (asked once per connection): a larger packet makes
+    /// the server close the connection.
+    pub async fn max_allowed_packet(&mut self) -> Result<u64, BackendError> {
+        if let Some(max) = self.max_allowed_packet {
+            return Ok(max);
+        }
+        let rows = match self.query_rows(b"SELECT @@max_allowed_packet").await? {
+            Ok(rows) => rows,
+            Err(e) => {
+                return Err(BackendError::new(
+                    ErrorKind::Protocol,
+                    format!("reading max_allowed_packet: {e}"),
+                ))
+            }
+        };
+        let max = rows
+            .rows
+            .first()
+            .and_then(|r| r.first()?.as_deref())
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+            .unwrap_or(16 << 20);
+        self.max_allowed_packet = Some(max);
+        Ok(max)
+    }
+
     /// Runs a statement of manifold's own answered by one OK or ERR (`START TRANSACTION`,
     /// `COMMIT`, `ROLLBACK`, DDL).
     pub async fn run_ok(
@@ -224,6 +249,19 @@ impl BackendConn {
         self.last_used = std::time::Instant::now();
         Ok(first_err.map_or(Ok(()), Err))
     }
+}
+
+/// The size of `COM_STMT_EXECUTE` for `params`, at most (a server refuses a packet larger
+/// than its `max_allowed_packet` by closing the connection).
+pub fn execute_packet_size(params: &[Param<'_>]) -> u64 {
+    let values: u64 = params
+        .iter()
+        .map(|p| match p {
+            Param::Bytes(b) => b.len() as u64 + 9,
+            _ => 8,
+        })
+        .sum();
+    16 + params.len() as u64 * 3 + values
 }
 
 /// `COM_STMT_EXECUTE` after the statement id and flags: iteration count, NULL bitmap, the

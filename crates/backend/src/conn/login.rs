@@ -186,6 +186,7 @@ impl BackendConn {
             followers: std::collections::VecDeque::new(),
             last_used: Instant::now(),
             answer_pending: false,
+            max_allowed_packet: None,
             scramble,
             plugin,
         };

@@ -340,6 +340,16 @@ impl Tx<'_> {
         let (id, text) = self.store.statement(sql);
         let keep = self.store.shared.keep_statements;
         let conn = self.conn().await?;
+        // The server would close the connection on a packet past its limit (failing every
+        // command of the batch): refused here, it fails only its own command.
+        let size = manifold_backend::conn::execute_packet_size(params) + text.len() as u64;
+        if size > conn.max_allowed_packet().await? {
+            return Err(StoreError::Server(ErrPacket {
+                code: 1153,
+                sqlstate: *b"08S01",
+                message: b"Got a packet bigger than 'max_allowed_packet' bytes".to_vec(),
+            }));
+        }
         let from = crate::metrics::now(); // metrics: time in backend statements
         let executed = conn.execute(id, &text, params, keep).await;
         self.store.metrics.record(crate::metrics::Stage::Sql, from);
