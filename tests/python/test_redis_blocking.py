@@ -121,3 +121,18 @@ def test_redis_py(redis_door):
     assert r.blpop(["bl:py"], timeout=0.1) is None
     r.close()
     r2.close()
+
+
+def test_rename_and_copy_onto_a_waited_key_wake_it(redis_door):
+    c = _client(redis_door)
+    c.call("DEL", "bl:src", "bl:dst", "bl:dst2")
+    for move in (("RENAME", "bl:src", "bl:dst"), ("COPY", "bl:src", "bl:dst2")):
+        target = move[2]
+        waiter = _client(redis_door)
+        waiter.send(cmd("BLPOP", target, "0"))
+        time.sleep(0.2)
+        assert c.call("RPUSH", "bl:src", "moved") == 1
+        assert c.call(*move) in ("OK", 1)
+        assert read_reply(waiter.f) == [target.encode(), b"moved"]
+        waiter.close()
+    c.close()

@@ -43,8 +43,18 @@ pub async fn serve<S: Stream>(fe: &RedisFrontend, stream: S, info: &ClientInfo) 
         quit: false,
         causal: crate::replicas::Causal::default(),
     };
-    serve_session(&mut session, stream).await;
-    crate::pubsub::leave(&mut session);
+    // Its subscriptions end with the connection, also when its task is dropped.
+    let leave = Leave(&mut session);
+    serve_session(leave.0, stream).await;
+}
+
+/// Ends a session's subscriptions when dropped.
+struct Leave<'a, 's>(&'a mut Session<'s>);
+
+impl Drop for Leave<'_, '_> {
+    fn drop(&mut self) {
+        crate::pubsub::leave(self.0);
+    }
 }
 
 /// What a read of the client's socket waited for.
@@ -176,6 +186,13 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
         input.reserve(want);
         let n = loop {
             // Subscribers are never idle (as in Redis): they wait for messages.
+            if !session.authenticated
+                && !auth_timeout.is_zero()
+                && info.created.elapsed() >= auth_timeout
+            {
+                // Not logged in in time, however busy it keeps the connection.
+                return;
+            }
             let idle = if crate::pubsub::subscribed(session) {
                 Duration::ZERO
             } else if !session.authenticated && !auth_timeout.is_zero() {

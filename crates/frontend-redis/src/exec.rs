@@ -163,10 +163,10 @@ async fn run_all(
             continue;
         }
         let (spec, args) = cmds[i];
-        let run_end = |pred: &dyn Fn(&Spec, &Args<'_>) -> bool| {
+        let run_end = |pred: &dyn Fn(&Spec, &Args<'_>) -> bool, most: usize| {
             let mut j = i;
             while j < cmds.len()
-                && j - i < RUN_MAX
+                && j - i < most
                 && failed[j].is_none()
                 && pred(cmds[j].0, &cmds[j].1)
             {
@@ -175,14 +175,16 @@ async fn run_all(
             j
         };
         if is_get(spec) {
-            let j = run_end(&|s, _| is_get(s));
+            let j = run_end(&|s, _| is_get(s), RUN_MAX);
             let keys: Vec<&[u8]> = cmds[i..j].iter().map(|(_, a)| a.get(1)).collect();
             cmd::strings::get_run(cx, &keys).await.map_err(|e| (i, e))?;
             i = j;
             continue;
         }
         if plain_set(spec, &args) {
-            let j = run_end(&|s, a| plain_set(s, a));
+            // The whole run at once: its rows are written in one order across statements,
+            // so concurrent pipelines of SETs cannot deadlock each other.
+            let j = run_end(&|s, a| plain_set(s, a), usize::MAX);
             let pairs: Vec<(&[u8], &[u8])> = cmds[i..j]
                 .iter()
                 .map(|(_, a)| (a.get(1), a.get(2)))

@@ -169,8 +169,25 @@ fn join(
     (group, first)
 }
 
+/// Answers a group's members with an error if its task ends without an outcome (the
+/// worker's tasks torn down, a panic): they would otherwise wait forever.
+struct Unfinished<'g>(&'g Group);
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        let group = self.0;
+        if group.outcome.borrow().is_none() {
+            *group.outcome.borrow_mut() = Some(Outcome::Failed(
+                b"manifold: the grouped statement did not finish".to_vec(),
+            ));
+            group.done.notify_waiters();
+        }
+    }
+}
+
 /// The group's task: one turn for others to join, then its statement.
 async fn execute(store: Rc<Store>, group: Rc<Group>) {
+    let _unfinished = Unfinished(&group);
     tokio::task::yield_now().await;
     group.closed.set(true);
     let outcome = {

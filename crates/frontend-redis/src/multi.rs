@@ -148,6 +148,14 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
     }
 }
 
+/// Puts back the database and protocol the session had at `EXEC` (before a try, and when
+/// the transaction failed): queued `SELECT`s and `HELLO`s count only in a try that commits.
+fn restore(session: &mut Session<'_>, db: u8, proto: manifold_redis_proto::Protocol) {
+    session.info.db.set(db);
+    session.proto = proto;
+    session.info.proto.set(proto);
+}
+
 /// A refused command inside `MULTI` aborts the transaction at `EXEC`.
 fn flag(session: &mut Session<'_>) {
     if let Some(m) = session.multi.as_mut() {
@@ -253,7 +261,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
     let mut transient = 0;
     loop {
         // Each try starts from the session as it was at EXEC.
-        session.info.db.set(db0);
+        restore(session, db0, proto0);
         let mut cx = Cx {
             tx: fe.store.begin(&login, true).noting(&session.causal),
             out: Vec::new(),
@@ -300,7 +308,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
         // key both saw absent) answers as a changed watched key does: nothing was written,
         // and the client's retry loop reads the key again.
         if e.is_transient() && !watched.is_empty() {
-            session.info.db.set(db0);
+            restore(session, db0, proto0);
             Reply::new(out, proto0).null_array();
             return;
         }
@@ -314,7 +322,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                 failed[i] = Some(e.reply_text());
             }
             _ => {
-                session.info.db.set(db0);
+                restore(session, db0, proto0);
                 Reply::new(out, proto0).error(&e.reply_text());
                 return;
             }

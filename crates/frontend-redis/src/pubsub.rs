@@ -327,26 +327,41 @@ pub fn unsubscribe(session: &mut Session<'_>, names: Vec<&[u8]>, pattern: bool, 
         confirm(out, proto, kind, None, subs.count());
         return;
     }
-    for name in targets {
+    let mut counts = Vec::with_capacity(targets.len());
+    for name in &targets {
         let was = if pattern {
-            subs.patterns.remove(&name)
+            subs.patterns.remove(name)
         } else {
-            subs.channels.remove(&name)
+            subs.channels.remove(name)
         };
         if was {
             let mut all = hub.lock();
             if pattern {
-                Hub::remove(&mut all.patterns, &name, id);
+                Hub::remove(&mut all.patterns, name, id);
             } else {
-                Hub::remove(&mut all.channels, &name, id);
+                Hub::remove(&mut all.channels, name, id);
             }
         }
-        confirm(out, proto, kind, Some(&name), subs.count());
+        counts.push(subs.count());
     }
+    // Messages published before these subscriptions ended come first, as Redis has them in
+    // the client's output already: after the confirmations, a RESP2 client would take one
+    // for the reply of its next command.
+    while let Ok(m) = subs.inbox.try_recv() {
+        m.encode(out, proto);
+    }
+    for (name, count) in targets.iter().zip(counts) {
+        confirm(out, proto, kind, Some(name), count);
+    }
+    if subs.count() == 0 {
+        session.subs = None;
+    }
+    session.info.handle.set_pubsub(session.subs.is_some());
 }
 
 /// Ends every subscription of the session (at `RESET` and when the connection ends).
 pub fn leave(session: &mut Session<'_>) {
+    session.info.handle.set_pubsub(false);
     let Some(subs) = session.subs.take() else {
         return;
     };

@@ -92,6 +92,10 @@ pub async fn rename(cx: &mut Cx<'_>, args: Args<'_>, nx: bool) -> Result<(), Sto
             &[Param::Bytes(&kh), Param::Bytes(dst), Param::UInt(row.kid)],
         )
         .await?;
+    if row.kind == kind::LIST {
+        // A list arrived at `dst`: clients blocked on it are woken, as a push wakes them.
+        cx.tx.note_push(db, dst);
+    }
     if nx {
         cx.reply().integer(1);
     } else {
@@ -177,6 +181,9 @@ pub async fn copy(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
                 &[Param::UInt(done.last_insert_id), Param::UInt(row.kid)],
             )
             .await?;
+    }
+    if row.kind == kind::LIST {
+        cx.tx.note_push(target, dst);
     }
     cx.reply().integer(1);
     Ok(())

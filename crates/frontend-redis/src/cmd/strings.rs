@@ -173,17 +173,20 @@ pub async fn write_values(
     let mut order: Vec<usize> = (0..pairs.len()).collect();
     order.sort_unstable_by(|&a, &b| hashes[a].cmp(&hashes[b]).then(b.cmp(&a)));
     order.dedup_by(|later, kept| hashes[*later] == hashes[*kept]);
-    let n = padded(order.len());
-    let mut params = Vec::with_capacity(n * 5);
-    for i in 0..n {
-        let at = order[i.min(order.len() - 1)];
-        params.push(Param::UInt(u64::from(cx.db)));
-        params.push(Param::Bytes(&hashes[at]));
-        params.push(Param::Bytes(pairs[at].0));
-        params.push(Param::Bytes(pairs[at].1));
-        params.push(expire_at.map_or(Param::Null, Param::Int));
+    // Statements of at most RUN_MAX rows, in that order (a longer run too).
+    for chunk in order.chunks(crate::exec::RUN_MAX) {
+        let n = padded(chunk.len());
+        let mut params = Vec::with_capacity(n * 5);
+        for i in 0..n {
+            let at = chunk[i.min(chunk.len() - 1)];
+            params.push(Param::UInt(u64::from(cx.db)));
+            params.push(Param::Bytes(&hashes[at]));
+            params.push(Param::Bytes(pairs[at].0));
+            params.push(Param::Bytes(pairs[at].1));
+            params.push(expire_at.map_or(Param::Null, Param::Int));
+        }
+        cx.tx.exec(upsert(n), &params).await?;
     }
-    cx.tx.exec(upsert(n), &params).await?;
     Ok(())
 }
 
