@@ -44,6 +44,7 @@ mod config;
 pub mod duration_serde;
 mod engine;
 mod errors;
+pub mod histogram;
 mod listener;
 mod memory;
 mod worker;
