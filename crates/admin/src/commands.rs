@@ -644,22 +644,27 @@ pub(crate) const PERF_COLUMNS: &[&str] = &[
 pub(crate) fn perf_rows(shared: &Shared) -> Vec<Vec<String>> {
     Stage::ALL
         .iter()
-        .map(|&stage| {
-            let h = shared.telemetry.histogram(stage);
-            let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
-            let count = h.count();
-            vec![
-                stage.name().to_owned(),
-                count.to_string(),
-                us(h.sum_ns.checked_div(count).unwrap_or(0)),
-                us(h.quantile(0.5)),
-                us(h.quantile(0.9)),
-                us(h.quantile(0.99)),
-                us(h.quantile(0.999)),
-                us(h.max()),
-            ]
-        })
+        .map(|&stage| histogram_row(stage.name(), &shared.telemetry.histogram(stage)))
         .collect()
+}
+
+/// A `PERF HIST` row (and `SHOW REDIS STAGES`'s): name, count and percentiles in µs.
+pub(crate) fn histogram_row(
+    name: &str,
+    h: &manifold_frontend_mysql::telemetry::Histogram,
+) -> Vec<String> {
+    let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+    let count = h.count();
+    vec![
+        name.to_owned(),
+        count.to_string(),
+        us(h.sum_ns.checked_div(count).unwrap_or(0)),
+        us(h.quantile(0.5)),
+        us(h.quantile(0.9)),
+        us(h.quantile(0.99)),
+        us(h.quantile(0.999)),
+        us(h.max()),
+    ]
 }
 
 fn perf_hist(shared: &Shared, what: &str) -> Reply {

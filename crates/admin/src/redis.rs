@@ -237,21 +237,7 @@ fn command_rows(s: &Snapshot) -> Vec<Vec<String>> {
 fn stage_rows(s: &Snapshot) -> Vec<Vec<String>> {
     Stage::ALL
         .iter()
-        .map(|&stage| {
-            let h = s.stage(stage);
-            let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
-            let count = h.count();
-            vec![
-                stage.name().to_owned(),
-                count.to_string(),
-                us(h.sum_ns.checked_div(count).unwrap_or(0)),
-                us(h.quantile(0.5)),
-                us(h.quantile(0.9)),
-                us(h.quantile(0.99)),
-                us(h.quantile(0.999)),
-                us(h.max()),
-            ]
-        })
+        .map(|&stage| crate::commands::histogram_row(stage.name(), s.stage(stage)))
         .collect()
 }
 
