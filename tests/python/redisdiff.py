@@ -170,7 +170,12 @@ class Conn:
         return read_reply(self.f)
 
     def closed(self):
-        return self.sock.recv(1) == b""
+        """Whether the server closed the connection (a reset, when replies were still
+        unread, is a close too)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
 
     def close(self):
         self.f.close()

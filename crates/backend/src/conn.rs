@@ -6,9 +6,7 @@ use std::time::{Duration, Instant};
 
 use manifold_mysql_proto::consts::caps;
 use manifold_mysql_proto::handshake::ChangeUser;
-use manifold_mysql_proto::packets::{
-    decode_text_row, is_row_terminator, ColumnDefinition, ErrPacket, OkPacket,
-};
+use manifold_mysql_proto::packets::{decode_text_row, ColumnDefinition, ErrPacket, OkPacket};
 use manifold_mysql_proto::{Command, Progress, ResponseKind, ResponseTracker};
 
 use crate::config::TlsMode;
@@ -350,15 +348,7 @@ impl BackendConn {
                 format!("backend answered manifold's query with {what}"),
             )
         };
-        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
-        let mut read = async || {
-            self.io
-                .read_owned(MAX_ROWS_PACKET)
-                .await
-                .map(|(p, _)| p)
-                .map_err(|e| lost("waiting for backend", &e))
-        };
-        let first = read().await?;
+        let first = self.read_payload().await?;
         let mut out = Rows::default();
         match first.first() {
             Some(0xFF) => {
@@ -369,32 +359,16 @@ impl BackendConn {
             Some(0x00) => return Ok(Ok(out)),
             _ => {}
         }
-        let columns = manifold_mysql_proto::codec::Reader::new(&first)
-            .lenenc_int()
-            .map_err(|_| bad("a bad column count"))?;
-        for _ in 0..columns {
-            let c = read().await?;
-            out.columns
-                .push(ColumnDefinition::decode(&c).map_err(|_| bad("a bad column definition"))?);
-        }
-        if !deprecate_eof {
-            read().await?;
-        }
-        loop {
-            let p = read().await?;
-            match p.first() {
-                Some(0xFF) => {
-                    return Ok(Err(
-                        ErrPacket::decode(&p).map_err(|_| bad("a bad ERR packet"))?
-                    ))
-                }
-                Some(&b) if is_row_terminator(b, p.len(), deprecate_eof) => break,
-                _ => out
-                    .rows
-                    .push(decode_text_row(&p, out.columns.len()).map_err(|_| bad("a bad row"))?),
+        match self
+            .read_result_set(&first, |p, defs| decode_text_row(p, defs.len()))
+            .await?
+        {
+            Ok((columns, rows)) => {
+                out.columns = columns;
+                out.rows = rows;
             }
+            Err(e) => return Ok(Err(e)),
         }
-        self.last_used = Instant::now();
         Ok(Ok(out))
     }
 

@@ -198,9 +198,6 @@ fn keys<'a>(args: &Args<'a>, name: &str) -> Vec<&'a [u8]> {
     }
 }
 
-/// Times an attempt runs again after a deadlock or lock wait timeout.
-const TRANSIENT_RETRIES: usize = 5;
-
 /// A blocking command between its attempts: registered on its keys until dropped.
 pub struct Blocked<'w> {
     registration: Registration<'w>,
@@ -288,7 +285,7 @@ impl<'w> Blocked<'w> {
                     e
                 }
             };
-            if e.is_transient() && self.transient < TRANSIENT_RETRIES {
+            if e.is_transient() && self.transient < crate::store::TRANSIENT_RETRIES {
                 self.transient += 1;
                 crate::store::pause_before_retry(self.transient).await;
                 continue;

@@ -29,9 +29,6 @@ use crate::store::{Store, StoreError, Tx};
 /// Most keys in one batched statement.
 pub const RUN_MAX: usize = 128;
 
-/// Times a batch runs again after a deadlock or lock wait timeout.
-const TRANSIENT_RETRIES: usize = 5;
-
 /// What a command runs with: the batch's transaction, and the buffer its reply goes to.
 pub struct Cx<'s> {
     pub tx: Tx<'s>,
@@ -127,24 +124,37 @@ pub async fn run_batch(
                 (Some(i), e)
             }
         };
-        if e.is_transient() && transient < TRANSIENT_RETRIES {
-            transient += 1;
-            crate::store::pause_before_retry(transient).await;
-            continue;
-        }
-        match (at, &e) {
-            // The server refused this command's statement: it fails alone.
-            (Some(i), StoreError::Server(_)) if failed[i].is_none() => {
-                failed[i] = Some(e.reply_text());
+        if !try_again(at, &e, &mut failed, &mut transient).await {
+            let text = e.reply_text();
+            for _ in cmds {
+                Reply::new(out, proto).error(&text);
             }
-            _ => {
-                let text = e.reply_text();
-                for _ in cmds {
-                    Reply::new(out, proto).error(&text);
-                }
-                return;
-            }
+            return;
         }
+    }
+}
+
+/// After a failed try of a batch (or an `EXEC`) stopped by `e` at command `at`: whether
+/// to try again, after a pause for a deadlock or lock wait timeout, or without command
+/// `at` when the server refused its statement (it then fails alone, with `e`'s text in
+/// `failed`). `false`: every command answers `e`.
+pub(crate) async fn try_again(
+    at: Option<usize>,
+    e: &StoreError,
+    failed: &mut [Option<Vec<u8>>],
+    transient: &mut usize,
+) -> bool {
+    if e.is_transient() && *transient < crate::store::TRANSIENT_RETRIES {
+        *transient += 1;
+        crate::store::pause_before_retry(*transient).await;
+        return true;
+    }
+    match (at, e) {
+        (Some(i), StoreError::Server(_)) if failed[i].is_none() => {
+            failed[i] = Some(e.reply_text());
+            true
+        }
+        _ => false,
     }
 }
 

@@ -48,9 +48,6 @@ pub struct Watched {
     seen: Option<(u64, u64)>,
 }
 
-/// Times `EXEC` runs again after a deadlock or lock wait timeout.
-const TRANSIENT_RETRIES: usize = 5;
-
 /// Handles a request that is not batched: the transaction commands, queueing inside
 /// `MULTI`, and anything else through [`cmd::apply`].
 pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
@@ -312,20 +309,10 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
             Reply::new(out, proto0).null_array();
             return;
         }
-        if e.is_transient() && transient < TRANSIENT_RETRIES {
-            transient += 1;
-            crate::store::pause_before_retry(transient).await;
-            continue;
-        }
-        match (at, &e) {
-            (Some(i), StoreError::Server(_)) if failed[i].is_none() => {
-                failed[i] = Some(e.reply_text());
-            }
-            _ => {
-                restore(session, db0, proto0);
-                Reply::new(out, proto0).error(&e.reply_text());
-                return;
-            }
+        if !exec::try_again(at, &e, &mut failed, &mut transient).await {
+            restore(session, db0, proto0);
+            Reply::new(out, proto0).error(&e.reply_text());
+            return;
         }
     }
 }

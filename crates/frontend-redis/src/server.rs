@@ -228,6 +228,16 @@ impl RedisFrontend {
     }
 }
 
+/// A new client's socket set up for replies written at once: its local address and fd (for
+/// `CLIENT LIST`).
+fn accepted(stream: &tokio::net::TcpStream, peer: SocketAddr) -> (SocketAddr, i32) {
+    let _ = stream.set_nodelay(true);
+    (
+        stream.local_addr().unwrap_or(peer),
+        std::os::fd::AsRawFd::as_raw_fd(stream),
+    )
+}
+
 impl ConnectionHandler for RedisFrontend {
     fn handle(
         self: Rc<Self>,
@@ -236,9 +246,7 @@ impl ConnectionHandler for RedisFrontend {
         _ctx: Rc<WorkerContext>,
     ) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(async move {
-            let _ = stream.set_nodelay(true);
-            let laddr = stream.local_addr().unwrap_or(peer);
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+            let (laddr, fd) = accepted(&stream, peer);
             self.serve_client(stream, peer, laddr, fd).await;
         })
     }
@@ -262,9 +270,7 @@ impl ConnectionHandler for RedisTlsDoor {
         _ctx: Rc<WorkerContext>,
     ) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(async move {
-            let _ = stream.set_nodelay(true);
-            let laddr = stream.local_addr().unwrap_or(peer);
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+            let (laddr, fd) = accepted(&stream, peer);
             let accept = tokio_rustls::TlsAcceptor::from(self.tls.clone()).accept(stream);
             match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, accept).await {
                 Ok(Ok(tls)) => self.fe.clone().serve_client(tls, peer, laddr, fd).await,

@@ -7,7 +7,7 @@ use manifold_mysql_proto::consts::{caps, column_type as ty};
 use manifold_mysql_proto::packets::{
     decode_binary_row, is_row_terminator, ColumnDefinition, ErrPacket, OkPacket, Value,
 };
-use manifold_mysql_proto::Command;
+use manifold_mysql_proto::{Command, ProtoError};
 
 use super::{lost, BackendConn, MAX_ROWS_PACKET};
 use crate::errors::{BackendError, ErrorKind};
@@ -107,7 +107,6 @@ impl BackendConn {
                 format!("backend answered manifold's statement with {what}"),
             )
         };
-        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         let first = self.read_payload().await?;
         let mut out = Executed::default();
         match first.first() {
@@ -127,10 +126,32 @@ impl BackendConn {
             }
             _ => {}
         }
-        let columns = Reader::new(&first)
+        match self.read_result_set(&first, decode_binary_row).await? {
+            Ok((_, rows)) => out.rows = rows,
+            Err(e) => return Ok(Err(e)),
+        }
+        self.last_used = std::time::Instant::now();
+        Ok(Ok(out))
+    }
+
+    /// The rest of a result set whose first packet (the column count) is `first`: its
+    /// column definitions and its rows, each decoded by `decode`, or the server's ERR.
+    pub(super) async fn read_result_set<R>(
+        &mut self,
+        first: &[u8],
+        decode: impl Fn(&[u8], &[ColumnDefinition]) -> Result<R, ProtoError>,
+    ) -> Result<Result<(Vec<ColumnDefinition>, Vec<R>), ErrPacket>, BackendError> {
+        let bad = |what: &str| {
+            BackendError::new(
+                ErrorKind::Protocol,
+                format!("backend answered manifold's statement with {what}"),
+            )
+        };
+        let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
+        let columns = Reader::new(first)
             .lenenc_int()
             .map_err(|_| bad("a bad column count"))?;
-        let mut defs = Vec::with_capacity(columns as usize);
+        let mut defs = Vec::with_capacity(usize::try_from(columns).unwrap_or(0).min(4096));
         for _ in 0..columns {
             let c = self.read_payload().await?;
             defs.push(ColumnDefinition::decode(&c).map_err(|_| bad("a bad column definition"))?);
@@ -138,6 +159,7 @@ impl BackendConn {
         if !deprecate_eof {
             self.read_payload().await?;
         }
+        let mut rows = Vec::new();
         loop {
             let p = self.read_payload().await?;
             match p.first() {
@@ -147,16 +169,14 @@ impl BackendConn {
                     ))
                 }
                 Some(&b) if is_row_terminator(b, p.len(), deprecate_eof) => break,
-                _ => out
-                    .rows
-                    .push(decode_binary_row(&p, &defs).map_err(|_| bad("a bad row"))?),
+                _ => rows.push(decode(&p, &defs).map_err(|_| bad("a bad row"))?),
             }
         }
         self.last_used = std::time::Instant::now();
-        Ok(Ok(out))
+        Ok(Ok((defs, rows)))
     }
 
-    async fn read_payload(&mut self) -> Result<Vec<u8>, BackendError> {
+    pub(super) async fn read_payload(&mut self) -> Result<Vec<u8>, BackendError> {
         self.io
             .read_owned(MAX_ROWS_PACKET)
             .await

@@ -202,6 +202,9 @@ pub fn conn_key(login: &crate::server::BackendLogin) -> ConnKey {
     ConnKey::new(&login.user, &login.password, 0, BINARY, false)
 }
 
+/// Times a batch runs again after a deadlock or lock wait timeout.
+pub const TRANSIENT_RETRIES: usize = 5;
+
 /// Waits a little before a batch runs again after a deadlock or lock wait timeout: longer
 /// at each `attempt` (from 1), with jitter so that the transactions that collided do not
 /// collide again.
