@@ -47,6 +47,7 @@ mod errors;
 pub mod histogram;
 mod listener;
 mod memory;
+pub mod size_serde;
 mod worker;
 
 pub use blocking::{BlockingConfig, BlockingPool, BlockingStats};

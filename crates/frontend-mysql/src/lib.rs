@@ -18,7 +18,7 @@ mod processlist;
 mod registry;
 mod relay;
 mod session;
-pub mod size_serde;
+pub use manifold_engine::size_serde;
 mod statements;
 pub mod telemetry;
 pub mod tls;

@@ -1,0 +1,120 @@
+//! The `[binlog]` section: the global binlog is on when `dir` is set (or `--binlog-dir`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BinlogConfig {
+    /// Where the global binlog's files go; empty: the global binlog is off.
+    pub dir: PathBuf,
+    /// File name stem (`manifold-bin.000001`, `manifold-bin.index`).
+    pub base_name: String,
+    /// manifold's server id in the global binlog (event headers, GTIDs).
+    pub server_id: u32,
+    /// The GTID domain of the global binlog's transactions.
+    pub domain_id: u32,
+    /// A heartbeat row is written on every primary this often: the longest an idle source
+    /// holds the merge back.
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub heartbeat_interval: Duration,
+    /// `schema.table` of the heartbeat rows on every primary (created when missing).
+    pub heartbeat_table: String,
+    /// A file rotates before a transaction would take it past this size.
+    #[serde(deserialize_with = "manifold_engine::size_serde::deserialize")]
+    pub max_file_size: u64,
+    /// Memory for buffered transactions; past 85 % new data spills to disk, past 95 % all.
+    #[serde(deserialize_with = "manifold_engine::size_serde::deserialize")]
+    pub memory_budget: u64,
+    /// Oldest files are removed while all files together exceed this (0: no limit).
+    #[serde(deserialize_with = "manifold_engine::size_serde::deserialize")]
+    pub retention_size: u64,
+    /// Files whose last write is older than this are removed (0: kept forever).
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub retention_age: Duration,
+    /// Login the source readers and heartbeats use on every primary (needs `REPLICATION
+    /// SLAVE`, and write access to the heartbeat table); unset: the monitor's login.
+    pub user: Option<String>,
+    pub password: String,
+    /// `[[users]]` names allowed to read the global binlog (dumps, `SHOW BINLOG EVENTS`).
+    /// On the quick-start command line, the `--user` users.
+    pub users: Vec<String>,
+    /// How long a lost source connection waits before reconnecting.
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub reconnect_interval: Duration,
+}
+
+impl Default for BinlogConfig {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::new(),
+            base_name: "manifold-bin".into(),
+            server_id: 4_000_000_001,
+            domain_id: 0,
+            heartbeat_interval: Duration::from_millis(100),
+            heartbeat_table: "manifold.binlog_heartbeat".into(),
+            max_file_size: 512 << 20,
+            memory_budget: 512 << 20,
+            retention_size: 0,
+            retention_age: Duration::from_secs(7 * 24 * 3600),
+            user: None,
+            password: String::new(),
+            users: Vec::new(),
+            reconnect_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+impl BinlogConfig {
+    pub fn enabled(&self) -> bool {
+        !self.dir.as_os_str().is_empty()
+    }
+
+    /// The heartbeat table as `(schema, table)`.
+    pub fn heartbeat_names(&self) -> (&str, &str) {
+        self.heartbeat_table
+            .split_once('.')
+            .unwrap_or(("manifold", self.heartbeat_table.as_str()))
+    }
+
+    /// Checks values, naming the key at fault.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        if self.server_id == 0 {
+            return Err("binlog.server_id must not be 0".into());
+        }
+        if self.heartbeat_interval.is_zero() {
+            return Err("binlog.heartbeat_interval must be > 0".into());
+        }
+        let ok_name =
+            |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        match self.heartbeat_table.split_once('.') {
+            Some((s, t)) if ok_name(s) && ok_name(t) => {}
+            _ => {
+                return Err(format!(
+                    "binlog.heartbeat_table: '{}' is not schema.table (letters, digits, _)",
+                    self.heartbeat_table
+                ))
+            }
+        }
+        if self.max_file_size < 4096 {
+            return Err("binlog.max_file_size must be at least 4K".into());
+        }
+        if self.memory_budget < (1 << 20) {
+            return Err("binlog.memory_budget must be at least 1M".into());
+        }
+        if self.base_name.is_empty()
+            || !self
+                .base_name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err("binlog.base_name: letters, digits, '-' and '_' only".into());
+        }
+        Ok(())
+    }
+}

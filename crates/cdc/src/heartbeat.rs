@@ -1,0 +1,3 @@
+//! The heartbeat row on every primary.
+//!
+//! OWNER: the source helper.

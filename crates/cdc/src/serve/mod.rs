@@ -1,0 +1,3 @@
+//! Serving the global binlog on the MySQL port.
+//!
+//! OWNER: the serving helper.

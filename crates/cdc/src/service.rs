@@ -1,0 +1,3 @@
+//! The binlog service thread.
+//!
+//! OWNER: the service helper (phase 2).

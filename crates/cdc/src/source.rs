@@ -1,0 +1,3 @@
+//! One replication connection per cluster primary.
+//!
+//! OWNER: the source helper.

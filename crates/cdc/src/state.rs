@@ -1,0 +1,183 @@
+//! What the binlog service publishes to the workers and the admin port, and the requests it
+//! takes from them. Written by the service thread only; read anywhere.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use manifold_binlog::gtid::GtidPos;
+use manifold_binlog::store::FileInfo;
+use tokio::sync::{oneshot, watch};
+
+use crate::config::BinlogConfig;
+use crate::metrics::Metrics;
+
+/// The end of what is written: where a dump waits for more.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct End {
+    pub file: String,
+    pub pos: u64,
+    /// The global binlog's GTID position (`@@gtid_binlog_pos`).
+    pub gtid: GtidPos,
+}
+
+/// A source as `SHOW BINLOG SOURCES` shows it.
+#[derive(Debug, Clone, Default)]
+pub struct SourceStatus {
+    pub cluster: String,
+    /// The primary it reads from now.
+    pub addr: String,
+    /// `connecting`, `streaming`, or `error: ...`.
+    pub state: String,
+    /// The last GTID received from it.
+    pub received: GtidPos,
+    /// Its position as recorded in the global binlog (what a restart resumes from).
+    pub written: GtidPos,
+    /// Its last key in the global order (`stamp` nanoseconds).
+    pub key: u64,
+    /// It holds the merge back (nothing newer than the others' keys arrived from it).
+    pub holding_back: bool,
+    pub events: u64,
+    pub transactions: u64,
+    /// Commit time on the source of its last transaction written.
+    pub last_commit: Option<SystemTime>,
+}
+
+/// A dump connection as `SHOW BINLOG CONSUMERS` shows it.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerStatus {
+    /// manifold's connection id of the session.
+    pub id: u64,
+    pub user: String,
+    pub addr: String,
+    /// `COM_REGISTER_SLAVE`'s server id, or the dump's.
+    pub server_id: u32,
+    pub file: String,
+    pub pos: u64,
+    pub gtid: String,
+    /// Source commit → sent to this consumer, of the last transaction sent, milliseconds.
+    pub delay_ms: u64,
+    pub events: u64,
+    pub bytes: u64,
+}
+
+/// What a session asks of the service thread.
+#[derive(Debug)]
+pub enum Request {
+    /// `PURGE BINARY LOGS TO 'file'`.
+    PurgeTo(String, oneshot::Sender<Result<Vec<String>, String>>),
+    /// `PURGE BINARY LOGS BEFORE time`.
+    PurgeBefore(SystemTime, oneshot::Sender<Result<Vec<String>, String>>),
+    /// `FLUSH BINARY LOGS`: start a new file.
+    Rotate(oneshot::Sender<Result<(), String>>),
+}
+
+/// The global binlog as every thread sees it.
+#[derive(Debug)]
+pub struct BinlogShared {
+    pub config: BinlogConfig,
+    /// The sources' cluster names, in source index order.
+    pub clusters: Vec<String>,
+    end: watch::Sender<End>,
+    files: Mutex<Vec<FileInfo>>,
+    sources: Mutex<Vec<SourceStatus>>,
+    consumers: Mutex<Vec<ConsumerStatus>>,
+    pub metrics: Metrics,
+    requests: tokio::sync::mpsc::UnboundedSender<Request>,
+}
+
+impl BinlogShared {
+    /// The shared state and the receiving end of the requests (the service's).
+    pub fn new(
+        config: BinlogConfig,
+        clusters: Vec<String>,
+    ) -> (
+        Arc<BinlogShared>,
+        tokio::sync::mpsc::UnboundedReceiver<Request>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let sources = clusters
+            .iter()
+            .map(|c| SourceStatus {
+                cluster: c.clone(),
+                state: "connecting".into(),
+                ..SourceStatus::default()
+            })
+            .collect();
+        (
+            Arc::new(BinlogShared {
+                config,
+                clusters,
+                end: watch::Sender::new(End::default()),
+                files: Mutex::new(Vec::new()),
+                sources: Mutex::new(sources),
+                consumers: Mutex::new(Vec::new()),
+                metrics: Metrics::default(),
+                requests: tx,
+            }),
+            rx,
+        )
+    }
+
+    /// The end of the written binlog now.
+    pub fn end(&self) -> End {
+        self.end.borrow().clone()
+    }
+
+    /// Wakes on every change of the end (any runtime).
+    pub fn watch_end(&self) -> watch::Receiver<End> {
+        self.end.subscribe()
+    }
+
+    pub fn publish_end(&self, end: End) {
+        self.end.send_replace(end);
+    }
+
+    pub fn files(&self) -> Vec<FileInfo> {
+        lock(&self.files).clone()
+    }
+
+    pub fn set_files(&self, files: Vec<FileInfo>) {
+        *lock(&self.files) = files;
+    }
+
+    pub fn sources(&self) -> Vec<SourceStatus> {
+        lock(&self.sources).clone()
+    }
+
+    pub fn update_source(&self, index: usize, f: impl FnOnce(&mut SourceStatus)) {
+        if let Some(s) = lock(&self.sources).get_mut(index) {
+            f(s);
+        }
+    }
+
+    pub fn consumers(&self) -> Vec<ConsumerStatus> {
+        lock(&self.consumers).clone()
+    }
+
+    /// Adds or updates the consumer with `status.id`.
+    pub fn update_consumer(&self, status: ConsumerStatus) {
+        let mut consumers = lock(&self.consumers);
+        match consumers.iter_mut().find(|c| c.id == status.id) {
+            Some(c) => *c = status,
+            None => consumers.push(status),
+        }
+    }
+
+    pub fn remove_consumer(&self, id: u64) {
+        lock(&self.consumers).retain(|c| c.id != id);
+    }
+
+    /// Sends a request to the service thread; false when it has stopped.
+    pub fn request(&self, r: Request) -> bool {
+        self.requests.send(r).is_ok()
+    }
+
+    /// Whether `user` may read the global binlog.
+    pub fn may_replicate(&self, user: &str) -> bool {
+        self.config.users.iter().any(|u| u == user)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
