@@ -171,6 +171,9 @@ pub struct Shared {
     session_shards: std::sync::Mutex<Vec<Arc<registry::SessionShard>>>,
     /// The primary's version as announced in its handshake, learned at start.
     backend_version: arc_swap::ArcSwapOption<Vec<u8>>,
+    /// The global binlog, when it is on: manifold answers dumps and binlog statements
+    /// itself. Set right after [`Shared::new`] (`Arc::get_mut`), before clients connect.
+    pub binlog: Option<Arc<manifold_cdc::BinlogShared>>,
 }
 
 impl Shared {
@@ -249,6 +252,7 @@ impl Shared {
             session_shards: std::sync::Mutex::default(),
             metrics: FrontendMetrics::default(),
             backend_version: arc_swap::ArcSwapOption::empty(),
+            binlog: None,
         }))
     }
 

@@ -79,19 +79,45 @@ pub(super) enum Action {
     GetDiagnostics,
     /// `SHOW [FULL] PROCESSLIST` (true: `FULL`), answered from manifold's sessions.
     ShowProcesslist(bool),
+    /// A command or statement about the global binlog, which manifold answers while it is on.
+    Binlog(BinlogCommand),
     Unknown(u8),
+}
+
+/// What the global binlog answers (see `binlog.rs`).
+#[derive(Debug)]
+pub(super) enum BinlogCommand {
+    /// `COM_BINLOG_DUMP`.
+    Dump,
+    /// `COM_BINLOG_DUMP_GTID` (MySQL's GTID dump).
+    DumpGtid,
+    /// `COM_REGISTER_SLAVE`.
+    RegisterSlave,
+    Statement(manifold_cdc::serve::sql::Statement),
 }
 
 /// What the command whose first packet's payload is `first` asks for. `capabilities`: the
 /// client's, which shape `COM_CHANGE_USER`. `moved`: the session holds no backend connection.
 /// `scan` runs the lexer over a `COM_QUERY`'s text (the session's scan keeps a memo and maybe
-/// a digest; any scan will do for deciding).
+/// a digest; any scan will do for deciding). `binlog`: the global binlog is on.
 pub(super) fn decode(
     first: &[u8],
     capabilities: u32,
     moved: bool,
+    binlog: bool,
     scan: impl FnOnce(&[u8]) -> Scan,
 ) -> Result<Action, ProtoError> {
+    if binlog {
+        use manifold_mysql_proto::consts::command as com;
+        match first.first() {
+            Some(&com::BINLOG_DUMP) => return Ok(Action::Binlog(BinlogCommand::Dump)),
+            Some(&com::BINLOG_DUMP_GTID) => return Ok(Action::Binlog(BinlogCommand::DumpGtid)),
+            Some(&com::REGISTER_SLAVE) => {
+                return Ok(Action::Binlog(BinlogCommand::RegisterSlave));
+            }
+            _ => {}
+        }
+    }
     Ok(match Command::decode(first)? {
         Command::Quit => Action::Quit,
         Command::Ping => Action::Ping,
@@ -101,7 +127,13 @@ pub(super) fn decode(
         Command::SetOption(o) => Action::SetOption(o),
         Command::Unsupported(c) => Action::Unknown(c),
         Command::ProcessKill(id) => Action::Kill(Kill::Connection(u64::from(id))),
-        Command::Query(sql) => query_action(sql, scan(sql), moved),
+        Command::Query(sql) => {
+            let scan = scan(sql);
+            match binlog.then(|| binlog_statement(sql, scan)).flatten() {
+                Some(s) => Action::Binlog(BinlogCommand::Statement(s)),
+                None => query_action(sql, scan, moved),
+            }
+        }
         Command::StmtPrepare(_) => Action::Prepare,
         Command::StmtExecute { statement_id, .. } => {
             Action::Stmt(StmtCommand::Execute(statement_id))
@@ -114,6 +146,37 @@ pub(super) fn decode(
         Command::StmtClose(id) => Action::Stmt(StmtCommand::Close(id)),
         c => Action::Forward(c.response_kind(), Effect::None),
     })
+}
+
+/// The binlog statement `sql` is, if any. Cheap for the statements of the hot path: only
+/// verbs a binlog statement can start with are parsed, and `SELECT`/`SET` only with an `@`.
+fn binlog_statement(sql: &[u8], scan: Scan) -> Option<manifold_cdc::serve::sql::Statement> {
+    let worth_parsing = match scan.verb {
+        Verb::Select | Verb::Set => sql.contains(&b'@'),
+        Verb::Insert
+        | Verb::Update
+        | Verb::Delete
+        | Verb::Replace
+        | Verb::Use
+        | Verb::Begin
+        | Verb::Start
+        | Verb::Commit
+        | Verb::Rollback
+        | Verb::Create
+        | Verb::Drop
+        | Verb::Alter
+        | Verb::Prepare
+        | Verb::Execute
+        | Verb::Deallocate
+        | Verb::Call
+        | Verb::With => false,
+        // SHOW, FLUSH, PURGE, RESET and the rare rest.
+        _ => true,
+    };
+    if !worth_parsing {
+        return None;
+    }
+    manifold_cdc::serve::sql::parse(std::str::from_utf8(sql).ok()?)
 }
 
 /// What a `COM_QUERY` of text `sql`, which the lexer scanned as `scan`, asks for. A session
@@ -151,12 +214,69 @@ mod tests {
 
     /// Decodes a command of a session holding no connection.
     fn decode(first: &[u8]) -> Result<Action, ProtoError> {
-        super::decode(first, 0, true, manifold_sql_lex::scan)
+        super::decode(first, 0, true, false, manifold_sql_lex::scan)
     }
 
     fn query(sql: &str, moved: bool) -> Action {
         let payload = packet(0x03, sql.as_bytes());
-        super::decode(&payload, 0, moved, manifold_sql_lex::scan).expect("a query decodes")
+        super::decode(&payload, 0, moved, false, manifold_sql_lex::scan).expect("a query decodes")
+    }
+
+    fn binlog_query(sql: &str) -> Action {
+        let payload = packet(0x03, sql.as_bytes());
+        super::decode(&payload, 0, true, true, manifold_sql_lex::scan).expect("a query decodes")
+    }
+
+    #[test]
+    fn with_the_global_binlog_on_manifold_answers_replication() {
+        use manifold_cdc::serve::sql::Statement;
+        let on = |first: &[u8]| super::decode(first, 0, true, true, manifold_sql_lex::scan);
+        assert!(matches!(
+            on(&[0x12, 4, 0, 0, 0]),
+            Ok(Action::Binlog(BinlogCommand::Dump))
+        ));
+        assert!(matches!(
+            on(&[0x1e]),
+            Ok(Action::Binlog(BinlogCommand::DumpGtid))
+        ));
+        assert!(matches!(
+            on(&[0x15]),
+            Ok(Action::Binlog(BinlogCommand::RegisterSlave))
+        ));
+        assert!(matches!(
+            binlog_query("SHOW MASTER STATUS"),
+            Action::Binlog(BinlogCommand::Statement(Statement::ShowMasterStatus))
+        ));
+        assert!(matches!(
+            binlog_query("SELECT @@gtid_binlog_pos"),
+            Action::Binlog(BinlogCommand::Statement(Statement::Select(_)))
+        ));
+        assert!(matches!(
+            binlog_query("PURGE BINARY LOGS TO 'manifold-bin.000002'"),
+            Action::Binlog(BinlogCommand::Statement(Statement::PurgeTo(_)))
+        ));
+        // Everything else is forwarded as before.
+        assert!(matches!(
+            binlog_query("SELECT @@version"),
+            Action::Forward(..)
+        ));
+        assert!(matches!(
+            binlog_query("INSERT INTO t VALUES (1)"),
+            Action::Forward(..)
+        ));
+        assert!(matches!(
+            binlog_query("SHOW PROCESSLIST"),
+            Action::ShowProcesslist(false)
+        ));
+        // With the binlog off, the same commands and statements are not manifold's.
+        assert!(matches!(
+            decode(&[0x12, 4, 0, 0, 0]),
+            Ok(Action::Unknown(0x12))
+        ));
+        assert!(matches!(
+            query("SHOW MASTER STATUS", true),
+            Action::Forward(..)
+        ));
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //! | `prepared.rs` | prepared statements |
 //! | `previous.rs` | what the previous statement left (`ROW_COUNT()`, `SHOW WARNINGS`...) |
 //! | `control.rs` | commands about the session itself: `KILL`, `COM_CHANGE_USER`, `COM_RESET_CONNECTION` |
+//! | `binlog.rs` | the global binlog: dumps, `SHOW MASTER STATUS` and the other binlog statements |
 
+mod binlog;
 mod control;
 mod decode;
 mod forward;
@@ -162,6 +164,7 @@ pub(crate) async fn run(
             ..CommandTimes::default()
         },
         scan_memo: ScanMemo::new(),
+        binlog: manifold_cdc::serve::BinlogSession::default(),
     };
     session.pin_if_not_multiplexing();
     session.handle.publish_pins(session.pins.bits());
@@ -269,6 +272,8 @@ struct Session {
     /// How the session's last statement with a value began: the next one that begins the
     /// same way is scanned from its first value.
     scan_memo: ScanMemo,
+    /// The replication variables the session set, for its dump (global binlog on).
+    binlog: manifold_cdc::serve::BinlogSession,
 }
 
 impl Session {

@@ -1,6 +1,7 @@
 //! The command loop: wait for a command (or the drain, a kill, the idle limit, the backend
 //! ending the session), decode it, run its handler, and again.
 
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 
 use manifold_backend::Lease;
@@ -10,6 +11,7 @@ use manifold_mysql_proto::consts::MAX_PAYLOAD;
 use manifold_mysql_proto::packets::ErrPacket;
 use manifold_mysql_proto::{codes, LogicalPacket, ProtoError, ResponseKind};
 use manifold_sql_lex::{Scan, Verb};
+use tokio::sync::futures::Notified;
 
 use super::decode::{self, Action, Effect, StmtCommand};
 use super::{CommandTimes, End, Session};
@@ -102,7 +104,7 @@ impl Session {
                 Ok(p) => p,
                 Err(e) => return self.read_failed(e, wait).await,
             };
-            let outcome = self.command(packet).await;
+            let outcome = self.command(packet, killed.as_mut()).await;
             self.schema_follows_statement = false;
             if self.handle.statement_ended(self.lease.is_some()) {
                 self.lease_killable = true;
@@ -160,8 +162,13 @@ impl Session {
         }
     }
 
-    /// Runs the command whose packet `p` is at the front of the client's buffer.
-    async fn command(&mut self, p: LogicalPacket) -> Result<(), End> {
+    /// Runs the command whose packet `p` is at the front of the client's buffer. `killed`:
+    /// the session's kill notice, which a long command (a binlog dump) waits on too.
+    async fn command(
+        &mut self,
+        p: LogicalPacket,
+        killed: Pin<&mut Notified<'_>>,
+    ) -> Result<(), End> {
         if p.first_seq != 0 {
             let msg = format!(
                 "Got packets out of order (command with sequence id {}, expected 0)",
@@ -188,6 +195,9 @@ impl Session {
             }
         };
         self.choose_cluster(&action, use_cluster);
+        if let Action::Binlog(command) = action {
+            return self.binlog(command, p, reply_seq, killed).await;
+        }
         self.dispatch(action, p, first_len, reply_seq).await
     }
 
@@ -218,7 +228,8 @@ impl Session {
                 manifold_sql_lex::scan_memo(sql, memo)
             }
         };
-        let action = decode::decode(first, self.capabilities, self.lease.is_none(), scan)?;
+        let binlog = shared.binlog.is_some();
+        let action = decode::decode(first, self.capabilities, self.lease.is_none(), binlog, scan)?;
         let mut use_cluster = None;
         if let Action::Forward(ResponseKind::ResultSets, Effect::Query(scan)) = &action {
             let sql = &first[1..];
@@ -323,6 +334,12 @@ impl Session {
             Action::GetDiagnostics => {
                 self.io.consume(p.raw_len);
                 self.refuse_get_diagnostics(reply_seq).await
+            }
+            Action::Binlog(command) => {
+                // Handled in `command`, where the kill notice is at hand.
+                self.io.consume(p.raw_len);
+                let msg = format!("Unexpected binlog command {command:?}");
+                Err(self.refuse(reply_seq, codes::UNKNOWN_COMMAND, msg).await)
             }
             Action::ShowProcesslist(full) => {
                 self.io.consume(p.raw_len);

@@ -1,0 +1,687 @@
+//! The statements manifold answers itself while the global binlog is on: a small tolerant
+//! parser (any case, any whitespace, comments) that returns `None` for anything else, which
+//! then goes to the backend as usual.
+
+/// System variables the global binlog owns: what a replica or CDC tool asks the one server.
+pub const OWNED_VARIABLES: &[&str] = &[
+    "binlog_annotate_row_events",
+    "binlog_checksum",
+    "binlog_format",
+    "binlog_row_image",
+    "gtid_binlog_pos",
+    "gtid_current_pos",
+    "gtid_domain_id",
+    "gtid_strict_mode",
+    "log_bin",
+    "log_slave_updates",
+    "server_id",
+];
+
+/// Session user variables a replica sets before its dump, kept by manifold for the dump.
+pub const REPLICATION_VARIABLES: &[&str] = &[
+    "mariadb_slave_capability",
+    "master_binlog_checksum",
+    "master_heartbeat_period",
+    "replica_uuid",
+    "rpl_semi_sync_replica",
+    "rpl_semi_sync_slave",
+    "slave_connect_state",
+    "slave_gtid_ignore_duplicates",
+    "slave_gtid_strict_mode",
+    "slave_uuid",
+    "source_binlog_checksum",
+    "source_heartbeat_period",
+];
+
+/// A value a `SET @var = ...` gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Str(String),
+}
+
+/// What a `SELECT` item names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selected {
+    /// `@@[global.|session.]name` of [`OWNED_VARIABLES`].
+    System(&'static str),
+    /// `@name` of [`REPLICATION_VARIABLES`].
+    User(&'static str),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectItem {
+    pub selected: Selected,
+    /// The column name: the alias, else the expression as written.
+    pub column: String,
+}
+
+/// `SHOW BINLOG EVENTS [IN 'file'] [FROM pos] [LIMIT [offset,] count]`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShowEvents {
+    pub file: Option<String>,
+    pub from: Option<u64>,
+    pub offset: u64,
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Statement {
+    /// `SHOW MASTER STATUS`, `SHOW BINLOG STATUS`.
+    ShowMasterStatus,
+    /// `SHOW BINARY LOGS`, `SHOW MASTER LOGS`.
+    ShowBinaryLogs,
+    ShowBinlogEvents(ShowEvents),
+    PurgeTo(String),
+    /// `PURGE BINARY LOGS BEFORE 'datetime'` (the literal as written).
+    PurgeBefore(String),
+    /// `PURGE BINARY LOGS BEFORE` something other than a literal.
+    PurgeBeforeExpression,
+    FlushBinaryLogs,
+    ResetMaster,
+    Select(Vec<SelectItem>),
+    /// `SHOW [GLOBAL|SESSION] VARIABLES ...`: the owned variables it shows, in name order.
+    ShowVariables(Vec<&'static str>),
+    /// `SET @var = value[, ...]` of replication variables only.
+    Set(Vec<(&'static str, Value)>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    /// A keyword or identifier, lowercased.
+    Word(String),
+    Str(String),
+    Num(String),
+    /// `@name`, lowercased.
+    UserVar(String),
+    /// `@@[scope.]name`, lowercased: (scope, name).
+    SysVar(Option<String>, String),
+    Sym(char),
+}
+
+fn tokens(sql: &str) -> Option<Vec<Token>> {
+    let b = sql.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let word_byte = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            let end = sql[i + 2..].find("*/")?;
+            i += 2 + end + 2;
+        } else if c == b'#'
+            || (c == b'-'
+                && b.get(i + 1) == Some(&b'-')
+                && b.get(i + 2).is_none_or(u8::is_ascii_whitespace))
+        {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if c == b'\'' || c == b'"' {
+            let (s, next) = quoted(b, i)?;
+            out.push(Token::Str(s));
+            i = next;
+        } else if c == b'`' {
+            let end = sql[i + 1..].find('`')?;
+            out.push(Token::Word(sql[i + 1..i + 1 + end].to_ascii_lowercase()));
+            i += end + 2;
+        } else if c == b'@' {
+            let system = b.get(i + 1) == Some(&b'@');
+            let start = if system { i + 2 } else { i + 1 };
+            let mut j = start;
+            while j < b.len() && (word_byte(b[j]) || (system && b[j] == b'.')) {
+                j += 1;
+            }
+            if j == start {
+                return None;
+            }
+            let name = sql[start..j].to_ascii_lowercase();
+            out.push(if system {
+                match name.split_once('.') {
+                    Some((scope, n)) => Token::SysVar(Some(scope.to_owned()), n.to_owned()),
+                    None => Token::SysVar(None, name),
+                }
+            } else {
+                Token::UserVar(name)
+            });
+            i = j;
+        } else if c.is_ascii_digit() {
+            let mut j = i;
+            while j < b.len() && (b[j].is_ascii_digit() || b[j] == b'.') {
+                j += 1;
+            }
+            out.push(Token::Num(sql[i..j].to_owned()));
+            i = j;
+        } else if word_byte(c) {
+            let mut j = i;
+            while j < b.len() && word_byte(b[j]) {
+                j += 1;
+            }
+            out.push(Token::Word(sql[i..j].to_ascii_lowercase()));
+            i = j;
+        } else {
+            out.push(Token::Sym(char::from(c)));
+            i += 1;
+        }
+    }
+    // A trailing `;` is part of no statement.
+    while out.last() == Some(&Token::Sym(';')) {
+        out.pop();
+    }
+    Some(out)
+}
+
+/// The string literal starting at `b[at]` (its quote), with `''` and backslash escapes.
+fn quoted(b: &[u8], at: usize) -> Option<(String, usize)> {
+    let q = b[at];
+    let mut s = Vec::new();
+    let mut i = at + 1;
+    loop {
+        let c = *b.get(i)?;
+        if c == q {
+            if b.get(i + 1) == Some(&q) {
+                s.push(q);
+                i += 2;
+                continue;
+            }
+            return Some((String::from_utf8(s).ok()?, i + 1));
+        }
+        if c == b'\\' {
+            let e = *b.get(i + 1)?;
+            s.push(match e {
+                b'n' => b'\n',
+                b't' => b'\t',
+                b'0' => 0,
+                other => other,
+            });
+            i += 2;
+            continue;
+        }
+        s.push(c);
+        i += 1;
+    }
+}
+
+struct Parser {
+    t: Vec<Token>,
+    at: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Token> {
+        self.t.get(self.at)
+    }
+
+    fn next(&mut self) -> Option<Token> {
+        let t = self.t.get(self.at).cloned();
+        self.at += 1;
+        t
+    }
+
+    fn word(&mut self, w: &str) -> bool {
+        if matches!(self.peek(), Some(Token::Word(x)) if x == w) {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn words(&mut self, ws: &[&str]) -> bool {
+        let save = self.at;
+        if ws.iter().all(|w| self.word(w)) {
+            true
+        } else {
+            self.at = save;
+            false
+        }
+    }
+
+    fn sym(&mut self, c: char) -> bool {
+        if self.peek() == Some(&Token::Sym(c)) {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.at >= self.t.len()
+    }
+
+    fn string(&mut self) -> Option<String> {
+        match self.next()? {
+            Token::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn number(&mut self) -> Option<u64> {
+        match self.next()? {
+            Token::Num(n) => n.parse().ok(),
+            _ => None,
+        }
+    }
+}
+
+/// The statement `sql` is, when manifold answers it; `None`: forward it.
+pub fn parse(sql: &str) -> Option<Statement> {
+    let mut p = Parser {
+        t: tokens(sql)?,
+        at: 0,
+    };
+    let s = if p.word("show") {
+        show(&mut p)?
+    } else if p.word("select") {
+        Statement::Select(select(&mut p)?)
+    } else if p.word("set") {
+        Statement::Set(set(&mut p)?)
+    } else if p.word("purge") {
+        if !(p.word("binary") || p.word("master")) || !p.word("logs") {
+            return None;
+        }
+        if p.word("to") {
+            Statement::PurgeTo(p.string()?)
+        } else if p.word("before") {
+            match p.peek() {
+                Some(Token::Str(_)) if p.t.len() == p.at + 1 => Statement::PurgeBefore(p.string()?),
+                _ => {
+                    p.at = p.t.len();
+                    Statement::PurgeBeforeExpression
+                }
+            }
+        } else {
+            return None;
+        }
+    } else if p.word("flush") {
+        // FLUSH [NO_WRITE_TO_BINLOG | LOCAL] BINARY LOGS
+        let _ = p.word("no_write_to_binlog") || p.word("local");
+        if !p.words(&["binary", "logs"]) {
+            return None;
+        }
+        Statement::FlushBinaryLogs
+    } else if p.words(&["reset", "master"]) || p.words(&["reset", "binary", "logs", "and", "gtids"])
+    {
+        // `RESET MASTER TO n` too: everything after is refused with it.
+        p.at = p.t.len();
+        Statement::ResetMaster
+    } else {
+        return None;
+    };
+    p.done().then_some(s)
+}
+
+fn show(p: &mut Parser) -> Option<Statement> {
+    if p.words(&["master", "status"]) || p.words(&["binlog", "status"]) {
+        return Some(Statement::ShowMasterStatus);
+    }
+    if p.words(&["binary", "logs"]) || p.words(&["master", "logs"]) {
+        return Some(Statement::ShowBinaryLogs);
+    }
+    if p.words(&["binlog", "events"]) {
+        let mut q = ShowEvents::default();
+        if p.word("in") {
+            q.file = Some(p.string()?);
+        }
+        if p.word("from") {
+            q.from = Some(p.number()?);
+        }
+        if p.word("limit") {
+            let first = p.number()?;
+            if p.sym(',') {
+                q.offset = first;
+                q.limit = Some(p.number()?);
+            } else if p.word("offset") {
+                q.limit = Some(first);
+                q.offset = p.number()?;
+            } else {
+                q.limit = Some(first);
+            }
+        }
+        return Some(Statement::ShowBinlogEvents(q));
+    }
+    let _ = p.word("global") || p.word("session") || p.word("local");
+    if !p.word("variables") {
+        return None;
+    }
+    let names: Vec<&'static str> = if p.word("like") {
+        let pattern = p.string()?;
+        // A `%` may match variables the backend owns too: those statements go there.
+        if pattern.contains('%') {
+            return None;
+        }
+        OWNED_VARIABLES
+            .iter()
+            .copied()
+            .filter(|v| like(v, &pattern))
+            .collect()
+    } else if p.word("where") {
+        if !p.word("variable_name") {
+            return None;
+        }
+        let wanted = if p.sym('=') {
+            vec![p.string()?]
+        } else if p.word("in") {
+            if !p.sym('(') {
+                return None;
+            }
+            let mut v = vec![p.string()?];
+            while p.sym(',') {
+                v.push(p.string()?);
+            }
+            if !p.sym(')') {
+                return None;
+            }
+            v
+        } else if p.word("like") {
+            let pattern = p.string()?;
+            if pattern.contains('%') {
+                return None;
+            }
+            OWNED_VARIABLES
+                .iter()
+                .filter(|v| like(v, &pattern))
+                .map(|v| (*v).to_owned())
+                .collect()
+        } else {
+            return None;
+        };
+        let mut names = Vec::new();
+        for w in wanted {
+            names.push(owned(&w.to_ascii_lowercase())?);
+        }
+        names.sort_unstable();
+        names.dedup();
+        names
+    } else {
+        return None;
+    };
+    (!names.is_empty()).then_some(Statement::ShowVariables(names))
+}
+
+fn owned(name: &str) -> Option<&'static str> {
+    OWNED_VARIABLES.iter().copied().find(|v| *v == name)
+}
+
+fn replication(name: &str) -> Option<&'static str> {
+    REPLICATION_VARIABLES.iter().copied().find(|v| *v == name)
+}
+
+/// SQL `LIKE` without escapes, case-insensitive: `%` any run, `_` any one character.
+pub fn like(name: &str, pattern: &str) -> bool {
+    fn go(n: &[u8], p: &[u8]) -> bool {
+        match p.split_first() {
+            None => n.is_empty(),
+            Some((b'%', rest)) => (0..=n.len()).any(|i| go(&n[i..], rest)),
+            Some((b'_', rest)) => !n.is_empty() && go(&n[1..], rest),
+            Some((c, rest)) => n
+                .split_first()
+                .is_some_and(|(d, nrest)| d.eq_ignore_ascii_case(c) && go(nrest, rest)),
+        }
+    }
+    go(name.as_bytes(), pattern.as_bytes())
+}
+
+fn select(p: &mut Parser) -> Option<Vec<SelectItem>> {
+    let mut items = Vec::new();
+    loop {
+        let (selected, written) = match p.next()? {
+            Token::SysVar(scope, name) => {
+                let written = match &scope {
+                    Some(s) => format!("@@{s}.{name}"),
+                    None => format!("@@{name}"),
+                };
+                if scope
+                    .as_deref()
+                    .is_some_and(|s| !matches!(s, "global" | "session" | "local"))
+                {
+                    return None;
+                }
+                (Selected::System(owned(&name)?), written)
+            }
+            Token::UserVar(name) => {
+                let written = format!("@{name}");
+                (Selected::User(replication(&name)?), written)
+            }
+            _ => return None,
+        };
+        let column = if p.word("as") {
+            match p.next()? {
+                Token::Word(w) | Token::Str(w) => w,
+                _ => return None,
+            }
+        } else if let Some(Token::Word(w)) = p.peek() {
+            if w == "from" || w == "limit" {
+                return None;
+            }
+            let w = w.clone();
+            p.at += 1;
+            w
+        } else {
+            written
+        };
+        items.push(SelectItem { selected, column });
+        if !p.sym(',') {
+            break;
+        }
+    }
+    Some(items)
+}
+
+fn set(p: &mut Parser) -> Option<Vec<(&'static str, Value)>> {
+    let mut out = Vec::new();
+    loop {
+        let Token::UserVar(name) = p.next()? else {
+            return None;
+        };
+        let name = replication(&name)?;
+        if !(p.sym('=') || (p.sym(':') && p.sym('='))) {
+            return None;
+        }
+        let value = match p.next()? {
+            Token::Str(s) => Value::Str(s),
+            Token::Num(n) => Value::Int(n.parse().ok()?),
+            Token::Sym('-') => match p.next()? {
+                Token::Num(n) => Value::Int(-n.parse::<i64>().ok()?),
+                _ => return None,
+            },
+            Token::Word(w) if w == "null" => Value::Null,
+            Token::Word(w) if w == "true" => Value::Int(1),
+            Token::Word(w) if w == "false" => Value::Int(0),
+            Token::SysVar(scope, v)
+                if v == "binlog_checksum" && scope.as_deref().is_none_or(|s| s == "global") =>
+            {
+                Value::Str("CRC32".into())
+            }
+            _ => return None,
+        };
+        out.push((name, value));
+        if !p.sym(',') {
+            break;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binlog_statements_in_any_case_and_spacing() {
+        for s in [
+            "SHOW MASTER STATUS",
+            "show  binlog\n status;",
+            "/* tool */ Show Master Status",
+        ] {
+            assert_eq!(parse(s), Some(Statement::ShowMasterStatus), "{s}");
+        }
+        assert_eq!(parse("SHOW BINARY LOGS"), Some(Statement::ShowBinaryLogs));
+        assert_eq!(parse("show master logs"), Some(Statement::ShowBinaryLogs));
+        assert_eq!(parse("FLUSH BINARY LOGS"), Some(Statement::FlushBinaryLogs));
+        assert_eq!(
+            parse("flush local binary logs"),
+            Some(Statement::FlushBinaryLogs)
+        );
+        assert_eq!(parse("RESET MASTER"), Some(Statement::ResetMaster));
+        assert_eq!(parse("reset master to 5"), Some(Statement::ResetMaster));
+        assert_eq!(
+            parse("PURGE BINARY LOGS TO 'manifold-bin.000003'"),
+            Some(Statement::PurgeTo("manifold-bin.000003".into()))
+        );
+        assert_eq!(
+            parse("purge master logs before '2024-01-02 03:04:05'"),
+            Some(Statement::PurgeBefore("2024-01-02 03:04:05".into()))
+        );
+        assert_eq!(
+            parse("PURGE BINARY LOGS BEFORE NOW() - INTERVAL 1 DAY"),
+            Some(Statement::PurgeBeforeExpression)
+        );
+        // Not ours: forwarded.
+        for s in [
+            "SHOW SLAVE STATUS",
+            "SHOW MASTER STATUS extra",
+            "SELECT 1",
+            "FLUSH TABLES",
+            "PURGE BINARY LOGS",
+            "SHOW BINLOG EVENTS IN",
+            "select '/* unterminated",
+        ] {
+            assert_eq!(parse(s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn show_binlog_events_with_its_clauses() {
+        assert_eq!(
+            parse("SHOW BINLOG EVENTS"),
+            Some(Statement::ShowBinlogEvents(ShowEvents::default()))
+        );
+        assert_eq!(
+            parse("show binlog events in 'manifold-bin.000002' from 256 limit 2, 10"),
+            Some(Statement::ShowBinlogEvents(ShowEvents {
+                file: Some("manifold-bin.000002".into()),
+                from: Some(256),
+                offset: 2,
+                limit: Some(10),
+            }))
+        );
+        assert_eq!(
+            parse("SHOW BINLOG EVENTS LIMIT 3"),
+            Some(Statement::ShowBinlogEvents(ShowEvents {
+                limit: Some(3),
+                ..ShowEvents::default()
+            }))
+        );
+    }
+
+    #[test]
+    fn selects_of_owned_variables_only() {
+        let Some(Statement::Select(items)) =
+            parse("SELECT @@global.server_id AS sid, @@GTID_BINLOG_POS, @master_binlog_checksum")
+        else {
+            panic!("a select of owned variables");
+        };
+        assert_eq!(
+            items,
+            vec![
+                SelectItem {
+                    selected: Selected::System("server_id"),
+                    column: "sid".into()
+                },
+                SelectItem {
+                    selected: Selected::System("gtid_binlog_pos"),
+                    column: "@@gtid_binlog_pos".into()
+                },
+                SelectItem {
+                    selected: Selected::User("master_binlog_checksum"),
+                    column: "@master_binlog_checksum".into()
+                },
+            ]
+        );
+        // One variable the backend owns: the whole statement goes there.
+        assert_eq!(parse("SELECT @@server_id, @@version"), None);
+        assert_eq!(parse("SELECT @@version_comment LIMIT 1"), None);
+        assert_eq!(parse("SELECT @app_var"), None);
+        assert_eq!(parse("SELECT @@server_id FROM dual"), None);
+        assert_eq!(parse("SELECT @@foo.server_id"), None);
+    }
+
+    #[test]
+    fn show_variables_when_every_name_is_owned() {
+        assert_eq!(
+            parse("SHOW GLOBAL VARIABLES LIKE 'binlog_checksum'"),
+            Some(Statement::ShowVariables(vec!["binlog_checksum"]))
+        );
+        assert_eq!(
+            parse("show variables like 'SERVER_ID'"),
+            Some(Statement::ShowVariables(vec!["server_id"]))
+        );
+        assert_eq!(
+            parse("SHOW VARIABLES WHERE Variable_name IN ('log_bin', 'binlog_format', 'log_bin')"),
+            Some(Statement::ShowVariables(vec!["binlog_format", "log_bin"]))
+        );
+        assert_eq!(
+            parse("SHOW SESSION VARIABLES WHERE variable_name = 'gtid_domain_id'"),
+            Some(Statement::ShowVariables(vec!["gtid_domain_id"]))
+        );
+        // `_` is a wildcard; `%` may match the backend's variables.
+        assert_eq!(
+            parse("SHOW VARIABLES LIKE 'gtid_binlog_po_'"),
+            Some(Statement::ShowVariables(vec!["gtid_binlog_pos"]))
+        );
+        assert_eq!(parse("SHOW VARIABLES LIKE 'binlog%'"), None);
+        assert_eq!(parse("SHOW VARIABLES LIKE 'version'"), None);
+        assert_eq!(
+            parse("SHOW VARIABLES WHERE Variable_name IN ('log_bin', 'version')"),
+            None
+        );
+        assert_eq!(parse("SHOW VARIABLES"), None);
+    }
+
+    #[test]
+    fn like_patterns() {
+        assert!(like("server_id", "SERVER_ID"));
+        assert!(like("server_id", "server%"));
+        assert!(like("server_id", "%_id"));
+        assert!(like("log_bin", "log_bi_"));
+        assert!(!like("log_bin", "log_bi"));
+        assert!(!like("log_bin", "log_bin_"));
+        assert!(like("", "%"));
+    }
+
+    #[test]
+    fn replication_variables_set_in_one_statement() {
+        assert_eq!(
+            parse("SET @master_binlog_checksum= @@global.binlog_checksum, @mariadb_slave_capability=4"),
+            Some(Statement::Set(vec![
+                ("master_binlog_checksum", Value::Str("CRC32".into())),
+                ("mariadb_slave_capability", Value::Int(4)),
+            ]))
+        );
+        assert_eq!(
+            parse("set @slave_connect_state='0-1-5', @slave_gtid_strict_mode=1, @master_heartbeat_period = 1000000000;"),
+            Some(Statement::Set(vec![
+                ("slave_connect_state", Value::Str("0-1-5".into())),
+                ("slave_gtid_strict_mode", Value::Int(1)),
+                ("master_heartbeat_period", Value::Int(1_000_000_000)),
+            ]))
+        );
+        assert_eq!(
+            parse("SET @master_binlog_checksum='NONE'"),
+            Some(Statement::Set(vec![(
+                "master_binlog_checksum",
+                Value::Str("NONE".into())
+            )]))
+        );
+        // Anything else in the SET, or a value manifold does not compute: forwarded.
+        assert_eq!(parse("SET @slave_uuid=uuid()"), None);
+        assert_eq!(parse("SET @master_binlog_checksum='CRC32', @app=1"), None);
+        assert_eq!(parse("SET NAMES utf8"), None);
+        assert_eq!(parse("SET @@session.wait_timeout=5"), None);
+    }
+}

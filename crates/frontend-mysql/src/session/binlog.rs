@@ -1,0 +1,232 @@
+//! The global binlog on the MySQL port: with it on, manifold is the one server for binlog
+//! purposes. Dumps stream manifold's own files; binlog statements and variables are answered
+//! from its state; the replication `@vars` a replica sets stay in the session for its dump.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use manifold_cdc::serve::answer::{self, err};
+use manifold_cdc::serve::dump::{self, Dump, DumpOutcome, DumpRequest};
+use manifold_cdc::serve::sql::Statement;
+use manifold_cdc::state::{ConsumerStatus, Request};
+use manifold_cdc::BinlogShared;
+use manifold_mysql_proto::packets::ErrPacket;
+use manifold_mysql_proto::LogicalPacket;
+use tokio::sync::futures::Notified;
+use tokio::sync::oneshot;
+
+use super::decode::BinlogCommand;
+use super::{End, Session};
+
+impl Session {
+    /// Runs a binlog command or statement (the global binlog is on).
+    pub(super) async fn binlog(
+        &mut self,
+        command: BinlogCommand,
+        p: LogicalPacket,
+        seq: u8,
+        killed: Pin<&mut Notified<'_>>,
+    ) -> Result<(), End> {
+        let Some(shared) = self.fe.shared.binlog.clone() else {
+            self.io.consume(p.raw_len);
+            let e = err(1381, "HY000", "You are not using binary logging");
+            return self.send_err_packet(seq, &e).await;
+        };
+        match command {
+            BinlogCommand::Dump => {
+                let payload = p.payload(&self.io.rbuf).into_owned();
+                self.io.consume(p.raw_len);
+                self.binlog_dump(&shared, &payload, seq, killed).await
+            }
+            BinlogCommand::DumpGtid => {
+                self.io.consume(p.raw_len);
+                let e = err(1236, "HY000", "manifold's global binlog is served in the MariaDB dialect: connect with MariaDB GTID positioning (SET @slave_connect_state, then COM_BINLOG_DUMP), or by file and position; MySQL's COM_BINLOG_DUMP_GTID is not supported");
+                self.send_err_packet(seq, &e).await
+            }
+            BinlogCommand::RegisterSlave => {
+                let payload = p.payload(&self.io.rbuf).into_owned();
+                self.io.consume(p.raw_len);
+                // server_id u32 first; the rest (host, user, password, port...) is not used.
+                if let Some(id) = payload.get(1..5) {
+                    self.binlog.registered_server_id =
+                        Some(u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
+                }
+                self.send_ok(seq).await
+            }
+            BinlogCommand::Statement(s) => {
+                self.io.consume(p.raw_len);
+                self.binlog_statement(&shared, s, seq).await
+            }
+        }
+    }
+
+    async fn binlog_dump(
+        &mut self,
+        shared: &Arc<BinlogShared>,
+        payload: &[u8],
+        seq: u8,
+        killed: Pin<&mut Notified<'_>>,
+    ) -> Result<(), End> {
+        if !shared.may_replicate(&self.user.name) {
+            return self
+                .send_err_packet(seq, &answer::access_denied("REPLICATION SLAVE"))
+                .await;
+        }
+        let Some(request) = DumpRequest::parse(payload) else {
+            let e = err(1105, "HY000", "Malformed COM_BINLOG_DUMP packet");
+            return self.send_err_packet(seq, &e).await;
+        };
+        let consumer = ConsumerStatus {
+            id: u64::from(self.id),
+            user: self.user.name.clone(),
+            addr: self.peer.to_string(),
+            ..ConsumerStatus::default()
+        };
+        let mut dump = match Dump::start(shared.clone(), &request, &self.binlog, consumer) {
+            Ok(d) => d,
+            Err(e) => return self.send_err_packet(seq, &e).await,
+        };
+        tracing::info!(connection = self.id, peer = %self.peer, file = %request.file, pos = request.pos, server_id = request.server_id, "binlog dump started");
+        let ctx = self.ctx.clone();
+        let stop = async move {
+            tokio::select! {
+                () = killed => {}
+                () = ctx.drain().notified() => {}
+            }
+        };
+        let outcome = dump::run(&mut self.io.stream, seq, &mut dump, stop, self.status).await;
+        tracing::info!(connection = self.id, ?outcome, "binlog dump ended");
+        match outcome {
+            DumpOutcome::Finished | DumpOutcome::Failed(_) => Ok(()),
+            DumpOutcome::ClientGone => Err(End::ClientGone),
+            DumpOutcome::Stopped if self.ctx.drain().is_draining() => Err(End::Shutdown),
+            DumpOutcome::Stopped => Err(End::Killed),
+        }
+    }
+
+    async fn binlog_statement(
+        &mut self,
+        shared: &Arc<BinlogShared>,
+        statement: Statement,
+        seq: u8,
+    ) -> Result<(), End> {
+        let (columns, rows) = match statement {
+            Statement::ShowMasterStatus => answer::master_status(shared),
+            Statement::ShowBinaryLogs => answer::binary_logs(shared),
+            Statement::Select(items) => answer::select(shared, &self.binlog, &items),
+            Statement::ShowVariables(names) => answer::show_variables(shared, &names),
+            Statement::Set(vars) => {
+                for (name, value) in vars {
+                    self.binlog.set(name, value);
+                }
+                return self.send_ok(seq).await;
+            }
+            Statement::ShowBinlogEvents(q) => {
+                if !shared.may_replicate(&self.user.name) {
+                    return self
+                        .send_err_packet(seq, &answer::access_denied("BINLOG MONITOR"))
+                        .await;
+                }
+                // Reads a file: off the worker thread.
+                let for_job = shared.clone();
+                let read = self
+                    .ctx
+                    .blocking()
+                    .spawn(move || answer::binlog_events(&for_job, &q))
+                    .await;
+                match read {
+                    Ok(Ok(set)) => set,
+                    Ok(Err(e)) => return self.send_err_packet(seq, &e).await,
+                    Err(e) => {
+                        let e = err(1105, "HY000", format!("SHOW BINLOG EVENTS failed: {e}"));
+                        return self.send_err_packet(seq, &e).await;
+                    }
+                }
+            }
+            admin => return self.binlog_admin(shared, admin, seq).await,
+        };
+        self.send_result_set(seq, &columns, &rows).await
+    }
+
+    /// `PURGE`, `FLUSH BINARY LOGS`, `RESET MASTER`: answered by the binlog service thread.
+    async fn binlog_admin(
+        &mut self,
+        shared: &Arc<BinlogShared>,
+        statement: Statement,
+        seq: u8,
+    ) -> Result<(), End> {
+        if !shared.may_replicate(&self.user.name) {
+            return self
+                .send_err_packet(seq, &answer::access_denied("BINLOG ADMIN"))
+                .await;
+        }
+        let stopped = || err(1105, "HY000", "The global binlog service is not running");
+        let purge_failed = |m: String| {
+            let code = if m.contains("not found") || m.contains("unknown") {
+                1373
+            } else {
+                1377
+            };
+            err(code, "HY000", m)
+        };
+        let result: Result<(), ErrPacket> = match statement {
+            Statement::PurgeTo(file) => {
+                let (tx, rx) = oneshot::channel();
+                if shared.request(Request::PurgeTo(file, tx)) {
+                    match rx.await {
+                        Ok(Ok(_)) => Ok(()),
+                        Ok(Err(m)) => Err(purge_failed(m)),
+                        Err(_) => Err(stopped()),
+                    }
+                } else {
+                    Err(stopped())
+                }
+            }
+            Statement::PurgeBefore(text) => match answer::parse_datetime(&text) {
+                None => Err(err(
+                    1525,
+                    "HY000",
+                    format!("Incorrect DATETIME value: '{text}'"),
+                )),
+                Some(time) => {
+                    let (tx, rx) = oneshot::channel();
+                    if shared.request(Request::PurgeBefore(time, tx)) {
+                        match rx.await {
+                            Ok(Ok(_)) => Ok(()),
+                            Ok(Err(m)) => Err(purge_failed(m)),
+                            Err(_) => Err(stopped()),
+                        }
+                    } else {
+                        Err(stopped())
+                    }
+                }
+            },
+            Statement::PurgeBeforeExpression => Err(err(
+                1235,
+                "42000",
+                "manifold's global binlog takes PURGE BINARY LOGS BEFORE 'YYYY-MM-DD hh:mm:ss' (a literal, UTC)",
+            )),
+            Statement::FlushBinaryLogs => {
+                let (tx, rx) = oneshot::channel();
+                if shared.request(Request::Rotate(tx)) {
+                    match rx.await {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(m)) => Err(err(1105, "HY000", m)),
+                        Err(_) => Err(stopped()),
+                    }
+                } else {
+                    Err(stopped())
+                }
+            }
+            _ => Err(err(
+                1235,
+                "42000",
+                "RESET MASTER is refused: replicas and CDC tools depend on the global binlog's positions; remove old files with PURGE BINARY LOGS",
+            )),
+        };
+        match result {
+            Ok(()) => self.send_ok(seq).await,
+            Err(e) => self.send_err_packet(seq, &e).await,
+        }
+    }
+}
