@@ -216,7 +216,7 @@ pub fn table_map_names(event: &[u8]) -> Result<(&[u8], &[u8]), EventError> {
 /// The statement text of an `ANNOTATE_ROWS` event (with checksum) or MySQL `ROWS_QUERY`.
 pub fn annotate_text(event: &[u8]) -> &[u8] {
     let end = event.len().saturating_sub(CHECKSUM_LEN);
-    match event[4] {
+    match event.get(4).copied().unwrap_or_default() {
         // MySQL's Rows_query: one length byte (ignored by the server; the text runs to the end).
         types::ROWS_QUERY => event.get(HEADER_LEN + 1..end).unwrap_or_default(),
         _ => event.get(HEADER_LEN..end).unwrap_or_default(),
@@ -479,5 +479,6 @@ mod tests {
         let q = query(0, 1, b"test", b"CREATE TABLE t (a INT)");
         assert_eq!(query_text(&q).unwrap(), b"CREATE TABLE t (a INT)");
         assert_eq!(annotate_text(&annotate(0, 1, b"x y")), b"x y");
+        assert_eq!(annotate_text(&[]), b"");
     }
 }

@@ -1,17 +1,20 @@
 //! One source's event stream grouped into whole transactions.
 //!
-//! OWNER: the codec helper (API fixed here; bodies to build).
+//! OWNER: the codec helper.
 //!
 //! MariaDB: a transaction is a GTID event, then its events (annotate, table maps, rows,
 //! queries), ended by an XID event, a `COMMIT` query, or — for a GTID flagged standalone
 //! (DDL) — the one query after the GTID. Events outside transactions (format description,
-//! rotate, GTID list, binlog checkpoint, heartbeat) are not part of any.
+//! rotate, GTID list, binlog checkpoint, heartbeat) are not part of any. A non-transactional
+//! group (a MyISAM write the server could not roll back) ends with a `ROLLBACK` query instead
+//! of `COMMIT`; an XA transaction's groups end with `XA PREPARE`, `XA COMMIT` or `XA ROLLBACK`.
 
 use std::time::Instant;
 
-use crate::event::EventError;
+use crate::event::{self, gtid_flags, types, EventError, Header};
 use crate::gtid::Gtid;
 use crate::spill::{Budget, TxnBody};
+use crate::stamp;
 
 /// A whole transaction of one source.
 #[derive(Debug)]
@@ -24,7 +27,7 @@ pub struct SourceTxn {
     pub gtid_flags: u8,
     /// Commit time on the source (header timestamp of the last event), seconds.
     pub timestamp: u32,
-    /// The first ordering stamp found in its annotate events (`stamp::parse`).
+    /// The first ordering stamp found in its annotate events or statements (`stamp::parse`).
     pub stamp: Option<u64>,
     /// Only writes to the heartbeat table: it advances the watermark and is not written out.
     pub heartbeat: bool,
@@ -54,6 +57,20 @@ pub struct Assembler {
     heartbeat_schema: Vec<u8>,
     heartbeat_table: Vec<u8>,
     budget: Budget,
+    open: Option<OpenTxn>,
+}
+
+/// What is known of the transaction being received.
+#[derive(Debug)]
+struct OpenTxn {
+    gtid: Gtid,
+    gtid_flags: u8,
+    stamp: Option<u64>,
+    table_maps: u32,
+    /// Every table map so far named the heartbeat table.
+    only_heartbeat_tables: bool,
+    dml_events: u32,
+    body: TxnBody,
 }
 
 impl Assembler {
@@ -64,23 +81,172 @@ impl Assembler {
             heartbeat_schema: heartbeat.0.as_bytes().to_vec(),
             heartbeat_table: heartbeat.1.as_bytes().to_vec(),
             budget: budget.clone(),
+            open: None,
         }
     }
 
     /// Takes one event (header to checksum, checksum already verified); returns the
     /// transaction it completes, if it does.
-    pub fn push(&mut self, _event: &[u8]) -> Result<Option<SourceTxn>, TxnError> {
-        let _ = (&self.heartbeat_schema, &self.heartbeat_table, &self.budget);
-        todo!("codec helper")
+    pub fn push(&mut self, event: &[u8]) -> Result<Option<SourceTxn>, TxnError> {
+        let header = Header::parse(event)?;
+        if header.event_size as usize != event.len() {
+            return Err(EventError::Malformed {
+                type_code: header.type_code,
+                what: "event size in the header differs from the event's length",
+            }
+            .into());
+        }
+        match header.type_code {
+            types::GTID => {
+                self.open_txn(event)?;
+                Ok(None)
+            }
+            // Outside any transaction: file and stream framing.
+            types::FORMAT_DESCRIPTION
+            | types::ROTATE
+            | types::STOP
+            | types::GTID_LIST
+            | types::BINLOG_CHECKPOINT
+            | types::HEARTBEAT
+            | types::HEARTBEAT_V2 => Ok(None),
+            types::START_ENCRYPTION => Err(EventError::Malformed {
+                type_code: types::START_ENCRYPTION,
+                what: "encrypted binlogs are not supported (turn encrypt_binlog off)",
+            }
+            .into()),
+            types::MYSQL_GTID
+            | types::ANONYMOUS_GTID
+            | types::PREVIOUS_GTIDS
+            | types::TRANSACTION_PAYLOAD => Err(TxnError::Sequence(format!(
+                "MySQL sources are not supported yet (event type {})",
+                header.type_code
+            ))),
+            types::INCIDENT => Err(TxnError::Sequence(
+                "the source logged an incident (events were lost on it)".to_string(),
+            )),
+            _ => self.body_event(&header, event),
+        }
+    }
+
+    fn open_txn(&mut self, event: &[u8]) -> Result<(), TxnError> {
+        let (gtid, flags) = event::parse_mariadb_gtid(event)?;
+        if let Some(open) = &self.open {
+            return Err(TxnError::Sequence(format!(
+                "GTID {gtid} began while transaction {} was still open",
+                open.gtid
+            )));
+        }
+        self.open = Some(OpenTxn {
+            gtid,
+            gtid_flags: flags,
+            stamp: None,
+            table_maps: 0,
+            only_heartbeat_tables: true,
+            dml_events: 0,
+            body: TxnBody::new(&self.budget),
+        });
+        Ok(())
+    }
+
+    fn body_event(&mut self, header: &Header, event: &[u8]) -> Result<Option<SourceTxn>, TxnError> {
+        let Some(open) = self.open.as_mut() else {
+            return Err(TxnError::Sequence(format!(
+                "event of type {} outside a transaction (no GTID event before it)",
+                header.type_code
+            )));
+        };
+        let standalone = open.gtid_flags & gtid_flags::STANDALONE != 0;
+        let ends = match header.type_code {
+            types::XID => true,
+            types::QUERY => {
+                let text = event::query_text(event)?;
+                if open.stamp.is_none() {
+                    open.stamp = stamp::parse(text);
+                }
+                standalone || ends_group(text)
+            }
+            // Its text is compressed: only a standalone group (DDL) ends with it; COMMIT and
+            // ROLLBACK are too short for the server to compress.
+            types::QUERY_COMPRESSED => standalone,
+            types::ANNOTATE_ROWS | types::ROWS_QUERY => {
+                if open.stamp.is_none() {
+                    open.stamp = stamp::parse(event::annotate_text(event));
+                }
+                false
+            }
+            types::TABLE_MAP => {
+                let (schema, table) = event::table_map_names(event)?;
+                open.table_maps += 1;
+                open.only_heartbeat_tables &=
+                    schema == self.heartbeat_schema && table == self.heartbeat_table;
+                open.dml_events += 1;
+                false
+            }
+            t if types::is_rows(t) => {
+                open.dml_events += 1;
+                false
+            }
+            _ => false,
+        };
+        open.body.push(event)?;
+        Ok(if ends {
+            self.close(header.timestamp)
+        } else {
+            None
+        })
+    }
+
+    /// Ends the open transaction at an event stamped `timestamp`.
+    fn close(&mut self, timestamp: u32) -> Option<SourceTxn> {
+        let open = self.open.take()?;
+        Some(SourceTxn {
+            source: self.source,
+            gtid: open.gtid,
+            gtid_flags: open.gtid_flags,
+            timestamp,
+            stamp: open.stamp,
+            heartbeat: open.table_maps > 0 && open.only_heartbeat_tables,
+            body: open.body,
+            dml_events: open.dml_events,
+            received: Instant::now(),
+        })
     }
 
     /// A transaction is open (its GTID seen, not its end).
     pub fn in_transaction(&self) -> bool {
-        todo!("codec helper")
+        self.open.is_some()
     }
 
     /// Drops a half-received transaction (the source connection was lost).
     pub fn reset(&mut self) {
-        todo!("codec helper")
+        self.open = None;
     }
 }
+
+/// Whether a query ends the group it is in: `COMMIT`, `ROLLBACK` (a non-transactional write
+/// that could not be undone), or the last statement of an XA transaction's group.
+fn ends_group(text: &[u8]) -> bool {
+    let text = text.trim_ascii();
+    if text.eq_ignore_ascii_case(b"COMMIT") || text.eq_ignore_ascii_case(b"ROLLBACK") {
+        return true;
+    }
+    let Some(rest) = strip_word(text, b"XA") else {
+        return false;
+    };
+    [&b"PREPARE"[..], b"COMMIT", b"ROLLBACK"]
+        .iter()
+        .any(|word| strip_word(rest, word).is_some())
+}
+
+/// `text` after `word` (any case) and the blanks following it, if it starts with that word.
+fn strip_word<'a>(text: &'a [u8], word: &[u8]) -> Option<&'a [u8]> {
+    let head = text.get(..word.len())?;
+    let rest = &text[word.len()..];
+    if !head.eq_ignore_ascii_case(word) || rest.first().is_some_and(|b| !b.is_ascii_whitespace()) {
+        return None;
+    }
+    Some(rest.trim_ascii_start())
+}
+
+#[cfg(test)]
+mod tests;
