@@ -1,0 +1,1 @@
+//! mariadb-binlog reads the files.
