@@ -120,7 +120,11 @@ fn workload(budget: &Budget, i: u64) -> SourceTxn {
         );
     }
     let source_table = 100 + i % 3 + source as u64 * 1000;
-    let table = if i.is_multiple_of(3) { &b"a"[..] } else { &b"b"[..] };
+    let table = if i.is_multiple_of(3) {
+        &b"a"[..]
+    } else {
+        &b"b"[..]
+    };
     let values: Vec<i32> = (0..(i % 5 + 1) as i32).map(|v| v + i as i32 * 10).collect();
     let mut events = vec![event::annotate(
         1,
