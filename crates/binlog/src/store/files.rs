@@ -160,7 +160,20 @@ pub(super) fn read_event_at(file: &File, at: u64, event: &mut Vec<u8>) -> std::i
     if !read_full_at(file, event, at)? {
         return Ok(false);
     }
-    Ok(event::verify_checksum(event).is_ok())
+    Ok(verify_file_checksum(event))
+}
+
+/// Checks an event's CRC32 as it lies in a file: MariaDB computes a format description's
+/// checksum with `BINLOG_IN_USE` clear, and sets or clears the flag without touching it.
+pub(super) fn verify_file_checksum(event: &mut [u8]) -> bool {
+    if event.len() < HEADER_LEN || event[4] != types::FORMAT_DESCRIPTION {
+        return event::verify_checksum(event).is_ok();
+    }
+    let flags = [event[17], event[18]];
+    event[17] &= !(flags::BINLOG_IN_USE as u8);
+    let ok = event::verify_checksum(event).is_ok();
+    event[17..19].copy_from_slice(&flags);
+    ok
 }
 
 /// `read_exact_at` that says false at the end of the file instead of failing.
@@ -182,13 +195,16 @@ pub(super) fn create_file(
 ) -> Result<(File, u64), StoreError> {
     let mut bytes = MAGIC.to_vec();
     for mut event in [
-        event::format_description(timestamp, server_id, true),
+        event::format_description(timestamp, server_id, false),
         event::mariadb_gtid_list(timestamp, server_id, gtid_list),
     ] {
         let end = bytes.len() + event.len();
         event::finish(&mut event, Some(server_id), end as u32);
         bytes.extend_from_slice(&event);
     }
+    // Open: in use, the checksum staying the one computed without the flag (as MariaDB).
+    let fde_flags = 4 + 17;
+    bytes[fde_flags] |= flags::BINLOG_IN_USE as u8;
     let mut file = OpenOptions::new()
         .write(true)
         .read(true)
@@ -203,7 +219,7 @@ pub(super) fn create_file(
 }
 
 /// Sets or clears `BINLOG_IN_USE` in the format description of `file` (MariaDB's "this file
-/// is open" mark), checksum included.
+/// is open" mark); the checksum is computed without it and stays.
 pub(super) fn set_in_use(file: &File, path: &Path, in_use: bool) -> Result<(), StoreError> {
     let mut fde = Vec::new();
     if !read_event_at(file, 4, &mut fde).map_err(|e| io_error(path, e))? {
@@ -218,7 +234,6 @@ pub(super) fn set_in_use(file: &File, path: &Path, in_use: bool) -> Result<(), S
     if flags == header.flags {
         return Ok(());
     }
-    fde[17..19].copy_from_slice(&flags.to_le_bytes());
-    event::finish(&mut fde, None, header.log_pos);
-    file.write_all_at(&fde, 4).map_err(|e| io_error(path, e))
+    file.write_all_at(&flags.to_le_bytes(), 4 + 17)
+        .map_err(|e| io_error(path, e))
 }
