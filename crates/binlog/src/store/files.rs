@@ -163,17 +163,10 @@ pub(super) fn read_event_at(file: &File, at: u64, event: &mut Vec<u8>) -> std::i
     Ok(verify_file_checksum(event))
 }
 
-/// Checks an event's CRC32 as it lies in a file: MariaDB computes a format description's
-/// checksum with `BINLOG_IN_USE` clear, and sets or clears the flag without touching it.
+/// Checks an event's CRC32 as it lies in a file (a format description's in-use flag is not
+/// covered: see [`event::verify_checksum`]).
 pub(super) fn verify_file_checksum(event: &mut [u8]) -> bool {
-    if event.len() < HEADER_LEN || event[4] != types::FORMAT_DESCRIPTION {
-        return event::verify_checksum(event).is_ok();
-    }
-    let flags = [event[17], event[18]];
-    event[17] &= !(flags::BINLOG_IN_USE as u8);
-    let ok = event::verify_checksum(event).is_ok();
-    event[17..19].copy_from_slice(&flags);
-    ok
+    event::verify_checksum(event).is_ok()
 }
 
 /// `read_exact_at` that says false at the end of the file instead of failing.
