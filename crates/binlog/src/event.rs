@@ -148,7 +148,20 @@ pub fn verify_checksum(event: &[u8]) -> Result<(), EventError> {
     }
     let (body, tail) = event.split_at(event.len() - CHECKSUM_LEN);
     let stored = u32_at(tail, 0);
-    let computed = crc32(body);
+    let computed =
+        if body[4] == types::FORMAT_DESCRIPTION && body[17] & (flags::BINLOG_IN_USE as u8) != 0 {
+            // MariaDB computes a format description's checksum with `BINLOG_IN_USE` clear and
+            // sets or clears the flag in the file without touching the checksum.
+            let mut header = [0u8; HEADER_LEN];
+            header.copy_from_slice(&body[..HEADER_LEN]);
+            header[17] &= !(flags::BINLOG_IN_USE as u8);
+            let mut h = crc32fast::Hasher::new();
+            h.update(&header);
+            h.update(&body[HEADER_LEN..]);
+            h.finalize()
+        } else {
+            crc32(body)
+        };
     if stored == computed {
         Ok(())
     } else {
@@ -290,14 +303,12 @@ pub fn format_description(timestamp: u32, server_id: u32, in_use: bool) -> Vec<u
     body.push(HEADER_LEN as u8);
     body.extend_from_slice(MARIADB_POST_HEADER_LENGTHS);
     body.push(CHECKSUM_ALG_CRC32);
-    let flags = if in_use { flags::BINLOG_IN_USE } else { 0 };
-    build(
-        types::FORMAT_DESCRIPTION,
-        timestamp,
-        server_id,
-        flags,
-        &body,
-    )
+    // The checksum is computed with the in-use flag clear (see `verify_checksum`).
+    let mut e = build(types::FORMAT_DESCRIPTION, timestamp, server_id, 0, &body);
+    if in_use {
+        e[17..19].copy_from_slice(&flags::BINLOG_IN_USE.to_le_bytes());
+    }
+    e
 }
 
 /// A rotate event to `file` at `position` (MariaDB and MySQL alike).
@@ -426,6 +437,7 @@ mod tests {
     fn built_events_carry_their_size_and_a_valid_checksum() {
         for e in [
             format_description(1, 7, true),
+            format_description(1, 7, false),
             rotate(7, b"manifold-bin.000002", 4, true),
             heartbeat(7, b"manifold-bin.000001", 1234),
             annotate(1, 7, b"hello"),

@@ -15,8 +15,22 @@
 //! cut there; each source's state is the one the file's first transaction records, advanced
 //! by every origin after it.
 //!
+//! Timestamps written come from the transactions, never the clock, so that the same input gives
+//! the same bytes (a recovered run continues byte-identical to an uninterrupted one): a file's
+//! format description and GTID list carry the timestamp of the transaction that opened it by
+//! rotation (0 for a file started empty), its rotate event 0.
+//!
+//! Table ids are renumbered per file by `(source, schema, table)` — the first table seen in a
+//! file gets 1 — rather than by the source's table id, because recovery can rebuild that map
+//! from the file's own table maps and so continue a file with the ids an uninterrupted run
+//! would have used. Every table map still precedes its rows inside its transaction, which is
+//! all replicas and CDC readers rely on.
+//!
 //! [`Origin`]: crate::origin::Origin
 
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufWriter;
 use std::path::PathBuf;
 
 use crate::gtid::GtidPos;
@@ -85,96 +99,159 @@ pub struct FileInfo {
 /// Appends transactions to the global binlog (one writer per directory).
 #[derive(Debug)]
 pub struct Writer {
-    _opts: StoreOptions,
+    opts: StoreOptions,
+    /// Every file in the index, the current one last (its size as of the last rotation or
+    /// recovery; `size` below is the live one).
+    files: Vec<FileInfo>,
+    /// Number of the current file (`{base}.{number:06}`).
+    number: u32,
+    out: BufWriter<File>,
+    /// End of what is written to the current file, buffered bytes included.
+    size: u64,
+    /// The current file holds a transaction (so the next one records no source states and a
+    /// transaction that does not fit rotates first).
+    file_has_txn: bool,
+    sources: Vec<SourceState>,
+    gtid: GtidPos,
+    next_seq: u64,
+    tables: TableIds,
+    /// Scratch for one event at a time.
+    event: Vec<u8>,
+    /// A write failed half way: the file's tail is unknown until recovery runs again.
+    broken: bool,
+}
+
+/// The per-file table id map: `(source, schema NUL table) -> id in this file`.
+#[derive(Debug, Default)]
+struct TableIds {
+    by_source: Vec<HashMap<Vec<u8>, u64>>,
+    next: u64,
+    /// Source table id -> file table id for the transaction being written.
+    in_txn: Vec<(u64, u64)>,
+    name: Vec<u8>,
+}
+
+impl TableIds {
+    fn new(sources: usize) -> TableIds {
+        TableIds {
+            by_source: vec![HashMap::new(); sources],
+            next: 1,
+            in_txn: Vec::new(),
+            name: Vec::new(),
+        }
+    }
+
+    /// The file's id for `schema.table` of `source`, assigning the next one on first sight.
+    fn id_for(&mut self, source: usize, schema: &[u8], table: &[u8]) -> u64 {
+        self.name.clear();
+        self.name.extend_from_slice(schema);
+        self.name.push(0);
+        self.name.extend_from_slice(table);
+        let Some(map) = self.by_source.get_mut(source) else {
+            // A source recovery met in the file but no longer configured: it never writes
+            // again, the id only has to stay taken.
+            let id = self.next;
+            self.next += 1;
+            return id;
+        };
+        if let Some(&id) = map.get(self.name.as_slice()) {
+            return id;
+        }
+        let id = self.next;
+        self.next += 1;
+        map.insert(self.name.clone(), id);
+        id
+    }
+
+    /// Recovery: `schema NUL table` of `source` had `id` in the file.
+    fn restore(&mut self, source: Option<usize>, name: Vec<u8>, id: u64) {
+        self.next = self.next.max(id + 1);
+        if let Some(map) = source.and_then(|s| self.by_source.get_mut(s)) {
+            map.insert(name, id);
+        }
+    }
 }
 
 impl Writer {
     /// Recovers the directory (creating it when missing) and opens it for appending.
-    pub fn open(_opts: StoreOptions) -> Result<(Writer, Recovered), StoreError> {
-        todo!("store helper")
+    pub fn open(opts: StoreOptions) -> Result<(Writer, Recovered), StoreError> {
+        recover::open(opts)
     }
 
     /// Writes one transaction of source `txn.source` with its global `key`, rotating first
     /// when needed. Bytes are in the file (visible to readers) once [`Writer::flush`] ran.
-    pub fn append(&mut self, _txn: &SourceTxn, _key: u64) -> Result<Appended, StoreError> {
-        todo!("store helper")
+    pub fn append(&mut self, txn: &SourceTxn, key: u64) -> Result<Appended, StoreError> {
+        self.append_txn(txn, key)
     }
 
     /// Writes what is buffered to the file.
     pub fn flush(&mut self) -> Result<(), StoreError> {
-        todo!("store helper")
+        use std::io::Write as _;
+        let path = self.current_path();
+        self.out.flush().map_err(|e| io_error(&path, e))
     }
 
     /// Where the next transaction will start (the end of what is written).
     pub fn end(&self) -> Position {
-        todo!("store helper")
+        Position {
+            file: files::file_name(&self.opts.base_name, self.number),
+            pos: self.size,
+        }
     }
 
     pub fn gtid_pos(&self) -> GtidPos {
-        todo!("store helper")
+        self.gtid.clone()
     }
 
     /// Each source's state after what is written.
     pub fn sources(&self) -> &[SourceState] {
-        todo!("store helper")
+        &self.sources
     }
 
     pub fn files(&self) -> Vec<FileInfo> {
-        todo!("store helper")
+        let mut files = self.files.clone();
+        if let Some(current) = files.last_mut() {
+            current.size = self.size;
+        }
+        files
     }
 
     /// `PURGE BINARY LOGS TO 'file'`: removes the files before it (never the current one).
-    pub fn purge_to(&mut self, _file: &str) -> Result<Vec<String>, StoreError> {
-        todo!("store helper")
+    pub fn purge_to(&mut self, file: &str) -> Result<Vec<String>, StoreError> {
+        self.purge_to_file(file)
     }
 
     /// Retention: removes the oldest files while the total is over `max_bytes` (0: no limit)
     /// or a file's last write is older than `max_age` (zero: no limit); never the current one.
     pub fn retain(
         &mut self,
-        _max_bytes: u64,
-        _max_age: std::time::Duration,
+        max_bytes: u64,
+        max_age: std::time::Duration,
     ) -> Result<Vec<String>, StoreError> {
-        todo!("store helper")
+        self.retain_files(max_bytes, max_age)
     }
 }
 
-/// Reads a file of the global binlog event by event, for dumps and `SHOW BINLOG EVENTS`.
-#[derive(Debug)]
-pub struct Reader {
-    _path: PathBuf,
-}
+pub use reader::{list_files, locate_gtid, Reader};
 
-impl Reader {
-    /// Opens `file` in `dir` at `pos` (4: the first event).
-    pub fn open(_dir: &std::path::Path, _file: &str, _pos: u64) -> Result<Reader, StoreError> {
-        todo!("store helper")
-    }
-
-    /// The next whole event into `buf` if one ends at or before `limit` (the writer's end in
-    /// this file, as published); false when none does yet.
-    pub fn next_event(&mut self, _buf: &mut Vec<u8>, _limit: u64) -> Result<bool, StoreError> {
-        todo!("store helper")
-    }
-
-    /// Position of the next event.
-    pub fn pos(&self) -> u64 {
-        todo!("store helper")
+fn io_error(path: &std::path::Path, source: std::io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.display().to_string(),
+        source,
     }
 }
 
-/// The files listed in the index, in order, with their sizes.
-pub fn list_files(_dir: &std::path::Path, _base_name: &str) -> Result<Vec<FileInfo>, StoreError> {
-    todo!("store helper")
+fn damaged(path: &std::path::Path, what: impl Into<String>) -> StoreError {
+    StoreError::Damaged {
+        path: path.display().to_string(),
+        what: what.into(),
+    }
 }
 
-/// The file and position where a consumer at global position `pos` (MariaDB
-/// `@slave_connect_state`) continues: the start of the first file whose GTID list `pos`
-/// covers, and the GTID list there, which the dump skips transactions up to.
-pub fn locate_gtid(
-    _dir: &std::path::Path,
-    _base_name: &str,
-    _pos: &GtidPos,
-) -> Result<Option<(Position, GtidPos)>, StoreError> {
-    todo!("store helper")
-}
+mod files;
+mod reader;
+mod recover;
+mod writer;
+
+#[cfg(test)]
+mod tests;

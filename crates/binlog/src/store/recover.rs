@@ -1,0 +1,336 @@
+//! Recovery: the newest file is read to its last complete transaction and cut there; the
+//! sources' states and the global position are rebuilt from the file's header and origins.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufReader, BufWriter, Read as _, Seek as _, SeekFrom};
+use std::path::Path;
+
+use super::files::{
+    create_file, file_name, file_number, read_header, read_index, set_in_use, write_index,
+    MAX_EVENT,
+};
+use super::writer::WRITE_BUFFER;
+use super::{io_error, FileInfo, Recovered, StoreError, StoreOptions, TableIds, Writer};
+use crate::event::{self, gtid_flags, types, CHECKSUM_LEN, HEADER_LEN};
+use crate::gtid::{Gtid, GtidPos};
+use crate::origin::{Origin, SourceState};
+
+pub(super) fn open(opts: StoreOptions) -> Result<(Writer, Recovered), StoreError> {
+    fs::create_dir_all(&opts.dir).map_err(|e| io_error(&opts.dir, e))?;
+    let (mut names, mut rewrite_index) = read_index(&opts.dir, &opts.base_name)?;
+    loop {
+        let Some(newest) = names.last() else {
+            return start_empty(opts, 1, 0);
+        };
+        let path = opts.dir.join(newest);
+        let Some(scan) = scan_file(&path, &opts)? else {
+            // A file whose creation a crash interrupted: the index never named it, or named
+            // it just before the crash. The previous file continues.
+            let len = fs::metadata(&path).map_or(0, |m| m.len());
+            let number = file_number(&opts.base_name, newest).unwrap_or(1);
+            if names.len() == 1 {
+                tracing::warn!(file = %path.display(), "only binlog file has no intact header; starting it afresh");
+                return start_empty(opts, number, len);
+            }
+            tracing::warn!(file = %path.display(), "binlog file has no intact header; removed");
+            fs::remove_file(&path).map_err(|e| io_error(&path, e))?;
+            names.pop();
+            rewrite_index = true;
+            continue;
+        };
+        if rewrite_index {
+            write_index(&opts.dir, &opts.base_name, &names)?;
+        }
+        return resume(opts, &names, scan);
+    }
+}
+
+/// A directory without a usable file: the first file, empty.
+fn start_empty(
+    opts: StoreOptions,
+    number: u32,
+    truncated: u64,
+) -> Result<(Writer, Recovered), StoreError> {
+    let name = file_name(&opts.base_name, number);
+    let path = opts.dir.join(&name);
+    let (file, size) = create_file(&path, 0, opts.server_id, &GtidPos::default())?;
+    write_index(&opts.dir, &opts.base_name, std::slice::from_ref(&name))?;
+    let sources = empty_states(&opts);
+    let recovered = Recovered {
+        sources: sources.clone(),
+        gtid: GtidPos::default(),
+        truncated,
+    };
+    let writer = Writer {
+        files: vec![FileInfo { name, size }],
+        number,
+        out: BufWriter::with_capacity(WRITE_BUFFER, file),
+        size,
+        file_has_txn: false,
+        sources,
+        gtid: GtidPos::default(),
+        next_seq: 1,
+        tables: TableIds::new(opts.clusters.len()),
+        event: Vec::new(),
+        broken: false,
+        opts,
+    };
+    Ok((writer, recovered))
+}
+
+/// Cuts the newest file after its last complete transaction and opens it for appending.
+fn resume(
+    opts: StoreOptions,
+    names: &[String],
+    scan: Scan,
+) -> Result<(Writer, Recovered), StoreError> {
+    let newest = &names[names.len() - 1];
+    let path = opts.dir.join(newest);
+    let mut sources = scan.sources;
+    if !scan.have_sources {
+        // Not even the first transaction's origin made it: the sources stand where the
+        // previous file left them.
+        let previous = names.len().checked_sub(2).map(|i| opts.dir.join(&names[i]));
+        match previous
+            .map(|p| scan_file(&p, &opts))
+            .transpose()?
+            .flatten()
+        {
+            Some(prev) if prev.have_sources => sources = prev.sources,
+            _ => tracing::warn!(
+                file = %path.display(),
+                "no source positions recorded before this binlog file; sources start from scratch"
+            ),
+        }
+    }
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| io_error(&path, e))?;
+    let truncated = scan.len - scan.cut;
+    if truncated > 0 {
+        tracing::warn!(file = %path.display(), bytes = truncated, "cutting an incomplete transaction off the global binlog");
+        file.set_len(scan.cut).map_err(|e| io_error(&path, e))?;
+    }
+    set_in_use(&file, &path, true)?;
+    file.sync_all().map_err(|e| io_error(&path, e))?;
+    file.seek(SeekFrom::Start(scan.cut))
+        .map_err(|e| io_error(&path, e))?;
+
+    let mut files = Vec::with_capacity(names.len());
+    for name in names {
+        let p = opts.dir.join(name);
+        let size = fs::metadata(&p).map_err(|e| io_error(&p, e))?.len();
+        files.push(FileInfo {
+            name: name.clone(),
+            size,
+        });
+    }
+    let next_seq = scan
+        .gtid
+        .get(opts.domain_id)
+        .map_or(1, |g| g.seq.saturating_add(1));
+    let recovered = Recovered {
+        sources: sources.clone(),
+        gtid: scan.gtid.clone(),
+        truncated,
+    };
+    let writer = Writer {
+        files,
+        number: file_number(&opts.base_name, newest).unwrap_or(1),
+        out: BufWriter::with_capacity(WRITE_BUFFER, file),
+        size: scan.cut,
+        file_has_txn: scan.txns > 0,
+        sources,
+        gtid: scan.gtid,
+        next_seq,
+        tables: scan.tables,
+        event: Vec::new(),
+        broken: false,
+        opts,
+    };
+    Ok((writer, recovered))
+}
+
+fn empty_states(opts: &StoreOptions) -> Vec<SourceState> {
+    opts.clusters
+        .iter()
+        .map(|c| SourceState {
+            cluster: c.clone(),
+            ..SourceState::default()
+        })
+        .collect()
+}
+
+/// What a file holds up to its last complete transaction.
+struct Scan {
+    /// End of the last complete transaction (the header's end when there is none).
+    cut: u64,
+    len: u64,
+    /// The configured sources' states after the last complete transaction.
+    sources: Vec<SourceState>,
+    /// The file's first origin recorded the sources' states (else `sources` knows only what
+    /// this file's transactions say).
+    have_sources: bool,
+    gtid: GtidPos,
+    tables: TableIds,
+    txns: u64,
+}
+
+/// The transaction being read.
+struct Pending {
+    gtid: Gtid,
+    standalone: bool,
+    /// The next event is the first after the GTID event (where the origin is).
+    first: bool,
+    origin: Option<Origin>,
+    /// `(schema NUL table, file table id)` of its table maps.
+    tables: Vec<(Vec<u8>, u64)>,
+}
+
+/// Reads `path` event by event, checking every CRC32; `None` when its header is not intact.
+fn scan_file(path: &Path, opts: &StoreOptions) -> Result<Option<Scan>, StoreError> {
+    let Some(header) = read_header(path)? else {
+        return Ok(None);
+    };
+    let file = File::open(path).map_err(|e| io_error(path, e))?;
+    let len = file.metadata().map_err(|e| io_error(path, e))?.len();
+    let mut input = BufReader::with_capacity(1 << 20, file);
+    input
+        .seek(SeekFrom::Start(header.end))
+        .map_err(|e| io_error(path, e))?;
+    let mut scan = Scan {
+        cut: header.end,
+        len,
+        sources: empty_states(opts),
+        have_sources: false,
+        gtid: header.gtid_list,
+        tables: TableIds::new(opts.clusters.len()),
+        txns: 0,
+    };
+    let mut at = header.end;
+    let mut event = Vec::new();
+    let mut pending: Option<Pending> = None;
+    while read_next(&mut input, &mut event).map_err(|e| io_error(path, e))? {
+        at += event.len() as u64;
+        let type_code = event[4];
+        if type_code == types::GTID {
+            if pending.is_some() {
+                break; // a transaction without its end: nothing after it counts
+            }
+            let Ok((gtid, flags)) = event::parse_mariadb_gtid(&event) else {
+                break;
+            };
+            pending = Some(Pending {
+                gtid,
+                standalone: flags & gtid_flags::STANDALONE != 0,
+                first: true,
+                origin: None,
+                tables: Vec::new(),
+            });
+            continue;
+        }
+        let Some(txn) = pending.as_mut() else {
+            if type_code == types::ROTATE {
+                break;
+            }
+            continue;
+        };
+        let first = std::mem::replace(&mut txn.first, false);
+        let ends = match type_code {
+            types::ANNOTATE_ROWS if first => {
+                txn.origin = Origin::parse(event::annotate_text(&event));
+                if scan.txns == 0 && !scan.have_sources {
+                    if let Some(states) = txn.origin.as_ref().and_then(|o| o.sources.as_ref()) {
+                        // The state before the file's first transaction, valid even if that
+                        // transaction is cut.
+                        apply_states(&mut scan.sources, states);
+                        scan.have_sources = true;
+                    }
+                }
+                false
+            }
+            types::TABLE_MAP => {
+                if let (Ok(id), Ok((schema, table))) =
+                    (event::table_id(&event), event::table_map_names(&event))
+                {
+                    let mut name = Vec::with_capacity(schema.len() + 1 + table.len());
+                    name.extend_from_slice(schema);
+                    name.push(0);
+                    name.extend_from_slice(table);
+                    txn.tables.push((name, id));
+                }
+                false
+            }
+            types::XID | types::XA_PREPARE => true,
+            types::QUERY | types::QUERY_COMPRESSED if txn.standalone => true,
+            types::QUERY => event::query_text(&event).is_ok_and(ends_transaction),
+            _ => false,
+        };
+        if ends {
+            if let Some(txn) = pending.take() {
+                commit(&mut scan, txn, opts);
+            }
+            scan.cut = at;
+        }
+    }
+    Ok(Some(scan))
+}
+
+fn apply_states(sources: &mut [SourceState], states: &[SourceState]) {
+    for state in states {
+        if let Some(slot) = sources.iter_mut().find(|s| s.cluster == state.cluster) {
+            slot.clone_from(state);
+        }
+    }
+}
+
+fn commit(scan: &mut Scan, txn: Pending, opts: &StoreOptions) {
+    scan.gtid.update(txn.gtid);
+    scan.txns += 1;
+    let source = txn
+        .origin
+        .as_ref()
+        .and_then(|o| opts.clusters.iter().position(|c| *c == o.cluster));
+    if let (Some(origin), Some(i)) = (&txn.origin, source) {
+        let state = &mut scan.sources[i];
+        state.pos.update(origin.gtid);
+        state.key = origin.key;
+    }
+    for (name, id) in txn.tables {
+        scan.tables.restore(source, name, id);
+    }
+}
+
+/// `COMMIT` or `ROLLBACK` (what ends a transaction that began without XA).
+fn ends_transaction(text: &[u8]) -> bool {
+    let text = text.trim_ascii();
+    text.eq_ignore_ascii_case(b"COMMIT") || text.eq_ignore_ascii_case(b"ROLLBACK")
+}
+
+/// The next whole, intact event; false at the end or at a short or damaged one.
+fn read_next(input: &mut BufReader<File>, event: &mut Vec<u8>) -> std::io::Result<bool> {
+    event.clear();
+    event.resize(HEADER_LEN, 0);
+    if !read_full(input, event)? {
+        return Ok(false);
+    }
+    let size = event::u32_at(event, 9);
+    if (size as usize) < HEADER_LEN + CHECKSUM_LEN || size > MAX_EVENT {
+        return Ok(false);
+    }
+    event.resize(size as usize, 0);
+    if !read_full(input, &mut event[HEADER_LEN..])? {
+        return Ok(false);
+    }
+    Ok(event::verify_checksum(event).is_ok())
+}
+
+fn read_full(input: &mut BufReader<File>, buf: &mut [u8]) -> std::io::Result<bool> {
+    match input.read_exact(buf) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(e),
+    }
+}

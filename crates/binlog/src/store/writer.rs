@@ -1,0 +1,268 @@
+//! Appending transactions, rotation, purging.
+
+use std::io::{BufWriter, Write as _};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use super::files::{create_file, file_name, set_in_use, write_index};
+use super::{damaged, io_error, Appended, FileInfo, StoreError, TableIds, Writer};
+use crate::event::{self, types, CHECKSUM_LEN, HEADER_LEN};
+use crate::gtid::Gtid;
+use crate::origin::Origin;
+use crate::txn::SourceTxn;
+
+/// Writes go to the file in chunks of this size (or at [`Writer::flush`]).
+pub(super) const WRITE_BUFFER: usize = 256 * 1024;
+
+/// MariaDB's GTID event as manifold writes it (no commit id, no XID).
+const GTID_EVENT_LEN: u64 = 42;
+
+/// Table ids MySQL uses for a dummy rows event: no table to map.
+const DUMMY_TABLE_IDS: [u64; 2] = [0x00ff_ffff, 0xffff_ffff_ffff];
+
+impl Writer {
+    pub(super) fn current_path(&self) -> PathBuf {
+        self.opts
+            .dir
+            .join(file_name(&self.opts.base_name, self.number))
+    }
+
+    pub(super) fn append_txn(&mut self, txn: &SourceTxn, key: u64) -> Result<Appended, StoreError> {
+        if self.broken {
+            return Err(damaged(
+                &self.current_path(),
+                "an earlier write failed; reopen the global binlog to recover it",
+            ));
+        }
+        let Some(cluster) = self.opts.clusters.get(txn.source) else {
+            return Err(io_error(
+                &self.current_path(),
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("transaction of unknown source {}", txn.source),
+                ),
+            ));
+        };
+        let mut origin = Origin {
+            cluster: cluster.clone(),
+            gtid: txn.gtid,
+            key,
+            sources: None,
+        };
+        // The estimate uses the short origin so that the decision depends on the input only.
+        let estimate = GTID_EVENT_LEN
+            + (HEADER_LEN + CHECKSUM_LEN + origin.format().len()) as u64
+            + txn.body.bytes();
+        let rotated = self.file_has_txn && self.size + estimate > self.opts.max_file_size;
+        if rotated {
+            self.rotate(txn.timestamp)
+                .inspect_err(|_| self.broken = true)?;
+        }
+        if !self.file_has_txn {
+            origin.sources = Some(self.sources.clone());
+        }
+        let start = self.size;
+        let gtid = Gtid {
+            domain: self.opts.domain_id,
+            server: self.opts.server_id,
+            seq: self.next_seq,
+        };
+        let events = self
+            .write_txn(txn, gtid, &origin)
+            .inspect_err(|_| self.broken = true)?;
+        let state = &mut self.sources[txn.source];
+        state.pos.update(txn.gtid);
+        state.key = key;
+        self.gtid.update(gtid);
+        self.next_seq += 1;
+        self.file_has_txn = true;
+        Ok(Appended {
+            end: self.end(),
+            gtid,
+            bytes: self.size - start,
+            events,
+            rotated,
+        })
+    }
+
+    /// GTID, origin annotate, then the body; returns the number of events.
+    fn write_txn(
+        &mut self,
+        txn: &SourceTxn,
+        gtid: Gtid,
+        origin: &Origin,
+    ) -> Result<u64, StoreError> {
+        let mut gtid_event = event::mariadb_gtid(txn.timestamp, gtid, txn.gtid_flags);
+        self.write_event(&mut gtid_event)?;
+        let mut annotate = event::annotate(
+            txn.timestamp,
+            self.opts.server_id,
+            origin.format().as_bytes(),
+        );
+        self.write_event(&mut annotate)?;
+        let mut events = 2;
+        let mut buf = std::mem::take(&mut self.event);
+        let result = self.write_body(txn, &mut buf, &mut events);
+        self.event = buf;
+        result.map(|()| events)
+    }
+
+    fn write_body(
+        &mut self,
+        txn: &SourceTxn,
+        buf: &mut Vec<u8>,
+        events: &mut u64,
+    ) -> Result<(), StoreError> {
+        let path = self.current_path();
+        let mut body = txn.body.reader().map_err(|e| io_error(&path, e))?;
+        self.tables.in_txn.clear();
+        while body.next_event(buf).map_err(|e| io_error(&path, e))? {
+            if buf.len() < HEADER_LEN + CHECKSUM_LEN {
+                return Err(damaged(&path, "a source event shorter than its header"));
+            }
+            let type_code = buf[4];
+            if type_code == types::TABLE_MAP {
+                let source_id = event::table_id(buf).map_err(|e| damaged(&path, e.to_string()))?;
+                let (schema, table) =
+                    event::table_map_names(buf).map_err(|e| damaged(&path, e.to_string()))?;
+                let id = self.tables.id_for(txn.source, schema, table);
+                self.tables.in_txn.push((source_id, id));
+                event::set_table_id(buf, id);
+            } else if types::is_rows(type_code) {
+                let source_id = event::table_id(buf).map_err(|e| damaged(&path, e.to_string()))?;
+                if let Some(&(_, id)) = self.tables.in_txn.iter().find(|(s, _)| *s == source_id) {
+                    event::set_table_id(buf, id);
+                } else if !DUMMY_TABLE_IDS.contains(&source_id) {
+                    tracing::warn!(
+                        source = txn.source,
+                        gtid = %txn.gtid,
+                        table_id = source_id,
+                        "rows event without a table map in its transaction; table id kept"
+                    );
+                }
+            }
+            self.write_event(buf)?;
+            *events += 1;
+        }
+        Ok(())
+    }
+
+    /// Sets the event's server id, `log_pos` (its end here) and checksum, and writes it.
+    fn write_event(&mut self, event: &mut [u8]) -> Result<(), StoreError> {
+        let end = self.size + event.len() as u64;
+        let Ok(log_pos) = u32::try_from(end) else {
+            return Err(damaged(
+                &self.current_path(),
+                "a transaction takes the file past 4 GiB (binlog positions are 32-bit)",
+            ));
+        };
+        event::finish(event, Some(self.opts.server_id), log_pos);
+        if let Err(e) = self.out.write_all(event) {
+            return Err(io_error(&self.current_path(), e));
+        }
+        self.size = end;
+        Ok(())
+    }
+
+    /// Ends the current file with a rotate event and starts the next one, whose header carries
+    /// `timestamp` (the first transaction's).
+    fn rotate(&mut self, timestamp: u32) -> Result<(), StoreError> {
+        let next_name = file_name(&self.opts.base_name, self.number + 1);
+        let mut rotate = event::rotate(self.opts.server_id, next_name.as_bytes(), 4, false);
+        self.write_event(&mut rotate)?;
+        let path = self.current_path();
+        self.out.flush().map_err(|e| io_error(&path, e))?;
+        set_in_use(self.out.get_ref(), &path, false)?;
+        self.out
+            .get_ref()
+            .sync_all()
+            .map_err(|e| io_error(&path, e))?;
+        if let Some(current) = self.files.last_mut() {
+            current.size = self.size;
+        }
+
+        let next_path = self.opts.dir.join(&next_name);
+        let (file, size) = create_file(&next_path, timestamp, self.opts.server_id, &self.gtid)?;
+        let mut names: Vec<String> = self.files.iter().map(|f| f.name.clone()).collect();
+        names.push(next_name.clone());
+        write_index(&self.opts.dir, &self.opts.base_name, &names)?;
+        self.files.push(FileInfo {
+            name: next_name,
+            size,
+        });
+        self.out = BufWriter::with_capacity(WRITE_BUFFER, file);
+        self.number += 1;
+        self.size = size;
+        self.file_has_txn = false;
+        self.tables = TableIds::new(self.opts.clusters.len());
+        Ok(())
+    }
+
+    /// How many of the oldest files may go: all but the current one and — while the current
+    /// one holds no transaction — the one before it, whose transactions carry the sources'
+    /// positions that recovery needs.
+    fn removable(&self) -> usize {
+        let keep = if self.file_has_txn { 1 } else { 2 };
+        self.files.len().saturating_sub(keep)
+    }
+
+    pub(super) fn purge_to_file(&mut self, file: &str) -> Result<Vec<String>, StoreError> {
+        let Some(at) = self.files.iter().position(|f| f.name == file) else {
+            return Err(io_error(
+                &self.opts.dir.join(file),
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "target log not found in the binlog index",
+                ),
+            ));
+        };
+        self.remove_oldest(at.min(self.removable()))
+    }
+
+    pub(super) fn retain_files(
+        &mut self,
+        max_bytes: u64,
+        max_age: Duration,
+    ) -> Result<Vec<String>, StoreError> {
+        let files = self.files();
+        let mut total: u64 = files.iter().map(|f| f.size).sum();
+        let now = SystemTime::now();
+        let mut count = 0;
+        while count < self.removable() {
+            let oldest = &files[count];
+            let over_size = max_bytes > 0 && total > max_bytes;
+            let over_age = !max_age.is_zero() && {
+                let path = self.opts.dir.join(&oldest.name);
+                let modified = std::fs::metadata(&path)
+                    .and_then(|m| m.modified())
+                    .map_err(|e| io_error(&path, e))?;
+                now.duration_since(modified).unwrap_or_default() > max_age
+            };
+            if !over_size && !over_age {
+                break;
+            }
+            total -= oldest.size;
+            count += 1;
+        }
+        self.remove_oldest(count)
+    }
+
+    /// Drops the `count` oldest files from the index (atomically), then from the disk.
+    fn remove_oldest(&mut self, count: usize) -> Result<Vec<String>, StoreError> {
+        if count == 0 {
+            return Ok(Vec::new());
+        }
+        let names: Vec<String> = self.files[count..].iter().map(|f| f.name.clone()).collect();
+        write_index(&self.opts.dir, &self.opts.base_name, &names)?;
+        let removed: Vec<String> = self.files.drain(..count).map(|f| f.name).collect();
+        for name in &removed {
+            let path = self.opts.dir.join(name);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error(&path, e)),
+            }
+        }
+        Ok(removed)
+    }
+}
