@@ -10,7 +10,6 @@
 //! resumes from there on whichever node is the primary by then, so nothing is lost and
 //! nothing repeated.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -190,6 +189,8 @@ impl Reader {
             return Ended::Lost(e);
         }
         tracing::info!(cluster = %self.target.cluster, %addr, from = %self.pos, "binlog: source streaming");
+        self.shared
+            .update_source(self.index, |s| "streaming".clone_into(&mut s.state));
         if self
             .tx
             .send((self.index, SourceMsg::Connected { addr }))
@@ -309,7 +310,7 @@ impl Reader {
     }
 
     /// One packet of the dump.
-    fn on_packet(&mut self, payload: &Cow<'_, [u8]>, source: &str) -> Step {
+    fn on_packet(&mut self, payload: &[u8], source: &str) -> Step {
         match payload.first() {
             Some(0x00) => {}
             Some(0xFF) => {
