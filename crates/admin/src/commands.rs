@@ -42,7 +42,8 @@ pub(crate) struct Server<'a> {
 const HELP: &str = "see SHOW BACKENDS, SHOW POOLS, SHOW SESSIONS, SHOW STATUS, SHOW VARIABLES, \
 SHOW QUERY DIGESTS, SHOW PIN REASONS, SHOW RULES, SET GLOBAL name = value, RELOAD CONFIG, \
 BACKEND OFFLINE|ONLINE 'host:port', KILL SESSION id, PERF HIST [stage|ALL|RESET], \
-SHOW REDIS [COMMANDS|STAGES|BATCHES] (docs/OPERATIONS.md)";
+SHOW REDIS [COMMANDS|STAGES|BATCHES], SHOW BINLOG STATUS|SOURCES|CONSUMERS, SHOW MASTER STATUS, \
+SHOW BINARY LOGS (docs/OPERATIONS.md, docs/BINLOG.md)";
 
 /// Runs one statement. Keywords are case-insensitive; a trailing `;` and spaces are
 /// ignored, as the client may send them.
@@ -91,6 +92,11 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
             backend_state(server.shared, &addr, *state == "OFFLINE").await
         }
         ["SHOW", "REDIS", what @ ..] => crate::redis::show(server, what),
+        ["SHOW", "BINLOG", what @ ..] => crate::binlog::show(server, what),
+        ["SHOW", "MASTER", "STATUS"] | ["SHOW", "BINARY", "LOG", "STATUS"] => {
+            crate::binlog::master_status(server)
+        }
+        ["SHOW", "BINARY" | "MASTER", "LOGS"] => crate::binlog::binary_logs(server),
         ["PERF", "HIST"] => perf_hist(server.shared, "ALL"),
         ["PERF", "HIST", what] => perf_hist(server.shared, what),
         // What the mariadb and mysql clients ask on connecting.

@@ -223,6 +223,7 @@ async fn metrics(server: &Server<'_>) -> String {
     }
     stage_histograms(server, &mut out);
     crate::redis::prometheus(server, &mut out);
+    crate::binlog::prometheus(server, &mut out);
     out
 }
 
@@ -319,7 +320,7 @@ async fn status_json(server: &Server<'_>) -> String {
         })
         .collect();
     format!(
-        "{{\"status\":{{{}}},\"backends\":[{}],\"pins\":{{{}}},\"history\":{{\"interval_seconds\":{},\"queries\":[{queries}],\"errors\":[{errors}]}},\"stages\":[{}],\"pools\":[{}],\"pinned_sessions\":[{}],\"redis\":{}}}\n",
+        "{{\"status\":{{{}}},\"backends\":[{}],\"pins\":{{{}}},\"history\":{{\"interval_seconds\":{},\"queries\":[{queries}],\"errors\":[{errors}]}},\"stages\":[{}],\"pools\":[{}],\"pinned_sessions\":[{}],\"redis\":{},\"binlog\":{}}}\n",
         status.join(","),
         backends,
         pins.join(","),
@@ -327,7 +328,8 @@ async fn status_json(server: &Server<'_>) -> String {
         stages,
         pools,
         pinned.join(","),
-        crate::redis::status_json(server)
+        crate::redis::status_json(server),
+        crate::binlog::status_json(server)
     )
 }
 

@@ -8,6 +8,7 @@
 //! state and counters and must never sit on the request path: it runs on a thread of its
 //! own, and nothing a client session does waits for it.
 
+mod binlog;
 mod commands;
 mod config;
 mod control;

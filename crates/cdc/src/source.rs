@@ -1,3 +1,415 @@
 //! One replication connection per cluster primary.
 //!
 //! OWNER: the source helper.
+//!
+//! A source reader logs in to its cluster's current primary as a replica would (MariaDB GTID
+//! dump: `@slave_connect_state`, `COM_REGISTER_SLAVE`, `COM_BINLOG_DUMP`), verifies every
+//! event's CRC32, groups the events into whole transactions ([`Assembler`]) and sends each to
+//! the service. It remembers the GTID of the last whole transaction it sent: after any loss
+//! (server gone, failover, checksum mismatch, silence) it drops the half-received one and
+//! resumes from there on whichever node is the primary by then, so nothing is lost and
+//! nothing repeated.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use manifold_backend::{BackendConn, BackendTarget, ConnKey, ServerFlavor};
+use manifold_binlog::event;
+use manifold_binlog::gtid::GtidPos;
+use manifold_binlog::spill::Budget;
+use manifold_binlog::txn::{Assembler, SourceTxn};
+use manifold_mysql_proto::packets::ErrPacket;
+use manifold_mysql_proto::Command;
+use tokio::sync::mpsc;
+
+use crate::state::BinlogShared;
+
+mod check;
+
+pub use check::{check_source, SourceVars};
+
+/// How long a login to a primary may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often the primary sends a heartbeat event on an idle dump
+/// (`@master_heartbeat_period`).
+const HEARTBEAT_PERIOD: Duration = Duration::from_secs(1);
+
+/// A dump silent for longer than this (three heartbeat periods and some slack) is taken as
+/// lost: the primary, or the network to it, is gone without closing the connection.
+const SILENCE_LIMIT: Duration = Duration::from_millis(3_500);
+
+/// The largest event a source may send: MariaDB's largest `max_allowed_packet` (1 GiB) and
+/// the packet's leading status byte.
+const MAX_EVENT_PACKET: usize = (1 << 30) + 1;
+
+/// `COM_REGISTER_SLAVE`.
+const COM_REGISTER_SLAVE: u8 = 0x15;
+/// `COM_BINLOG_DUMP`: with `@slave_connect_state` set, MariaDB's GTID dump.
+const COM_BINLOG_DUMP: u8 = 0x12;
+/// Dump flag: send annotate events (the statement text, with manifold's stamp, before rows).
+const BINLOG_SEND_ANNOTATE_ROWS_EVENT: u16 = 0x02;
+/// `@mariadb_slave_capability`: MARIA_SLAVE_CAPABILITY_GTID (GTID events, GTID dump).
+const SLAVE_CAPABILITY_GTID: u8 = 4;
+/// The host name a source connection registers with (`SHOW SLAVE HOSTS`).
+const REPORT_HOST: &[u8] = b"manifold";
+
+/// A cluster whose primary is read.
+#[derive(Clone)]
+pub struct SourceTarget {
+    /// The cluster's name (`SHOW BINLOG SOURCES`, messages).
+    pub cluster: String,
+    /// The cluster's nodes; its primary is read (the router's monitor follows failover and
+    /// promotion, so a reconnect goes to the new primary).
+    pub topology: Arc<manifold_router::Topology>,
+    /// How to reach each node, in the topology's node order.
+    pub targets: Vec<BackendTarget>,
+}
+
+/// What a source reader tells the service.
+#[derive(Debug)]
+pub enum SourceMsg {
+    /// A whole transaction, in the source's order.
+    Txn(SourceTxn),
+    /// The dump from the primary at `addr` started.
+    Connected { addr: String },
+    /// The connection was lost or refused (the reader retries after the reconnect interval).
+    Lost { error: String },
+}
+
+/// How a connection ended.
+enum Ended {
+    /// The service stopped listening: the reader ends.
+    Stopped,
+    /// Lost or refused: retry.
+    Lost(String),
+}
+
+/// Reads the primary of `target` from `start` (empty: from the primary's current position,
+/// the global binlog begins when it is first turned on) until `tx` is closed.
+///
+/// - `index`: the source's position in the configuration (sent with every message).
+/// - `login`: needs `REPLICATION SLAVE` (and `SELECT` of the variables checked).
+/// - `heartbeat`: `(schema, table)` of the heartbeat rows, which the assembler marks.
+/// - `budget`: memory for transactions being received.
+/// - `server_id`: the replica server id this reader registers with on every primary: unique
+///   per manifold (a second replica with the same id would make the primary drop the first).
+/// - `reconnect`: how long to wait after a lost or refused connection.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    index: usize,
+    target: SourceTarget,
+    login: ConnKey,
+    start: GtidPos,
+    heartbeat: (String, String),
+    budget: Budget,
+    server_id: u32,
+    tx: mpsc::Sender<(usize, SourceMsg)>,
+    shared: Arc<BinlogShared>,
+    reconnect: Duration,
+) {
+    let mut reader = Reader {
+        index,
+        target,
+        login,
+        server_id,
+        assembler: Assembler::new(index, (&heartbeat.0, &heartbeat.1), &budget),
+        pos: start,
+        tx,
+        shared,
+        checksum_errors: 0,
+    };
+    loop {
+        let error = match reader.connect_and_stream().await {
+            Ended::Stopped => return,
+            Ended::Lost(error) => error,
+        };
+        reader.assembler.reset();
+        tracing::error!(
+            cluster = %reader.target.cluster,
+            resume_from = %reader.pos,
+            retry_in = ?reconnect,
+            "binlog: source lost: {error}"
+        );
+        reader
+            .shared
+            .update_source(index, |s| s.state = format!("error: {error}"));
+        if reader
+            .tx
+            .send((index, SourceMsg::Lost { error }))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        tokio::select! {
+            () = reader.tx.closed() => return,
+            () = tokio::time::sleep(reconnect) => {}
+        }
+    }
+}
+
+struct Reader {
+    index: usize,
+    target: SourceTarget,
+    login: ConnKey,
+    server_id: u32,
+    assembler: Assembler,
+    /// GTID position after the last whole transaction sent: where a reconnect resumes.
+    pos: GtidPos,
+    tx: mpsc::Sender<(usize, SourceMsg)>,
+    shared: Arc<BinlogShared>,
+    /// Events whose CRC32 did not match, since start.
+    checksum_errors: u64,
+}
+
+impl Reader {
+    async fn connect_and_stream(&mut self) -> Ended {
+        let node = self.target.topology.primary();
+        let Some(backend) = self.target.targets.get(node) else {
+            return Ended::Lost(format!(
+                "source {}: the primary is node {node}, which has no address",
+                self.target.cluster
+            ));
+        };
+        let addr = backend.addr.clone();
+        self.shared.update_source(self.index, |s| {
+            s.addr.clone_from(&addr);
+            "connecting".clone_into(&mut s.state);
+        });
+        let mut conn = tokio::select! {
+            () = self.tx.closed() => return Ended::Stopped,
+            c = BackendConn::connect(backend, &self.login, CONNECT_TIMEOUT) => match c {
+                Ok(conn) => conn,
+                Err(e) => return Ended::Lost(format!("source {} ({addr}): {e}", self.target.cluster)),
+            },
+        };
+        let source = format!("source {} ({addr})", self.target.cluster);
+        if let Err(e) = self.start_dump(&mut conn, &source).await {
+            return Ended::Lost(e);
+        }
+        tracing::info!(cluster = %self.target.cluster, %addr, from = %self.pos, "binlog: source streaming");
+        self.shared
+            .update_source(self.index, |s| "streaming".clone_into(&mut s.state));
+        if self
+            .tx
+            .send((self.index, SourceMsg::Connected { addr }))
+            .await
+            .is_err()
+        {
+            return Ended::Stopped;
+        }
+        self.stream(&mut conn, &source).await
+    }
+
+    /// Checks the server, sets the replica variables, registers and asks for the dump.
+    async fn start_dump(&mut self, conn: &mut BackendConn, source: &str) -> Result<(), String> {
+        if conn.flavor() == ServerFlavor::MySql {
+            return Err(format!("{source} is a MySQL server: MySQL sources are not supported yet (the global binlog reads MariaDB primaries)"));
+        }
+        let vars = SourceVars::read(conn)
+            .await
+            .map_err(|e| format!("{source}: reading its binlog settings: {e}"))?;
+        check_source(&vars, source)?;
+        if self.pos.is_empty() {
+            // Nothing recorded yet: the global binlog starts with what the primary writes
+            // from now on (its earlier history is not replayed).
+            self.pos = vars
+                .gtid_binlog_pos
+                .parse()
+                .map_err(|e| format!("{source}: its @@gtid_binlog_pos: {e}"))?;
+        }
+        let period_ns = HEARTBEAT_PERIOD.as_nanos();
+        let setup = [
+            "SET @master_binlog_checksum='CRC32'".to_owned(),
+            format!("SET @mariadb_slave_capability={SLAVE_CAPABILITY_GTID}"),
+            format!("SET @slave_connect_state='{}'", self.pos),
+            "SET @slave_gtid_strict_mode=1".to_owned(),
+            format!("SET @master_heartbeat_period={period_ns}"),
+        ];
+        for sql in &setup {
+            match conn.simple_command(&Command::Query(sql.as_bytes())).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(format!("{source}: {sql}: {}", err_text(&e))),
+                Err(e) => return Err(format!("{source}: {sql}: {e}")),
+            }
+        }
+        let mut payload = Vec::with_capacity(32);
+        register_slave_payload(&mut payload, self.server_id);
+        self.command_ok(conn, &payload, source, "registering as a replica")
+            .await?;
+        payload.clear();
+        dump_payload(&mut payload, self.server_id);
+        conn.io
+            .send(0, &payload)
+            .await
+            .map_err(|e| format!("{source}: asking for the binlog dump: {e}"))?;
+        Ok(())
+    }
+
+    /// Sends a command answered by OK or ERR.
+    async fn command_ok(
+        &self,
+        conn: &mut BackendConn,
+        payload: &[u8],
+        source: &str,
+        what: &str,
+    ) -> Result<(), String> {
+        conn.io
+            .send(0, payload)
+            .await
+            .map_err(|e| format!("{source}: {what}: {e}"))?;
+        let (answer, _) = conn
+            .io
+            .read_owned(64 * 1024)
+            .await
+            .map_err(|e| format!("{source}: {what}: {e}"))?;
+        match answer.first() {
+            Some(0x00) => Ok(()),
+            Some(0xFF) => Err(format!("{source}: {what}: {}", err_payload_text(&answer))),
+            _ => Err(format!("{source}: {what}: unexpected answer")),
+        }
+    }
+
+    /// Reads the dump until it ends, fails or the service stops.
+    async fn stream(&mut self, conn: &mut BackendConn, source: &str) -> Ended {
+        loop {
+            let read = tokio::select! {
+                () = self.tx.closed() => return Ended::Stopped,
+                r = tokio::time::timeout(SILENCE_LIMIT, conn.io.read_packet(MAX_EVENT_PACKET)) => r,
+            };
+            let packet = match read {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => return Ended::Lost(format!("{source}: reading the dump: {e}")),
+                Err(_) => {
+                    return Ended::Lost(format!(
+                        "{source}: nothing received for {SILENCE_LIMIT:?} (heartbeats every {HEARTBEAT_PERIOD:?} were asked for)"
+                    ))
+                }
+            };
+            let step = {
+                let payload = conn.io.payload(&packet);
+                self.on_packet(&payload, source)
+            };
+            conn.io.consume(packet.raw_len);
+            match step {
+                Step::More => {}
+                Step::Txn(txn) => {
+                    if self
+                        .tx
+                        .send((self.index, SourceMsg::Txn(txn)))
+                        .await
+                        .is_err()
+                    {
+                        return Ended::Stopped;
+                    }
+                }
+                Step::End(e) => return Ended::Lost(e),
+            }
+        }
+    }
+
+    /// One packet of the dump.
+    fn on_packet(&mut self, payload: &[u8], source: &str) -> Step {
+        match payload.first() {
+            Some(0x00) => {}
+            Some(0xFF) => {
+                return Step::End(format!(
+                    "{source}: the server stopped the dump: {}",
+                    err_payload_text(payload)
+                ))
+            }
+            Some(0xFE) if payload.len() < 9 => {
+                return Step::End(format!("{source}: the server ended the dump"))
+            }
+            _ => return Step::End(format!("{source}: not a binlog event packet")),
+        }
+        let event = &payload[1..];
+        if let Err(e) = event::verify_checksum(event) {
+            self.checksum_errors += 1;
+            return Step::End(format!(
+                "{source}: {e} ({} checksum errors since start)",
+                self.checksum_errors
+            ));
+        }
+        match self.assembler.push(event) {
+            Ok(Some(txn)) => {
+                if self.pos.contains(txn.gtid) {
+                    // Already sent before a reconnect; strict mode makes this impossible,
+                    // but a repeat must never reach the global binlog.
+                    tracing::warn!(gtid = %txn.gtid, pos = %self.pos, "binlog: {source} sent a transaction already received; skipped");
+                    return Step::More;
+                }
+                self.pos.update(txn.gtid);
+                Step::Txn(txn)
+            }
+            Ok(None) => Step::More,
+            Err(e) => Step::End(format!("{source}: {e}")),
+        }
+    }
+}
+
+enum Step {
+    More,
+    Txn(SourceTxn),
+    End(String),
+}
+
+fn err_text(e: &ErrPacket) -> String {
+    format!("{} {}", e.code, String::from_utf8_lossy(&e.message))
+}
+
+/// The text of an ERR packet's payload (`0xFF`, code, `#` and SQLSTATE, message).
+fn err_payload_text(payload: &[u8]) -> String {
+    match ErrPacket::decode(payload) {
+        Ok(e) => err_text(&e),
+        Err(_) => "a malformed error packet".to_owned(),
+    }
+}
+
+/// `COM_REGISTER_SLAVE`: server id, report host, user, password (empty), port, rank,
+/// master id.
+fn register_slave_payload(out: &mut Vec<u8>, server_id: u32) {
+    out.push(COM_REGISTER_SLAVE);
+    out.extend_from_slice(&server_id.to_le_bytes());
+    // The host name is a constant shorter than 256 bytes.
+    out.push(REPORT_HOST.len() as u8);
+    out.extend_from_slice(REPORT_HOST);
+    out.push(0); // user
+    out.push(0); // password
+    out.extend_from_slice(&0u16.to_le_bytes()); // port
+    out.extend_from_slice(&0u32.to_le_bytes()); // replication rank
+    out.extend_from_slice(&0u32.to_le_bytes()); // master id
+}
+
+/// `COM_BINLOG_DUMP` from position 4 of no file: the server starts where
+/// `@slave_connect_state` says.
+fn dump_payload(out: &mut Vec<u8>, server_id: u32) {
+    out.push(COM_BINLOG_DUMP);
+    out.extend_from_slice(&4u32.to_le_bytes());
+    out.extend_from_slice(&BINLOG_SEND_ANNOTATE_ROWS_EVENT.to_le_bytes());
+    out.extend_from_slice(&server_id.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replication_commands_are_laid_out_as_the_server_reads_them() {
+        let mut p = Vec::new();
+        register_slave_payload(&mut p, 0x0102_0304);
+        assert_eq!(
+            p,
+            [
+                &[0x15, 4, 3, 2, 1, 8][..],
+                b"manifold",
+                &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+            ]
+            .concat()
+        );
+        p.clear();
+        dump_payload(&mut p, 7);
+        assert_eq!(p, [0x12, 4, 0, 0, 0, 2, 0, 7, 0, 0, 0]);
+    }
+}

@@ -31,6 +31,8 @@ pub struct Config {
     pub users: Vec<UserConfig>,
     pub log: LogConfig,
     pub admin: AdminConfig,
+    /// The global binlog (`dir = ""`: off).
+    pub binlog: manifold_cdc::BinlogConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -177,6 +179,7 @@ impl Config {
             check_addr(&format!("backend.replicas[{i}]"), r.addr())?;
         }
         self.validate_clusters()?;
+        self.validate_binlog()?;
         self.admin.validate()?;
         crate::settings::check_ranges(self)?;
         if matches!(
@@ -218,6 +221,30 @@ impl Config {
             all.push((c.name.as_str(), c.primary.as_str(), c.replicas.as_slice()));
         }
         all
+    }
+
+    /// `[binlog]`: its own keys, and what the global binlog needs of the rest: cluster names
+    /// it can record in its origin events, readers that are configured users.
+    fn validate_binlog(&self) -> Result<(), String> {
+        let b = &self.binlog;
+        if !b.enabled() {
+            return Ok(());
+        }
+        b.validate()?;
+        for (i, c) in self.clusters.iter().enumerate() {
+            if !manifold_binlog::origin::valid_cluster_name(&c.name) {
+                return Err(format!(
+                    "clusters[{i}].name: '{}': with the global binlog on, cluster names are letters, digits, '_', '-' and '.' only",
+                    c.name
+                ));
+            }
+        }
+        for u in &b.users {
+            if !self.users.iter().any(|c| &c.name == u) {
+                return Err(format!("binlog.users: '{u}' is not a [[users]] entry"));
+            }
+        }
+        Ok(())
     }
 
     fn validate_clusters(&self) -> Result<(), String> {
@@ -416,6 +443,53 @@ mod tests {
         assert!(e.contains("users[0].password_native"), "{e}");
         let e = Config::from_toml(&MINIMAL.replace("127.0.0.1:3306", "127.0.0.1")).unwrap_err();
         assert!(e.contains("backend.primary"), "{e}");
+    }
+
+    #[test]
+    fn the_global_binlog_is_off_by_default_and_checked_when_on() {
+        let c = Config::from_toml(MINIMAL).unwrap();
+        assert!(!c.binlog.enabled());
+        let on = "[binlog]\ndir = \"/tmp/gb\"\nusers = [\"app\"]";
+        let c = Config::from_toml(&format!("{on}\n{MINIMAL}")).unwrap();
+        assert!(c.binlog.enabled());
+        assert_eq!(c.binlog.base_name, "manifold-bin");
+        assert_eq!(
+            c.binlog.heartbeat_interval,
+            std::time::Duration::from_millis(100)
+        );
+        // A cluster name that cannot go in an origin record: refused only with the binlog on.
+        let odd = "[[clusters]]\nname = \"east 1\"\nprimary = \"10.0.0.9:3306\"";
+        Config::from_toml(&format!("{odd}\n{MINIMAL}")).unwrap();
+        let e = err(&format!("{odd}\n{on}"));
+        assert!(
+            e.contains("clusters[0].name") && e.contains("east 1"),
+            "{e}"
+        );
+        for (extra, key) in [
+            (
+                "[binlog]\ndir = \"/tmp/gb\"\nusers = [\"nobody\"]",
+                "binlog.users",
+            ),
+            (
+                "[binlog]\ndir = \"/tmp/gb\"\nserver_id = 0",
+                "binlog.server_id",
+            ),
+            (
+                "[binlog]\ndir = \"/tmp/gb\"\nheartbeat_table = \"hb\"",
+                "binlog.heartbeat_table",
+            ),
+            (
+                "[binlog]\ndir = \"/tmp/gb\"\nmax_file_size = \"1K\"",
+                "binlog.max_file_size",
+            ),
+            (
+                "[binlog]\ndir = \"/tmp/gb\"\nretention = \"1d\"",
+                "retention",
+            ),
+        ] {
+            let e = err(extra);
+            assert!(e.contains(key), "{extra}: {e}");
+        }
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use manifold_admin::AdminServer;
 use manifold_backend::{BackendTarget, ConnKey, TlsMode};
+use manifold_cdc::source::SourceTarget;
 use manifold_engine::{ConnectionHandler, Engine, EngineBuilder, HandlerFactory, ShutdownReport};
 use manifold_frontend_mysql::{Cluster, Shared, Users, WorkerFrontend};
 use manifold_frontend_redis::{
@@ -37,6 +38,8 @@ pub struct Server {
     pub settings: Arc<settings::Settings>,
     /// The data directory's certificate, when clients are offered that one.
     pub generated_cert: Option<auto_keys::ServerCert>,
+    /// The global binlog's service, when `[binlog]` is on; stops when dropped.
+    pub binlog: Option<manifold_cdc::service::BinlogService>,
     /// Where the Redis door's listeners are among the engine's.
     redis_ports: RedisPorts,
 }
@@ -67,8 +70,13 @@ impl Server {
         self.admin.as_ref().and_then(|a| a.local_addrs().http)
     }
 
+    /// Drains the clients, then stops the global binlog (its dumps ended with the clients).
     pub fn shutdown(self, timeout: Duration) -> ShutdownReport {
-        self.engine.shutdown(timeout)
+        let report = self.engine.shutdown(timeout);
+        if let Some(mut binlog) = self.binlog {
+            binlog.stop();
+        }
+        report
     }
 }
 
@@ -148,7 +156,28 @@ pub fn start_with_reload(
         };
         Some(manifold_frontend_mysql::tls::server_config(cert, key)?)
     };
-    let shared = Shared::new(mysql, users, clusters, cfg.pool.clone())?;
+    let binlog_sources: Vec<SourceTarget> = clusters
+        .iter()
+        .map(|c| SourceTarget {
+            cluster: c.name.clone(),
+            topology: c.topology.clone(),
+            targets: c.targets.clone(),
+        })
+        .collect();
+    let mut shared = Shared::new(mysql, users, clusters, cfg.pool.clone())?;
+    let binlog = if cfg.binlog.enabled() {
+        let service = manifold_cdc::service::start(
+            cfg.binlog.clone(),
+            binlog_sources,
+            binlog_login(cfg, &monitor_login),
+        )?;
+        let front = Arc::get_mut(&mut shared)
+            .ok_or("the front's shared state is in use before the global binlog is set")?;
+        front.binlog = Some(service.shared.clone());
+        Some(service)
+    } else {
+        None
+    };
     if let Some(source) = rsa {
         // Generating takes from a fraction of a second to many on a loaded machine: begun
         // now, in the background, so the first client needing it rarely waits (it waits for
@@ -235,6 +264,7 @@ pub fn start_with_reload(
         admin,
         settings,
         generated_cert,
+        binlog,
         redis_ports,
     })
 }
@@ -409,6 +439,15 @@ struct FrontKeys {
     generated: Option<auto_keys::ServerCert>,
     /// Where the RSA key comes from at first use, when none is configured or kept.
     rsa: Option<Arc<auto_keys::RsaKeySource>>,
+}
+
+/// The login the global binlog's source readers and heartbeats use: `binlog.user`, or else
+/// the monitor's.
+fn binlog_login(cfg: &Config, monitor: &ConnKey) -> ConnKey {
+    match &cfg.binlog.user {
+        Some(user) => ConnKey::new(user, &cfg.binlog.password, 0, 45, false),
+        None => monitor.clone(),
+    }
 }
 
 /// `routing.monitor.user`, or else the first user's backend login.

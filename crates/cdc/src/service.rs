@@ -1,3 +1,0 @@
-//! The binlog service thread.
-//!
-//! OWNER: the service helper (phase 2).

@@ -1,0 +1,312 @@
+//! The binlog service thread: runs one source reader and one heartbeat writer per cluster
+//! primary, merges their transactions into one order, writes them to the global binlog's
+//! files, applies retention, answers purge requests, and publishes what it wrote.
+//!
+//! One thread with its own current-thread runtime: the merge and the writer are one
+//! sequence, so one thread owns them and nothing is locked on the write path. The workers
+//! only read what it publishes ([`BinlogShared`]).
+//!
+//! OWNER: the service helper.
+
+mod pipeline;
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use manifold_backend::ConnKey;
+use manifold_binlog::store::Recovered;
+use tokio::sync::{mpsc, watch};
+
+use crate::config::BinlogConfig;
+use crate::source::{SourceMsg, SourceTarget};
+use crate::state::{BinlogShared, Request};
+use pipeline::Pipeline;
+
+/// Messages the sources may queue ahead of the merge before a source reader waits: enough
+/// for a burst of small transactions, bounded so a stalled writer pushes back on the sources
+/// (their servers keep the binlog) instead of growing memory.
+const SOURCE_QUEUE: usize = 1024;
+
+/// Messages taken in one batch before the merge is drained and the file flushed.
+const BATCH: usize = 4096;
+
+/// How often retention runs.
+const RETENTION_EVERY: Duration = Duration::from_secs(60);
+
+/// How long a start waits for each primary's handshake when telling the fleet's flavours.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The running service; [`BinlogService::stop`] (or dropping it) ends the thread and waits
+/// for it.
+#[derive(Debug)]
+pub struct BinlogService {
+    pub shared: Arc<BinlogShared>,
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl BinlogService {
+    /// Ends the thread: what was released is written and flushed, the source connections are
+    /// closed. Waits for it.
+    pub fn stop(&mut self) {
+        self.stop.send_replace(true);
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("binlog: the service thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for BinlogService {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts the service on its own thread. Returns once the global binlog's directory is
+/// recovered and open (an error there is returned); the sources connect afterwards.
+pub fn start(
+    config: BinlogConfig,
+    sources: Vec<SourceTarget>,
+    login: ConnKey,
+) -> Result<BinlogService, String> {
+    config.validate()?;
+    if !config.enabled() {
+        return Err("binlog.dir: not set (the global binlog is off)".into());
+    }
+    check_one_flavour(&sources)?;
+    let clusters: Vec<String> = sources.iter().map(|s| s.cluster.clone()).collect();
+    let (shared, requests) = BinlogShared::new(config, clusters);
+    let (stop, stop_rx) = watch::channel(false);
+    let (opened_tx, opened_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let thread_shared = shared.clone();
+    let thread = std::thread::Builder::new()
+        .name("binlog".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = opened_tx.send(Err(format!("binlog: cannot start a runtime: {e}")));
+                    return;
+                }
+            };
+            let (pipeline, recovered) = match Pipeline::open(thread_shared.clone()) {
+                Ok(opened) => opened,
+                Err(e) => {
+                    thread_shared.metrics.set_state(format!("failed: {e}"));
+                    let _ = opened_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            log_recovery(&thread_shared, &recovered);
+            thread_shared.metrics.set_state("running");
+            let _ = opened_tx.send(Ok(()));
+            let local = tokio::task::LocalSet::new();
+            local.block_on(
+                &runtime,
+                run(Run {
+                    pipeline,
+                    recovered,
+                    sources,
+                    login,
+                    requests,
+                    stop: stop_rx,
+                    shared: thread_shared,
+                }),
+            );
+        })
+        .map_err(|e| format!("binlog: cannot start a thread: {e}"))?;
+    let mut service = BinlogService {
+        shared,
+        stop,
+        thread: Some(thread),
+    };
+    match opened_rx.recv() {
+        Ok(Ok(())) => Ok(service),
+        Ok(Err(e)) => {
+            service.stop();
+            Err(e)
+        }
+        Err(_) => {
+            service.stop();
+            Err("binlog: the service thread ended while opening".into())
+        }
+    }
+}
+
+/// A global binlog reads MariaDB's events or MySQL's, not both: a fleet of both is refused
+/// when the primaries that answer now tell so (a primary that does not answer is not held
+/// against the start; the source reader checks each connection's flavour too).
+fn check_one_flavour(sources: &[SourceTarget]) -> Result<(), String> {
+    if sources.len() < 2 {
+        return Ok(());
+    }
+    let mut seen: Vec<(bool, &str)> = Vec::new();
+    for s in sources {
+        let Some(primary) = s.targets.first() else {
+            continue;
+        };
+        if let Ok(version) = manifold_backend::probe_server_version(&primary.addr, PROBE_TIMEOUT) {
+            let mariadb = version
+                .windows(7)
+                .any(|w| w.eq_ignore_ascii_case(b"mariadb"));
+            seen.push((mariadb, s.cluster.as_str()));
+        }
+    }
+    check_flavours(&seen)
+}
+
+/// `flavours`: `(is MariaDB, cluster)` of the primaries that answered.
+fn check_flavours(flavours: &[(bool, &str)]) -> Result<(), String> {
+    let maria = flavours.iter().find(|f| f.0);
+    let mysql = flavours.iter().find(|f| !f.0);
+    match (maria, mysql) {
+        (Some((_, m)), Some((_, y))) => Err(format!(
+            "binlog: the clusters mix MariaDB ({m}) and MySQL ({y}) primaries; the global binlog needs one flavour"
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn log_recovery(shared: &BinlogShared, recovered: &Recovered) {
+    if recovered.truncated > 0 {
+        tracing::warn!(
+            bytes = recovered.truncated,
+            "binlog: the newest file ended in a half-written transaction (a crash); cut back to the last whole one"
+        );
+    }
+    for (i, cluster) in shared.clusters.iter().enumerate() {
+        match recovered.sources.get(i).filter(|s| !s.pos.is_empty()) {
+            Some(s) => {
+                tracing::info!(cluster = %cluster, from = %s.pos, key = s.key, "binlog: source resumes");
+            }
+            None => {
+                tracing::info!(cluster = %cluster, "binlog: new source, read from its current position");
+            }
+        }
+    }
+    tracing::info!(dir = %shared.config.dir.display(), gtid = %recovered.gtid, "binlog: global binlog open");
+}
+
+/// What the thread's loop runs with.
+struct Run {
+    pipeline: Pipeline,
+    recovered: Recovered,
+    sources: Vec<SourceTarget>,
+    login: ConnKey,
+    requests: mpsc::UnboundedReceiver<Request>,
+    stop: watch::Receiver<bool>,
+    shared: Arc<BinlogShared>,
+}
+
+async fn run(r: Run) {
+    let Run {
+        mut pipeline,
+        recovered,
+        sources,
+        login,
+        mut requests,
+        mut stop,
+        shared,
+    } = r;
+    let config = &shared.config;
+    let heartbeat_table = {
+        let (schema, table) = config.heartbeat_names();
+        (schema.to_owned(), table.to_owned())
+    };
+    let (tx, mut rx) = mpsc::channel::<(usize, SourceMsg)>(SOURCE_QUEUE);
+    for (index, target) in sources.into_iter().enumerate() {
+        let start = recovered
+            .sources
+            .get(index)
+            .map(|s| s.pos.clone())
+            .unwrap_or_default();
+        tokio::task::spawn_local(crate::heartbeat::run(
+            target.clone(),
+            login.clone(),
+            heartbeat_table.clone(),
+            config.server_id,
+            config.heartbeat_interval,
+            stop.clone(),
+        ));
+        tokio::task::spawn_local(crate::source::run(
+            index,
+            target,
+            login.clone(),
+            start,
+            heartbeat_table.clone(),
+            pipeline.budget().clone(),
+            config.server_id,
+            tx.clone(),
+            shared.clone(),
+            config.reconnect_interval,
+        ));
+    }
+    drop(tx);
+    let mut retention = tokio::time::interval(RETENTION_EVERY);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    break Ok(());
+                }
+            }
+            msg = rx.recv() => {
+                let Some((index, msg)) = msg else {
+                    break Err("every source reader ended".to_owned());
+                };
+                handle(&mut pipeline, index, msg);
+                // Take what else is queued now: one drain and one flush for all of it.
+                for _ in 1..BATCH {
+                    match rx.try_recv() {
+                        Ok((index, msg)) => handle(&mut pipeline, index, msg),
+                        Err(_) => break,
+                    }
+                }
+                if let Err(e) = pipeline.drain() {
+                    break Err(e.to_string());
+                }
+                pipeline.check_held_back(Instant::now());
+            }
+            Some(request) = requests.recv() => pipeline.request(request),
+            _ = retention.tick() => {
+                if let Err(e) = pipeline.retain() {
+                    tracing::warn!(error = %e, "binlog: retention could not remove files");
+                }
+            }
+            _ = tick.tick() => {
+                pipeline.check_held_back(Instant::now());
+            }
+        }
+    };
+    match outcome {
+        Ok(()) => {
+            shared.metrics.set_state("stopped");
+            tracing::info!("binlog: service stopped");
+        }
+        Err(e) => {
+            // Writing on past a failed write could lose or reorder transactions: stop, and
+            // say so where operators look (SHOW BINLOG STATUS, the log).
+            shared.metrics.set_state(format!("failed: {e}"));
+            tracing::error!(error = %e, "binlog: the global binlog stopped");
+        }
+    }
+}
+
+fn handle(pipeline: &mut Pipeline, index: usize, msg: SourceMsg) {
+    match msg {
+        SourceMsg::Txn(txn) => pipeline.on_txn(index, txn),
+        SourceMsg::Connected { addr } => pipeline.on_connected(index, addr),
+        SourceMsg::Lost { error } => pipeline.on_lost(index, &error),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,265 @@
+//! The service thread's state between messages: the merge, the writer, and what it publishes.
+//! No network here: the loop in [`super`] feeds it what the sources send.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use manifold_binlog::merge::Merger;
+use manifold_binlog::spill::Budget;
+use manifold_binlog::store::{Recovered, StoreError, StoreOptions, Writer};
+use manifold_binlog::txn::SourceTxn;
+
+use crate::metrics::Metrics;
+use crate::state::{BinlogShared, End, Request};
+
+/// How long one source may hold the merge back before a warning names it.
+pub(crate) const HOLD_BACK_WARNING: Duration = Duration::from_secs(5);
+
+/// The merge and the writer, and the figures they publish.
+pub(crate) struct Pipeline {
+    shared: Arc<BinlogShared>,
+    writer: Writer,
+    merger: Merger<SourceTxn>,
+    budget: Budget,
+    /// The source holding the merge back, since when, and whether that was warned of.
+    held: Option<(usize, Instant, bool)>,
+    /// Released transactions were written since the last flush.
+    unflushed: bool,
+}
+
+impl Pipeline {
+    /// Recovers the directory and sets up the merge from what the files record. Returns the
+    /// recovered state too: where each source resumes.
+    pub(crate) fn open(shared: Arc<BinlogShared>) -> Result<(Pipeline, Recovered), StoreError> {
+        let config = &shared.config;
+        let (writer, recovered) = Writer::open(StoreOptions {
+            dir: config.dir.clone(),
+            base_name: config.base_name.clone(),
+            max_file_size: config.max_file_size,
+            server_id: config.server_id,
+            domain_id: config.domain_id,
+            clusters: shared.clusters.clone(),
+        })?;
+        let budget = Budget::new(config.memory_budget, config.dir.join("spill"));
+        let mut keys: Vec<u64> = recovered.sources.iter().map(|s| s.key).collect();
+        keys.resize(shared.clusters.len(), 0);
+        let merger = Merger::new(keys);
+        let pipeline = Pipeline {
+            shared,
+            writer,
+            merger,
+            budget,
+            held: None,
+            unflushed: false,
+        };
+        pipeline.publish();
+        Ok((pipeline, recovered))
+    }
+
+    pub(crate) fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// A whole transaction of source `index`: a heartbeat moves its key, anything else waits
+    /// for the watermark.
+    pub(crate) fn on_txn(&mut self, index: usize, txn: SourceTxn) {
+        self.shared
+            .update_source(index, |s| s.received.update(txn.gtid));
+        if txn.heartbeat {
+            if let Some(stamp) = txn.stamp {
+                self.merger.advance(index, stamp);
+            }
+            return;
+        }
+        self.merger.push(index, txn.stamp, txn);
+    }
+
+    pub(crate) fn on_connected(&self, index: usize, addr: String) {
+        self.shared.update_source(index, |s| {
+            s.addr = addr;
+            "streaming".clone_into(&mut s.state);
+        });
+    }
+
+    pub(crate) fn on_lost(&self, index: usize, error: &str) {
+        self.shared
+            .update_source(index, |s| s.state = format!("error: {error}"));
+    }
+
+    /// Writes every transaction the watermark releases, then flushes once and publishes the
+    /// new end (a batch costs one flush, however many transactions it holds).
+    pub(crate) fn drain(&mut self) -> Result<(), StoreError> {
+        let metrics = &self.shared.metrics;
+        let mut written = false;
+        while let Some((key, index, txn)) = self.merger.pop() {
+            let appended = self.writer.append(&txn, key)?;
+            written = true;
+            let now = SystemTime::now();
+            let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+            Metrics::add(&metrics.events, appended.events);
+            Metrics::add(&metrics.dml_events, u64::from(txn.dml_events));
+            Metrics::add(&metrics.bytes, appended.bytes);
+            Metrics::add(&metrics.transactions, 1);
+            if appended.rotated {
+                Metrics::add(&metrics.files, 1);
+            }
+            let commit = UNIX_EPOCH + Duration::from_secs(u64::from(txn.timestamp));
+            let delay = now.duration_since(commit).unwrap_or_default();
+            Metrics::set(
+                &metrics.delay_ms,
+                u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            );
+            if let Some(stamp) = txn.stamp {
+                let now_ns = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
+                metrics.record_stamped_delay(now_ns.saturating_sub(stamp));
+            }
+            self.shared.update_source(index, |s| {
+                s.events += appended.events;
+                s.transactions += 1;
+                s.last_commit = Some(commit);
+            });
+        }
+        if written {
+            self.unflushed = true;
+        }
+        self.flush()
+    }
+
+    /// Makes written bytes visible (flush) and publishes the end, files, and sources.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if self.unflushed {
+            self.writer.flush()?;
+            self.unflushed = false;
+        }
+        self.publish();
+        Ok(())
+    }
+
+    /// Publishes what is written and the merge's state.
+    fn publish(&self) {
+        let end = self.writer.end();
+        let new_end = End {
+            file: end.file,
+            pos: end.pos,
+            gtid: self.writer.gtid_pos(),
+        };
+        if self.shared.end() != new_end {
+            self.shared.publish_end(new_end);
+            self.shared.set_files(self.writer.files());
+        }
+        let held = self.merger.held_back_by();
+        let keys = self.merger.last_keys();
+        for (i, state) in self.writer.sources().iter().enumerate() {
+            self.shared.update_source(i, |s| {
+                s.written.clone_from(&state.pos);
+                s.key = keys.get(i).copied().unwrap_or(state.key);
+                s.holding_back = held == Some(i);
+            });
+        }
+        let metrics = &self.shared.metrics;
+        Metrics::set(&metrics.waiting, self.merger.len() as u64);
+        Metrics::set(&metrics.memory_used, self.budget.used());
+        Metrics::set(&metrics.spilled_bytes, self.budget.spilled());
+    }
+
+    /// Follows which source holds the merge back; logs a warning naming it once it has for
+    /// [`HOLD_BACK_WARNING`] (once per episode). Returns the source warned of, if a warning
+    /// was logged now.
+    pub(crate) fn check_held_back(&mut self, now: Instant) -> Option<usize> {
+        let holder = self.merger.held_back_by();
+        match (holder, &mut self.held) {
+            (None, _) => self.held = None,
+            (Some(s), Some((held, since, warned))) if *held == s => {
+                if !*warned && now.duration_since(*since) >= HOLD_BACK_WARNING {
+                    *warned = true;
+                    let name = self.shared.clusters.get(s).cloned().unwrap_or_default();
+                    tracing::warn!(
+                        cluster = %name,
+                        waiting = self.merger.len(),
+                        "binlog: source {name} holds the global binlog back (no transaction or heartbeat from it for {}s)",
+                        HOLD_BACK_WARNING.as_secs()
+                    );
+                    return Some(s);
+                }
+            }
+            (Some(s), _) => self.held = Some((s, now, false)),
+        }
+        None
+    }
+
+    /// Answers a session's request.
+    pub(crate) fn request(&mut self, request: Request) {
+        match request {
+            Request::PurgeTo(file, reply) => {
+                let result = self.purge_to(&file);
+                let _ = reply.send(result);
+            }
+            Request::PurgeBefore(time, reply) => {
+                let result = self.purge_before(time);
+                let _ = reply.send(result);
+            }
+            Request::Rotate(reply) => {
+                // The store starts a file only when one is full: no rotation on demand yet.
+                let _ = reply.send(Err(
+                    "FLUSH BINARY LOGS is not supported by manifold's global binlog".into(),
+                ));
+            }
+        }
+    }
+
+    fn purge_to(&mut self, file: &str) -> Result<Vec<String>, String> {
+        if !self.writer.files().iter().any(|f| f.name == file) {
+            return Err(format!(
+                "Target log not found in binlog index: '{file}' is not a file of the global binlog"
+            ));
+        }
+        let removed = self.writer.purge_to(file).map_err(|e| e.to_string())?;
+        self.after_purge(&removed);
+        Ok(removed)
+    }
+
+    /// Removes the files whose last write is before `time`: everything before the first file
+    /// written at or after it (never the current one).
+    fn purge_before(&mut self, time: SystemTime) -> Result<Vec<String>, String> {
+        let files = self.writer.files();
+        let dir = self.shared.config.dir.clone();
+        let keep_from = files
+            .iter()
+            .find(|f| modified(&dir, &f.name).is_none_or(|m| m >= time))
+            .or(files.last());
+        let Some(keep_from) = keep_from else {
+            return Ok(Vec::new());
+        };
+        let removed = self
+            .writer
+            .purge_to(&keep_from.name.clone())
+            .map_err(|e| e.to_string())?;
+        self.after_purge(&removed);
+        Ok(removed)
+    }
+
+    fn after_purge(&self, removed: &[String]) {
+        if removed.is_empty() {
+            return;
+        }
+        Metrics::add(&self.shared.metrics.purged_files, removed.len() as u64);
+        tracing::info!(files = ?removed, "binlog: files purged");
+        self.shared.set_files(self.writer.files());
+    }
+
+    /// Retention (`retention_size`, `retention_age`).
+    pub(crate) fn retain(&mut self) -> Result<(), StoreError> {
+        let config = &self.shared.config;
+        let removed = self
+            .writer
+            .retain(config.retention_size, config.retention_age)?;
+        self.after_purge(&removed);
+        Ok(())
+    }
+}
+
+/// The last write time of `name` in `dir`, if it can be read.
+fn modified(dir: &Path, name: &str) -> Option<SystemTime> {
+    std::fs::metadata(dir.join(name)).ok()?.modified().ok()
+}

@@ -1,0 +1,163 @@
+use super::*;
+
+#[test]
+fn a_fleet_of_one_flavour_starts_and_a_mixed_one_is_refused() {
+    assert!(check_flavours(&[]).is_ok());
+    assert!(check_flavours(&[(true, "a"), (true, "b")]).is_ok());
+    assert!(check_flavours(&[(false, "a"), (false, "b")]).is_ok());
+    let e = check_flavours(&[(true, "east"), (false, "west")]).unwrap_err();
+    assert!(
+        e.contains("east") && e.contains("west") && e.contains("MariaDB"),
+        "{e}"
+    );
+}
+
+mod pipeline {
+    use std::time::{Duration, Instant};
+
+    use manifold_binlog::event::{self, gtid_flags};
+    use manifold_binlog::gtid::Gtid;
+    use manifold_binlog::spill::{Budget, TxnBody};
+    use manifold_binlog::txn::SourceTxn;
+    use tokio::sync::oneshot;
+
+    use super::super::pipeline::{Pipeline, HOLD_BACK_WARNING};
+    use crate::config::BinlogConfig;
+    use crate::state::{BinlogShared, Request};
+
+    fn shared(dir: &std::path::Path) -> std::sync::Arc<BinlogShared> {
+        let config = BinlogConfig {
+            dir: dir.to_path_buf(),
+            ..BinlogConfig::default()
+        };
+        BinlogShared::new(config, vec!["east".into(), "west".into()]).0
+    }
+
+    /// A DDL transaction of `source` (its GTID `0-(10+source)-seq`) stamped `stamp`.
+    fn ddl(budget: &Budget, source: usize, seq: u64, stamp: Option<u64>) -> SourceTxn {
+        let mut body = TxnBody::new(budget);
+        body.push(&event::query(1, 1, b"test", b"CREATE TABLE t (id INT)"))
+            .unwrap();
+        SourceTxn {
+            source,
+            gtid: Gtid {
+                domain: 0,
+                server: 10 + source as u32,
+                seq,
+            },
+            gtid_flags: gtid_flags::STANDALONE | gtid_flags::DDL,
+            timestamp: 1_700_000_000,
+            stamp,
+            heartbeat: false,
+            body,
+            dml_events: 0,
+            received: Instant::now(),
+        }
+    }
+
+    fn heartbeat(budget: &Budget, source: usize, seq: u64, stamp: u64) -> SourceTxn {
+        SourceTxn {
+            heartbeat: true,
+            ..ddl(budget, source, seq, Some(stamp))
+        }
+    }
+
+    #[test]
+    fn a_transaction_waits_for_every_source_then_is_written_and_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path());
+        let (mut p, recovered) = Pipeline::open(shared.clone()).unwrap();
+        assert!(recovered.sources.iter().all(|s| s.pos.is_empty()));
+        let budget = p.budget().clone();
+        let start = shared.end();
+        assert!(
+            !start.file.is_empty(),
+            "the first file is published at open"
+        );
+
+        p.on_txn(0, ddl(&budget, 0, 1, Some(100)));
+        p.drain().unwrap();
+        assert_eq!(shared.end(), start, "west has said nothing: east's waits");
+        assert!(shared.sources()[1].holding_back);
+        assert_eq!(shared.metrics.state(), "starting");
+
+        p.on_txn(1, heartbeat(&budget, 1, 1, 200));
+        p.drain().unwrap();
+        let end = shared.end();
+        assert!(end.pos > start.pos, "{end:?}");
+        assert_eq!(end.gtid.iter().count(), 1);
+        let m = &shared.metrics;
+        assert_eq!(crate::metrics::Metrics::get(&m.transactions), 1);
+        assert!(crate::metrics::Metrics::get(&m.events) >= 1);
+        assert_eq!(m.stamped_delay().count(), 1);
+        let sources = shared.sources();
+        assert!(sources[0].written.contains("0-10-1".parse().unwrap()));
+        assert!(sources[1].written.is_empty(), "a heartbeat is not written");
+        assert_eq!(sources[1].received.to_string(), "0-11-1");
+        assert!(!sources.iter().any(|s| s.holding_back));
+        assert_eq!(shared.files().last().map(|f| f.size), Some(end.pos));
+        drop(p);
+
+        // Reopened: east resumes after what was written, with its key.
+        let (_, recovered) = Pipeline::open(self::shared(dir.path())).unwrap();
+        assert!(recovered.sources[0].pos.contains("0-10-1".parse().unwrap()));
+        assert_eq!(recovered.sources[0].key, 100);
+    }
+
+    #[test]
+    fn a_source_holding_the_merge_back_is_warned_of_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut p, _) = Pipeline::open(shared(dir.path())).unwrap();
+        let budget = p.budget().clone();
+        let t0 = Instant::now();
+        assert_eq!(p.check_held_back(t0), None);
+        p.on_txn(0, ddl(&budget, 0, 1, Some(100)));
+        assert_eq!(p.check_held_back(t0), None);
+        let later = t0 + HOLD_BACK_WARNING + Duration::from_secs(1);
+        assert_eq!(p.check_held_back(later), Some(1));
+        assert_eq!(p.check_held_back(later + HOLD_BACK_WARNING), None);
+        // Released, then held again: a new episode.
+        p.on_txn(1, heartbeat(&budget, 1, 1, 200));
+        p.drain().unwrap();
+        assert_eq!(p.check_held_back(later), None);
+        p.on_txn(0, ddl(&budget, 0, 2, Some(300)));
+        assert_eq!(p.check_held_back(later), None);
+        assert_eq!(p.check_held_back(later + HOLD_BACK_WARNING), Some(1));
+    }
+
+    #[test]
+    fn purge_and_rotate_requests_are_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = shared(dir.path());
+        let (mut p, _) = Pipeline::open(shared.clone()).unwrap();
+        let ask = |p: &mut Pipeline, r: fn(_) -> Request| {
+            let (tx, mut rx) = oneshot::channel();
+            p.request(r(tx));
+            rx.try_recv().unwrap()
+        };
+        let rotated: Result<(), String> = {
+            let (tx, mut rx) = oneshot::channel();
+            p.request(Request::Rotate(tx));
+            rx.try_recv().unwrap()
+        };
+        assert!(rotated.unwrap_err().contains("not supported"));
+        let unknown = ask(&mut p, |tx| Request::PurgeTo("nope.000009".into(), tx));
+        assert!(unknown.unwrap_err().contains("nope.000009"));
+        let current = shared.end().file;
+        let none = {
+            let (tx, mut rx) = oneshot::channel();
+            p.request(Request::PurgeTo(current, tx));
+            rx.try_recv().unwrap()
+        };
+        assert_eq!(
+            none.unwrap(),
+            Vec::<String>::new(),
+            "never the current file"
+        );
+        let before = ask(&mut p, |tx| {
+            Request::PurgeBefore(std::time::SystemTime::now(), tx)
+        });
+        assert_eq!(before.unwrap(), Vec::<String>::new());
+        assert_eq!(shared.files().len(), 1);
+    }
+}

@@ -1,0 +1,337 @@
+//! Source readers and heartbeats against a real MariaDB primary (testkit): transactions come
+//! in order with their GTIDs and stamps, a killed dump or a restarted server loses and repeats
+//! nothing, and a primary not logging rows is refused with what to set.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use manifold_backend::{BackendTarget, ConnKey, TlsMode};
+use manifold_binlog::gtid::{Gtid, GtidPos};
+use manifold_binlog::spill::Budget;
+use manifold_cdc::source::{self, SourceMsg, SourceTarget};
+use manifold_cdc::{BinlogConfig, BinlogShared};
+use manifold_testkit::{Topology, TopologyConfig};
+
+const USER: &str = "cdc_source";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn start_topology() -> Topology {
+    let t = Topology::start(TopologyConfig {
+        replicas: 0,
+        tls: false,
+        ..TopologyConfig::default()
+    })
+    .expect("start MariaDB (install mariadb-server if it is missing)");
+    t.create_user(USER, USER).expect("create the test user");
+    t
+}
+
+fn target(t: &Topology) -> SourceTarget {
+    let addr = t.primary.addr().to_string();
+    let topology =
+        manifold_router::Topology::new(&addr, &[], manifold_router::RoutingConfig::default())
+            .expect("topology");
+    SourceTarget {
+        cluster: "east".into(),
+        topology: Arc::new(topology),
+        targets: vec![BackendTarget {
+            addr,
+            tls_mode: TlsMode::Disabled,
+            tls: None,
+            max_packet: 1 << 30,
+        }],
+    }
+}
+
+fn login() -> ConnKey {
+    ConnKey::new(USER, USER, 0, 45, false)
+}
+
+/// A source reader (and, when asked, a heartbeat writer) on their own thread and runtime, as
+/// the service runs them; messages come out on a plain channel the test waits on.
+struct Running {
+    msgs: std::sync::mpsc::Receiver<SourceMsg>,
+    stop: tokio::sync::watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    shared: Arc<BinlogShared>,
+    _spill: tempfile::TempDir,
+}
+
+impl Running {
+    fn start(target: SourceTarget, server_id: u32, heartbeat_every: Option<Duration>) -> Running {
+        let spill = tempfile::tempdir().expect("spill dir");
+        let budget = Budget::new(64 << 20, spill.path().to_path_buf());
+        let (shared, _requests) = BinlogShared::new(BinlogConfig::default(), vec!["east".into()]);
+        let (out, msgs) = std::sync::mpsc::channel();
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let reader_shared = shared.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&rt, async move {
+                let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+                let table = ("manifold".to_owned(), "binlog_heartbeat".to_owned());
+                if let Some(every) = heartbeat_every {
+                    tokio::task::spawn_local(manifold_cdc::heartbeat::run(
+                        target.clone(),
+                        login(),
+                        table.clone(),
+                        server_id,
+                        every,
+                        stop_rx.clone(),
+                    ));
+                }
+                tokio::task::spawn_local(source::run(
+                    0,
+                    target,
+                    login(),
+                    GtidPos::default(),
+                    table,
+                    budget,
+                    server_id,
+                    tx,
+                    reader_shared,
+                    Duration::from_millis(300),
+                ));
+                let mut stop_rx = stop_rx;
+                loop {
+                    tokio::select! {
+                        msg = rx.recv() => match msg {
+                            Some((index, msg)) => {
+                                assert_eq!(index, 0);
+                                if out.send(msg).is_err() {
+                                    return;
+                                }
+                            }
+                            None => return,
+                        },
+                        _ = stop_rx.changed() => return,
+                    }
+                }
+            });
+        });
+        Running {
+            msgs,
+            stop,
+            thread: Some(thread),
+            shared,
+            _spill: spill,
+        }
+    }
+
+    fn next(&self) -> SourceMsg {
+        self.msgs
+            .recv_timeout(WAIT)
+            .expect("a message from the source reader")
+    }
+
+    fn connected(&self) -> String {
+        match self.next() {
+            SourceMsg::Connected { addr } => addr,
+            SourceMsg::Lost { error } => panic!("source lost: {error}"),
+            SourceMsg::Txn(t) => panic!("transaction {} before connecting", t.gtid),
+        }
+    }
+
+    /// The next transaction that is not a heartbeat's.
+    fn txn(&self) -> manifold_binlog::txn::SourceTxn {
+        loop {
+            match self.next() {
+                SourceMsg::Txn(t) if t.heartbeat => {}
+                SourceMsg::Txn(t) => return t,
+                other => panic!("expected a transaction, got {other:?}"),
+            }
+        }
+    }
+
+    /// A loss, then the reconnection.
+    fn lost_and_back(&self) -> String {
+        let error = match self.next() {
+            SourceMsg::Lost { error } => error,
+            other => panic!("expected the loss, got {other:?}"),
+        };
+        // A restarting server refuses a few attempts first.
+        loop {
+            match self.next() {
+                SourceMsg::Connected { .. } => return error,
+                SourceMsg::Lost { .. } => {}
+                SourceMsg::Txn(t) => panic!("transaction {} while disconnected", t.gtid),
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn gtid_pos(t: &Topology) -> GtidPos {
+    t.sql_value(&t.primary, "SELECT @@gtid_binlog_pos")
+        .expect("gtid_binlog_pos")
+        .parse()
+        .expect("a GTID position")
+}
+
+fn next_gtid(g: Gtid) -> Gtid {
+    Gtid {
+        seq: g.seq + 1,
+        ..g
+    }
+}
+
+fn insert(t: &Topology, from: u32, to: u32) {
+    let mut sql = String::new();
+    for i in from..to {
+        let hlc = 1000 + i;
+        writeln!(
+            sql,
+            "/*manifold:hlc={hlc}*/ INSERT INTO src_t.t VALUES ({i}, {i});"
+        )
+        .expect("to a String");
+    }
+    // The client strips comments unless told not to.
+    let out = t
+        .client_command(&t.primary)
+        .args(["--comments", "-e", &sql])
+        .output()
+        .expect("run the client");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn transactions_come_in_order_and_survive_a_killed_dump_and_a_restart() {
+    let t = start_topology();
+    t.sql(
+        &t.primary,
+        "CREATE DATABASE src_t; CREATE TABLE src_t.t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB;",
+    )
+    .expect("schema");
+    let before = gtid_pos(&t);
+    let mut last = before.get(0).expect("setup wrote GTIDs in domain 0");
+    let running = Running::start(target(&t), 4_000_000_101, None);
+    assert_eq!(running.connected(), t.primary.addr().to_string());
+
+    // What was written before the reader started is not read: it begins at the primary's
+    // position of then.
+    insert(&t, 0, 5);
+    let mut expect = |txn: manifold_binlog::txn::SourceTxn, id: u32| {
+        assert_eq!(
+            txn.gtid,
+            next_gtid(last),
+            "transactions in the source's order"
+        );
+        assert_eq!(
+            txn.stamp,
+            Some(1000 + u64::from(id)),
+            "the stamp of its statement"
+        );
+        assert!(!txn.heartbeat);
+        assert_eq!(txn.dml_events, 2, "one table map and one rows event");
+        last = txn.gtid;
+    };
+    for id in 0..5 {
+        expect(running.txn(), id);
+    }
+    assert_eq!(running.shared.sources()[0].state, "streaming");
+
+    // The dump thread killed: written meanwhile, read after the reconnection, once.
+    let dump = t
+        .sql_value(
+            &t.primary,
+            "SELECT id FROM information_schema.processlist WHERE command LIKE 'Binlog Dump%'",
+        )
+        .expect("dump thread");
+    t.sql(&t.primary, &format!("KILL {dump}; ")).expect("kill");
+    insert(&t, 5, 8);
+    let error = running.lost_and_back();
+    assert!(error.contains("source east"), "{error}");
+    for id in 5..8 {
+        expect(running.txn(), id);
+    }
+
+    // The server restarted.
+    t.kill_server(&t.primary).expect("kill the primary");
+    t.restart_server(&t.primary).expect("restart the primary");
+    running.lost_and_back();
+    insert(&t, 8, 10);
+    for id in 8..10 {
+        expect(running.txn(), id);
+    }
+    assert_eq!(gtid_pos(&t).get(0), Some(last), "nothing else was written");
+    assert!(
+        running
+            .msgs
+            .recv_timeout(Duration::from_millis(300))
+            .is_err(),
+        "no repeated transaction"
+    );
+}
+
+#[test]
+fn heartbeats_reach_the_reader_stamped_and_marked() {
+    let t = start_topology();
+    let running = Running::start(target(&t), 4_000_000_102, Some(Duration::from_millis(50)));
+    running.connected();
+    let mut stamps = Vec::new();
+    while stamps.len() < 3 {
+        match running.next() {
+            // Creating the heartbeat table.
+            SourceMsg::Txn(txn) if txn.dml_events == 0 => {}
+            SourceMsg::Txn(txn) => {
+                assert!(txn.heartbeat, "only heartbeats are written");
+                stamps.push(txn.stamp.expect("a heartbeat carries its stamp"));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(stamps.windows(2).all(|w| w[0] < w[1]), "{stamps:?}");
+    let row = t
+        .sql_value(&t.primary, "SELECT id FROM manifold.binlog_heartbeat")
+        .expect("heartbeat row");
+    assert_eq!(row, "4000000102", "one row, manifold's");
+}
+
+#[test]
+fn a_primary_logging_statements_is_refused_with_what_to_set() {
+    let t = start_topology();
+    t.sql(&t.primary, "SET GLOBAL binlog_format='MIXED'")
+        .expect("set MIXED");
+    let running = Running::start(target(&t), 4_000_000_103, None);
+    let addr = t.primary.addr();
+    match running.next() {
+        SourceMsg::Lost { error } => assert_eq!(
+            error,
+            format!(
+                "source east ({addr}) has binlog_format=MIXED: the global binlog needs \
+                 binlog_format=ROW (SET GLOBAL binlog_format=ROW and in the server's configuration)"
+            )
+        ),
+        other => panic!("expected the refusal, got {other:?}"),
+    }
+    assert!(running.shared.sources()[0]
+        .state
+        .starts_with("error: source east"));
+    // Fixed on the server: the next attempt streams.
+    t.sql(&t.primary, "SET GLOBAL binlog_format='ROW'")
+        .expect("set ROW");
+    loop {
+        match running.next() {
+            SourceMsg::Connected { .. } => break,
+            SourceMsg::Lost { .. } => {}
+            SourceMsg::Txn(txn) => panic!("transaction {} before connecting", txn.gtid),
+        }
+    }
+}
