@@ -216,6 +216,13 @@ impl Writer {
         files
     }
 
+    /// `FLUSH BINARY LOGS`: ends the current file and starts the next one, unless the current
+    /// one holds no transaction yet (recovery reads the sources' positions from a file's first
+    /// transaction, so two files in a row without one are never made). True when it rotated.
+    pub fn rotate(&mut self, timestamp: u32) -> Result<bool, StoreError> {
+        self.rotate_now(timestamp)
+    }
+
     /// `PURGE BINARY LOGS TO 'file'`: removes the files before it (never the current one).
     pub fn purge_to(&mut self, file: &str) -> Result<Vec<String>, StoreError> {
         self.purge_to_file(file)

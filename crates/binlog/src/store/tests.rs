@@ -495,3 +495,23 @@ fn reader_stops_at_the_limit_and_resumes() {
     assert_eq!(n, a.events);
     assert_eq!(r.pos(), a.end.pos);
 }
+
+#[test]
+fn flush_binary_logs_starts_a_file_only_after_a_transaction() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("b");
+    let budget = budget(tmp.path());
+    let (mut w, _) = Writer::open(options(&dir, 1 << 20)).unwrap();
+    assert!(!w.rotate(7).unwrap(), "an empty file is not rotated");
+    w.append(&workload(&budget, 0), 1000).unwrap();
+    assert!(w.rotate(7).unwrap());
+    assert!(!w.rotate(7).unwrap(), "nor is the new, still empty one");
+    assert_eq!(w.files().len(), 2);
+    w.append(&workload(&budget, 1), 1001).unwrap();
+    w.flush().unwrap();
+    let (sources, gtid) = (w.sources().to_vec(), w.gtid_pos());
+    drop(w);
+    let (w, rec) = Writer::open(options(&dir, 1 << 20)).unwrap();
+    assert_eq!((rec.sources, rec.gtid, rec.truncated), (sources, gtid, 0));
+    assert_eq!(w.files().len(), 2);
+}

@@ -55,7 +55,7 @@ impl Writer {
             + txn.body.bytes();
         let rotated = self.file_has_txn && self.size + estimate > self.opts.max_file_size;
         if rotated {
-            self.rotate(txn.timestamp)
+            self.start_next_file(txn.timestamp)
                 .inspect_err(|_| self.broken = true)?;
         }
         if !self.file_has_txn {
@@ -164,9 +164,23 @@ impl Writer {
         Ok(())
     }
 
+    pub(super) fn rotate_now(&mut self, timestamp: u32) -> Result<bool, StoreError> {
+        if self.broken {
+            return Err(damaged(
+                &self.current_path(),
+                "an earlier write failed; reopen the global binlog to recover it",
+            ));
+        }
+        if !self.file_has_txn {
+            return Ok(false);
+        }
+        self.start_next_file(timestamp).inspect_err(|_| self.broken = true)?;
+        Ok(true)
+    }
+
     /// Ends the current file with a rotate event and starts the next one, whose header carries
     /// `timestamp` (the first transaction's).
-    fn rotate(&mut self, timestamp: u32) -> Result<(), StoreError> {
+    fn start_next_file(&mut self, timestamp: u32) -> Result<(), StoreError> {
         let next_name = file_name(&self.opts.base_name, self.number + 1);
         let mut rotate = event::rotate(self.opts.server_id, next_name.as_bytes(), 4, false);
         self.write_event(&mut rotate)?;

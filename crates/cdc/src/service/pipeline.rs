@@ -200,10 +200,20 @@ impl Pipeline {
                 let _ = reply.send(result);
             }
             Request::Rotate(reply) => {
-                // The store starts a file only when one is full: no rotation on demand yet.
-                let _ = reply.send(Err(
-                    "FLUSH BINARY LOGS is not supported by manifold's global binlog".into(),
-                ));
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as u32);
+                let result = match self.writer.rotate(now) {
+                    Ok(rotated) => {
+                        if rotated {
+                            Metrics::add(&self.shared.metrics.files, 1);
+                        }
+                        self.publish();
+                        Ok(())
+                    }
+                    Err(e) => Err(e.to_string()),
+                };
+                let _ = reply.send(result);
             }
         }
     }
