@@ -107,7 +107,8 @@ impl Session {
             self.io.stream.is_tls(),
         );
         let signature = state_signature(&self.vars, &self.user_vars);
-        let schema = visit::wanted_schema(self.visit.as_ref(), self.schema.as_deref());
+        let schema =
+            visit::wanted_schema(self.visit.as_ref(), self.schema.as_deref(), self.cluster);
         match self.fe.pools[self.cluster][node]
             .acquire(key, schema, signature)
             .await
@@ -154,7 +155,9 @@ impl Session {
             (Schema::None, None) => false,
             _ => true,
         };
-        if let Some(visited) = visit::visiting_schema(self.visit.as_ref(), self.schema.as_deref()) {
+        if let Some(visited) =
+            visit::visiting_schema(self.visit.as_ref(), self.schema.as_deref(), self.cluster)
+        {
             // A statement run on the cluster of the schema it names: that schema is current
             // there; the session's own (which that cluster may not have) stays as it is.
             if !matches!(&conn.schema, Schema::Known(have) if have == visited) {
@@ -223,7 +226,7 @@ impl Session {
         let acquired = pool
             .acquire_or_follow(
                 key,
-                visit::wanted_schema(self.visit.as_ref(), self.schema.as_deref()),
+                visit::wanted_schema(self.visit.as_ref(), self.schema.as_deref(), self.cluster),
                 state_signature(&self.vars, &self.user_vars),
                 &self.io.rbuf[..raw_len],
             )

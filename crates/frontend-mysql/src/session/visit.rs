@@ -21,6 +21,9 @@ use super::Session;
 
 /// The session's statements run on another cluster than its schema's for now.
 pub(super) struct Visit {
+    /// The cluster of the schema the statement named (a `KILL QUERY` of a session elsewhere
+    /// may borrow a connection on another one meanwhile).
+    cluster: usize,
     /// The schema the statement named, current on the connection there.
     schema: Vec<u8>,
     /// The session's schema when it moved: once that changes (a `USE` on the held
@@ -35,25 +38,27 @@ pub(super) struct Destination {
     schema: Vec<u8>,
 }
 
-/// The schema the statement the session visits another cluster for named, unless the
-/// session's schema changed since (`visit` and `schema`: the session's fields, as callers
-/// hold others).
+/// The schema the statement the session visits `cluster` for named, unless the session's
+/// schema changed since (`visit` and `schema`: the session's fields, as callers hold
+/// others).
 pub(super) fn visiting_schema<'a>(
     visit: Option<&'a Visit>,
     schema: Option<&[u8]>,
+    cluster: usize,
 ) -> Option<&'a [u8]> {
     visit
-        .filter(|v| v.from.as_deref() == schema)
+        .filter(|v| v.cluster == cluster && v.from.as_deref() == schema)
         .map(|v| v.schema.as_slice())
 }
 
-/// The schema a connection the session borrows now must have current: the one of the
-/// statement visiting another cluster, else the session's own.
+/// The schema a connection to `cluster` the session borrows now must have current: the one
+/// of the statement visiting that cluster, else the session's own.
 pub(super) fn wanted_schema<'a>(
     visit: Option<&'a Visit>,
     schema: Option<&'a [u8]>,
+    cluster: usize,
 ) -> Option<&'a [u8]> {
-    visiting_schema(visit, schema).or(schema)
+    visiting_schema(visit, schema, cluster).or(schema)
 }
 
 impl Session {
@@ -89,6 +94,7 @@ impl Session {
     pub(super) fn visit(&mut self, to: Destination) {
         self.cluster = to.cluster;
         self.visit = Some(Visit {
+            cluster: to.cluster,
             schema: to.schema,
             from: self.schema.clone(),
         });
