@@ -418,16 +418,38 @@ def check_global_binlog(binlog, ledger=None, clusters=(), expect_complete=True):
         for chain in ledger.chains:
             positions = [where[tag] for tag in chain]
             assert positions == sorted(positions) and len(set(positions)) == len(positions), \
-                f"causal chain out of order: {list(zip(chain, positions))}"
+                "causal chain out of order: " + "; ".join(
+                    f"{tag} at {p}: {txns[p].origin.cluster} {txns[p].origin.gtid} key {txns[p].origin.key} "
+                    f"{[a[:60] for a in txns[p].annotates[1:2]]}" for tag, p in zip(chain, positions))
     if clusters and expect_complete:
+        start = start_positions(txns[0])
         for i, c in enumerate(clusters):
             name = c.name if i else "default"
             own = read_binlog(c.binlog_files(), allow_torn_tail=True).transactions
-            wanted = {t.gtid for t in own if not t.is_heartbeat() and t.gtid[0] == 0}
+            # Sources are read from where they stood when the global binlog began: the
+            # sources= record, else (a fresh start records no position) its first held.
+            first_held = min((g[2] for (cl, g) in seen_origin if cl == name), default=1)
+            begin = start.get(name) or first_held - 1
+            wanted = {t.gtid for t in own if not t.is_heartbeat() and t.gtid[0] == 0 and t.gtid[2] > begin}
             held = {origin for (cl, origin) in seen_origin if cl == name}
             lost = sorted(wanted - held, key=lambda g: g[2])
             assert not lost, f"{name}: {len(lost)} source transactions not in the global binlog, e.g. {lost[:5]}"
     return where
+
+
+def start_positions(first):
+    """{cluster: domain 0 seq} of the `sources=` record of the global binlog's first
+    transaction: where every source stood when the global binlog began."""
+    m = re.search(rb" sources=(\S*)", first.annotates[0])
+    assert m, f"the first transaction's origin has no sources= record: {first.annotates[0][:200]!r}"
+    out = {}
+    for entry in m.group(1).decode().split(";"):
+        name, pos, _key = entry.split("@")
+        for g in filter(None, pos.split(",")):
+            d, _s, n = g.split("-")
+            if d == "0":
+                out[name] = int(n)
+    return out
 
 
 # -- writers ------------------------------------------------------------------------------
