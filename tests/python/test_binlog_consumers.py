@@ -16,6 +16,7 @@ from pymysqlreplication.event import MariadbGtidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 import binlogkit as bk
+from conftest import native_hash
 
 SCHEMAS = {"default": "cons_a", "b": "cons_b"}
 NOREPL = ("norepl", "norepl-pw")
@@ -32,7 +33,8 @@ def setup(tmp_path_factory):
             c.query(f"CREATE USER IF NOT EXISTS '{NOREPL[0]}'@'%' IDENTIFIED BY '{NOREPL[1]}'")
             c.query(f"GRANT ALL ON `cons\\_%`.* TO '{NOREPL[0]}'@'%'")
         mf = bk.BinlogManifold([a, b], tmp_path_factory.mktemp("consumers") / "binlog", {"b": ["cons_b"]},
-                               extra_args=["--user", f"{NOREPL[0]}:{NOREPL[1]}"])
+                               toml_extra=f'\n[[users]]\nname = "{NOREPL[0]}"\n'
+                               f'password_native = "{native_hash(NOREPL[1])}"\nbackend_password = "{NOREPL[1]}"\n')
         ledger = mixed_load(mf, {"default": a, "b": b})
         yield a, b, replica, mf, ledger
         mf.stop_and_check()
