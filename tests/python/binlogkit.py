@@ -459,8 +459,12 @@ class Writers:
     schema, inserts/updates/deletes in multi-statement transactions, a rollback now and
     then; plus causal chains alternating between the clusters."""
 
+    runs = 0
+
     def __init__(self, mf, schemas, ledger, threads_per_schema=2, chains=True, tolerate_errors=False):
         self.mf, self.schemas, self.ledger = mf, schemas, ledger
+        Writers.runs += 1
+        self.run = Writers.runs  # in every tag: tags stay unique over several runs
         self.stop_flag = threading.Event()
         self.errors = []
         self.tolerate = tolerate_errors
@@ -529,9 +533,9 @@ class Writers:
             if conn is None:
                 return
             i += 1
-            tag = f"{cluster}.{n}.{i}"
+            tag = f"{cluster}.{self.run}.{n}.{i}"
             k = f"/*ledger:{tag}*/"
-            base = n * 1_000_000 + i
+            base = self.run * 10_000_000 + n * 1_000_000 + i
             if i % 17 == 0:
                 try:
                     with conn.cursor() as cur:
@@ -562,9 +566,9 @@ class Writers:
                 conn = conns.get(cluster) or self._connect(schema)
                 if conn is None:
                     return
-                tag = f"chain.{c}.{step}"
+                tag = f"chain.{self.run}.{c}.{step}"
                 conn = self._commit(conn, cluster, tag, [
-                    f"/*ledger:{tag}*/ INSERT INTO ledger (id, tag, v) VALUES ({900_000_000 + c * 10 + step}, '{tag}', {step})"])
+                    f"/*ledger:{tag}*/ INSERT INTO ledger (id, tag, v) VALUES ({900_000_000 + self.run * 1_000_000 + c * 10 + step}, '{tag}', {step})"])
                 conns[cluster] = conn
                 if conn is None:
                     break

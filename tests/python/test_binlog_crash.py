@@ -104,7 +104,15 @@ def test_sources_follow_a_promoted_primary(setup):
     bk.wait_for("a promoted primary", lambda: b.query("SELECT @@read_only", port=b.replica_ports[0])[0][0] == 0,
                 timeout=60)
     before = len(ledger.committed)
-    bk.wait_for("writes on the promoted primary", lambda: len(ledger.committed) > before + 50, timeout=60)
+    state = {}
+
+    def progressed():
+        state.update(committed=len(ledger.committed) - before, errors=writers.errors[-2:])
+        return state["committed"] > 50
+    try:
+        bk.wait_for("writes on the promoted primary", progressed, timeout=60)
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {state}") from None
     writers.stop()
     b.primary_port = b.replica_ports[0]
     try:
