@@ -80,18 +80,19 @@ def load(clusters, mf, lines):
         events = b1.events - b0.events
         txns = len(b1.transactions) - len(b0.transactions)
         status = mf.admin("SHOW BINLOG STATUS")
-        delay = {k: v for r in status for k, v in r.items() if "elay" in str(k) or "elay" in str(r.get("Variable_name", ""))}
+        delay = {r["Variable_name"]: r["Value"] for r in status if "delay" in r["Variable_name"]}
         sb_tps = sum(float(re.search(r"transactions:\s+\d+\s+\(([\d.]+) per sec", o).group(1)) for o in outs)
         rows.append(dict(eps=events / took, dml=(dml1 - dml0) / took, bps=(b1.bytes - b0.bytes) / took,
                          tps=txns / took, fpm=(len(mf.files()) - before_files) / took * 60,
                          cpu_us=cpu / max(events, 1) * 1e6, sb_tps=sb_tps, status=status, delay=delay))
-        print(f"run {run}: {rows[-1]}", flush=True)
+        print(f"run {run}: " + ", ".join(f"{k}={v}" for k, v in rows[-1].items() if k != "status"), flush=True)
     for k, label in (("eps", "EPS"), ("dml", "DML EPS"), ("bps", "BPS (bytes/s)"), ("tps", "TPS"),
                      ("fpm", "files per minute"), ("cpu_us", "manifold CPU per event (µs)"),
                      ("sb_tps", "sysbench TPS (both clusters)")):
         vals = [r[k] for r in rows]
         lines.append(f"| {label} | {' / '.join(f'{v:,.1f}' for v in vals)} |")
-    lines.append(f"| SHOW BINLOG STATUS (last run) | `{rows[-1]['status']}` |")
+    for name in rows[-1]["delay"]:
+        lines.append(f"| {name} (SHOW BINLOG STATUS after each run) | {' / '.join(r['delay'][name] for r in rows)} |")
 
 
 def big(clusters, mf, lines):
