@@ -54,7 +54,7 @@ fn statements_naming_another_cluster_s_schema_run_there_one_at_a_time() {
         name: "b".into(),
         primary: b.primary.addr().to_string(),
         replicas: Vec::new(),
-        schemas: vec!["qb".into()],
+        schemas: vec!["qb".into(), "qb_new".into()],
         users: Vec::new(),
     });
     let server = start(&cfg);
@@ -92,6 +92,28 @@ fn statements_naming_another_cluster_s_schema_run_there_one_at_a_time() {
         [vec![Some("x".to_owned()), Some(b_port.clone())]]
     );
     assert_eq!(c.scalar("SELECT DATABASE()").unwrap(), None);
+    // Database DDL goes where the schema is listed, creating it there.
+    b.sql(&b.primary, "DROP DATABASE IF EXISTS qb_new").unwrap();
+    c.query("CREATE DATABASE IF NOT EXISTS qb_new").unwrap();
+    c.query("CREATE TABLE qb_new.t (a INT)").unwrap();
+    assert_eq!(
+        b.sql_value(
+            &b.primary,
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'qb_new'"
+        )
+        .unwrap(),
+        "1"
+    );
+    assert_on_default(&mut c, &b_port, "CREATE DATABASE qb_new");
+    c.query("DROP DATABASE qb_new").unwrap();
+    assert_eq!(
+        b.sql_value(
+            &b.primary,
+            "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = 'qb_new'"
+        )
+        .unwrap(),
+        "0"
+    );
 
     // A session in a schema of the default cluster keeps it, and its unqualified statements
     // run there.

@@ -47,6 +47,8 @@ pub fn schema_of(sql: &[u8]) -> SchemaOf<'_> {
     };
     if first.is("SHOW") {
         read.show();
+    } else if first.is("CREATE") || first.is("DROP") || first.is("ALTER") {
+        read.schema_ddl();
     } else {
         let mut next = Some(first);
         if first.is("DESCRIBE") || first.is("DESC") || first.is("EXPLAIN") {
@@ -64,6 +66,18 @@ pub fn schema_of(sql: &[u8]) -> SchemaOf<'_> {
         read.names.merge(read.compared);
     }
     read.names.result()
+}
+
+/// Whether `sql` is `CREATE`, `DROP` or `ALTER` of a `DATABASE`/`SCHEMA`: the schema it names
+/// may not exist (yet, or any more), so it cannot be the connection's current one meanwhile.
+pub fn names_database(sql: &[u8]) -> bool {
+    let mut tokens = Lexer::new(sql);
+    tokens
+        .next()
+        .is_some_and(|t| t.is("CREATE") || t.is("DROP") || t.is("ALTER"))
+        && tokens
+            .next()
+            .is_some_and(|t| t.is("DATABASE") || t.is("SCHEMA"))
 }
 
 /// Whether `name` is a schema every server has (compared as servers do: case-blind).
@@ -180,6 +194,28 @@ impl<'a> Reader<'a> {
                 self.tokens.next()
             }
             other => other,
+        }
+    }
+
+    /// After `CREATE`/`DROP`/`ALTER`: `DATABASE|SCHEMA [IF [NOT] EXISTS] name` names that
+    /// schema; anything else is read as any statement (`CREATE TABLE shop.t ...`).
+    fn schema_ddl(&mut self) {
+        let mut ahead = self.tokens.clone();
+        if !ahead
+            .next()
+            .is_some_and(|t| t.is("DATABASE") || t.is("SCHEMA"))
+        {
+            let next = self.tokens.next();
+            self.statement(next);
+            return;
+        }
+        let mut t = ahead.next();
+        while t.is_some_and(|w| w.is("IF") || w.is("NOT") || w.is("EXISTS")) {
+            t = ahead.next();
+        }
+        match t {
+            Some(name) if is_name(&name) => self.note_schema(&name),
+            _ => {}
         }
     }
 
@@ -359,10 +395,31 @@ mod tests {
         SchemaOf::One(name.as_bytes())
     }
 
-    /// What a gateway asks before reading the text: marked by the scan, or a `SHOW`.
+    /// What a gateway asks before reading the text: marked by the scan, a `SHOW`, or DDL.
     fn marked(sql: &str) -> bool {
         let s = scan(sql.as_bytes());
-        s.has(Scan::QUALIFIED_TABLE) || s.verb == Verb::Show
+        s.has(Scan::QUALIFIED_TABLE)
+            || matches!(s.verb, Verb::Show | Verb::Create | Verb::Drop | Verb::Alter)
+    }
+
+    #[test]
+    fn database_ddl_names_its_schema() {
+        for sql in [
+            "CREATE DATABASE shop",
+            "create schema if not exists `shop`",
+            "DROP DATABASE IF EXISTS shop",
+            "ALTER DATABASE shop CHARACTER SET utf8mb4",
+            "CREATE TABLE shop.t (a INT)",
+            "CREATE TABLE IF NOT EXISTS shop.t (a INT)",
+            "DROP TABLE shop.t",
+        ] {
+            assert!(marked(sql), "{sql}");
+            assert_eq!(schema_of(sql.as_bytes()), one("shop"), "{sql}");
+        }
+        assert_eq!(schema_of(b"CREATE DATABASE mysql"), SchemaOf::Nothing);
+        assert!(names_database(b"/* x */ create Schema shop"));
+        assert!(!names_database(b"CREATE TABLE shop.t (a INT)"));
+        assert_eq!(schema_of(b"CREATE TABLE t (a INT)"), SchemaOf::Nothing);
     }
 
     #[test]
@@ -397,11 +454,8 @@ mod tests {
             assert!(marked(sql), "{sql}");
         }
         // Read here, but the scan looks one word back only: a gateway asking it first
-        // leaves these where the session's statements go.
-        for sql in [
-            "UPDATE LOW_PRIORITY shop.t SET a = 2",
-            "CREATE TABLE IF NOT EXISTS shop.t (a INT)",
-        ] {
+        // leaves these where the session's statements go (DDL is always asked: below).
+        for sql in ["UPDATE LOW_PRIORITY shop.t SET a = 2"] {
             assert_eq!(of(sql), one("shop"), "{sql}");
             assert!(!marked(sql), "{sql}");
         }

@@ -68,7 +68,11 @@ impl Session {
     pub(super) fn statement_cluster(&self, scan: &Scan, sql: &[u8]) -> Option<Destination> {
         let shared = &self.fe.shared;
         if shared.clusters.len() <= 1
-            || !(scan.has(Scan::QUALIFIED_TABLE) || scan.verb == Verb::Show)
+            || !(scan.has(Scan::QUALIFIED_TABLE)
+                || matches!(
+                    scan.verb,
+                    Verb::Show | Verb::Create | Verb::Drop | Verb::Alter
+                ))
             || scan.statements != 1
             || self.lease.is_some()
             || self.pins.is_pinned()
@@ -82,9 +86,15 @@ impl Session {
         };
         let cluster = shared.cluster_listing(schema)?;
         (cluster != shared.cluster_for(self.schema.as_deref(), &self.user.name)).then(|| {
+            // A database it creates or drops cannot be current there: one every server has is.
+            let current: &[u8] = if manifold_sql_lex::names_database(sql) {
+                b"information_schema"
+            } else {
+                schema
+            };
             Destination {
                 cluster,
-                schema: schema.to_vec(),
+                schema: current.to_vec(),
             }
         })
     }
