@@ -14,6 +14,7 @@ use manifold_router::{ReplicaConfig, ReplicaEntry};
 use manifold_testkit::Topology;
 use manifold_tests::Client;
 
+mod clusters;
 mod mysql;
 #[path = "../routing_support.rs"]
 mod support;

@@ -13,6 +13,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// What every stamp comment starts with.
 pub const PREFIX: &[u8] = b"/*manifold:hlc=";
 
+/// What manifold's own DDL on a source (the heartbeat table's) starts with: such a
+/// transaction is the source's business, not the global binlog's.
+pub const INTERNAL: &[u8] = b"/*manifold:internal*/ ";
+
 /// The longest stamp comment: prefix, 20 digits, `*/ `.
 pub const MAX_LEN: usize = PREFIX.len() + 20 + 3;
 

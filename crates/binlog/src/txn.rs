@@ -29,7 +29,8 @@ pub struct SourceTxn {
     pub timestamp: u32,
     /// The first ordering stamp found in its annotate events or statements (`stamp::parse`).
     pub stamp: Option<u64>,
-    /// Only writes to the heartbeat table: it advances the watermark and is not written out.
+    /// Only writes to the heartbeat table, or DDL manifold marked as its own
+    /// (`stamp::INTERNAL`): it advances the watermark (if stamped) and is not written out.
     pub heartbeat: bool,
     /// Events after the GTID event up to and including the one that ends it, as received
     /// (checksums included; `heartbeat` transactions may keep an empty body).
@@ -69,6 +70,8 @@ struct OpenTxn {
     table_maps: u32,
     /// Every table map so far named the heartbeat table.
     only_heartbeat_tables: bool,
+    /// A statement manifold marked as its own (`stamp::INTERNAL`): the heartbeat table's DDL.
+    internal: bool,
     dml_events: u32,
     body: TxnBody,
 }
@@ -142,6 +145,7 @@ impl Assembler {
             stamp: None,
             table_maps: 0,
             only_heartbeat_tables: true,
+            internal: false,
             dml_events: 0,
             body: TxnBody::new(&self.budget),
         });
@@ -163,6 +167,7 @@ impl Assembler {
                 if open.stamp.is_none() {
                     open.stamp = stamp::parse(text);
                 }
+                open.internal |= standalone && text.starts_with(stamp::INTERNAL);
                 standalone || ends_group(text)
             }
             // Its text is compressed: only a standalone group (DDL) ends with it; COMMIT and
@@ -205,7 +210,7 @@ impl Assembler {
             gtid_flags: open.gtid_flags,
             timestamp,
             stamp: open.stamp,
-            heartbeat: open.table_maps > 0 && open.only_heartbeat_tables,
+            heartbeat: open.internal || (open.table_maps > 0 && open.only_heartbeat_tables),
             body: open.body,
             dml_events: open.dml_events,
             received: Instant::now(),

@@ -330,6 +330,11 @@ impl Shared {
             .unwrap_or(0)
     }
 
+    /// The cluster whose `schemas` list `schema`, if one does.
+    fn cluster_listing(&self, schema: &[u8]) -> Option<usize> {
+        self.cluster_of_schema.get(schema).copied()
+    }
+
     /// The logged-in session with connection id `id`, on whichever worker.
     fn find_session(&self, id: u32) -> Option<Arc<registry::SessionHandle>> {
         let shards = self.session_shards.lock().expect("session shards").clone();

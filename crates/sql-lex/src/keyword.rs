@@ -11,6 +11,8 @@ pub(crate) enum Kw {
     Verb(Verb),
     // Other words.
     From,
+    /// `JOIN`, `STRAIGHT_JOIN`.
+    Join,
     SqlCalcFoundRows,
     Tables,
     Table,
@@ -258,6 +260,8 @@ keywords! {
     b"EXPLAIN" => Kw::Verb(Verb::Explain),
     b"HELP" => Kw::Verb(Verb::Help),
     b"FROM" => Kw::From,
+    b"JOIN" => Kw::Join,
+    b"STRAIGHT_JOIN" => Kw::Join,
     b"TABLES" => Kw::Tables,
     b"TABLE" => Kw::Table,
     b"TEMPORARY" => Kw::Temporary,

@@ -20,6 +20,7 @@ mod lexer;
 mod memo;
 mod processlist;
 mod scan;
+mod schema_of;
 mod uservars;
 
 pub use digest::{digest, digest_hash, MAX_DIGEST_TEXT};
@@ -30,4 +31,5 @@ pub use scan::{
     parse_kill, parse_show_diagnostics, parse_use, replace_session_values, scan, scan_with_digest,
     set_names_collation, Class, Kill, Scan, SessionValues, ShowDiagnostics, Verb,
 };
+pub use schema_of::{is_system_schema, names_database, schema_of, SchemaOf};
 pub use uservars::{assigned_user_variables, user_variable_name};

@@ -131,6 +131,10 @@ impl Scan {
     /// `information_schema.PROCESSLIST`, which a gateway with its own connection ids answers
     /// from its own sessions (see [`parse_show_processlist`], [`replace_processlist_tables`]).
     pub const PROCESSLIST: u32 = 1 << 29;
+    /// A name qualified by a schema right after `FROM`, `JOIN`, `INTO`, `UPDATE`, `TABLE` or
+    /// a first `DESCRIBE` (`FROM shop.t`): the statement may be about another schema than
+    /// the session's (see [`schema_of`](crate::schema_of)).
+    pub const QUALIFIED_TABLE: u32 = 1 << 30;
 
     /// What makes a `SELECT` need the primary.
     pub const NEEDS_PRIMARY: u32 = Self::LOCKING_READ
@@ -267,6 +271,9 @@ pub(crate) struct ScanState {
     prev_word: bool,
     /// `LAST_INSERT_ID(` was the previous token: `)` next means the no-argument form.
     open_last_insert_id: bool,
+    /// The previous token is a name right after a word a table name follows (`FROM shop`):
+    /// a `.` next makes it a schema's.
+    table_name: bool,
 }
 
 impl ScanState {
@@ -282,6 +289,7 @@ impl ScanState {
         prev: Kw::None,
         prev_word: false,
         open_last_insert_id: false,
+        table_name: false,
     };
 }
 
@@ -348,6 +356,7 @@ impl<V: Resumable> Scanner<V> {
         self.st.out.flags |= flags;
         self.st.prev = Kw::None;
         self.st.prev_word = false;
+        self.st.table_name = false;
     }
 
     /// What a keyword tells, with the word before it.
@@ -437,6 +446,7 @@ impl<'a, V: Visitor<'a> + Resumable> Visitor<'a> for Scanner<V> {
         } else if self.st.second.is_none() {
             self.leading_word(kw);
         }
+        self.st.table_name = names_table(self.st.prev);
         self.st.prev = kw;
         self.st.prev_word = true;
     }
@@ -447,12 +457,14 @@ impl<'a, V: Visitor<'a> + Resumable> Visitor<'a> for Scanner<V> {
     fn punct(&mut self, t: Token<'a>, c: u8) {
         self.also.punct(t, c);
         match c {
+            b'.' if self.st.table_name => self.other(Scan::QUALIFIED_TABLE),
             b';' => {
                 self.after_open_last_insert_id();
                 self.st.first = None;
                 self.st.second = None;
                 self.st.prev = Kw::None;
                 self.st.prev_word = false;
+                self.st.table_name = false;
             }
             b'(' => {
                 self.after_open_last_insert_id();
@@ -474,6 +486,7 @@ impl<'a, V: Visitor<'a> + Resumable> Visitor<'a> for Scanner<V> {
                 }
                 self.st.prev = Kw::None;
                 self.st.prev_word = false;
+                self.st.table_name = false;
             }
             b')' if self.st.open_last_insert_id => {
                 self.st.open_last_insert_id = false;
@@ -508,7 +521,9 @@ impl<'a, V: Visitor<'a> + Resumable> Visitor<'a> for Scanner<V> {
         } else {
             0
         };
+        let table_name = names_table(self.st.prev);
         self.other(flags);
+        self.st.table_name = table_name;
     }
 
     #[inline]
@@ -540,6 +555,20 @@ impl<'a, V: Visitor<'a> + Resumable> Visitor<'a> for Scanner<V> {
         self.also.unterminated(t);
         self.other(Scan::UNTERMINATED);
     }
+}
+
+/// A table name follows `prev` (`FROM`, `JOIN`, `INTO`, `UPDATE`, `TABLE`, a first
+/// `DESCRIBE`/`EXPLAIN`; a later `DESC` of an `ORDER BY` is never followed by `name.`).
+#[inline]
+fn names_table(prev: Kw) -> bool {
+    matches!(
+        prev,
+        Kw::From
+            | Kw::Join
+            | Kw::Into
+            | Kw::Table
+            | Kw::Verb(Verb::Update | Verb::Describe | Verb::Explain)
+    )
 }
 
 /// Words that end a top-level select list.

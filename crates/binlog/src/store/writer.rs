@@ -174,7 +174,8 @@ impl Writer {
         if !self.file_has_txn {
             return Ok(false);
         }
-        self.start_next_file(timestamp).inspect_err(|_| self.broken = true)?;
+        self.start_next_file(timestamp)
+            .inspect_err(|_| self.broken = true)?;
         Ok(true)
     }
 

@@ -291,3 +291,30 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn manifolds_own_ddl_is_kept_out_like_a_heartbeat() {
+    let mut a = assembler();
+    a.push(&gtid_event(1, gtid_flags::STANDALONE | gtid_flags::DDL))
+        .unwrap();
+    let mut text = stamp::INTERNAL.to_vec();
+    text.extend_from_slice(b"CREATE DATABASE IF NOT EXISTS `manifold`");
+    let t = a
+        .push(&event::query(5, SERVER, b"", &text))
+        .unwrap()
+        .expect("ends");
+    assert!(t.heartbeat);
+    // The marker anywhere but at the start of a DDL is the user's text.
+    a.push(&gtid_event(2, gtid_flags::STANDALONE | gtid_flags::DDL))
+        .unwrap();
+    let t = a
+        .push(&event::query(
+            5,
+            SERVER,
+            b"",
+            b"CREATE TABLE t (a INT) /*manifold:internal*/",
+        ))
+        .unwrap()
+        .expect("ends");
+    assert!(!t.heartbeat);
+}

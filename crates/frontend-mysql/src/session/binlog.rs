@@ -110,6 +110,18 @@ impl Session {
         statement: Statement,
         seq: u8,
     ) -> Result<(), End> {
+        let monitoring = matches!(
+            statement,
+            Statement::ShowMasterStatus
+                | Statement::ShowBinaryLogs
+                | Statement::ShowBinlogEvents(_)
+        );
+        // As MariaDB, which asks for BINLOG MONITOR: here the users allowed to replicate.
+        if monitoring && !shared.may_replicate(&self.user.name) {
+            return self
+                .send_err_packet(seq, &answer::access_denied("BINLOG MONITOR"))
+                .await;
+        }
         let (columns, rows) = match statement {
             Statement::ShowMasterStatus => answer::master_status(shared),
             Statement::ShowBinaryLogs => answer::binary_logs(shared),
@@ -122,11 +134,6 @@ impl Session {
                 return self.send_ok(seq).await;
             }
             Statement::ShowBinlogEvents(q) => {
-                if !shared.may_replicate(&self.user.name) {
-                    return self
-                        .send_err_packet(seq, &answer::access_denied("BINLOG MONITOR"))
-                        .await;
-                }
                 // Reads a file: off the worker thread.
                 let for_job = shared.clone();
                 let read = self

@@ -7,7 +7,7 @@ use manifold_backend::{Acquired, BackendConn, BackendError, ConnKey, ErrorKind, 
 use manifold_mysql_proto::packets::ErrPacket;
 use manifold_router::NodeId;
 
-use super::Session;
+use super::{visit, Session};
 use crate::metrics::FrontendMetrics;
 use crate::pins::PinReason;
 use crate::users::User;
@@ -107,8 +107,10 @@ impl Session {
             self.io.stream.is_tls(),
         );
         let signature = state_signature(&self.vars, &self.user_vars);
+        let schema =
+            visit::wanted_schema(self.visit.as_ref(), self.schema.as_deref(), self.cluster);
         match self.fe.pools[self.cluster][node]
-            .acquire(key, self.schema.as_deref(), signature)
+            .acquire(key, schema, signature)
             .await
         {
             Ok(mut lease) => {
@@ -153,7 +155,19 @@ impl Session {
             (Schema::None, None) => false,
             _ => true,
         };
-        if (!self.schema_checked || schema_differs) && !self.schema_follows_statement {
+        if let Some(visited) =
+            visit::visiting_schema(self.visit.as_ref(), self.schema.as_deref(), self.cluster)
+        {
+            // A statement run on the cluster of the schema it names: that schema is current
+            // there; the session's own (which that cluster may not have) stays as it is.
+            if !matches!(&conn.schema, Schema::Known(have) if have == visited) {
+                match conn.use_schema(Some(visited)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => return Err(Unrestored::Refused(e)),
+                    Err(e) => return Err(Unrestored::Discard(Unready::lost_before_sending(e))),
+                }
+            }
+        } else if (!self.schema_checked || schema_differs) && !self.schema_follows_statement {
             match conn.use_schema(self.schema.as_deref()).await {
                 Ok(Ok(())) => self.schema_checked = true,
                 Ok(Err(e)) => {
@@ -212,7 +226,7 @@ impl Session {
         let acquired = pool
             .acquire_or_follow(
                 key,
-                self.schema.as_deref(),
+                visit::wanted_schema(self.visit.as_ref(), self.schema.as_deref(), self.cluster),
                 state_signature(&self.vars, &self.user_vars),
                 &self.io.rbuf[..raw_len],
             )

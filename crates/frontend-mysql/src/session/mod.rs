@@ -15,6 +15,7 @@
 //! | `previous.rs` | what the previous statement left (`ROW_COUNT()`, `SHOW WARNINGS`...) |
 //! | `control.rs` | commands about the session itself: `KILL`, `COM_CHANGE_USER`, `COM_RESET_CONNECTION` |
 //! | `binlog.rs` | the global binlog: dumps, `SHOW MASTER STATUS` and the other binlog statements |
+//! | `visit.rs` | a statement naming a schema another cluster holds runs on that cluster |
 
 mod binlog;
 mod control;
@@ -26,6 +27,7 @@ mod previous;
 mod routing;
 mod serve;
 mod tracking;
+mod visit;
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -143,6 +145,7 @@ pub(crate) async fn run(
         cluster: 0,
         lease_node: 0,
         schema_follows_statement: false,
+        visit: None,
         causal: CausalState::default(),
         status: status::AUTOCOMMIT,
         scramble: login.scramble,
@@ -235,6 +238,9 @@ struct Session {
     lease_node: NodeId,
     /// The command about to run changes the schema on another cluster (`USE`, `COM_INIT_DB`).
     schema_follows_statement: bool,
+    /// The session runs a statement (or holds the connection one left) on the cluster of the
+    /// schema it named (see [`visit`]).
+    visit: Option<visit::Visit>,
     /// What the session's reads must see: its last write (`routing.causal_reads`).
     causal: CausalState,
     /// Server status flags from the last answer, for the OK packets manifold sends itself.

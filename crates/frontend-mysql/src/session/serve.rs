@@ -14,6 +14,7 @@ use manifold_sql_lex::{Scan, Verb};
 use tokio::sync::futures::Notified;
 
 use super::decode::{self, Action, Effect, StmtCommand};
+use super::visit::Destination;
 use super::{CommandTimes, End, Session};
 use crate::handshake::send_err;
 
@@ -186,7 +187,7 @@ impl Session {
         } else {
             p.payload_len
         };
-        let (action, use_cluster) = match self.decode(first_len) {
+        let (action, use_cluster, visit) = match self.decode(first_len) {
             Ok(decoded) => decoded,
             Err(e) => {
                 self.io.consume(p.raw_len);
@@ -194,7 +195,7 @@ impl Session {
                 return Err(self.refuse(reply_seq, codes::NET_READ_ERROR, msg).await);
             }
         };
-        self.choose_cluster(&action, use_cluster);
+        self.choose_cluster(&action, use_cluster, visit);
         if let Action::Binlog(command) = action {
             return self.binlog(command, p, reply_seq, killed).await;
         }
@@ -204,8 +205,12 @@ impl Session {
     /// Decodes the command at the front of the client's buffer (its first `first_len` bytes of
     /// payload). A query is scanned (from the session's memo, with a digest when rules or
     /// statistics need one) and published for `SHOW SESSIONS`; also returned: the cluster a
-    /// `USE` of a schema another cluster serves moves the session to.
-    fn decode(&mut self, first_len: usize) -> Result<(Action, Option<usize>), ProtoError> {
+    /// `USE` of a schema another cluster serves moves the session to, and the cluster (with
+    /// the schema) a statement naming such a schema runs on (see [`super::visit`]).
+    fn decode(
+        &mut self,
+        first_len: usize,
+    ) -> Result<(Action, Option<usize>, Option<Destination>), ProtoError> {
         let first = &self.io.rbuf[4..4 + first_len];
         let shared = &self.fe.shared;
         let digests =
@@ -231,8 +236,10 @@ impl Session {
         let binlog = shared.binlog.is_some();
         let action = decode::decode(first, self.capabilities, self.lease.is_none(), binlog, scan)?;
         let mut use_cluster = None;
+        let mut visit = None;
         if let Action::Forward(ResponseKind::ResultSets, Effect::Query(scan)) = &action {
             let sql = &first[1..];
+            visit = self.statement_cluster(scan, sql);
             if scan.verb == Verb::Use && shared.clusters.len() > 1 {
                 use_cluster = manifold_sql_lex::parse_use(sql)
                     .map(|s| shared.cluster_for(Some(s), &self.user.name));
@@ -242,15 +249,22 @@ impl Session {
                     manifold_sql_lex::set_names_collation(sql).map(<[u8]>::to_ascii_lowercase);
             }
         }
-        Ok((action, use_cluster))
+        Ok((action, use_cluster, visit))
     }
 
     /// Before each command of a session holding no connection, with several clusters: the
-    /// cluster serving its schema (or the one a `USE`/`COM_INIT_DB` names), else its user's.
-    fn choose_cluster(&mut self, action: &Action, use_cluster: Option<usize>) {
+    /// cluster serving its schema (or the one a `USE`/`COM_INIT_DB` names), else its user's;
+    /// for this command only, `visit`'s (the cluster of the schema the statement names).
+    fn choose_cluster(
+        &mut self,
+        action: &Action,
+        use_cluster: Option<usize>,
+        visit: Option<Destination>,
+    ) {
         if self.lease.is_some() || self.fe.shared.clusters.len() <= 1 {
             return;
         }
+        self.visit = None;
         let before = self.cluster;
         self.cluster = match action {
             Action::InitDb(schema) => self.fe.shared.cluster_for(Some(schema), &self.user.name),
@@ -264,6 +278,9 @@ impl Session {
         // that cluster may not have) is not restored first.
         self.schema_follows_statement = self.cluster != before
             && (use_cluster.is_some() || matches!(action, Action::InitDb(_)));
+        if let Some(to) = visit {
+            self.visit(to);
+        }
     }
 
     /// Hands the command to its handler. `p`: its packet, still at the front of the client's
