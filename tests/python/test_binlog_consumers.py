@@ -175,9 +175,33 @@ def test_mariadb_replica_fed_by_manifold_matches_the_sources(setup):
             cur.execute("SELECT @@gtid_slave_pos")
             return cur.fetchone()["@@gtid_slave_pos"] == target
     bk.wait_for(f"the replica to reach {target}", caught_up, timeout=90)
+    # A new file while the replica follows (FLUSH BINARY LOGS, as a rotation by size): it
+    # goes on into the next file.
+    with mf.connect() as c, c.cursor() as cur:
+        for schema in SCHEMAS.values():
+            cur.execute(f"CREATE TABLE {schema}.rotation (id INT PRIMARY KEY)")
+        cur.execute(f"INSERT INTO {SCHEMAS['default']}.rotation VALUES (1)")
+        c.commit()
+        cur.execute("SHOW BINARY LOGS")
+        files_before = len(cur.fetchall())
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute(f"INSERT INTO {SCHEMAS['b']}.rotation VALUES (2)")
+        c.commit()
+        cur.execute("SHOW BINARY LOGS")
+        assert len(cur.fetchall()) == files_before + 1
+    seq = int(target.rsplit("-", 1)[1])
+
+    def both_written():
+        nonlocal target
+        with mf.connect() as c, c.cursor() as cur:
+            cur.execute("SELECT @@gtid_binlog_pos")
+            target = cur.fetchone()[0]
+        return int(target.rsplit("-", 1)[1]) >= seq + 4
+    bk.wait_for("both tables and inserts in the global binlog", both_written, timeout=60)
+    bk.wait_for(f"the replica to reach {target} past the rotation", caught_up, timeout=90)
     for cluster, source in (("default", a), ("b", b)):
         schema = SCHEMAS[cluster]
-        for table in ("kv", "other"):
+        for table in ("kv", "other", "rotation"):
             want = source.query(f"CHECKSUM TABLE {schema}.{table}")[0][1]
             got = replica.query(f"CHECKSUM TABLE {schema}.{table}")[0][1]
             assert want is not None and got == want, f"{schema}.{table}: replica {got}, source {want}"

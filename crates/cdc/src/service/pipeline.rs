@@ -145,8 +145,10 @@ impl Pipeline {
             gtid: self.writer.gtid_pos(),
         };
         if self.shared.end() != new_end {
-            self.shared.publish_end(new_end);
+            // Files first: a dump woken by the new end at the end of a rotated file looks for
+            // the next one in the list.
             self.shared.set_files(self.writer.files());
+            self.shared.publish_end(new_end);
         }
         let held = self.merger.held_back_by();
         let keys = self.merger.last_keys();
