@@ -25,6 +25,7 @@ mod prepared;
 mod previous;
 mod routing;
 mod serve;
+mod stamp;
 mod tracking;
 
 use std::net::SocketAddr;
