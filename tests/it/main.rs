@@ -5,6 +5,7 @@
 mod harness;
 
 mod backend_auth;
+mod binlog_stamps;
 mod commands;
 mod large_packets;
 mod multiplex;

@@ -17,8 +17,12 @@ const USER: &str = "cdc_source";
 const WAIT: Duration = Duration::from_secs(30);
 
 fn start_topology() -> Topology {
+    start_topology_with(0)
+}
+
+fn start_topology_with(replicas: usize) -> Topology {
     let t = Topology::start(TopologyConfig {
-        replicas: 0,
+        replicas,
         tls: false,
         ..TopologyConfig::default()
     })
@@ -29,18 +33,28 @@ fn start_topology() -> Topology {
 
 fn target(t: &Topology) -> SourceTarget {
     let addr = t.primary.addr().to_string();
+    let replicas: Vec<manifold_router::ReplicaEntry> = t
+        .replicas
+        .iter()
+        .map(|r| manifold_router::ReplicaEntry::Addr(r.addr().to_string()))
+        .collect();
     let topology =
-        manifold_router::Topology::new(&addr, &[], manifold_router::RoutingConfig::default())
+        manifold_router::Topology::new(&addr, &replicas, manifold_router::RoutingConfig::default())
             .expect("topology");
-    SourceTarget {
-        cluster: "east".into(),
-        topology: Arc::new(topology),
-        targets: vec![BackendTarget {
-            addr,
+    let targets = topology
+        .nodes
+        .iter()
+        .map(|n| BackendTarget {
+            addr: n.addr.clone(),
             tls_mode: TlsMode::Disabled,
             tls: None,
             max_packet: 1 << 30,
-        }],
+        })
+        .collect();
+    SourceTarget {
+        cluster: "east".into(),
+        topology: Arc::new(topology),
+        targets,
     }
 }
 
@@ -155,13 +169,14 @@ impl Running {
             other => panic!("expected the loss, got {other:?}"),
         };
         // A restarting server refuses a few attempts first.
-        loop {
+        for _ in 0..100 {
             match self.next() {
                 SourceMsg::Connected { .. } => return error,
                 SourceMsg::Lost { .. } => {}
                 SourceMsg::Txn(t) => panic!("transaction {} while disconnected", t.gtid),
             }
         }
+        panic!("no reconnection after 100 attempts (first loss: {error})");
     }
 }
 
@@ -327,11 +342,54 @@ fn a_primary_logging_statements_is_refused_with_what_to_set() {
     // Fixed on the server: the next attempt streams.
     t.sql(&t.primary, "SET GLOBAL binlog_format='ROW'")
         .expect("set ROW");
-    loop {
+    for _ in 0..100 {
         match running.next() {
-            SourceMsg::Connected { .. } => break,
+            SourceMsg::Connected { .. } => return,
             SourceMsg::Lost { .. } => {}
             SourceMsg::Txn(txn) => panic!("transaction {} before connecting", txn.gtid),
         }
     }
+    panic!("still refused after binlog_format=ROW");
+}
+
+#[test]
+fn after_a_failover_the_reader_resumes_on_the_new_primary() {
+    let t = start_topology_with(1);
+    t.sql(
+        &t.primary,
+        "CREATE DATABASE src_t; CREATE TABLE src_t.t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB;",
+    )
+    .expect("schema");
+    let source = target(&t);
+    let router = source.topology.clone();
+    let running = Running::start(source, 4_000_000_104, None);
+    running.connected();
+    insert(&t, 0, 2);
+    let first = running.txn().gtid;
+    let second = running.txn().gtid;
+    assert_eq!(second, next_gtid(first));
+
+    // The monitor saw the replica promoted; the old primary's dump breaks.
+    router.set_primary(1);
+    let dump = t
+        .sql_value(
+            &t.primary,
+            "SELECT id FROM information_schema.processlist WHERE command LIKE 'Binlog Dump%' \
+             AND host NOT LIKE 'localhost%' ORDER BY id DESC LIMIT 1",
+        )
+        .expect("dump thread");
+    t.sql(&t.primary, &format!("KILL {dump}")).expect("kill");
+    // Written on the old primary, replicated: read from the new one with the same GTIDs.
+    insert(&t, 2, 4);
+    t.wait_replicated(WAIT).expect("replicated");
+    running.lost_and_back();
+    assert_eq!(
+        running.shared.sources()[0].addr,
+        t.replicas[0].addr().to_string(),
+        "read from the new primary"
+    );
+    let third = running.txn();
+    assert_eq!(third.gtid, next_gtid(second), "nothing lost or repeated");
+    assert_eq!(third.stamp, Some(1002));
+    assert_eq!(running.txn().gtid, next_gtid(third.gtid));
 }

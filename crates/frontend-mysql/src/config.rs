@@ -39,6 +39,11 @@ pub struct MysqlFrontConfig {
     /// `[mysql.tls]`, or `tls = "auto"` / `tls = "off"` for its mode alone.
     #[serde(deserialize_with = "tls_table_or_mode")]
     pub tls: FrontTlsConfig,
+    /// Stamp write statements with the global binlog's ordering clock (see
+    /// `session/stamp.rs`). Not a configuration key: manifold sets it when `[binlog]` is on
+    /// (stamps are also written whenever [`crate::Shared::binlog`] is set).
+    #[serde(skip)]
+    pub binlog_stamps: bool,
 }
 
 impl Default for MysqlFrontConfig {
@@ -54,6 +59,7 @@ impl Default for MysqlFrontConfig {
             sha2_full_auth_first: true,
             multiplexing: true,
             tls: FrontTlsConfig::default(),
+            binlog_stamps: false,
         }
     }
 }

@@ -456,6 +456,8 @@ pub struct WorkerFrontend {
     worker_id: u32,
     workers: u32,
     next_id: Cell<u32>,
+    /// The global binlog's ordering clock of this worker's sessions (`session/stamp.rs`).
+    stamp_clock: RefCell<manifold_binlog::stamp::Clock>,
 }
 
 impl WorkerFrontend {
@@ -518,6 +520,7 @@ impl WorkerFrontend {
             worker_id: ctx.id() as u32,
             workers: ctx.workers().max(1) as u32,
             next_id: Cell::new(0),
+            stamp_clock: RefCell::default(),
         });
         let runner = Rc::downgrade(&fe);
         tokio::task::spawn_local(async move {

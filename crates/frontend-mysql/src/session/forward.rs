@@ -62,6 +62,7 @@ impl Session {
             }
             _ => false,
         };
+        let query_rewritten = self.stamp_write(raw_len, query_rewritten, effect);
         // COM_STMT_SEND_LONG_DATA has no answer, so no way to report a failure.
         let answered = kind != ResponseKind::None;
         if let Some(e) = self.leave_replica_for(effect) {

@@ -26,6 +26,7 @@ mod prepared;
 mod previous;
 mod routing;
 mod serve;
+mod stamp;
 mod tracking;
 mod visit;
 
