@@ -163,13 +163,16 @@ async fn run_ok(conn: &mut BackendConn, sql: &[u8]) -> Result<(), String> {
     }
 }
 
+/// `stamp::INTERNAL` as text: the global binlog leaves these statements out.
+const INTERNAL: &str = "/*manifold:internal*/ ";
+
 /// The statements that make the heartbeat table (names are checked by the configuration:
 /// letters, digits and `_`).
 fn create_sql(schema: &str, table: &str) -> [String; 2] {
     [
-        format!("CREATE DATABASE IF NOT EXISTS `{schema}`"),
+        format!("{INTERNAL}CREATE DATABASE IF NOT EXISTS `{schema}`"),
         format!(
-            "CREATE TABLE IF NOT EXISTS `{schema}`.`{table}` (id INT UNSIGNED PRIMARY KEY, \
+            "{INTERNAL}CREATE TABLE IF NOT EXISTS `{schema}`.`{table}` (id INT UNSIGNED PRIMARY KEY, \
              hlc BIGINT UNSIGNED NOT NULL, at DATETIME(6) NOT NULL) ENGINE=InnoDB"
         ),
     ]
@@ -190,9 +193,15 @@ mod tests {
             "INSERT INTO `manifold`.`binlog_heartbeat` (id, hlc, at) VALUES ("
         );
         let [db, table] = create_sql("m", "hb");
-        assert_eq!(db, "CREATE DATABASE IF NOT EXISTS `m`");
+        assert_eq!(
+            db,
+            "/*manifold:internal*/ CREATE DATABASE IF NOT EXISTS `m`"
+        );
+        assert_eq!(INTERNAL.as_bytes(), manifold_binlog::stamp::INTERNAL);
         assert!(
-            table.starts_with("CREATE TABLE IF NOT EXISTS `m`.`hb` (id INT UNSIGNED PRIMARY KEY")
+            table.starts_with(
+                "/*manifold:internal*/ CREATE TABLE IF NOT EXISTS `m`.`hb` (id INT UNSIGNED PRIMARY KEY"
+            )
         );
     }
 }
