@@ -304,3 +304,42 @@ fn two_clusters_merge_into_one_ordered_global_binlog_across_a_restart() {
         );
     }
 }
+
+/// A source read for the first time starts at its primary's position then; stopped before
+/// any of its transactions reached a file, manifold must resume it from that position, not
+/// from the primary's position at the next start (which would skip what was written
+/// meanwhile).
+#[test]
+fn a_new_source_resumes_where_it_first_started_even_with_nothing_written() {
+    let a = topology();
+    let b = topology();
+    for (t, schema) in [(&a, "ga"), (&b, "gb")] {
+        t.create_schema(schema).expect("create schema");
+        t.sql(
+            &t.primary,
+            &format!("CREATE TABLE {schema}.t (id INT PRIMARY KEY, note VARCHAR(32))"),
+        )
+        .expect("create table");
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let cfg = config(&a, &b, dir.path());
+    let server = manifold::start(&cfg).expect("manifold starts with the global binlog");
+    let shared = server.binlog.as_ref().expect("on").shared.clone();
+    let deadline = Instant::now() + WAIT;
+    while !shared.sources().iter().all(|s| s.state == "streaming") {
+        assert!(Instant::now() < deadline, "sources: {:?}", shared.sources());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.shutdown(Duration::from_secs(5));
+    assert!(read_all(dir.path()).is_empty(), "nothing was written yet");
+
+    let mut markers = Vec::new();
+    write_direct(&b, "gb.t", 1, "m_while_down", &mut markers);
+    let server = manifold::start(&cfg).expect("manifold starts again on the same directory");
+    let mut on_a = client(&server, "ga");
+    write(&mut on_a, "t", 2, "m_after", &mut markers);
+    let written = wait_for(&server, dir.path(), &markers);
+    assert_source_order(&written);
+    drop(on_a);
+    server.shutdown(Duration::from_secs(5));
+}

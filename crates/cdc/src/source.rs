@@ -71,8 +71,8 @@ pub struct SourceTarget {
 pub enum SourceMsg {
     /// A whole transaction, in the source's order.
     Txn(SourceTxn),
-    /// The dump from the primary at `addr` started.
-    Connected { addr: String },
+    /// The dump from the primary at `addr` started, after the source position `from`.
+    Connected { addr: String, from: GtidPos },
     /// The connection was lost or refused (the reader retries after the reconnect interval).
     Lost { error: String },
 }
@@ -193,7 +193,13 @@ impl Reader {
             .update_source(self.index, |s| "streaming".clone_into(&mut s.state));
         if self
             .tx
-            .send((self.index, SourceMsg::Connected { addr }))
+            .send((
+                self.index,
+                SourceMsg::Connected {
+                    addr,
+                    from: self.pos.clone(),
+                },
+            ))
             .await
             .is_err()
         {

@@ -145,7 +145,7 @@ impl Running {
 
     fn connected(&self) -> String {
         match self.next() {
-            SourceMsg::Connected { addr } => addr,
+            SourceMsg::Connected { addr, .. } => addr,
             SourceMsg::Lost { error } => panic!("source lost: {error}"),
             SourceMsg::Txn(t) => panic!("transaction {} before connecting", t.gtid),
         }

@@ -203,6 +203,19 @@ impl Writer {
         self.gtid.clone()
     }
 
+    /// Where source `index` started reading: the domains its state lacks are taken from
+    /// `start`, so the next file's first transaction records every domain of the source
+    /// (not only those its transactions touched).
+    pub fn set_start(&mut self, index: usize, start: &GtidPos) {
+        if let Some(state) = self.sources.get_mut(index) {
+            for gtid in start.iter() {
+                if state.pos.get(gtid.domain).is_none() {
+                    state.pos.update(gtid);
+                }
+            }
+        }
+    }
+
     /// Each source's state after what is written.
     pub fn sources(&self) -> &[SourceState] {
         &self.sources

@@ -9,6 +9,7 @@
 //! OWNER: the service helper.
 
 mod pipeline;
+mod start_record;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -221,11 +222,7 @@ async fn run(r: Run) {
     };
     let (tx, mut rx) = mpsc::channel::<(usize, SourceMsg)>(SOURCE_QUEUE);
     for (index, target) in sources.into_iter().enumerate() {
-        let start = recovered
-            .sources
-            .get(index)
-            .map(|s| s.pos.clone())
-            .unwrap_or_default();
+        let start = pipeline.start_of(index, &recovered);
         tokio::task::spawn_local(crate::heartbeat::run(
             target.clone(),
             login.clone(),
@@ -303,7 +300,7 @@ async fn run(r: Run) {
 fn handle(pipeline: &mut Pipeline, index: usize, msg: SourceMsg) {
     match msg {
         SourceMsg::Txn(txn) => pipeline.on_txn(index, txn),
-        SourceMsg::Connected { addr } => pipeline.on_connected(index, addr),
+        SourceMsg::Connected { addr, from } => pipeline.on_connected(index, addr, &from),
         SourceMsg::Lost { error } => pipeline.on_lost(index, &error),
     }
 }

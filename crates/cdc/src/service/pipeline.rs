@@ -1,15 +1,18 @@
 //! The service thread's state between messages: the merge, the writer, and what it publishes.
 //! No network here: the loop in [`super`] feeds it what the sources send.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use manifold_binlog::gtid::GtidPos;
 use manifold_binlog::merge::Merger;
 use manifold_binlog::spill::Budget;
 use manifold_binlog::store::{Recovered, StoreError, StoreOptions, Writer};
 use manifold_binlog::txn::SourceTxn;
 
+use super::start_record;
 use crate::metrics::Metrics;
 use crate::state::{BinlogShared, End, Request};
 
@@ -26,6 +29,8 @@ pub(crate) struct Pipeline {
     held: Option<(usize, Instant, bool)>,
     /// Released transactions were written since the last flush.
     unflushed: bool,
+    /// Where each source was first read from (`start_record`).
+    starts: BTreeMap<String, GtidPos>,
 }
 
 impl Pipeline {
@@ -45,7 +50,12 @@ impl Pipeline {
         let mut keys: Vec<u64> = recovered.sources.iter().map(|s| s.key).collect();
         keys.resize(shared.clusters.len(), 0);
         let merger = Merger::new(keys);
+        let starts = start_record::read(config).map_err(|e| StoreError::Io {
+            path: start_record::path(config).display().to_string(),
+            source: e,
+        })?;
         let pipeline = Pipeline {
+            starts,
             shared,
             writer,
             merger,
@@ -75,7 +85,38 @@ impl Pipeline {
         self.merger.push(index, txn.stamp, txn);
     }
 
-    pub(crate) fn on_connected(&self, index: usize, addr: String) {
+    /// Where source `index` resumes: its recorded position, with the domains it lacks taken
+    /// from where the source first started (the start record).
+    pub(crate) fn start_of(&mut self, index: usize, recovered: &Recovered) -> GtidPos {
+        let mut start = recovered
+            .sources
+            .get(index)
+            .map(|s| s.pos.clone())
+            .unwrap_or_default();
+        if let Some(first) = self.starts.get(&self.shared.clusters[index]) {
+            for gtid in first.iter() {
+                if start.get(gtid.domain).is_none() {
+                    start.update(gtid);
+                }
+            }
+            self.writer.set_start(index, first);
+        }
+        start
+    }
+
+    pub(crate) fn on_connected(&mut self, index: usize, addr: String, from: &GtidPos) {
+        // A source read for the first time starts at its primary's position then: that is
+        // recorded (synced) before any of its transactions is taken, or a crash before the
+        // first one is written would start it again later, past what it wrote meanwhile.
+        let cluster = &self.shared.clusters[index];
+        if !self.starts.contains_key(cluster) && self.writer.sources()[index].pos.is_empty() {
+            self.starts.insert(cluster.clone(), from.clone());
+            if let Err(e) = start_record::write(&self.shared.config, &self.starts) {
+                tracing::error!(error = %e, "binlog: cannot record where a new source starts");
+                self.starts.remove(cluster);
+            }
+            self.writer.set_start(index, from);
+        }
         self.shared.update_source(index, |s| {
             s.addr = addr;
             "streaming".clone_into(&mut s.state);
