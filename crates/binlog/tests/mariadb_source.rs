@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! The assembler over a binlog file a real MariaDB wrote: every kind of transaction the
 //! global binlog meets comes out whole, with its GTID, stamp, heartbeat flag and end.
 

@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! Source readers and heartbeats against a real MariaDB primary (testkit): transactions come
 //! in order with their GTIDs and stamps, a killed dump or a restarted server loses and repeats
 //! nothing, and a primary not logging rows is refused with what to set.
