@@ -316,7 +316,7 @@ fn run(args: impl Iterator<Item = String>) -> Result<String, String> {
         let reading = Instant::now();
         let file = sources[s].next_batch(BATCH_EVENTS, &mut batch)?;
         let assembling = Instant::now();
-        pipeline.stats.read_verify += assembling - reading;
+        pipeline.stats.read_verify += assembling.duration_since(reading);
         let Some(file) = file else {
             exhausted[s] = true;
             if assemblers[s].in_transaction() {
@@ -334,7 +334,8 @@ fn run(args: impl Iterator<Item = String>) -> Result<String, String> {
                 pipeline.take(s, txn)?;
             }
         }
-        let inner = (pipeline.stats.merge - merge_before) + (pipeline.stats.write - write_before);
+        let inner = pipeline.stats.merge.saturating_sub(merge_before)
+            + pipeline.stats.write.saturating_sub(write_before);
         pipeline.stats.assemble += assembling.elapsed().saturating_sub(inner);
         pipeline.stats.events += batch.len() as u64;
     }
