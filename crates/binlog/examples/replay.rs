@@ -405,3 +405,164 @@ fn report(
     }
     line
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use manifold_binlog::event::{gtid_flags, types};
+    use manifold_binlog::gtid::Gtid;
+    use manifold_binlog::origin::Origin;
+    use manifold_binlog::stamp;
+
+    fn raw(type_code: u8, server_id: u32, body: &[u8]) -> Vec<u8> {
+        let mut e = vec![0u8; HEADER_LEN + body.len() + CHECKSUM_LEN];
+        Header {
+            timestamp: 1_700_000_000,
+            type_code,
+            server_id,
+            ..Header::default()
+        }
+        .write(&mut e);
+        e[HEADER_LEN..HEADER_LEN + body.len()].copy_from_slice(body);
+        event::finish(&mut e, None, 0);
+        e
+    }
+
+    /// A stamped one-statement transaction; `heartbeat` writes manifold's heartbeat table.
+    fn txn(server: u32, seq: u64, hlc: u64, heartbeat: bool) -> Vec<u8> {
+        let gtid = Gtid {
+            domain: 0,
+            server,
+            seq,
+        };
+        let mut text = Vec::new();
+        stamp::write(&mut text, hlc);
+        text.extend_from_slice(b"INSERT INTO t VALUES (1)");
+        let (schema, table) = if heartbeat {
+            HEARTBEAT_TABLE
+        } else {
+            ("db", "t")
+        };
+        let mut map = 70u64.to_le_bytes()[..6].to_vec();
+        map.extend_from_slice(&[1, 0]);
+        for name in [schema, table] {
+            map.push(u8::try_from(name.len()).unwrap());
+            map.extend_from_slice(name.as_bytes());
+            map.push(0);
+        }
+        map.extend_from_slice(&[1, 3, 0, 0]);
+        let mut rows = 70u64.to_le_bytes()[..6].to_vec();
+        rows.extend_from_slice(&[1, 0, 1, 0xff, 0, 7, 0, 0, 0]);
+        [
+            event::mariadb_gtid(1, gtid, gtid_flags::TRANSACTIONAL),
+            event::annotate(1, server, &text),
+            raw(types::TABLE_MAP, server, &map),
+            raw(types::WRITE_ROWS_V1, server, &rows),
+            event::xid(1, server, seq),
+        ]
+        .concat()
+    }
+
+    fn binlog_file(dir: &Path, name: &str, server: u32, txns: &[Vec<u8>]) -> String {
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&event::format_description(0, server, false));
+        for t in txns {
+            bytes.extend_from_slice(t);
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.display().to_string()
+    }
+
+    /// `(cluster, source seq, key)` of every transaction in a written global binlog file.
+    fn origins(path: &Path) -> Vec<(String, u64, u64)> {
+        let bytes = std::fs::read(path).unwrap();
+        let mut at = MAGIC.len();
+        let mut out = Vec::new();
+        while at < bytes.len() {
+            let size = Header::parse(&bytes[at..]).unwrap().event_size as usize;
+            let e = &bytes[at..at + size];
+            event::verify_checksum(e).unwrap();
+            if e[4] == types::ANNOTATE_ROWS {
+                if let Some(o) = Origin::parse(event::annotate_text(e)) {
+                    out.push((o.cluster, o.gtid.seq, o.key));
+                }
+            }
+            at += size;
+        }
+        out
+    }
+
+    fn args(v: &[&str]) -> impl Iterator<Item = String> {
+        v.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    #[test]
+    fn sources_are_merged_by_stamp_and_heartbeats_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let a1 = binlog_file(dir.path(), "a.000001", 1, &[txn(1, 1, 10, false)]);
+        let a2 = binlog_file(dir.path(), "a.000002", 1, &[txn(1, 2, 30, false)]);
+        let b = binlog_file(
+            dir.path(),
+            "b.000001",
+            2,
+            &[
+                txn(2, 1, 20, false),
+                txn(2, 2, 35, true),
+                txn(2, 3, 40, false),
+            ],
+        );
+        let out = dir.path().join("out");
+        let source_a = format!("{a1},{a2}");
+        let line = run(args(&[
+            "--out",
+            out.to_str().unwrap(),
+            "--source",
+            &source_a,
+            &b,
+        ]))
+        .unwrap();
+        for expected in [
+            "sources=2 ",
+            "files=3 ",
+            "events=28 ",
+            "transactions=4 ",
+            "heartbeats=1 ",
+        ] {
+            assert!(line.contains(expected), "{expected} not in {line}");
+        }
+        assert_eq!(
+            origins(&out.join("manifold-bin.000001")),
+            [
+                ("source0".to_string(), 1, 10),
+                ("source1".to_string(), 1, 20),
+                ("source0".to_string(), 2, 30),
+                ("source1".to_string(), 3, 40),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_damaged_event_is_an_error_naming_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = binlog_file(dir.path(), "a.000001", 1, &[txn(1, 1, 10, false)]);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 10;
+        bytes[last] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let out = dir.path().join("out");
+        let err = run(args(&["--out", out.to_str().unwrap(), &path])).unwrap_err();
+        assert!(
+            err.contains("a.000001 at ") && err.contains("CRC32"),
+            "{err}"
+        );
+
+        std::fs::write(&path, &bytes[..last]).unwrap();
+        let out2 = dir.path().join("out2");
+        let err = run(args(&["--out", out2.to_str().unwrap(), &path])).unwrap_err();
+        assert!(err.contains("past the file's end"), "{err}");
+    }
+}
