@@ -1,13 +1,17 @@
 """The global binlog's benchmark (run by bench/binlog.sh, which documents it). Uses the
 client tests' helpers (tests/python/binlogkit.py) to start the clusters and manifold.
 
-Parts: `decode` (mariadb-binlog decoding recorded source binlogs: events/s, MB/s),
+Parts: `replay` (the pipeline alone, crates/binlog/examples/replay.rs, on two recorded source
+binlogs, against mariadb-binlog decoding the same files), `decode` (mariadb-binlog decoding
+recorded source binlogs: events/s, MB/s),
 `load` (sysbench oltp_write_only on two clusters through manifold, binlog on), `big` (one
 large transaction: commit to written, peak RSS). Prints `key=value` lines; the summary table
 goes to OUT/summary.md."""
 
 import os
 import re
+import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,14 +28,108 @@ RUNS = int(os.environ.get("RUNS", 3))
 SECONDS = int(os.environ.get("SECONDS_PER_RUN", 30))
 THREADS = int(os.environ.get("THREADS", 8))
 BIG_MIB = int(os.environ.get("BIG_MIB", 1024))
+RECORD_SECONDS = int(os.environ.get("RECORD_SECONDS", 20))
+REPLAY_RUNS = int(os.environ.get("REPLAY_RUNS", 5))
+# Source binlogs the replay part reads: recorded by the load part (through manifold: stamped,
+# with heartbeats) or by the replay part itself when missing or REPLAY_RECORD=1.
+SOURCES = OUT / "sources"
+SOURCE_NAMES = ("a", "b")
+REPLAY_BIN = Path(os.environ.get("REPLAY_BIN", ROOT / "target" / "release" / "examples" / "replay"))
 SB = ["--tables=4", "--table-size=20000", "--rand-type=uniform"]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
+def sysbench_argv(port, db, command, *extra):
+    return ["sysbench", "oltp_write_only", "--db-driver=mysql", "--mysql-host=127.0.0.1", f"--mysql-port={port}",
+            f"--mysql-user={bk.USER}", f"--mysql-password={bk.PASSWORD}", f"--mysql-db={db}", *SB, *extra, command]
+
+
 def sysbench(port, db, command, *extra):
-    return subprocess.run(["sysbench", "oltp_write_only", "--db-driver=mysql", "--mysql-host=127.0.0.1",
-                           f"--mysql-port={port}", f"--mysql-user={bk.USER}", f"--mysql-password={bk.PASSWORD}",
-                           f"--mysql-db={db}", *SB, *extra, command], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(sysbench_argv(port, db, command, *extra), capture_output=True, text=True,
+                          check=True).stdout
+
+
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def save_sources(clusters):
+    """Copies each cluster's closed binlog files to SOURCES/<name> (the newest, just opened by
+    the flush, holds no transaction)."""
+    shutil.rmtree(SOURCES, ignore_errors=True)
+    for c, name in zip(clusters, SOURCE_NAMES):
+        c.query("FLUSH BINARY LOGS")
+        (SOURCES / name).mkdir(parents=True)
+        for f in c.binlog_files()[:-1]:
+            shutil.copy(f, SOURCES / name / f.name)
+
+
+def record_sources():
+    """Two primaries, sysbench oltp_write_only straight on each (prepare, then RECORD_SECONDS
+    of THREADS threads, both at once): their binlogs, unstamped, become the replay's input."""
+    with bk.clusters(list(SOURCE_NAMES)) as cs:
+        for c in cs:
+            c.query("CREATE DATABASE sb")
+        steps = (("prepare", ["--threads=4"]), ("run", [f"--threads={THREADS}", f"--time={RECORD_SECONDS}"]))
+        for command, extra in steps:
+            procs = [subprocess.Popen(sysbench_argv(c.primary_port, "sb", command, *extra),
+                                      stdout=subprocess.DEVNULL) for c in cs]
+            if any(p.wait() != 0 for p in procs):
+                sys.exit(f"binlog.py: sysbench {command} failed")
+        save_sources(cs)
+
+
+def replay(lines):
+    """The pipeline alone (read and verify, assemble, merge, write) on both sources' recorded
+    binlogs, then mariadb-binlog decoding the same files; both per CPU-second."""
+    if os.environ.get("REPLAY_RECORD") == "1" or not all((SOURCES / n).is_dir() for n in SOURCE_NAMES):
+        record_sources()
+    groups = [sorted((SOURCES / n).glob("binlog.[0-9]*")) for n in SOURCE_NAMES]
+    if not all(groups):
+        sys.exit(f"binlog.py: no recorded binlog files under {SOURCES}")
+    out = OUT / "replay-out"
+    argv = [str(REPLAY_BIN), "--out", str(out)]
+    for files in groups:
+        argv += ["--source", ",".join(map(str, files))]
+    load_avg = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    # A run takes well under a second of CPU on this input: the median of REPLAY_RUNS.
+    runs = []
+    for _ in range(REPLAY_RUNS):
+        shutil.rmtree(out, ignore_errors=True)
+        line = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+        print(f"replay: {line}", flush=True)
+        runs.append(dict(kv.split("=", 1) for kv in line.split()))
+    runs.sort(key=lambda r: float(r["events_per_cpu_s"]))
+    r = runs[len(runs) // 2]
+    events, size, cpu = int(r["events"]), int(r["bytes"]), float(r["cpu_s"])
+    if int(r["transactions"]) == 0:
+        sys.exit("binlog.py: the replay wrote no transaction")
+    written = sorted(out.glob("manifold-bin.[0-9]*"))
+    # The global binlog it wrote must decode, checksums verified.
+    subprocess.run(["mariadb-binlog", "--verify-binlog-checksum", *map(str, written)],
+                   stdout=subprocess.DEVNULL, check=True)
+
+    cpu0, start = children_cpu(), time.perf_counter()
+    for files in groups:
+        subprocess.run(["mariadb-binlog", "--verify-binlog-checksum", *map(str, files)],
+                       stdout=subprocess.DEVNULL, check=True)
+    mb_cpu, mb_wall = children_cpu() - cpu0, time.perf_counter() - start
+    print(f"mariadb-binlog: events={events} bytes={size} cpu_s={mb_cpu:.2f} wall_s={mb_wall:.3f}", flush=True)
+
+    replay_eps, mb_eps = events / cpu, events / mb_cpu
+    each = " / ".join(f"{float(x['events_per_cpu_s']):,.0f}" for x in runs)
+    lines.append(f"| replay: parse, assemble, merge, write 2 recorded source binlogs ({events:,} events, "
+                 f"{size / 1e6:.0f} MB, {r['transactions']} txns; median of {len(runs)} runs: {cpu:.2f} CPU s, "
+                 f"{float(r['wall_s']):.2f} s) | {replay_eps:,.0f} events/s, {size / cpu / 1e6:.0f} MB/s per "
+                 f"CPU-second (runs: {each}) |")
+    stages = ", ".join(f"{stage} {float(r[f'{stage}_events_per_s']):,.0f}"
+                       for stage in ("read_verify", "assemble", "merge", "write"))
+    lines.append(f"| replay stages (events/s of each stage's own time) | {stages} |")
+    lines.append(f"| mariadb-binlog --verify-binlog-checksum decoding the same files ({mb_cpu:.2f} CPU s, "
+                 f"{mb_wall:.2f} s) | {mb_eps:,.0f} events/s, {size / mb_cpu / 1e6:.0f} MB/s per CPU-second |")
+    lines.append(f"| replay / mariadb-binlog (events per CPU-second; load average before: {load_avg}) "
+                 f"| {replay_eps / mb_eps:.1f}x |")
 
 
 def cpu_ticks(pid):
@@ -86,6 +184,7 @@ def load(clusters, mf, lines):
                          tps=txns / took, fpm=(len(mf.files()) - before_files) / took * 60,
                          cpu_us=cpu / max(events, 1) * 1e6, sb_tps=sb_tps, status=status, delay=delay))
         print(f"run {run}: " + ", ".join(f"{k}={v}" for k, v in rows[-1].items() if k != "status"), flush=True)
+    save_sources(clusters)
     for k, label in (("eps", "EPS"), ("dml", "DML EPS"), ("bps", "BPS (bytes/s)"), ("tps", "TPS"),
                      ("fpm", "files per minute"), ("cpu_us", "manifold CPU per event (µs)"),
                      ("sb_tps", "sysbench TPS (both clusters)")):
@@ -111,6 +210,18 @@ def big(clusters, mf, lines):
 def main(parts):
     OUT.mkdir(parents=True, exist_ok=True)
     lines = ["| measure | value (runs) |", "|---|---|"]
+    if {"load", "decode", "big"} & set(parts):
+        clustered(parts, lines)
+    # After the load part, whose source binlogs (stamped, with heartbeats) it then replays.
+    if "replay" in parts:
+        replay(lines)
+    text = "\n".join(lines) + "\n"
+    (OUT / "summary.md").write_text(text)
+    print(text)
+
+
+def clustered(parts, lines):
+    """The parts that run on two clusters with manifold in front."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-binlog-"))
     with bk.clusters(["default", "b"], extra=["--max-allowed-packet", str(64 << 20)]) as cs:
         for c, db in zip(cs, ("sb_a", "sb_b")):
@@ -126,9 +237,6 @@ def main(parts):
                 big(cs, mf, lines)
         finally:
             mf.stop_and_check()
-    text = "\n".join(lines) + "\n"
-    (OUT / "summary.md").write_text(text)
-    print(text)
 
 
 if __name__ == "__main__":

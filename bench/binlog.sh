@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # The global binlog's benchmark. Usage: bench/binlog.sh [load] [decode] [big] [pipeline]
 #
-#   pipeline  assembling and merging alone (crates/binlog/benches/pipeline.rs, synthetic
-#             transactions of two sources; there is no manifold subcommand yet that runs the
-#             pipeline on recorded source binlog files)
+#   pipeline  the pipeline alone. (1) crates/binlog/examples/replay.rs on two recorded source
+#             binlogs: read and verify, assemble, merge, write the global binlog; events/s and
+#             MB/s per CPU-second, per stage too, against `mariadb-binlog
+#             --verify-binlog-checksum` decoding the same files (CPU seconds), and the ratio;
+#             the written global binlog must decode (mariadb-binlog exit 0). The sources are
+#             the load part's (OUT/sources, stamped, with heartbeats) when present, else two
+#             primaries get sysbench oltp_write_only straight for RECORD_SECONDS (20) s;
+#             REPLAY_RECORD=1 records anew. (2) crates/binlog/benches/pipeline.rs: assembling
+#             and merging synthetic transactions of two sources (criterion).
 #   load      sysbench oltp_write_only on two clusters through manifold with the binlog on,
 #             RUNS (3) x SECONDS_PER_RUN (30) s, THREADS (8) per cluster: EPS, DML EPS, BPS,
 #             TPS, files per minute (counted from the global binlog's files), manifold's CPU
@@ -34,6 +40,8 @@ py_parts=()
 for p in "${parts[@]}"; do
     case $p in
     pipeline)
+        cargo build --release -p manifold-binlog --example replay
+        py_parts+=(replay)
         cargo bench -p manifold-binlog --bench pipeline -- --noplot 2>&1 | tee "$OUT/pipeline.txt" \
             | grep -E "time:|thrpt:" || true
         ;;
