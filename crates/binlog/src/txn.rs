@@ -160,24 +160,16 @@ impl Assembler {
             )));
         };
         let standalone = open.gtid_flags & gtid_flags::STANDALONE != 0;
-        let ends = match header.type_code {
-            types::XID => true,
+        match header.type_code {
             types::QUERY => {
                 let text = event::query_text(event)?;
                 if open.stamp.is_none() {
                     open.stamp = stamp::parse(text);
                 }
                 open.internal |= standalone && text.starts_with(stamp::INTERNAL);
-                standalone || ends_group(text)
             }
-            // Its text is compressed: only a standalone group (DDL) ends with it; COMMIT and
-            // ROLLBACK are too short for the server to compress.
-            types::QUERY_COMPRESSED => standalone,
-            types::ANNOTATE_ROWS | types::ROWS_QUERY => {
-                if open.stamp.is_none() {
-                    open.stamp = stamp::parse(event::annotate_text(event));
-                }
-                false
+            types::ANNOTATE_ROWS | types::ROWS_QUERY if open.stamp.is_none() => {
+                open.stamp = stamp::parse(event::annotate_text(event));
             }
             types::TABLE_MAP => {
                 let (schema, table) = event::table_map_names(event)?;
@@ -185,14 +177,13 @@ impl Assembler {
                 open.only_heartbeat_tables &=
                     schema == self.heartbeat_schema && table == self.heartbeat_table;
                 open.dml_events += 1;
-                false
             }
-            t if types::is_rows(t) => {
-                open.dml_events += 1;
-                false
-            }
-            _ => false,
-        };
+            t if types::is_rows(t) => open.dml_events += 1,
+            _ => {}
+        }
+        // A compressed query ends only a standalone group (DDL): COMMIT and ROLLBACK are too
+        // short for the server to compress.
+        let ends = event::ends_group(event, standalone);
         open.body.push(event)?;
         Ok(if ends {
             self.close(header.timestamp)
@@ -226,31 +217,6 @@ impl Assembler {
     pub fn reset(&mut self) {
         self.open = None;
     }
-}
-
-/// Whether a query ends the group it is in: `COMMIT`, `ROLLBACK` (a non-transactional write
-/// that could not be undone), or the last statement of an XA transaction's group.
-fn ends_group(text: &[u8]) -> bool {
-    let text = text.trim_ascii();
-    if text.eq_ignore_ascii_case(b"COMMIT") || text.eq_ignore_ascii_case(b"ROLLBACK") {
-        return true;
-    }
-    let Some(rest) = strip_word(text, b"XA") else {
-        return false;
-    };
-    [&b"PREPARE"[..], b"COMMIT", b"ROLLBACK"]
-        .iter()
-        .any(|word| strip_word(rest, word).is_some())
-}
-
-/// `text` after `word` (any case) and the blanks following it, if it starts with that word.
-fn strip_word<'a>(text: &'a [u8], word: &[u8]) -> Option<&'a [u8]> {
-    let head = text.get(..word.len())?;
-    let rest = &text[word.len()..];
-    if !head.eq_ignore_ascii_case(word) || rest.first().is_some_and(|b| !b.is_ascii_whitespace()) {
-        return None;
-    }
-    Some(rest.trim_ascii_start())
 }
 
 #[cfg(test)]

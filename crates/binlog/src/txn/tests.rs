@@ -194,10 +194,37 @@ fn an_xa_group_ends_at_its_prepare_and_its_commit_is_a_group_of_its_own() {
     a.push(&gtid_event(2, gtid_flags::COMPLETED_XA)).unwrap();
     let commit = event::query(1, SERVER, b"app", b"xa  commit X'31',X'',1");
     assert_eq!(a.push(&commit).unwrap().map(|t| t.gtid), Some(gtid(2)));
-    // "XACT" or "XA ENDING" are not XA endings.
-    assert!(!ends_group(b"XA ENDING"));
-    assert!(!ends_group(b"XACOMMIT"));
-    assert!(!ends_group(b"COMMITTED"));
+}
+
+/// MariaDB 10.5+ logs `XA PREPARE` as an event of its own (type 38), which ends the group;
+/// the `XA COMMIT` that follows later is a group of its own.
+#[test]
+fn an_xa_prepare_event_ends_its_group_and_the_next_gtid_opens_one() {
+    let mut a = assembler();
+    a.push(&gtid_event(1, gtid_flags::PREPARED_XA)).unwrap();
+    a.push(&event::query(1, SERVER, b"app", b"XA START X'31',X'',1"))
+        .unwrap();
+    a.push(&table_map(1, "app", "t")).unwrap();
+    a.push(&write_rows(1)).unwrap();
+    a.push(&event::query(1, SERVER, b"app", b"XA END X'31',X'',1"))
+        .unwrap();
+    // one_phase (1), format id (4), gtrid length (4), bqual length (4), data.
+    let mut prepare = vec![0u8];
+    prepare.extend_from_slice(&1u32.to_le_bytes());
+    prepare.extend_from_slice(&1u32.to_le_bytes());
+    prepare.extend_from_slice(&0u32.to_le_bytes());
+    prepare.push(b'1');
+    let prepare = raw(types::XA_PREPARE, 7, &prepare);
+    let t = a
+        .push(&prepare)
+        .unwrap()
+        .expect("XA_PREPARE ends the group");
+    assert_eq!((t.gtid, t.timestamp, t.dml_events), (gtid(1), 7, 2));
+    assert_eq!(body_events(&t).last(), Some(&prepare));
+    assert!(!a.in_transaction());
+    a.push(&gtid_event(2, gtid_flags::COMPLETED_XA)).unwrap();
+    let rollback = event::query(1, SERVER, b"app", b"XA ROLLBACK X'31',X'',1");
+    assert_eq!(a.push(&rollback).unwrap().map(|t| t.gtid), Some(gtid(2)));
 }
 
 #[test]
