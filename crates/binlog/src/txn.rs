@@ -27,10 +27,12 @@ pub struct SourceTxn {
     pub gtid_flags: u8,
     /// Commit time on the source (header timestamp of the last event), seconds.
     pub timestamp: u32,
-    /// The first ordering stamp found in its annotate events or statements (`stamp::parse`).
+    /// The first ordering stamp found in its annotate events or statements (`stamp::parse`)
+    /// that is not implausibly far ahead of the wall clock (`stamp::plausible`).
     pub stamp: Option<u64>,
-    /// Only writes to the heartbeat table, or DDL manifold marked as its own
-    /// (`stamp::INTERNAL`): it advances the watermark (if stamped) and is not written out.
+    /// Only writes to the heartbeat table, or the heartbeat table's DDL as manifold sends it
+    /// (marked `stamp::INTERNAL`): it advances the watermark (if stamped) and is not written
+    /// out.
     pub heartbeat: bool,
     /// Events after the GTID event up to and including the one that ends it, as received
     /// (checksums included; `heartbeat` transactions may keep an empty body).
@@ -57,8 +59,14 @@ pub struct Assembler {
     pub source: usize,
     heartbeat_schema: Vec<u8>,
     heartbeat_table: Vec<u8>,
+    /// manifold's DDL creating the heartbeat schema, exactly as the heartbeat writer sends it.
+    internal_create_schema: Vec<u8>,
+    /// What manifold's DDL creating the heartbeat table starts with.
+    internal_create_table: Vec<u8>,
     budget: Budget,
     open: Option<OpenTxn>,
+    /// Stamps ignored since start for being too far ahead of the wall clock.
+    forged_stamps: u64,
 }
 
 /// What is known of the transaction being received.
@@ -79,13 +87,27 @@ struct OpenTxn {
 impl Assembler {
     /// `heartbeat`: the `(schema, table)` manifold's heartbeat rows go to on this source.
     pub fn new(source: usize, heartbeat: (&str, &str), budget: &Budget) -> Assembler {
+        let (schema, table) = heartbeat;
+        let internal = |sql: String| [stamp::INTERNAL, sql.as_bytes()].concat();
         Assembler {
             source,
-            heartbeat_schema: heartbeat.0.as_bytes().to_vec(),
-            heartbeat_table: heartbeat.1.as_bytes().to_vec(),
+            heartbeat_schema: schema.as_bytes().to_vec(),
+            heartbeat_table: table.as_bytes().to_vec(),
+            internal_create_schema: internal(format!("CREATE DATABASE IF NOT EXISTS `{schema}`")),
+            internal_create_table: internal(format!(
+                "CREATE TABLE IF NOT EXISTS `{schema}`.`{table}` "
+            )),
             budget: budget.clone(),
             open: None,
+            forged_stamps: 0,
         }
+    }
+
+    /// Stamps ignored since start because they were further ahead of the wall clock than
+    /// [`stamp::MAX_AHEAD`] when their event arrived: statements that begin like a stamped
+    /// one without manifold having stamped them. Their transactions count as unstamped.
+    pub fn forged_stamps(&self) -> u64 {
+        self.forged_stamps
     }
 
     /// Takes one event (header to checksum, checksum already verified); returns the
@@ -164,12 +186,16 @@ impl Assembler {
             types::QUERY => {
                 let text = event::query_text(event)?;
                 if open.stamp.is_none() {
-                    open.stamp = stamp::parse(text);
+                    open.stamp = plausible_stamp(text, &mut self.forged_stamps);
                 }
-                open.internal |= standalone && text.starts_with(stamp::INTERNAL);
+                // Only the heartbeat table's own DDL: the marker on any other statement is
+                // the user's text, and that statement belongs in the global binlog.
+                open.internal |= standalone
+                    && (text == self.internal_create_schema.as_slice()
+                        || text.starts_with(&self.internal_create_table));
             }
             types::ANNOTATE_ROWS | types::ROWS_QUERY if open.stamp.is_none() => {
-                open.stamp = stamp::parse(event::annotate_text(event));
+                open.stamp = plausible_stamp(event::annotate_text(event), &mut self.forged_stamps);
             }
             types::TABLE_MAP => {
                 let (schema, table) = event::table_map_names(event)?;
@@ -216,6 +242,18 @@ impl Assembler {
     /// Drops a half-received transaction (the source connection was lost).
     pub fn reset(&mut self) {
         self.open = None;
+    }
+}
+
+/// The stamp `text` starts with, unless it is too far ahead of the wall clock to be one
+/// manifold wrote (counted in `forged`).
+fn plausible_stamp(text: &[u8], forged: &mut u64) -> Option<u64> {
+    let value = stamp::parse(text)?;
+    if stamp::plausible(value, stamp::wall_now()) {
+        Some(value)
+    } else {
+        *forged += 1;
+        None
     }
 }
 

@@ -345,3 +345,74 @@ fn manifolds_own_ddl_is_kept_out_like_a_heartbeat() {
         .expect("ends");
     assert!(!t.heartbeat);
 }
+
+#[test]
+fn only_the_heartbeat_tables_own_ddl_is_internal() {
+    let mut a = assembler();
+    let mut ddl = |seq, text: &[u8]| {
+        a.push(&gtid_event(seq, gtid_flags::STANDALONE | gtid_flags::DDL))
+            .unwrap();
+        let mut sql = stamp::INTERNAL.to_vec();
+        sql.extend_from_slice(text);
+        a.push(&event::query(5, SERVER, b"", &sql))
+            .unwrap()
+            .expect("ends")
+            .heartbeat
+    };
+    assert!(ddl(
+        1,
+        b"CREATE TABLE IF NOT EXISTS `manifold`.`heartbeat` (id INT UNSIGNED PRIMARY KEY)"
+    ));
+    // A user's statement carrying the marker is the user's, and stays in the binlog.
+    assert!(!ddl(2, b"TRUNCATE TABLE t"));
+    assert!(!ddl(3, b"RENAME TABLE `manifold`.`heartbeat` TO t"));
+    assert!(!ddl(4, b"CREATE DATABASE IF NOT EXISTS `manifold2`"));
+    assert!(!ddl(5, b"CREATE DATABASE IF NOT EXISTS `manifold`; DROP"));
+    assert!(!ddl(
+        6,
+        b"CREATE TABLE IF NOT EXISTS `manifold`.`heartbeats` (id INT)"
+    ));
+    assert!(!ddl(
+        7,
+        b"CREATE TABLE IF NOT EXISTS `app`.`heartbeat` (id INT)"
+    ));
+}
+
+#[test]
+fn a_stamp_far_ahead_of_the_wall_clock_is_ignored_and_counted() {
+    let mut a = assembler();
+    let far = stamp::wall_now() + 3_600_000_000_000;
+    let mut text = Vec::new();
+    stamp::write(&mut text, far);
+    text.extend_from_slice(b"INSERT INTO t VALUES (1)");
+    let mut honest = Vec::new();
+    let now = stamp::Clock::default().now();
+    stamp::write(&mut honest, now);
+    honest.extend_from_slice(b"INSERT INTO t VALUES (2)");
+    let events = vec![
+        gtid_event(1, gtid_flags::TRANSACTIONAL),
+        event::annotate(1, SERVER, &text),
+        table_map(1, "app", "t"),
+        write_rows(1),
+        // A later, plausible stamp of the same transaction counts.
+        event::annotate(1, SERVER, &honest),
+        table_map(1, "app", "t"),
+        write_rows(1),
+        event::xid(1, SERVER, 1),
+    ];
+    let t = feed(&mut a, &events).pop().unwrap();
+    assert_eq!(t.stamp, Some(now));
+    assert_eq!(a.forged_stamps(), 1);
+    // A statement the user wrote starting like a stamped one, in a DDL.
+    a.push(&gtid_event(2, gtid_flags::STANDALONE | gtid_flags::DDL))
+        .unwrap();
+    let mut ddl = Vec::new();
+    stamp::write(&mut ddl, u64::MAX);
+    ddl.extend_from_slice(b"CREATE TABLE u (a INT)");
+    let t = a
+        .push(&event::query(1, SERVER, b"app", &ddl))
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.stamp, None, "treated as unstamped");
+    assert_eq!(a.forged_stamps(), 2);
+}
