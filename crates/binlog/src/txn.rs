@@ -211,17 +211,21 @@ impl Assembler {
         // short for the server to compress.
         let ends = event::ends_group(event, standalone);
         open.body.push(event)?;
-        Ok(if ends {
+        if ends {
             self.close(header.timestamp)
         } else {
-            None
-        })
+            Ok(None)
+        }
     }
 
     /// Ends the open transaction at an event stamped `timestamp`.
-    fn close(&mut self, timestamp: u32) -> Option<SourceTxn> {
-        let open = self.open.take()?;
-        Some(SourceTxn {
+    fn close(&mut self, timestamp: u32) -> Result<Option<SourceTxn>, TxnError> {
+        let Some(mut open) = self.open.take() else {
+            return Ok(None);
+        };
+        // It may wait long for the other sources: its spill write buffer goes now.
+        open.body.finish()?;
+        Ok(Some(SourceTxn {
             source: self.source,
             gtid: open.gtid,
             gtid_flags: open.gtid_flags,
@@ -231,7 +235,7 @@ impl Assembler {
             body: open.body,
             dml_events: open.dml_events,
             received: Instant::now(),
-        })
+        }))
     }
 
     /// A transaction is open (its GTID seen, not its end).

@@ -416,3 +416,19 @@ fn a_stamp_far_ahead_of_the_wall_clock_is_ignored_and_counted() {
     assert_eq!(t.stamp, None, "treated as unstamped");
     assert_eq!(a.forged_stamps(), 2);
 }
+
+#[test]
+fn a_completed_transaction_keeps_no_spill_write_buffer() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Every event spills.
+    let budget = Budget::new(10, tmp.path().join("spill"));
+    let mut a = Assembler::new(0, HEARTBEAT, &budget);
+    a.push(&gtid_event(1, gtid_flags::TRANSACTIONAL)).unwrap();
+    a.push(&table_map(1, "app", "t")).unwrap();
+    a.push(&write_rows(1)).unwrap();
+    assert!(budget.used() > 0, "the open transaction's buffer counts");
+    let t = a.push(&event::xid(1, SERVER, 1)).unwrap().unwrap();
+    assert_eq!(budget.used(), 0);
+    assert!(t.body.spilled_bytes() > 0);
+    assert_eq!(body_events(&t).len(), 3);
+}
