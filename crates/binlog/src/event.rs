@@ -253,6 +253,47 @@ pub fn query_text(event: &[u8]) -> Result<&[u8], EventError> {
     })
 }
 
+/// Whether `event` (header to checksum) ends the group it is in, given whether the group's
+/// GTID event is flagged standalone. A group ends with an XID; an `XA_PREPARE` event (an XA
+/// transaction's first group, MariaDB 10.5+); a `COMMIT` or `ROLLBACK` query (the latter
+/// for writes to non-transactional tables); the `XA COMMIT` / `XA ROLLBACK` query that is
+/// a whole group of its own (or `XA PREPARE`, as older servers logged it); in a standalone
+/// group (DDL), its first query. The assembler, recovery and the dump all decide with this,
+/// so none of them waits for an end another saw.
+pub fn ends_group(event: &[u8], standalone: bool) -> bool {
+    match event.get(4).copied() {
+        Some(types::XID | types::XA_PREPARE) => true,
+        Some(types::QUERY | types::QUERY_COMPRESSED) if standalone => true,
+        Some(types::QUERY) => query_text(event).is_ok_and(query_ends_group),
+        _ => false,
+    }
+}
+
+/// Whether a statement text ends its group: `COMMIT`, `ROLLBACK`, `XA PREPARE`, `XA COMMIT`
+/// or `XA ROLLBACK` (any case, any blanks between the words).
+pub fn query_ends_group(text: &[u8]) -> bool {
+    let text = text.trim_ascii();
+    if text.eq_ignore_ascii_case(b"COMMIT") || text.eq_ignore_ascii_case(b"ROLLBACK") {
+        return true;
+    }
+    let Some(rest) = strip_word(text, b"XA") else {
+        return false;
+    };
+    [&b"PREPARE"[..], b"COMMIT", b"ROLLBACK"]
+        .iter()
+        .any(|word| strip_word(rest, word).is_some())
+}
+
+/// `text` after `word` (any case) and the blanks following it, if it starts with that word.
+fn strip_word<'a>(text: &'a [u8], word: &[u8]) -> Option<&'a [u8]> {
+    let head = text.get(..word.len())?;
+    let rest = &text[word.len()..];
+    if !head.eq_ignore_ascii_case(word) || rest.first().is_some_and(|b| !b.is_ascii_whitespace()) {
+        return None;
+    }
+    Some(rest.trim_ascii_start())
+}
+
 /// The post-header lengths MariaDB 10.11 announces in its format description, one per event
 /// type from 1 (read off a `mariadbd` 10.11.19 binlog; manifold writes events of these
 /// layouts).
@@ -457,6 +498,38 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn group_ends_at_xid_xa_prepare_commit_rollback_and_a_standalone_query() {
+        let q = |text: &[u8]| query(1, 7, b"app", text);
+        let xa_prepare = build(types::XA_PREPARE, 1, 7, 0, &[0u8; 12]);
+        for (e, standalone) in [
+            (xid(1, 7, 3), false),
+            (xa_prepare, false),
+            (q(b"COMMIT"), false),
+            (q(b" rollback "), false),
+            (q(b"XA PREPARE X'31',X'',1"), false),
+            (q(b"xa  commit X'31',X'',1"), false),
+            (q(b"XA ROLLBACK X'31',X'',1"), false),
+            (q(b"CREATE TABLE t (a INT)"), true),
+            (build(types::QUERY_COMPRESSED, 1, 7, 0, &[0u8; 20]), true),
+        ] {
+            assert!(ends_group(&e, standalone), "type {}", e[4]);
+        }
+        for (e, standalone) in [
+            (q(b"INSERT INTO t VALUES (1)"), false),
+            (q(b"XA END X'31',X'',1"), false),
+            (q(b"XA ENDING"), false),
+            (q(b"XACOMMIT"), false),
+            (q(b"COMMITTED"), false),
+            (build(types::QUERY_COMPRESSED, 1, 7, 0, &[0u8; 20]), false),
+            (annotate(1, 7, b"COMMIT"), true),
+            (build(types::TABLE_MAP, 1, 7, 0, &[0u8; 12]), true),
+            (Vec::new(), false),
+        ] {
+            assert!(!ends_group(&e, standalone), "{e:?}");
+        }
     }
 
     #[test]

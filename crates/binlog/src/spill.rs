@@ -9,8 +9,9 @@
 //! a push past 95 % also moves the body's in-memory events to the file. A spill file is plain
 //! (no WAL, nothing to recover: sources are re-read after a crash), created lazily in
 //! [`Budget::dir`] and unlinked at once, so it is gone when the body is dropped or the process
-//! dies. Spilled events pass through a small write buffer and are read back through a bounded
-//! one, so a multi-gigabyte body needs little memory. A limit of 0 means no limit (never
+//! dies. Spilled events pass through a write buffer (grown only as far as needed, counted in
+//! the budget, freed by [`TxnBody::finish`] once the body is complete) and are read back
+//! through a bounded one, so a multi-gigabyte body needs little memory. A limit of 0 means no limit (never
 //! spill).
 
 use std::fs::{File, OpenOptions};
@@ -28,7 +29,8 @@ const SPILL_PREFIX: &str = "manifold-spill-";
 const SPILL_NEW_PERCENT: u64 = 85;
 /// Past this share a pushed body spills its in-memory events too.
 const SPILL_ALL_PERCENT: u64 = 95;
-/// Write buffer of a spilling body (not counted in the budget: it is I/O, bounded per body).
+/// Largest write buffer of a spilling body. It grows only as far as the body's spilled
+/// events need, counts in the budget, and is freed when the body is finished.
 const WRITE_BUFFER: usize = 256 * 1024;
 /// Read buffer of a [`BodyReader`] over spilled events.
 const READ_CHUNK: usize = 1 << 20;
@@ -121,6 +123,8 @@ pub struct TxnBody {
     /// The first events, while they are in memory (counted in the budget).
     mem: Vec<u8>,
     spill: Option<SpillFile>,
+    /// The spill file's write buffer capacity counted in the budget.
+    buffer_counted: usize,
     events: usize,
     bytes: u64,
 }
@@ -170,11 +174,23 @@ impl SpillFile {
             self.file.write_all_at(bytes, self.written)?;
             self.written += bytes.len() as u64;
         } else {
-            if self.pending.capacity() == 0 {
-                self.pending.reserve_exact(WRITE_BUFFER);
+            let needed = self.pending.len() + bytes.len();
+            if needed > self.pending.capacity() {
+                // Doubling up to the cap, never past it: a body spilling a few small events
+                // holds a few small buffers' worth, not the whole cap.
+                let want = needed.max(self.pending.capacity() * 2).min(WRITE_BUFFER);
+                self.pending.reserve_exact(want - self.pending.len());
             }
             self.pending.extend_from_slice(bytes);
         }
+        Ok(())
+    }
+
+    /// Writes `bytes` to the file after what is there and in the write buffer.
+    fn write_direct(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.write_pending()?;
+        self.file.write_all_at(bytes, self.written)?;
+        self.written += bytes.len() as u64;
         Ok(())
     }
 
@@ -220,6 +236,7 @@ impl TxnBody {
             budget: budget.clone(),
             mem: Vec::new(),
             spill: None,
+            buffer_counted: 0,
             events: 0,
             bytes: 0,
         }
@@ -242,12 +259,40 @@ impl TxnBody {
             self.mem.extend_from_slice(event);
             self.budget.add_used(event.len());
         } else {
-            self.spill_file()?.append(event)?;
+            let appended = self.spill_file()?.append(event);
+            self.count_buffer();
+            appended?;
             self.budget.inner.spilled.fetch_add(len, Ordering::Relaxed);
         }
         self.events += 1;
         self.bytes += len;
         Ok(())
+    }
+
+    /// Ends the body's writing: spilled events still in the write buffer go to the file and
+    /// the buffer is freed, so a body waiting its turn holds no memory beyond what it keeps
+    /// in the budget. Pushing more afterwards still works (a buffer is taken again).
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        let Some(spill) = self.spill.as_mut() else {
+            return Ok(());
+        };
+        let written = spill.write_pending();
+        if written.is_ok() {
+            spill.pending = Vec::new();
+        }
+        self.count_buffer();
+        written
+    }
+
+    /// Brings the budget in line with the write buffer's capacity now.
+    fn count_buffer(&mut self) {
+        let capacity = self.spill.as_ref().map_or(0, |s| s.pending.capacity());
+        if capacity > self.buffer_counted {
+            self.budget.add_used(capacity - self.buffer_counted);
+        } else {
+            self.budget.sub_used(self.buffer_counted - capacity);
+        }
+        self.buffer_counted = capacity;
     }
 
     fn spill_file(&mut self) -> std::io::Result<&mut SpillFile> {
@@ -261,14 +306,20 @@ impl TxnBody {
 
     /// Moves the in-memory events to the spill file (they stay first when read).
     fn spill_memory(&mut self) -> std::io::Result<()> {
-        let mem = std::mem::take(&mut self.mem);
-        let spill = self.spill_file()?;
+        self.spill_file()?;
+        let Some(spill) = self.spill.as_mut() else {
+            return Err(corrupt("spill file vanished"));
+        };
+        // Straight to the file: copying it through the write buffer would hold it twice.
         let at = spill.len();
-        if let Err(e) = spill.append(&mem) {
-            self.mem = mem;
-            return Err(e);
+        let written = spill.write_direct(&self.mem);
+        if written.is_ok() {
+            spill.head = Some((at, self.mem.len() as u64));
         }
-        spill.head = Some((at, mem.len() as u64));
+        // The write buffer went to the file too, and stays empty.
+        self.count_buffer();
+        written?;
+        let mem = std::mem::take(&mut self.mem);
         self.budget.sub_used(mem.len());
         self.budget
             .inner
@@ -314,7 +365,7 @@ impl TxnBody {
 
 impl Drop for TxnBody {
     fn drop(&mut self) {
-        self.budget.sub_used(self.mem.len());
+        self.budget.sub_used(self.mem.len() + self.buffer_counted);
     }
 }
 

@@ -8,7 +8,7 @@
 //! (the clock is the machine's, shared by every worker), which is what the merge's causal
 //! order rests on.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What every stamp comment starts with.
 pub const PREFIX: &[u8] = b"/*manifold:hlc=";
@@ -16,6 +16,13 @@ pub const PREFIX: &[u8] = b"/*manifold:hlc=";
 /// What manifold's own DDL on a source (the heartbeat table's) starts with: such a
 /// transaction is the source's business, not the global binlog's.
 pub const INTERNAL: &[u8] = b"/*manifold:internal*/ ";
+
+/// How far past the reader's wall clock a stamp may be and still count. A stamp manifold
+/// wrote was taken before the statement ran, so it is earlier than the moment its event
+/// arrives, give or take the clock skew between manifold instances; one further ahead was
+/// written by someone else (a statement that merely starts like a stamped one) and would
+/// hold its source's merge key in the future, stalling the source.
+pub const MAX_AHEAD: Duration = Duration::from_secs(10);
 
 /// The longest stamp comment: prefix, 20 digits, `*/ `.
 pub const MAX_LEN: usize = PREFIX.len() + 20 + 3;
@@ -30,12 +37,23 @@ impl Clock {
     /// The next stamp: the wall clock in nanoseconds, or one more than the last reading when
     /// the wall clock has not moved past it.
     pub fn now(&mut self) -> u64 {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        self.last = wall.max(self.last + 1);
+        self.last = wall_now().max(self.last + 1);
         self.last
     }
+}
+
+/// The wall clock in stamp units (nanoseconds since the Unix epoch; 0 before it).
+pub fn wall_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Whether `stamp`, read from an event that arrived at `wall` (`wall_now`), is one manifold
+/// could have written: not past `wall` by more than [`MAX_AHEAD`].
+pub fn plausible(stamp: u64, wall: u64) -> bool {
+    let ahead = u64::try_from(MAX_AHEAD.as_nanos()).unwrap_or(u64::MAX);
+    stamp <= wall.saturating_add(ahead)
 }
 
 /// Appends the stamp comment for `hlc` (with a trailing space) to `out`.
@@ -86,5 +104,20 @@ mod tests {
         assert_eq!(parse(b"/*manifold:hlc=*/ x"), None);
         assert_eq!(parse(b"/*manifold:hlc=12 x"), None);
         assert_eq!(parse(b"INSERT /*manifold:hlc=12*/"), None);
+    }
+
+    #[test]
+    fn stamps_far_past_the_wall_clock_are_implausible() {
+        let wall = wall_now();
+        let ahead = u64::try_from(MAX_AHEAD.as_nanos()).unwrap();
+        assert!(plausible(
+            Clock::default().now(),
+            wall.saturating_sub(1_000_000)
+        ));
+        assert!(plausible(0, wall));
+        assert!(plausible(wall + ahead, wall));
+        assert!(!plausible(wall + ahead + 1, wall));
+        assert!(!plausible(u64::MAX, wall));
+        assert!(plausible(u64::MAX, u64::MAX - 1), "no overflow");
     }
 }

@@ -27,10 +27,12 @@ pub struct SourceTxn {
     pub gtid_flags: u8,
     /// Commit time on the source (header timestamp of the last event), seconds.
     pub timestamp: u32,
-    /// The first ordering stamp found in its annotate events or statements (`stamp::parse`).
+    /// The first ordering stamp found in its annotate events or statements (`stamp::parse`)
+    /// that is not implausibly far ahead of the wall clock (`stamp::plausible`).
     pub stamp: Option<u64>,
-    /// Only writes to the heartbeat table, or DDL manifold marked as its own
-    /// (`stamp::INTERNAL`): it advances the watermark (if stamped) and is not written out.
+    /// Only writes to the heartbeat table, or the heartbeat table's DDL as manifold sends it
+    /// (marked `stamp::INTERNAL`): it advances the watermark (if stamped) and is not written
+    /// out.
     pub heartbeat: bool,
     /// Events after the GTID event up to and including the one that ends it, as received
     /// (checksums included; `heartbeat` transactions may keep an empty body).
@@ -57,8 +59,14 @@ pub struct Assembler {
     pub source: usize,
     heartbeat_schema: Vec<u8>,
     heartbeat_table: Vec<u8>,
+    /// manifold's DDL creating the heartbeat schema, exactly as the heartbeat writer sends it.
+    internal_create_schema: Vec<u8>,
+    /// What manifold's DDL creating the heartbeat table starts with.
+    internal_create_table: Vec<u8>,
     budget: Budget,
     open: Option<OpenTxn>,
+    /// Stamps ignored since start for being too far ahead of the wall clock.
+    forged_stamps: u64,
 }
 
 /// What is known of the transaction being received.
@@ -79,13 +87,27 @@ struct OpenTxn {
 impl Assembler {
     /// `heartbeat`: the `(schema, table)` manifold's heartbeat rows go to on this source.
     pub fn new(source: usize, heartbeat: (&str, &str), budget: &Budget) -> Assembler {
+        let (schema, table) = heartbeat;
+        let internal = |sql: String| [stamp::INTERNAL, sql.as_bytes()].concat();
         Assembler {
             source,
-            heartbeat_schema: heartbeat.0.as_bytes().to_vec(),
-            heartbeat_table: heartbeat.1.as_bytes().to_vec(),
+            heartbeat_schema: schema.as_bytes().to_vec(),
+            heartbeat_table: table.as_bytes().to_vec(),
+            internal_create_schema: internal(format!("CREATE DATABASE IF NOT EXISTS `{schema}`")),
+            internal_create_table: internal(format!(
+                "CREATE TABLE IF NOT EXISTS `{schema}`.`{table}` "
+            )),
             budget: budget.clone(),
             open: None,
+            forged_stamps: 0,
         }
+    }
+
+    /// Stamps ignored since start because they were further ahead of the wall clock than
+    /// [`stamp::MAX_AHEAD`] when their event arrived: statements that begin like a stamped
+    /// one without manifold having stamped them. Their transactions count as unstamped.
+    pub fn forged_stamps(&self) -> u64 {
+        self.forged_stamps
     }
 
     /// Takes one event (header to checksum, checksum already verified); returns the
@@ -160,24 +182,20 @@ impl Assembler {
             )));
         };
         let standalone = open.gtid_flags & gtid_flags::STANDALONE != 0;
-        let ends = match header.type_code {
-            types::XID => true,
+        match header.type_code {
             types::QUERY => {
                 let text = event::query_text(event)?;
                 if open.stamp.is_none() {
-                    open.stamp = stamp::parse(text);
+                    open.stamp = plausible_stamp(text, &mut self.forged_stamps);
                 }
-                open.internal |= standalone && text.starts_with(stamp::INTERNAL);
-                standalone || ends_group(text)
+                // Only the heartbeat table's own DDL: the marker on any other statement is
+                // the user's text, and that statement belongs in the global binlog.
+                open.internal |= standalone
+                    && (text == self.internal_create_schema.as_slice()
+                        || text.starts_with(&self.internal_create_table));
             }
-            // Its text is compressed: only a standalone group (DDL) ends with it; COMMIT and
-            // ROLLBACK are too short for the server to compress.
-            types::QUERY_COMPRESSED => standalone,
-            types::ANNOTATE_ROWS | types::ROWS_QUERY => {
-                if open.stamp.is_none() {
-                    open.stamp = stamp::parse(event::annotate_text(event));
-                }
-                false
+            types::ANNOTATE_ROWS | types::ROWS_QUERY if open.stamp.is_none() => {
+                open.stamp = plausible_stamp(event::annotate_text(event), &mut self.forged_stamps);
             }
             types::TABLE_MAP => {
                 let (schema, table) = event::table_map_names(event)?;
@@ -185,26 +203,29 @@ impl Assembler {
                 open.only_heartbeat_tables &=
                     schema == self.heartbeat_schema && table == self.heartbeat_table;
                 open.dml_events += 1;
-                false
             }
-            t if types::is_rows(t) => {
-                open.dml_events += 1;
-                false
-            }
-            _ => false,
-        };
+            t if types::is_rows(t) => open.dml_events += 1,
+            _ => {}
+        }
+        // A compressed query ends only a standalone group (DDL): COMMIT and ROLLBACK are too
+        // short for the server to compress.
+        let ends = event::ends_group(event, standalone);
         open.body.push(event)?;
-        Ok(if ends {
+        if ends {
             self.close(header.timestamp)
         } else {
-            None
-        })
+            Ok(None)
+        }
     }
 
     /// Ends the open transaction at an event stamped `timestamp`.
-    fn close(&mut self, timestamp: u32) -> Option<SourceTxn> {
-        let open = self.open.take()?;
-        Some(SourceTxn {
+    fn close(&mut self, timestamp: u32) -> Result<Option<SourceTxn>, TxnError> {
+        let Some(mut open) = self.open.take() else {
+            return Ok(None);
+        };
+        // It may wait long for the other sources: its spill write buffer goes now.
+        open.body.finish()?;
+        Ok(Some(SourceTxn {
             source: self.source,
             gtid: open.gtid,
             gtid_flags: open.gtid_flags,
@@ -214,7 +235,7 @@ impl Assembler {
             body: open.body,
             dml_events: open.dml_events,
             received: Instant::now(),
-        })
+        }))
     }
 
     /// A transaction is open (its GTID seen, not its end).
@@ -228,29 +249,16 @@ impl Assembler {
     }
 }
 
-/// Whether a query ends the group it is in: `COMMIT`, `ROLLBACK` (a non-transactional write
-/// that could not be undone), or the last statement of an XA transaction's group.
-fn ends_group(text: &[u8]) -> bool {
-    let text = text.trim_ascii();
-    if text.eq_ignore_ascii_case(b"COMMIT") || text.eq_ignore_ascii_case(b"ROLLBACK") {
-        return true;
+/// The stamp `text` starts with, unless it is too far ahead of the wall clock to be one
+/// manifold wrote (counted in `forged`).
+fn plausible_stamp(text: &[u8], forged: &mut u64) -> Option<u64> {
+    let value = stamp::parse(text)?;
+    if stamp::plausible(value, stamp::wall_now()) {
+        Some(value)
+    } else {
+        *forged += 1;
+        None
     }
-    let Some(rest) = strip_word(text, b"XA") else {
-        return false;
-    };
-    [&b"PREPARE"[..], b"COMMIT", b"ROLLBACK"]
-        .iter()
-        .any(|word| strip_word(rest, word).is_some())
-}
-
-/// `text` after `word` (any case) and the blanks following it, if it starts with that word.
-fn strip_word<'a>(text: &'a [u8], word: &[u8]) -> Option<&'a [u8]> {
-    let head = text.get(..word.len())?;
-    let rest = &text[word.len()..];
-    if !head.eq_ignore_ascii_case(word) || rest.first().is_some_and(|b| !b.is_ascii_whitespace()) {
-        return None;
-    }
-    Some(rest.trim_ascii_start())
 }
 
 #[cfg(test)]

@@ -122,8 +122,12 @@ fn order_is_kept_across_memory_and_file_when_memory_moves_to_the_file() {
         let e = event(n, 6_000);
         b.push(&e).unwrap();
         want_b.push(e);
+        // b's write buffer counts, sized to what it holds, until it is written out.
+        assert_eq!(b.buffer_counted, 6_000);
+        assert_eq!(budget.used(), 86_000);
+        b.finish().unwrap();
+        assert_eq!(budget.used(), 80_000);
     }
-    assert_eq!(budget.used(), 80_000);
     assert_eq!(b.spilled_bytes(), 36_000);
     // a: fills memory to 85 %, spills new events, and past 95 % moves its memory out.
     let e = event(6, 5_000);
@@ -135,6 +139,8 @@ fn order_is_kept_across_memory_and_file_when_memory_moves_to_the_file() {
         let e = event(n, 7_000);
         a.push(&e).unwrap();
         want_a.push(e);
+        assert_eq!(budget.used(), 92_000);
+        a.finish().unwrap();
     }
     assert_eq!(a.spilled_bytes(), 14_000);
     assert_eq!(budget.used(), 85_000);
@@ -143,6 +149,8 @@ fn order_is_kept_across_memory_and_file_when_memory_moves_to_the_file() {
     let e = event(110, 12_000);
     b.push(&e).unwrap();
     want_b.push(e);
+    assert_eq!(budget.used(), 65_000 + b.buffer_counted as u64);
+    b.finish().unwrap();
     assert_eq!(budget.used(), 65_000);
     assert_eq!(b.spilled_bytes(), 36_000 + 20_000 + 12_000);
     assert_eq!(read_all(&a), want_a);
@@ -177,4 +185,45 @@ fn stale_spill_files_are_removed_and_bad_events_refused() {
     assert!(body.push(&[0u8; HEADER_LEN - 1]).is_err());
     assert_eq!(body.events(), 100);
     assert_eq!(read_all(&body).len(), 100);
+}
+
+/// Many spilled bodies wait at once (a slow source holds the merge back): each must not keep
+/// a write buffer the budget does not know of.
+#[test]
+fn the_write_buffer_grows_as_needed_counts_in_the_budget_and_goes_when_finished() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Every event is past 85 % of the limit: all of them spill.
+    let budget = Budget::new(100, tmp.path().join("spill"));
+    let mut bodies = Vec::new();
+    for n in 0..50 {
+        let mut body = TxnBody::new(&budget);
+        let e = event(n, 200);
+        body.push(&e).unwrap();
+        assert_eq!(body.spilled_bytes(), 200);
+        assert_eq!(body.buffer_counted, 200, "sized to the event, not the cap");
+        assert_eq!(budget.used(), 200);
+        body.finish().unwrap();
+        assert_eq!(budget.used(), 0);
+        assert_eq!(read_all(&body), vec![e]);
+        bodies.push(body);
+    }
+    // A body spilling many small events keeps at most the cap, counted.
+    let mut body = TxnBody::new(&budget);
+    let mut want = Vec::new();
+    for n in 0..3000 {
+        let e = event(n, 300);
+        body.push(&e).unwrap();
+        want.push(e);
+        assert!(body.buffer_counted <= WRITE_BUFFER);
+        assert_eq!(budget.used(), body.buffer_counted as u64);
+    }
+    assert_eq!(read_all(&body), want, "read before finishing");
+    body.finish().unwrap();
+    assert_eq!(budget.used(), 0);
+    assert_eq!(read_all(&body), want, "read after finishing");
+    // Pushing after finishing takes a buffer again; dropping the body gives it back.
+    body.push(&event(9, 100)).unwrap();
+    assert_eq!(budget.used(), 100);
+    drop(body);
+    assert_eq!(budget.used(), 0);
 }

@@ -263,10 +263,7 @@ fn scan_file(path: &Path, opts: &StoreOptions) -> Result<Option<Scan>, StoreErro
                 }
                 false
             }
-            types::XID | types::XA_PREPARE => true,
-            types::QUERY | types::QUERY_COMPRESSED if txn.standalone => true,
-            types::QUERY => event::query_text(&event).is_ok_and(ends_transaction),
-            _ => false,
+            _ => event::ends_group(&event, txn.standalone),
         };
         if ends {
             if let Some(txn) = pending.take() {
@@ -303,12 +300,6 @@ fn commit(scan: &mut Scan, txn: Pending, opts: &StoreOptions) {
     }
 }
 
-/// `COMMIT` or `ROLLBACK` (what ends a transaction that began without XA).
-fn ends_transaction(text: &[u8]) -> bool {
-    let text = text.trim_ascii();
-    text.eq_ignore_ascii_case(b"COMMIT") || text.eq_ignore_ascii_case(b"ROLLBACK")
-}
-
 /// The next whole, intact event; false at the end or at a short or damaged one.
 fn read_next(input: &mut BufReader<File>, event: &mut Vec<u8>) -> std::io::Result<bool> {
     event.clear();
@@ -332,5 +323,68 @@ fn read_full(input: &mut BufReader<File>, buf: &mut [u8]) -> std::io::Result<boo
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::event::{self, gtid_flags, types};
+    use crate::spill::Budget;
+    use crate::store::tests::{options, raw_event, table_map, txn, write_rows};
+    use crate::store::Writer;
+
+    /// Both groups of an XA transaction end where the server ended them: at the XA_PREPARE
+    /// event, and at the `XA COMMIT` query that is a group of its own. Recovery keeps them
+    /// and everything after.
+    #[test]
+    fn recovery_keeps_xa_groups_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("b");
+        let budget = Budget::new(1 << 20, tmp.path().join("spill"));
+        let (mut w, _) = Writer::open(options(&dir, 1 << 20)).unwrap();
+        let prepare = raw_event(
+            types::XA_PREPARE,
+            &[0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, b'1'],
+        );
+        let groups = [
+            txn(
+                &budget,
+                0,
+                1,
+                gtid_flags::PREPARED_XA,
+                &[
+                    event::query(1, 1, b"app", b"XA START X'31',X'',1"),
+                    table_map(100, b"app", b"t"),
+                    write_rows(100, &[1]),
+                    event::query(1, 1, b"app", b"XA END X'31',X'',1"),
+                    prepare,
+                ],
+            ),
+            txn(
+                &budget,
+                0,
+                2,
+                gtid_flags::COMPLETED_XA,
+                &[event::query(1, 1, b"app", b"XA COMMIT X'31',X'',1")],
+            ),
+            txn(
+                &budget,
+                0,
+                3,
+                gtid_flags::COMPLETED_XA,
+                &[event::query(1, 1, b"app", b"xa rollback X'32',X'',1")],
+            ),
+        ];
+        for (i, group) in (0u64..).zip(&groups) {
+            w.append(group, 100 + i).unwrap();
+        }
+        w.flush().unwrap();
+        let (end, sources, gtid) = (w.end(), w.sources().to_vec(), w.gtid_pos());
+        drop(w);
+        let (w, rec) = Writer::open(options(&dir, 1 << 20)).unwrap();
+        assert_eq!(rec.truncated, 0, "no group was cut");
+        assert_eq!(w.end(), end);
+        assert_eq!(rec.sources, sources);
+        assert_eq!(rec.gtid, gtid);
     }
 }

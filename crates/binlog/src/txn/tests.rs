@@ -194,10 +194,37 @@ fn an_xa_group_ends_at_its_prepare_and_its_commit_is_a_group_of_its_own() {
     a.push(&gtid_event(2, gtid_flags::COMPLETED_XA)).unwrap();
     let commit = event::query(1, SERVER, b"app", b"xa  commit X'31',X'',1");
     assert_eq!(a.push(&commit).unwrap().map(|t| t.gtid), Some(gtid(2)));
-    // "XACT" or "XA ENDING" are not XA endings.
-    assert!(!ends_group(b"XA ENDING"));
-    assert!(!ends_group(b"XACOMMIT"));
-    assert!(!ends_group(b"COMMITTED"));
+}
+
+/// MariaDB 10.5+ logs `XA PREPARE` as an event of its own (type 38), which ends the group;
+/// the `XA COMMIT` that follows later is a group of its own.
+#[test]
+fn an_xa_prepare_event_ends_its_group_and_the_next_gtid_opens_one() {
+    let mut a = assembler();
+    a.push(&gtid_event(1, gtid_flags::PREPARED_XA)).unwrap();
+    a.push(&event::query(1, SERVER, b"app", b"XA START X'31',X'',1"))
+        .unwrap();
+    a.push(&table_map(1, "app", "t")).unwrap();
+    a.push(&write_rows(1)).unwrap();
+    a.push(&event::query(1, SERVER, b"app", b"XA END X'31',X'',1"))
+        .unwrap();
+    // one_phase (1), format id (4), gtrid length (4), bqual length (4), data.
+    let mut prepare = vec![0u8];
+    prepare.extend_from_slice(&1u32.to_le_bytes());
+    prepare.extend_from_slice(&1u32.to_le_bytes());
+    prepare.extend_from_slice(&0u32.to_le_bytes());
+    prepare.push(b'1');
+    let prepare = raw(types::XA_PREPARE, 7, &prepare);
+    let t = a
+        .push(&prepare)
+        .unwrap()
+        .expect("XA_PREPARE ends the group");
+    assert_eq!((t.gtid, t.timestamp, t.dml_events), (gtid(1), 7, 2));
+    assert_eq!(body_events(&t).last(), Some(&prepare));
+    assert!(!a.in_transaction());
+    a.push(&gtid_event(2, gtid_flags::COMPLETED_XA)).unwrap();
+    let rollback = event::query(1, SERVER, b"app", b"XA ROLLBACK X'31',X'',1");
+    assert_eq!(a.push(&rollback).unwrap().map(|t| t.gtid), Some(gtid(2)));
 }
 
 #[test]
@@ -317,4 +344,91 @@ fn manifolds_own_ddl_is_kept_out_like_a_heartbeat() {
         .unwrap()
         .expect("ends");
     assert!(!t.heartbeat);
+}
+
+#[test]
+fn only_the_heartbeat_tables_own_ddl_is_internal() {
+    let mut a = assembler();
+    let mut ddl = |seq, text: &[u8]| {
+        a.push(&gtid_event(seq, gtid_flags::STANDALONE | gtid_flags::DDL))
+            .unwrap();
+        let mut sql = stamp::INTERNAL.to_vec();
+        sql.extend_from_slice(text);
+        a.push(&event::query(5, SERVER, b"", &sql))
+            .unwrap()
+            .expect("ends")
+            .heartbeat
+    };
+    assert!(ddl(
+        1,
+        b"CREATE TABLE IF NOT EXISTS `manifold`.`heartbeat` (id INT UNSIGNED PRIMARY KEY)"
+    ));
+    // A user's statement carrying the marker is the user's, and stays in the binlog.
+    assert!(!ddl(2, b"TRUNCATE TABLE t"));
+    assert!(!ddl(3, b"RENAME TABLE `manifold`.`heartbeat` TO t"));
+    assert!(!ddl(4, b"CREATE DATABASE IF NOT EXISTS `manifold2`"));
+    assert!(!ddl(5, b"CREATE DATABASE IF NOT EXISTS `manifold`; DROP"));
+    assert!(!ddl(
+        6,
+        b"CREATE TABLE IF NOT EXISTS `manifold`.`heartbeats` (id INT)"
+    ));
+    assert!(!ddl(
+        7,
+        b"CREATE TABLE IF NOT EXISTS `app`.`heartbeat` (id INT)"
+    ));
+}
+
+#[test]
+fn a_stamp_far_ahead_of_the_wall_clock_is_ignored_and_counted() {
+    let mut a = assembler();
+    let far = stamp::wall_now() + 3_600_000_000_000;
+    let mut text = Vec::new();
+    stamp::write(&mut text, far);
+    text.extend_from_slice(b"INSERT INTO t VALUES (1)");
+    let mut honest = Vec::new();
+    let now = stamp::Clock::default().now();
+    stamp::write(&mut honest, now);
+    honest.extend_from_slice(b"INSERT INTO t VALUES (2)");
+    let events = vec![
+        gtid_event(1, gtid_flags::TRANSACTIONAL),
+        event::annotate(1, SERVER, &text),
+        table_map(1, "app", "t"),
+        write_rows(1),
+        // A later, plausible stamp of the same transaction counts.
+        event::annotate(1, SERVER, &honest),
+        table_map(1, "app", "t"),
+        write_rows(1),
+        event::xid(1, SERVER, 1),
+    ];
+    let t = feed(&mut a, &events).pop().unwrap();
+    assert_eq!(t.stamp, Some(now));
+    assert_eq!(a.forged_stamps(), 1);
+    // A statement the user wrote starting like a stamped one, in a DDL.
+    a.push(&gtid_event(2, gtid_flags::STANDALONE | gtid_flags::DDL))
+        .unwrap();
+    let mut ddl = Vec::new();
+    stamp::write(&mut ddl, u64::MAX);
+    ddl.extend_from_slice(b"CREATE TABLE u (a INT)");
+    let t = a
+        .push(&event::query(1, SERVER, b"app", &ddl))
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.stamp, None, "treated as unstamped");
+    assert_eq!(a.forged_stamps(), 2);
+}
+
+#[test]
+fn a_completed_transaction_keeps_no_spill_write_buffer() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Every event spills.
+    let budget = Budget::new(10, tmp.path().join("spill"));
+    let mut a = Assembler::new(0, HEARTBEAT, &budget);
+    a.push(&gtid_event(1, gtid_flags::TRANSACTIONAL)).unwrap();
+    a.push(&table_map(1, "app", "t")).unwrap();
+    a.push(&write_rows(1)).unwrap();
+    assert!(budget.used() > 0, "the open transaction's buffer counts");
+    let t = a.push(&event::xid(1, SERVER, 1)).unwrap().unwrap();
+    assert_eq!(budget.used(), 0);
+    assert!(t.body.spilled_bytes() > 0);
+    assert_eq!(body_events(&t).len(), 3);
 }
