@@ -1,0 +1,246 @@
+//! The dump against files written here: skipping, the files' order, stopping.
+
+use super::*;
+
+#[test]
+fn dump_requests_parse_and_short_ones_are_refused() {
+    let mut p = vec![0x12];
+    p.extend_from_slice(&256u32.to_le_bytes());
+    p.extend_from_slice(&3u16.to_le_bytes());
+    p.extend_from_slice(&77u32.to_le_bytes());
+    p.extend_from_slice(b"manifold-bin.000002");
+    assert_eq!(
+        DumpRequest::parse(&p),
+        Some(DumpRequest {
+            pos: 256,
+            flags: 3,
+            server_id: 77,
+            file: "manifold-bin.000002".into()
+        })
+    );
+    assert_eq!(DumpRequest::parse(&p[..10]), None);
+    assert_eq!(DumpRequest::parse(&[]), None);
+}
+
+fn pos(s: &str) -> GtidPos {
+    s.parse().unwrap()
+}
+
+fn message(e: &ErrPacket) -> String {
+    String::from_utf8_lossy(&e.message).into_owned()
+}
+
+#[test]
+fn gtid_start_positions_are_checked_as_mariadb_does() {
+    let binlog = pos("0-9-20");
+    // Behind or at the end: fine. Other domains are not manifold's: ignored.
+    check_start(&pos("0-9-5"), &binlog, 0, false).unwrap();
+    check_start(&pos("0-9-20,3-1-100"), &binlog, 0, false).unwrap();
+    check_start(&pos(""), &binlog, 0, false).unwrap();
+    // Nothing written yet in the domain.
+    check_start(&pos("0-9-5"), &GtidPos::default(), 0, false).unwrap();
+    // Ahead of the binlog.
+    let e = check_start(&pos("0-9-21"), &binlog, 0, false).unwrap_err();
+    assert_eq!(e.code, 1236);
+    assert_eq!(
+        message(&e),
+        "Error: connecting slave requested to start from GTID 0-9-21, which is not in the master's binlog"
+    );
+    // ...unless duplicates are ignored.
+    check_start(&pos("0-9-21"), &binlog, 0, true).unwrap();
+    // Another server's history in the domain, which the binlog passed: diverged.
+    let e = check_start(&pos("0-1-5"), &binlog, 0, false).unwrap_err();
+    assert!(message(&e).contains("diverged"), "{}", message(&e));
+}
+
+#[test]
+fn transactions_end_at_xid_or_commit() {
+    assert!(ends_transaction(&event::xid(0, 1, 5)));
+    assert!(ends_transaction(&event::query(0, 1, b"", b"COMMIT")));
+    assert!(ends_transaction(&event::query(0, 1, b"db", b" rollback ")));
+    assert!(!ends_transaction(&event::query(0, 1, b"", b"BEGIN")));
+    assert!(!ends_transaction(&event::annotate(0, 1, b"COMMIT")));
+    assert!(part_of_group(types::TABLE_MAP));
+    assert!(!part_of_group(types::QUERY));
+}
+
+const SERVER_ID: u32 = 77;
+const ANNOTATE: u16 = dump_flags::SEND_ANNOTATE_ROWS;
+
+fn gtid(seq: u64) -> Gtid {
+    Gtid {
+        domain: 0,
+        server: SERVER_ID,
+        seq,
+    }
+}
+
+fn gtid_event(seq: u64, flags2: u8) -> Vec<u8> {
+    event::mariadb_gtid(0, gtid(seq), flags2)
+}
+
+/// The events of a transaction (GTID, origin annotate, XID).
+fn transaction(seq: u64) -> Vec<Vec<u8>> {
+    vec![
+        gtid_event(seq, event::gtid_flags::TRANSACTIONAL),
+        event::annotate(0, SERVER_ID, format!("origin of {seq}").as_bytes()),
+        event::xid(0, SERVER_ID, seq),
+    ]
+}
+
+/// The events of a DDL (standalone GTID, origin annotate, the query).
+fn ddl(seq: u64, text: &str) -> Vec<Vec<u8>> {
+    vec![
+        gtid_event(seq, event::gtid_flags::STANDALONE),
+        event::annotate(0, SERVER_ID, b"origin of the ddl"),
+        event::query(0, SERVER_ID, b"db", text.as_bytes()),
+    ]
+}
+
+/// A global binlog on disk: `files` (name, GTID list, events) listed in the index and the
+/// shared state, the last one current and its end published with `gtid`.
+struct Binlog {
+    /// Removed with the value.
+    _dir: tempfile::TempDir,
+    shared: Arc<BinlogShared>,
+}
+
+fn binlog(files: &[(&str, &str, Vec<Vec<u8>>)], gtid: &str) -> Binlog {
+    let dir = tempfile::tempdir().unwrap();
+    let mut infos = Vec::new();
+    for (name, list, events) in files {
+        let mut bytes = event::MAGIC.to_vec();
+        let header = [
+            event::format_description(0, SERVER_ID, false),
+            event::mariadb_gtid_list(0, SERVER_ID, &pos(list)),
+        ];
+        for mut e in header.into_iter().chain(events.iter().cloned()) {
+            let end = u32::try_from(bytes.len() + e.len()).unwrap();
+            event::finish(&mut e, Some(SERVER_ID), end);
+            bytes.extend_from_slice(&e);
+        }
+        std::fs::write(dir.path().join(name), &bytes).unwrap();
+        infos.push(store::FileInfo {
+            name: (*name).to_owned(),
+            size: bytes.len() as u64,
+        });
+    }
+    let names: Vec<&str> = infos.iter().map(|f| f.name.as_str()).collect();
+    let index = names.join("\n") + "\n";
+    std::fs::write(dir.path().join("manifold-bin.index"), index).unwrap();
+    let config = crate::config::BinlogConfig {
+        dir: dir.path().to_path_buf(),
+        server_id: SERVER_ID,
+        ..crate::config::BinlogConfig::default()
+    };
+    let (shared, _requests) = BinlogShared::new(config, vec!["east".into()]);
+    let last = infos.last().unwrap().clone();
+    shared.set_files(infos);
+    shared.publish_end(crate::state::End {
+        file: last.name,
+        pos: last.size,
+        gtid: pos(gtid),
+    });
+    Binlog { _dir: dir, shared }
+}
+
+/// A MariaDB 10.11 replica's session: CRC32, GTID capable, `@slave_connect_state` when given.
+fn replica(connect_state: Option<&str>) -> BinlogSession {
+    use super::super::sql::Value;
+    let mut s = BinlogSession::default();
+    s.set("master_binlog_checksum", Value::Str("CRC32".into()));
+    s.set("mariadb_slave_capability", Value::Int(4));
+    if let Some(state) = connect_state {
+        s.set("slave_connect_state", Value::Str(state.into()));
+    }
+    s
+}
+
+fn request(file: &str, pos: u32, flags: u16) -> DumpRequest {
+    DumpRequest {
+        pos,
+        flags,
+        server_id: 5,
+        file: file.into(),
+    }
+}
+
+/// The events in `out` (packets of `0x00 event`).
+fn sent(out: &[u8]) -> Vec<Vec<u8>> {
+    let mut events = Vec::new();
+    let mut rest = out;
+    while rest.len() >= 4 {
+        let len = usize::from(rest[0]) | usize::from(rest[1]) << 8 | usize::from(rest[2]) << 16;
+        let payload = &rest[4..4 + len];
+        assert_eq!(payload[0], 0, "an event packet");
+        events.push(payload[1..].to_vec());
+        rest = &rest[4 + len..];
+    }
+    events
+}
+
+/// What an event is, for comparing streams: its type, and a GTID's sequence number.
+fn describe(e: &[u8]) -> String {
+    match e[4] {
+        types::GTID => format!("gtid {}", event::parse_mariadb_gtid(e).unwrap().0.seq),
+        types::ROTATE => "rotate".into(),
+        types::FORMAT_DESCRIPTION => "fde".into(),
+        types::GTID_LIST => "gtid list".into(),
+        types::ANNOTATE_ROWS => "annotate".into(),
+        types::QUERY => "query".into(),
+        types::XID => "xid".into(),
+        types::XA_PREPARE => "xa prepare".into(),
+        types::HEARTBEAT => "heartbeat".into(),
+        t => format!("type {t}"),
+    }
+}
+
+/// Runs `dump` until it waits or ends; the events it sent.
+fn drain(dump: &mut Dump) -> (Vec<String>, Step) {
+    let mut out = Vec::new();
+    let mut seq = 1;
+    loop {
+        let step = dump.fill(&mut out, &mut seq).unwrap();
+        if step != Step::More {
+            return (sent(&out).iter().map(|e| describe(e)).collect(), step);
+        }
+    }
+}
+
+fn start(b: &Binlog, request: &DumpRequest, session: &BinlogSession) -> Dump {
+    Dump::start(
+        b.shared.clone(),
+        request,
+        session,
+        ConsumerStatus::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_ddl_the_replica_has_is_skipped_whole_gtid_first() {
+    let events = [
+        ddl(1, "CREATE TABLE t (a INT)"),
+        transaction(2),
+        transaction(3),
+    ]
+    .concat();
+    let b = binlog(&[("manifold-bin.000001", "", events)], "0-77-3");
+    let mut dump = start(&b, &request("", 4, ANNOTATE), &replica(Some("0-77-2")));
+    let (events, step) = drain(&mut dump);
+    assert_eq!(step, Step::Wait);
+    // Nothing of 1 and 2 (the DDL's annotate and query were sent without their GTID), the
+    // position the replica is at, then 3.
+    assert_eq!(
+        events,
+        [
+            "rotate",
+            "fde",
+            "gtid list",
+            "gtid list",
+            "gtid 3",
+            "annotate",
+            "xid"
+        ]
+    );
+}
