@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use manifold_binlog::event::{self, types, CHECKSUM_ALG_OFF, HEADER_LEN};
 use manifold_binlog::gtid::{Gtid, GtidPos};
-use manifold_binlog::store::{self, Reader};
+use manifold_binlog::store::{self, FileInfo, Reader};
 use manifold_mysql_proto::packets::{EofPacket, ErrPacket};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -124,6 +124,26 @@ fn ends_transaction(e: &[u8]) -> bool {
         }),
         _ => false,
     }
+}
+
+/// The number of a file named `{base}.NNNNNN`.
+fn file_number(name: &str) -> Option<u64> {
+    let (_, digits) = name.rsplit_once('.')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The file after `current`: the first listed with a higher number. By number, not by
+/// `current`'s place in the list: a purge may have removed `current` from the list while a
+/// dump still reads it.
+fn next_file(files: &[FileInfo], current: &str) -> Option<String> {
+    let number = file_number(current)?;
+    files
+        .iter()
+        .find(|f| file_number(&f.name).is_some_and(|n| n > number))
+        .map(|f| f.name.clone())
 }
 
 /// One dump in progress.
@@ -323,13 +343,7 @@ impl Dump {
                 }
                 Ok(false) => {
                     // This file is complete: the next one in the index.
-                    let files = self.shared.files();
-                    let next = files
-                        .iter()
-                        .skip_while(|f| f.name != self.file)
-                        .nth(1)
-                        .map(|f| f.name.clone());
-                    let Some(next) = next else {
+                    let Some(next) = next_file(&self.shared.files(), &self.file) else {
                         return Err(self.fatal("could not find next log"));
                     };
                     self.file = next;

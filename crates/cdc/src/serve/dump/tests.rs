@@ -244,3 +244,57 @@ fn a_ddl_the_replica_has_is_skipped_whole_gtid_first() {
         ]
     );
 }
+
+#[test]
+fn the_next_file_is_found_by_number_after_the_current_one_is_purged() {
+    let b = binlog(
+        &[
+            ("manifold-bin.000003", "", transaction(1)),
+            ("manifold-bin.000004", "0-77-1", transaction(2)),
+        ],
+        "0-77-2",
+    );
+    let mut dump = start(&b, &request("manifold-bin.000003", 4, 0), &replica(None));
+    // Files up to 3 purged while the dump reads 3 (its reader holds the file open).
+    let files = b.shared.files();
+    b.shared.set_files(files[1..].to_vec());
+    let (events, step) = drain(&mut dump);
+    assert_eq!(step, Step::Wait);
+    assert_eq!(
+        events,
+        [
+            "rotate",
+            "fde",
+            "gtid list",
+            "gtid 1",
+            "xid",
+            "rotate",
+            "fde",
+            "gtid list",
+            "gtid 2",
+            "xid"
+        ]
+    );
+    assert_eq!(dump.status().file, "manifold-bin.000004");
+}
+
+#[test]
+fn next_files_go_by_number() {
+    let files: Vec<_> = ["manifold-bin.000002", "manifold-bin.000010"]
+        .iter()
+        .map(|n| store::FileInfo {
+            name: (*n).into(),
+            size: 4,
+        })
+        .collect();
+    assert_eq!(
+        next_file(&files, "manifold-bin.000002").as_deref(),
+        Some("manifold-bin.000010")
+    );
+    assert_eq!(
+        next_file(&files, "manifold-bin.000001").as_deref(),
+        Some("manifold-bin.000002")
+    );
+    assert_eq!(next_file(&files, "manifold-bin.000010"), None);
+    assert_eq!(next_file(&files, "manifold-bin"), None);
+}
