@@ -60,6 +60,16 @@ fn transactions_end_at_xid_or_commit() {
     assert!(ends_transaction(&event::query(0, 1, b"db", b" rollback ")));
     assert!(!ends_transaction(&event::query(0, 1, b"", b"BEGIN")));
     assert!(!ends_transaction(&event::annotate(0, 1, b"COMMIT")));
+    assert!(ends_transaction(&xa_prepare()));
+    assert!(ends_transaction(&event::query(0, 1, b"", b"XA COMMIT 'x'")));
+    assert!(ends_transaction(&event::query(
+        0,
+        1,
+        b"",
+        b"xa  rollback 'x'"
+    )));
+    assert!(!ends_transaction(&event::query(0, 1, b"", b"XA START 'x'")));
+    assert!(!ends_transaction(&event::query(0, 1, b"", b"XA COMMITTED")));
     assert!(part_of_group(types::TABLE_MAP));
     assert!(!part_of_group(types::QUERY));
 }
@@ -297,4 +307,55 @@ fn next_files_go_by_number() {
     );
     assert_eq!(next_file(&files, "manifold-bin.000010"), None);
     assert_eq!(next_file(&files, "manifold-bin"), None);
+}
+
+/// MariaDB's `XA_PREPARE_LOG_EVENT` of `XA PREPARE 'x'`: one-phase flag, format id, the
+/// lengths of gtrid and bqual, then the xid.
+fn xa_prepare() -> Vec<u8> {
+    let mut body = vec![0u8];
+    body.extend_from_slice(&1u32.to_le_bytes());
+    body.extend_from_slice(&1u32.to_le_bytes());
+    body.extend_from_slice(&0u32.to_le_bytes());
+    body.push(b'x');
+    let mut e = vec![0u8; event::HEADER_LEN + body.len() + event::CHECKSUM_LEN];
+    event::Header {
+        type_code: types::XA_PREPARE,
+        server_id: SERVER_ID,
+        ..event::Header::default()
+    }
+    .write(&mut e);
+    e[event::HEADER_LEN..event::HEADER_LEN + body.len()].copy_from_slice(&body);
+    event::finish(&mut e, None, 0);
+    e
+}
+
+#[test]
+fn a_prepared_xa_transaction_the_replica_has_is_skipped_to_its_prepare() {
+    let mut prepared = vec![
+        gtid_event(2, event::gtid_flags::PREPARED_XA),
+        event::query(0, SERVER_ID, b"db", b"XA START 'x'"),
+        event::query(0, SERVER_ID, b"db", b"XA END 'x'"),
+    ];
+    prepared.push(xa_prepare());
+    let committed = vec![
+        gtid_event(3, event::gtid_flags::COMPLETED_XA),
+        event::query(0, SERVER_ID, b"db", b"XA COMMIT 'x'"),
+    ];
+    let events = [transaction(1), prepared, committed, transaction(4)].concat();
+    let b = binlog(&[("manifold-bin.000001", "", events)], "0-77-4");
+    let mut dump = start(&b, &request("", 4, ANNOTATE), &replica(Some("0-77-3")));
+    let (events, step) = drain(&mut dump);
+    assert_eq!(step, Step::Wait);
+    assert_eq!(
+        events,
+        [
+            "rotate",
+            "fde",
+            "gtid list",
+            "gtid list",
+            "gtid 4",
+            "annotate",
+            "xid"
+        ]
+    );
 }
