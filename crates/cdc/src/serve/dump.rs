@@ -571,11 +571,29 @@ pub enum DumpOutcome {
     Stopped,
 }
 
-async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8], flush: bool) -> bool {
-    if stream.write_all(bytes).await.is_err() {
-        return false;
+/// How a write to the consumer went.
+enum Sent {
+    Done,
+    ClientGone,
+    Stopped,
+}
+
+/// Writes `bytes` (and flushes when `flush`) unless `stop` resolves first: a consumer that
+/// stopped reading must not keep the session from KILL or shutdown (nor its reader from
+/// releasing purged files).
+async fn send<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    bytes: &[u8],
+    flush: bool,
+    stop: &mut (impl Future<Output = ()> + Unpin),
+) -> Sent {
+    let write =
+        async { stream.write_all(bytes).await.is_ok() && (!flush || stream.flush().await.is_ok()) };
+    tokio::select! {
+        biased;
+        () = stop => Sent::Stopped,
+        ok = write => if ok { Sent::Done } else { Sent::ClientGone },
     }
-    !flush || stream.flush().await.is_ok()
 }
 
 /// Streams `dump` to `stream` from sequence id `seq` until it ends, the client goes, or
@@ -610,10 +628,10 @@ async fn drive<S: AsyncWrite + Unpin>(
         let step = dump.fill(&mut out, seq);
         let flush = !matches!(step, Ok(Step::More));
         if !out.is_empty() {
-            tokio::select! {
-                biased;
-                () = &mut stop => return DumpOutcome::Stopped,
-                ok = write(stream, &out, flush) => if !ok { return DumpOutcome::ClientGone },
+            match send(stream, &out, flush, &mut stop).await {
+                Sent::Done => {}
+                Sent::ClientGone => return DumpOutcome::ClientGone,
+                Sent::Stopped => return DumpOutcome::Stopped,
             }
         }
         match step {
@@ -622,8 +640,12 @@ async fn drive<S: AsyncWrite + Unpin>(
                 let mut payload = Vec::with_capacity(64 + e.message.len());
                 e.encode(&mut payload);
                 manifold_mysql_proto::write_packet(&mut out, *seq, &payload);
-                let _ = write(stream, &out, true).await;
-                return DumpOutcome::Failed(String::from_utf8_lossy(&e.message).into_owned());
+                return match send(stream, &out, true, &mut stop).await {
+                    Sent::Stopped => DumpOutcome::Stopped,
+                    Sent::Done | Sent::ClientGone => {
+                        DumpOutcome::Failed(String::from_utf8_lossy(&e.message).into_owned())
+                    }
+                };
             }
             Ok(Step::More) => {
                 dump.publish();
@@ -638,10 +660,10 @@ async fn drive<S: AsyncWrite + Unpin>(
                 }
                 .encode(&mut payload);
                 manifold_mysql_proto::write_packet(&mut out, *seq, &payload);
-                return if write(stream, &out, true).await {
-                    DumpOutcome::Finished
-                } else {
-                    DumpOutcome::ClientGone
+                return match send(stream, &out, true, &mut stop).await {
+                    Sent::Done => DumpOutcome::Finished,
+                    Sent::ClientGone => DumpOutcome::ClientGone,
+                    Sent::Stopped => DumpOutcome::Stopped,
                 };
             }
             Ok(Step::Wait) => loop {
@@ -664,8 +686,10 @@ async fn drive<S: AsyncWrite + Unpin>(
                     () = beat => {
                         out.clear();
                         dump.heartbeat(&mut out, seq);
-                        if !write(stream, &out, true).await {
-                            return DumpOutcome::ClientGone;
+                        match send(stream, &out, true, &mut stop).await {
+                            Sent::Done => {}
+                            Sent::ClientGone => return DumpOutcome::ClientGone,
+                            Sent::Stopped => return DumpOutcome::Stopped,
                         }
                     }
                 }

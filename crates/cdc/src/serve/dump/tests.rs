@@ -359,3 +359,113 @@ fn a_prepared_xa_transaction_the_replica_has_is_skipped_to_its_prepare() {
         ]
     );
 }
+
+/// A consumer that reads what it is sent until the first flush, then stops reading: every
+/// later write waits forever, and the first such write resolves `stopped` (as a KILL would
+/// arrive while the session is stuck in it).
+struct StopsReading {
+    flushed: bool,
+    stuck: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl StopsReading {
+    fn new() -> (StopsReading, impl Future<Output = ()>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let consumer = StopsReading {
+            flushed: false,
+            stuck: Some(tx),
+        };
+        (consumer, async move {
+            let _ = rx.await;
+        })
+    }
+}
+
+impl AsyncWrite for StopsReading {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if !self.flushed {
+            return std::task::Poll::Ready(Ok(buf.len()));
+        }
+        if let Some(stuck) = self.stuck.take() {
+            let _ = stuck.send(());
+        }
+        std::task::Poll::Pending
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.flushed = true;
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Runs `dump` to a consumer that stops reading after the first flush; how it ended. Without
+/// a stop honoured in every write it never ends: the guard turns that into a failure.
+async fn run_to_a_consumer_that_stops_reading(dump: &mut Dump) -> DumpOutcome {
+    let (mut consumer, stop) = StopsReading::new();
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(30),
+        run(&mut consumer, 1, dump, stop, 0),
+    )
+    .await;
+    outcome.expect("the dump ended when stopped")
+}
+
+#[tokio::test]
+async fn a_stop_ends_a_dump_stuck_writing_a_heartbeat() {
+    let b = binlog(&[("manifold-bin.000001", "", transaction(1))], "0-77-1");
+    let mut session = replica(None);
+    session.set(
+        "master_heartbeat_period",
+        super::super::sql::Value::Int(1_000_000),
+    );
+    let mut dump = start(&b, &request("", 4, 0), &session);
+    assert_eq!(
+        run_to_a_consumer_that_stops_reading(&mut dump).await,
+        DumpOutcome::Stopped
+    );
+    assert!(b.shared.consumers().is_empty());
+}
+
+#[tokio::test]
+async fn a_stop_ends_a_dump_stuck_writing_its_eof() {
+    let b = binlog(&[("manifold-bin.000001", "", transaction(1))], "0-77-1");
+    let mut dump = start(&b, &request("", 4, dump_flags::NON_BLOCK), &replica(None));
+    assert_eq!(
+        run_to_a_consumer_that_stops_reading(&mut dump).await,
+        DumpOutcome::Stopped
+    );
+}
+
+#[tokio::test]
+async fn a_stop_ends_a_dump_stuck_writing_its_error() {
+    let b = binlog(&[("manifold-bin.000001", "", transaction(1))], "0-77-1");
+    // Past the transaction, an event header with an impossible size.
+    let path = b.shared.config.dir.join("manifold-bin.000001");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mut garbage = [0u8; event::HEADER_LEN];
+    garbage[9] = 5;
+    bytes.extend_from_slice(&garbage);
+    std::fs::write(&path, &bytes).unwrap();
+    let mut end = b.shared.end();
+    end.pos = bytes.len() as u64;
+    b.shared.publish_end(end);
+    let mut dump = start(&b, &request("", 4, 0), &replica(None));
+    assert_eq!(
+        run_to_a_consumer_that_stops_reading(&mut dump).await,
+        DumpOutcome::Stopped
+    );
+}
