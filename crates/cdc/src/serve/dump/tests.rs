@@ -469,3 +469,38 @@ async fn a_stop_ends_a_dump_stuck_writing_its_error() {
         DumpOutcome::Stopped
     );
 }
+
+#[test]
+fn a_dump_from_inside_an_event_is_refused_as_bogus_data() {
+    let b = binlog(
+        &[
+            ("manifold-bin.000001", "", transaction(1)),
+            ("manifold-bin.000002", "0-77-1", transaction(2)),
+        ],
+        "0-77-2",
+    );
+    for file in ["manifold-bin.000001", "manifold-bin.000002"] {
+        // One byte into the file's first transaction (its GTID event).
+        let header = 4
+            + event::format_description(0, 0, false).len()
+            + event::mariadb_gtid_list(0, 0, &pos(if file.ends_with('1') { "" } else { "0-77-1" }))
+                .len();
+        let at = u32::try_from(header + 1).unwrap();
+        let mut dump = start(&b, &request(file, at, 0), &replica(None));
+        let mut out = Vec::new();
+        let mut seq = 1;
+        let e = loop {
+            match dump.fill(&mut out, &mut seq) {
+                Ok(Step::More) => {}
+                Ok(step) => panic!("{file} at {at}: {step:?} instead of an error"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(e.code, 1236);
+        assert!(
+            message(&e).starts_with("bogus data in log event;"),
+            "{}",
+            message(&e)
+        );
+    }
+}
