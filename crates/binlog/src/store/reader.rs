@@ -22,6 +22,10 @@ pub struct Reader {
     buf: Vec<u8>,
     start: usize,
     pos: u64,
+    /// Opened at a position given from outside (not the file's first event): the event there
+    /// is checked whole before it is believed, since a position inside an event reads as a
+    /// header of garbage.
+    check_next: bool,
 }
 
 impl Reader {
@@ -35,13 +39,22 @@ impl Reader {
             buf: Vec::with_capacity(READ_CHUNK),
             start: 0,
             pos,
+            check_next: pos != 4,
         })
     }
 
     /// The next whole event into `buf` if one ends at or before `limit` (the writer's end in
     /// this file, as published); false when none does yet.
+    ///
+    /// After opening past the first event, the first event read must lie whole below `limit`
+    /// and the file's end and pass its checksum (`limit` is an event boundary): otherwise the
+    /// position is not an event's start and the read fails, rather than waiting forever,
+    /// skipping to the next file, or allocating what a garbage size says.
     pub fn next_event(&mut self, buf: &mut Vec<u8>, limit: u64) -> Result<bool, StoreError> {
         buf.clear();
+        if self.check_next {
+            return self.checked_event(buf, limit);
+        }
         if !self.fill(HEADER_LEN, limit)? {
             return Ok(false);
         }
@@ -57,6 +70,43 @@ impl Reader {
             return Ok(false);
         }
         buf.extend_from_slice(&self.buf[self.start..self.start + size]);
+        self.start += size;
+        self.pos += size as u64;
+        Ok(true)
+    }
+
+    /// [`Reader::next_event`] for the first event after a seek.
+    fn checked_event(&mut self, buf: &mut Vec<u8>, limit: u64) -> Result<bool, StoreError> {
+        let len = self
+            .file
+            .metadata()
+            .map_err(|e| io_error(&self.path, e))?
+            .len();
+        let end = limit.min(len);
+        if self.pos >= end {
+            // At the end (of what is published): nothing to check yet.
+            return Ok(false);
+        }
+        let (path, at) = (self.path.clone(), self.pos);
+        let bogus =
+            |what: &str| damaged(&path, format!("{at} is not the start of an event: {what}"));
+        if !self.fill(HEADER_LEN, end)? {
+            return Err(bogus("no whole header"));
+        }
+        let size = event::u32_at(&self.buf, self.start + 9);
+        if (size as usize) < HEADER_LEN + CHECKSUM_LEN || self.pos + u64::from(size) > end {
+            return Err(bogus(&format!("a size of {size}")));
+        }
+        let size = size as usize;
+        if !self.fill(size, end)? {
+            return Err(bogus("the event is cut short"));
+        }
+        let event = &self.buf[self.start..self.start + size];
+        if let Err(e) = event::verify_checksum(event) {
+            return Err(bogus(&e.to_string()));
+        }
+        self.check_next = false;
+        buf.extend_from_slice(event);
         self.start += size;
         self.pos += size as u64;
         Ok(true)
@@ -159,4 +209,66 @@ pub fn locate_gtid(
         }
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of a few events; the positions where its events start, its end last.
+    fn file(dir: &Path) -> Vec<u64> {
+        let mut bytes = event::MAGIC.to_vec();
+        let mut starts = Vec::new();
+        for mut e in [
+            event::format_description(0, 7, false),
+            event::mariadb_gtid_list(0, 7, &GtidPos::default()),
+            event::query(0, 7, b"db", b"CREATE TABLE t (a INT)"),
+            event::xid(0, 7, 0x1234_5678),
+        ] {
+            starts.push(bytes.len() as u64);
+            let end = u32::try_from(bytes.len() + e.len()).unwrap();
+            event::finish(&mut e, None, end);
+            bytes.extend_from_slice(&e);
+        }
+        starts.push(bytes.len() as u64);
+        std::fs::write(dir.join("f.000001"), &bytes).unwrap();
+        starts
+    }
+
+    #[test]
+    fn a_reader_opened_at_an_event_start_reads_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let starts = file(tmp.path());
+        let end = *starts.last().unwrap();
+        let mut buf = Vec::new();
+        for (i, &at) in starts.iter().enumerate() {
+            for limit in [end, u64::MAX] {
+                let mut r = Reader::open(tmp.path(), "f.000001", at).unwrap();
+                let mut n = 0;
+                while r.next_event(&mut buf, limit).unwrap() {
+                    n += 1;
+                }
+                assert_eq!(n, starts.len() - 1 - i, "from {at}");
+                assert_eq!(r.pos(), end);
+            }
+        }
+    }
+
+    #[test]
+    fn a_reader_opened_inside_an_event_fails() {
+        let tmp = tempfile::tempdir().unwrap();
+        let starts = file(tmp.path());
+        let end = *starts.last().unwrap();
+        let mut buf = Vec::new();
+        for at in (5..end).filter(|at| !starts.contains(at)) {
+            // In the file being written (up to its published end) and in a complete one.
+            for limit in [end, u64::MAX] {
+                let mut r = Reader::open(tmp.path(), "f.000001", at).unwrap();
+                assert!(
+                    r.next_event(&mut buf, limit).is_err(),
+                    "{at} (limit {limit}) is inside an event"
+                );
+            }
+        }
+    }
 }

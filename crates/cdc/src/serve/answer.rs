@@ -177,7 +177,14 @@ pub fn parse_datetime(s: &str) -> Option<SystemTime> {
         t.next().flatten().unwrap_or(0),
         t.next().flatten().unwrap_or(0),
     );
-    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 59 {
+    // Years as a DATETIME has them: the arithmetic below cannot overflow.
+    if !(0..=9999).contains(&y)
+        || !(1..=12).contains(&m)
+        || !(1..=31).contains(&day)
+        || !(0..=23).contains(&hh)
+        || !(0..=59).contains(&mm)
+        || !(0..=59).contains(&ss)
+    {
         return None;
     }
     // Days from the civil date (Howard Hinnant's algorithm).
@@ -439,5 +446,12 @@ mod tests {
         );
         assert_eq!(parse_datetime("2024-13-01"), None);
         assert_eq!(parse_datetime("yesterday"), None);
+        // Years no DATETIME has, whose days in seconds do not fit an i64; negative fields.
+        assert_eq!(parse_datetime("9223372036854775807-01-01"), None);
+        assert_eq!(parse_datetime("-9223372036854775807-01-01"), None);
+        assert_eq!(parse_datetime("99999999999999-01-01"), None);
+        assert_eq!(parse_datetime("2024-01-01 -1:00:00"), None);
+        assert_eq!(parse_datetime("2024-01-01 10:-5"), None);
+        assert!(parse_datetime("9999-12-31 23:59:59").is_some());
     }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use manifold_binlog::event::{self, types, CHECKSUM_ALG_OFF, HEADER_LEN};
 use manifold_binlog::gtid::{Gtid, GtidPos};
-use manifold_binlog::store::{self, Reader};
+use manifold_binlog::store::{self, FileInfo, Reader};
 use manifold_mysql_proto::packets::{EofPacket, ErrPacket};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -115,15 +115,60 @@ fn part_of_group(t: u8) -> bool {
     )
 }
 
+/// The last event of a transaction's group: XID, `COMMIT`/`ROLLBACK`, an XA transaction's
+/// prepare (MariaDB logs it as `XA_PREPARE_LOG_EVENT`, and its commit later as a group of its
+/// own), or that later `XA COMMIT`/`XA ROLLBACK`.
 fn ends_transaction(e: &[u8]) -> bool {
     match e.get(4) {
-        Some(&types::XID) => true,
+        Some(&(types::XID | types::XA_PREPARE)) => true,
         Some(&types::QUERY) => event::query_text(e).is_ok_and(|t| {
             let t = t.trim_ascii();
-            t.eq_ignore_ascii_case(b"COMMIT") || t.eq_ignore_ascii_case(b"ROLLBACK")
+            t.eq_ignore_ascii_case(b"COMMIT")
+                || t.eq_ignore_ascii_case(b"ROLLBACK")
+                || starts_with_words(t, &[b"XA", b"COMMIT"])
+                || starts_with_words(t, &[b"XA", b"ROLLBACK"])
         }),
         _ => false,
     }
+}
+
+/// `text` starts with `words` (any case), separated by white space.
+fn starts_with_words(text: &[u8], words: &[&[u8]]) -> bool {
+    let mut rest = text;
+    for word in words {
+        rest = rest.trim_ascii_start();
+        let Some(head) = rest.get(..word.len()) else {
+            return false;
+        };
+        if !head.eq_ignore_ascii_case(word) {
+            return false;
+        }
+        rest = &rest[word.len()..];
+        if rest.first().is_some_and(u8::is_ascii_alphanumeric) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The number of a file named `{base}.NNNNNN`.
+fn file_number(name: &str) -> Option<u64> {
+    let (_, digits) = name.rsplit_once('.')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The file after `current`: the first listed with a higher number. By number, not by
+/// `current`'s place in the list: a purge may have removed `current` from the list while a
+/// dump still reads it.
+fn next_file(files: &[FileInfo], current: &str) -> Option<String> {
+    let number = file_number(current)?;
+    files
+        .iter()
+        .find(|f| file_number(&f.name).is_some_and(|n| n > number))
+        .map(|f| f.name.clone())
 }
 
 /// One dump in progress.
@@ -323,13 +368,7 @@ impl Dump {
                 }
                 Ok(false) => {
                     // This file is complete: the next one in the index.
-                    let files = self.shared.files();
-                    let next = files
-                        .iter()
-                        .skip_while(|f| f.name != self.file)
-                        .nth(1)
-                        .map(|f| f.name.clone());
-                    let Some(next) = next else {
+                    let Some(next) = next_file(&self.shared.files(), &self.file) else {
                         return Err(self.fatal("could not find next log"));
                     };
                     self.file = next;
@@ -420,19 +459,24 @@ impl Dump {
                 self.state.update(g);
                 self.last_txn_time = event::Header::parse(&self.buf).map_or(0, |h| h.timestamp);
                 if let Some(until) = self.skip_until.filter(|u| u.domain == g.domain) {
-                    if g.server != until.server || g.seq <= until.seq {
-                        self.skipping = if flags2 & event::gtid_flags::STANDALONE != 0 {
-                            Skip::Standalone
-                        } else {
-                            Skip::Transaction
-                        };
-                    }
+                    let applied = g.server != until.server || g.seq <= until.seq;
                     if g.server == until.server && g.seq >= until.seq {
                         if self.strict && g.seq > until.seq {
                             return Err(err(FATAL, "HY000", format!("The binlog on the master is missing the GTID {until} requested by the slave (even though both a prior and a subsequent sequence number does exist), and GTID strict mode is enabled")));
                         }
                         self.send_fake_list = true;
                         self.skip_until = None;
+                    }
+                    if applied {
+                        // The GTID itself is the group's first skipped event: the skip's end
+                        // test below is for the events after it (a DDL's GTID is not part of
+                        // a group, so testing it would end the skip at once).
+                        self.skipping = if flags2 & event::gtid_flags::STANDALONE != 0 {
+                            Skip::Standalone
+                        } else {
+                            Skip::Transaction
+                        };
+                        return Ok(());
                     }
                 }
             }
@@ -527,11 +571,29 @@ pub enum DumpOutcome {
     Stopped,
 }
 
-async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8], flush: bool) -> bool {
-    if stream.write_all(bytes).await.is_err() {
-        return false;
+/// How a write to the consumer went.
+enum Sent {
+    Done,
+    ClientGone,
+    Stopped,
+}
+
+/// Writes `bytes` (and flushes when `flush`) unless `stop` resolves first: a consumer that
+/// stopped reading must not keep the session from KILL or shutdown (nor its reader from
+/// releasing purged files).
+async fn send<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    bytes: &[u8],
+    flush: bool,
+    stop: &mut (impl Future<Output = ()> + Unpin),
+) -> Sent {
+    let write =
+        async { stream.write_all(bytes).await.is_ok() && (!flush || stream.flush().await.is_ok()) };
+    tokio::select! {
+        biased;
+        () = stop => Sent::Stopped,
+        ok = write => if ok { Sent::Done } else { Sent::ClientGone },
     }
-    !flush || stream.flush().await.is_ok()
 }
 
 /// Streams `dump` to `stream` from sequence id `seq` until it ends, the client goes, or
@@ -566,10 +628,10 @@ async fn drive<S: AsyncWrite + Unpin>(
         let step = dump.fill(&mut out, seq);
         let flush = !matches!(step, Ok(Step::More));
         if !out.is_empty() {
-            tokio::select! {
-                biased;
-                () = &mut stop => return DumpOutcome::Stopped,
-                ok = write(stream, &out, flush) => if !ok { return DumpOutcome::ClientGone },
+            match send(stream, &out, flush, &mut stop).await {
+                Sent::Done => {}
+                Sent::ClientGone => return DumpOutcome::ClientGone,
+                Sent::Stopped => return DumpOutcome::Stopped,
             }
         }
         match step {
@@ -578,8 +640,12 @@ async fn drive<S: AsyncWrite + Unpin>(
                 let mut payload = Vec::with_capacity(64 + e.message.len());
                 e.encode(&mut payload);
                 manifold_mysql_proto::write_packet(&mut out, *seq, &payload);
-                let _ = write(stream, &out, true).await;
-                return DumpOutcome::Failed(String::from_utf8_lossy(&e.message).into_owned());
+                return match send(stream, &out, true, &mut stop).await {
+                    Sent::Stopped => DumpOutcome::Stopped,
+                    Sent::Done | Sent::ClientGone => {
+                        DumpOutcome::Failed(String::from_utf8_lossy(&e.message).into_owned())
+                    }
+                };
             }
             Ok(Step::More) => {
                 dump.publish();
@@ -594,10 +660,10 @@ async fn drive<S: AsyncWrite + Unpin>(
                 }
                 .encode(&mut payload);
                 manifold_mysql_proto::write_packet(&mut out, *seq, &payload);
-                return if write(stream, &out, true).await {
-                    DumpOutcome::Finished
-                } else {
-                    DumpOutcome::ClientGone
+                return match send(stream, &out, true, &mut stop).await {
+                    Sent::Done => DumpOutcome::Finished,
+                    Sent::ClientGone => DumpOutcome::ClientGone,
+                    Sent::Stopped => DumpOutcome::Stopped,
                 };
             }
             Ok(Step::Wait) => loop {
@@ -620,8 +686,10 @@ async fn drive<S: AsyncWrite + Unpin>(
                     () = beat => {
                         out.clear();
                         dump.heartbeat(&mut out, seq);
-                        if !write(stream, &out, true).await {
-                            return DumpOutcome::ClientGone;
+                        match send(stream, &out, true, &mut stop).await {
+                            Sent::Done => {}
+                            Sent::ClientGone => return DumpOutcome::ClientGone,
+                            Sent::Stopped => return DumpOutcome::Stopped,
                         }
                     }
                 }
@@ -631,68 +699,4 @@ async fn drive<S: AsyncWrite + Unpin>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dump_requests_parse_and_short_ones_are_refused() {
-        let mut p = vec![0x12];
-        p.extend_from_slice(&256u32.to_le_bytes());
-        p.extend_from_slice(&3u16.to_le_bytes());
-        p.extend_from_slice(&77u32.to_le_bytes());
-        p.extend_from_slice(b"manifold-bin.000002");
-        assert_eq!(
-            DumpRequest::parse(&p),
-            Some(DumpRequest {
-                pos: 256,
-                flags: 3,
-                server_id: 77,
-                file: "manifold-bin.000002".into()
-            })
-        );
-        assert_eq!(DumpRequest::parse(&p[..10]), None);
-        assert_eq!(DumpRequest::parse(&[]), None);
-    }
-
-    fn pos(s: &str) -> GtidPos {
-        s.parse().unwrap()
-    }
-
-    fn message(e: &ErrPacket) -> String {
-        String::from_utf8_lossy(&e.message).into_owned()
-    }
-
-    #[test]
-    fn gtid_start_positions_are_checked_as_mariadb_does() {
-        let binlog = pos("0-9-20");
-        // Behind or at the end: fine. Other domains are not manifold's: ignored.
-        check_start(&pos("0-9-5"), &binlog, 0, false).unwrap();
-        check_start(&pos("0-9-20,3-1-100"), &binlog, 0, false).unwrap();
-        check_start(&pos(""), &binlog, 0, false).unwrap();
-        // Nothing written yet in the domain.
-        check_start(&pos("0-9-5"), &GtidPos::default(), 0, false).unwrap();
-        // Ahead of the binlog.
-        let e = check_start(&pos("0-9-21"), &binlog, 0, false).unwrap_err();
-        assert_eq!(e.code, 1236);
-        assert_eq!(
-            message(&e),
-            "Error: connecting slave requested to start from GTID 0-9-21, which is not in the master's binlog"
-        );
-        // ...unless duplicates are ignored.
-        check_start(&pos("0-9-21"), &binlog, 0, true).unwrap();
-        // Another server's history in the domain, which the binlog passed: diverged.
-        let e = check_start(&pos("0-1-5"), &binlog, 0, false).unwrap_err();
-        assert!(message(&e).contains("diverged"), "{}", message(&e));
-    }
-
-    #[test]
-    fn transactions_end_at_xid_or_commit() {
-        assert!(ends_transaction(&event::xid(0, 1, 5)));
-        assert!(ends_transaction(&event::query(0, 1, b"", b"COMMIT")));
-        assert!(ends_transaction(&event::query(0, 1, b"db", b" rollback ")));
-        assert!(!ends_transaction(&event::query(0, 1, b"", b"BEGIN")));
-        assert!(!ends_transaction(&event::annotate(0, 1, b"COMMIT")));
-        assert!(part_of_group(types::TABLE_MAP));
-        assert!(!part_of_group(types::QUERY));
-    }
-}
+mod tests;

@@ -149,34 +149,98 @@ pub(super) fn decode(
 }
 
 /// The binlog statement `sql` is, if any. Cheap for the statements of the hot path: only
-/// verbs a binlog statement can start with are parsed, and `SELECT`/`SET` only with an `@`.
+/// texts whose first words a binlog statement can start with are parsed (see
+/// [`may_be_binlog_statement`]).
 fn binlog_statement(sql: &[u8], scan: Scan) -> Option<manifold_cdc::serve::sql::Statement> {
-    let worth_parsing = match scan.verb {
-        Verb::Select | Verb::Set => sql.contains(&b'@'),
+    let ordinary = matches!(
+        scan.verb,
         Verb::Insert
-        | Verb::Update
-        | Verb::Delete
-        | Verb::Replace
-        | Verb::Use
-        | Verb::Begin
-        | Verb::Start
-        | Verb::Commit
-        | Verb::Rollback
-        | Verb::Create
-        | Verb::Drop
-        | Verb::Alter
-        | Verb::Prepare
-        | Verb::Execute
-        | Verb::Deallocate
-        | Verb::Call
-        | Verb::With => false,
-        // SHOW, FLUSH, PURGE, RESET and the rare rest.
-        _ => true,
-    };
-    if !worth_parsing {
+            | Verb::Update
+            | Verb::Delete
+            | Verb::Replace
+            | Verb::Use
+            | Verb::Begin
+            | Verb::Start
+            | Verb::Commit
+            | Verb::Rollback
+            | Verb::Create
+            | Verb::Drop
+            | Verb::Alter
+            | Verb::Prepare
+            | Verb::Execute
+            | Verb::Deallocate
+            | Verb::Call
+            | Verb::With
+    );
+    if ordinary || !may_be_binlog_statement(sql) {
         return None;
     }
     manifold_cdc::serve::sql::parse(std::str::from_utf8(sql).ok()?)
+}
+
+/// Whether the first two words of `sql` are those of a binlog statement: `SELECT @...`,
+/// `SET @...`, `SHOW MASTER|BINLOG|BINARY|[GLOBAL|SESSION|LOCAL] VARIABLES`, `PURGE
+/// BINARY|MASTER`, `FLUSH [NO_WRITE_TO_BINLOG|LOCAL] BINARY`, `RESET MASTER|BINARY`. Looks
+/// at a few bytes, without allocating: `SELECT ... WHERE email = 'a@b.c'`, `SHOW TABLES`,
+/// `SAVEPOINT` and the like never reach the parser.
+fn may_be_binlog_statement(sql: &[u8]) -> bool {
+    let (first, rest) = next_word(sql);
+    let (second, _) = next_word(rest);
+    let is = |w: &[u8], of: &[&str]| of.iter().any(|o| w.eq_ignore_ascii_case(o.as_bytes()));
+    if is(first, &["select", "set"]) {
+        return second.first() == Some(&b'@');
+    }
+    if is(first, &["show"]) {
+        return is(
+            second,
+            &[
+                "master",
+                "binlog",
+                "binary",
+                "variables",
+                "global",
+                "session",
+                "local",
+            ],
+        );
+    }
+    if is(first, &["purge"]) {
+        return is(second, &["binary", "master"]);
+    }
+    if is(first, &["flush"]) {
+        return is(second, &["binary", "no_write_to_binlog", "local"]);
+    }
+    if is(first, &["reset"]) {
+        return is(second, &["master", "binary"]);
+    }
+    false
+}
+
+/// The first token of `sql` after white space and comments (a word, or else one byte; a
+/// `@` with the word after it) and the text after it.
+fn next_word(sql: &[u8]) -> (&[u8], &[u8]) {
+    let word_byte = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'$';
+    let mut rest = sql;
+    loop {
+        rest = rest.trim_ascii_start();
+        if let Some(after) = rest.strip_prefix(b"/*") {
+            let Some(end) = after.windows(2).position(|w| w == b"*/") else {
+                return (&[], &[]);
+            };
+            rest = &after[end + 2..];
+        } else if rest.first() == Some(&b'#')
+            || (rest.starts_with(b"--") && rest.get(2).is_none_or(u8::is_ascii_whitespace))
+        {
+            let end = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
+            rest = &rest[end..];
+        } else {
+            break;
+        }
+    }
+    let start = usize::from(rest.first() == Some(&b'@'));
+    let len = start + rest[start..].iter().take_while(|c| word_byte(c)).count();
+    let len = if len == 0 { rest.len().min(1) } else { len };
+    rest.split_at(len)
 }
 
 /// What a `COM_QUERY` of text `sql`, which the lexer scanned as `scan`, asks for. A session
@@ -277,6 +341,57 @@ mod tests {
             query("SHOW MASTER STATUS", true),
             Action::Forward(..)
         ));
+    }
+
+    #[test]
+    fn only_the_first_words_of_a_binlog_statement_reach_the_parser() {
+        use manifold_cdc::serve::sql::parse;
+        for sql in [
+            "SHOW MASTER STATUS",
+            "show binlog status",
+            "SHOW BINARY LOGS",
+            "SHOW MASTER LOGS",
+            "SHOW BINLOG EVENTS IN 'manifold-bin.000001' FROM 4 LIMIT 2",
+            "SHOW GLOBAL VARIABLES LIKE 'gtid_binlog_pos'",
+            "SHOW VARIABLES LIKE 'gtid_binlog_pos'",
+            "PURGE BINARY LOGS TO 'manifold-bin.000002'",
+            "PURGE MASTER LOGS BEFORE '2024-01-01'",
+            "FLUSH BINARY LOGS",
+            "FLUSH LOCAL BINARY LOGS",
+            "flush no_write_to_binlog binary logs",
+            "RESET MASTER",
+            "RESET BINARY LOGS AND GTIDS",
+            "SELECT @@gtid_binlog_pos",
+            "/* a comment */ SELECT/**/@@global.server_id",
+            "SELECT@@gtid_binlog_pos",
+            "# a comment\nSHOW MASTER STATUS",
+            "-- a comment\n  show master status",
+            "SET @master_binlog_checksum = 'CRC32'",
+        ] {
+            assert!(parse(sql).is_some(), "{sql} is a binlog statement");
+            assert!(may_be_binlog_statement(sql.as_bytes()), "{sql}");
+            assert!(matches!(binlog_query(sql), Action::Binlog(_)), "{sql}");
+        }
+        for sql in [
+            "SELECT * FROM users WHERE email = 'a@b.c'",
+            "SELECT id, @rownum := @rownum + 1 FROM t",
+            "SET NAMES utf8mb4, @x = 1",
+            "SET autocommit = 0",
+            "SHOW TABLES",
+            "SHOW CREATE TABLE t",
+            "SAVEPOINT a",
+            "DO SLEEP(0)",
+            "EXPLAIN SELECT @a",
+            "SELECT",
+            "",
+            "/* unterminated",
+            "PURGE",
+            "FLUSH TABLES",
+            "RESET QUERY CACHE",
+        ] {
+            assert!(!may_be_binlog_statement(sql.as_bytes()), "{sql}");
+            assert!(!matches!(binlog_query(sql), Action::Binlog(_)), "{sql}");
+        }
     }
 
     #[test]

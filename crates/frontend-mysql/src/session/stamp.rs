@@ -36,31 +36,55 @@ impl Session {
         {
             return rewritten;
         }
-        if !rewritten {
-            self.exec_buf.clear();
-            self.exec_buf.extend_from_slice(&self.io.rbuf[..raw_len]);
-        }
         let hlc = self.fe.stamp_clock.borrow_mut().now();
-        if stamp_packet(&mut self.exec_buf, hlc) {
-            true
+        let stamped = if rewritten {
+            stamp_packet(&mut self.exec_buf, hlc)
         } else {
-            // Too large to stamp: the command goes as it was.
-            rewritten
-        }
+            // Header, stamp and text written once each: a large statement is not copied and
+            // then moved again to make room.
+            stamped_copy(&self.io.rbuf[..raw_len], hlc, &mut self.exec_buf)
+        };
+        // Too large to stamp: the command goes as it was.
+        stamped || rewritten
     }
+}
+
+/// The length of the `COM_QUERY` packet `packet` (header included) if it is one whole frame
+/// that may grow by a stamp.
+fn query_len(packet: &[u8]) -> Option<usize> {
+    let header = packet.get(..5)?;
+    let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+    (header[4] == command::QUERY && len < MAX_ONE_PACKET && packet.len() == 4 + len).then_some(len)
+}
+
+/// Writes to `out` (emptied first) the `COM_QUERY` packet `packet` with the stamp comment for
+/// `hlc` before its text, in one pass. False when `packet` is not one whole `COM_QUERY` frame
+/// or the stamped payload would not fit one packet (`out` then holds nothing of use).
+fn stamped_copy(packet: &[u8], hlc: u64, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    let Some(len) = query_len(packet) else {
+        return false;
+    };
+    out.reserve(packet.len() + stamp::MAX_LEN);
+    out.extend_from_slice(&packet[..5]);
+    stamp::write(out, hlc);
+    let stamped_len = len + out.len() - 5;
+    if stamped_len >= MAX_ONE_PACKET {
+        out.clear();
+        return false;
+    }
+    out.extend_from_slice(&packet[5..]);
+    out[..3].copy_from_slice(&stamped_len.to_le_bytes()[..3]);
+    true
 }
 
 /// Puts the stamp comment for `hlc` before the text of the `COM_QUERY` packet in `packet`
 /// (header included, one frame) and fixes its length. False, with `packet` as it was, when it
 /// is not one whole `COM_QUERY` frame or the stamped payload would not fit one packet.
 fn stamp_packet(packet: &mut Vec<u8>, hlc: u64) -> bool {
-    let Some(header) = packet.get(..5) else {
+    let Some(len) = query_len(packet) else {
         return false;
     };
-    let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
-    if header[4] != command::QUERY || len >= MAX_ONE_PACKET || packet.len() != 4 + len {
-        return false;
-    }
     let before = packet.len();
     stamp::write(packet, hlc);
     let added = packet.len() - before;
@@ -94,6 +118,37 @@ mod tests {
             query_packet(0, b"/*manifold:hlc=1234*/ INSERT INTO t VALUES (1)")
         );
         assert_eq!(stamp::parse(&p[5..]), Some(1_234));
+    }
+
+    /// Both ways of stamping: in place, and copying from the client's buffer.
+    fn stamp_both_ways(packet: &[u8], hlc: u64) -> Option<Vec<u8>> {
+        let mut in_place = packet.to_vec();
+        let mut copy = vec![0xAA; 3];
+        let stamped = stamp_packet(&mut in_place, hlc);
+        assert_eq!(stamped_copy(packet, hlc, &mut copy), stamped);
+        if !stamped {
+            assert_eq!(in_place, packet, "left as it was");
+            return None;
+        }
+        assert_eq!(copy, in_place);
+        Some(copy)
+    }
+
+    #[test]
+    fn a_copy_from_the_clients_buffer_is_stamped_as_in_place() {
+        assert_eq!(
+            stamp_both_ways(&query_packet(7, b"UPDATE t SET a = 1"), 99).unwrap(),
+            query_packet(7, b"/*manifold:hlc=99*/ UPDATE t SET a = 1")
+        );
+        let room = MAX_ONE_PACKET - 1 - 1 - stamp::MAX_LEN;
+        let p = stamp_both_ways(&query_packet(3, &vec![b'y'; room]), u64::MAX).unwrap();
+        assert_eq!(p.len(), 4 + MAX_ONE_PACKET - 1);
+        assert_eq!(
+            stamp_both_ways(&query_packet(0, &vec![b'x'; room + 1]), u64::MAX),
+            None
+        );
+        assert_eq!(stamp_both_ways(&[1, 0, 0, 0, 0x0e], 1), None);
+        assert_eq!(stamp_both_ways(&[], 1), None);
     }
 
     #[test]
