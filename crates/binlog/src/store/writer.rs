@@ -4,7 +4,7 @@ use std::io::{BufWriter, Write as _};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use super::files::{create_file, file_name, set_in_use, write_index};
+use super::files::{create_file, file_name, file_number, set_in_use, write_index};
 use super::{damaged, io_error, Appended, FileInfo, StoreError, TableIds, Writer};
 use crate::event::{self, types, CHECKSUM_LEN, HEADER_LEN};
 use crate::gtid::Gtid;
@@ -216,12 +216,29 @@ impl Writer {
     /// How many of the oldest files may go: all but the current one and — while the current
     /// one holds no transaction — the one before it, whose transactions carry the sources'
     /// positions that recovery needs.
-    fn removable(&self) -> usize {
+    ///
+    /// `in_use`: the oldest file a reader is in; neither it nor any later file may go.
+    fn removable(&self, in_use: Option<&str>) -> usize {
         let keep = if self.file_has_txn { 1 } else { 2 };
-        self.files.len().saturating_sub(keep)
+        let mut removable = self.files.len().saturating_sub(keep);
+        if let Some(in_use) = in_use.and_then(|name| file_number(&self.opts.base_name, name)) {
+            let before_in_use = self
+                .files
+                .iter()
+                .take_while(|f| {
+                    file_number(&self.opts.base_name, &f.name).is_some_and(|n| n < in_use)
+                })
+                .count();
+            removable = removable.min(before_in_use);
+        }
+        removable
     }
 
-    pub(super) fn purge_to_file(&mut self, file: &str) -> Result<Vec<String>, StoreError> {
+    pub(super) fn purge_to_file(
+        &mut self,
+        file: &str,
+        in_use: Option<&str>,
+    ) -> Result<Vec<String>, StoreError> {
         let Some(at) = self.files.iter().position(|f| f.name == file) else {
             return Err(io_error(
                 &self.opts.dir.join(file),
@@ -231,19 +248,21 @@ impl Writer {
                 ),
             ));
         };
-        self.remove_oldest(at.min(self.removable()))
+        self.remove_oldest(at.min(self.removable(in_use)))
     }
 
     pub(super) fn retain_files(
         &mut self,
         max_bytes: u64,
         max_age: Duration,
+        in_use: Option<&str>,
     ) -> Result<Vec<String>, StoreError> {
+        let removable = self.removable(in_use);
         let files = self.files();
         let mut total: u64 = files.iter().map(|f| f.size).sum();
         let now = SystemTime::now();
         let mut count = 0;
-        while count < self.removable() {
+        while count < removable {
             let oldest = &files[count];
             let over_size = max_bytes > 0 && total > max_bytes;
             let over_age = !max_age.is_zero() && {
