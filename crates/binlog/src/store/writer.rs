@@ -17,6 +17,10 @@ pub(super) const WRITE_BUFFER: usize = 256 * 1024;
 /// MariaDB's GTID event as manifold writes it (no commit id, no XID).
 const GTID_EVENT_LEN: u64 = 42;
 
+/// The largest transaction written: what fits in a new file after its header, with room left
+/// for the first transaction's full origin and the rotate event after it.
+const MAX_TXN_BYTES: u64 = u32::MAX as u64 - (1 << 20);
+
 /// Table ids MySQL uses for a dummy rows event: no table to map.
 const DUMMY_TABLE_IDS: [u64; 2] = [0x00ff_ffff, 0xffff_ffff_ffff];
 
@@ -53,7 +57,23 @@ impl Writer {
         let estimate = GTID_EVENT_LEN
             + (HEADER_LEN + CHECKSUM_LEN + origin.format().len()) as u64
             + txn.body.bytes();
-        let rotated = self.file_has_txn && self.size + estimate > self.opts.max_file_size;
+        if estimate > MAX_TXN_BYTES {
+            // Refused before a byte is written: the file stays whole and the writer usable.
+            return Err(io_error(
+                &self.current_path(),
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "transaction {} of source {cluster} is {} bytes: a binlog file cannot hold it (positions are 32-bit, files stay under 4 GiB)",
+                        txn.gtid,
+                        txn.body.bytes()
+                    ),
+                ),
+            ));
+        }
+        // Whatever the options say, a file never grows past what 32-bit positions reach.
+        let max_file_size = self.opts.max_file_size.min(MAX_TXN_BYTES);
+        let rotated = self.file_has_txn && self.size + estimate > max_file_size;
         if rotated {
             self.start_next_file(txn.timestamp)
                 .inspect_err(|_| self.broken = true)?;
