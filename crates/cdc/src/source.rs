@@ -85,8 +85,34 @@ enum Ended {
     Lost(String),
 }
 
-/// Reads the primary of `target` from `start` (empty: from the primary's current position,
-/// the global binlog begins when it is first turned on) until `tx` is closed.
+/// [`run_from`] with an empty `start` taken as "not started": from the primary's current
+/// position. A source whose recorded start is the empty position (a fresh primary) must use
+/// [`run_from`] with `Some`, or what it wrote since would be skipped.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    index: usize,
+    target: SourceTarget,
+    login: ConnKey,
+    start: GtidPos,
+    heartbeat: (String, String),
+    budget: Budget,
+    server_id: u32,
+    tx: mpsc::Sender<(usize, SourceMsg)>,
+    shared: Arc<BinlogShared>,
+    reconnect: Duration,
+) {
+    let start = (!start.is_empty()).then_some(start);
+    run_from(
+        index, target, login, start, heartbeat, budget, server_id, tx, shared, reconnect,
+    )
+    .await;
+}
+
+/// Reads the primary of `target` from `start` until `tx` is closed. `None`: the source was
+/// never read; it starts at the primary's position of its first connection (the global
+/// binlog begins when it is first turned on), and every reconnection resumes from there. A
+/// `Some` position is resumed literally, the empty one included (from the beginning of the
+/// primary's binlog: a primary that had written nothing when it was first read).
 ///
 /// - `index`: the source's position in the configuration (sent with every message).
 /// - `login`: needs `REPLICATION SLAVE` (and `SELECT` of the variables checked).
@@ -96,11 +122,11 @@ enum Ended {
 ///   per manifold (a second replica with the same id would make the primary drop the first).
 /// - `reconnect`: how long to wait after a lost or refused connection.
 #[allow(clippy::too_many_arguments)]
-pub async fn run(
+pub async fn run_from(
     index: usize,
     target: SourceTarget,
     login: ConnKey,
-    start: GtidPos,
+    start: Option<GtidPos>,
     heartbeat: (String, String),
     budget: Budget,
     server_id: u32,
@@ -127,7 +153,7 @@ pub async fn run(
         reader.assembler.reset();
         tracing::error!(
             cluster = %reader.target.cluster,
-            resume_from = %reader.pos,
+            resume_from = %reader.pos.clone().unwrap_or_default(),
             retry_in = ?reconnect,
             "binlog: source lost: {error}"
         );
@@ -155,8 +181,10 @@ struct Reader {
     login: ConnKey,
     server_id: u32,
     assembler: Assembler,
-    /// GTID position after the last whole transaction sent: where a reconnect resumes.
-    pos: GtidPos,
+    /// GTID position after the last whole transaction sent: where a reconnect resumes. `None`
+    /// until the first connection read the primary's position (never read before); an empty
+    /// position is a real one (nothing before it), not "not started".
+    pos: Option<GtidPos>,
     tx: mpsc::Sender<(usize, SourceMsg)>,
     shared: Arc<BinlogShared>,
     /// Events whose CRC32 did not match, since start.
@@ -188,18 +216,13 @@ impl Reader {
         if let Err(e) = self.start_dump(&mut conn, &source).await {
             return Ended::Lost(e);
         }
-        tracing::info!(cluster = %self.target.cluster, %addr, from = %self.pos, "binlog: source streaming");
+        let from = self.pos.clone().unwrap_or_default();
+        tracing::info!(cluster = %self.target.cluster, %addr, %from, "binlog: source streaming");
         self.shared
             .update_source(self.index, |s| "streaming".clone_into(&mut s.state));
         if self
             .tx
-            .send((
-                self.index,
-                SourceMsg::Connected {
-                    addr,
-                    from: self.pos.clone(),
-                },
-            ))
+            .send((self.index, SourceMsg::Connected { addr, from }))
             .await
             .is_err()
         {
@@ -217,19 +240,25 @@ impl Reader {
             .await
             .map_err(|e| format!("{source}: reading its binlog settings: {e}"))?;
         check_source(&vars, source)?;
-        if self.pos.is_empty() {
-            // Nothing recorded yet: the global binlog starts with what the primary writes
-            // from now on (its earlier history is not replayed).
-            self.pos = vars
-                .gtid_binlog_pos
-                .parse()
-                .map_err(|e| format!("{source}: its @@gtid_binlog_pos: {e}"))?;
-        }
+        let pos = match &self.pos {
+            Some(pos) => pos.clone(),
+            None => {
+                // Never read: the global binlog starts with what the primary writes from now
+                // on (its earlier history is not replayed). Kept from here on, so a reconnect
+                // resumes at this point even when it is empty.
+                let pos: GtidPos = vars
+                    .gtid_binlog_pos
+                    .parse()
+                    .map_err(|e| format!("{source}: its @@gtid_binlog_pos: {e}"))?;
+                self.pos = Some(pos.clone());
+                pos
+            }
+        };
         let period_ns = HEARTBEAT_PERIOD.as_nanos();
         let setup = [
             "SET @master_binlog_checksum='CRC32'".to_owned(),
             format!("SET @mariadb_slave_capability={SLAVE_CAPABILITY_GTID}"),
-            format!("SET @slave_connect_state='{}'", self.pos),
+            format!("SET @slave_connect_state='{pos}'"),
             "SET @slave_gtid_strict_mode=1".to_owned(),
             format!("SET @master_heartbeat_period={period_ns}"),
         ];
@@ -340,13 +369,14 @@ impl Reader {
         }
         match self.assembler.push(event) {
             Ok(Some(txn)) => {
-                if self.pos.contains(txn.gtid) {
+                let pos = self.pos.get_or_insert_with(GtidPos::default);
+                if pos.contains(txn.gtid) {
                     // Already sent before a reconnect; strict mode makes this impossible,
                     // but a repeat must never reach the global binlog.
-                    tracing::warn!(gtid = %txn.gtid, pos = %self.pos, "binlog: {source} sent a transaction already received; skipped");
+                    tracing::warn!(gtid = %txn.gtid, %pos, "binlog: {source} sent a transaction already received; skipped");
                     return Step::More;
                 }
-                self.pos.update(txn.gtid);
+                pos.update(txn.gtid);
                 Step::Txn(txn)
             }
             Ok(None) => Step::More,

@@ -86,14 +86,18 @@ impl Pipeline {
     }
 
     /// Where source `index` resumes: its recorded position, with the domains it lacks taken
-    /// from where the source first started (the start record).
-    pub(crate) fn start_of(&mut self, index: usize, recovered: &Recovered) -> GtidPos {
+    /// from where the source first started (the start record). `None`: it was never read
+    /// (no transaction of it written, no start recorded). A recorded empty start is
+    /// `Some(empty)`: its primary had written nothing then, so everything it wrote since is
+    /// read.
+    pub(crate) fn start_of(&mut self, index: usize, recovered: &Recovered) -> Option<GtidPos> {
         let mut start = recovered
             .sources
             .get(index)
             .map(|s| s.pos.clone())
-            .unwrap_or_default();
+            .filter(|pos| !pos.is_empty());
         if let Some(first) = self.starts.get(&self.shared.clusters[index]) {
+            let start = start.get_or_insert_with(GtidPos::default);
             for gtid in first.iter() {
                 if start.get(gtid.domain).is_none() {
                     start.update(gtid);

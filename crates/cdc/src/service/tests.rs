@@ -16,7 +16,7 @@ mod pipeline {
     use std::time::{Duration, Instant};
 
     use manifold_binlog::event::{self, gtid_flags};
-    use manifold_binlog::gtid::Gtid;
+    use manifold_binlog::gtid::{Gtid, GtidPos};
     use manifold_binlog::spill::{Budget, TxnBody};
     use manifold_binlog::txn::SourceTxn;
     use tokio::sync::oneshot;
@@ -215,5 +215,22 @@ mod pipeline {
         shared.remove_consumer(7);
         p.retain().unwrap();
         assert_eq!(shared.files()[0].name, files[3]);
+    }
+
+    #[test]
+    fn a_source_first_read_at_an_empty_position_resumes_from_it_not_from_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut p, recovered) = Pipeline::open(shared(dir.path())).unwrap();
+        assert_eq!(p.start_of(0, &recovered), None, "never read");
+        // east's primary had written nothing when it was first read.
+        p.on_connected(0, "east:3306".into(), &GtidPos::default());
+        drop(p);
+        let (mut p, recovered) = Pipeline::open(shared(dir.path())).unwrap();
+        assert_eq!(
+            p.start_of(0, &recovered),
+            Some(GtidPos::default()),
+            "from the beginning of its binlog, not its position now"
+        );
+        assert_eq!(p.start_of(1, &recovered), None);
     }
 }
