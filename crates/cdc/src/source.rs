@@ -240,19 +240,18 @@ impl Reader {
             .await
             .map_err(|e| format!("{source}: reading its binlog settings: {e}"))?;
         check_source(&vars, source)?;
-        let pos = match &self.pos {
-            Some(pos) => pos.clone(),
-            None => {
-                // Never read: the global binlog starts with what the primary writes from now
-                // on (its earlier history is not replayed). Kept from here on, so a reconnect
-                // resumes at this point even when it is empty.
-                let pos: GtidPos = vars
-                    .gtid_binlog_pos
-                    .parse()
-                    .map_err(|e| format!("{source}: its @@gtid_binlog_pos: {e}"))?;
-                self.pos = Some(pos.clone());
-                pos
-            }
+        let pos = if let Some(pos) = &self.pos {
+            pos.clone()
+        } else {
+            // Never read: the global binlog starts with what the primary writes from now on
+            // (its earlier history is not replayed). Kept from here on, so a reconnect resumes
+            // at this point even when it is empty.
+            let pos: GtidPos = vars
+                .gtid_binlog_pos
+                .parse()
+                .map_err(|e| format!("{source}: its @@gtid_binlog_pos: {e}"))?;
+            self.pos = Some(pos.clone());
+            pos
         };
         let period_ns = HEARTBEAT_PERIOD.as_nanos();
         let setup = [
