@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use manifold_backend::{BackendConn, BackendTarget, ConnKey, ServerFlavor};
+use manifold_backend::{BackendConn, BackendTarget, ConnKey, ReadError, ServerFlavor};
 use manifold_binlog::event;
 use manifold_binlog::gtid::GtidPos;
 use manifold_binlog::spill::Budget;
@@ -310,16 +310,18 @@ impl Reader {
         loop {
             let read = tokio::select! {
                 () = self.tx.closed() => return Ended::Stopped,
-                r = tokio::time::timeout(SILENCE_LIMIT, conn.io.read_packet(MAX_EVENT_PACKET)) => r,
+                // The limit is on silence between bytes: one large rows event may take
+                // longer than it to arrive without the dump being lost.
+                r = conn.io.read_packet_idle(MAX_EVENT_PACKET, SILENCE_LIMIT) => r,
             };
             let packet = match read {
-                Ok(Ok(p)) => p,
-                Ok(Err(e)) => return Ended::Lost(format!("{source}: reading the dump: {e}")),
-                Err(_) => {
+                Ok(p) => p,
+                Err(ReadError::Timeout) => {
                     return Ended::Lost(format!(
                         "{source}: nothing received for {SILENCE_LIMIT:?} (heartbeats every {HEARTBEAT_PERIOD:?} were asked for)"
                     ))
                 }
+                Err(e) => return Ended::Lost(format!("{source}: reading the dump: {e}")),
             };
             let step = {
                 let payload = conn.io.payload(&packet);
