@@ -39,6 +39,10 @@ const HEARTBEAT_PERIOD: Duration = Duration::from_secs(1);
 /// lost: the primary, or the network to it, is gone without closing the connection.
 const SILENCE_LIMIT: Duration = Duration::from_millis(3_500);
 
+/// How often a streaming reader checks that it still reads the cluster's primary (GTID
+/// resume makes moving at any point safe).
+const PRIMARY_CHECK: Duration = Duration::from_secs(1);
+
 /// The largest event a source may send: MariaDB's largest `max_allowed_packet` (1 GiB) and
 /// the packet's leading status byte.
 const MAX_EVENT_PACKET: usize = (1 << 30) + 1;
@@ -228,7 +232,7 @@ impl Reader {
         {
             return Ended::Stopped;
         }
-        self.stream(&mut conn, &source).await
+        self.stream(&mut conn, &source, node).await
     }
 
     /// Checks the server, sets the replica variables, registers and asks for the dump.
@@ -305,11 +309,31 @@ impl Reader {
         }
     }
 
-    /// Reads the dump until it ends, fails or the service stops.
-    async fn stream(&mut self, conn: &mut BackendConn, source: &str) -> Ended {
+    /// Reads the dump of node `node` until it ends, fails, `node` is no longer the primary,
+    /// or the service stops.
+    async fn stream(&mut self, conn: &mut BackendConn, source: &str, node: usize) -> Ended {
+        // A fenced old primary that stays up keeps the dump alive with heartbeats while the
+        // writes go to the new one: the topology is what says to move.
+        let mut primary_check =
+            tokio::time::interval_at(tokio::time::Instant::now() + PRIMARY_CHECK, PRIMARY_CHECK);
+        primary_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let read = tokio::select! {
                 () = self.tx.closed() => return Ended::Stopped,
+                _ = primary_check.tick() => {
+                    let primary = self.target.topology.primary();
+                    if primary != node {
+                        let to = self
+                            .target
+                            .targets
+                            .get(primary)
+                            .map_or("an unknown address", |t| t.addr.as_str());
+                        return Ended::Lost(format!(
+                            "{source}: no longer the primary (now {to}); resuming there"
+                        ));
+                    }
+                    continue;
+                }
                 // The limit is on silence between bytes: one large rows event may take
                 // longer than it to arrive without the dump being lost.
                 r = conn.io.read_packet_idle(MAX_EVENT_PACKET, SILENCE_LIMIT) => r,

@@ -448,3 +448,33 @@ fn a_primary_that_had_written_nothing_is_resumed_from_its_beginning_after_a_loss
     assert_eq!(first.stamp, Some(1000), "the first row written while away");
     assert_eq!(running.txn().gtid, next_gtid(first.gtid));
 }
+
+#[test]
+fn a_reader_moves_to_a_new_primary_while_the_old_one_is_still_up() {
+    let t = start_topology_with(1);
+    t.sql(
+        &t.primary,
+        "CREATE DATABASE src_t; CREATE TABLE src_t.t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB;",
+    )
+    .expect("schema");
+    let source = target(&t);
+    let router = source.topology.clone();
+    let running = Running::start(source, 4_000_000_106, None);
+    running.connected();
+    insert(&t, 0, 1);
+    let first = running.txn().gtid;
+    // The monitor promoted the replica; the old primary stays up and its dump alive.
+    router.set_primary(1);
+    let error = running.lost_and_back();
+    assert!(error.contains("no longer the primary"), "{error}");
+    assert_eq!(
+        running.shared.sources()[0].addr,
+        t.replicas[0].addr().to_string(),
+        "read from the new primary"
+    );
+    insert(&t, 1, 2);
+    t.wait_replicated(WAIT).expect("replicated");
+    let second = running.txn();
+    assert_eq!(second.gtid, next_gtid(first), "nothing lost or repeated");
+    assert_eq!(second.stamp, Some(1001));
+}
