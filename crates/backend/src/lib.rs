@@ -21,5 +21,8 @@ pub use conn::{
     ProbeError, Rows, Schema, ServerFlavor,
 };
 pub use errors::{BackendError, ErrorKind, RetryType};
+/// What reading a packet from [`BackendConn::io`] can fail with, for callers that read it
+/// directly (a binlog dump).
+pub use manifold_io::ReadError;
 pub use pool::{Acquired, BackendBudget, Lease, Pool, PoolLimits, PoolStats};
 pub use state::{SessionVars, TrackedChanges, UserVars};

@@ -5,6 +5,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+/// The largest `max_file_size`: MariaDB's largest `max_binlog_size`. A binlog position is
+/// 32-bit, so a file must stay under 4 GiB with the transaction that rotates it; 1 GiB keeps
+/// well clear of that and gives files a replica knows.
+pub const MAX_FILE_SIZE: u64 = 1 << 30;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BinlogConfig {
@@ -101,8 +106,8 @@ impl BinlogConfig {
                 ))
             }
         }
-        if self.max_file_size < 4096 {
-            return Err("binlog.max_file_size must be at least 4K".into());
+        if !(4096..=MAX_FILE_SIZE).contains(&self.max_file_size) {
+            return Err("binlog.max_file_size must be between 4K and 1G".into());
         }
         if self.memory_budget < (1 << 20) {
             return Err("binlog.memory_budget must be at least 1M".into());
@@ -116,5 +121,25 @@ impl BinlogConfig {
             return Err("binlog.base_name: letters, digits, '-' and '_' only".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_file_size_is_bounded_below_4_gib() {
+        let config = |max_file_size| BinlogConfig {
+            dir: "/tmp/binlog".into(),
+            max_file_size,
+            ..BinlogConfig::default()
+        };
+        assert!(config(4096).validate().is_ok());
+        assert!(config(MAX_FILE_SIZE).validate().is_ok());
+        for bad in [4095, MAX_FILE_SIZE + 1, 5 << 30] {
+            let e = config(bad).validate().unwrap_err();
+            assert!(e.contains("binlog.max_file_size"), "{e}");
+        }
     }
 }

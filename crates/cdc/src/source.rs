@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use manifold_backend::{BackendConn, BackendTarget, ConnKey, ServerFlavor};
+use manifold_backend::{BackendConn, BackendTarget, ConnKey, ReadError, ServerFlavor};
 use manifold_binlog::event;
 use manifold_binlog::gtid::GtidPos;
 use manifold_binlog::spill::Budget;
@@ -38,6 +38,10 @@ const HEARTBEAT_PERIOD: Duration = Duration::from_secs(1);
 /// A dump silent for longer than this (three heartbeat periods and some slack) is taken as
 /// lost: the primary, or the network to it, is gone without closing the connection.
 const SILENCE_LIMIT: Duration = Duration::from_millis(3_500);
+
+/// How often a streaming reader checks that it still reads the cluster's primary (GTID
+/// resume makes moving at any point safe).
+const PRIMARY_CHECK: Duration = Duration::from_secs(1);
 
 /// The largest event a source may send: MariaDB's largest `max_allowed_packet` (1 GiB) and
 /// the packet's leading status byte.
@@ -85,8 +89,34 @@ enum Ended {
     Lost(String),
 }
 
-/// Reads the primary of `target` from `start` (empty: from the primary's current position,
-/// the global binlog begins when it is first turned on) until `tx` is closed.
+/// [`run_from`] with an empty `start` taken as "not started": from the primary's current
+/// position. A source whose recorded start is the empty position (a fresh primary) must use
+/// [`run_from`] with `Some`, or what it wrote since would be skipped.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    index: usize,
+    target: SourceTarget,
+    login: ConnKey,
+    start: GtidPos,
+    heartbeat: (String, String),
+    budget: Budget,
+    server_id: u32,
+    tx: mpsc::Sender<(usize, SourceMsg)>,
+    shared: Arc<BinlogShared>,
+    reconnect: Duration,
+) {
+    let start = (!start.is_empty()).then_some(start);
+    run_from(
+        index, target, login, start, heartbeat, budget, server_id, tx, shared, reconnect,
+    )
+    .await;
+}
+
+/// Reads the primary of `target` from `start` until `tx` is closed. `None`: the source was
+/// never read; it starts at the primary's position of its first connection (the global
+/// binlog begins when it is first turned on), and every reconnection resumes from there. A
+/// `Some` position is resumed literally, the empty one included (from the beginning of the
+/// primary's binlog: a primary that had written nothing when it was first read).
 ///
 /// - `index`: the source's position in the configuration (sent with every message).
 /// - `login`: needs `REPLICATION SLAVE` (and `SELECT` of the variables checked).
@@ -96,11 +126,11 @@ enum Ended {
 ///   per manifold (a second replica with the same id would make the primary drop the first).
 /// - `reconnect`: how long to wait after a lost or refused connection.
 #[allow(clippy::too_many_arguments)]
-pub async fn run(
+pub async fn run_from(
     index: usize,
     target: SourceTarget,
     login: ConnKey,
-    start: GtidPos,
+    start: Option<GtidPos>,
     heartbeat: (String, String),
     budget: Budget,
     server_id: u32,
@@ -127,7 +157,7 @@ pub async fn run(
         reader.assembler.reset();
         tracing::error!(
             cluster = %reader.target.cluster,
-            resume_from = %reader.pos,
+            resume_from = %reader.pos.clone().unwrap_or_default(),
             retry_in = ?reconnect,
             "binlog: source lost: {error}"
         );
@@ -155,8 +185,10 @@ struct Reader {
     login: ConnKey,
     server_id: u32,
     assembler: Assembler,
-    /// GTID position after the last whole transaction sent: where a reconnect resumes.
-    pos: GtidPos,
+    /// GTID position after the last whole transaction sent: where a reconnect resumes. `None`
+    /// until the first connection read the primary's position (never read before); an empty
+    /// position is a real one (nothing before it), not "not started".
+    pos: Option<GtidPos>,
     tx: mpsc::Sender<(usize, SourceMsg)>,
     shared: Arc<BinlogShared>,
     /// Events whose CRC32 did not match, since start.
@@ -188,24 +220,19 @@ impl Reader {
         if let Err(e) = self.start_dump(&mut conn, &source).await {
             return Ended::Lost(e);
         }
-        tracing::info!(cluster = %self.target.cluster, %addr, from = %self.pos, "binlog: source streaming");
+        let from = self.pos.clone().unwrap_or_default();
+        tracing::info!(cluster = %self.target.cluster, %addr, %from, "binlog: source streaming");
         self.shared
             .update_source(self.index, |s| "streaming".clone_into(&mut s.state));
         if self
             .tx
-            .send((
-                self.index,
-                SourceMsg::Connected {
-                    addr,
-                    from: self.pos.clone(),
-                },
-            ))
+            .send((self.index, SourceMsg::Connected { addr, from }))
             .await
             .is_err()
         {
             return Ended::Stopped;
         }
-        self.stream(&mut conn, &source).await
+        self.stream(&mut conn, &source, node).await
     }
 
     /// Checks the server, sets the replica variables, registers and asks for the dump.
@@ -217,19 +244,24 @@ impl Reader {
             .await
             .map_err(|e| format!("{source}: reading its binlog settings: {e}"))?;
         check_source(&vars, source)?;
-        if self.pos.is_empty() {
-            // Nothing recorded yet: the global binlog starts with what the primary writes
-            // from now on (its earlier history is not replayed).
-            self.pos = vars
+        let pos = if let Some(pos) = &self.pos {
+            pos.clone()
+        } else {
+            // Never read: the global binlog starts with what the primary writes from now on
+            // (its earlier history is not replayed). Kept from here on, so a reconnect resumes
+            // at this point even when it is empty.
+            let pos: GtidPos = vars
                 .gtid_binlog_pos
                 .parse()
                 .map_err(|e| format!("{source}: its @@gtid_binlog_pos: {e}"))?;
-        }
+            self.pos = Some(pos.clone());
+            pos
+        };
         let period_ns = HEARTBEAT_PERIOD.as_nanos();
         let setup = [
             "SET @master_binlog_checksum='CRC32'".to_owned(),
             format!("SET @mariadb_slave_capability={SLAVE_CAPABILITY_GTID}"),
-            format!("SET @slave_connect_state='{}'", self.pos),
+            format!("SET @slave_connect_state='{pos}'"),
             "SET @slave_gtid_strict_mode=1".to_owned(),
             format!("SET @master_heartbeat_period={period_ns}"),
         ];
@@ -277,21 +309,43 @@ impl Reader {
         }
     }
 
-    /// Reads the dump until it ends, fails or the service stops.
-    async fn stream(&mut self, conn: &mut BackendConn, source: &str) -> Ended {
+    /// Reads the dump of node `node` until it ends, fails, `node` is no longer the primary,
+    /// or the service stops.
+    async fn stream(&mut self, conn: &mut BackendConn, source: &str, node: usize) -> Ended {
+        // A fenced old primary that stays up keeps the dump alive with heartbeats while the
+        // writes go to the new one: the topology is what says to move.
+        let mut primary_check =
+            tokio::time::interval_at(tokio::time::Instant::now() + PRIMARY_CHECK, PRIMARY_CHECK);
+        primary_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let read = tokio::select! {
                 () = self.tx.closed() => return Ended::Stopped,
-                r = tokio::time::timeout(SILENCE_LIMIT, conn.io.read_packet(MAX_EVENT_PACKET)) => r,
+                _ = primary_check.tick() => {
+                    let primary = self.target.topology.primary();
+                    if primary != node {
+                        let to = self
+                            .target
+                            .targets
+                            .get(primary)
+                            .map_or("an unknown address", |t| t.addr.as_str());
+                        return Ended::Lost(format!(
+                            "{source}: no longer the primary (now {to}); resuming there"
+                        ));
+                    }
+                    continue;
+                }
+                // The limit is on silence between bytes: one large rows event may take
+                // longer than it to arrive without the dump being lost.
+                r = conn.io.read_packet_idle(MAX_EVENT_PACKET, SILENCE_LIMIT) => r,
             };
             let packet = match read {
-                Ok(Ok(p)) => p,
-                Ok(Err(e)) => return Ended::Lost(format!("{source}: reading the dump: {e}")),
-                Err(_) => {
+                Ok(p) => p,
+                Err(ReadError::Timeout) => {
                     return Ended::Lost(format!(
                         "{source}: nothing received for {SILENCE_LIMIT:?} (heartbeats every {HEARTBEAT_PERIOD:?} were asked for)"
                     ))
                 }
+                Err(e) => return Ended::Lost(format!("{source}: reading the dump: {e}")),
             };
             let step = {
                 let payload = conn.io.payload(&packet);
@@ -340,13 +394,14 @@ impl Reader {
         }
         match self.assembler.push(event) {
             Ok(Some(txn)) => {
-                if self.pos.contains(txn.gtid) {
+                let pos = self.pos.get_or_insert_with(GtidPos::default);
+                if pos.contains(txn.gtid) {
                     // Already sent before a reconnect; strict mode makes this impossible,
                     // but a repeat must never reach the global binlog.
-                    tracing::warn!(gtid = %txn.gtid, pos = %self.pos, "binlog: {source} sent a transaction already received; skipped");
+                    tracing::warn!(gtid = %txn.gtid, %pos, "binlog: {source} sent a transaction already received; skipped");
                     return Step::More;
                 }
-                self.pos.update(txn.gtid);
+                pos.update(txn.gtid);
                 Step::Txn(txn)
             }
             Ok(None) => Step::More,

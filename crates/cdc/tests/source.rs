@@ -163,6 +163,18 @@ impl Running {
         }
     }
 
+    /// Refused attempts (or none), then the reconnection.
+    fn lost_and_back_after_refusals(&self) {
+        for _ in 0..100 {
+            match self.next() {
+                SourceMsg::Connected { .. } => return,
+                SourceMsg::Lost { .. } => {}
+                SourceMsg::Txn(t) => panic!("transaction {} while disconnected", t.gtid),
+            }
+        }
+        panic!("no reconnection after 100 attempts");
+    }
+
     /// A loss, then the reconnection.
     fn lost_and_back(&self) -> String {
         let error = match self.next() {
@@ -393,4 +405,76 @@ fn after_a_failover_the_reader_resumes_on_the_new_primary() {
     assert_eq!(third.gtid, next_gtid(second), "nothing lost or repeated");
     assert_eq!(third.stamp, Some(1002));
     assert_eq!(running.txn().gtid, next_gtid(third.gtid));
+}
+
+#[test]
+fn a_primary_that_had_written_nothing_is_resumed_from_its_beginning_after_a_loss() {
+    let t = start_topology();
+    t.sql(
+        &t.primary,
+        "CREATE DATABASE src_t; CREATE TABLE src_t.t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB; \
+         RESET MASTER;",
+    )
+    .expect("schema, then an empty binlog");
+    assert!(gtid_pos(&t).is_empty());
+    let running = Running::start(target(&t), 4_000_000_105, None);
+    running.connected();
+    // The reader cannot log in again until the rows are written: its reconnection comes
+    // after them, and must not take the primary's position of then as its start.
+    t.sql(
+        &t.primary,
+        &format!("SET sql_log_bin=0; ALTER USER {USER} ACCOUNT LOCK"),
+    )
+    .expect("lock");
+    let dump = t
+        .sql_value(
+            &t.primary,
+            "SELECT id FROM information_schema.processlist WHERE command LIKE 'Binlog Dump%'",
+        )
+        .expect("dump thread");
+    t.sql(&t.primary, &format!("KILL {dump}")).expect("kill");
+    match running.next() {
+        SourceMsg::Lost { .. } => {}
+        other => panic!("expected the loss, got {other:?}"),
+    }
+    insert(&t, 0, 2);
+    t.sql(
+        &t.primary,
+        &format!("SET sql_log_bin=0; ALTER USER {USER} ACCOUNT UNLOCK"),
+    )
+    .expect("unlock");
+    running.lost_and_back_after_refusals();
+    let first = running.txn();
+    assert_eq!(first.stamp, Some(1000), "the first row written while away");
+    assert_eq!(running.txn().gtid, next_gtid(first.gtid));
+}
+
+#[test]
+fn a_reader_moves_to_a_new_primary_while_the_old_one_is_still_up() {
+    let t = start_topology_with(1);
+    t.sql(
+        &t.primary,
+        "CREATE DATABASE src_t; CREATE TABLE src_t.t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB;",
+    )
+    .expect("schema");
+    let source = target(&t);
+    let router = source.topology.clone();
+    let running = Running::start(source, 4_000_000_106, None);
+    running.connected();
+    insert(&t, 0, 1);
+    let first = running.txn().gtid;
+    // The monitor promoted the replica; the old primary stays up and its dump alive.
+    router.set_primary(1);
+    let error = running.lost_and_back();
+    assert!(error.contains("no longer the primary"), "{error}");
+    assert_eq!(
+        running.shared.sources()[0].addr,
+        t.replicas[0].addr().to_string(),
+        "read from the new primary"
+    );
+    insert(&t, 1, 2);
+    t.wait_replicated(WAIT).expect("replicated");
+    let second = running.txn();
+    assert_eq!(second.gtid, next_gtid(first), "nothing lost or repeated");
+    assert_eq!(second.stamp, Some(1001));
 }

@@ -160,6 +160,27 @@ impl PacketIo {
         }
     }
 
+    /// Like [`PacketIo::read_packet`], failing with `Timeout` only when no byte arrives for
+    /// `idle`: a peer that goes silent is caught, a large packet that keeps arriving is not
+    /// (however long it takes as a whole). Cancel-safe: what was read stays buffered.
+    pub async fn read_packet_idle(
+        &mut self,
+        max_payload: usize,
+        idle: Duration,
+    ) -> Result<LogicalPacket, ReadError> {
+        loop {
+            if let Some(p) = scan_logical(&self.rbuf, max_payload)? {
+                return Ok(p);
+            }
+            match tokio::time::timeout(idle, self.fill()).await {
+                Ok(filled) => {
+                    filled?;
+                }
+                Err(_) => return Err(ReadError::Timeout),
+            }
+        }
+    }
+
     /// The joined payload of the packet at the front of the buffer.
     pub fn payload(&self, p: &LogicalPacket) -> std::borrow::Cow<'_, [u8]> {
         p.payload(&self.rbuf)
@@ -192,5 +213,55 @@ impl PacketIo {
     /// why callers check `rbuf` is empty: a client must not pipeline past the SSL request.
     pub fn into_stream(self) -> Stream {
         self.stream
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// A connected pair: the reading side framed, the writing side raw.
+    async fn pair() -> (PacketIo, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        (
+            PacketIo::new(Stream::Tcp(client.unwrap())),
+            accepted.unwrap().0,
+        )
+    }
+
+    fn packet(len: usize) -> Vec<u8> {
+        let payload: Vec<u8> = (0..len).map(|i| i as u8).collect();
+        let mut out = Vec::new();
+        manifold_mysql_proto::write_packet(&mut out, 3, &payload);
+        out
+    }
+
+    #[tokio::test]
+    async fn a_packet_arriving_slowly_is_read_and_a_silent_peer_is_not_waited_for() {
+        let (mut io, mut peer) = pair().await;
+        let idle = Duration::from_millis(500);
+        let bytes = packet(64 * 1024);
+        // The whole packet takes longer than `idle`; no gap between its pieces does.
+        let sender = tokio::spawn(async move {
+            for chunk in bytes.chunks(bytes.len() / 40 + 1) {
+                peer.write_all(chunk).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            // Half a packet, then silence with the connection open.
+            peer.write_all(&packet(100)[..50]).await.unwrap();
+            peer
+        });
+        let p = io.read_packet_idle(1 << 20, idle).await.unwrap();
+        assert_eq!(p.payload_len, 64 * 1024);
+        assert_eq!(io.payload(&p)[1000], (1000 % 256) as u8);
+        io.consume(p.raw_len);
+        let _peer = sender.await.unwrap();
+        assert!(matches!(
+            io.read_packet_idle(1 << 20, idle).await,
+            Err(ReadError::Timeout)
+        ));
     }
 }

@@ -238,7 +238,18 @@ impl Writer {
 
     /// `PURGE BINARY LOGS TO 'file'`: removes the files before it (never the current one).
     pub fn purge_to(&mut self, file: &str) -> Result<Vec<String>, StoreError> {
-        self.purge_to_file(file)
+        self.purge_to_file(file, None)
+    }
+
+    /// [`Writer::purge_to`], keeping `in_use` and every file after it too: the oldest file a
+    /// reader (a dump) is in (`None`, or a name not of this binlog: no such limit). As MariaDB,
+    /// which never purges a log a dump thread reads.
+    pub fn purge_to_keeping(
+        &mut self,
+        file: &str,
+        in_use: Option<&str>,
+    ) -> Result<Vec<String>, StoreError> {
+        self.purge_to_file(file, in_use)
     }
 
     /// Retention: removes the oldest files while the total is over `max_bytes` (0: no limit)
@@ -248,7 +259,18 @@ impl Writer {
         max_bytes: u64,
         max_age: std::time::Duration,
     ) -> Result<Vec<String>, StoreError> {
-        self.retain_files(max_bytes, max_age)
+        self.retain_files(max_bytes, max_age, None)
+    }
+
+    /// [`Writer::retain`], keeping `in_use` and every file after it (see
+    /// [`Writer::purge_to_keeping`]).
+    pub fn retain_keeping(
+        &mut self,
+        max_bytes: u64,
+        max_age: std::time::Duration,
+        in_use: Option<&str>,
+    ) -> Result<Vec<String>, StoreError> {
+        self.retain_files(max_bytes, max_age, in_use)
     }
 }
 

@@ -515,3 +515,36 @@ fn flush_binary_logs_starts_a_file_only_after_a_transaction() {
     assert_eq!((rec.sources, rec.gtid, rec.truncated), (sources, gtid, 0));
     assert_eq!(w.files().len(), 2);
 }
+
+#[test]
+fn purge_and_retention_keep_the_files_readers_are_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("b");
+    let budget = budget(tmp.path());
+    write_all(&dir, 1500, 40, &budget);
+    let files = list_files(&dir, "manifold-bin").unwrap();
+    assert!(files.len() >= 5, "{files:?}");
+    let (mut w, _) = Writer::open(options(&dir, 1500)).unwrap();
+    // A reader in the third file: purge stops before it, whatever it was asked.
+    let removed = w
+        .purge_to_keeping(&files[4].name, Some(&files[2].name))
+        .unwrap();
+    assert_eq!(removed, vec![files[0].name.clone(), files[1].name.clone()]);
+    assert!(dir.join(&files[2].name).exists());
+    // Retention by size too.
+    let removed = w
+        .retain_keeping(1, std::time::Duration::ZERO, Some(&files[2].name))
+        .unwrap();
+    assert!(removed.is_empty(), "{removed:?}");
+    assert_eq!(w.files()[0], files[2]);
+    // A reader further on lets the files before it go; a name not of this binlog limits
+    // nothing.
+    let removed = w
+        .retain_keeping(1, std::time::Duration::ZERO, Some(&files[3].name))
+        .unwrap();
+    assert_eq!(removed, vec![files[2].name.clone()]);
+    let removed = w
+        .purge_to_keeping(&files[4].name, Some("other-bin.000001"))
+        .unwrap();
+    assert_eq!(removed, vec![files[3].name.clone()]);
+}

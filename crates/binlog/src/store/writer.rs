@@ -4,7 +4,7 @@ use std::io::{BufWriter, Write as _};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use super::files::{create_file, file_name, set_in_use, write_index};
+use super::files::{create_file, file_name, file_number, set_in_use, write_index};
 use super::{damaged, io_error, Appended, FileInfo, StoreError, TableIds, Writer};
 use crate::event::{self, types, CHECKSUM_LEN, HEADER_LEN};
 use crate::gtid::Gtid;
@@ -16,6 +16,10 @@ pub(super) const WRITE_BUFFER: usize = 256 * 1024;
 
 /// MariaDB's GTID event as manifold writes it (no commit id, no XID).
 const GTID_EVENT_LEN: u64 = 42;
+
+/// The largest transaction written: what fits in a new file after its header, with room left
+/// for the first transaction's full origin and the rotate event after it.
+const MAX_TXN_BYTES: u64 = u32::MAX as u64 - (1 << 20);
 
 /// Table ids MySQL uses for a dummy rows event: no table to map.
 const DUMMY_TABLE_IDS: [u64; 2] = [0x00ff_ffff, 0xffff_ffff_ffff];
@@ -53,7 +57,23 @@ impl Writer {
         let estimate = GTID_EVENT_LEN
             + (HEADER_LEN + CHECKSUM_LEN + origin.format().len()) as u64
             + txn.body.bytes();
-        let rotated = self.file_has_txn && self.size + estimate > self.opts.max_file_size;
+        if estimate > MAX_TXN_BYTES {
+            // Refused before a byte is written: the file stays whole and the writer usable.
+            return Err(io_error(
+                &self.current_path(),
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "transaction {} of source {cluster} is {} bytes: a binlog file cannot hold it (positions are 32-bit, files stay under 4 GiB)",
+                        txn.gtid,
+                        txn.body.bytes()
+                    ),
+                ),
+            ));
+        }
+        // Whatever the options say, a file never grows past what 32-bit positions reach.
+        let max_file_size = self.opts.max_file_size.min(MAX_TXN_BYTES);
+        let rotated = self.file_has_txn && self.size + estimate > max_file_size;
         if rotated {
             self.start_next_file(txn.timestamp)
                 .inspect_err(|_| self.broken = true)?;
@@ -216,12 +236,29 @@ impl Writer {
     /// How many of the oldest files may go: all but the current one and — while the current
     /// one holds no transaction — the one before it, whose transactions carry the sources'
     /// positions that recovery needs.
-    fn removable(&self) -> usize {
+    ///
+    /// `in_use`: the oldest file a reader is in; neither it nor any later file may go.
+    fn removable(&self, in_use: Option<&str>) -> usize {
         let keep = if self.file_has_txn { 1 } else { 2 };
-        self.files.len().saturating_sub(keep)
+        let mut removable = self.files.len().saturating_sub(keep);
+        if let Some(in_use) = in_use.and_then(|name| file_number(&self.opts.base_name, name)) {
+            let before_in_use = self
+                .files
+                .iter()
+                .take_while(|f| {
+                    file_number(&self.opts.base_name, &f.name).is_some_and(|n| n < in_use)
+                })
+                .count();
+            removable = removable.min(before_in_use);
+        }
+        removable
     }
 
-    pub(super) fn purge_to_file(&mut self, file: &str) -> Result<Vec<String>, StoreError> {
+    pub(super) fn purge_to_file(
+        &mut self,
+        file: &str,
+        in_use: Option<&str>,
+    ) -> Result<Vec<String>, StoreError> {
         let Some(at) = self.files.iter().position(|f| f.name == file) else {
             return Err(io_error(
                 &self.opts.dir.join(file),
@@ -231,19 +268,21 @@ impl Writer {
                 ),
             ));
         };
-        self.remove_oldest(at.min(self.removable()))
+        self.remove_oldest(at.min(self.removable(in_use)))
     }
 
     pub(super) fn retain_files(
         &mut self,
         max_bytes: u64,
         max_age: Duration,
+        in_use: Option<&str>,
     ) -> Result<Vec<String>, StoreError> {
+        let removable = self.removable(in_use);
         let files = self.files();
         let mut total: u64 = files.iter().map(|f| f.size).sum();
         let now = SystemTime::now();
         let mut count = 0;
-        while count < self.removable() {
+        while count < removable {
             let oldest = &files[count];
             let over_size = max_bytes > 0 && total > max_bytes;
             let over_age = !max_age.is_zero() && {

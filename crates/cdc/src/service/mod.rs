@@ -231,7 +231,7 @@ async fn run(r: Run) {
             config.heartbeat_interval,
             stop.clone(),
         ));
-        tokio::task::spawn_local(crate::source::run(
+        tokio::task::spawn_local(crate::source::run_from(
             index,
             target,
             login.clone(),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use manifold_binlog::gtid::GtidPos;
 use manifold_binlog::merge::Merger;
 use manifold_binlog::spill::Budget;
-use manifold_binlog::store::{Recovered, StoreError, StoreOptions, Writer};
+use manifold_binlog::store::{FileInfo, Recovered, StoreError, StoreOptions, Writer};
 use manifold_binlog::txn::SourceTxn;
 
 use super::start_record;
@@ -86,14 +86,18 @@ impl Pipeline {
     }
 
     /// Where source `index` resumes: its recorded position, with the domains it lacks taken
-    /// from where the source first started (the start record).
-    pub(crate) fn start_of(&mut self, index: usize, recovered: &Recovered) -> GtidPos {
+    /// from where the source first started (the start record). `None`: it was never read
+    /// (no transaction of it written, no start recorded). A recorded empty start is
+    /// `Some(empty)`: its primary had written nothing then, so everything it wrote since is
+    /// read.
+    pub(crate) fn start_of(&mut self, index: usize, recovered: &Recovered) -> Option<GtidPos> {
         let mut start = recovered
             .sources
             .get(index)
             .map(|s| s.pos.clone())
-            .unwrap_or_default();
+            .filter(|pos| !pos.is_empty());
         if let Some(first) = self.starts.get(&self.shared.clusters[index]) {
+            let start = start.get_or_insert_with(GtidPos::default);
             for gtid in first.iter() {
                 if start.get(gtid.domain).is_none() {
                     start.update(gtid);
@@ -267,9 +271,33 @@ impl Pipeline {
                 "Target log not found in binlog index: '{file}' is not a file of the global binlog"
             ));
         }
-        let removed = self.writer.purge_to(file).map_err(|e| e.to_string())?;
+        let in_use = self.oldest_in_use();
+        let removed = self
+            .writer
+            .purge_to_keeping(file, in_use.as_ref().map(|u| u.file.as_str()))
+            .map_err(|e| e.to_string())?;
         self.after_purge(&removed);
+        warn_in_use(in_use.as_ref(), file, &self.writer.files());
         Ok(removed)
+    }
+
+    /// The oldest file a dump is reading, and which dumps read it: it and every later file
+    /// stay (a dump moves on to the next file by the list, and a removed file cannot be
+    /// opened).
+    fn oldest_in_use(&self) -> Option<InUse> {
+        let files = self.writer.files();
+        let consumers = self.shared.consumers();
+        let at = consumers
+            .iter()
+            .filter_map(|c| files.iter().position(|f| f.name == c.file))
+            .min()?;
+        let file = files[at].name.clone();
+        let readers = consumers
+            .iter()
+            .filter(|c| c.file == file)
+            .map(|c| c.id)
+            .collect();
+        Some(InUse { file, readers })
     }
 
     /// Removes the files whose last write is before `time`: everything before the first file
@@ -284,11 +312,14 @@ impl Pipeline {
         let Some(keep_from) = keep_from else {
             return Ok(Vec::new());
         };
+        let keep_from = keep_from.name.clone();
+        let in_use = self.oldest_in_use();
         let removed = self
             .writer
-            .purge_to(&keep_from.name.clone())
+            .purge_to_keeping(&keep_from, in_use.as_ref().map(|u| u.file.as_str()))
             .map_err(|e| e.to_string())?;
         self.after_purge(&removed);
+        warn_in_use(in_use.as_ref(), &keep_from, &files);
         Ok(removed)
     }
 
@@ -303,10 +334,13 @@ impl Pipeline {
 
     /// Retention (`retention_size`, `retention_age`).
     pub(crate) fn retain(&mut self) -> Result<(), StoreError> {
+        let in_use = self.oldest_in_use();
         let config = &self.shared.config;
-        let removed = self
-            .writer
-            .retain(config.retention_size, config.retention_age)?;
+        let removed = self.writer.retain_keeping(
+            config.retention_size,
+            config.retention_age,
+            in_use.as_ref().map(|u| u.file.as_str()),
+        )?;
         self.after_purge(&removed);
         Ok(())
     }
@@ -315,4 +349,30 @@ impl Pipeline {
 /// The last write time of `name` in `dir`, if it can be read.
 fn modified(dir: &Path, name: &str) -> Option<SystemTime> {
     std::fs::metadata(dir.join(name)).ok()?.modified().ok()
+}
+
+/// The oldest file dumps are reading.
+struct InUse {
+    file: String,
+    /// The connection ids of the dumps in it.
+    readers: Vec<u64>,
+}
+
+/// A purge up to `target` that stopped at a file a dump reads says so in the log, as
+/// MariaDB's (the purge itself succeeds with what it could remove).
+fn warn_in_use(in_use: Option<&InUse>, target: &str, files: &[FileInfo]) {
+    let Some(in_use) = in_use else {
+        return;
+    };
+    let position = |name: &str| files.iter().position(|f| f.name == name);
+    if let (Some(used), Some(target)) = (position(&in_use.file), position(target)) {
+        if used < target {
+            for reader in &in_use.readers {
+                tracing::warn!(
+                    "binlog: file {} was not purged because it was being read by thread number {reader}",
+                    in_use.file
+                );
+            }
+        }
+    }
 }

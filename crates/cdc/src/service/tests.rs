@@ -16,14 +16,14 @@ mod pipeline {
     use std::time::{Duration, Instant};
 
     use manifold_binlog::event::{self, gtid_flags};
-    use manifold_binlog::gtid::Gtid;
+    use manifold_binlog::gtid::{Gtid, GtidPos};
     use manifold_binlog::spill::{Budget, TxnBody};
     use manifold_binlog::txn::SourceTxn;
     use tokio::sync::oneshot;
 
     use super::super::pipeline::{Pipeline, HOLD_BACK_WARNING};
     use crate::config::BinlogConfig;
-    use crate::state::{BinlogShared, Request};
+    use crate::state::{BinlogShared, ConsumerStatus, Request};
 
     fn shared(dir: &std::path::Path) -> std::sync::Arc<BinlogShared> {
         let config = BinlogConfig {
@@ -161,5 +161,76 @@ mod pipeline {
         });
         assert_eq!(before.unwrap(), Vec::<String>::new());
         assert_eq!(shared.files().len(), 1);
+    }
+
+    #[test]
+    fn purge_and_retention_keep_the_file_a_dump_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BinlogConfig {
+            dir: dir.path().to_path_buf(),
+            retention_size: 1,
+            retention_age: Duration::ZERO,
+            ..BinlogConfig::default()
+        };
+        let shared = BinlogShared::new(config, vec!["east".into(), "west".into()]).0;
+        let (mut p, _) = Pipeline::open(shared.clone()).unwrap();
+        let budget = p.budget().clone();
+        // Four files, each with a transaction.
+        for seq in 1..=4 {
+            p.on_txn(0, ddl(&budget, 0, seq, Some(100 * seq)));
+            p.on_txn(1, heartbeat(&budget, 1, seq, 100 * seq + 50));
+            p.drain().unwrap();
+            let (tx, mut rx) = oneshot::channel();
+            p.request(Request::Rotate(tx));
+            rx.try_recv().unwrap().unwrap();
+        }
+        let files: Vec<String> = shared.files().into_iter().map(|f| f.name).collect();
+        assert_eq!(files.len(), 5, "{files:?}");
+        shared.update_consumer(ConsumerStatus {
+            id: 7,
+            file: files[1].clone(),
+            ..ConsumerStatus::default()
+        });
+        shared.update_consumer(ConsumerStatus {
+            id: 8,
+            file: files[3].clone(),
+            ..ConsumerStatus::default()
+        });
+        let (tx, mut rx) = oneshot::channel();
+        p.request(Request::PurgeTo(files[3].clone(), tx));
+        assert_eq!(
+            rx.try_recv().unwrap().unwrap(),
+            vec![files[0].clone()],
+            "the purge stops at the file dump 7 reads"
+        );
+        p.retain().unwrap();
+        assert_eq!(shared.files()[0].name, files[1], "retention too");
+        let (tx, mut rx) = oneshot::channel();
+        p.request(Request::PurgeBefore(
+            std::time::SystemTime::now() + Duration::from_secs(60),
+            tx,
+        ));
+        assert!(rx.try_recv().unwrap().unwrap().is_empty());
+        // Dump 7 moved on: retention goes up to the file dump 8 reads.
+        shared.remove_consumer(7);
+        p.retain().unwrap();
+        assert_eq!(shared.files()[0].name, files[3]);
+    }
+
+    #[test]
+    fn a_source_first_read_at_an_empty_position_resumes_from_it_not_from_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut p, recovered) = Pipeline::open(shared(dir.path())).unwrap();
+        assert_eq!(p.start_of(0, &recovered), None, "never read");
+        // east's primary had written nothing when it was first read.
+        p.on_connected(0, "east:3306".into(), &GtidPos::default());
+        drop(p);
+        let (mut p, recovered) = Pipeline::open(shared(dir.path())).unwrap();
+        assert_eq!(
+            p.start_of(0, &recovered),
+            Some(GtidPos::default()),
+            "from the beginning of its binlog, not its position now"
+        );
+        assert_eq!(p.start_of(1, &recovered), None);
     }
 }
