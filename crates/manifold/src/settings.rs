@@ -346,7 +346,7 @@ fn tunables() -> Vec<Tunable> {
         restart("admin.user", "a name", "The admin port's user.", |c| c.admin.user.clone()),
         restart("binlog.dir", "a directory, or empty (off)", "Where the global binlog's files go.", |c| c.binlog.dir.display().to_string()),
         restart("binlog.heartbeat_interval", "> 0", "How often a heartbeat row is written on every primary: the longest an idle source holds the global binlog back.", |c| format_duration(c.binlog.heartbeat_interval)),
-        restart("binlog.max_file_size", "4K..", "A global binlog file rotates before a transaction would take it past this size.", |c| c.binlog.max_file_size.to_string()),
+        restart("binlog.max_file_size", "4K..1G", "A global binlog file rotates before a transaction would take it past this size.", |c| c.binlog.max_file_size.to_string()),
         restart("binlog.memory_budget", "1M..", "Memory for transactions waiting for the merge; past it they spill to disk.", |c| c.binlog.memory_budget.to_string()),
         restart("binlog.retention_size", "0 (no limit)..", "The oldest global binlog files are removed while all together exceed this.", |c| c.binlog.retention_size.to_string()),
         restart("binlog.retention_age", "0 (forever)..", "Global binlog files last written longer ago than this are removed.", |c| format_duration(c.binlog.retention_age)),

@@ -119,36 +119,8 @@ fn part_of_group(t: u8) -> bool {
 /// prepare (MariaDB logs it as `XA_PREPARE_LOG_EVENT`, and its commit later as a group of its
 /// own), or that later `XA COMMIT`/`XA ROLLBACK`.
 fn ends_transaction(e: &[u8]) -> bool {
-    match e.get(4) {
-        Some(&(types::XID | types::XA_PREPARE)) => true,
-        Some(&types::QUERY) => event::query_text(e).is_ok_and(|t| {
-            let t = t.trim_ascii();
-            t.eq_ignore_ascii_case(b"COMMIT")
-                || t.eq_ignore_ascii_case(b"ROLLBACK")
-                || starts_with_words(t, &[b"XA", b"COMMIT"])
-                || starts_with_words(t, &[b"XA", b"ROLLBACK"])
-        }),
-        _ => false,
-    }
-}
-
-/// `text` starts with `words` (any case), separated by white space.
-fn starts_with_words(text: &[u8], words: &[&[u8]]) -> bool {
-    let mut rest = text;
-    for word in words {
-        rest = rest.trim_ascii_start();
-        let Some(head) = rest.get(..word.len()) else {
-            return false;
-        };
-        if !head.eq_ignore_ascii_case(word) {
-            return false;
-        }
-        rest = &rest[word.len()..];
-        if rest.first().is_some_and(u8::is_ascii_alphanumeric) {
-            return false;
-        }
-    }
-    true
+    // The rule the assembler and recovery use (a skipped standalone group ends otherwise).
+    event::ends_group(e, false)
 }
 
 /// The number of a file named `{base}.NNNNNN`.
