@@ -38,6 +38,7 @@ LOG_EVENT_BINLOG_IN_USE = 1
 ORIGIN = re.compile(rb"# manifold origin cluster=(\S+) gtid=(\d+)-(\d+)-(\d+) key=(\d+)")
 LEDGER_TAG = re.compile(rb"/\*ledger:([A-Za-z0-9_.-]+)\*/")
 HEARTBEAT_TABLE = (b"manifold", b"binlog_heartbeat")
+INTERNAL = b"/*manifold:internal*/ "
 BINLOG_SERVER_ID = 4000000001
 
 
@@ -194,6 +195,20 @@ class BinlogManifold:
     def files(self):
         return sorted(self.dir.glob("manifold-bin.[0-9]*"))
 
+    def start_seqs(self):
+        """Where each source was first read from (`manifold-bin.start`), as its domain 0
+        sequence number."""
+        out = {}
+        path = self.dir / "manifold-bin.start"
+        if path.exists():
+            for line in path.read_text().splitlines():
+                name, _, pos = line.partition(" ")
+                for gtid in filter(None, pos.split(",")):
+                    d, _, seq = gtid.split("-")
+                    if d == "0":
+                        out[name] = int(seq)
+        return out
+
     def wait_caught_up(self, timeout=60):
         """Until the global binlog holds every source transaction committed so far (all of
         the clusters' current GTID positions, heartbeats aside) and the files end whole."""
@@ -206,7 +221,10 @@ class BinlogManifold:
             for t in txns:
                 if t.origin:
                     seen[t.origin.cluster] = max(seen.get(t.origin.cluster, 0), t.origin.seq)
-            if all(seen.get(name, 0) >= seq for name, seq in targets.items()):
+            # A source's transactions before the global binlog began reading it are not in
+            # it: the start record says where that was.
+            started = self.start_seqs()
+            if all(max(seen.get(name, 0), started.get(name, 0)) >= seq for name, seq in targets.items()):
                 return txns
             time.sleep(0.2)
         raise AssertionError(f"the global binlog did not catch up: sources at {targets}, it holds {seen}")
@@ -253,6 +271,10 @@ class Transaction:
         return list(out)
 
     def is_heartbeat(self):
+        """Heartbeat rows, or manifold's own DDL of the heartbeat table on a source (marked
+        `/*manifold:internal*/`): neither belongs in the global binlog."""
+        if any(q.startswith(INTERNAL) for q in self.queries):
+            return True
         return bool(self.tables) and all(t == HEARTBEAT_TABLE for t in self.tables)
 
     def row_events(self):
