@@ -172,6 +172,19 @@ impl BinlogShared {
         self.requests.send(r).is_ok()
     }
 
+    /// Sends the request `make` builds around a reply channel and waits for the answer;
+    /// `None` when the service thread has stopped.
+    pub async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Request,
+    ) -> Option<Result<T, String>> {
+        let (tx, rx) = oneshot::channel();
+        if !self.request(make(tx)) {
+            return None;
+        }
+        rx.await.ok()
+    }
+
     /// Whether `user` may read the global binlog.
     pub fn may_replicate(&self, user: &str) -> bool {
         self.config.users.iter().any(|u| u == user)

@@ -13,7 +13,6 @@ use manifold_cdc::BinlogShared;
 use manifold_mysql_proto::packets::ErrPacket;
 use manifold_mysql_proto::LogicalPacket;
 use tokio::sync::futures::Notified;
-use tokio::sync::oneshot;
 
 use super::decode::BinlogCommand;
 use super::{End, Session};
@@ -177,54 +176,33 @@ impl Session {
             err(code, "HY000", m)
         };
         let result: Result<(), ErrPacket> = match statement {
-            Statement::PurgeTo(file) => {
-                let (tx, rx) = oneshot::channel();
-                if shared.request(Request::PurgeTo(file, tx)) {
-                    match rx.await {
-                        Ok(Ok(_)) => Ok(()),
-                        Ok(Err(m)) => Err(purge_failed(m)),
-                        Err(_) => Err(stopped()),
-                    }
-                } else {
-                    Err(stopped())
-                }
-            }
+            Statement::PurgeTo(file) => match shared.ask(|tx| Request::PurgeTo(file, tx)).await {
+                Some(Ok(_)) => Ok(()),
+                Some(Err(m)) => Err(purge_failed(m)),
+                None => Err(stopped()),
+            },
             Statement::PurgeBefore(text) => match answer::parse_datetime(&text) {
                 None => Err(err(
                     1525,
                     "HY000",
                     format!("Incorrect DATETIME value: '{text}'"),
                 )),
-                Some(time) => {
-                    let (tx, rx) = oneshot::channel();
-                    if shared.request(Request::PurgeBefore(time, tx)) {
-                        match rx.await {
-                            Ok(Ok(_)) => Ok(()),
-                            Ok(Err(m)) => Err(purge_failed(m)),
-                            Err(_) => Err(stopped()),
-                        }
-                    } else {
-                        Err(stopped())
-                    }
-                }
+                Some(time) => match shared.ask(|tx| Request::PurgeBefore(time, tx)).await {
+                    Some(Ok(_)) => Ok(()),
+                    Some(Err(m)) => Err(purge_failed(m)),
+                    None => Err(stopped()),
+                },
             },
             Statement::PurgeBeforeExpression => Err(err(
                 1235,
                 "42000",
                 "manifold's global binlog takes PURGE BINARY LOGS BEFORE 'YYYY-MM-DD hh:mm:ss' (a literal, UTC)",
             )),
-            Statement::FlushBinaryLogs => {
-                let (tx, rx) = oneshot::channel();
-                if shared.request(Request::Rotate(tx)) {
-                    match rx.await {
-                        Ok(Ok(())) => Ok(()),
-                        Ok(Err(m)) => Err(err(1105, "HY000", m)),
-                        Err(_) => Err(stopped()),
-                    }
-                } else {
-                    Err(stopped())
-                }
-            }
+            Statement::FlushBinaryLogs => match shared.ask(Request::Rotate).await {
+                Some(Ok(())) => Ok(()),
+                Some(Err(m)) => Err(err(1105, "HY000", m)),
+                None => Err(stopped()),
+            },
             _ => Err(err(
                 1235,
                 "42000",
