@@ -283,3 +283,24 @@ def test_an_unknown_file_is_refused_as_mariadb_refuses_it(setup):
     assert "1236" in real[1] or "Could not find" in real[1], real[1]
     expected = "Could not find first log file name in binary log index file"
     assert expected in real[1] and expected in ours[1], (real[1], ours[1])
+
+
+def test_purge_binary_logs_removes_older_files_as_mariadb_does(setup):
+    """Last in the file: it removes the files the tests above read from the start."""
+    a, _, _, mf, _ = setup
+    assert error_code(mf.port, *NOREPL, "PURGE BINARY LOGS TO 'manifold-bin.000001'") == \
+        error_code(a.primary_port, *NOREPL, "PURGE BINARY LOGS TO 'binlog.000001'")
+    with mf.connect() as c, c.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW BINARY LOGS")
+        names = [r[0] for r in cur.fetchall()]
+        assert len(names) >= 2, names
+        with pytest.raises(pymysql.err.MySQLError) as e:
+            cur.execute("PURGE BINARY LOGS TO 'manifold-bin.999999'")
+        assert e.value.args[0] == 1373, e.value.args
+        cur.execute(f"PURGE BINARY LOGS TO '{names[-1]}'")
+        cur.execute("SHOW BINARY LOGS")
+        left = [r[0] for r in cur.fetchall()]
+    # Files a consumer (the replica above) still reads stay; the first one goes.
+    assert names[0] not in left and names[-1] in left, (names, left)
+    assert {p.name for p in mf.files()} == set(left)
