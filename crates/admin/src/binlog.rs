@@ -11,6 +11,8 @@ use manifold_cdc::BinlogShared;
 use manifold_mysql_proto::codes;
 
 use crate::commands::{Reply, Server};
+use crate::http::json_string;
+use crate::redis::label;
 
 /// `SHOW BINLOG SOURCES`'s columns.
 pub(crate) const SOURCE_COLUMNS: &[&str] = &[
@@ -232,14 +234,6 @@ pub(crate) fn consumer_rows(b: &BinlogShared) -> Vec<Vec<String>> {
 /// A per-source series' value.
 type SourceFigure = fn(&manifold_cdc::state::SourceStatus) -> u64;
 
-/// A label value with `\`, `"` and newlines escaped as the text format wants.
-fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 /// The `manifold_binlog_*` series of `/metrics` (nothing when the global binlog is off).
 pub(crate) fn prometheus(server: &Server<'_>, out: &mut String) {
     let Some(b) = server.shared.binlog.as_deref() else {
@@ -305,24 +299,6 @@ pub(crate) fn prometheus(server: &Server<'_>, out: &mut String) {
     let _ = writeln!(out, "{name}_count {cumulative}");
 }
 
-/// A JSON string literal.
-fn json(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// `/status`'s `"binlog"`: `null` when the global binlog is off.
 pub(crate) fn status_json(server: &Server<'_>) -> String {
     let Some(b) = server.shared.binlog.as_deref() else {
@@ -331,14 +307,17 @@ pub(crate) fn status_json(server: &Server<'_>) -> String {
     let end = b.end();
     let mut status: Vec<String> = figures(b)
         .iter()
-        .map(|f| format!("{}:{}", json(f.name), f.value))
+        .map(|f| format!("{}:{}", json_string(f.name), f.value))
         .collect();
-    status.push(format!("\"Binlog_state\":{}", json(&b.metrics.state())));
-    status.push(format!("\"Binlog_file\":{}", json(&end.file)));
+    status.push(format!(
+        "\"Binlog_state\":{}",
+        json_string(&b.metrics.state())
+    ));
+    status.push(format!("\"Binlog_file\":{}", json_string(&end.file)));
     status.push(format!("\"Binlog_position\":{}", end.pos));
     status.push(format!(
         "\"Binlog_gtid_pos\":{}",
-        json(&end.gtid.to_string())
+        json_string(&end.gtid.to_string())
     ));
     let rows = |columns: &[&str], rows: Vec<Vec<String>>, numeric: &[&str]| -> String {
         rows.iter()
@@ -348,9 +327,9 @@ pub(crate) fn status_json(server: &Server<'_>) -> String {
                     .zip(r)
                     .map(|(c, v)| {
                         if numeric.contains(c) {
-                            format!("{}:{v}", json(c))
+                            format!("{}:{v}", json_string(c))
                         } else {
-                            format!("{}:{}", json(c), json(v))
+                            format!("{}:{}", json_string(c), json_string(v))
                         }
                     })
                     .collect();
@@ -460,6 +439,6 @@ mod tests {
 
     #[test]
     fn json_strings_are_escaped() {
-        assert_eq!(json("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+        assert_eq!(json_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
     }
 }

@@ -265,7 +265,7 @@ fn stage_histograms(server: &Server<'_>, out: &mut String) {
 }
 
 /// A JSON string literal.
-fn json_string(s: &str) -> String {
+pub(crate) fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

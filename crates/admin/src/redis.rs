@@ -259,7 +259,7 @@ fn batch_rows(s: &Snapshot) -> Vec<Vec<String>> {
 type Field = fn(&manifold_frontend_redis::metrics::CommandStats) -> String;
 
 /// A label value with `\`, `"` and newlines escaped as the text format wants.
-fn label(value: &str) -> String {
+pub(crate) fn label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
