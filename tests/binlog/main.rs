@@ -101,7 +101,7 @@ fn read_all(dir: &Path) -> Vec<Written> {
             if let Some(origin) = Origin::parse(text) {
                 out.push(Written {
                     cluster: origin.cluster,
-                    seq: origin.gtid.seq,
+                    seq: origin.gtid.seq(),
                     statements: Vec::new(),
                 });
             } else if let Some(current) = out.last_mut() {

@@ -297,6 +297,8 @@ fn run(args: impl Iterator<Item = String>) -> Result<String, String> {
         max_file_size: MAX_FILE_SIZE,
         server_id: 4_000_000_001,
         domain_id: 0,
+        dialect: manifold_binlog::gtid::Dialect::MariaDb,
+        server_uuid: manifold_binlog::gtid::Uuid::default(),
         clusters: (0..sources.len()).map(|i| format!("source{i}")).collect(),
     };
     let (writer, _) = Writer::open(opts).map_err(|e| e.to_string())?;
@@ -494,7 +496,7 @@ mod tests {
             event::verify_checksum(e).unwrap();
             if e[4] == types::ANNOTATE_ROWS {
                 if let Some(o) = Origin::parse(event::annotate_text(e)) {
-                    out.push((o.cluster, o.gtid.seq, o.key));
+                    out.push((o.cluster, o.gtid.seq(), o.key));
                 }
             }
             at += size;

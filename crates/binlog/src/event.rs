@@ -8,6 +8,8 @@
 
 use thiserror::Error;
 
+pub mod mysql;
+
 /// `\xfebin`: the first four bytes of every binlog file.
 pub const MAGIC: [u8; 4] = [0xfe, b'b', b'i', b'n'];
 pub const HEADER_LEN: usize = 19;
@@ -316,7 +318,13 @@ const MARIADB_POST_HEADER_LENGTHS: &[u8] = &[
 pub const MARIADB_SERVER_VERSION: &str = "10.11.19-MariaDB-manifold";
 
 /// An event with its header, built whole and finished with [`finish`].
-fn build(type_code: u8, timestamp: u32, server_id: u32, flags: u16, body: &[u8]) -> Vec<u8> {
+pub(crate) fn build(
+    type_code: u8,
+    timestamp: u32,
+    server_id: u32,
+    flags: u16,
+    body: &[u8],
+) -> Vec<u8> {
     let mut e = vec![0u8; HEADER_LEN + body.len() + CHECKSUM_LEN];
     Header {
         timestamp,

@@ -12,7 +12,7 @@
 
 use std::fmt::Write as _;
 
-use crate::gtid::{Gtid, GtidPos};
+use crate::gtid::{GtidState, TxnGtid};
 
 const PREFIX: &str = "# manifold origin ";
 
@@ -22,7 +22,7 @@ const PREFIX: &str = "# manifold origin ";
 pub struct SourceState {
     /// The cluster's name (`default` for `[backend]`).
     pub cluster: String,
-    pub pos: GtidPos,
+    pub pos: GtidState,
     pub key: u64,
 }
 
@@ -30,7 +30,7 @@ pub struct SourceState {
 pub struct Origin {
     pub cluster: String,
     /// The transaction's GTID on its source.
-    pub gtid: Gtid,
+    pub gtid: TxnGtid,
     /// Its key in the global order.
     pub key: u64,
     /// Every source's state before this transaction (first transaction of a file only).
@@ -61,7 +61,7 @@ impl Origin {
         let text = std::str::from_utf8(text).ok()?.strip_prefix(PREFIX)?;
         let mut origin = Origin {
             cluster: String::new(),
-            gtid: Gtid::default(),
+            gtid: TxnGtid::default(),
             key: 0,
             sources: None,
         };
@@ -125,7 +125,7 @@ mod tests {
                 },
                 SourceState {
                     cluster: "west".into(),
-                    pos: GtidPos::default(),
+                    pos: GtidState::default(),
                     key: 0,
                 },
             ]),

@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use crate::event::{self, gtid_flags, types, EventError, Header};
-use crate::gtid::Gtid;
+use crate::gtid::{Gtid, TxnGtid};
 use crate::spill::{Budget, TxnBody};
 use crate::stamp;
 
@@ -22,7 +22,9 @@ pub struct SourceTxn {
     /// Index of the source (the cluster's position in the configuration).
     pub source: usize,
     /// Its GTID on the source.
-    pub gtid: Gtid,
+    pub gtid: TxnGtid,
+    /// What a MySQL source's GTID event said of its commit (`None` from MariaDB).
+    pub mysql: Option<MysqlCommit>,
     /// The source GTID event's flags (`event::gtid_flags`).
     pub gtid_flags: u8,
     /// Commit time on the source (header timestamp of the last event), seconds.
@@ -41,6 +43,20 @@ pub struct SourceTxn {
     pub dml_events: u32,
     /// When its last event arrived.
     pub received: Instant,
+}
+
+/// What a MySQL GTID event says of its transaction's commit besides the GTID, which the
+/// global binlog's own GTID event repeats (MySQL's `Gtid_log_event`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MysqlCommit {
+    /// Microseconds since the epoch: when the source committed it.
+    pub immediate_commit_us: u64,
+    /// When the server where it was first written committed it.
+    pub original_commit_us: u64,
+    /// `MAJOR*10000 + MINOR*100 + PATCH` of the source.
+    pub immediate_server_version: u32,
+    /// Of the server where it was first written.
+    pub original_server_version: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -227,7 +243,8 @@ impl Assembler {
         open.body.finish()?;
         Ok(Some(SourceTxn {
             source: self.source,
-            gtid: open.gtid,
+            gtid: TxnGtid::MariaDb(open.gtid),
+            mysql: None,
             gtid_flags: open.gtid_flags,
             timestamp,
             stamp: open.stamp,

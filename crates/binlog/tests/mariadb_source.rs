@@ -207,7 +207,7 @@ fn a_mariadb_binlog_file_assembles_into_its_transactions() {
         .iter()
         .map(|t| {
             (
-                t.gtid.seq,
+                t.gtid.seq(),
                 t.stamp,
                 t.heartbeat,
                 t.dml_events,
@@ -220,11 +220,11 @@ fn a_mariadb_binlog_file_assembles_into_its_transactions() {
         let what = want.what;
         assert_eq!(
             txn.gtid,
-            Gtid {
+            manifold_binlog::gtid::TxnGtid::MariaDb(Gtid {
                 domain: 0,
                 server: 1,
                 seq: first_seq + i as u64
-            },
+            }),
             "{what}"
         );
         assert_eq!(txn.stamp, want.stamp, "{what}");

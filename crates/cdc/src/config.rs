@@ -19,8 +19,12 @@ pub struct BinlogConfig {
     pub base_name: String,
     /// manifold's server id in the global binlog (event headers, GTIDs).
     pub server_id: u32,
-    /// The GTID domain of the global binlog's transactions.
+    /// The GTID domain of the global binlog's transactions (MariaDB dialect).
     pub domain_id: u32,
+    /// The source UUID of the global binlog's GTIDs (MySQL dialect, `uuid:N`); empty: one
+    /// made of the server id (`6d616e69-666f-6c64-8000-` and the id in 12 hex digits, the
+    /// first bytes spelling "manifold"), stable across restarts.
+    pub server_uuid: String,
     /// A heartbeat row is written on every primary this often: the longest an idle source
     /// holds the merge back.
     #[serde(with = "manifold_engine::duration_serde")]
@@ -58,6 +62,7 @@ impl Default for BinlogConfig {
             base_name: "manifold-bin".into(),
             server_id: 4_000_000_001,
             domain_id: 0,
+            server_uuid: String::new(),
             heartbeat_interval: Duration::from_millis(100),
             heartbeat_table: "manifold.binlog_heartbeat".into(),
             max_file_size: 512 << 20,
@@ -77,6 +82,16 @@ impl BinlogConfig {
         !self.dir.as_os_str().is_empty()
     }
 
+    /// The global binlog's MySQL source UUID (`server_uuid`, or the one made of the server
+    /// id). `validate` checks that a configured one parses.
+    pub fn uuid(&self) -> manifold_binlog::gtid::Uuid {
+        self.server_uuid.parse().unwrap_or_else(|_| {
+            format!("6d616e69-666f-6c64-8000-{:012x}", self.server_id)
+                .parse()
+                .unwrap_or_default()
+        })
+    }
+
     /// The heartbeat table as `(schema, table)`.
     pub fn heartbeat_names(&self) -> (&str, &str) {
         self.heartbeat_table
@@ -91,6 +106,11 @@ impl BinlogConfig {
         }
         if self.server_id == 0 {
             return Err("binlog.server_id must not be 0".into());
+        }
+        if !self.server_uuid.is_empty() {
+            self.server_uuid
+                .parse::<manifold_binlog::gtid::Uuid>()
+                .map_err(|e| format!("binlog.server_uuid: {e}"))?;
         }
         if self.heartbeat_interval.is_zero() {
             return Err("binlog.heartbeat_interval must be > 0".into());

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use manifold_backend::{BackendConn, BackendTarget, ConnKey, ReadError, ServerFlavor};
 use manifold_binlog::event;
-use manifold_binlog::gtid::GtidPos;
+use manifold_binlog::gtid::{GtidPos, GtidState};
 use manifold_binlog::spill::Budget;
 use manifold_binlog::txn::{Assembler, SourceTxn};
 use manifold_mysql_proto::packets::ErrPacket;
@@ -76,7 +76,7 @@ pub enum SourceMsg {
     /// A whole transaction, in the source's order.
     Txn(SourceTxn),
     /// The dump from the primary at `addr` started, after the source position `from`.
-    Connected { addr: String, from: GtidPos },
+    Connected { addr: String, from: GtidState },
     /// The connection was lost or refused (the reader retries after the reconnect interval).
     Lost { error: String },
 }
@@ -97,7 +97,7 @@ pub async fn run(
     index: usize,
     target: SourceTarget,
     login: ConnKey,
-    start: GtidPos,
+    start: GtidState,
     heartbeat: (String, String),
     budget: Budget,
     server_id: u32,
@@ -130,7 +130,7 @@ pub async fn run_from(
     index: usize,
     target: SourceTarget,
     login: ConnKey,
-    start: Option<GtidPos>,
+    start: Option<GtidState>,
     heartbeat: (String, String),
     budget: Budget,
     server_id: u32,
@@ -188,7 +188,7 @@ struct Reader {
     /// GTID position after the last whole transaction sent: where a reconnect resumes. `None`
     /// until the first connection read the primary's position (never read before); an empty
     /// position is a real one (nothing before it), not "not started".
-    pos: Option<GtidPos>,
+    pos: Option<GtidState>,
     tx: mpsc::Sender<(usize, SourceMsg)>,
     shared: Arc<BinlogShared>,
     /// Events whose CRC32 did not match, since start.
@@ -254,8 +254,15 @@ impl Reader {
                 .gtid_binlog_pos
                 .parse()
                 .map_err(|e| format!("{source}: its @@gtid_binlog_pos: {e}"))?;
-            self.pos = Some(pos.clone());
-            pos
+            self.pos = Some(pos.clone().into());
+            pos.into()
+        };
+        let Some(pos) = pos
+            .as_mariadb()
+            .cloned()
+            .or_else(|| pos.is_empty().then(GtidPos::default))
+        else {
+            return Err(format!("{source}: the position to resume from is {pos}, a MySQL GTID set, but the server is MariaDB"));
         };
         let period_ns = HEARTBEAT_PERIOD.as_nanos();
         let setup = [
@@ -394,14 +401,14 @@ impl Reader {
         }
         match self.assembler.push(event) {
             Ok(Some(txn)) => {
-                let pos = self.pos.get_or_insert_with(GtidPos::default);
-                if pos.contains(txn.gtid) {
+                let pos = self.pos.get_or_insert_with(GtidState::default);
+                if pos.contains(&txn.gtid) {
                     // Already sent before a reconnect; strict mode makes this impossible,
                     // but a repeat must never reach the global binlog.
                     tracing::warn!(gtid = %txn.gtid, %pos, "binlog: {source} sent a transaction already received; skipped");
                     return Step::More;
                 }
-                pos.update(txn.gtid);
+                pos.update(&txn.gtid);
                 Step::Txn(txn)
             }
             Ok(None) => Step::More,
@@ -410,6 +417,9 @@ impl Reader {
     }
 }
 
+// A step lives on the stack for one packet: boxing the transaction would cost an allocation
+// per transaction for nothing.
+#[allow(clippy::large_enum_variant)]
 enum Step {
     More,
     Txn(SourceTxn),

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
-use manifold_binlog::gtid::GtidPos;
+use manifold_binlog::gtid::{Dialect, GtidState};
 use manifold_binlog::store::FileInfo;
 use tokio::sync::{oneshot, watch};
 
@@ -16,8 +16,8 @@ use crate::metrics::Metrics;
 pub struct End {
     pub file: String,
     pub pos: u64,
-    /// The global binlog's GTID position (`@@gtid_binlog_pos`).
-    pub gtid: GtidPos,
+    /// The global binlog's GTID position (`@@gtid_binlog_pos`, or MySQL's `@@gtid_executed`).
+    pub gtid: GtidState,
 }
 
 /// A source as `SHOW BINLOG SOURCES` shows it.
@@ -28,10 +28,10 @@ pub struct SourceStatus {
     pub addr: String,
     /// `connecting`, `streaming`, or `error: ...`.
     pub state: String,
-    /// The last GTID received from it.
-    pub received: GtidPos,
+    /// The GTIDs received from it (MariaDB: the last of each domain; MySQL: the set).
+    pub received: GtidState,
     /// Its position as recorded in the global binlog (what a restart resumes from).
-    pub written: GtidPos,
+    pub written: GtidState,
     /// Its last key in the global order (`stamp` nanoseconds).
     pub key: u64,
     /// It holds the merge back (nothing newer than the others' keys arrived from it).
@@ -77,6 +77,8 @@ pub struct BinlogShared {
     pub config: BinlogConfig,
     /// The sources' cluster names, in source index order.
     pub clusters: Vec<String>,
+    /// The sources' dialect: what the files are written in and the dumps serve.
+    pub dialect: Dialect,
     end: watch::Sender<End>,
     files: Mutex<Vec<FileInfo>>,
     sources: Mutex<Vec<SourceStatus>>,
@@ -86,10 +88,23 @@ pub struct BinlogShared {
 }
 
 impl BinlogShared {
-    /// The shared state and the receiving end of the requests (the service's).
+    /// The shared state of a MariaDB fleet and the receiving end of the requests (the
+    /// service's).
     pub fn new(
         config: BinlogConfig,
         clusters: Vec<String>,
+    ) -> (
+        Arc<BinlogShared>,
+        tokio::sync::mpsc::UnboundedReceiver<Request>,
+    ) {
+        BinlogShared::with_dialect(config, clusters, Dialect::MariaDb)
+    }
+
+    /// The shared state of a fleet of `dialect`, and the receiving end of the requests.
+    pub fn with_dialect(
+        config: BinlogConfig,
+        clusters: Vec<String>,
+        dialect: Dialect,
     ) -> (
         Arc<BinlogShared>,
         tokio::sync::mpsc::UnboundedReceiver<Request>,
@@ -107,7 +122,11 @@ impl BinlogShared {
             Arc::new(BinlogShared {
                 config,
                 clusters,
-                end: watch::Sender::new(End::default()),
+                dialect,
+                end: watch::Sender::new(End {
+                    gtid: GtidState::empty(dialect),
+                    ..End::default()
+                }),
                 files: Mutex::new(Vec::new()),
                 sources: Mutex::new(sources),
                 consumers: Mutex::new(Vec::new()),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use manifold_backend::{BackendTarget, ConnKey, TlsMode};
-use manifold_binlog::gtid::{Gtid, GtidPos};
+use manifold_binlog::gtid::{Gtid, GtidPos, GtidState, MysqlGtid, TxnGtid};
 use manifold_binlog::spill::Budget;
 use manifold_cdc::source::{self, SourceMsg, SourceTarget};
 use manifold_cdc::{BinlogConfig, BinlogShared};
@@ -104,7 +104,7 @@ impl Running {
                     0,
                     target,
                     login(),
-                    GtidPos::default(),
+                    GtidState::default(),
                     table,
                     budget,
                     server_id,
@@ -209,10 +209,16 @@ fn gtid_pos(t: &Topology) -> GtidPos {
         .expect("a GTID position")
 }
 
-fn next_gtid(g: Gtid) -> Gtid {
-    Gtid {
-        seq: g.seq + 1,
-        ..g
+fn next_gtid(g: TxnGtid) -> TxnGtid {
+    match g {
+        TxnGtid::MariaDb(g) => TxnGtid::MariaDb(Gtid {
+            seq: g.seq + 1,
+            ..g
+        }),
+        TxnGtid::MySql(g) => TxnGtid::MySql(MysqlGtid {
+            gno: g.gno + 1,
+            ..g
+        }),
     }
 }
 
@@ -248,7 +254,7 @@ fn transactions_come_in_order_and_survive_a_killed_dump_and_a_restart() {
     )
     .expect("schema");
     let before = gtid_pos(&t);
-    let mut last = before.get(0).expect("setup wrote GTIDs in domain 0");
+    let mut last = TxnGtid::from(before.get(0).expect("setup wrote GTIDs in domain 0"));
     let running = Running::start(target(&t), 4_000_000_101, None);
     assert_eq!(running.connected(), t.primary.addr().to_string());
 
@@ -298,7 +304,11 @@ fn transactions_come_in_order_and_survive_a_killed_dump_and_a_restart() {
     for id in 8..10 {
         expect(running.txn(), id);
     }
-    assert_eq!(gtid_pos(&t).get(0), Some(last), "nothing else was written");
+    assert_eq!(
+        gtid_pos(&t).get(0).map(TxnGtid::from),
+        Some(last),
+        "nothing else was written"
+    );
     assert!(
         running
             .msgs

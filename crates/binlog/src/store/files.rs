@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::{damaged, io_error, StoreError};
 use crate::event::{self, flags, types, Header, CHECKSUM_LEN, HEADER_LEN, MAGIC};
-use crate::gtid::GtidPos;
+use crate::gtid::{Dialect, GtidState};
 
 /// `{base}.{number:06}`, as MariaDB names its files.
 pub(super) fn file_name(base: &str, number: u32) -> String {
@@ -109,8 +109,11 @@ pub(super) fn write_index(dir: &Path, base: &str, names: &[String]) -> Result<()
 pub(super) struct FileHeader {
     /// Where the first transaction starts.
     pub end: u64,
-    /// The GTID list: the global position before the file.
-    pub gtid_list: GtidPos,
+    /// The dialect its format description announces.
+    pub dialect: Dialect,
+    /// The GTID list (MariaDB) or previous GTIDs (MySQL): the global position before the
+    /// file.
+    pub gtid_list: GtidState,
 }
 
 /// Reads the magic, format description and GTID list of `path`; `None` when they are not all
@@ -136,9 +139,25 @@ pub(super) fn read_header(path: &Path) -> Result<Option<FileHeader>, StoreError>
         at += event.len() as u64;
     }
     match event::parse_mariadb_gtid_list(&event) {
-        Ok(gtid_list) => Ok(Some(FileHeader { end: at, gtid_list })),
+        Ok(gtid_list) => Ok(Some(FileHeader {
+            end: at,
+            dialect: Dialect::MariaDb,
+            gtid_list: gtid_list.into(),
+        })),
         Err(_) => Ok(None),
     }
+}
+
+/// The dialect of the global binlog in `dir` (its newest file's format description), or
+/// `None` when it holds no file yet.
+pub fn file_dialect(dir: &Path, base_name: &str) -> Result<Option<Dialect>, StoreError> {
+    let (names, _) = read_index(dir, base_name)?;
+    for name in names.iter().rev() {
+        if let Some(header) = read_header(&dir.join(name))? {
+            return Ok(Some(header.dialect));
+        }
+    }
+    Ok(None)
 }
 
 /// Largest event read back from a file of ours (a sanity bound on a damaged size field).
@@ -182,15 +201,26 @@ fn read_full_at(file: &File, buf: &mut [u8], at: u64) -> std::io::Result<bool> {
 /// and the header's length. Synced: the index may name it next.
 pub(super) fn create_file(
     path: &Path,
+    opts: &super::StoreOptions,
     timestamp: u32,
-    server_id: u32,
-    gtid_list: &GtidPos,
+    gtid_list: &GtidState,
 ) -> Result<(File, u64), StoreError> {
+    let server_id = opts.server_id;
     let mut bytes = MAGIC.to_vec();
-    for mut event in [
-        event::format_description(timestamp, server_id, false),
-        event::mariadb_gtid_list(timestamp, server_id, gtid_list),
-    ] {
+    let header = match (opts.dialect, gtid_list) {
+        (Dialect::MariaDb, GtidState::MariaDb(list)) => [
+            event::format_description(timestamp, server_id, false),
+            event::mariadb_gtid_list(timestamp, server_id, list),
+        ],
+        (Dialect::MariaDb, GtidState::MySql(_)) => [
+            event::format_description(timestamp, server_id, false),
+            event::mariadb_gtid_list(timestamp, server_id, &crate::gtid::GtidPos::default()),
+        ],
+        (Dialect::MySql, _) => {
+            return Err(damaged(path, "the MySQL dialect is not written yet"));
+        }
+    };
+    for mut event in header {
         let end = bytes.len() + event.len();
         event::finish(&mut event, Some(server_id), end as u32);
         bytes.extend_from_slice(&event);

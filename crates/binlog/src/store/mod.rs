@@ -33,7 +33,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 
-use crate::gtid::GtidPos;
+use crate::gtid::{Dialect, GtidState, TxnGtid, Uuid};
 use crate::origin::SourceState;
 use crate::txn::SourceTxn;
 
@@ -44,7 +44,12 @@ pub struct StoreOptions {
     pub base_name: String,
     pub max_file_size: u64,
     pub server_id: u32,
+    /// The MariaDB domain of the global binlog's GTIDs (`domain-server_id-N`).
     pub domain_id: u32,
+    /// The sources' dialect, which the files are written in.
+    pub dialect: Dialect,
+    /// The source UUID of the global binlog's MySQL GTIDs (`uuid:N`).
+    pub server_uuid: Uuid,
     /// The sources' cluster names, in source index order.
     pub clusters: Vec<String>,
 }
@@ -58,6 +63,12 @@ pub enum StoreError {
     },
     #[error("global binlog {path} is damaged: {what}")]
     Damaged { path: String, what: String },
+    #[error("global binlog {path} is written in the {found} dialect but the sources are {want}: move its files away or point binlog.dir elsewhere")]
+    Dialect {
+        path: String,
+        found: Dialect,
+        want: Dialect,
+    },
 }
 
 /// What recovery found.
@@ -65,8 +76,8 @@ pub enum StoreError {
 pub struct Recovered {
     /// Each source's state, in source index order (a new source: empty position, key 0).
     pub sources: Vec<SourceState>,
-    /// The global binlog's GTID position (manifold's domain).
-    pub gtid: GtidPos,
+    /// The global binlog's GTID position (manifold's domain, or its UUID's set).
+    pub gtid: GtidState,
     /// Bytes cut off the newest file (a transaction the crash left half written).
     pub truncated: u64,
 }
@@ -82,7 +93,7 @@ pub struct Position {
 #[derive(Debug, Clone)]
 pub struct Appended {
     pub end: Position,
-    pub gtid: crate::gtid::Gtid,
+    pub gtid: TxnGtid,
     pub bytes: u64,
     pub events: u64,
     /// A new file was started for it.
@@ -112,7 +123,7 @@ pub struct Writer {
     /// transaction that does not fit rotates first).
     file_has_txn: bool,
     sources: Vec<SourceState>,
-    gtid: GtidPos,
+    gtid: GtidState,
     next_seq: u64,
     tables: TableIds,
     /// Scratch for one event at a time.
@@ -199,20 +210,16 @@ impl Writer {
         }
     }
 
-    pub fn gtid_pos(&self) -> GtidPos {
+    pub fn gtid_pos(&self) -> GtidState {
         self.gtid.clone()
     }
 
-    /// Where source `index` started reading: the domains its state lacks are taken from
-    /// `start`, so the next file's first transaction records every domain of the source
-    /// (not only those its transactions touched).
-    pub fn set_start(&mut self, index: usize, start: &GtidPos) {
+    /// Where source `index` started reading: what its state lacks is taken from `start`
+    /// (MariaDB: the domains its transactions did not touch; MySQL: the set the dump started
+    /// after), so the next file's first transaction records the whole position of the source.
+    pub fn set_start(&mut self, index: usize, start: &GtidState) {
         if let Some(state) = self.sources.get_mut(index) {
-            for gtid in start.iter() {
-                if state.pos.get(gtid.domain).is_none() {
-                    state.pos.update(gtid);
-                }
-            }
+            state.pos.fill_from(start);
         }
     }
 
@@ -274,6 +281,7 @@ impl Writer {
     }
 }
 
+pub use files::file_dialect;
 pub use reader::{list_files, locate_gtid, Reader};
 
 fn io_error(path: &std::path::Path, source: std::io::Error) -> StoreError {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::files::{read_header, read_index, MAX_EVENT};
 use super::{damaged, io_error, FileInfo, Position, StoreError};
 use crate::event::{self, CHECKSUM_LEN, HEADER_LEN};
-use crate::gtid::GtidPos;
+use crate::gtid::GtidState;
 
 /// Bytes read from the file at a time.
 const READ_CHUNK: usize = 256 * 1024;
@@ -184,8 +184,8 @@ pub fn list_files(dir: &Path, base_name: &str) -> Result<Vec<FileInfo>, StoreErr
 pub fn locate_gtid(
     dir: &Path,
     base_name: &str,
-    pos: &GtidPos,
-) -> Result<Option<(Position, GtidPos)>, StoreError> {
+    pos: &GtidState,
+) -> Result<Option<(Position, GtidState)>, StoreError> {
     let (names, _) = read_index(dir, base_name)?;
     for name in names.iter().rev() {
         let path = dir.join(name);
@@ -198,7 +198,14 @@ pub fn locate_gtid(
             }
             Err(e) => return Err(e),
         };
-        if header.gtid_list.iter().all(|g| pos.contains(g)) {
+        let covered = match (&header.gtid_list, pos) {
+            (GtidState::MariaDb(list), GtidState::MariaDb(pos)) => {
+                list.iter().all(|g| pos.contains(g))
+            }
+            (GtidState::MySql(list), GtidState::MySql(pos)) => pos.includes(list),
+            (list, _) => list.is_empty(),
+        };
+        if covered {
             return Ok(Some((
                 Position {
                     file: name.clone(),
@@ -221,7 +228,7 @@ mod tests {
         let mut starts = Vec::new();
         for mut e in [
             event::format_description(0, 7, false),
-            event::mariadb_gtid_list(0, 7, &GtidPos::default()),
+            event::mariadb_gtid_list(0, 7, &crate::gtid::GtidPos::default()),
             event::query(0, 7, b"db", b"CREATE TABLE t (a INT)"),
             event::xid(0, 7, 0x1234_5678),
         ] {

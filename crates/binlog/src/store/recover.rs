@@ -12,7 +12,7 @@ use super::files::{
 use super::writer::WRITE_BUFFER;
 use super::{io_error, FileInfo, Recovered, StoreError, StoreOptions, TableIds, Writer};
 use crate::event::{self, gtid_flags, types, CHECKSUM_LEN, HEADER_LEN};
-use crate::gtid::{Gtid, GtidPos};
+use crate::gtid::{Gtid, GtidState, TxnGtid};
 use crate::origin::{Origin, SourceState};
 
 pub(super) fn open(opts: StoreOptions) -> Result<(Writer, Recovered), StoreError> {
@@ -53,12 +53,12 @@ fn start_empty(
 ) -> Result<(Writer, Recovered), StoreError> {
     let name = file_name(&opts.base_name, number);
     let path = opts.dir.join(&name);
-    let (file, size) = create_file(&path, 0, opts.server_id, &GtidPos::default())?;
+    let (file, size) = create_file(&path, &opts, 0, &GtidState::empty(opts.dialect))?;
     write_index(&opts.dir, &opts.base_name, std::slice::from_ref(&name))?;
     let sources = empty_states(&opts);
     let recovered = Recovered {
         sources: sources.clone(),
-        gtid: GtidPos::default(),
+        gtid: GtidState::empty(opts.dialect),
         truncated,
     };
     let writer = Writer {
@@ -68,7 +68,7 @@ fn start_empty(
         size,
         file_has_txn: false,
         sources,
-        gtid: GtidPos::default(),
+        gtid: GtidState::empty(opts.dialect),
         next_seq: 1,
         tables: TableIds::new(opts.clusters.len()),
         event: Vec::new(),
@@ -127,10 +127,11 @@ fn resume(
             size,
         });
     }
-    let next_seq = scan
-        .gtid
-        .get(opts.domain_id)
-        .map_or(1, |g| g.seq.saturating_add(1));
+    let last = match &scan.gtid {
+        GtidState::MariaDb(p) => p.get(opts.domain_id).map(|g| g.seq),
+        GtidState::MySql(s) => s.last_gno(&opts.server_uuid),
+    };
+    let next_seq = last.map_or(1, |seq| seq.saturating_add(1));
     let recovered = Recovered {
         sources: sources.clone(),
         gtid: scan.gtid.clone(),
@@ -173,7 +174,7 @@ struct Scan {
     /// The file's first origin recorded the sources' states (else `sources` knows only what
     /// this file's transactions say).
     have_sources: bool,
-    gtid: GtidPos,
+    gtid: GtidState,
     tables: TableIds,
     txns: u64,
 }
@@ -284,7 +285,7 @@ fn apply_states(sources: &mut [SourceState], states: &[SourceState]) {
 }
 
 fn commit(scan: &mut Scan, txn: Pending, opts: &StoreOptions) {
-    scan.gtid.update(txn.gtid);
+    scan.gtid.update(&TxnGtid::MariaDb(txn.gtid));
     scan.txns += 1;
     let source = txn
         .origin
@@ -292,7 +293,7 @@ fn commit(scan: &mut Scan, txn: Pending, opts: &StoreOptions) {
         .and_then(|o| opts.clusters.iter().position(|c| *c == o.cluster));
     if let (Some(origin), Some(i)) = (&txn.origin, source) {
         let state = &mut scan.sources[i];
-        state.pos.update(origin.gtid);
+        state.pos.update(&origin.gtid);
         state.key = origin.key;
     }
     for (name, id) in txn.tables {

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::*;
 use crate::event::{self, gtid_flags, types, Header};
-use crate::gtid::Gtid;
+use crate::gtid::{Gtid, GtidState};
 use crate::origin::Origin;
 use crate::spill::{Budget, TxnBody};
 
@@ -21,6 +21,8 @@ pub(super) fn options(dir: &Path, max_file_size: u64) -> StoreOptions {
         max_file_size,
         server_id: SERVER_ID,
         domain_id: 0,
+        dialect: crate::gtid::Dialect::MariaDb,
+        server_uuid: crate::gtid::Uuid::default(),
         clusters: vec!["east".into(), "west".into()],
     }
 }
@@ -93,7 +95,9 @@ pub(super) fn txn(
             domain: 0,
             server: 10 + source as u32,
             seq,
-        },
+        }
+        .into(),
+        mysql: None,
         gtid_flags: flags,
         timestamp: 1_700_000_000 + seq as u32,
         stamp: None,
@@ -149,7 +153,7 @@ fn budget(dir: &Path) -> Budget {
 struct After {
     end: Position,
     sources: Vec<SourceState>,
-    gtid: GtidPos,
+    gtid: GtidState,
 }
 
 fn write_all(dir: &Path, max: u64, n: u64, budget: &Budget) -> Vec<After> {
@@ -403,16 +407,16 @@ fn locate_purge_and_retain() {
         let (at, list) = locate_gtid(&dir, "manifold-bin", &pos).unwrap().unwrap();
         assert_eq!(at.pos, 4);
         let seq = i as u64 + 1;
-        let list_seq = list.get(0).map_or(0, |g| g.seq);
+        let list_seq = list.as_mariadb().unwrap().get(0).map_or(0, |g| g.seq);
         assert!(list_seq <= seq);
         // The next file's list is past it (or there is no next file).
         let n = files.iter().position(|f| f.name == at.file).unwrap();
         if let Some(next) = files.get(n + 1) {
             let h = files::read_header(&dir.join(&next.name)).unwrap().unwrap();
-            assert!(h.gtid_list.get(0).unwrap().seq > seq);
+            assert!(h.gtid_list.as_mariadb().unwrap().get(0).unwrap().seq > seq);
         }
     }
-    let empty = GtidPos::default();
+    let empty = GtidState::default();
     assert_eq!(
         locate_gtid(&dir, "manifold-bin", &empty)
             .unwrap()

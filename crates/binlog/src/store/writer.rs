@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use super::files::{create_file, file_name, file_number, set_in_use, write_index};
 use super::{damaged, io_error, Appended, FileInfo, StoreError, TableIds, Writer};
 use crate::event::{self, types, CHECKSUM_LEN, HEADER_LEN};
-use crate::gtid::Gtid;
+use crate::gtid::{Dialect, Gtid, TxnGtid};
 use crate::origin::Origin;
 use crate::txn::SourceTxn;
 
@@ -82,18 +82,24 @@ impl Writer {
             origin.sources = Some(self.sources.clone());
         }
         let start = self.size;
-        let gtid = Gtid {
-            domain: self.opts.domain_id,
-            server: self.opts.server_id,
-            seq: self.next_seq,
+        let gtid = match self.opts.dialect {
+            Dialect::MariaDb => TxnGtid::MariaDb(Gtid {
+                domain: self.opts.domain_id,
+                server: self.opts.server_id,
+                seq: self.next_seq,
+            }),
+            Dialect::MySql => TxnGtid::MySql(crate::gtid::MysqlGtid {
+                uuid: self.opts.server_uuid,
+                gno: self.next_seq,
+            }),
         };
         let events = self
             .write_txn(txn, gtid, &origin)
             .inspect_err(|_| self.broken = true)?;
         let state = &mut self.sources[txn.source];
-        state.pos.update(txn.gtid);
+        state.pos.update(&txn.gtid);
         state.key = key;
-        self.gtid.update(gtid);
+        self.gtid.update(&gtid);
         self.next_seq += 1;
         self.file_has_txn = true;
         Ok(Appended {
@@ -109,9 +115,18 @@ impl Writer {
     fn write_txn(
         &mut self,
         txn: &SourceTxn,
-        gtid: Gtid,
+        gtid: TxnGtid,
         origin: &Origin,
     ) -> Result<u64, StoreError> {
+        let gtid = match gtid {
+            TxnGtid::MariaDb(g) => g,
+            TxnGtid::MySql(_) => {
+                return Err(damaged(
+                    &self.current_path(),
+                    "the MySQL dialect is not written yet",
+                ))
+            }
+        };
         let mut gtid_event = event::mariadb_gtid(txn.timestamp, gtid, txn.gtid_flags);
         self.write_event(&mut gtid_event)?;
         let mut annotate = event::annotate(
@@ -217,7 +232,7 @@ impl Writer {
         }
 
         let next_path = self.opts.dir.join(&next_name);
-        let (file, size) = create_file(&next_path, timestamp, self.opts.server_id, &self.gtid)?;
+        let (file, size) = create_file(&next_path, &self.opts, timestamp, &self.gtid)?;
         let mut names: Vec<String> = self.files.iter().map(|f| f.name.clone()).collect();
         names.push(next_name.clone());
         write_index(&self.opts.dir, &self.opts.base_name, &names)?;

@@ -1,5 +1,6 @@
 use super::*;
 use crate::event::{self, types, CHECKSUM_LEN, HEADER_LEN};
+use crate::gtid::TxnGtid;
 use proptest::prelude::*;
 
 const SERVER: u32 = 1;
@@ -101,7 +102,7 @@ fn a_row_transaction_runs_from_its_gtid_to_its_xid() {
     assert_eq!(txns.len(), 1);
     let t = &txns[0];
     assert_eq!(t.source, 3);
-    assert_eq!(t.gtid, gtid(9));
+    assert_eq!(t.gtid, TxnGtid::from(gtid(9)));
     assert_eq!(t.gtid_flags, gtid_flags::TRANSACTIONAL);
     assert_eq!(t.stamp, Some(777), "the first stamp counts");
     assert_eq!(t.timestamp, 42);
@@ -141,7 +142,7 @@ fn a_standalone_gtid_ends_at_its_statement_which_may_carry_the_stamp() {
     let t = a.push(&ddl).unwrap().expect("the DDL ends its group");
     assert_eq!(
         (t.gtid, t.stamp, t.timestamp, t.dml_events),
-        (gtid(1), Some(55), 5, 0)
+        (TxnGtid::from(gtid(1)), Some(55), 5, 0)
     );
     assert!(!t.heartbeat);
 
@@ -151,7 +152,7 @@ fn a_standalone_gtid_ends_at_its_statement_which_may_carry_the_stamp() {
         .push(&raw(types::QUERY_COMPRESSED, 6, &[0u8; 20]))
         .unwrap()
         .expect("ends");
-    assert_eq!(t.gtid, gtid(2));
+    assert_eq!(t.gtid, TxnGtid::from(gtid(2)));
 }
 
 #[test]
@@ -169,7 +170,10 @@ fn commit_and_rollback_queries_end_a_group_and_other_statements_do_not() {
         .push(&event::query(8, SERVER, b"app", b" commit "))
         .unwrap()
         .expect("COMMIT ends the group");
-    assert_eq!((t.gtid, t.timestamp, t.body.events()), (gtid(1), 8, 3));
+    assert_eq!(
+        (t.gtid, t.timestamp, t.body.events()),
+        (TxnGtid::from(gtid(1)), 8, 3)
+    );
 
     a.push(&gtid_event(2, 0)).unwrap();
     a.push(&table_map(1, "app", "m")).unwrap();
@@ -178,7 +182,7 @@ fn commit_and_rollback_queries_end_a_group_and_other_statements_do_not() {
         .push(&event::query(9, SERVER, b"app", b"ROLLBACK"))
         .unwrap()
         .expect("ROLLBACK ends the group");
-    assert_eq!((t.gtid, t.dml_events), (gtid(2), 2));
+    assert_eq!((t.gtid, t.dml_events), (TxnGtid::from(gtid(2)), 2));
 }
 
 #[test]
@@ -190,10 +194,16 @@ fn an_xa_group_ends_at_its_prepare_and_its_commit_is_a_group_of_its_own() {
     let end = event::query(1, SERVER, b"app", b"XA END X'31',X'',1");
     assert!(a.push(&end).unwrap().is_none());
     let prepare = event::query(1, SERVER, b"app", b"XA PREPARE X'31',X'',1");
-    assert_eq!(a.push(&prepare).unwrap().map(|t| t.gtid), Some(gtid(1)));
+    assert_eq!(
+        a.push(&prepare).unwrap().map(|t| t.gtid),
+        Some(TxnGtid::from(gtid(1)))
+    );
     a.push(&gtid_event(2, gtid_flags::COMPLETED_XA)).unwrap();
     let commit = event::query(1, SERVER, b"app", b"xa  commit X'31',X'',1");
-    assert_eq!(a.push(&commit).unwrap().map(|t| t.gtid), Some(gtid(2)));
+    assert_eq!(
+        a.push(&commit).unwrap().map(|t| t.gtid),
+        Some(TxnGtid::from(gtid(2)))
+    );
 }
 
 /// MariaDB 10.5+ logs `XA PREPARE` as an event of its own (type 38), which ends the group;
@@ -219,12 +229,18 @@ fn an_xa_prepare_event_ends_its_group_and_the_next_gtid_opens_one() {
         .push(&prepare)
         .unwrap()
         .expect("XA_PREPARE ends the group");
-    assert_eq!((t.gtid, t.timestamp, t.dml_events), (gtid(1), 7, 2));
+    assert_eq!(
+        (t.gtid, t.timestamp, t.dml_events),
+        (TxnGtid::from(gtid(1)), 7, 2)
+    );
     assert_eq!(body_events(&t).last(), Some(&prepare));
     assert!(!a.in_transaction());
     a.push(&gtid_event(2, gtid_flags::COMPLETED_XA)).unwrap();
     let rollback = event::query(1, SERVER, b"app", b"XA ROLLBACK X'31',X'',1");
-    assert_eq!(a.push(&rollback).unwrap().map(|t| t.gtid), Some(gtid(2)));
+    assert_eq!(
+        a.push(&rollback).unwrap().map(|t| t.gtid),
+        Some(TxnGtid::from(gtid(2)))
+    );
 }
 
 #[test]
@@ -270,7 +286,7 @@ fn out_of_sequence_events_are_errors_and_reset_drops_the_open_transaction() {
     assert!(!a.in_transaction());
     a.push(&gtid_event(2, 0)).unwrap();
     let t = a.push(&event::xid(1, SERVER, 2)).unwrap().unwrap();
-    assert_eq!((t.gtid, t.body.events()), (gtid(2), 1));
+    assert_eq!((t.gtid, t.body.events()), (TxnGtid::from(gtid(2)), 1));
 }
 
 #[test]

@@ -201,13 +201,14 @@ impl Dump {
                     "Out of memory or malformed slave request when obtaining start position from GTID state",
                 )
             })?;
+            let binlog = end.gtid.as_mariadb().cloned().unwrap_or_default();
             check_start(
                 &client,
-                &end.gtid,
+                &binlog,
                 cfg.domain_id,
                 session.gtid_ignore_duplicates(),
             )?;
-            let found = store::locate_gtid(&cfg.dir, &cfg.base_name, &client)
+            let found = store::locate_gtid(&cfg.dir, &cfg.base_name, &client.clone().into())
                 .map_err(|e| err(FATAL, "HY000", e.to_string()))?;
             let Some((position, list)) = found else {
                 return Err(err(FATAL, "HY000", "Could not find GTID state requested by slave in any binlog files. Probably the slave state is too old and required binlog files have been purged."));
@@ -215,7 +216,7 @@ impl Dump {
             // Exactly the file's starting point: nothing of it to skip.
             skip_until = client
                 .get(cfg.domain_id)
-                .filter(|g| list.get(cfg.domain_id) != Some(*g));
+                .filter(|g| list.as_mariadb().and_then(|l| l.get(cfg.domain_id)) != Some(*g));
             (position.file, 4)
         } else {
             let info = if request.file.is_empty() {

@@ -16,6 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use manifold_backend::ConnKey;
+use manifold_binlog::gtid::Dialect;
 use manifold_binlog::store::Recovered;
 use tokio::sync::{mpsc, watch};
 
@@ -77,9 +78,9 @@ pub fn start(
     if !config.enabled() {
         return Err("binlog.dir: not set (the global binlog is off)".into());
     }
-    check_one_flavour(&sources)?;
+    let dialect = fleet_dialect(&config, &sources)?;
     let clusters: Vec<String> = sources.iter().map(|s| s.cluster.clone()).collect();
-    let (shared, requests) = BinlogShared::new(config, clusters);
+    let (shared, requests) = BinlogShared::with_dialect(config, clusters, dialect);
     let (stop, stop_rx) = watch::channel(false);
     let (opened_tx, opened_rx) = std::sync::mpsc::channel::<Result<(), String>>();
     let thread_shared = shared.clone();
@@ -140,13 +141,24 @@ pub fn start(
     }
 }
 
-/// A global binlog reads MariaDB's events or MySQL's, not both: a fleet of both is refused
-/// when the primaries that answer now tell so (a primary that does not answer is not held
-/// against the start; the source reader checks each connection's flavour too).
-fn check_one_flavour(sources: &[SourceTarget]) -> Result<(), String> {
-    if sources.len() < 2 {
-        return Ok(());
+/// The dialect of the global binlog: the sources'. A global binlog reads MariaDB's events or
+/// MySQL's, not both: a fleet of both is refused when the primaries that answer now tell so
+/// (a primary that does not answer is not held against the start; the source reader checks
+/// each connection's flavour too). When none answers, the existing files' dialect, else
+/// MariaDB's; a source of the other dialect is then refused when it connects.
+fn fleet_dialect(config: &BinlogConfig, sources: &[SourceTarget]) -> Result<Dialect, String> {
+    if let Some(dialect) = check_one_flavour(sources)? {
+        return Ok(dialect);
     }
+    match manifold_binlog::store::file_dialect(&config.dir, &config.base_name) {
+        Ok(Some(dialect)) => Ok(dialect),
+        Ok(None) | Err(_) => Ok(Dialect::MariaDb),
+    }
+}
+
+/// The dialect of the primaries that answer now (`None`: none did); an error when they mix
+/// MariaDB and MySQL.
+fn check_one_flavour(sources: &[SourceTarget]) -> Result<Option<Dialect>, String> {
     let mut seen: Vec<(bool, &str)> = Vec::new();
     for s in sources {
         let Some(primary) = s.targets.first() else {
@@ -159,7 +171,14 @@ fn check_one_flavour(sources: &[SourceTarget]) -> Result<(), String> {
             seen.push((mariadb, s.cluster.as_str()));
         }
     }
-    check_flavours(&seen)
+    check_flavours(&seen)?;
+    Ok(seen.first().map(|&(mariadb, _)| {
+        if mariadb {
+            Dialect::MariaDb
+        } else {
+            Dialect::MySql
+        }
+    }))
 }
 
 /// `flavours`: `(is MariaDB, cluster)` of the primaries that answered.

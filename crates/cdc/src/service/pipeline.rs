@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use manifold_binlog::gtid::GtidPos;
+use manifold_binlog::gtid::GtidState;
 use manifold_binlog::merge::Merger;
 use manifold_binlog::spill::Budget;
 use manifold_binlog::store::{FileInfo, Recovered, StoreError, StoreOptions, Writer};
@@ -30,7 +30,7 @@ pub(crate) struct Pipeline {
     /// Released transactions were written since the last flush.
     unflushed: bool,
     /// Where each source was first read from (`start_record`).
-    starts: BTreeMap<String, GtidPos>,
+    starts: BTreeMap<String, GtidState>,
 }
 
 impl Pipeline {
@@ -44,6 +44,8 @@ impl Pipeline {
             max_file_size: config.max_file_size,
             server_id: config.server_id,
             domain_id: config.domain_id,
+            dialect: shared.dialect,
+            server_uuid: config.uuid(),
             clusters: shared.clusters.clone(),
         })?;
         let budget = Budget::new(config.memory_budget, config.dir.join("spill"));
@@ -75,7 +77,7 @@ impl Pipeline {
     /// for the watermark.
     pub(crate) fn on_txn(&mut self, index: usize, txn: SourceTxn) {
         self.shared
-            .update_source(index, |s| s.received.update(txn.gtid));
+            .update_source(index, |s| s.received.update(&txn.gtid));
         if txn.heartbeat {
             if let Some(stamp) = txn.stamp {
                 self.merger.advance(index, stamp);
@@ -90,25 +92,22 @@ impl Pipeline {
     /// (no transaction of it written, no start recorded). A recorded empty start is
     /// `Some(empty)`: its primary had written nothing then, so everything it wrote since is
     /// read.
-    pub(crate) fn start_of(&mut self, index: usize, recovered: &Recovered) -> Option<GtidPos> {
+    pub(crate) fn start_of(&mut self, index: usize, recovered: &Recovered) -> Option<GtidState> {
         let mut start = recovered
             .sources
             .get(index)
             .map(|s| s.pos.clone())
             .filter(|pos| !pos.is_empty());
         if let Some(first) = self.starts.get(&self.shared.clusters[index]) {
-            let start = start.get_or_insert_with(GtidPos::default);
-            for gtid in first.iter() {
-                if start.get(gtid.domain).is_none() {
-                    start.update(gtid);
-                }
-            }
+            start
+                .get_or_insert_with(GtidState::default)
+                .fill_from(first);
             self.writer.set_start(index, first);
         }
         start
     }
 
-    pub(crate) fn on_connected(&mut self, index: usize, addr: String, from: &GtidPos) {
+    pub(crate) fn on_connected(&mut self, index: usize, addr: String, from: &GtidState) {
         // A source read for the first time starts at its primary's position then: that is
         // recorded (synced) before any of its transactions is taken, or a crash before the
         // first one is written would start it again later, past what it wrote meanwhile.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::PathBuf;
 
-use manifold_binlog::gtid::GtidPos;
+use manifold_binlog::gtid::GtidState;
 
 use crate::config::BinlogConfig;
 
@@ -22,7 +22,7 @@ pub(super) fn path(config: &BinlogConfig) -> PathBuf {
 
 /// The record, empty when there is none yet. A line that does not read is an error: a
 /// damaged record must not silently start a source at its current position.
-pub(super) fn read(config: &BinlogConfig) -> std::io::Result<BTreeMap<String, GtidPos>> {
+pub(super) fn read(config: &BinlogConfig) -> std::io::Result<BTreeMap<String, GtidState>> {
     let text = match std::fs::read_to_string(path(config)) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
@@ -31,7 +31,7 @@ pub(super) fn read(config: &BinlogConfig) -> std::io::Result<BTreeMap<String, Gt
     let mut starts = BTreeMap::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let (cluster, pos) = line.split_once(' ').unwrap_or((line, ""));
-        let pos: GtidPos = pos.parse().map_err(|e: String| {
+        let pos: GtidState = pos.parse().map_err(|e: String| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!("line {line:?}: {e}"),
@@ -44,7 +44,7 @@ pub(super) fn read(config: &BinlogConfig) -> std::io::Result<BTreeMap<String, Gt
 
 pub(super) fn write(
     config: &BinlogConfig,
-    starts: &BTreeMap<String, GtidPos>,
+    starts: &BTreeMap<String, GtidState>,
 ) -> std::io::Result<()> {
     let path = path(config);
     let tmp = path.with_extension("start.tmp");
@@ -71,7 +71,7 @@ mod tests {
         assert!(read(&config).unwrap().is_empty());
         let mut starts = BTreeMap::new();
         starts.insert("east".to_owned(), "0-1-5,1-2-9".parse().unwrap());
-        starts.insert("west".to_owned(), GtidPos::default());
+        starts.insert("west".to_owned(), GtidState::default());
         write(&config, &starts).unwrap();
         assert_eq!(read(&config).unwrap(), starts);
         std::fs::write(path(&config), "east 0-1\n").unwrap();

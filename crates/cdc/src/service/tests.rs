@@ -16,7 +16,7 @@ mod pipeline {
     use std::time::{Duration, Instant};
 
     use manifold_binlog::event::{self, gtid_flags};
-    use manifold_binlog::gtid::{Gtid, GtidPos};
+    use manifold_binlog::gtid::{Gtid, GtidState};
     use manifold_binlog::spill::{Budget, TxnBody};
     use manifold_binlog::txn::SourceTxn;
     use tokio::sync::oneshot;
@@ -44,7 +44,9 @@ mod pipeline {
                 domain: 0,
                 server: 10 + source as u32,
                 seq,
-            },
+            }
+            .into(),
+            mysql: None,
             gtid_flags: gtid_flags::STANDALONE | gtid_flags::DDL,
             timestamp: 1_700_000_000,
             stamp,
@@ -85,13 +87,13 @@ mod pipeline {
         p.drain().unwrap();
         let end = shared.end();
         assert!(end.pos > start.pos, "{end:?}");
-        assert_eq!(end.gtid.iter().count(), 1);
+        assert_eq!(end.gtid.as_mariadb().unwrap().iter().count(), 1);
         let m = &shared.metrics;
         assert_eq!(crate::metrics::Metrics::get(&m.transactions), 1);
         assert!(crate::metrics::Metrics::get(&m.events) >= 1);
         assert_eq!(m.stamped_delay().count(), 1);
         let sources = shared.sources();
-        assert!(sources[0].written.contains("0-10-1".parse().unwrap()));
+        assert!(sources[0].written.contains(&"0-10-1".parse().unwrap()));
         assert!(sources[1].written.is_empty(), "a heartbeat is not written");
         assert_eq!(sources[1].received.to_string(), "0-11-1");
         assert!(!sources.iter().any(|s| s.holding_back));
@@ -100,7 +102,9 @@ mod pipeline {
 
         // Reopened: east resumes after what was written, with its key.
         let (_, recovered) = Pipeline::open(self::shared(dir.path())).unwrap();
-        assert!(recovered.sources[0].pos.contains("0-10-1".parse().unwrap()));
+        assert!(recovered.sources[0]
+            .pos
+            .contains(&"0-10-1".parse().unwrap()));
         assert_eq!(recovered.sources[0].key, 100);
     }
 
@@ -223,12 +227,12 @@ mod pipeline {
         let (mut p, recovered) = Pipeline::open(shared(dir.path())).unwrap();
         assert_eq!(p.start_of(0, &recovered), None, "never read");
         // east's primary had written nothing when it was first read.
-        p.on_connected(0, "east:3306".into(), &GtidPos::default());
+        p.on_connected(0, "east:3306".into(), &GtidState::default());
         drop(p);
         let (mut p, recovered) = Pipeline::open(shared(dir.path())).unwrap();
         assert_eq!(
             p.start_of(0, &recovered),
-            Some(GtidPos::default()),
+            Some(GtidState::default()),
             "from the beginning of its binlog, not its position now"
         );
         assert_eq!(p.start_of(1, &recovered), None);

@@ -149,7 +149,7 @@ fn binlog(files: &[(&str, &str, Vec<Vec<u8>>)], gtid: &str) -> Binlog {
     shared.publish_end(crate::state::End {
         file: last.name,
         pos: last.size,
-        gtid: pos(gtid),
+        gtid: pos(gtid).into(),
     });
     Binlog { _dir: dir, shared }
 }
