@@ -116,11 +116,14 @@ fn default_root() -> Option<PathBuf> {
 pub(crate) const REDO_LOG_CAPACITY: &str = "64M";
 
 /// The `[mysqld]` options of a test server beyond paths, port and TLS: GTID replication as
-/// MySQL needs it and the same small, fast settings as the MariaDB servers.
+/// MySQL needs it, statements logged beside their rows (as MariaDB's annotate events, which
+/// the global binlog reads its ordering stamps from) and the same small, fast settings as the
+/// MariaDB servers.
 pub(crate) const SERVER_OPTIONS: &str = "gtid-mode=ON
 enforce-gtid-consistency=ON
 log-replica-updates=ON
 binlog-format=ROW
+binlog-rows-query-log-events=ON
 mysqlx=OFF
 max-connections=2000
 character-set-server=utf8mb4

@@ -1,9 +1,10 @@
-//! MySQL's events: the GTID event (33) that begins every transaction, and (OWNER: the store
-//! helper) the format description, `PREVIOUS_GTIDS` and `ROWS_QUERY` events manifold writes
-//! in the MySQL dialect. Layouts: MySQL `libs/mysql/binlog/event/control_events.h`.
+//! MySQL's events: the GTID event (33) that begins every transaction, the format
+//! description, `PREVIOUS_GTIDS` and `ROWS_QUERY` events manifold writes in the MySQL
+//! dialect, and where MySQL's transactions begin and end. Layouts: MySQL
+//! `libs/mysql/binlog/event/control_events.h`, `trx_boundary_parser.cpp`.
 
-use super::{build, types, u64_at, EventError, HEADER_LEN};
-use crate::gtid::{MysqlGtid, Uuid};
+use super::{build, flags, types, u64_at, EventError, CHECKSUM_ALG_CRC32, HEADER_LEN};
+use crate::gtid::{GtidSet, MysqlGtid, Uuid};
 use crate::txn::MysqlCommit;
 
 /// `Gtid_event::FLAG_MAY_HAVE_SBR`: the transaction may hold statement-based events.
@@ -137,6 +138,99 @@ pub fn mysql_gtid_len(e: &MysqlGtidEvent) -> usize {
         + super::CHECKSUM_LEN
 }
 
+/// `LOG_EVENT_IGNORABLE_F`: a reader that does not know the event may skip it (MySQL sets it
+/// on `PREVIOUS_GTIDS` and `ROWS_QUERY`).
+pub const IGNORABLE: u16 = 0x0080;
+
+/// The server version manifold's format descriptions announce in the MySQL dialect (and, as
+/// `80400`, the immediate server version of its GTID events).
+pub const MYSQL_SERVER_VERSION: &str = "8.4.0-manifold";
+pub const MYSQL_SERVER_VERSION_ID: u32 = 80400;
+
+/// The post-header lengths MySQL announces, one per event type from 1 to 42 (read off a
+/// `mysqld` 9.7.4 binlog, the same since 8.3).
+const MYSQL_POST_HEADER_LENGTHS: &[u8] = &[
+    0x00, 0x0d, 0x00, 0x08, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x04, 0x00, 0x00, 0x00, 0x63, 0x00,
+    0x04, 0x1a, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x0a, 0x0a, 0x0a,
+    0x2a, 0x2a, 0x00, 0x12, 0x34, 0x00, 0x0a, 0x28, 0x00, 0x00,
+];
+
+/// A MySQL format description event (with CRC32, `log_pos` 0: [`super::finish`] it with the
+/// position it ends at when writing it to a file).
+pub fn mysql_format_description(timestamp: u32, server_id: u32, in_use: bool) -> Vec<u8> {
+    let mut body = Vec::with_capacity(2 + 50 + 4 + 1 + MYSQL_POST_HEADER_LENGTHS.len() + 1);
+    body.extend_from_slice(&4u16.to_le_bytes());
+    let mut version = [0u8; 50];
+    version[..MYSQL_SERVER_VERSION.len()].copy_from_slice(MYSQL_SERVER_VERSION.as_bytes());
+    body.extend_from_slice(&version);
+    body.extend_from_slice(&timestamp.to_le_bytes());
+    body.push(HEADER_LEN as u8);
+    body.extend_from_slice(MYSQL_POST_HEADER_LENGTHS);
+    body.push(CHECKSUM_ALG_CRC32);
+    // The checksum is computed with the in-use flag clear, as MariaDB's (`verify_checksum`).
+    let mut e = build(types::FORMAT_DESCRIPTION, timestamp, server_id, 0, &body);
+    if in_use {
+        e[17..19].copy_from_slice(&flags::BINLOG_IN_USE.to_le_bytes());
+    }
+    e
+}
+
+/// Whether a format description (with checksum) announces MySQL events: its server version
+/// does not name MariaDB.
+pub fn is_mysql_format_description(event: &[u8]) -> bool {
+    let version = event
+        .get(HEADER_LEN + 2..HEADER_LEN + 52)
+        .unwrap_or_default();
+    !version
+        .windows(7)
+        .any(|w| w.eq_ignore_ascii_case(b"mariadb"))
+}
+
+/// A `PREVIOUS_GTIDS` event: the transactions before the file's first one.
+pub fn previous_gtids(timestamp: u32, server_id: u32, set: &GtidSet) -> Vec<u8> {
+    let mut body = Vec::with_capacity(set.encoded_len());
+    set.encode(&mut body);
+    build(
+        types::PREVIOUS_GTIDS,
+        timestamp,
+        server_id,
+        IGNORABLE,
+        &body,
+    )
+}
+
+/// The set of a `PREVIOUS_GTIDS` event (with checksum).
+pub fn parse_previous_gtids(event: &[u8]) -> Result<GtidSet, EventError> {
+    let body = event
+        .get(HEADER_LEN..event.len().saturating_sub(super::CHECKSUM_LEN))
+        .ok_or(EventError::Truncated("previous GTIDs event"))?;
+    GtidSet::decode(body)
+        .map(|(set, _)| set)
+        .map_err(|_| EventError::Malformed {
+            type_code: types::PREVIOUS_GTIDS,
+            what: "GTID set",
+        })
+}
+
+/// A `ROWS_QUERY` event carrying `text` (shown by `mysqlbinlog -vv` as `# text`): one length
+/// byte (the text's length, capped at 255, which readers ignore) and the text.
+pub fn rows_query(timestamp: u32, server_id: u32, text: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(1 + text.len());
+    body.push(u8::try_from(text.len()).unwrap_or(u8::MAX));
+    body.extend_from_slice(text);
+    build(types::ROWS_QUERY, timestamp, server_id, IGNORABLE, &body)
+}
+
+/// Whether the first event after a MySQL GTID event opens a multi-event group: a `BEGIN` or
+/// `XA START` query. Any other first statement (DDL, `XA COMMIT`, `XA ROLLBACK`) is the whole
+/// group, as MySQL's transaction boundary parser decides.
+pub fn opens_group(event: &[u8]) -> bool {
+    if event.get(4) != Some(&types::QUERY) {
+        return false;
+    }
+    super::query_text(event).is_ok_and(|text| text == b"BEGIN" || text.starts_with(b"XA START"))
+}
+
 /// `len` little-endian bytes at `at`, if there.
 fn uint_at(b: &[u8], at: usize, len: usize) -> Option<u64> {
     let bytes = b.get(at..at + len)?;
@@ -186,6 +280,38 @@ fn put_packed_int(out: &mut Vec<u8>, v: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headers_and_rows_query_events_are_as_mysql_writes_them() {
+        // 19 + 2 + 50 + 4 + 1 + 42 + 1 + 4 = 123 bytes, as mysqld 9.7 writes.
+        let fde = mysql_format_description(0, 1, true);
+        assert_eq!(fde.len(), 123);
+        super::super::verify_checksum(&fde).unwrap();
+        assert!(is_mysql_format_description(&fde));
+        assert!(!is_mysql_format_description(
+            &super::super::format_description(0, 1, false)
+        ));
+        let set: GtidSet = "6d616e69-666f-6c64-8000-0000ee6b2801:1-9".parse().unwrap();
+        let e = previous_gtids(0, 1, &set);
+        assert_eq!(parse_previous_gtids(&e).unwrap(), set);
+        assert_eq!(previous_gtids(0, 1, &GtidSet::default()).len(), 19 + 8 + 4);
+        let q = rows_query(0, 1, b"# manifold origin");
+        assert_eq!(super::super::annotate_text(&q), b"# manifold origin");
+        assert!(opens_group(&super::super::query(0, 1, b"", b"BEGIN")));
+        assert!(opens_group(&super::super::query(
+            0,
+            1,
+            b"",
+            b"XA START X'31',X'',1"
+        )));
+        assert!(!opens_group(&super::super::query(
+            0,
+            1,
+            b"d",
+            b"CREATE TABLE t (a INT)"
+        )));
+        assert!(!opens_group(&q));
+    }
 
     #[test]
     fn gtid_events_round_trip_with_and_without_original_fields() {
