@@ -11,6 +11,7 @@
 
 pub mod answer;
 pub mod dump;
+pub mod mysql;
 pub mod packets;
 pub mod sql;
 
