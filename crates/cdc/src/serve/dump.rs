@@ -733,4 +733,6 @@ async fn drive<S: AsyncWrite + Unpin>(
 
 mod for_mysql;
 #[cfg(test)]
+mod mysql_tests;
+#[cfg(test)]
 mod tests;

@@ -141,7 +141,10 @@ impl Session {
         let (columns, rows) = match statement {
             Statement::ShowMasterStatus => answer::master_status(shared),
             Statement::ShowBinaryLogs => answer::binary_logs(shared),
-            Statement::Select(items) => answer::select(shared, &self.binlog, &items),
+            Statement::Select(items) => match answer::select(shared, &self.binlog, &items) {
+                Ok(set) => set,
+                Err(e) => return self.send_err_packet(seq, &e).await,
+            },
             Statement::ShowVariables(names) => answer::show_variables(shared, &names),
             Statement::Set(vars) => {
                 for (name, value) in vars {
