@@ -122,6 +122,8 @@ pub struct Writer {
     /// The current file holds a transaction (so the next one records no source states and a
     /// transaction that does not fit rotates first).
     file_has_txn: bool,
+    /// Transactions in the current file (the MySQL dialect's logical clock counts them).
+    file_txns: u64,
     sources: Vec<SourceState>,
     gtid: GtidState,
     next_seq: u64,
