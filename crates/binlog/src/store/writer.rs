@@ -165,12 +165,8 @@ impl Writer {
                 HEADER_LEN + 1 + origin.len() + CHECKSUM_LEN
             }
         } as u64;
-        let commit = match txn.mysql {
-            Some(c) => MysqlCommit {
-                immediate_server_version: mysql::MYSQL_SERVER_VERSION_ID,
-                ..c
-            },
-            None => {
+        let commit = txn.mysql.map_or_else(
+            || {
                 let us = u64::from(txn.timestamp) * 1_000_000;
                 MysqlCommit {
                     immediate_commit_us: us,
@@ -178,8 +174,12 @@ impl Writer {
                     immediate_server_version: mysql::MYSQL_SERVER_VERSION_ID,
                     original_server_version: mysql::MYSQL_SERVER_VERSION_ID,
                 }
-            }
-        };
+            },
+            |c| MysqlCommit {
+                immediate_server_version: mysql::MYSQL_SERVER_VERSION_ID,
+                ..c
+            },
+        );
         let k = i64::try_from(self.file_txns + 1).unwrap_or(i64::MAX);
         let rest = txn.body.bytes() + origin_bytes;
         let mut e = MysqlGtidEvent {
