@@ -10,7 +10,9 @@ use manifold_mysql_proto::consts::{column_flag, column_type};
 use manifold_mysql_proto::packets::{ColumnDefinition, ErrPacket};
 
 use super::mysql;
-use super::sql::{SelectItem, Selected, ShowEvents, Value, MARIADB_ONLY_VARIABLES, MYSQL_ONLY_VARIABLES};
+use super::sql::{
+    SelectItem, Selected, ShowEvents, Value, MARIADB_ONLY_VARIABLES, MYSQL_ONLY_VARIABLES,
+};
 use super::BinlogSession;
 use crate::state::BinlogShared;
 
@@ -463,7 +465,7 @@ pub fn binlog_events(shared: &BinlogShared, q: &ShowEvents) -> Result<ResultSet,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use manifold_binlog::gtid::Gtid;
+    use manifold_binlog::gtid::{Gtid, GtidState};
 
     #[test]
     fn info_as_mariadb_prints_it() {
@@ -503,6 +505,57 @@ mod tests {
             "insert into t values (1)"
         );
         assert_eq!(info(&[1, 2, 3]), "");
+    }
+
+    fn shared(dialect: Dialect) -> std::sync::Arc<BinlogShared> {
+        let config = crate::config::BinlogConfig {
+            server_id: 77,
+            ..crate::config::BinlogConfig::default()
+        };
+        let (shared, _requests) = BinlogShared::with_dialect(config, vec!["a".into()], dialect);
+        shared.publish_end(crate::state::End {
+            file: "manifold-bin.000001".into(),
+            pos: 900,
+            gtid: GtidState::empty(dialect),
+        });
+        shared
+    }
+
+    fn item(name: &'static str) -> SelectItem {
+        SelectItem {
+            selected: Selected::System(name),
+            column: format!("@@GLOBAL.{name}"),
+        }
+    }
+
+    #[test]
+    fn each_dialect_answers_its_own_variables_and_refuses_the_others() {
+        let session = BinlogSession::default();
+        let mysql = shared(Dialect::MySql);
+        let (_, rows) =
+            select(&mysql, &session, &[item("server_uuid"), item("gtid_mode")]).unwrap();
+        assert_eq!(
+            rows[0],
+            vec![cell("6d616e69-666f-6c64-8000-00000000004d"), cell("ON")]
+        );
+        let e = select(&mysql, &session, &[item("gtid_binlog_pos")]).unwrap_err();
+        assert_eq!(e.code, 1193);
+        assert_eq!(e.message, b"Unknown system variable 'gtid_binlog_pos'");
+        let mariadb = shared(Dialect::MariaDb);
+        assert_eq!(
+            select(&mariadb, &session, &[item("gtid_mode")])
+                .unwrap_err()
+                .code,
+            1193
+        );
+        assert!(select(&mariadb, &session, &[item("gtid_binlog_pos")]).is_ok());
+        let (_, rows) = show_variables(&mariadb, &["server_id", "server_uuid"]);
+        assert_eq!(rows.len(), 1);
+        // MySQL's SHOW MASTER STATUS and SHOW BINARY LOGS have a column more.
+        assert_eq!(master_status(&mysql).0.len(), 5);
+        assert_eq!(master_status(&mariadb).0.len(), 4);
+        assert_eq!(binary_logs(&mysql).0.len(), 3);
+        assert_eq!(binary_logs(&mariadb).0.len(), 2);
     }
 
     #[test]
