@@ -137,6 +137,13 @@ fn transactions_come_in_order_and_survive_a_killed_dump_and_a_restart() {
         String::from_utf8_lossy(&out.stderr)
     );
     expect.row(&running.txn(), 8);
+    let events = t
+        .sql(&t.primary, "SHOW BINLOG EVENTS")
+        .expect("the primary's binlog");
+    assert!(
+        events.contains("Transaction_payload"),
+        "the server compressed it: {events}"
+    );
 
     // The server restarted.
     t.kill_server(&t.primary).expect("kill the primary");
