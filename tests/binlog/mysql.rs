@@ -169,7 +169,8 @@ fn a_mysql_replica_auto_positions_on_manifold_and_ends_with_the_sources_rows() {
     let end = scalar(&mut c, "SELECT @@GLOBAL.gtid_executed");
     let ours = |s: &str| {
         s.split(',')
-            .map(|p| p.trim().replace('\n', ""))
+            // The client prints the set's line breaks escaped, as `\n`.
+            .map(|p| p.replace("\\n", "").replace('\n', "").trim().to_owned())
             .find(|p| p.starts_with(&uuid))
             .unwrap_or_default()
     };
