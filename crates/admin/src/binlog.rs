@@ -26,6 +26,7 @@ pub(crate) const SOURCE_COLUMNS: &[&str] = &[
     "holding_back",
     "events",
     "transactions",
+    "forged_stamps",
     "delay_ms",
 ];
 
@@ -216,6 +217,7 @@ pub(crate) fn source_rows(b: &BinlogShared) -> Vec<Vec<String>> {
                 u8::from(s.holding_back).to_string(),
                 s.events.to_string(),
                 s.transactions.to_string(),
+                s.forged_stamps.to_string(),
                 age_ms(s.last_commit).to_string(),
             ]
         })
@@ -257,12 +259,18 @@ pub(crate) fn prometheus(server: &Server<'_>, out: &mut String) {
         let _ = writeln!(out, "{} {}", f.metric, f.value);
     }
     let sources = b.sources();
-    let per_source: [(&str, &str, &str, SourceFigure); 3] = [
+    let per_source: [(&str, &str, &str, SourceFigure); 4] = [
         (
             "manifold_binlog_source_transactions_total",
             "counter",
             "Transactions of each source written to the global binlog.",
             |s| s.transactions,
+        ),
+        (
+            "manifold_binlog_source_forged_stamps_total",
+            "counter",
+            "Statements of each source whose ordering stamp was ignored for being too far ahead of the clock.",
+            |s| s.forged_stamps,
         ),
         (
             "manifold_binlog_source_holding_back",
@@ -352,7 +360,14 @@ pub(crate) fn status_json(server: &Server<'_>) -> String {
     let sources = rows(
         SOURCE_COLUMNS,
         source_rows(b),
-        &["key", "holding_back", "events", "transactions", "delay_ms"],
+        &[
+            "key",
+            "holding_back",
+            "events",
+            "transactions",
+            "forged_stamps",
+            "delay_ms",
+        ],
     );
     let consumers = rows(
         CONSUMER_COLUMNS,

@@ -151,6 +151,7 @@ pub async fn run_from(
         tx,
         shared,
         checksum_errors: 0,
+        forged_stamps: 0,
     };
     loop {
         let error = match reader.connect_and_stream().await {
@@ -196,6 +197,8 @@ struct Reader {
     shared: Arc<BinlogShared>,
     /// Events whose CRC32 did not match, since start.
     checksum_errors: u64,
+    /// The assembler's forged-stamp count last published.
+    forged_stamps: u64,
 }
 
 impl Reader {
@@ -471,6 +474,7 @@ impl Reader {
         }
         match self.assembler.push(event) {
             Ok(Some(txn)) => {
+                self.publish_forged_stamps(source);
                 let pos = self.pos.get_or_insert_with(GtidState::default);
                 if pos.contains(&txn.gtid) {
                     // Already sent before a reconnect; strict mode makes this impossible,
@@ -484,6 +488,25 @@ impl Reader {
             Ok(None) => Step::More,
             Err(e) => Step::End(format!("{source}: {e}")),
         }
+    }
+}
+
+impl Reader {
+    /// Publishes the assembler's count of ignored stamps when it moved (rarely: a client
+    /// writing statements that look stamped), and says so in the log.
+    fn publish_forged_stamps(&mut self, source: &str) {
+        let forged = self.assembler.forged_stamps();
+        if forged == self.forged_stamps {
+            return;
+        }
+        self.forged_stamps = forged;
+        tracing::warn!(
+            forged,
+            "binlog: {source}: a statement began with an ordering stamp more than {:?} ahead of the clock; ignored (the transaction takes its source's previous key)",
+            manifold_binlog::stamp::MAX_AHEAD
+        );
+        self.shared
+            .update_source(self.index, |s| s.forged_stamps = forged);
     }
 }
 

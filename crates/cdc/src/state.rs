@@ -38,6 +38,9 @@ pub struct SourceStatus {
     pub holding_back: bool,
     pub events: u64,
     pub transactions: u64,
+    /// Ordering stamps ignored since start for being implausibly far ahead of the clock:
+    /// statements written to look stamped (`Assembler::forged_stamps`).
+    pub forged_stamps: u64,
     /// Commit time on the source of its last transaction written.
     pub last_commit: Option<SystemTime>,
 }

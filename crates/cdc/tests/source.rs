@@ -284,3 +284,47 @@ fn a_reader_moves_to_a_new_primary_while_the_old_one_is_still_up() {
     assert_eq!(second.gtid, next_gtid(first), "nothing lost or repeated");
     assert_eq!(second.stamp, Some(1001));
 }
+
+#[test]
+fn a_stamp_far_ahead_of_the_clock_is_ignored_counted_and_shown() {
+    let t = start_topology();
+    t.sql(
+        &t.primary,
+        "CREATE DATABASE src_t; CREATE TABLE src_t.t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB;",
+    )
+    .expect("schema");
+    let running = Running::start(target(&t), 4_000_000_108, None);
+    running.connected();
+    // A client's statement written to look stamped, an hour ahead of the clock.
+    let ahead = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        + Duration::from_secs(3600);
+    let sql = format!(
+        "/*manifold:hlc={}*/ INSERT INTO src_t.t VALUES (1, 1)",
+        ahead.as_nanos()
+    );
+    let out = t
+        .client_command(&t.primary)
+        .args(["--comments", "-e", &sql])
+        .output()
+        .expect("run the client");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    insert(&t, 2, 3);
+    let forged = running.txn();
+    assert_eq!(forged.stamp, None, "the forged stamp is not the key");
+    assert_eq!(
+        running.txn().stamp,
+        Some(1002),
+        "a plausible stamp still is"
+    );
+    assert_eq!(
+        running.shared.sources()[0].forged_stamps,
+        1,
+        "SHOW BINLOG SOURCES counts it"
+    );
+}
