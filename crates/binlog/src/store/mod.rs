@@ -23,7 +23,11 @@
 //!
 //! Recovery ([`Writer::open`]): the newest file is read to its last complete transaction and
 //! cut there; each source's state is the one the file's first transaction records, advanced
-//! by every origin after it.
+//! by every origin after it — or, when the sources checkpoint (`<base_name>.sources`,
+//! [`Writer::write_checkpoint`]) names a later point that is in the file, the one it records,
+//! advanced by the origins after that point. The checkpoint holds what the files cannot: the
+//! transactions a source skipped (heartbeats, [`Writer::note_skipped`]) since the file's first
+//! transaction.
 //!
 //! Timestamps written come from the transactions, never the clock, so that the same input gives
 //! the same bytes (a recovered run continues byte-identical to an uninterrupted one): a file's
@@ -142,6 +146,8 @@ pub struct Writer {
     event: Vec<u8>,
     /// A write failed half way: the file's tail is unknown until recovery runs again.
     broken: bool,
+    /// The sources' states changed since the last checkpoint (or recovery).
+    states_changed: bool,
 }
 
 /// The per-file table id map: `(source, schema NUL table) -> id in this file`.
@@ -235,6 +241,46 @@ impl Writer {
         }
     }
 
+    /// A transaction of source `index` that is not written (a heartbeat) with its `key`: the
+    /// source's state moves past it as if it were, so that a restart does not ask for it
+    /// again and a MySQL source's set stays one interval. Call it only once every earlier
+    /// transaction of the source is written: for MariaDB the position is the last GTID per
+    /// domain, so noting it early would let a crash skip the ones still waiting.
+    pub fn note_skipped(&mut self, index: usize, gtid: &TxnGtid, key: u64) {
+        if let Some(state) = self.sources.get_mut(index) {
+            state.pos.update(gtid);
+            state.key = state.key.max(key);
+            self.states_changed = true;
+        }
+    }
+
+    /// Records every source's exact state with the point of the global binlog it goes with
+    /// (`<base_name>.sources`, replaced atomically), after flushing what is buffered; nothing
+    /// when the states did not change since the last one. True when it wrote.
+    pub fn write_checkpoint(&mut self) -> Result<bool, StoreError> {
+        if !self.states_changed {
+            return Ok(false);
+        }
+        if self.broken {
+            return Err(damaged(
+                &self.current_path(),
+                "an earlier write failed; reopen the global binlog to recover it",
+            ));
+        }
+        self.flush()?;
+        checkpoint::write(
+            &self.opts.dir,
+            &self.opts.base_name,
+            &checkpoint::Checkpoint {
+                end: self.end(),
+                gtid: self.gtid.clone(),
+                sources: self.sources.clone(),
+            },
+        )?;
+        self.states_changed = false;
+        Ok(true)
+    }
+
     /// Each source's state after what is written.
     pub fn sources(&self) -> &[SourceState] {
         &self.sources
@@ -310,6 +356,7 @@ fn damaged(path: &std::path::Path, what: impl Into<String>) -> StoreError {
     }
 }
 
+mod checkpoint;
 mod files;
 mod reader;
 mod recover;

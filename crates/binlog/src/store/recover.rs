@@ -1,10 +1,12 @@
 //! Recovery: the newest file is read to its last complete transaction and cut there; the
-//! sources' states and the global position are rebuilt from the file's header and origins.
+//! sources' states and the global position are rebuilt from the file's header and origins,
+//! and from the sources checkpoint ([`super::checkpoint`]) when its point is in the file.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufReader, BufWriter, Read as _, Seek as _, SeekFrom};
 use std::path::Path;
 
+use super::checkpoint::{self, Checkpoint};
 use super::files::{
     create_file, file_name, file_number, read_header, read_index, set_in_use, write_index,
     MAX_EVENT,
@@ -18,18 +20,21 @@ use crate::origin::{Origin, SourceState};
 pub(super) fn open(opts: StoreOptions) -> Result<(Writer, Recovered), StoreError> {
     fs::create_dir_all(&opts.dir).map_err(|e| io_error(&opts.dir, e))?;
     let (mut names, mut rewrite_index) = read_index(&opts.dir, &opts.base_name)?;
+    let checkpoint = checkpoint::read(&opts.dir, &opts.base_name);
     loop {
         let Some(newest) = names.last() else {
+            drop_checkpoint(&opts, checkpoint.is_some())?;
             return start_empty(opts, 1, 0);
         };
         let path = opts.dir.join(newest);
-        let Some(scan) = scan_file(&path, &opts)? else {
+        let Some(scan) = scan_file(&path, &opts, checkpoint.as_ref())? else {
             // A file whose creation a crash interrupted: the index never named it, or named
             // it just before the crash. The previous file continues.
             let len = fs::metadata(&path).map_or(0, |m| m.len());
             let number = file_number(&opts.base_name, newest).unwrap_or(1);
             if names.len() == 1 {
                 tracing::warn!(file = %path.display(), "only binlog file has no intact header; starting it afresh");
+                drop_checkpoint(&opts, checkpoint.is_some())?;
                 return start_empty(opts, number, len);
             }
             tracing::warn!(file = %path.display(), "binlog file has no intact header; removed");
@@ -48,8 +53,26 @@ pub(super) fn open(opts: StoreOptions) -> Result<(Writer, Recovered), StoreError
         if rewrite_index {
             write_index(&opts.dir, &opts.base_name, &names)?;
         }
-        return resume(opts, &names, scan);
+        return resume(opts, &names, scan, checkpoint.as_ref());
     }
+}
+
+/// Removes a checkpoint recovery did not use: its point is not in the files (an OS crash lost
+/// their tail, or they were replaced), and the transactions written from now on could reach
+/// the same offset and global position with other sources' transactions.
+fn drop_checkpoint(opts: &StoreOptions, exists: bool) -> Result<(), StoreError> {
+    if !exists {
+        return Ok(());
+    }
+    let path = checkpoint::path(&opts.dir, &opts.base_name);
+    match fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error(&path, e)),
+    }
+    fs::File::open(&opts.dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error(&opts.dir, e))
 }
 
 /// A directory without a usable file: the first file, empty.
@@ -81,6 +104,7 @@ fn start_empty(
         tables: TableIds::new(opts.clusters.len()),
         event: Vec::new(),
         broken: false,
+        states_changed: false,
         opts,
     };
     Ok((writer, recovered))
@@ -90,21 +114,28 @@ fn start_empty(
 fn resume(
     opts: StoreOptions,
     names: &[String],
-    scan: Scan,
+    mut scan: Scan,
+    checkpoint: Option<&Checkpoint>,
 ) -> Result<(Writer, Recovered), StoreError> {
     let newest = &names[names.len() - 1];
     let path = opts.dir.join(newest);
-    let mut sources = scan.sources;
-    if !scan.have_sources {
+    let mut used_checkpoint = scan.use_checked();
+    let mut sources = std::mem::take(&mut scan.sources);
+    if used_checkpoint {
+        tracing::info!(file = %path.display(), "binlog: source positions from the sources checkpoint");
+    } else if !scan.have_sources {
         // Not even the first transaction's origin made it: the sources stand where the
         // previous file left them.
         let previous = names.len().checked_sub(2).map(|i| opts.dir.join(&names[i]));
-        match previous
-            .map(|p| scan_file(&p, &opts))
+        let mut previous = previous
+            .map(|p| scan_file(&p, &opts, checkpoint))
             .transpose()?
-            .flatten()
-        {
-            Some(prev) if prev.have_sources => sources = prev.sources,
+            .flatten();
+        if let Some(prev) = previous.as_mut() {
+            used_checkpoint = prev.use_checked();
+        }
+        match previous {
+            Some(prev) if used_checkpoint || prev.have_sources => sources = prev.sources,
             _ => tracing::warn!(
                 file = %path.display(),
                 "no source positions recorded before this binlog file; sources start from scratch"
@@ -123,6 +154,9 @@ fn resume(
     }
     set_in_use(&file, &path, true)?;
     file.sync_all().map_err(|e| io_error(&path, e))?;
+    if !used_checkpoint {
+        drop_checkpoint(&opts, checkpoint.is_some())?;
+    }
     file.seek(SeekFrom::Start(scan.cut))
         .map_err(|e| io_error(&path, e))?;
 
@@ -158,6 +192,7 @@ fn resume(
         tables: scan.tables,
         event: Vec::new(),
         broken: false,
+        states_changed: false,
         opts,
     };
     Ok((writer, recovered))
@@ -188,6 +223,53 @@ struct Scan {
     gtid: GtidState,
     tables: TableIds,
     txns: u64,
+    /// The checkpoint whose point is a transaction boundary of this file, if any.
+    checkpoint: Option<Checkpoint>,
+    /// From the checkpoint's point on: the sources' states it records (`None`: a source it
+    /// does not name), advanced by the origins after it.
+    checked: Option<Vec<Option<SourceState>>>,
+    /// The file's header ends at the checkpoint's point.
+    checked_from_start: bool,
+}
+
+impl Scan {
+    /// Whether the checkpoint gives the states: its point is in the file and it is more
+    /// recent than the file's own record (which is taken at the first transaction, after a
+    /// checkpoint at the header's end). If so, `sources` takes them (a source the checkpoint
+    /// does not name keeps what the files say).
+    fn use_checked(&mut self) -> bool {
+        if self.checked_from_start && self.have_sources {
+            return false;
+        }
+        let Some(checked) = self.checked.take() else {
+            return false;
+        };
+        for (slot, state) in self.sources.iter_mut().zip(checked) {
+            if let Some(state) = state {
+                *slot = state;
+            }
+        }
+        true
+    }
+
+    /// At a transaction boundary `at`: when it is the checkpoint's point, the states from
+    /// here on start from the checkpoint's.
+    fn at_boundary(&mut self, file: &str, at: u64, header_end: u64, opts: &StoreOptions) {
+        let Some(c) = &self.checkpoint else {
+            return;
+        };
+        if c.end.file != file || c.end.pos != at || c.gtid.to_string() != self.gtid.to_string() {
+            return;
+        }
+        let checked = opts
+            .clusters
+            .iter()
+            .map(|cluster| c.sources.iter().find(|s| s.cluster == *cluster).cloned())
+            .collect();
+        self.checked = Some(checked);
+        self.checked_from_start = at == header_end;
+        self.checkpoint = None;
+    }
 }
 
 /// The transaction being read.
@@ -223,7 +305,11 @@ impl Pending {
 }
 
 /// Reads `path` event by event, checking every CRC32; `None` when its header is not intact.
-fn scan_file(path: &Path, opts: &StoreOptions) -> Result<Option<Scan>, StoreError> {
+fn scan_file(
+    path: &Path,
+    opts: &StoreOptions,
+    checkpoint: Option<&Checkpoint>,
+) -> Result<Option<Scan>, StoreError> {
     let Some(header) = read_header(path)? else {
         return Ok(None);
     };
@@ -242,7 +328,16 @@ fn scan_file(path: &Path, opts: &StoreOptions) -> Result<Option<Scan>, StoreErro
         gtid: header.gtid_list,
         tables: TableIds::new(opts.clusters.len()),
         txns: 0,
+        checkpoint: checkpoint.cloned(),
+        checked: None,
+        checked_from_start: false,
     };
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    scan.at_boundary(&name, header.end, header.end, opts);
     let mut at = header.end;
     let mut event = Vec::new();
     let mut pending: Option<Pending> = None;
@@ -319,6 +414,7 @@ fn scan_file(path: &Path, opts: &StoreOptions) -> Result<Option<Scan>, StoreErro
                 commit(&mut scan, txn, opts);
             }
             scan.cut = at;
+            scan.at_boundary(&name, at, header.end, opts);
         }
     }
     Ok(Some(scan))
@@ -355,6 +451,10 @@ fn commit(scan: &mut Scan, txn: Pending, opts: &StoreOptions) {
         let state = &mut scan.sources[i];
         state.pos.update(&origin.gtid);
         state.key = origin.key;
+        if let Some(Some(state)) = scan.checked.as_mut().and_then(|c| c.get_mut(i)) {
+            state.pos.update(&origin.gtid);
+            state.key = origin.key;
+        }
     }
     for (name, id) in txn.tables {
         scan.tables.restore(source, name, id);

@@ -10,6 +10,7 @@ use crate::gtid::{Gtid, GtidState};
 use crate::origin::Origin;
 use crate::spill::{Budget, TxnBody};
 
+mod checkpoint;
 mod mariadb;
 mod mysql;
 mod mysqlbinlog;

@@ -107,6 +107,7 @@ impl Writer {
         let state = &mut self.sources[txn.source];
         state.pos.update(&txn.gtid);
         state.key = key;
+        self.states_changed = true;
         self.gtid.update(&gtid);
         self.next_seq += 1;
         self.file_has_txn = true;

@@ -297,9 +297,15 @@ async fn run(r: Run) {
             }
             _ = tick.tick() => {
                 pipeline.check_held_back(Instant::now());
+                // At most once a second: the sources' exact states (heartbeats included), so
+                // that a restart resumes each source right where it stood.
+                pipeline.checkpoint();
             }
         }
     };
+    if outcome.is_ok() {
+        pipeline.checkpoint();
+    }
     match outcome {
         Ok(()) => {
             shared.metrics.set_state("stopped");

@@ -1,12 +1,12 @@
 //! The service thread's state between messages: the merge, the writer, and what it publishes.
 //! No network here: the loop in [`super`] feeds it what the sources send.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use manifold_binlog::gtid::GtidState;
+use manifold_binlog::gtid::{GtidState, TxnGtid};
 use manifold_binlog::merge::Merger;
 use manifold_binlog::spill::Budget;
 use manifold_binlog::store::{FileInfo, Recovered, StoreError, StoreOptions, Writer};
@@ -31,6 +31,16 @@ pub(crate) struct Pipeline {
     unflushed: bool,
     /// Where each source was first read from (`start_record`).
     starts: BTreeMap<String, GtidState>,
+    /// Per source, the heartbeats not yet noted in the writer's state: `(transactions of the
+    /// source pushed before it, its GTID, its key)`. A heartbeat is noted only once the
+    /// source's earlier transactions are written (a MariaDB position is the last GTID per
+    /// domain: noting it first would let a crash skip the ones still waiting).
+    heartbeats: Vec<VecDeque<(u64, TxnGtid, u64)>>,
+    /// Per source, its transactions pushed into the merge, and those written.
+    pushed: Vec<u64>,
+    written: Vec<u64>,
+    /// The last checkpoint failed (and that was logged).
+    checkpoint_failing: bool,
 }
 
 impl Pipeline {
@@ -56,8 +66,13 @@ impl Pipeline {
             path: start_record::path(config).display().to_string(),
             source: e,
         })?;
+        let sources = shared.clusters.len();
         let pipeline = Pipeline {
             starts,
+            heartbeats: vec![VecDeque::new(); sources],
+            pushed: vec![0; sources],
+            written: vec![0; sources],
+            checkpoint_failing: false,
             shared,
             writer,
             merger,
@@ -73,18 +88,54 @@ impl Pipeline {
         &self.budget
     }
 
-    /// A whole transaction of source `index`: a heartbeat moves its key, anything else waits
-    /// for the watermark.
+    /// A whole transaction of source `index`: a heartbeat moves its key (and is noted in the
+    /// source's state once the source's earlier transactions are written), anything else
+    /// waits for the watermark.
     pub(crate) fn on_txn(&mut self, index: usize, txn: SourceTxn) {
         self.shared
             .update_source(index, |s| s.received.update(&txn.gtid));
+        if index >= self.pushed.len() {
+            self.pushed.resize(index + 1, 0);
+            self.written.resize(index + 1, 0);
+            self.heartbeats.resize_with(index + 1, VecDeque::new);
+        }
         if txn.heartbeat {
             if let Some(stamp) = txn.stamp {
                 self.merger.advance(index, stamp);
             }
+            let key = self.merger.last_keys().get(index).copied().unwrap_or(0);
+            self.heartbeats[index].push_back((self.pushed[index], txn.gtid, key));
+            self.note_heartbeats(index);
             return;
         }
+        self.pushed[index] += 1;
         self.merger.push(index, txn.stamp, txn);
+    }
+
+    /// Notes the heartbeats of source `index` whose earlier transactions are all written.
+    fn note_heartbeats(&mut self, index: usize) {
+        let written = self.written[index];
+        while let Some(&(before, gtid, key)) = self.heartbeats[index].front() {
+            if before > written {
+                break;
+            }
+            self.heartbeats[index].pop_front();
+            self.writer.note_skipped(index, &gtid, key);
+        }
+    }
+
+    /// Records the sources' exact states (see [`Writer::write_checkpoint`]) when they changed.
+    /// A failure is logged (once until one succeeds), not fatal: the record already on disk
+    /// stays valid, and recovery without a newer one only resumes sources earlier.
+    pub(crate) fn checkpoint(&mut self) {
+        match self.writer.write_checkpoint() {
+            Ok(_) => self.checkpoint_failing = false,
+            Err(e) => {
+                if !std::mem::replace(&mut self.checkpoint_failing, true) {
+                    tracing::warn!(error = %e, "binlog: the sources checkpoint cannot be written; a restart would resume sources from the files' record");
+                }
+            }
+        }
     }
 
     /// Where source `index` resumes: its recorded position, with the domains it lacks taken
@@ -134,7 +185,8 @@ impl Pipeline {
     /// Writes every transaction the watermark releases, then flushes once and publishes the
     /// new end (a batch costs one flush, however many transactions it holds).
     pub(crate) fn drain(&mut self) -> Result<(), StoreError> {
-        let metrics = &self.shared.metrics;
+        let shared = self.shared.clone();
+        let metrics = &shared.metrics;
         let mut written = false;
         while let Some((key, index, txn)) = self.merger.pop() {
             let appended = self.writer.append(&txn, key)?;
@@ -157,6 +209,10 @@ impl Pipeline {
             if let Some(stamp) = txn.stamp {
                 let now_ns = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
                 metrics.record_stamped_delay(now_ns.saturating_sub(stamp));
+            }
+            if let Some(n) = self.written.get_mut(index) {
+                *n += 1;
+                self.note_heartbeats(index);
             }
             self.shared.update_source(index, |s| {
                 s.events += appended.events;
