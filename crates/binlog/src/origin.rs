@@ -57,8 +57,11 @@ impl Origin {
     }
 
     /// Parses an annotate text; `None` when it is not an origin record.
+    /// The record ends at the text's first line break: in the MySQL dialect it may share a
+    /// rows-query event with the statement text after it.
     pub fn parse(text: &[u8]) -> Option<Origin> {
-        let text = std::str::from_utf8(text).ok()?.strip_prefix(PREFIX)?;
+        let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
+        let text = std::str::from_utf8(line).ok()?.strip_prefix(PREFIX)?;
         let mut origin = Origin {
             cluster: String::new(),
             gtid: TxnGtid::default(),
@@ -136,7 +139,15 @@ mod tests {
             plain.format(),
             "# manifold origin cluster=east-1 gtid=0-1-5 key=42"
         );
-        assert_eq!(Origin::parse(plain.format().as_bytes()), Some(plain));
+        assert_eq!(
+            Origin::parse(plain.format().as_bytes()),
+            Some(plain.clone())
+        );
+        let shared = format!(
+            "{}\n/*manifold:hlc=9*/ insert into t values (1)",
+            plain.format()
+        );
+        assert_eq!(Origin::parse(shared.as_bytes()), Some(plain));
         assert_eq!(Origin::parse(b"insert into t values (1)"), None);
         assert_eq!(Origin::parse(b"# manifold origin cluster=a"), None);
         assert!(valid_cluster_name("east_1.b"));

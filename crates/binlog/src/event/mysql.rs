@@ -221,6 +221,43 @@ pub fn rows_query(timestamp: u32, server_id: u32, text: &[u8]) -> Vec<u8> {
     build(types::ROWS_QUERY, timestamp, server_id, IGNORABLE, &body)
 }
 
+/// What separates manifold's origin record from the statement text when both share a
+/// `ROWS_QUERY` event (`mysqlbinlog -vv` prints each line after a `#`).
+pub const ROWS_QUERY_SEPARATOR: u8 = b'\n';
+
+/// The `ROWS_QUERY` event `event` (with checksum) with `prefix` and a line break before its
+/// text: header kept, size, length byte and checksum set (`log_pos` kept: the writer sets
+/// it). A MySQL replica holds one rows-query event until the rows after it are applied, and a
+/// second one before that would be lost (and trip a debug build's assertion), so manifold's
+/// origin joins the statement's own event instead of preceding it.
+pub fn rows_query_with_prefix(event: &[u8], prefix: &[u8]) -> Result<Vec<u8>, EventError> {
+    if event.get(4) != Some(&types::ROWS_QUERY)
+        || event.len() < HEADER_LEN + 1 + super::CHECKSUM_LEN
+    {
+        return Err(EventError::Malformed {
+            type_code: event.get(4).copied().unwrap_or_default(),
+            what: "not a rows-query event",
+        });
+    }
+    let text = super::annotate_text(event);
+    let mut out = Vec::with_capacity(event.len() + prefix.len() + 1);
+    out.extend_from_slice(&event[..HEADER_LEN]);
+    let len = prefix.len() + 1 + text.len();
+    out.push(u8::try_from(len).unwrap_or(u8::MAX));
+    out.extend_from_slice(prefix);
+    out.push(ROWS_QUERY_SEPARATOR);
+    out.extend_from_slice(text);
+    out.extend_from_slice(&[0; super::CHECKSUM_LEN]);
+    let log_pos = super::u32_at(&out, 13);
+    super::finish(&mut out, None, log_pos);
+    Ok(out)
+}
+
+/// Bytes [`rows_query_with_prefix`] adds for `prefix`.
+pub fn rows_query_prefix_len(prefix: &[u8]) -> usize {
+    prefix.len() + 1
+}
+
 /// Whether the first event after a MySQL GTID event opens a multi-event group: a `BEGIN` or
 /// `XA START` query. Any other first statement (DDL, `XA COMMIT`, `XA ROLLBACK`) is the whole
 /// group, as MySQL's transaction boundary parser decides.
@@ -354,6 +391,24 @@ mod tests {
             b"CREATE TABLE t (a INT)"
         )));
         assert!(!opens_group(&q));
+    }
+
+    #[test]
+    fn an_origin_joins_a_rows_query_event_on_a_line_of_its_own() {
+        let q = rows_query(7, 1, b"insert into t values (1)");
+        let joined = rows_query_with_prefix(&q, b"# manifold origin x").unwrap();
+        assert_eq!(
+            joined.len(),
+            q.len() + rows_query_prefix_len(b"# manifold origin x")
+        );
+        super::super::verify_checksum(&joined).unwrap();
+        assert_eq!(
+            super::super::annotate_text(&joined),
+            b"# manifold origin x\ninsert into t values (1)"
+        );
+        assert_eq!(joined[HEADER_LEN], 44);
+        assert_eq!(&joined[..5], &q[..5]);
+        assert!(rows_query_with_prefix(&super::super::xid(0, 1, 2), b"x").is_err());
     }
 
     #[test]

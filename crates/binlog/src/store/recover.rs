@@ -282,9 +282,11 @@ struct Pending {
     first: bool,
     /// MySQL: its first query is seen.
     query_seen: bool,
-    /// MySQL: the next event is the first after the query opening the group (where the
-    /// origin is).
-    after_opening: bool,
+    /// MySQL: its first query opened a group (`BEGIN`, `XA START`), whose origin is in its
+    /// first rows-query event, else in the comment leading its second query.
+    opened: bool,
+    /// Its origin was looked for where it is written (found or not).
+    origin_taken: bool,
     origin: Option<Origin>,
     /// `(schema NUL table, file table id)` of its table maps.
     tables: Vec<(Vec<u8>, u64)>,
@@ -297,7 +299,8 @@ impl Pending {
             standalone,
             first: true,
             query_seen: false,
-            after_opening: false,
+            opened: false,
+            origin_taken: false,
             origin: None,
             tables: Vec::new(),
         }
@@ -368,20 +371,31 @@ fn scan_file(
             continue;
         };
         let first = std::mem::replace(&mut txn.first, false);
-        let after_opening = std::mem::replace(&mut txn.after_opening, false);
         let ends = match type_code {
             types::ANNOTATE_ROWS if first => {
                 take_origin(&mut scan, txn, event::annotate_text(&event));
                 false
             }
-            types::ROWS_QUERY if first || after_opening => {
+            types::ROWS_QUERY if first || (txn.opened && !txn.origin_taken) => {
+                txn.origin_taken = true;
                 take_origin(&mut scan, txn, event::annotate_text(&event));
                 false
+            }
+            types::QUERY if scan.dialect == Dialect::MySql && txn.opened && !txn.origin_taken => {
+                // A group without rows: the origin leads its second statement.
+                txn.origin_taken = true;
+                let comment = event::query_text(&event)
+                    .ok()
+                    .and_then(mysql::leading_comment);
+                if let Some(comment) = comment {
+                    take_origin(&mut scan, txn, comment);
+                }
+                event::ends_group(&event, txn.standalone)
             }
             types::QUERY if scan.dialect == Dialect::MySql && !txn.query_seen => {
                 txn.query_seen = true;
                 if mysql::opens_group(&event) {
-                    txn.after_opening = true;
+                    txn.opened = true;
                     false
                 } else {
                     // A one-statement group: the origin leads its statement.

@@ -161,8 +161,11 @@ impl Writer {
         let path = self.current_path();
         let place = origin_place(txn).map_err(|e| io_error(&path, e))?;
         let origin_bytes = match place {
-            OriginPlace::InStatement => mysql::query_comment_len(origin),
-            OriginPlace::First | OriginPlace::AfterOpening => {
+            OriginPlace::InStatement | OriginPlace::InLaterStatement => {
+                mysql::query_comment_len(origin)
+            }
+            OriginPlace::InRowsQuery => mysql::rows_query_prefix_len(origin),
+            OriginPlace::First | OriginPlace::BeforeTableMap | OriginPlace::BeforeLast => {
                 HEADER_LEN + 1 + origin.len() + CHECKSUM_LEN
             }
         } as u64;
@@ -221,18 +224,49 @@ impl Writer {
         if place == Some(OriginPlace::First) {
             self.write_rows_query(txn.timestamp, origin, events)?;
         }
-        let mut query_seen = false;
+        // Where the origin goes is decided before (the GTID event carries the length); this
+        // finds that spot again while the events stream past.
+        let mut pending = place;
+        let mut queries = 0u32;
+        let mut index = 0usize;
+        let last = txn.body.events().saturating_sub(1);
         while body.next_event(buf).map_err(|e| io_error(&path, e))? {
             if buf.len() < HEADER_LEN + CHECKSUM_LEN {
                 return Err(damaged(&path, "a source event shorter than its header"));
             }
             let type_code = buf[4];
-            let first_query =
-                type_code == types::QUERY && !std::mem::replace(&mut query_seen, true);
-            if first_query && place == Some(OriginPlace::InStatement) {
-                *buf = mysql::query_with_comment(buf, origin)
-                    .map_err(|e| damaged(&path, e.to_string()))?;
+            if type_code == types::QUERY {
+                queries += 1;
             }
+            match pending {
+                Some(OriginPlace::InStatement) if queries == 1 => {
+                    *buf = mysql::query_with_comment(buf, origin)
+                        .map_err(|e| damaged(&path, e.to_string()))?;
+                    pending = None;
+                }
+                Some(OriginPlace::InLaterStatement)
+                    if type_code == types::QUERY && queries == 2 =>
+                {
+                    *buf = mysql::query_with_comment(buf, origin)
+                        .map_err(|e| damaged(&path, e.to_string()))?;
+                    pending = None;
+                }
+                Some(OriginPlace::InRowsQuery) if type_code == types::ROWS_QUERY => {
+                    *buf = mysql::rows_query_with_prefix(buf, origin)
+                        .map_err(|e| damaged(&path, e.to_string()))?;
+                    pending = None;
+                }
+                Some(OriginPlace::BeforeTableMap) if type_code == types::TABLE_MAP => {
+                    self.write_rows_query(txn.timestamp, origin, events)?;
+                    pending = None;
+                }
+                Some(OriginPlace::BeforeLast) if index == last => {
+                    self.write_rows_query(txn.timestamp, origin, events)?;
+                    pending = None;
+                }
+                _ => {}
+            }
+            index += 1;
             if type_code == types::TABLE_MAP {
                 let source_id = event::table_id(buf).map_err(|e| damaged(&path, e.to_string()))?;
                 let (schema, table) =
@@ -255,9 +289,13 @@ impl Writer {
             }
             self.write_event(buf)?;
             *events += 1;
-            if first_query && place == Some(OriginPlace::AfterOpening) {
-                self.write_rows_query(txn.timestamp, origin, events)?;
-            }
+        }
+        if pending.is_some_and(|p| p != OriginPlace::First) {
+            // The body changed between deciding and writing: the length written is wrong.
+            return Err(damaged(
+                &path,
+                "a transaction's origin found no place in it",
+            ));
         }
         Ok(())
     }
@@ -430,34 +468,69 @@ impl Writer {
 }
 
 /// Where a MySQL transaction's origin goes. MySQL's boundary parser ends a group at any
-/// statement right after its GTID event, so the origin cannot go between them: after a
-/// `BEGIN` / `XA START` it is a `ROWS_QUERY` event of its own; a one-statement group (DDL,
-/// `XA COMMIT`) carries it as a comment leading the statement.
+/// statement right after its GTID event, so the origin cannot go between them; and a replica
+/// holds one `ROWS_QUERY` event until the rows after it are applied (a second one before
+/// those would be lost, and trips a debug build's assertion), so in a group the origin joins
+/// the statement's own rows-query event, or has one of its own only where the rows follow it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum OriginPlace {
     /// A `ROWS_QUERY` event right after the GTID event (a body without a query).
     First,
-    /// A `ROWS_QUERY` event after the first query, which opens the group.
-    AfterOpening,
-    /// A comment before the text of the first query, the group's one statement.
+    /// A comment before the text of the first query, the group's one statement (DDL,
+    /// `XA COMMIT`).
     InStatement,
+    /// In a group (`BEGIN` / `XA START` first): a line before the text of its first
+    /// `ROWS_QUERY` event, which comes before its first table map.
+    InRowsQuery,
+    /// In a group without a rows-query event before its first table map (the source's
+    /// session logged none): a `ROWS_QUERY` event of its own right before that table map.
+    BeforeTableMap,
+    /// In a group without rows: a comment before the text of its second query (the first
+    /// after the opening one, which a group-ending query never is: that one is last).
+    InLaterStatement,
+    /// In a group without rows or other statements: a `ROWS_QUERY` event before its last
+    /// event.
+    BeforeLast,
 }
 
-/// Where the origin of `txn` (a MySQL source's) goes: decided by its first query event.
+/// Where the origin of `txn` (a MySQL source's) goes: decided by its first query event and,
+/// in a group, by what comes first of a rows-query event, a table map and a second query.
 fn origin_place(txn: &SourceTxn) -> std::io::Result<OriginPlace> {
     let mut body = txn.body.reader()?;
     let mut buf = Vec::new();
+    let mut opened = false;
+    let mut index = 0usize;
+    let last = txn.body.events().saturating_sub(1);
     while body.next_event(&mut buf)? {
-        if buf.get(4) != Some(&types::QUERY) {
+        let at = index;
+        index += 1;
+        let type_code = buf.get(4).copied();
+        if !opened {
+            if type_code != Some(types::QUERY) {
+                continue;
+            }
+            if !mysql::opens_group(&buf) {
+                return Ok(if event::query_text(&buf).is_ok() {
+                    OriginPlace::InStatement
+                } else {
+                    OriginPlace::First
+                });
+            }
+            opened = true;
             continue;
         }
-        return Ok(if mysql::opens_group(&buf) {
-            OriginPlace::AfterOpening
-        } else if event::query_text(&buf).is_ok() {
-            OriginPlace::InStatement
-        } else {
-            OriginPlace::First
-        });
+        match type_code {
+            Some(types::ROWS_QUERY) => return Ok(OriginPlace::InRowsQuery),
+            Some(types::TABLE_MAP) => return Ok(OriginPlace::BeforeTableMap),
+            Some(types::QUERY) if at != last && event::query_text(&buf).is_ok() => {
+                return Ok(OriginPlace::InLaterStatement)
+            }
+            _ => {}
+        }
     }
-    Ok(OriginPlace::First)
+    Ok(if opened {
+        OriginPlace::BeforeLast
+    } else {
+        OriginPlace::First
+    })
 }

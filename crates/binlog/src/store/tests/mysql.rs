@@ -221,6 +221,31 @@ fn mysql_files_rotate_with_previous_gtids_exact_lengths_and_origins() {
                 k == 1,
                 "sources in the first only"
             );
+            // A replica holds one rows-query event until rows follow it: never two in a row
+            // before rows, and the statement's own text stays after the origin's line.
+            let mut waiting_rows = false;
+            for e in &events[s + 1..end] {
+                match e[4] {
+                    types::ROWS_QUERY => {
+                        assert!(
+                            !waiting_rows,
+                            "two rows-query events before rows, transaction {gno}"
+                        );
+                        waiting_rows = true;
+                    }
+                    t if types::is_rows(t) => waiting_rows = false,
+                    _ => {}
+                }
+            }
+            if mysql::opens_group(&events[s + 1]) && events[s + 2][4] == types::ROWS_QUERY {
+                let text = event::annotate_text(&events[s + 2]);
+                if let Some(line) = text.iter().position(|&b| b == b'\n') {
+                    assert_eq!(
+                        &text[line + 1..],
+                        b"/*manifold:hlc=5*/ insert into t values (1)"
+                    );
+                }
+            }
             // The group ends where MySQL ends it: its last event, and no earlier one.
             let last = &events[end - 1];
             let standalone = !mysql::opens_group(&events[s + 1]);
@@ -266,6 +291,61 @@ fn a_ddl_carries_its_origin_as_a_leading_comment() {
     assert_eq!(q[HEADER_LEN + 8], 3, "schema length");
     let g = mysql::parse_mysql_gtid(&events[2]).unwrap();
     assert_eq!(g.transaction_length, (events[2].len() + q.len()) as u64);
+}
+
+/// Groups without rows carry their origin where a replica keeps it: a comment on their second
+/// statement, else a rows-query event before their last event; recovery finds it there.
+#[test]
+fn groups_without_rows_carry_their_origin_and_recover() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("b");
+    let budget = budget(tmp.path());
+    let (mut w, _) = Writer::open(mysql_options(&dir, 1 << 20)).unwrap();
+    let begin = || event::query(1, 1, b"app", b"BEGIN");
+    let groups = [
+        vec![
+            begin(),
+            event::query(1, 1, b"app", b"SAVEPOINT a"),
+            event::xid(1, 1, 3),
+        ],
+        vec![begin(), event::xid(1, 1, 4)],
+    ];
+    let mut ends = Vec::new();
+    for (i, events) in groups.iter().enumerate() {
+        let a = w
+            .append(&mysql_txn(&budget, 0, 11 + i as u64, events), 7 + i as u64)
+            .unwrap();
+        ends.push(a);
+    }
+    w.flush().unwrap();
+    let events = events_of(&dir, &ends[0].end.file);
+    let starts: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i][4] == types::MYSQL_GTID)
+        .collect();
+    let savepoint = event::query_text(&events[starts[0] + 2]).unwrap();
+    let comment = mysql::leading_comment(savepoint).expect("the origin leads SAVEPOINT");
+    assert_eq!(Origin::parse(comment).unwrap().key, 7);
+    assert!(savepoint.ends_with(b" SAVEPOINT a"));
+    let second = &events[starts[1]..];
+    assert_eq!(second.len(), 4, "GTID, BEGIN, origin, XID");
+    assert_eq!(second[2][4], types::ROWS_QUERY);
+    assert_eq!(
+        Origin::parse(event::annotate_text(&second[2])).unwrap().key,
+        8
+    );
+    for (k, &s) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).copied().unwrap_or(events.len());
+        let bytes: usize = events[s..end].iter().map(Vec::len).sum();
+        let g = mysql::parse_mysql_gtid(&events[s]).unwrap();
+        assert_eq!(g.transaction_length, bytes as u64);
+    }
+    drop(w);
+    let (_, rec) = Writer::open(mysql_options(&dir, 1 << 20)).unwrap();
+    assert_eq!(rec.sources[0].key, 8, "both origins read back");
+    for gno in [11, 12] {
+        let g: TxnGtid = format!("{}:{gno}", SOURCE_UUIDS[0]).parse().unwrap();
+        assert!(rec.sources[0].pos.contains(&g), "{g} recovered");
+    }
 }
 
 /// Cut the last file at every byte; recovery must land on the last complete transaction and
