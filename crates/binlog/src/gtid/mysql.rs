@@ -72,6 +72,9 @@ impl FromStr for MysqlGtid {
     }
 }
 
+/// The largest transaction number MySQL gives (`GNO_END - 1`: GNOs are positive `int64`s).
+pub const MAX_GNO: u64 = i64::MAX as u64 - 1;
+
 /// A set of MySQL transactions: per source UUID, sorted disjoint intervals `[start, end]`
 /// (inclusive, never touching: `1-3` and `4-5` are kept as `1-5`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -90,8 +93,9 @@ impl GtidSet {
     }
 
     /// Adds the transactions `start..=end` of `uuid` (nothing when `start` is 0 or after
-    /// `end`).
+    /// `end`; `end` capped at [`MAX_GNO`]).
     pub fn add_interval(&mut self, uuid: Uuid, start: u64, end: u64) {
+        let end = end.min(MAX_GNO);
         if start == 0 || start > end {
             return;
         }
@@ -186,23 +190,46 @@ impl GtidSet {
         };
         let n_sids = u64_next(&mut at)?;
         let mut set = GtidSet::default();
+        let mut previous_uuid: Option<Uuid> = None;
         for _ in 0..n_sids {
             let uuid = bytes
                 .get(at..at + 16)
                 .ok_or("GTID set truncated".to_owned())?;
             let uuid = Uuid(uuid.try_into().unwrap_or_default());
             at += 16;
+            // A UUID given twice would merge into what is built: every interval is then
+            // appended, never inserted, so a hostile order cannot make this quadratic.
+            if previous_uuid.is_some_and(|p| p >= uuid) {
+                return Err("GTID set: UUIDs not in ascending order".to_owned());
+            }
+            previous_uuid = Some(uuid);
             let n = u64_next(&mut at)?;
             if n > (bytes.len() as u64) / 16 {
                 return Err("GTID set: more intervals than bytes".to_owned());
             }
+            let mut intervals: Vec<(u64, u64)> = Vec::new();
             for _ in 0..n {
                 let start = u64_next(&mut at)?;
                 let end = u64_next(&mut at)?;
-                if start == 0 || end <= start {
+                if start == 0 || end <= start || end - 1 > MAX_GNO {
                     return Err(format!("GTID set: bad interval {start}-{end}"));
                 }
-                set.add_interval(uuid, start, end - 1);
+                match intervals.last_mut() {
+                    // Touching the previous one (`1-3` then `4-6`): one interval.
+                    Some(last) if start <= last.1.saturating_add(1) && start > last.0 => {
+                        if start <= last.1 {
+                            return Err(format!("GTID set: interval {start}-{end} overlaps"));
+                        }
+                        last.1 = end - 1;
+                    }
+                    Some(last) if start <= last.1 => {
+                        return Err(format!("GTID set: interval {start}-{end} out of order"));
+                    }
+                    _ => intervals.push((start, end - 1)),
+                }
+            }
+            if !intervals.is_empty() {
+                set.by_uuid.insert(uuid, intervals);
             }
         }
         Ok((set, at))
@@ -250,7 +277,7 @@ impl FromStr for GtidSet {
                 let (Ok(start), Ok(end)) = (start, end) else {
                     return Err(bad());
                 };
-                if start == 0 || end < start {
+                if start == 0 || end < start || end > MAX_GNO {
                     return Err(bad());
                 }
                 set.add_interval(uuid, start, end);
@@ -310,5 +337,37 @@ mod tests {
         assert_eq!(back, s);
         assert_eq!(used, out.len() - 4);
         assert!(GtidSet::decode(&out[..20]).is_err());
+        // What a replica sends is sorted: anything else is refused, never sorted here at a
+        // quadratic cost.
+        let block = |intervals: &[(u64, u64)]| {
+            let mut b = 1u64.to_le_bytes().to_vec();
+            b.extend_from_slice(&[7; 16]);
+            b.extend_from_slice(&(intervals.len() as u64).to_le_bytes());
+            for &(s, e) in intervals {
+                b.extend_from_slice(&s.to_le_bytes());
+                b.extend_from_slice(&e.to_le_bytes());
+            }
+            b
+        };
+        assert_eq!(
+            GtidSet::decode(&block(&[(1, 4), (4, 6), (9, 10)]))
+                .unwrap()
+                .0
+                .to_string(),
+            "07070707-0707-0707-0707-070707070707:1-5:9"
+        );
+        for bad in [&[(5, 7), (1, 3)][..], &[(1, 5), (3, 8)], &[(1, u64::MAX)]] {
+            assert!(GtidSet::decode(&block(bad)).is_err(), "{bad:?}");
+        }
+        let mut twice = block(&[(1, 2)]);
+        twice[..8].copy_from_slice(&2u64.to_le_bytes());
+        twice.extend_from_slice(&block(&[(3, 4)])[8..]);
+        assert!(GtidSet::decode(&twice).is_err(), "a UUID twice");
+        assert!(format!("{A}:1-{}", u64::MAX).parse::<GtidSet>().is_err());
+        let mut top = GtidSet::default();
+        top.add_interval(A.parse().unwrap(), 1, u64::MAX);
+        let mut out = vec![];
+        top.encode(&mut out);
+        assert_eq!(GtidSet::decode(&out).unwrap().0, top);
     }
 }
