@@ -346,3 +346,45 @@ fn the_service_refuses_a_fleet_of_mariadb_and_mysql_primaries() {
         "nothing was written"
     );
 }
+
+#[test]
+fn a_first_start_with_no_primary_answering_writes_no_guessed_dialect() {
+    // A port nothing listens on (bound, then closed).
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        l.local_addr().expect("its address").to_string()
+    };
+    let topology =
+        manifold_router::Topology::new(&addr, &[], manifold_router::RoutingConfig::default())
+            .expect("topology");
+    let targets = vec![manifold_backend::BackendTarget {
+        addr: addr.clone(),
+        tls_mode: manifold_backend::TlsMode::Disabled,
+        tls: None,
+        max_packet: 1 << 30,
+    }];
+    let source = manifold_cdc::source::SourceTarget {
+        cluster: "east".into(),
+        topology: std::sync::Arc::new(topology),
+        targets,
+    };
+    let dir = tempfile::tempdir().expect("binlog dir");
+    let config = BinlogConfig {
+        dir: dir.path().to_path_buf(),
+        reconnect_interval: Duration::from_millis(20),
+        ..BinlogConfig::default()
+    };
+    let error = manifold_cdc::service::start(config, vec![source], login())
+        .expect_err("no dialect to write in");
+    assert!(
+        error.contains("no primary answered") && error.contains("start them first"),
+        "{error}"
+    );
+    assert!(
+        std::fs::read_dir(dir.path())
+            .expect("the dir")
+            .next()
+            .is_none(),
+        "no file of a guessed dialect"
+    );
+}

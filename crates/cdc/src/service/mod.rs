@@ -141,19 +141,43 @@ pub fn start(
     }
 }
 
+/// A first start waits this many reconnect intervals (30 s by default) for a primary to tell
+/// the fleet's dialect.
+const FIRST_PROBE_TRIES: u32 = 30;
+
 /// The dialect of the global binlog: the sources'. A global binlog reads MariaDB's events or
 /// MySQL's, not both: a fleet of both is refused when the primaries that answer now tell so
 /// (a primary that does not answer is not held against the start; the source reader checks
-/// each connection's flavour too). When none answers, the existing files' dialect, else
-/// MariaDB's; a source of the other dialect is then refused when it connects.
+/// each connection's flavour too). When none answers, the existing files' dialect; with no
+/// files yet (a first start), the primaries are asked again, once per reconnect interval,
+/// [`FIRST_PROBE_TRIES`] times — a guess would be written into the first file and refuse the
+/// real fleet from then on.
 fn fleet_dialect(config: &BinlogConfig, sources: &[SourceTarget]) -> Result<Dialect, String> {
     if let Some(dialect) = check_one_flavour(sources)? {
         return Ok(dialect);
     }
-    match manifold_binlog::store::file_dialect(&config.dir, &config.base_name) {
-        Ok(Some(dialect)) => Ok(dialect),
-        Ok(None) | Err(_) => Ok(Dialect::MariaDb),
+    if let Ok(Some(dialect)) = manifold_binlog::store::file_dialect(&config.dir, &config.base_name)
+    {
+        return Ok(dialect);
     }
+    if sources.is_empty() {
+        return Ok(Dialect::MariaDb);
+    }
+    let wait = config.reconnect_interval * FIRST_PROBE_TRIES;
+    tracing::warn!(
+        "binlog: no primary answered; waiting up to {wait:?} for one to tell whether the fleet is MariaDB or MySQL"
+    );
+    for _ in 0..FIRST_PROBE_TRIES {
+        std::thread::sleep(config.reconnect_interval);
+        if let Some(dialect) = check_one_flavour(sources)? {
+            return Ok(dialect);
+        }
+    }
+    Err(format!(
+        "binlog: no primary answered within {wait:?}, and {} holds no global binlog yet: \
+         its dialect (MariaDB or MySQL) is the primaries', so start them first",
+        config.dir.display()
+    ))
 }
 
 /// The dialect of the primaries that answer now (`None`: none did); an error when they mix
