@@ -63,13 +63,43 @@ pub struct ConsumerStatus {
     pub bytes: u64,
 }
 
+/// What a purge did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// The files removed, oldest first.
+    pub removed: Vec<String>,
+    /// It stopped short of what was asked at a file a dump reads: MariaDB's warning 1867.
+    pub stopped_at: Option<PurgeStop>,
+}
+
+/// Where a purge stopped for a dump, as MariaDB's warning 1867 says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeStop {
+    /// The file a dump reads (kept, with every later one).
+    pub file: String,
+    /// How many dumps read it.
+    pub readers: usize,
+    /// How many files the purge would have removed.
+    pub wanted: usize,
+}
+
+impl PurgeStop {
+    /// MariaDB's `ER_WARN_PURGE_LOG_IN_USE` (1867) text.
+    pub fn message(&self, purged: usize) -> String {
+        format!(
+            "file {} was not purged because it is in use by {} thread(s), purged only {purged} out of {} files.",
+            self.file, self.readers, self.wanted
+        )
+    }
+}
+
 /// What a session asks of the service thread.
 #[derive(Debug)]
 pub enum Request {
     /// `PURGE BINARY LOGS TO 'file'`.
-    PurgeTo(String, oneshot::Sender<Result<Vec<String>, String>>),
+    PurgeTo(String, oneshot::Sender<Result<Purged, String>>),
     /// `PURGE BINARY LOGS BEFORE time`.
-    PurgeBefore(SystemTime, oneshot::Sender<Result<Vec<String>, String>>),
+    PurgeBefore(SystemTime, oneshot::Sender<Result<Purged, String>>),
     /// `FLUSH BINARY LOGS`: start a new file.
     Rotate(oneshot::Sender<Result<(), String>>),
 }

@@ -14,7 +14,7 @@ use manifold_binlog::txn::SourceTxn;
 
 use super::start_record;
 use crate::metrics::Metrics;
-use crate::state::{BinlogShared, End, Request};
+use crate::state::{BinlogShared, End, PurgeStop, Purged, Request};
 
 /// How long one source may hold the merge back before a warning names it.
 pub(crate) const HOLD_BACK_WARNING: Duration = Duration::from_secs(5);
@@ -320,20 +320,24 @@ impl Pipeline {
         }
     }
 
-    fn purge_to(&mut self, file: &str) -> Result<Vec<String>, String> {
+    fn purge_to(&mut self, file: &str) -> Result<Purged, String> {
         if !self.writer.files().iter().any(|f| f.name == file) {
             return Err(format!(
                 "Target log not found in binlog index: '{file}' is not a file of the global binlog"
             ));
         }
         let in_use = self.oldest_in_use();
+        let files_before = self.writer.files();
         let removed = self
             .writer
             .purge_to_keeping(file, in_use.as_ref().map(|u| u.file.as_str()))
             .map_err(|e| e.to_string())?;
         self.after_purge(&removed);
-        warn_in_use(in_use.as_ref(), file, &self.writer.files());
-        Ok(removed)
+        let stopped_at = warn_in_use(in_use.as_ref(), file, &files_before);
+        Ok(Purged {
+            removed,
+            stopped_at,
+        })
     }
 
     /// The oldest file a dump is reading, and which dumps read it: it and every later file
@@ -357,7 +361,7 @@ impl Pipeline {
 
     /// Removes the files whose last write is before `time`: everything before the first file
     /// written at or after it (never the current one).
-    fn purge_before(&mut self, time: SystemTime) -> Result<Vec<String>, String> {
+    fn purge_before(&mut self, time: SystemTime) -> Result<Purged, String> {
         let files = self.writer.files();
         let dir = self.shared.config.dir.clone();
         let keep_from = files
@@ -365,7 +369,7 @@ impl Pipeline {
             .find(|f| modified(&dir, &f.name).is_none_or(|m| m >= time))
             .or(files.last());
         let Some(keep_from) = keep_from else {
-            return Ok(Vec::new());
+            return Ok(Purged::default());
         };
         let keep_from = keep_from.name.clone();
         let in_use = self.oldest_in_use();
@@ -374,8 +378,11 @@ impl Pipeline {
             .purge_to_keeping(&keep_from, in_use.as_ref().map(|u| u.file.as_str()))
             .map_err(|e| e.to_string())?;
         self.after_purge(&removed);
-        warn_in_use(in_use.as_ref(), &keep_from, &files);
-        Ok(removed)
+        let stopped_at = warn_in_use(in_use.as_ref(), &keep_from, &files);
+        Ok(Purged {
+            removed,
+            stopped_at,
+        })
     }
 
     fn after_purge(&self, removed: &[String]) {
@@ -414,20 +421,24 @@ struct InUse {
 }
 
 /// A purge up to `target` that stopped at a file a dump reads says so in the log, as
-/// MariaDB's (the purge itself succeeds with what it could remove).
-fn warn_in_use(in_use: Option<&InUse>, target: &str, files: &[FileInfo]) {
-    let Some(in_use) = in_use else {
-        return;
-    };
+/// MariaDB's, and to the client (the purge itself succeeds with what it could remove).
+/// `files`: the files before the purge.
+fn warn_in_use(in_use: Option<&InUse>, target: &str, files: &[FileInfo]) -> Option<PurgeStop> {
+    let in_use = in_use?;
     let position = |name: &str| files.iter().position(|f| f.name == name);
-    if let (Some(used), Some(target)) = (position(&in_use.file), position(target)) {
-        if used < target {
-            for reader in &in_use.readers {
-                tracing::warn!(
-                    "binlog: file {} was not purged because it was being read by thread number {reader}",
-                    in_use.file
-                );
-            }
-        }
+    let (used, target) = (position(&in_use.file)?, position(target)?);
+    if used >= target {
+        return None;
     }
+    for reader in &in_use.readers {
+        tracing::warn!(
+            "binlog: file {} was not purged because it was being read by thread number {reader}",
+            in_use.file
+        );
+    }
+    Some(PurgeStop {
+        file: in_use.file.clone(),
+        readers: in_use.readers.len(),
+        wanted: target,
+    })
 }

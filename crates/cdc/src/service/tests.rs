@@ -26,7 +26,7 @@ mod pipeline {
 
     use super::super::pipeline::{Pipeline, HOLD_BACK_WARNING};
     use crate::config::BinlogConfig;
-    use crate::state::{BinlogShared, ConsumerStatus, Request};
+    use crate::state::{BinlogShared, ConsumerStatus, Purged, Request};
 
     fn shared(dir: &std::path::Path) -> std::sync::Arc<BinlogShared> {
         let config = BinlogConfig {
@@ -202,15 +202,11 @@ mod pipeline {
             p.request(Request::PurgeTo(current, tx));
             rx.try_recv().unwrap()
         };
-        assert_eq!(
-            none.unwrap(),
-            Vec::<String>::new(),
-            "never the current file"
-        );
+        assert_eq!(none.unwrap().removed, Vec::<String>::new(), "never the current file");
         let before = ask(&mut p, |tx| {
             Request::PurgeBefore(std::time::SystemTime::now(), tx)
         });
-        assert_eq!(before.unwrap(), Vec::<String>::new());
+        assert_eq!(before.unwrap(), Purged::default());
         assert_eq!(shared.files().len(), 1);
     }
 
@@ -249,10 +245,20 @@ mod pipeline {
         });
         let (tx, mut rx) = oneshot::channel();
         p.request(Request::PurgeTo(files[3].clone(), tx));
+        let purged = rx.try_recv().unwrap().unwrap();
         assert_eq!(
-            rx.try_recv().unwrap().unwrap(),
+            purged.removed,
             vec![files[0].clone()],
             "the purge stops at the file dump 7 reads"
+        );
+        let stop = purged.stopped_at.expect("the client is told");
+        assert_eq!((stop.file.as_str(), stop.readers, stop.wanted), (files[1].as_str(), 1, 3));
+        assert_eq!(
+            stop.message(purged.removed.len()),
+            format!(
+                "file {} was not purged because it is in use by 1 thread(s), purged only 1 out of 3 files.",
+                files[1]
+            )
         );
         p.retain().unwrap();
         assert_eq!(shared.files()[0].name, files[1], "retention too");
@@ -261,7 +267,7 @@ mod pipeline {
             std::time::SystemTime::now() + Duration::from_secs(60),
             tx,
         ));
-        assert!(rx.try_recv().unwrap().unwrap().is_empty());
+        assert!(rx.try_recv().unwrap().unwrap().removed.is_empty());
         // Dump 7 moved on: retention goes up to the file dump 8 reads.
         shared.remove_consumer(7);
         p.retain().unwrap();

@@ -195,9 +195,17 @@ impl Session {
             };
             err(code, "HY000", m)
         };
+        // A purge that stopped at a file a dump reads succeeds with a warning, as MariaDB's.
+        let mut warning: Option<String> = None;
+        let mut purged = |p: manifold_cdc::state::Purged| {
+            warning = p.stopped_at.map(|stop| stop.message(p.removed.len()));
+        };
         let result: Result<(), ErrPacket> = match statement {
             Statement::PurgeTo(file) => match shared.ask(|tx| Request::PurgeTo(file, tx)).await {
-                Some(Ok(_)) => Ok(()),
+                Some(Ok(p)) => {
+                    purged(p);
+                    Ok(())
+                }
                 Some(Err(m)) => Err(purge_failed(m)),
                 None => Err(stopped()),
             },
@@ -208,7 +216,10 @@ impl Session {
                     format!("Incorrect DATETIME value: '{text}'"),
                 )),
                 Some(time) => match shared.ask(|tx| Request::PurgeBefore(time, tx)).await {
-                    Some(Ok(_)) => Ok(()),
+                    Some(Ok(p)) => {
+                        purged(p);
+                        Ok(())
+                    }
                     Some(Err(m)) => Err(purge_failed(m)),
                     None => Err(stopped()),
                 },
@@ -230,8 +241,26 @@ impl Session {
             )),
         };
         match result {
-            Ok(()) => self.send_ok(seq).await,
+            Ok(()) => {
+                let p = &mut self.previous;
+                p.row_count = 0;
+                p.conditions.clear();
+                p.warning_count = 0;
+                if let Some(message) = warning {
+                    p.warning_count = 1;
+                    p.conditions.push([
+                        b"Warning".to_vec(),
+                        ER_WARN_PURGE_LOG_IN_USE.to_string().into_bytes(),
+                        message.into_bytes(),
+                    ]);
+                }
+                let warnings = u16::try_from(p.warning_count).unwrap_or(u16::MAX);
+                self.send_ok_warnings(seq, warnings).await
+            }
             Err(e) => self.send_err_packet(seq, &e).await,
         }
     }
 }
+
+/// MariaDB's `ER_WARN_PURGE_LOG_IN_USE`: a purge stopped at a file a dump reads.
+const ER_WARN_PURGE_LOG_IN_USE: u16 = 1867;

@@ -295,8 +295,15 @@ impl Session {
     }
 
     pub(super) async fn send_ok(&mut self, seq: u8) -> Result<(), End> {
+        self.send_ok_warnings(seq, 0).await
+    }
+
+    /// An OK packet counting `warnings` (which `SHOW WARNINGS` then lists from
+    /// `self.previous`).
+    pub(super) async fn send_ok_warnings(&mut self, seq: u8, warnings: u16) -> Result<(), End> {
         let ok = OkPacket {
             status: self.status,
+            warnings,
             ..Default::default()
         };
         let mut out = Vec::with_capacity(16);
