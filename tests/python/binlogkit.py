@@ -811,7 +811,9 @@ def mysql_tool(name):
 def mysqlbinlog(port, *args, user=USER, password=PASSWORD, timeout=120, check=True):
     """Runs MySQL's own `mysqlbinlog --read-from-remote-server` against manifold (or a MySQL
     server), asking for the server's RSA key as caching_sha2_password needs without TLS."""
-    cmd = [*mysql_tool("mysqlbinlog"), "--read-from-remote-server", "--get-server-public-key",
+    # `--read-from-remote-source=...` (by GTIDs) replaces --read-from-remote-server.
+    remote = [] if any(a.startswith("--read-from-remote-source") for a in args) else ["--read-from-remote-server"]
+    cmd = [*mysql_tool("mysqlbinlog"), *remote, "--get-server-public-key",
            "-h127.0.0.1", f"-P{port}", f"-u{user}", f"-p{password}", *args]
     p = subprocess.run(cmd, capture_output=True, timeout=timeout)
     if check:

@@ -383,15 +383,18 @@ def test_an_unknown_file_is_refused_as_mysql_refuses_it(fleet):
 
 def test_a_dump_asking_for_purged_gtids_is_refused_as_mysql_refuses_it(fleet):
     """Last of the fleet's tests: it purges the files the tests above read from the start,
-    on manifold and on source `default`."""
+    on manifold and on source `default`. mysqlbinlog by GTIDs with no file name sends
+    COM_BINLOG_DUMP_GTID with an empty set: everything from 1 on, which is purged."""
     a, _, _, mf, _ = fleet
     mf.wait_caught_up(timeout=30)
-    expected = "Cannot replicate because the source purged required binary logs"
-    # The real one: a new file, the older ones purged, a dump from an empty GTID set.
+    expected = ("Cannot replicate because the source purged required binary logs. Replicate the missing "
+                "transactions from elsewhere, or provision a new replica from backup. Consider increasing the "
+                "source's binary log expiration period. The GTID set sent by the replica is '', and the missing "
+                "transactions are '")
+    # The real one: a new file, the older ones purged.
     a.query("FLUSH BINARY LOGS")
     a.query(f"PURGE BINARY LOGS TO '{a.query('SHOW BINARY LOG STATUS')[0][0]}'")
-    real = mysqlbinlog_error(a.primary_port, bk.USER, bk.PASSWORD, "--read-from-remote-source=BINLOG-DUMP-GTIDS",
-                             "binlog.000001")
+    real = mysqlbinlog_error(a.primary_port, bk.USER, bk.PASSWORD, "--read-from-remote-source=BINLOG-DUMP-GTIDS", "")
     with mf.connect() as c, c.cursor() as cur:
         cur.execute("FLUSH BINARY LOGS")
         cur.execute("SHOW BINARY LOGS")
@@ -399,11 +402,10 @@ def test_a_dump_asking_for_purged_gtids_is_refused_as_mysql_refuses_it(fleet):
         cur.execute(f"PURGE BINARY LOGS TO '{names[-1]}'")
         cur.execute("SHOW BINARY LOGS")
         assert [r[0] for r in cur.fetchall()] == names[-1:], "the older files are purged"
-    ours = mysqlbinlog_error(mf.port, bk.USER, bk.PASSWORD, "--read-from-remote-source=BINLOG-DUMP-GTIDS",
-                             names[-1])
+    ours = mysqlbinlog_error(mf.port, bk.USER, bk.PASSWORD, "--read-from-remote-source=BINLOG-DUMP-GTIDS", "")
     assert real[0] != 0 and ours[0] == real[0], (real, ours)
-    assert "1236" in real[1] and expected in real[1], real[1]
-    assert "1236" in ours[1] and expected in ours[1], ours[1]
+    assert expected + a.uuid in real[1], real[1]
+    assert expected + bk.BINLOG_UUID + ":1-" in ours[1], ours[1]
 
 
 # -- a mixed fleet --------------------------------------------------------------------------
