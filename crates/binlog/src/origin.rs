@@ -142,4 +142,44 @@ mod tests {
         assert!(valid_cluster_name("east_1.b"));
         assert!(!valid_cluster_name("a b"));
     }
+
+    #[test]
+    fn origins_of_mysql_sources_round_trip_with_multi_uuid_sets() {
+        let a = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+        let b = "6d616e69-666f-6c64-8000-0000ee6b2801";
+        let o = Origin {
+            cluster: "east".into(),
+            gtid: format!("{a}:8").parse().unwrap(),
+            key: 7,
+            sources: Some(vec![
+                SourceState {
+                    cluster: "east".into(),
+                    pos: format!("{b}:1-3:5,{a}:1-7").parse().unwrap(),
+                    key: 6,
+                },
+                SourceState {
+                    cluster: "west".into(),
+                    pos: GtidState::empty(crate::gtid::Dialect::MySql),
+                    key: 0,
+                },
+            ]),
+        };
+        let text = o.format();
+        assert_eq!(
+            text,
+            format!(
+                "# manifold origin cluster=east gtid={a}:8 key=7 sources=east@{a}:1-7,{b}:1-3:5@6;west@@0"
+            )
+        );
+        let back = Origin::parse(text.as_bytes()).unwrap();
+        assert_eq!(back.gtid, o.gtid);
+        let sources = back.sources.unwrap();
+        assert_eq!(sources[0], o.sources.as_ref().unwrap()[0]);
+        // The empty set reads back as the empty position, which takes the dialect of the
+        // first GTID recorded in it.
+        assert!(sources[1].pos.is_empty());
+        let mut pos = sources[1].pos.clone();
+        pos.update(&o.gtid);
+        assert_eq!(pos.to_string(), format!("{a}:8"));
+    }
 }

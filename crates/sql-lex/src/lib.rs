@@ -21,15 +21,17 @@ mod memo;
 mod processlist;
 mod scan;
 mod schema_of;
+mod statements;
 mod uservars;
 
 pub use digest::{digest, digest_hash, MAX_DIGEST_TEXT};
 pub use lexer::{Lexer, RouteHint, Token, TokenKind};
 pub use memo::{scan_memo, scan_with_digest_memo, ScanMemo};
 pub use processlist::{parse_show_processlist, replace_processlist_tables, TooLong};
-pub use scan::{
-    parse_kill, parse_show_diagnostics, parse_use, replace_session_values, scan, scan_with_digest,
-    set_names_collation, Class, Kill, Scan, SessionValues, ShowDiagnostics, Verb,
-};
+pub use scan::{scan, scan_with_digest, Class, Scan, Verb};
 pub use schema_of::{is_system_schema, names_database, schema_of, SchemaOf};
+pub use statements::{
+    parse_kill, parse_show_diagnostics, parse_use, replace_session_values, set_names_collation,
+    Kill, SessionValues, ShowDiagnostics,
+};
 pub use uservars::{assigned_user_variables, user_variable_name};

@@ -58,6 +58,16 @@ impl MysqlInstall {
         self.root.join("usr/sbin/mysqld")
     }
 
+    /// A command running the root's `program` (a path inside the root, such as
+    /// `usr/bin/mysqlbinlog`) through the root's loader and libraries; add its arguments.
+    pub fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(self.loader());
+        cmd.arg("--library-path")
+            .arg(self.libdir())
+            .arg(self.root.join(program));
+        cmd
+    }
+
     /// Arguments to the loader that run `mysqld`; the server's own options follow.
     pub(crate) fn mysqld_prefix(&self) -> Vec<OsString> {
         vec![

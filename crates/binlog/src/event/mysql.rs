@@ -231,6 +231,49 @@ pub fn opens_group(event: &[u8]) -> bool {
     super::query_text(event).is_ok_and(|text| text == b"BEGIN" || text.starts_with(b"XA START"))
 }
 
+/// What a one-statement group's query starts with when manifold records its origin in it
+/// (MySQL ends a group at the first statement after its GTID event, so no event can go
+/// between them): `/* TEXT */ ` before the statement.
+const COMMENT_OPEN: &[u8] = b"/* ";
+const COMMENT_CLOSE: &[u8] = b" */ ";
+
+/// Bytes [`query_with_comment`] adds to a query event for `comment`.
+pub fn query_comment_len(comment: &[u8]) -> usize {
+    COMMENT_OPEN.len() + comment.len() + COMMENT_CLOSE.len()
+}
+
+/// The `QUERY` event `event` (with checksum) with its statement prefixed by the comment
+/// `/* comment */ `: thread id, status variables and schema kept, size set, checksum
+/// recomputed (`log_pos` kept: the writer sets it). `comment` must not hold `*/`.
+pub fn query_with_comment(event: &[u8], comment: &[u8]) -> Result<Vec<u8>, EventError> {
+    if event.get(4) != Some(&types::QUERY) {
+        return Err(EventError::Malformed {
+            type_code: event.get(4).copied().unwrap_or_default(),
+            what: "not a query event",
+        });
+    }
+    let text_len = super::query_text(event)?.len();
+    let start = event.len() - super::CHECKSUM_LEN - text_len;
+    let mut out = Vec::with_capacity(event.len() + query_comment_len(comment));
+    out.extend_from_slice(&event[..start]);
+    out.extend_from_slice(COMMENT_OPEN);
+    out.extend_from_slice(comment);
+    out.extend_from_slice(COMMENT_CLOSE);
+    out.extend_from_slice(&event[start..]);
+    let log_pos = super::u32_at(&out, 13);
+    super::finish(&mut out, None, log_pos);
+    Ok(out)
+}
+
+/// The comment a statement starts with as [`query_with_comment`] writes it, if it does.
+pub fn leading_comment(text: &[u8]) -> Option<&[u8]> {
+    let rest = text.strip_prefix(COMMENT_OPEN)?;
+    let end = rest
+        .windows(COMMENT_CLOSE.len())
+        .position(|w| w == COMMENT_CLOSE)?;
+    Some(&rest[..end])
+}
+
 /// `len` little-endian bytes at `at`, if there.
 fn uint_at(b: &[u8], at: usize, len: usize) -> Option<u64> {
     let bytes = b.get(at..at + len)?;
@@ -340,5 +383,37 @@ mod tests {
             assert_eq!(parse_mysql_gtid(&bytes).unwrap(), e);
         }
         assert!(parse_mysql_gtid(&[0u8; 30]).is_err());
+    }
+
+    #[test]
+    fn a_comment_goes_before_the_statement_and_reads_back() {
+        // A query with status variables (2 bytes of them) in schema `app`.
+        let mut body = vec![7, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 2, 0];
+        body.extend_from_slice(&[0x00, 0x00]);
+        body.extend_from_slice(b"app\0CREATE TABLE t (a INT)");
+        let q = super::super::build(types::QUERY, 5, 1, 0, &body);
+        let c = b"# manifold origin cluster=a gtid=x:1 key=3";
+        let with = query_with_comment(&q, c).unwrap();
+        assert_eq!(with.len(), q.len() + query_comment_len(c));
+        super::super::verify_checksum(&with).unwrap();
+        assert_eq!(super::super::u32_at(&with, 9) as usize, with.len());
+        let text = super::super::query_text(&with).unwrap();
+        assert_eq!(
+            text,
+            &b"/* # manifold origin cluster=a gtid=x:1 key=3 */ CREATE TABLE t (a INT)"[..]
+        );
+        assert_eq!(leading_comment(text), Some(&c[..]));
+        // Thread id, status variables and schema are kept.
+        assert_eq!(
+            with[..super::super::HEADER_LEN + 18],
+            {
+                let mut h = q[..super::super::HEADER_LEN + 18].to_vec();
+                h[9..13].copy_from_slice(&(with.len() as u32).to_le_bytes());
+                h
+            }[..]
+        );
+        assert_eq!(leading_comment(b"CREATE TABLE t (a INT)"), None);
+        assert_eq!(leading_comment(b"/* unclosed"), None);
+        assert!(query_with_comment(&super::super::xid(0, 1, 2), c).is_err());
     }
 }

@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 
 use super::{damaged, io_error, StoreError};
-use crate::event::{self, flags, types, Header, CHECKSUM_LEN, HEADER_LEN, MAGIC};
+use crate::event::{self, flags, mysql, types, Header, CHECKSUM_LEN, HEADER_LEN, MAGIC};
 use crate::gtid::{Dialect, GtidState};
 
 /// `{base}.{number:06}`, as MariaDB names its files.
@@ -128,24 +128,31 @@ pub(super) fn read_header(path: &Path) -> Result<Option<FileHeader>, StoreError>
         return Ok(None);
     }
     let mut event = Vec::new();
-    let mut at = 4u64;
-    for expected in [types::FORMAT_DESCRIPTION, types::GTID_LIST] {
-        if !read_event_at(&file, at, &mut event).map_err(|e| io_error(path, e))? {
-            return Ok(None);
-        }
-        if event[4] != expected {
-            return Ok(None);
-        }
-        at += event.len() as u64;
+    if !read_event_at(&file, 4, &mut event).map_err(|e| io_error(path, e))?
+        || event[4] != types::FORMAT_DESCRIPTION
+    {
+        return Ok(None);
     }
-    match event::parse_mariadb_gtid_list(&event) {
-        Ok(gtid_list) => Ok(Some(FileHeader {
-            end: at,
-            dialect: Dialect::MariaDb,
-            gtid_list: gtid_list.into(),
-        })),
-        Err(_) => Ok(None),
+    let (dialect, list_type) = if mysql::is_mysql_format_description(&event) {
+        (Dialect::MySql, types::PREVIOUS_GTIDS)
+    } else {
+        (Dialect::MariaDb, types::GTID_LIST)
+    };
+    let at = 4 + event.len() as u64;
+    if !read_event_at(&file, at, &mut event).map_err(|e| io_error(path, e))?
+        || event[4] != list_type
+    {
+        return Ok(None);
     }
+    let gtid_list = match dialect {
+        Dialect::MariaDb => event::parse_mariadb_gtid_list(&event).map(GtidState::from),
+        Dialect::MySql => mysql::parse_previous_gtids(&event).map(GtidState::from),
+    };
+    Ok(gtid_list.ok().map(|gtid_list| FileHeader {
+        end: at + event.len() as u64,
+        dialect,
+        gtid_list,
+    }))
 }
 
 /// The dialect of the global binlog in `dir` (its newest file's format description), or
@@ -216,9 +223,14 @@ pub(super) fn create_file(
             event::format_description(timestamp, server_id, false),
             event::mariadb_gtid_list(timestamp, server_id, &crate::gtid::GtidPos::default()),
         ],
-        (Dialect::MySql, _) => {
-            return Err(damaged(path, "the MySQL dialect is not written yet"));
-        }
+        (Dialect::MySql, GtidState::MySql(set)) => [
+            mysql::mysql_format_description(timestamp, server_id, false),
+            mysql::previous_gtids(timestamp, server_id, set),
+        ],
+        (Dialect::MySql, GtidState::MariaDb(_)) => [
+            mysql::mysql_format_description(timestamp, server_id, false),
+            mysql::previous_gtids(timestamp, server_id, &crate::gtid::GtidSet::default()),
+        ],
     };
     for mut event in header {
         let end = bytes.len() + event.len();

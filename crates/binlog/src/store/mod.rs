@@ -11,6 +11,16 @@
 //! recomputed. A file rotates before a transaction that would take it past `max_file_size`
 //! (a transaction is never split; one larger than the limit gets a file of its own).
 //!
+//! In the MySQL dialect (`StoreOptions.dialect`), files MySQL's tools and replicas read: magic,
+//! MySQL's format description, `PREVIOUS_GTIDS` (manifold's `server_uuid:1-N` before the
+//! file), then transactions as MySQL writes them: a GTID event (`server_uuid:N`, the logical
+//! clock `last_committed = k-1, sequence_number = k` for the file's k-th transaction, so that
+//! replicas apply them in order; the source's commit times; the exact transaction length),
+//! then the body with the origin where MySQL's boundary parser keeps it in the group: a
+//! `ROWS_QUERY` event after the `BEGIN` / `XA START` that opens it, or, in a one-statement
+//! group (DDL, `XA COMMIT`), a comment leading the statement (`/* # manifold origin ... */`).
+//! A directory written in the other dialect is refused ([`StoreError::Dialect`]).
+//!
 //! Recovery ([`Writer::open`]): the newest file is read to its last complete transaction and
 //! cut there; each source's state is the one the file's first transaction records, advanced
 //! by every origin after it.
@@ -122,6 +132,8 @@ pub struct Writer {
     /// The current file holds a transaction (so the next one records no source states and a
     /// transaction that does not fit rotates first).
     file_has_txn: bool,
+    /// Transactions in the current file (the MySQL dialect's logical clock counts them).
+    file_txns: u64,
     sources: Vec<SourceState>,
     gtid: GtidState,
     next_seq: u64,

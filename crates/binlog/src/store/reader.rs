@@ -175,11 +175,12 @@ pub fn list_files(dir: &Path, base_name: &str) -> Result<Vec<FileInfo>, StoreErr
 }
 
 /// The file and position where a consumer at global position `pos` (MariaDB
-/// `@slave_connect_state`) continues: the start of the first file whose GTID list `pos`
+/// `@slave_connect_state`, or the GTID set of MySQL's `COM_BINLOG_DUMP_GTID`) continues: the start of the first file whose GTID list `pos`
 /// covers, and the GTID list there, which the dump skips transactions up to.
 ///
 /// Files are tried from the newest back: the answer is the newest file whose GTID list `pos`
-/// covers (every GTID in the list is at or before `pos` in its domain). `None` when `pos` is
+/// covers (every GTID in the list is at or before `pos` in its domain; MySQL: `pos` includes
+/// the file's previous-GTIDs set). `None` when `pos` is
 /// older than the oldest file kept (it was purged).
 pub fn locate_gtid(
     dir: &Path,

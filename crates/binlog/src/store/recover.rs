@@ -11,8 +11,8 @@ use super::files::{
 };
 use super::writer::WRITE_BUFFER;
 use super::{io_error, FileInfo, Recovered, StoreError, StoreOptions, TableIds, Writer};
-use crate::event::{self, gtid_flags, types, CHECKSUM_LEN, HEADER_LEN};
-use crate::gtid::{Gtid, GtidState, TxnGtid};
+use crate::event::{self, gtid_flags, mysql, types, CHECKSUM_LEN, HEADER_LEN};
+use crate::gtid::{Dialect, GtidState, TxnGtid};
 use crate::origin::{Origin, SourceState};
 
 pub(super) fn open(opts: StoreOptions) -> Result<(Writer, Recovered), StoreError> {
@@ -38,6 +38,13 @@ pub(super) fn open(opts: StoreOptions) -> Result<(Writer, Recovered), StoreError
             rewrite_index = true;
             continue;
         };
+        if scan.dialect != opts.dialect {
+            return Err(StoreError::Dialect {
+                path: path.display().to_string(),
+                found: scan.dialect,
+                want: opts.dialect,
+            });
+        }
         if rewrite_index {
             write_index(&opts.dir, &opts.base_name, &names)?;
         }
@@ -67,6 +74,7 @@ fn start_empty(
         out: BufWriter::with_capacity(WRITE_BUFFER, file),
         size,
         file_has_txn: false,
+        file_txns: 0,
         sources,
         gtid: GtidState::empty(opts.dialect),
         next_seq: 1,
@@ -143,6 +151,7 @@ fn resume(
         out: BufWriter::with_capacity(WRITE_BUFFER, file),
         size: scan.cut,
         file_has_txn: scan.txns > 0,
+        file_txns: scan.txns,
         sources,
         gtid: scan.gtid,
         next_seq,
@@ -166,6 +175,8 @@ fn empty_states(opts: &StoreOptions) -> Vec<SourceState> {
 
 /// What a file holds up to its last complete transaction.
 struct Scan {
+    /// The dialect its header announces.
+    dialect: Dialect,
     /// End of the last complete transaction (the header's end when there is none).
     cut: u64,
     len: u64,
@@ -181,13 +192,34 @@ struct Scan {
 
 /// The transaction being read.
 struct Pending {
-    gtid: Gtid,
+    gtid: TxnGtid,
+    /// Its group is one statement (MariaDB: flagged so; MySQL: its first query does not
+    /// open a group).
     standalone: bool,
     /// The next event is the first after the GTID event (where the origin is).
     first: bool,
+    /// MySQL: its first query is seen.
+    query_seen: bool,
+    /// MySQL: the next event is the first after the query opening the group (where the
+    /// origin is).
+    after_opening: bool,
     origin: Option<Origin>,
     /// `(schema NUL table, file table id)` of its table maps.
     tables: Vec<(Vec<u8>, u64)>,
+}
+
+impl Pending {
+    fn new(gtid: TxnGtid, standalone: bool) -> Pending {
+        Pending {
+            gtid,
+            standalone,
+            first: true,
+            query_seen: false,
+            after_opening: false,
+            origin: None,
+            tables: Vec::new(),
+        }
+    }
 }
 
 /// Reads `path` event by event, checking every CRC32; `None` when its header is not intact.
@@ -202,6 +234,7 @@ fn scan_file(path: &Path, opts: &StoreOptions) -> Result<Option<Scan>, StoreErro
         .seek(SeekFrom::Start(header.end))
         .map_err(|e| io_error(path, e))?;
     let mut scan = Scan {
+        dialect: header.dialect,
         cut: header.end,
         len,
         sources: empty_states(opts),
@@ -216,20 +249,21 @@ fn scan_file(path: &Path, opts: &StoreOptions) -> Result<Option<Scan>, StoreErro
     while read_next(&mut input, &mut event).map_err(|e| io_error(path, e))? {
         at += event.len() as u64;
         let type_code = event[4];
-        if type_code == types::GTID {
+        if type_code == types::GTID || type_code == types::MYSQL_GTID {
             if pending.is_some() {
                 break; // a transaction without its end: nothing after it counts
             }
-            let Ok((gtid, flags)) = event::parse_mariadb_gtid(&event) else {
+            let parsed = if type_code == types::GTID {
+                event::parse_mariadb_gtid(&event).map(|(gtid, flags)| {
+                    Pending::new(gtid.into(), flags & gtid_flags::STANDALONE != 0)
+                })
+            } else {
+                mysql::parse_mysql_gtid(&event).map(|e| Pending::new(e.gtid.into(), false))
+            };
+            let Ok(txn) = parsed else {
                 break;
             };
-            pending = Some(Pending {
-                gtid,
-                standalone: flags & gtid_flags::STANDALONE != 0,
-                first: true,
-                origin: None,
-                tables: Vec::new(),
-            });
+            pending = Some(txn);
             continue;
         }
         let Some(txn) = pending.as_mut() else {
@@ -239,18 +273,32 @@ fn scan_file(path: &Path, opts: &StoreOptions) -> Result<Option<Scan>, StoreErro
             continue;
         };
         let first = std::mem::replace(&mut txn.first, false);
+        let after_opening = std::mem::replace(&mut txn.after_opening, false);
         let ends = match type_code {
             types::ANNOTATE_ROWS if first => {
-                txn.origin = Origin::parse(event::annotate_text(&event));
-                if scan.txns == 0 && !scan.have_sources {
-                    if let Some(states) = txn.origin.as_ref().and_then(|o| o.sources.as_ref()) {
-                        // The state before the file's first transaction, valid even if that
-                        // transaction is cut.
-                        apply_states(&mut scan.sources, states);
-                        scan.have_sources = true;
-                    }
-                }
+                take_origin(&mut scan, txn, event::annotate_text(&event));
                 false
+            }
+            types::ROWS_QUERY if first || after_opening => {
+                take_origin(&mut scan, txn, event::annotate_text(&event));
+                false
+            }
+            types::QUERY if scan.dialect == Dialect::MySql && !txn.query_seen => {
+                txn.query_seen = true;
+                if mysql::opens_group(&event) {
+                    txn.after_opening = true;
+                    false
+                } else {
+                    // A one-statement group: the origin leads its statement.
+                    txn.standalone = true;
+                    let comment = event::query_text(&event)
+                        .ok()
+                        .and_then(mysql::leading_comment);
+                    if let Some(comment) = comment {
+                        take_origin(&mut scan, txn, comment);
+                    }
+                    true
+                }
             }
             types::TABLE_MAP => {
                 if let (Ok(id), Ok((schema, table))) =
@@ -276,6 +324,18 @@ fn scan_file(path: &Path, opts: &StoreOptions) -> Result<Option<Scan>, StoreErro
     Ok(Some(scan))
 }
 
+/// The origin record `text` of the transaction being read; the first of the file sets the
+/// sources' states before it (valid even if that transaction is cut).
+fn take_origin(scan: &mut Scan, txn: &mut Pending, text: &[u8]) {
+    txn.origin = Origin::parse(text);
+    if scan.txns == 0 && !scan.have_sources {
+        if let Some(states) = txn.origin.as_ref().and_then(|o| o.sources.as_ref()) {
+            apply_states(&mut scan.sources, states);
+            scan.have_sources = true;
+        }
+    }
+}
+
 fn apply_states(sources: &mut [SourceState], states: &[SourceState]) {
     for state in states {
         if let Some(slot) = sources.iter_mut().find(|s| s.cluster == state.cluster) {
@@ -285,7 +345,7 @@ fn apply_states(sources: &mut [SourceState], states: &[SourceState]) {
 }
 
 fn commit(scan: &mut Scan, txn: Pending, opts: &StoreOptions) {
-    scan.gtid.update(&TxnGtid::MariaDb(txn.gtid));
+    scan.gtid.update(&txn.gtid);
     scan.txns += 1;
     let source = txn
         .origin

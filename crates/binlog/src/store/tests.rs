@@ -11,6 +11,8 @@ use crate::origin::Origin;
 use crate::spill::{Budget, TxnBody};
 
 mod mariadb;
+mod mysql;
+mod mysqlbinlog;
 
 pub(super) const SERVER_ID: u32 = 77;
 

@@ -6,16 +6,20 @@ use std::time::{Duration, SystemTime};
 
 use super::files::{create_file, file_name, file_number, set_in_use, write_index};
 use super::{damaged, io_error, Appended, FileInfo, StoreError, TableIds, Writer};
+use crate::event::mysql::{self, MysqlGtidEvent};
 use crate::event::{self, types, CHECKSUM_LEN, HEADER_LEN};
-use crate::gtid::{Dialect, Gtid, TxnGtid};
+use crate::gtid::{Dialect, Gtid, MysqlGtid, TxnGtid};
 use crate::origin::Origin;
-use crate::txn::SourceTxn;
+use crate::txn::{MysqlCommit, SourceTxn};
 
 /// Writes go to the file in chunks of this size (or at [`Writer::flush`]).
 pub(super) const WRITE_BUFFER: usize = 256 * 1024;
 
 /// MariaDB's GTID event as manifold writes it (no commit id, no XID).
 const GTID_EVENT_LEN: u64 = 42;
+
+/// The most a MySQL GTID event takes (original timestamp and version apart, a 9-byte length).
+const MYSQL_GTID_EVENT_MAX: u64 = 96;
 
 /// The largest transaction written: what fits in a new file after its header, with room left
 /// for the first transaction's full origin and the rotate event after it.
@@ -54,7 +58,11 @@ impl Writer {
             sources: None,
         };
         // The estimate uses the short origin so that the decision depends on the input only.
-        let estimate = GTID_EVENT_LEN
+        let gtid_len = match self.opts.dialect {
+            Dialect::MariaDb => GTID_EVENT_LEN,
+            Dialect::MySql => MYSQL_GTID_EVENT_MAX,
+        };
+        let estimate = gtid_len
             + (HEADER_LEN + CHECKSUM_LEN + origin.format().len()) as u64
             + txn.body.bytes();
         if estimate > MAX_TXN_BYTES {
@@ -102,6 +110,7 @@ impl Writer {
         self.gtid.update(&gtid);
         self.next_seq += 1;
         self.file_has_txn = true;
+        self.file_txns += 1;
         Ok(Appended {
             end: self.end(),
             gtid,
@@ -111,51 +120,118 @@ impl Writer {
         })
     }
 
-    /// GTID, origin annotate, then the body; returns the number of events.
+    /// GTID, origin, then the body; returns the number of events.
     fn write_txn(
         &mut self,
         txn: &SourceTxn,
         gtid: TxnGtid,
         origin: &Origin,
     ) -> Result<u64, StoreError> {
-        let gtid = match gtid {
-            TxnGtid::MariaDb(g) => g,
-            TxnGtid::MySql(_) => {
-                return Err(damaged(
-                    &self.current_path(),
-                    "the MySQL dialect is not written yet",
-                ))
+        let text = origin.format();
+        let (mut events, place) = match gtid {
+            TxnGtid::MariaDb(g) => {
+                let mut gtid_event = event::mariadb_gtid(txn.timestamp, g, txn.gtid_flags);
+                self.write_event(&mut gtid_event)?;
+                let mut annotate =
+                    event::annotate(txn.timestamp, self.opts.server_id, text.as_bytes());
+                self.write_event(&mut annotate)?;
+                (2, None)
+            }
+            TxnGtid::MySql(g) => {
+                let place = self.write_mysql_gtid(txn, g, text.as_bytes())?;
+                (1, Some(place))
             }
         };
-        let mut gtid_event = event::mariadb_gtid(txn.timestamp, gtid, txn.gtid_flags);
-        self.write_event(&mut gtid_event)?;
-        let mut annotate = event::annotate(
-            txn.timestamp,
-            self.opts.server_id,
-            origin.format().as_bytes(),
-        );
-        self.write_event(&mut annotate)?;
-        let mut events = 2;
         let mut buf = std::mem::take(&mut self.event);
-        let result = self.write_body(txn, &mut buf, &mut events);
+        let result = self.write_body(txn, &mut buf, &mut events, place, text.as_bytes());
         self.event = buf;
         result.map(|()| events)
     }
 
+    /// A MySQL transaction's GTID event: `gtid`, the file's logical clock (serial: each
+    /// transaction depends on the one before), the source's commit times and the exact length
+    /// of everything written for the transaction. Returns where its origin goes.
+    fn write_mysql_gtid(
+        &mut self,
+        txn: &SourceTxn,
+        gtid: MysqlGtid,
+        origin: &[u8],
+    ) -> Result<OriginPlace, StoreError> {
+        let path = self.current_path();
+        let place = origin_place(txn).map_err(|e| io_error(&path, e))?;
+        let origin_bytes = match place {
+            OriginPlace::InStatement => mysql::query_comment_len(origin),
+            OriginPlace::First | OriginPlace::AfterOpening => {
+                HEADER_LEN + 1 + origin.len() + CHECKSUM_LEN
+            }
+        } as u64;
+        let commit = txn.mysql.map_or_else(
+            || {
+                let us = u64::from(txn.timestamp) * 1_000_000;
+                MysqlCommit {
+                    immediate_commit_us: us,
+                    original_commit_us: us,
+                    immediate_server_version: mysql::MYSQL_SERVER_VERSION_ID,
+                    original_server_version: mysql::MYSQL_SERVER_VERSION_ID,
+                }
+            },
+            |c| MysqlCommit {
+                immediate_server_version: mysql::MYSQL_SERVER_VERSION_ID,
+                ..c
+            },
+        );
+        let k = i64::try_from(self.file_txns + 1).unwrap_or(i64::MAX);
+        let rest = txn.body.bytes() + origin_bytes;
+        let mut e = MysqlGtidEvent {
+            flags: txn.gtid_flags,
+            gtid,
+            last_committed: k - 1,
+            sequence_number: k,
+            commit,
+            transaction_length: rest,
+        };
+        // The length counts the GTID event, whose size depends on the length's encoding:
+        // settles within three rounds (the encoding only grows).
+        for _ in 0..4 {
+            let total = rest + mysql::mysql_gtid_len(&e) as u64;
+            if total == e.transaction_length {
+                break;
+            }
+            e.transaction_length = total;
+        }
+        let mut bytes = mysql::mysql_gtid(txn.timestamp, self.opts.server_id, &e);
+        self.write_event(&mut bytes)?;
+        Ok(place)
+    }
+
+    /// The source's events; in the MySQL dialect (`place` given) with the origin `origin`
+    /// where `place` says.
     fn write_body(
         &mut self,
         txn: &SourceTxn,
         buf: &mut Vec<u8>,
         events: &mut u64,
+        place: Option<OriginPlace>,
+        origin: &[u8],
     ) -> Result<(), StoreError> {
         let path = self.current_path();
         let mut body = txn.body.reader().map_err(|e| io_error(&path, e))?;
         self.tables.in_txn.clear();
+        if place == Some(OriginPlace::First) {
+            self.write_rows_query(txn.timestamp, origin, events)?;
+        }
+        let mut query_seen = false;
         while body.next_event(buf).map_err(|e| io_error(&path, e))? {
             if buf.len() < HEADER_LEN + CHECKSUM_LEN {
                 return Err(damaged(&path, "a source event shorter than its header"));
             }
             let type_code = buf[4];
+            let first_query =
+                type_code == types::QUERY && !std::mem::replace(&mut query_seen, true);
+            if first_query && place == Some(OriginPlace::InStatement) {
+                *buf = mysql::query_with_comment(buf, origin)
+                    .map_err(|e| damaged(&path, e.to_string()))?;
+            }
             if type_code == types::TABLE_MAP {
                 let source_id = event::table_id(buf).map_err(|e| damaged(&path, e.to_string()))?;
                 let (schema, table) =
@@ -178,7 +254,22 @@ impl Writer {
             }
             self.write_event(buf)?;
             *events += 1;
+            if first_query && place == Some(OriginPlace::AfterOpening) {
+                self.write_rows_query(txn.timestamp, origin, events)?;
+            }
         }
+        Ok(())
+    }
+
+    fn write_rows_query(
+        &mut self,
+        timestamp: u32,
+        origin: &[u8],
+        events: &mut u64,
+    ) -> Result<(), StoreError> {
+        let mut e = mysql::rows_query(timestamp, self.opts.server_id, origin);
+        self.write_event(&mut e)?;
+        *events += 1;
         Ok(())
     }
 
@@ -244,6 +335,7 @@ impl Writer {
         self.number += 1;
         self.size = size;
         self.file_has_txn = false;
+        self.file_txns = 0;
         self.tables = TableIds::new(self.opts.clusters.len());
         Ok(())
     }
@@ -334,4 +426,37 @@ impl Writer {
         }
         Ok(removed)
     }
+}
+
+/// Where a MySQL transaction's origin goes. MySQL's boundary parser ends a group at any
+/// statement right after its GTID event, so the origin cannot go between them: after a
+/// `BEGIN` / `XA START` it is a `ROWS_QUERY` event of its own; a one-statement group (DDL,
+/// `XA COMMIT`) carries it as a comment leading the statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OriginPlace {
+    /// A `ROWS_QUERY` event right after the GTID event (a body without a query).
+    First,
+    /// A `ROWS_QUERY` event after the first query, which opens the group.
+    AfterOpening,
+    /// A comment before the text of the first query, the group's one statement.
+    InStatement,
+}
+
+/// Where the origin of `txn` (a MySQL source's) goes: decided by its first query event.
+fn origin_place(txn: &SourceTxn) -> std::io::Result<OriginPlace> {
+    let mut body = txn.body.reader()?;
+    let mut buf = Vec::new();
+    while body.next_event(&mut buf)? {
+        if buf.get(4) != Some(&types::QUERY) {
+            continue;
+        }
+        return Ok(if mysql::opens_group(&buf) {
+            OriginPlace::AfterOpening
+        } else if event::query_text(&buf).is_ok() {
+            OriginPlace::InStatement
+        } else {
+            OriginPlace::First
+        });
+    }
+    Ok(OriginPlace::First)
 }
