@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
+use manifold_binlog::gtid::Dialect;
 use manifold_cdc::metrics::Metrics;
 use manifold_cdc::BinlogShared;
 use manifold_mysql_proto::codes;
@@ -161,19 +162,29 @@ pub(crate) fn master_status(server: &Server<'_>) -> Reply {
         return Reply::Error(codes::PARSE_ERROR, OFF.into());
     };
     let end = b.end();
-    Reply::Rows {
-        columns: &["File", "Position", "Binlog_Do_DB", "Binlog_Ignore_DB"],
-        rows: if end.file.is_empty() {
-            Vec::new()
-        } else {
-            vec![vec![
-                end.file,
-                end.pos.to_string(),
-                String::new(),
-                String::new(),
-            ]]
-        },
-    }
+    let mysql = b.dialect == Dialect::MySql;
+    let columns: &'static [&'static str] = if mysql {
+        &[
+            "File",
+            "Position",
+            "Binlog_Do_DB",
+            "Binlog_Ignore_DB",
+            "Executed_Gtid_Set",
+        ]
+    } else {
+        &["File", "Position", "Binlog_Do_DB", "Binlog_Ignore_DB"]
+    };
+    let rows = if end.file.is_empty() {
+        Vec::new()
+    } else {
+        let mut row = vec![end.file, end.pos.to_string(), String::new(), String::new()];
+        // MySQL's fifth column: the set of every transaction written (`@@gtid_executed`).
+        if mysql {
+            row.push(end.gtid.to_string());
+        }
+        vec![row]
+    };
+    Reply::Rows { columns, rows }
 }
 
 /// `SHOW BINARY LOGS`.

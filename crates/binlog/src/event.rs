@@ -42,6 +42,8 @@ pub mod types {
     pub const PARTIAL_UPDATE_ROWS: u8 = 39;
     pub const TRANSACTION_PAYLOAD: u8 = 40;
     pub const HEARTBEAT_V2: u8 = 41;
+    /// MySQL 8.3+: a GTID with a tag (`uuid:tag:number`).
+    pub const GTID_TAGGED: u8 = 42;
     pub const ANNOTATE_ROWS: u8 = 160;
     pub const BINLOG_CHECKPOINT: u8 = 161;
     pub const GTID: u8 = 162;

@@ -8,6 +8,8 @@
 //! - [`gtid`]: MariaDB GTIDs (`domain-server-seq`) and positions (one GTID per domain).
 //! - [`txn`]: a source's event stream grouped into whole transactions ([`txn::SourceTxn`]),
 //!   with the ordering stamp manifold left in them.
+//! - [`payload`]: MySQL's compressed transactions (`TRANSACTION_PAYLOAD`), decompressed into
+//!   their events as they are read.
 //! - [`stamp`]: the hybrid logical clock and the comment that carries its value into a
 //!   source binlog (`/*manifold:hlc=N*/`).
 //! - [`merge`]: the k-way merge by watermark: a transaction leaves once every source has
@@ -22,6 +24,7 @@ pub mod event;
 pub mod gtid;
 pub mod merge;
 pub mod origin;
+pub mod payload;
 pub mod spill;
 pub mod stamp;
 pub mod store;

@@ -8,11 +8,20 @@
 //! rotate, GTID list, binlog checkpoint, heartbeat) are not part of any. A non-transactional
 //! group (a MyISAM write the server could not roll back) ends with a `ROLLBACK` query instead
 //! of `COMMIT`; an XA transaction's groups end with `XA PREPARE`, `XA COMMIT` or `XA ROLLBACK`.
+//!
+//! MySQL (8.0+): a transaction is a GTID event (33), then either its events, or one
+//! `TRANSACTION_PAYLOAD` event holding them compressed ([`crate::payload`]). MySQL's GTID
+//! event has no standalone flag: as its transaction boundary parser
+//! (`trx_boundary_parser.cpp`) does, the group's first query decides — `BEGIN` or
+//! `XA START` opens a group that ends like MariaDB's (XID, `XA_PREPARE` event, `COMMIT`,
+//! `ROLLBACK`, `XA ROLLBACK`); any other statement is the whole group, which `INTVAR`,
+//! `RAND` and `USER_VAR` events may precede. `PREVIOUS_GTIDS` is framing.
 
 use std::time::Instant;
 
 use crate::event::{self, gtid_flags, types, EventError, Header};
-use crate::gtid::{Gtid, TxnGtid};
+use crate::gtid::TxnGtid;
+use crate::payload::{PayloadError, PayloadEvents};
 use crate::spill::{Budget, TxnBody};
 use crate::stamp;
 
@@ -25,7 +34,9 @@ pub struct SourceTxn {
     pub gtid: TxnGtid,
     /// What a MySQL source's GTID event said of its commit (`None` from MariaDB).
     pub mysql: Option<MysqlCommit>,
-    /// The source GTID event's flags (`event::gtid_flags`).
+    /// The source GTID event's flags: MariaDB's `event::gtid_flags`; from MySQL, its flags
+    /// byte (`event::mysql::GTID_FLAG_MAY_HAVE_SBR`), which says nothing of standalone
+    /// groups (the body's first event does: [`event::mysql::opens_group`]).
     pub gtid_flags: u8,
     /// Commit time on the source (header timestamp of the last event), seconds.
     pub timestamp: u32,
@@ -67,6 +78,8 @@ pub enum TxnError {
     Sequence(String),
     #[error("spilling a transaction: {0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
 }
 
 /// Groups events of one source into transactions.
@@ -88,8 +101,10 @@ pub struct Assembler {
 /// What is known of the transaction being received.
 #[derive(Debug)]
 struct OpenTxn {
-    gtid: Gtid,
+    gtid: TxnGtid,
+    mysql: Option<MysqlCommit>,
     gtid_flags: u8,
+    group: Group,
     stamp: Option<u64>,
     table_maps: u32,
     /// Every table map so far named the heartbeat table.
@@ -98,6 +113,17 @@ struct OpenTxn {
     internal: bool,
     dml_events: u32,
     body: TxnBody,
+}
+
+/// What kind of group the open transaction is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    /// One statement (DDL): its query ends it.
+    Standalone,
+    /// `BEGIN` (or `XA START`, or MariaDB's transactional GTID) to its end.
+    Multi,
+    /// A MySQL group before its first query says which.
+    Undecided,
 }
 
 impl Assembler {
@@ -139,7 +165,23 @@ impl Assembler {
         }
         match header.type_code {
             types::GTID => {
-                self.open_txn(event)?;
+                let (gtid, flags) = event::parse_mariadb_gtid(event)?;
+                let group = if flags & gtid_flags::STANDALONE == 0 {
+                    Group::Multi
+                } else {
+                    Group::Standalone
+                };
+                self.open_txn(TxnGtid::MariaDb(gtid), None, flags, group)?;
+                Ok(None)
+            }
+            types::MYSQL_GTID => {
+                let e = event::mysql::parse_mysql_gtid(event)?;
+                self.open_txn(
+                    TxnGtid::MySql(e.gtid),
+                    Some(e.commit),
+                    e.flags,
+                    Group::Undecided,
+                )?;
                 Ok(None)
             }
             // Outside any transaction: file and stream framing.
@@ -148,6 +190,7 @@ impl Assembler {
             | types::STOP
             | types::GTID_LIST
             | types::BINLOG_CHECKPOINT
+            | types::PREVIOUS_GTIDS
             | types::HEARTBEAT
             | types::HEARTBEAT_V2 => Ok(None),
             types::START_ENCRYPTION => Err(EventError::Malformed {
@@ -155,13 +198,16 @@ impl Assembler {
                 what: "encrypted binlogs are not supported (turn encrypt_binlog off)",
             }
             .into()),
-            types::MYSQL_GTID
-            | types::ANONYMOUS_GTID
-            | types::PREVIOUS_GTIDS
-            | types::TRANSACTION_PAYLOAD => Err(TxnError::Sequence(format!(
-                "MySQL sources are not supported yet (event type {})",
-                header.type_code
-            ))),
+            types::ANONYMOUS_GTID => Err(TxnError::Sequence(
+                "the source writes transactions without GTIDs: it needs gtid_mode=ON \
+                 (and enforce_gtid_consistency=ON)"
+                    .to_string(),
+            )),
+            types::GTID_TAGGED => Err(TxnError::Sequence(
+                "the source wrote a tagged GTID (uuid:tag:number): tagged GTIDs are not supported"
+                    .to_string(),
+            )),
+            types::TRANSACTION_PAYLOAD => self.payload(event),
             types::INCIDENT => Err(TxnError::Sequence(
                 "the source logged an incident (events were lost on it)".to_string(),
             )),
@@ -169,8 +215,13 @@ impl Assembler {
         }
     }
 
-    fn open_txn(&mut self, event: &[u8]) -> Result<(), TxnError> {
-        let (gtid, flags) = event::parse_mariadb_gtid(event)?;
+    fn open_txn(
+        &mut self,
+        gtid: TxnGtid,
+        mysql: Option<MysqlCommit>,
+        gtid_flags: u8,
+        group: Group,
+    ) -> Result<(), TxnError> {
         if let Some(open) = &self.open {
             return Err(TxnError::Sequence(format!(
                 "GTID {gtid} began while transaction {} was still open",
@@ -179,7 +230,9 @@ impl Assembler {
         }
         self.open = Some(OpenTxn {
             gtid,
-            gtid_flags: flags,
+            mysql,
+            gtid_flags,
+            group,
             stamp: None,
             table_maps: 0,
             only_heartbeat_tables: true,
@@ -190,6 +243,53 @@ impl Assembler {
         Ok(())
     }
 
+    /// A MySQL compressed transaction: every event in it goes the way a plain one goes, and
+    /// the last one must end the transaction (MySQL's parser takes a payload as a whole
+    /// transaction).
+    fn payload(&mut self, event: &[u8]) -> Result<Option<SourceTxn>, TxnError> {
+        match &self.open {
+            Some(open) if open.group == Group::Undecided && open.body.events() == 0 => {}
+            Some(open) => {
+                return Err(TxnError::Sequence(format!(
+                    "a transaction payload inside transaction {} (after other events)",
+                    open.gtid
+                )))
+            }
+            None => {
+                return Err(TxnError::Sequence(
+                    "a transaction payload outside a transaction (no GTID event before it)"
+                        .to_string(),
+                ))
+            }
+        }
+        let mut inner = PayloadEvents::new(event)?;
+        let mut buf = Vec::new();
+        let mut done = None;
+        while inner.next_event(&mut buf)? {
+            let header = Header::parse(&buf)?;
+            if done.is_some() {
+                return Err(TxnError::Sequence(format!(
+                    "a transaction payload holds events (type {}) after its transaction's end",
+                    header.type_code
+                )));
+            }
+            if !is_body_event(header.type_code) {
+                return Err(TxnError::Sequence(format!(
+                    "a transaction payload holds an event of type {}, which no transaction has",
+                    header.type_code
+                )));
+            }
+            done = self.body_event(&header, &buf)?;
+        }
+        if done.is_none() {
+            let gtid = self.open.take().map(|o| o.gtid).unwrap_or_default();
+            return Err(TxnError::Sequence(format!(
+                "the transaction payload of {gtid} ends before its transaction does"
+            )));
+        }
+        Ok(done)
+    }
+
     fn body_event(&mut self, header: &Header, event: &[u8]) -> Result<Option<SourceTxn>, TxnError> {
         let Some(open) = self.open.as_mut() else {
             return Err(TxnError::Sequence(format!(
@@ -197,7 +297,27 @@ impl Assembler {
                 header.type_code
             )));
         };
-        let standalone = open.gtid_flags & gtid_flags::STANDALONE != 0;
+        if open.group == Group::Undecided {
+            match header.type_code {
+                types::QUERY => {
+                    open.group = if event::mysql::opens_group(event) {
+                        Group::Multi
+                    } else {
+                        Group::Standalone
+                    };
+                }
+                // Pre-statement events: the statement they go with follows.
+                types::INTVAR | types::RAND | types::USER_VAR => {}
+                t => {
+                    return Err(TxnError::Sequence(format!(
+                        "event of type {t} right after the GTID event of {}, where MySQL \
+                         writes BEGIN or a statement",
+                        open.gtid
+                    )))
+                }
+            }
+        }
+        let standalone = open.group == Group::Standalone;
         match header.type_code {
             types::QUERY => {
                 let text = event::query_text(event)?;
@@ -243,8 +363,8 @@ impl Assembler {
         open.body.finish()?;
         Ok(Some(SourceTxn {
             source: self.source,
-            gtid: TxnGtid::MariaDb(open.gtid),
-            mysql: None,
+            gtid: open.gtid,
+            mysql: open.mysql,
             gtid_flags: open.gtid_flags,
             timestamp,
             stamp: open.stamp,
@@ -264,6 +384,28 @@ impl Assembler {
     pub fn reset(&mut self) {
         self.open = None;
     }
+}
+
+/// Whether an event of this type can be inside a transaction (not framing, not a GTID).
+fn is_body_event(type_code: u8) -> bool {
+    !matches!(
+        type_code,
+        types::GTID
+            | types::MYSQL_GTID
+            | types::ANONYMOUS_GTID
+            | types::GTID_TAGGED
+            | types::TRANSACTION_PAYLOAD
+            | types::FORMAT_DESCRIPTION
+            | types::ROTATE
+            | types::STOP
+            | types::GTID_LIST
+            | types::BINLOG_CHECKPOINT
+            | types::PREVIOUS_GTIDS
+            | types::HEARTBEAT
+            | types::HEARTBEAT_V2
+            | types::START_ENCRYPTION
+            | types::INCIDENT
+    )
 }
 
 /// The stamp `text` starts with, unless it is too far ahead of the wall clock to be one

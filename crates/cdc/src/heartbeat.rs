@@ -5,7 +5,8 @@
 //! Every `heartbeat_interval`, each cluster's primary gets one stamped write:
 //! `/*manifold:hlc=N*/ INSERT ... ON DUPLICATE KEY UPDATE` of manifold's own row (id = its
 //! binlog server id, so several manifolds sharing primaries keep to their own rows). The stamp
-//! reaches the source's binlog in the annotate event; its transaction tells the merge that
+//! reaches the source's binlog in the annotate event (MariaDB) or the rows-query event
+//! (MySQL); its transaction tells the merge that
 //! this source has nothing older than N left to send, which is how an idle source stops
 //! holding the global binlog back.
 
@@ -145,10 +146,11 @@ impl Writer {
         let hlc = self.clock.now();
         stamp::write(&mut self.sql, hlc);
         self.sql.extend_from_slice(self.insert_head.as_bytes());
-        // Writing to a Vec cannot fail.
+        // Writing to a Vec cannot fail. The values are repeated rather than read back with
+        // `VALUES()`, which MySQL deprecates.
         let _ = write!(
             self.sql,
-            "{}, {hlc}, NOW(6)) ON DUPLICATE KEY UPDATE hlc=VALUES(hlc), at=VALUES(at)",
+            "{}, {hlc}, NOW(6)) ON DUPLICATE KEY UPDATE hlc={hlc}, at=NOW(6)",
             self.server_id
         );
         run_ok(conn, &self.sql).await

@@ -3,7 +3,8 @@
 //! OWNER: the source helper.
 //!
 //! A source reader logs in to its cluster's current primary as a replica would (MariaDB GTID
-//! dump: `@slave_connect_state`, `COM_REGISTER_SLAVE`, `COM_BINLOG_DUMP`), verifies every
+//! dump: `@slave_connect_state`, `COM_REGISTER_SLAVE`, `COM_BINLOG_DUMP`; MySQL:
+//! `COM_REGISTER_SLAVE`, `COM_BINLOG_DUMP_GTID` with the GTID set read so far), verifies every
 //! event's CRC32, groups the events into whole transactions ([`Assembler`]) and sends each to
 //! the service. It remembers the GTID of the last whole transaction it sent: after any loss
 //! (server gone, failover, checksum mismatch, silence) it drops the half-received one and
@@ -15,7 +16,7 @@ use std::time::Duration;
 
 use manifold_backend::{BackendConn, BackendTarget, ConnKey, ReadError, ServerFlavor};
 use manifold_binlog::event;
-use manifold_binlog::gtid::{GtidPos, GtidState};
+use manifold_binlog::gtid::{Dialect, GtidPos, GtidState};
 use manifold_binlog::spill::Budget;
 use manifold_binlog::txn::{Assembler, SourceTxn};
 use manifold_mysql_proto::packets::ErrPacket;
@@ -25,8 +26,10 @@ use tokio::sync::mpsc;
 use crate::state::BinlogShared;
 
 mod check;
+mod mysql;
 
 pub use check::{check_source, SourceVars};
+pub use mysql::{check_mysql_source, MysqlSourceVars};
 
 /// How long a login to a primary may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -237,33 +240,70 @@ impl Reader {
 
     /// Checks the server, sets the replica variables, registers and asks for the dump.
     async fn start_dump(&mut self, conn: &mut BackendConn, source: &str) -> Result<(), String> {
-        if conn.flavor() == ServerFlavor::MySql {
-            return Err(format!("{source} is a MySQL server: MySQL sources are not supported yet (the global binlog reads MariaDB primaries)"));
+        let dialect = match conn.flavor() {
+            ServerFlavor::MariaDb => Dialect::MariaDb,
+            ServerFlavor::MySql => Dialect::MySql,
+        };
+        let written = self.shared.dialect;
+        if dialect != written {
+            return Err(format!(
+                "{source} is a {dialect} server, but the global binlog is written in {written}'s \
+                 dialect (its other primaries or its files are {written}): a mixed fleet is \
+                 refused; point cluster {} at a {written} primary",
+                self.target.cluster
+            ));
         }
+        match dialect {
+            Dialect::MariaDb => self.start_mariadb_dump(conn, source).await,
+            Dialect::MySql => self.start_mysql_dump(conn, source).await,
+        }
+    }
+
+    /// Where the dump starts on a server of `dialect`: the position of the last whole
+    /// transaction sent; when never read, `current` (the server's position now), kept from
+    /// here on so that a reconnect resumes at this point even when it is empty.
+    fn resume_pos(
+        &mut self,
+        dialect: Dialect,
+        source: &str,
+        current: impl FnOnce() -> Result<GtidState, String>,
+    ) -> Result<GtidState, String> {
+        let pos = if let Some(pos) = &self.pos {
+            pos.clone()
+        } else {
+            // The global binlog starts with what the primary writes from now on (its earlier
+            // history is not replayed).
+            let pos = current()?;
+            self.pos = Some(pos.clone());
+            pos
+        };
+        if pos.is_empty() {
+            return Ok(GtidState::empty(dialect));
+        }
+        if pos.dialect() != Some(dialect) {
+            return Err(format!(
+                "{source}: the position to resume from is {pos}, not a {dialect} position, but \
+                 the server is {dialect}"
+            ));
+        }
+        Ok(pos)
+    }
+
+    async fn start_mariadb_dump(
+        &mut self,
+        conn: &mut BackendConn,
+        source: &str,
+    ) -> Result<(), String> {
         let vars = SourceVars::read(conn)
             .await
             .map_err(|e| format!("{source}: reading its binlog settings: {e}"))?;
         check_source(&vars, source)?;
-        let pos = if let Some(pos) = &self.pos {
-            pos.clone()
-        } else {
-            // Never read: the global binlog starts with what the primary writes from now on
-            // (its earlier history is not replayed). Kept from here on, so a reconnect resumes
-            // at this point even when it is empty.
-            let pos: GtidPos = vars
-                .gtid_binlog_pos
-                .parse()
-                .map_err(|e| format!("{source}: its @@gtid_binlog_pos: {e}"))?;
-            self.pos = Some(pos.clone().into());
-            pos.into()
-        };
-        let Some(pos) = pos
-            .as_mariadb()
-            .cloned()
-            .or_else(|| pos.is_empty().then(GtidPos::default))
-        else {
-            return Err(format!("{source}: the position to resume from is {pos}, a MySQL GTID set, but the server is MariaDB"));
-        };
+        let pos = self.resume_pos(Dialect::MariaDb, source, || {
+            vars.gtid_binlog_pos
+                .parse::<GtidPos>()
+                .map(GtidState::from)
+                .map_err(|e| format!("{source}: its @@gtid_binlog_pos: {e}"))
+        })?;
         let period_ns = HEARTBEAT_PERIOD.as_nanos();
         let setup = [
             "SET @master_binlog_checksum='CRC32'".to_owned(),
@@ -272,19 +312,49 @@ impl Reader {
             "SET @slave_gtid_strict_mode=1".to_owned(),
             format!("SET @master_heartbeat_period={period_ns}"),
         ];
-        for sql in &setup {
-            match conn.simple_command(&Command::Query(sql.as_bytes())).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(format!("{source}: {sql}: {}", err_text(&e))),
-                Err(e) => return Err(format!("{source}: {sql}: {e}")),
-            }
-        }
+        run_setup(conn, &setup, source).await?;
         let mut payload = Vec::with_capacity(32);
         register_slave_payload(&mut payload, self.server_id);
         self.command_ok(conn, &payload, source, "registering as a replica")
             .await?;
         payload.clear();
         dump_payload(&mut payload, self.server_id);
+        conn.io
+            .send(0, &payload)
+            .await
+            .map_err(|e| format!("{source}: asking for the binlog dump: {e}"))?;
+        Ok(())
+    }
+
+    /// A MySQL 8.4/9.x replica's handshake, then `COM_BINLOG_DUMP_GTID` with the set read so
+    /// far: the server sends every transaction not in it.
+    async fn start_mysql_dump(
+        &mut self,
+        conn: &mut BackendConn,
+        source: &str,
+    ) -> Result<(), String> {
+        let vars = MysqlSourceVars::read(conn)
+            .await
+            .map_err(|e| format!("{source}: reading its binlog settings: {e}"))?;
+        check_mysql_source(&vars, source)?;
+        let pos = self.resume_pos(Dialect::MySql, source, || {
+            vars.executed()
+                .map(GtidState::from)
+                .map_err(|e| format!("{source}: its @@gtid_executed: {e}"))
+        })?;
+        let Some(have) = pos.as_mysql() else {
+            return Err(format!(
+                "{source}: the position to resume from is {pos}, not a MySQL GTID set"
+            ));
+        };
+        let setup = mysql::replica_setup(mysql::replica_uuid(self.server_id), HEARTBEAT_PERIOD);
+        run_setup(conn, &setup, source).await?;
+        let mut payload = Vec::with_capacity(32 + have.encoded_len());
+        register_slave_payload(&mut payload, self.server_id);
+        self.command_ok(conn, &payload, source, "registering as a replica")
+            .await?;
+        payload.clear();
+        mysql::dump_gtid_payload(&mut payload, self.server_id, have);
         conn.io
             .send(0, &payload)
             .await
@@ -424,6 +494,18 @@ enum Step {
     More,
     Txn(SourceTxn),
     End(String),
+}
+
+/// Runs the replica's `SET` statements, each answered by OK.
+async fn run_setup(conn: &mut BackendConn, setup: &[String], source: &str) -> Result<(), String> {
+    for sql in setup {
+        match conn.simple_command(&Command::Query(sql.as_bytes())).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(format!("{source}: {sql}: {}", err_text(&e))),
+            Err(e) => return Err(format!("{source}: {sql}: {e}")),
+        }
+    }
+    Ok(())
 }
 
 fn err_text(e: &ErrPacket) -> String {

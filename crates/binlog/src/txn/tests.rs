@@ -1,6 +1,6 @@
 use super::*;
 use crate::event::{self, types, CHECKSUM_LEN, HEADER_LEN};
-use crate::gtid::TxnGtid;
+use crate::gtid::{Gtid, TxnGtid};
 use proptest::prelude::*;
 
 const SERVER: u32 = 1;
@@ -296,8 +296,12 @@ fn unsupported_streams_are_refused_with_a_reason() {
         .push(&raw(types::START_ENCRYPTION, 1, &[0u8; 17]))
         .unwrap_err();
     assert!(err.to_string().contains("encrypted"), "{err}");
-    let err = a.push(&raw(types::MYSQL_GTID, 1, &[0u8; 42])).unwrap_err();
-    assert!(err.to_string().contains("MySQL"), "{err}");
+    let err = a
+        .push(&raw(types::ANONYMOUS_GTID, 1, &[0u8; 42]))
+        .unwrap_err();
+    assert!(err.to_string().contains("gtid_mode=ON"), "{err}");
+    let err = a.push(&raw(types::GTID_TAGGED, 1, &[0u8; 60])).unwrap_err();
+    assert!(err.to_string().contains("tagged GTIDs"), "{err}");
     let err = a.push(&raw(types::INCIDENT, 1, &[1, 0, 0])).unwrap_err();
     assert!(matches!(err, TxnError::Sequence(_)));
 }
@@ -320,6 +324,8 @@ fn malformed_events_are_errors() {
     q[HEADER_LEN + 11] = 0xff;
     assert!(matches!(a.push(&q), Err(TxnError::Event(_))));
 }
+
+mod mysql;
 
 proptest! {
     #[test]

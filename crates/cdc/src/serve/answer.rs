@@ -4,11 +4,15 @@
 use std::time::{Duration, SystemTime};
 
 use manifold_binlog::event::{self, types, HEADER_LEN};
+use manifold_binlog::gtid::Dialect;
 use manifold_binlog::store;
 use manifold_mysql_proto::consts::{column_flag, column_type};
 use manifold_mysql_proto::packets::{ColumnDefinition, ErrPacket};
 
-use super::sql::{SelectItem, Selected, ShowEvents, Value};
+use super::mysql;
+use super::sql::{
+    SelectItem, Selected, ShowEvents, Value, MARIADB_ONLY_VARIABLES, MYSQL_ONLY_VARIABLES,
+};
 use super::BinlogSession;
 use crate::state::BinlogShared;
 
@@ -56,40 +60,84 @@ fn cell(s: impl Into<String>) -> Option<Vec<u8>> {
     Some(s.into().into_bytes())
 }
 
-/// `SHOW MASTER STATUS`.
+/// `SHOW MASTER STATUS` (MySQL adds `Executed_Gtid_Set`: every transaction written).
 pub fn master_status(shared: &BinlogShared) -> ResultSet {
     let end = shared.end();
-    let columns = vec![
+    let mysql = shared.dialect == Dialect::MySql;
+    let mut columns = vec![
         text("File", 512),
         unsigned("Position", 20, column_type::LONGLONG),
         text("Binlog_Do_DB", 1024),
         text("Binlog_Ignore_DB", 1024),
     ];
+    if mysql {
+        columns.push(text("Executed_Gtid_Set", 1024));
+    }
     let rows = if end.file.is_empty() {
         Vec::new()
     } else {
-        vec![vec![
+        let mut row = vec![
             cell(end.file),
             cell(end.pos.to_string()),
             cell(""),
             cell(""),
-        ]]
+        ];
+        if mysql {
+            row.push(cell(end.gtid.to_string()));
+        }
+        vec![row]
     };
     (columns, rows)
 }
 
-/// `SHOW BINARY LOGS`.
+/// `SHOW BINARY LOGS` (MySQL adds `Encrypted`: manifold's files are not).
 pub fn binary_logs(shared: &BinlogShared) -> ResultSet {
-    let columns = vec![
+    let mysql = shared.dialect == Dialect::MySql;
+    let mut columns = vec![
         text("Log_name", 1020),
         unsigned("File_size", 20, column_type::LONGLONG),
     ];
+    if mysql {
+        columns.push(text("Encrypted", 3));
+    }
     let rows = shared
         .files()
         .into_iter()
-        .map(|f| vec![cell(f.name), cell(f.size.to_string())])
+        .map(|f| {
+            let mut row = vec![cell(f.name), cell(f.size.to_string())];
+            if mysql {
+                row.push(cell("No"));
+            }
+            row
+        })
         .collect();
     (columns, rows)
+}
+
+/// Whether the binlog's dialect has the owned variable `name` (the other dialect's server
+/// knows it not).
+pub fn has_variable(shared: &BinlogShared, name: &str) -> bool {
+    let other = match shared.dialect {
+        Dialect::MariaDb => MYSQL_ONLY_VARIABLES,
+        Dialect::MySql => MARIADB_ONLY_VARIABLES,
+    };
+    !other.contains(&name)
+}
+
+/// The transactions no longer in the files (`@@gtid_purged`): the oldest file's previous
+/// GTIDs. Reads a file's first events.
+fn gtid_purged(shared: &BinlogShared) -> String {
+    let end = shared.end();
+    shared.files().first().map_or_else(String::new, |f| {
+        let limit = if f.name == end.file {
+            end.pos
+        } else {
+            u64::MAX
+        };
+        mysql::file_start(&shared.config.dir, &f.name, limit)
+            .map(|(set, _)| set.to_string())
+            .unwrap_or_default()
+    })
 }
 
 /// A binlog-owned variable's value: `(SELECT @@x form, SHOW VARIABLES form)`.
@@ -108,18 +156,35 @@ fn system_value(shared: &BinlogShared, name: &str) -> (String, String) {
         "binlog_format" => same("ROW".into()),
         "binlog_row_image" => same("FULL".into()),
         "binlog_checksum" => same("CRC32".into()),
-        "gtid_binlog_pos" | "gtid_current_pos" => same(shared.end().gtid.to_string()),
+        "gtid_binlog_pos" | "gtid_current_pos" | "gtid_executed" => {
+            same(shared.end().gtid.to_string())
+        }
+        "gtid_purged" => same(gtid_purged(shared)),
+        "gtid_mode" | "enforce_gtid_consistency" => same("ON".into()),
+        "server_uuid" => same(shared.config.uuid().to_string()),
         "gtid_domain_id" => same(shared.config.domain_id.to_string()),
         _ => same(String::new()),
     }
 }
 
-/// `SELECT @@x, @y ...` of owned system variables and the session's replication variables.
-pub fn select(shared: &BinlogShared, session: &BinlogSession, items: &[SelectItem]) -> ResultSet {
+/// `SELECT @@x, @y ...` of owned system variables and the session's replication variables;
+/// ERR 1193 for a variable the binlog's dialect does not have, as its servers answer.
+pub fn select(
+    shared: &BinlogShared,
+    session: &BinlogSession,
+    items: &[SelectItem],
+) -> Result<ResultSet, ErrPacket> {
     let mut columns = Vec::with_capacity(items.len());
     let mut row = Vec::with_capacity(items.len());
     for item in items {
         let (mut column, value) = match &item.selected {
+            Selected::System(name) if !has_variable(shared, name) => {
+                return Err(err(
+                    1193,
+                    "HY000",
+                    format!("Unknown system variable '{name}'"),
+                ));
+            }
             Selected::System(name) => {
                 let v = system_value(shared, name).0;
                 let numeric = v.bytes().all(|b| b.is_ascii_digit()) && !v.is_empty();
@@ -150,14 +215,15 @@ pub fn select(shared: &BinlogShared, session: &BinlogSession, items: &[SelectIte
         columns.push(column);
         row.push(value);
     }
-    (columns, vec![row])
+    Ok((columns, vec![row]))
 }
 
-/// `SHOW VARIABLES ...` of owned variables.
+/// `SHOW VARIABLES ...` of owned variables (those of the binlog's dialect).
 pub fn show_variables(shared: &BinlogShared, names: &[&str]) -> ResultSet {
     let columns = vec![text("Variable_name", 256), text("Value", 8192)];
     let rows = names
         .iter()
+        .filter(|n| has_variable(shared, n))
         .map(|n| vec![cell(*n), cell(system_value(shared, n).1)])
         .collect();
     (columns, rows)
@@ -377,13 +443,20 @@ pub fn binlog_events(shared: &BinlogShared, q: &ShowEvents) -> Result<ResultSet,
                 format!("Error when executing command SHOW BINLOG EVENTS: {e}"),
             )
         })?;
+        let (name, info) = match shared.dialect {
+            Dialect::MySql => (
+                mysql::type_name(h.type_code).unwrap_or_else(|| type_name(h.type_code)),
+                mysql::info(&buf).unwrap_or_else(|| info(&buf)),
+            ),
+            Dialect::MariaDb => (type_name(h.type_code), info(&buf)),
+        };
         rows.push(vec![
             cell(file.name.clone()),
             cell(pos.to_string()),
-            cell(type_name(h.type_code)),
+            cell(name),
             cell(h.server_id.to_string()),
             cell(reader.pos().to_string()),
-            cell(info(&buf)),
+            cell(info),
         ]);
     }
     Ok((columns, rows))
@@ -392,7 +465,7 @@ pub fn binlog_events(shared: &BinlogShared, q: &ShowEvents) -> Result<ResultSet,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use manifold_binlog::gtid::Gtid;
+    use manifold_binlog::gtid::{Gtid, GtidState};
 
     #[test]
     fn info_as_mariadb_prints_it() {
@@ -432,6 +505,57 @@ mod tests {
             "insert into t values (1)"
         );
         assert_eq!(info(&[1, 2, 3]), "");
+    }
+
+    fn shared(dialect: Dialect) -> std::sync::Arc<BinlogShared> {
+        let config = crate::config::BinlogConfig {
+            server_id: 77,
+            ..crate::config::BinlogConfig::default()
+        };
+        let (shared, _requests) = BinlogShared::with_dialect(config, vec!["a".into()], dialect);
+        shared.publish_end(crate::state::End {
+            file: "manifold-bin.000001".into(),
+            pos: 900,
+            gtid: GtidState::empty(dialect),
+        });
+        shared
+    }
+
+    fn item(name: &'static str) -> SelectItem {
+        SelectItem {
+            selected: Selected::System(name),
+            column: format!("@@GLOBAL.{name}"),
+        }
+    }
+
+    #[test]
+    fn each_dialect_answers_its_own_variables_and_refuses_the_others() {
+        let session = BinlogSession::default();
+        let mysql = shared(Dialect::MySql);
+        let (_, rows) =
+            select(&mysql, &session, &[item("server_uuid"), item("gtid_mode")]).unwrap();
+        assert_eq!(
+            rows[0],
+            vec![cell("6d616e69-666f-6c64-8000-00000000004d"), cell("ON")]
+        );
+        let e = select(&mysql, &session, &[item("gtid_binlog_pos")]).unwrap_err();
+        assert_eq!(e.code, 1193);
+        assert_eq!(e.message, b"Unknown system variable 'gtid_binlog_pos'");
+        let mariadb = shared(Dialect::MariaDb);
+        assert_eq!(
+            select(&mariadb, &session, &[item("gtid_mode")])
+                .unwrap_err()
+                .code,
+            1193
+        );
+        assert!(select(&mariadb, &session, &[item("gtid_binlog_pos")]).is_ok());
+        let (_, rows) = show_variables(&mariadb, &["server_id", "server_uuid"]);
+        assert_eq!(rows.len(), 1);
+        // MySQL's SHOW MASTER STATUS and SHOW BINARY LOGS have a column more.
+        assert_eq!(master_status(&mysql).0.len(), 5);
+        assert_eq!(master_status(&mariadb).0.len(), 4);
+        assert_eq!(binary_logs(&mysql).0.len(), 3);
+        assert_eq!(binary_logs(&mariadb).0.len(), 2);
     }
 
     #[test]

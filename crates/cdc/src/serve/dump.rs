@@ -10,15 +10,16 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use manifold_binlog::event::{self, types, CHECKSUM_ALG_OFF, HEADER_LEN};
-use manifold_binlog::gtid::{Gtid, GtidPos};
+use manifold_binlog::gtid::{Dialect, Gtid, GtidPos, GtidSet, GtidState, TxnGtid};
 use manifold_binlog::store::{self, FileInfo, Reader};
 use manifold_mysql_proto::packets::{EofPacket, ErrPacket};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::answer::err;
+use super::mysql;
 use super::packets::{self, dump_flags, Adapted};
 use super::BinlogSession;
 use crate::state::{BinlogShared, ConsumerStatus};
@@ -143,6 +144,35 @@ fn next_file(files: &[FileInfo], current: &str) -> Option<String> {
         .map(|f| f.name.clone())
 }
 
+/// The file and position a dump by position starts at: `file` (empty: the first file) at
+/// `pos`, checked as MariaDB and MySQL check them.
+fn start_position(shared: &BinlogShared, file: &str, pos: u64) -> Result<(String, u64), ErrPacket> {
+    let files = shared.files();
+    let end = shared.end();
+    let info = if file.is_empty() {
+        files.first()
+    } else {
+        files.iter().find(|f| f.name == file)
+    };
+    let Some(info) = info else {
+        return Err(err(
+            FATAL,
+            "HY000",
+            "Could not find first log file name in binary log index file",
+        ));
+    };
+    let size = if info.name == end.file {
+        end.pos
+    } else {
+        info.size
+    };
+    if pos < 4 || pos > size {
+        let f = &info.name;
+        return Err(err(FATAL, "HY000", format!("Client requested master to start replication from impossible position; the first event '{f}' at {pos}, the last event read from '{f}' at 4, the last byte read from '{f}' at 4.")));
+    }
+    Ok((info.name.clone(), pos))
+}
+
 /// One dump in progress.
 #[derive(Debug)]
 pub struct Dump {
@@ -172,7 +202,19 @@ pub struct Dump {
     skipping: Skip,
     send_fake_list: bool,
     /// The global binlog's position at the reader (the file's GTID list and GTIDs since).
-    state: GtidPos,
+    state: GtidState,
+    /// The files are in MySQL's dialect: no MariaDB capability downgrades, MySQL's skipping
+    /// and heartbeats.
+    mysql: bool,
+    /// MySQL GTID dump: the replica's transactions, never sent to it.
+    exclude: Option<GtidSet>,
+    /// Inside a transaction of `exclude` (from its GTID event to the next GTID event).
+    in_exclude: bool,
+    /// Where the last skipped group ended, not yet told to the replica: a heartbeat says it
+    /// before the next event sent (MySQL's `exclude_group_end_pos`).
+    exclude_end: Option<u64>,
+    /// When the last event went to the replica (a long skip sends heartbeats meanwhile).
+    last_sent: Instant,
     buf: Vec<u8>,
     consumer: ConsumerStatus,
     /// Source time (header timestamp) of the last transaction sent.
@@ -187,12 +229,14 @@ impl Dump {
         shared: Arc<BinlogShared>,
         request: &DumpRequest,
         session: &BinlogSession,
-        mut consumer: ConsumerStatus,
+        consumer: ConsumerStatus,
     ) -> Result<Dump, ErrPacket> {
         let cfg = &shared.config;
-        let files = shared.files();
         let end = shared.end();
         let mut skip_until = None;
+        if shared.dialect == Dialect::MySql && session.connect_state().is_some() {
+            return Err(err(FATAL, "HY000", "manifold's global binlog is in MySQL's dialect (its sources are MySQL servers): MariaDB's GTID positioning (@slave_connect_state) is not served; connect with MySQL's GTID auto-positioning (COM_BINLOG_DUMP_GTID, SOURCE_AUTO_POSITION=1) or by file and position"));
+        }
         let (file, pos) = if let Some(state) = session.connect_state() {
             let client: GtidPos = state.parse().map_err(|_| {
                 err(
@@ -219,38 +263,35 @@ impl Dump {
                 .filter(|g| list.as_mariadb().and_then(|l| l.get(cfg.domain_id)) != Some(*g));
             (position.file, 4)
         } else {
-            let info = if request.file.is_empty() {
-                files.first()
-            } else {
-                files.iter().find(|f| f.name == request.file)
-            };
-            let Some(info) = info else {
-                return Err(err(
-                    FATAL,
-                    "HY000",
-                    "Could not find first log file name in binary log index file",
-                ));
-            };
-            let size = if info.name == end.file {
-                end.pos
-            } else {
-                info.size
-            };
-            let pos = u64::from(request.pos);
-            if pos < 4 || pos > size {
-                let f = &info.name;
-                return Err(err(FATAL, "HY000", format!("Client requested master to start replication from impossible position; the first event '{f}' at {pos}, the last event read from '{f}' at 4, the last byte read from '{f}' at 4.")));
-            }
-            (info.name.clone(), pos)
+            start_position(&shared, &request.file, u64::from(request.pos))?
         };
-        consumer.server_id = session.registered_server_id.unwrap_or(request.server_id);
+        let mut dump = Dump::at(
+            shared,
+            (file, pos),
+            (request.flags, request.server_id),
+            session,
+            consumer,
+        );
+        dump.skip_until = skip_until;
+        Ok(dump)
+    }
+
+    /// A dump of `file` from `pos`, for `(flags, server id)` of the request.
+    fn at(
+        shared: Arc<BinlogShared>,
+        (file, pos): (String, u64),
+        (flags, server_id): (u16, u32),
+        session: &BinlogSession,
+        mut consumer: ConsumerStatus,
+    ) -> Dump {
+        consumer.server_id = session.registered_server_id.unwrap_or(server_id);
         consumer.file.clone_from(&file);
         consumer.pos = pos;
-        Ok(Dump {
-            dir: cfg.dir.clone(),
-            flags: request.flags,
+        Dump {
+            dir: shared.config.dir.clone(),
+            flags,
             capability: session.capability(),
-            non_block: request.flags & dump_flags::NON_BLOCK != 0 || request.server_id == 0,
+            non_block: flags & dump_flags::NON_BLOCK != 0 || server_id == 0,
             aware: session.checksum_aware(),
             start_file: file.clone(),
             start_pos: pos,
@@ -260,17 +301,22 @@ impl Dump {
             clear_initial_log_pos: pos > 4,
             last_pos: pos,
             crc: session.declared_crc32(),
-            skip_until,
+            skip_until: None,
             strict: session.gtid_strict_mode(),
             skipping: Skip::Not,
             send_fake_list: false,
-            state: GtidPos::default(),
+            state: GtidState::empty(shared.dialect),
+            mysql: shared.dialect == Dialect::MySql,
+            exclude: None,
+            in_exclude: false,
+            exclude_end: None,
+            last_sent: Instant::now(),
             buf: Vec::with_capacity(16 << 10),
             consumer,
             last_txn_time: 0,
             heartbeat_ns: session.heartbeat_period_ns(),
             shared,
-        })
+        }
     }
 
     /// `@master_heartbeat_period`, when the replica asked for heartbeats.
@@ -297,6 +343,8 @@ impl Dump {
     /// Queues events on `out` (sequence ids from `seq`) up to a bounded amount.
     pub fn fill(&mut self, out: &mut Vec<u8>, seq: &mut u8) -> Result<Step, ErrPacket> {
         let budget = out.len() + STEP_BYTES;
+        // Skipped events count too: a long skip yields like a long send.
+        let mut scanned = 0usize;
         loop {
             if let Some(pos) = self.open_at {
                 if !self.open(pos, out, seq)? {
@@ -308,7 +356,7 @@ impl Dump {
                 }
                 self.open_at = None;
             }
-            if out.len() >= budget {
+            if out.len() >= budget || scanned >= 4 * STEP_BYTES {
                 return Ok(Step::More);
             }
             let end = self.shared.end();
@@ -329,9 +377,11 @@ impl Dump {
                 }
                 Ok(true) => {
                     self.last_pos = at;
+                    scanned += self.buf.len();
                     self.event(out, seq)?;
                 }
                 Ok(false) if end.file == self.file => {
+                    self.tell_skipped(out, seq);
                     self.publish();
                     return Ok(if self.non_block {
                         Step::Done
@@ -340,6 +390,7 @@ impl Dump {
                     });
                 }
                 Ok(false) => {
+                    self.tell_skipped(out, seq);
                     // This file is complete: the next one in the index.
                     let Some(next) = next_file(&self.shared.files(), &self.file) else {
                         return Err(self.fatal("could not find next log"));
@@ -417,19 +468,22 @@ impl Dump {
 
     /// Sends (or skips, or adapts) the event in `self.buf`.
     fn event(&mut self, out: &mut Vec<u8>, seq: &mut u8) -> Result<(), ErrPacket> {
+        if self.mysql {
+            return self.mysql_event(out, seq);
+        }
         let t = self.buf.get(4).copied().unwrap_or(0);
         match t {
             types::GTID_LIST => {
                 if let Ok(list) = event::parse_mariadb_gtid_list(&self.buf) {
                     for g in list.iter() {
-                        self.state.update(g);
+                        self.state.update(&TxnGtid::MariaDb(g));
                     }
                 }
             }
             types::GTID => {
                 let (g, flags2) = event::parse_mariadb_gtid(&self.buf)
                     .map_err(|_| self.fatal("Failed to read Gtid_log_event: corrupt binlog"))?;
-                self.state.update(g);
+                self.state.update(&TxnGtid::MariaDb(g));
                 self.last_txn_time = event::Header::parse(&self.buf).map_or(0, |h| h.timestamp);
                 if let Some(until) = self.skip_until.filter(|u| u.domain == g.domain) {
                     let applied = g.server != until.server || g.seq <= until.seq;
@@ -484,8 +538,8 @@ impl Dump {
         if self.send_fake_list && self.skipping == Skip::Not {
             self.send_fake_list = false;
             let pos = u32::try_from(self.pos()).unwrap_or(0);
-            let list =
-                packets::fake_gtid_list(self.shared.config.server_id, &self.state, pos, self.crc);
+            let state = self.state.as_mariadb().cloned().unwrap_or_default();
+            let list = packets::fake_gtid_list(self.shared.config.server_id, &state, pos, self.crc);
             *seq = packets::queue_event(out, *seq, &list);
         }
         Ok(())
@@ -493,12 +547,18 @@ impl Dump {
 
     /// Queues a heartbeat naming the current file and position.
     pub fn heartbeat(&self, out: &mut Vec<u8>, seq: &mut u8) {
-        let hb = packets::heartbeat(
-            self.shared.config.server_id,
-            &self.file,
-            self.pos(),
-            self.crc,
-        );
+        self.heartbeat_at(self.pos(), out, seq);
+    }
+
+    /// Queues a heartbeat naming the current file and `pos`: MySQL's second version when
+    /// the replica asked for it in its dump flags, else the first (both dialects').
+    fn heartbeat_at(&self, pos: u64, out: &mut Vec<u8>, seq: &mut u8) {
+        let server_id = self.shared.config.server_id;
+        let hb = if self.mysql && self.flags & mysql::gtid_dump_flags::USE_HEARTBEAT_EVENT_V2 != 0 {
+            packets::heartbeat_v2(server_id, &self.file, pos, self.crc)
+        } else {
+            packets::heartbeat(server_id, &self.file, pos, self.crc)
+        };
         *seq = packets::queue_event(out, *seq, &hb);
     }
 
@@ -671,5 +731,8 @@ async fn drive<S: AsyncWrite + Unpin>(
     }
 }
 
+mod for_mysql;
+#[cfg(test)]
+mod mysql_tests;
 #[cfg(test)]
 mod tests;

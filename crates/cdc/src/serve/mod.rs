@@ -4,13 +4,17 @@
 //! - [`sql`]: the statements manifold answers itself (`SHOW MASTER STATUS`, `SHOW BINLOG
 //!   EVENTS`, `PURGE BINARY LOGS`, the binlog's variables, the replication `@vars`).
 //! - [`answer`]: the result sets of those statements, as MariaDB shapes them.
-//! - [`dump`]: `COM_BINLOG_DUMP`: the stream of events from the files, waiting for more.
+//! - [`dump`]: `COM_BINLOG_DUMP` and MySQL's `COM_BINLOG_DUMP_GTID`: the stream of events
+//!   from the files, waiting for more.
+//! - [`mysql`]: what the MySQL dialect adds: the GTID dump's request and checks, MySQL's
+//!   texts of its events.
 //! - [`packets`]: events as packets, the events a server makes up, capability downgrades.
 //!
 //! OWNER: the serving helper.
 
 pub mod answer;
 pub mod dump;
+pub mod mysql;
 pub mod packets;
 pub mod sql;
 

@@ -135,6 +135,44 @@ pub fn heartbeat(server_id: u32, file: &str, log_pos: u64, checksum: bool) -> Ve
     )
 }
 
+/// MySQL's `HEARTBEAT_LOG_EVENT_V2` (8.0.26+ replicas ask for it with the dump flag
+/// `USE_HEARTBEAT_EVENT_V2`): the file and a 64-bit position as fields of type, length and
+/// value (`Heartbeat` codec: 1 the file name, 2 the position as a packed integer, 0 the
+/// end), `log_pos` 0 in the header.
+pub fn heartbeat_v2(server_id: u32, file: &str, position: u64, checksum: bool) -> Vec<u8> {
+    let mut pos = Vec::with_capacity(9);
+    packed(&mut pos, position);
+    let mut body = Vec::with_capacity(file.len() + pos.len() + 8);
+    packed(&mut body, 1);
+    packed(&mut body, file.len() as u64);
+    body.extend_from_slice(file.as_bytes());
+    packed(&mut body, 2);
+    packed(&mut body, pos.len() as u64);
+    body.extend_from_slice(&pos);
+    packed(&mut body, 0);
+    fake(types::HEARTBEAT_V2, server_id, 0, 0, &body, checksum)
+}
+
+/// A length-encoded integer (`net_store_length`).
+fn packed(out: &mut Vec<u8>, v: u64) {
+    let b = v.to_le_bytes();
+    match v {
+        0..=250 => out.push(b[0]),
+        251..=0xffff => {
+            out.push(252);
+            out.extend_from_slice(&b[..2]);
+        }
+        0x1_0000..=0xff_ffff => {
+            out.push(253);
+            out.extend_from_slice(&b[..3]);
+        }
+        _ => {
+            out.push(254);
+            out.extend_from_slice(&b);
+        }
+    }
+}
+
 /// What to do with an event for a replica of some capability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Adapted {
@@ -329,6 +367,28 @@ mod tests {
         event::verify_checksum(&hb).unwrap();
         assert_eq!(event::Header::parse(&hb).unwrap().log_pos, 777);
         assert_eq!(&hb[HEADER_LEN..hb.len() - 4], b"manifold-bin.000001");
+    }
+
+    #[test]
+    fn a_v2_heartbeat_carries_the_file_and_a_packed_position() {
+        let hb = heartbeat_v2(4, "manifold-bin.000001", 5_000_000_000, true);
+        event::verify_checksum(&hb).unwrap();
+        let h = event::Header::parse(&hb).unwrap();
+        assert_eq!(
+            (h.type_code, h.log_pos, h.flags),
+            (types::HEARTBEAT_V2, 0, 0)
+        );
+        let mut expected = vec![1, 19];
+        expected.extend_from_slice(b"manifold-bin.000001");
+        expected.extend_from_slice(&[2, 9, 254]);
+        expected.extend_from_slice(&5_000_000_000u64.to_le_bytes());
+        expected.push(0);
+        assert_eq!(&hb[HEADER_LEN..hb.len() - 4], &expected[..]);
+        let small = heartbeat_v2(4, "f.1", 1234, false);
+        assert_eq!(
+            &small[HEADER_LEN..],
+            &[1, 3, b'f', b'.', b'1', 2, 3, 252, 0xd2, 0x04, 0]
+        );
     }
 
     fn gtid_event(flags2: u8) -> Vec<u8> {

@@ -8,13 +8,36 @@ pub const OWNED_VARIABLES: &[&str] = &[
     "binlog_checksum",
     "binlog_format",
     "binlog_row_image",
+    "enforce_gtid_consistency",
     "gtid_binlog_pos",
     "gtid_current_pos",
     "gtid_domain_id",
+    "gtid_executed",
+    "gtid_mode",
+    "gtid_purged",
     "gtid_strict_mode",
     "log_bin",
     "log_slave_updates",
     "server_id",
+    "server_uuid",
+];
+
+/// Owned variables only MariaDB has: a MySQL-dialect binlog knows none of them.
+pub const MARIADB_ONLY_VARIABLES: &[&str] = &[
+    "binlog_annotate_row_events",
+    "gtid_binlog_pos",
+    "gtid_current_pos",
+    "gtid_domain_id",
+    "gtid_strict_mode",
+];
+
+/// Owned variables only MySQL has: a MariaDB-dialect binlog knows none of them.
+pub const MYSQL_ONLY_VARIABLES: &[&str] = &[
+    "enforce_gtid_consistency",
+    "gtid_executed",
+    "gtid_mode",
+    "gtid_purged",
+    "server_uuid",
 ];
 
 /// Session user variables a replica sets before its dump, kept by manifold for the dump.
@@ -68,7 +91,7 @@ pub struct ShowEvents {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Statement {
-    /// `SHOW MASTER STATUS`, `SHOW BINLOG STATUS`.
+    /// `SHOW MASTER STATUS`, `SHOW BINLOG STATUS`, `SHOW BINARY LOG STATUS` (MySQL 8.4+).
     ShowMasterStatus,
     /// `SHOW BINARY LOGS`, `SHOW MASTER LOGS`.
     ShowBinaryLogs,
@@ -316,7 +339,10 @@ pub fn parse(sql: &str) -> Option<Statement> {
 }
 
 fn show(p: &mut Parser) -> Option<Statement> {
-    if p.words(&["master", "status"]) || p.words(&["binlog", "status"]) {
+    if p.words(&["master", "status"])
+        || p.words(&["binlog", "status"])
+        || p.words(&["binary", "log", "status"])
+    {
         return Some(Statement::ShowMasterStatus);
     }
     if p.words(&["binary", "logs"]) || p.words(&["master", "logs"]) {
@@ -521,6 +547,10 @@ mod tests {
             assert_eq!(parse(s), Some(Statement::ShowMasterStatus), "{s}");
         }
         assert_eq!(parse("SHOW BINARY LOGS"), Some(Statement::ShowBinaryLogs));
+        assert_eq!(
+            parse("show binary log status"),
+            Some(Statement::ShowMasterStatus)
+        );
         assert_eq!(parse("show master logs"), Some(Statement::ShowBinaryLogs));
         assert_eq!(parse("FLUSH BINARY LOGS"), Some(Statement::FlushBinaryLogs));
         assert_eq!(

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use manifold_backend::ConnKey;
+use manifold_backend::{ConnKey, ServerFlavor};
 use manifold_binlog::gtid::Dialect;
 use manifold_binlog::store::Recovered;
 use tokio::sync::{mpsc, watch};
@@ -157,37 +157,35 @@ fn fleet_dialect(config: &BinlogConfig, sources: &[SourceTarget]) -> Result<Dial
 }
 
 /// The dialect of the primaries that answer now (`None`: none did); an error when they mix
-/// MariaDB and MySQL.
+/// MariaDB and MySQL. Each cluster's current primary is asked (the one its reader will
+/// read), not its first configured node, which may be a replica since a failover.
 fn check_one_flavour(sources: &[SourceTarget]) -> Result<Option<Dialect>, String> {
-    let mut seen: Vec<(bool, &str)> = Vec::new();
+    let mut seen: Vec<(Dialect, &str)> = Vec::new();
     for s in sources {
-        let Some(primary) = s.targets.first() else {
+        let Some(primary) = s.targets.get(s.topology.primary()) else {
             continue;
         };
         if let Ok(version) = manifold_backend::probe_server_version(&primary.addr, PROBE_TIMEOUT) {
-            let mariadb = version
-                .windows(7)
-                .any(|w| w.eq_ignore_ascii_case(b"mariadb"));
-            seen.push((mariadb, s.cluster.as_str()));
+            let dialect = match ServerFlavor::of_version(&version) {
+                ServerFlavor::MariaDb => Dialect::MariaDb,
+                ServerFlavor::MySql => Dialect::MySql,
+            };
+            seen.push((dialect, s.cluster.as_str()));
         }
     }
     check_flavours(&seen)?;
-    Ok(seen.first().map(|&(mariadb, _)| {
-        if mariadb {
-            Dialect::MariaDb
-        } else {
-            Dialect::MySql
-        }
-    }))
+    Ok(seen.first().map(|&(dialect, _)| dialect))
 }
 
-/// `flavours`: `(is MariaDB, cluster)` of the primaries that answered.
-fn check_flavours(flavours: &[(bool, &str)]) -> Result<(), String> {
-    let maria = flavours.iter().find(|f| f.0);
-    let mysql = flavours.iter().find(|f| !f.0);
+/// `flavours`: the dialect of each cluster whose primary answered.
+fn check_flavours(flavours: &[(Dialect, &str)]) -> Result<(), String> {
+    let maria = flavours.iter().find(|f| f.0 == Dialect::MariaDb);
+    let mysql = flavours.iter().find(|f| f.0 == Dialect::MySql);
     match (maria, mysql) {
         (Some((_, m)), Some((_, y))) => Err(format!(
-            "binlog: the clusters mix MariaDB ({m}) and MySQL ({y}) primaries; the global binlog needs one flavour"
+            "binlog: a mixed fleet: cluster {m} has a MariaDB primary and cluster {y} a MySQL \
+             one; the global binlog is written in one dialect, so every cluster's primary must \
+             be MariaDB or every one MySQL"
         )),
         _ => Ok(()),
     }

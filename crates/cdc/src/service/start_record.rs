@@ -72,6 +72,16 @@ mod tests {
         let mut starts = BTreeMap::new();
         starts.insert("east".to_owned(), "0-1-5,1-2-9".parse().unwrap());
         starts.insert("west".to_owned(), GtidState::default());
+        // A MySQL set of several servers, as `@@gtid_executed` gives it (line breaks and all).
+        let mysql: GtidState = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7,\n\
+                                6d616e69-666f-6c64-8000-0000ee6b2801:3"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            mysql.to_string(),
+            "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5:7,6d616e69-666f-6c64-8000-0000ee6b2801:3"
+        );
+        starts.insert("north".to_owned(), mysql);
         write(&config, &starts).unwrap();
         assert_eq!(read(&config).unwrap(), starts);
         std::fs::write(path(&config), "east 0-1\n").unwrap();

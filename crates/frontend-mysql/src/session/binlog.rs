@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use manifold_cdc::serve::answer::{self, err};
 use manifold_cdc::serve::dump::{self, Dump, DumpOutcome, DumpRequest};
+use manifold_cdc::serve::mysql::DumpGtidRequest;
 use manifold_cdc::serve::sql::Statement;
 use manifold_cdc::state::{ConsumerStatus, Request};
 use manifold_cdc::BinlogShared;
@@ -35,12 +36,13 @@ impl Session {
             BinlogCommand::Dump => {
                 let payload = p.payload(&self.io.rbuf).into_owned();
                 self.io.consume(p.raw_len);
-                self.binlog_dump(&shared, &payload, seq, killed).await
+                self.binlog_dump(&shared, &payload, false, seq, killed)
+                    .await
             }
             BinlogCommand::DumpGtid => {
+                let payload = p.payload(&self.io.rbuf).into_owned();
                 self.io.consume(p.raw_len);
-                let e = err(1236, "HY000", "manifold's global binlog is served in the MariaDB dialect: connect with MariaDB GTID positioning (SET @slave_connect_state, then COM_BINLOG_DUMP), or by file and position; MySQL's COM_BINLOG_DUMP_GTID is not supported");
-                self.send_err_packet(seq, &e).await
+                self.binlog_dump(&shared, &payload, true, seq, killed).await
             }
             BinlogCommand::RegisterSlave => {
                 let payload = p.payload(&self.io.rbuf).into_owned();
@@ -59,10 +61,12 @@ impl Session {
         }
     }
 
+    /// `COM_BINLOG_DUMP`, or MySQL's `COM_BINLOG_DUMP_GTID` when `by_gtid`.
     async fn binlog_dump(
         &mut self,
         shared: &Arc<BinlogShared>,
         payload: &[u8],
+        by_gtid: bool,
         seq: u8,
         killed: Pin<&mut Notified<'_>>,
     ) -> Result<(), End> {
@@ -71,21 +75,34 @@ impl Session {
                 .send_err_packet(seq, &answer::access_denied("REPLICATION SLAVE"))
                 .await;
         }
-        let Some(request) = DumpRequest::parse(payload) else {
-            let e = err(1105, "HY000", "Malformed COM_BINLOG_DUMP packet");
-            return self.send_err_packet(seq, &e).await;
-        };
         let consumer = ConsumerStatus {
             id: u64::from(self.id),
             user: self.user.name.clone(),
             addr: self.peer.to_string(),
             ..ConsumerStatus::default()
         };
-        let mut dump = match Dump::start(shared.clone(), &request, &self.binlog, consumer) {
+        let started = if by_gtid {
+            match DumpGtidRequest::parse(payload) {
+                Ok(request) => {
+                    tracing::info!(connection = self.id, peer = %self.peer, file = %request.file, pos = request.pos, server_id = request.server_id, gtids = %request.gtids, "binlog GTID dump requested");
+                    Dump::start_gtid(shared.clone(), &request, &self.binlog, consumer)
+                }
+                Err(m) => Err(err(1105, "HY000", m)),
+            }
+        } else {
+            match DumpRequest::parse(payload) {
+                Some(request) => {
+                    tracing::info!(connection = self.id, peer = %self.peer, file = %request.file, pos = request.pos, server_id = request.server_id, "binlog dump requested");
+                    Dump::start(shared.clone(), &request, &self.binlog, consumer)
+                }
+                None => Err(err(1105, "HY000", "Malformed COM_BINLOG_DUMP packet")),
+            }
+        };
+        let mut dump = match started {
             Ok(d) => d,
             Err(e) => return self.send_err_packet(seq, &e).await,
         };
-        tracing::info!(connection = self.id, peer = %self.peer, file = %request.file, pos = request.pos, server_id = request.server_id, "binlog dump started");
+        tracing::info!(connection = self.id, "binlog dump started");
         let ctx = self.ctx.clone();
         let stop = async move {
             tokio::select! {
@@ -124,7 +141,10 @@ impl Session {
         let (columns, rows) = match statement {
             Statement::ShowMasterStatus => answer::master_status(shared),
             Statement::ShowBinaryLogs => answer::binary_logs(shared),
-            Statement::Select(items) => answer::select(shared, &self.binlog, &items),
+            Statement::Select(items) => match answer::select(shared, &self.binlog, &items) {
+                Ok(set) => set,
+                Err(e) => return self.send_err_packet(seq, &e).await,
+            },
             Statement::ShowVariables(names) => answer::show_variables(shared, &names),
             Statement::Set(vars) => {
                 for (name, value) in vars {
