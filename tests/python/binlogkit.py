@@ -4,6 +4,11 @@ restarted on the same directory, a reader of binlog files of our own (independen
 manifold's code: header, CRC32, transaction boundaries, annotate texts) and the ledger
 checks every test applies to what it read.
 
+Both dialects: MariaDB clusters (the default) and MySQL ones (`flavor="mysql"`, the
+testkit's `--mysql`). A MySQL transaction's GTID is `(source uuid, gno)`, its statements'
+text is in ROWS_QUERY events (read as the annotates are), and the origin record of the global
+binlog is a ROWS_QUERY after `BEGIN`, or a leading comment of a one-statement group's QUERY.
+
 The ledger: every transaction a test writes carries a unique tag `/*ledger:TAG*/` in its
 statements' text, which MariaDB keeps in the annotate event before the rows. Reading the
 global binlog back then says which transactions it holds, in which order, from which
@@ -28,26 +33,33 @@ from conftest import PASSWORD, ROOT, RUN_DIR, USER, binary, free_ports, manifold
 
 # Event types (MariaDB binlog v4).
 QUERY, STOP, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP = 2, 3, 4, 15, 16, 19
+XA_PREPARE = 38
 ROWS_EVENTS = {23, 24, 25, 30, 31, 32, 166, 167, 168}
 ANNOTATE, CHECKPOINT, GTID, GTID_LIST = 160, 161, 162, 163
+# MySQL's (8.0+).
+ROWS_QUERY, MYSQL_GTID, ANONYMOUS_GTID, PREVIOUS_GTIDS, TRANSACTION_PAYLOAD = 29, 33, 34, 35, 40
 HEADER_LEN = 19
 FL_STANDALONE = 1
 FL_GROUP_COMMIT_ID = 2
 LOG_EVENT_BINLOG_IN_USE = 1
 
 ORIGIN = re.compile(rb"# manifold origin cluster=(\S+) gtid=(\d+)-(\d+)-(\d+) key=(\d+)")
+ORIGIN_MYSQL = re.compile(rb"# manifold origin cluster=(\S+) gtid=([0-9a-f-]{36}):(\d+) key=(\d+)")
 LEDGER_TAG = re.compile(rb"/\*ledger:([A-Za-z0-9_.-]+)\*/")
 HEARTBEAT_TABLE = (b"manifold", b"binlog_heartbeat")
 INTERNAL = b"/*manifold:internal*/ "
 BINLOG_SERVER_ID = 4000000001
+# manifold's server uuid in a MySQL-dialect global binlog (binlog.server_uuid's default).
+BINLOG_UUID = f"6d616e69-666f-6c64-8000-{BINLOG_SERVER_ID:012x}"
 
 
 class Cluster:
     """One testkit topology (primary, `replicas` GTID replicas, no TLS) with a name."""
 
-    def __init__(self, name, info):
+    def __init__(self, name, info, flavor="mariadb"):
         self.name = name
         self.info = info
+        self.flavor = flavor
         self.primary = info["primary"]
         self.primary_port = int(self.primary.split(":")[1])
         self.replica_ports = [int(r.split(":")[1]) for r in info["replicas"].split(",") if r]
@@ -63,6 +75,17 @@ class Cluster:
         with self.root(port) as c, c.cursor() as cur:
             cur.execute(sql)
             return cur.fetchall()
+
+    @property
+    def mysql(self):
+        return self.flavor == "mysql"
+
+    @property
+    def uuid(self):
+        """The primary's `@@server_uuid` (MySQL): the source part of its own GTIDs."""
+        if not hasattr(self, "_uuid"):
+            self._uuid = self.query("SELECT @@server_uuid")[0][0]
+        return self._uuid
 
     def binlog_files(self, port=None):
         """The server's own binlog files, oldest first."""
@@ -98,12 +121,17 @@ def _state(pid):
 
 
 @contextlib.contextmanager
-def clusters(names, replicas=0, extra=()):
-    """Independent testkit topologies, one per name, started side by side."""
+def clusters(names, replicas=0, extra=(), flavors=None):
+    """Independent testkit topologies, one per name, started side by side; `flavors` (one
+    per name, "mariadb" or "mysql") says which server each is, MariaDB by default. `replicas`
+    is one count for all, or one per name."""
+    flavors = flavors or ["mariadb"] * len(names)
+    counts = replicas if isinstance(replicas, (list, tuple)) else [replicas] * len(names)
     with contextlib.ExitStack() as stack, ThreadPoolExecutor(len(names)) as pool:
-        futures = [pool.submit(stack.enter_context, start_testkit(replicas, "--no-tls", *extra))
-                   for _ in names]
-        out = [Cluster(name, f.result()) for name, f in zip(names, futures)]
+        futures = [pool.submit(stack.enter_context,
+                               start_testkit(n, "--no-tls", *(["--mysql"] if f == "mysql" else []), *extra))
+                   for f, n in zip(flavors, counts)]
+        out = [Cluster(name, f.result(), flavor) for name, f, flavor in zip(names, futures, flavors)]
         try:
             yield out
         finally:
@@ -119,7 +147,7 @@ class BinlogManifold:
     binlog on in `binlog_dir`. `kill()` and `start()` again reuse the directory and ports."""
 
     def __init__(self, clusters, binlog_dir, schemas, binlog_extra="", toml_extra="", name="manifold-binlog",
-                 extra_args=()):
+                 extra_args=(), start=True):
         self.clusters = clusters
         self.dir = Path(binlog_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -143,14 +171,18 @@ class BinlogManifold:
         self.log_path = ROOT / "target" / f"{name}-{self.port}.log"
         self.proc = None
         self.starts = 0
-        self.start()
+        if start:
+            self.start()
+
+    def argv(self):
+        return [binary("manifold"), "--config", str(self.config), "--user", f"{USER}:{PASSWORD}",
+                "--listen", f"127.0.0.1:{self.port}", "--admin-listen", f"127.0.0.1:{self.admin_port}",
+                "--http-listen", f"127.0.0.1:{self.http_port}", *self.extra_args]
 
     def start(self):
         log = open(self.log_path, "a")
-        args = [binary("manifold"), "--config", str(self.config), "--user", f"{USER}:{PASSWORD}",
-                "--listen", f"127.0.0.1:{self.port}", "--admin-listen", f"127.0.0.1:{self.admin_port}",
-                "--http-listen", f"127.0.0.1:{self.http_port}", *self.extra_args]
-        self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=RUN_DIR, env=manifold_env())
+        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT, cwd=RUN_DIR,
+                                     env=manifold_env())
         log.close()
         self.starts += 1
         wait_port(self.port, self.proc, "manifold", timeout=60)
@@ -200,9 +232,15 @@ class BinlogManifold:
         sequence number."""
         out = {}
         path = self.dir / "manifold-bin.start"
+        uuids = {c.name if i else "default": c.uuid for i, c in enumerate(self.clusters) if c.mysql}
         if path.exists():
             for line in path.read_text().splitlines():
                 name, _, pos = line.partition(" ")
+                if name in uuids:
+                    seq = gtid_set_last(pos, uuids[name])
+                    if seq:
+                        out[name] = seq
+                    continue
                 for gtid in filter(None, pos.split(",")):
                     d, _, seq = gtid.split("-")
                     if d == "0":
@@ -232,26 +270,62 @@ class BinlogManifold:
 
 def last_data_seq(cluster):
     """The sequence number of the last transaction on the cluster's primary binlog that is
-    not a heartbeat (0 when there is none)."""
+    not a heartbeat (0 when there is none); on MySQL, the last gno of the primary's uuid."""
     txns = read_binlog(cluster.binlog_files(), allow_torn_tail=True).transactions
-    data = [t for t in txns if not t.is_heartbeat()]
-    return data[-1].gtid[2] if data else 0
+    data = [t for t in txns if not t.is_heartbeat() and (not cluster.mysql or t.gtid[0] == cluster.uuid)]
+    return data[-1].seq if data else 0
+
+
+def gtid_set_last(text, uuid):
+    """The last gno of `uuid` in a MySQL GTID set's text (`uuid:1-5:7,uuid2:1-3`; 0 when absent)."""
+    last = 0
+    for part in text.replace("\n", "").split(","):
+        sid, _, ranges = part.strip().partition(":")
+        if sid.lower() != uuid.lower():
+            continue
+        for r in ranges.split(":"):
+            if r and r[0].isdigit():
+                last = max(last, int(r.rpartition("-")[2]))
+    return last
 
 
 class Origin:
-    def __init__(self, m):
+    """An origin record: the cluster, the transaction's GTID on it (MariaDB `(domain, server,
+    seq)`, MySQL `(uuid, gno)`), its sequence number there and its key."""
+
+    def __init__(self, m, mysql=False):
         self.cluster = m.group(1).decode()
-        self.gtid = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
-        self.seq = self.gtid[2]
-        self.key = int(m.group(5))
+        if mysql:
+            self.gtid = (m.group(2).decode(), int(m.group(3)))
+            self.seq = self.gtid[1]
+            self.key = int(m.group(4))
+        else:
+            self.gtid = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+            self.seq = self.gtid[2]
+            self.key = int(m.group(5))
+
+
+def find_origin(text):
+    """The origin record in an annotate / rows-query / statement text, either dialect."""
+    m = ORIGIN.search(text)
+    if m:
+        return Origin(m)
+    m = ORIGIN_MYSQL.search(text)
+    return Origin(m, mysql=True) if m else None
 
 
 class Transaction:
-    """One GTID..end group of events: its GTID (domain, server, seq), the file it is in, the
-    annotate texts, the tables its TABLE_MAPs name, and the event types in order."""
+    """One GTID..end group of events: its GTID (MariaDB (domain, server, seq), MySQL (uuid,
+    gno)), the file it is in, the annotate (MySQL: rows-query) texts, the tables its TABLE_MAPs
+    name, and the event types in order. A MySQL transaction compressed into one
+    TRANSACTION_PAYLOAD is whole at that event (`compressed`; its inner events are not read)."""
 
-    def __init__(self, gtid, flags, file, pos):
+    def __init__(self, gtid, flags, file, pos, mysql=False):
         self.gtid = gtid
+        self.mysql = mysql
+        self.seq = gtid[-1]
+        self.compressed = False
+        self.standalone = None  # MySQL: decided at the group's first statement
         self.pos = pos
         self.row_bytes = 0
         self.flags = flags
@@ -269,6 +343,15 @@ class Transaction:
         for a in self.annotates:
             out.update((t.decode(), None) for t in LEDGER_TAG.findall(a))
         return list(out)
+
+    def origin_first(self):
+        """Whether the origin record is where the global binlog puts it: MariaDB's first
+        annotate; MySQL's rows-query right after `BEGIN`, or the one statement's comment."""
+        if not self.mysql:
+            return bool(self.types) and self.types[0] == ANNOTATE and ORIGIN.match(self.annotates[0]) is not None
+        if self.types[:2] == [QUERY, ROWS_QUERY] and self.queries[0] in (b"BEGIN", b"XA START"):
+            return find_origin(self.annotates[0]) is not None
+        return bool(self.queries) and self.queries[0].startswith(b"/* # manifold origin ")
 
     def is_heartbeat(self):
         """Heartbeat rows, or manifold's own DDL of the heartbeat table on a source (marked
@@ -334,32 +417,107 @@ def _read_file(f, path, out, torn_ok):
             seq, domain, gflags = struct.unpack_from("<QIB", body, 0)
             current = Transaction((domain, server_id, seq), gflags, Path(path).name, pos)
             out.transactions.append(current)
+        elif etype == MYSQL_GTID:
+            assert current is None or current.complete, \
+                f"{path}: GTID at {pos} inside transaction {current.gtid}"
+            gflags, sid, gno = struct.unpack_from("<B16sQ", body, 0)
+            h = sid.hex()
+            uuid = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+            current = Transaction((uuid, gno), gflags, Path(path).name, pos, mysql=True)
+            out.transactions.append(current)
+        elif etype == ANONYMOUS_GTID:
+            raise AssertionError(f"{path}: an anonymous GTID at {pos} (gtid_mode is not ON)")
         elif current is not None and not current.complete:
-            current.types.append(etype)
-            if etype == ANNOTATE:
-                current.annotates.append(body)
-                m = ORIGIN.match(body)
-                if m:
-                    current.origins += 1
-                    current.origin = current.origin or Origin(m)
-            elif etype == TABLE_MAP:
-                db_len = body[8]
-                db = body[9:9 + db_len]
-                t_len = body[10 + db_len]
-                current.tables.append((db, body[11 + db_len:11 + db_len + t_len]))
-            elif etype == XID:
-                current.complete = True
-            elif etype == QUERY:
-                q = _query_text(body)
-                current.queries.append(q)
-                if current.flags & FL_STANDALONE or q in (b"COMMIT", b"ROLLBACK"):
-                    current.complete = True
-            elif etype in ROWS_EVENTS:
-                current.row_bytes += size
+            _take(current, etype, body, size)
         pos += size
     if current is not None and not current.complete:
         assert torn_ok, f"{path}: transaction {current.gtid} not whole at the end of the file"
         out.transactions.pop()
+
+
+def _take(current, etype, body, size):
+    """One event of an open transaction."""
+    current.types.append(etype)
+    if etype in (ANNOTATE, ROWS_QUERY):
+        text = body if etype == ANNOTATE else body[1:]
+        current.annotates.append(text)
+        o = find_origin(text) if text.startswith(b"# manifold origin ") else None
+        if o:
+            current.origins += 1
+            current.origin = current.origin or o
+    elif etype == TRANSACTION_PAYLOAD:
+        # The whole transaction, compressed: its events are read as plain ones.
+        current.compressed = True
+        for inner_type, inner_body, inner_size in _payload_events(body):
+            if not current.complete:
+                _take(current, inner_type, inner_body, inner_size)
+        current.complete = True
+    elif etype == TABLE_MAP:
+        db_len = body[8]
+        db = body[9:9 + db_len]
+        t_len = body[10 + db_len]
+        current.tables.append((db, body[11 + db_len:11 + db_len + t_len]))
+    elif etype == XID:
+        current.complete = True
+    elif etype == QUERY:
+        q = _query_text(body)
+        current.queries.append(q)
+        if current.mysql:
+            if q.startswith(b"/* # manifold origin "):
+                current.origins += 1
+                current.origin = current.origin or find_origin(q[:q.find(b"*/")])
+            if current.standalone is None:
+                # MySQL's boundary rule: BEGIN / XA START open a group, any other
+                # first statement is the whole group.
+                current.standalone = not (q == b"BEGIN" or q.startswith(b"XA START"))
+            if current.standalone or q in (b"COMMIT", b"ROLLBACK") or q.startswith(b"XA ROLLBACK"):
+                current.complete = True
+        elif current.flags & FL_STANDALONE or q in (b"COMMIT", b"ROLLBACK"):
+            current.complete = True
+    elif etype == XA_PREPARE and current.mysql:
+        current.complete = True
+    elif etype in ROWS_EVENTS:
+        current.row_bytes += size
+
+
+def _net_int(buf, at):
+    """A length-encoded integer of MySQL's protocol: (value, next offset)."""
+    first = buf[at]
+    if first < 251:
+        return first, at + 1
+    width = {252: 2, 253: 3, 254: 8}[first]
+    return int.from_bytes(buf[at + 1:at + 1 + width], "little"), at + 1 + width
+
+
+def _payload_events(body):
+    """The events inside a TRANSACTION_PAYLOAD body: its fields (type, length, value; 0
+    ends them), then the payload, zstd (type 0) or plain (255). Inner events carry no
+    checksum of their own (the payload event's covers them); one that does is cut off."""
+    import zstandard  # noqa: PLC0415 - installed by scripts/setup; only MySQL tests need it
+    at, fields = 0, {}
+    while True:
+        kind, at = _net_int(body, at)
+        if kind == 0:
+            break
+        length, at = _net_int(body, at)
+        fields[kind], _ = _net_int(body, at)
+        at += length
+    size = fields.get(1, len(body) - at)
+    data = bytes(body[at:at + size])
+    if fields.get(2, 0) == 0:
+        data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    assert len(data) == fields.get(3, len(data)), "payload: uncompressed size differs from its header"
+    pos = 0
+    while pos < len(data):
+        etype = data[pos + 4]
+        (esize,) = struct.unpack_from("<I", data, pos + 9)
+        event = data[pos:pos + esize]
+        assert len(event) == esize >= HEADER_LEN, "payload: torn inner event"
+        inner = event[HEADER_LEN:]
+        if struct.unpack_from("<I", event, esize - 4)[0] == zlib.crc32(event[:-4]):
+            inner = inner[:-4]
+        yield etype, inner, esize
+        pos += esize
 
 
 def _query_text(body):
@@ -411,11 +569,14 @@ def check_global_binlog(binlog, ledger=None, clusters=(), expect_complete=True):
     where = {}
     for i, t in enumerate(txns):
         assert t.complete, f"transaction {t.gtid} not whole"
-        assert t.gtid[0] == 0 and t.gtid[1] == BINLOG_SERVER_ID, f"global GTID {t.gtid} not manifold's"
+        if t.mysql:
+            assert t.gtid[0] == BINLOG_UUID and not t.compressed, f"global GTID {t.gtid} not manifold's"
+        else:
+            assert t.gtid[0] == 0 and t.gtid[1] == BINLOG_SERVER_ID, f"global GTID {t.gtid} not manifold's"
         if last_seq is not None:
-            assert t.gtid[2] == last_seq + 1, f"global GTID {t.gtid} after seq {last_seq}"
-        last_seq = t.gtid[2]
-        assert t.origins == 1 and t.types and t.types[0] == ANNOTATE and t.origin, \
+            assert t.seq == last_seq + 1, f"global GTID {t.gtid} after seq {last_seq}"
+        last_seq = t.seq
+        assert t.origins == 1 and t.origin_first() and t.origin, \
             f"transaction {t.gtid}: {t.origins} origin records, events {t.types[:3]}"
         o = t.origin
         assert o.key >= last_key, f"transaction {t.gtid}: key {o.key} after {last_key}"
@@ -444,29 +605,38 @@ def check_global_binlog(binlog, ledger=None, clusters=(), expect_complete=True):
                     f"{tag} at {p}: {txns[p].origin.cluster} {txns[p].origin.gtid} key {txns[p].origin.key} "
                     f"{[a[:60] for a in txns[p].annotates[1:2]]}" for tag, p in zip(chain, positions))
     if clusters and expect_complete:
-        start = start_positions(txns[0])
+        start = start_positions(txns[0], {c.name if i else "default": c.uuid
+                                          for i, c in enumerate(clusters) if c.mysql})
         for i, c in enumerate(clusters):
             name = c.name if i else "default"
             own = read_binlog(c.binlog_files(), allow_torn_tail=True).transactions
             # Sources are read from where they stood when the global binlog began: the
             # sources= record, else (a fresh start records no position) its first held.
-            first_held = min((g[2] for (cl, g) in seen_origin if cl == name), default=1)
+            first_held = min((g[-1] for (cl, g) in seen_origin if cl == name), default=1)
             begin = start.get(name) or first_held - 1
-            wanted = {t.gtid for t in own if not t.is_heartbeat() and t.gtid[0] == 0 and t.gtid[2] > begin}
+            ours = c.uuid if c.mysql else 0
+            wanted = {t.gtid for t in own if not t.is_heartbeat() and t.gtid[0] == ours and t.seq > begin}
             held = {origin for (cl, origin) in seen_origin if cl == name}
-            lost = sorted(wanted - held, key=lambda g: g[2])
+            lost = sorted(wanted - held, key=lambda g: g[-1])
             assert not lost, f"{name}: {len(lost)} source transactions not in the global binlog, e.g. {lost[:5]}"
     return where
 
 
-def start_positions(first):
+def start_positions(first, uuids=None):
     """{cluster: domain 0 seq} of the `sources=` record of the global binlog's first
-    transaction: where every source stood when the global binlog began."""
-    m = re.search(rb" sources=(\S*)", first.annotates[0])
-    assert m, f"the first transaction's origin has no sources= record: {first.annotates[0][:200]!r}"
+    transaction: where every source stood when the global binlog began. `uuids`: the MySQL
+    clusters' server uuids, whose position is that uuid's last gno in the set."""
+    grouped = not first.mysql or first.types[:2] == [QUERY, ROWS_QUERY]
+    text = first.annotates[0] if grouped else first.queries[0]
+    m = re.search(rb" sources=(\S*)", text)
+    assert m, f"the first transaction's origin has no sources= record: {text[:200]!r}"
     out = {}
-    for entry in m.group(1).decode().split(";"):
+    uuids = uuids or {}
+    for entry in m.group(1).decode().removesuffix("*/").split(";"):
         name, pos, _key = entry.split("@")
+        if name in uuids:
+            out[name] = gtid_set_last(pos, uuids[name])
+            continue
         for g in filter(None, pos.split(",")):
             d, _s, n = g.split("-")
             if d == "0":
@@ -615,6 +785,36 @@ def mariadb_binlog(port, *args, timeout=120, check=True):
     """Runs `mariadb-binlog --read-from-remote-server` against manifold (or a server)."""
     cmd = ["mariadb-binlog", "--read-from-remote-server", "-h127.0.0.1", f"-P{port}", f"-u{USER}",
            f"-p{PASSWORD}", *args]
+    p = subprocess.run(cmd, capture_output=True, timeout=timeout)
+    if check:
+        assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}"
+    return p
+
+
+def mysql_root():
+    """The MySQL root `scripts/setup-mysql` unpacks (MANIFOLD_MYSQL_ROOT, else
+    ~/.cache/manifold/mysql/root); fails saying what to run when it is missing."""
+    root = Path(os.environ.get("MANIFOLD_MYSQL_ROOT") or Path.home() / ".cache/manifold/mysql/root")
+    if not (root / "usr/bin/mysqlbinlog").is_file():
+        pytest.fail(f"MySQL's mysqlbinlog is not in {root}: run scripts/setup-mysql")
+    return root
+
+
+def mysql_tool(name):
+    """argv prefix running one of the MySQL root's programs (`usr/bin/<name>`) through the
+    root's own loader and libraries, as the testkit runs mysqld."""
+    root = mysql_root()
+    lib = root / "usr/lib/x86_64-linux-gnu"
+    return [str(lib / "ld-linux-x86-64.so.2"), "--library-path", str(lib), str(root / "usr/bin" / name)]
+
+
+def mysqlbinlog(port, *args, user=USER, password=PASSWORD, timeout=120, check=True):
+    """Runs MySQL's own `mysqlbinlog --read-from-remote-server` against manifold (or a MySQL
+    server), asking for the server's RSA key as caching_sha2_password needs without TLS."""
+    # `--read-from-remote-source=...` (by GTIDs) replaces --read-from-remote-server.
+    remote = [] if any(a.startswith("--read-from-remote-source") for a in args) else ["--read-from-remote-server"]
+    cmd = [*mysql_tool("mysqlbinlog"), *remote, "--get-server-public-key",
+           "-h127.0.0.1", f"-P{port}", f"-u{user}", f"-p{password}", *args]
     p = subprocess.run(cmd, capture_output=True, timeout=timeout)
     if check:
         assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}"
