@@ -32,10 +32,26 @@ RECORD_SECONDS = int(os.environ.get("RECORD_SECONDS", 20))
 REPLAY_RUNS = int(os.environ.get("REPLAY_RUNS", 5))
 # Source binlogs the replay part reads: recorded by the load part (through manifold: stamped,
 # with heartbeats) or by the replay part itself when missing or REPLAY_RECORD=1.
-SOURCES = OUT / "sources"
+SOURCES = OUT / ("sources" if os.environ.get("FLAVOR", "mariadb") == "mariadb" else "sources-mysql")
 SOURCE_NAMES = ("a", "b")
 REPLAY_BIN = Path(os.environ.get("REPLAY_BIN", ROOT / "target" / "release" / "examples" / "replay"))
 SB = ["--tables=4", "--table-size=20000", "--rand-type=uniform"]
+# The sources' server: "mariadb" (default) or "mysql" (MySQL 9.7 from scripts/setup-mysql); the
+# global binlog is in their dialect, and the decoder compared is that server's own.
+FLAVOR = os.environ.get("FLAVOR", "mariadb")
+if FLAVOR not in ("mariadb", "mysql"):
+    sys.exit(f"binlog.py: FLAVOR={FLAVOR}: mariadb or mysql")
+
+
+def decoder():
+    """argv of the sources' own binlog decoder, checksums verified."""
+    if FLAVOR == "mysql":
+        return [*bk.mysql_tool("mysqlbinlog"), "--verify-binlog-checksum"]
+    return ["mariadb-binlog", "--verify-binlog-checksum"]
+
+
+def decoder_name():
+    return "mysqlbinlog" if FLAVOR == "mysql" else "mariadb-binlog"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -68,7 +84,7 @@ def save_sources(clusters):
 def record_sources():
     """Two primaries, sysbench oltp_write_only straight on each (prepare, then RECORD_SECONDS
     of THREADS threads, both at once): their binlogs, unstamped, become the replay's input."""
-    with bk.clusters(list(SOURCE_NAMES)) as cs:
+    with bk.clusters(list(SOURCE_NAMES), flavors=[FLAVOR] * len(SOURCE_NAMES)) as cs:
         for c in cs:
             c.query("CREATE DATABASE sb")
         steps = (("prepare", ["--threads=4"]), ("run", [f"--threads={THREADS}", f"--time={RECORD_SECONDS}"]))
@@ -107,15 +123,13 @@ def replay(lines):
         sys.exit("binlog.py: the replay wrote no transaction")
     written = sorted(out.glob("manifold-bin.[0-9]*"))
     # The global binlog it wrote must decode, checksums verified.
-    subprocess.run(["mariadb-binlog", "--verify-binlog-checksum", *map(str, written)],
-                   stdout=subprocess.DEVNULL, check=True)
+    subprocess.run([*decoder(), *map(str, written)], stdout=subprocess.DEVNULL, check=True)
 
     cpu0, start = children_cpu(), time.perf_counter()
     for files in groups:
-        subprocess.run(["mariadb-binlog", "--verify-binlog-checksum", *map(str, files)],
-                       stdout=subprocess.DEVNULL, check=True)
+        subprocess.run([*decoder(), *map(str, files)], stdout=subprocess.DEVNULL, check=True)
     mb_cpu, mb_wall = children_cpu() - cpu0, time.perf_counter() - start
-    print(f"mariadb-binlog: events={events} bytes={size} cpu_s={mb_cpu:.2f} wall_s={mb_wall:.3f}", flush=True)
+    print(f"{decoder_name()}: events={events} bytes={size} cpu_s={mb_cpu:.2f} wall_s={mb_wall:.3f}", flush=True)
 
     replay_eps, mb_eps = events / cpu, events / mb_cpu
     each = " / ".join(f"{float(x['events_per_cpu_s']):,.0f}" for x in runs)
@@ -126,9 +140,9 @@ def replay(lines):
     stages = ", ".join(f"{stage} {float(r[f'{stage}_events_per_s']):,.0f}"
                        for stage in ("read_verify", "assemble", "merge", "write"))
     lines.append(f"| replay stages (events/s of each stage's own time) | {stages} |")
-    lines.append(f"| mariadb-binlog --verify-binlog-checksum decoding the same files ({mb_cpu:.2f} CPU s, "
+    lines.append(f"| {decoder_name()} --verify-binlog-checksum decoding the same files ({mb_cpu:.2f} CPU s, "
                  f"{mb_wall:.2f} s) | {mb_eps:,.0f} events/s, {size / mb_cpu / 1e6:.0f} MB/s per CPU-second |")
-    lines.append(f"| replay / mariadb-binlog (events per CPU-second; load average before: {load_avg}) "
+    lines.append(f"| replay / {decoder_name()} (events per CPU-second; load average before: {load_avg}) "
                  f"| {replay_eps / mb_eps:.1f}x |")
 
 
@@ -144,15 +158,14 @@ def events_of(files):
 
 
 def decode(clusters, lines):
-    """mariadb-binlog decoding a source's recorded binlog (the load part's files)."""
+    """The source's own decoder on a source's recorded binlog (the load part's files)."""
     files = clusters[0].binlog_files()
     b, _ = events_of(files)
     size = sum(f.stat().st_size for f in files)
     start = time.perf_counter()
-    subprocess.run(["mariadb-binlog", "--verify-binlog-checksum", *map(str, files)],
-                   stdout=subprocess.DEVNULL, check=True)
+    subprocess.run([*decoder(), *map(str, files)], stdout=subprocess.DEVNULL, check=True)
     took = time.perf_counter() - start
-    lines.append(f"| mariadb-binlog decoding a source's binlog ({b.events} events, {size >> 20} MiB) "
+    lines.append(f"| {decoder_name()} decoding a source's binlog ({b.events} events, {size >> 20} MiB) "
                  f"| {b.events / took:,.0f} events/s, {size / took / 1e6:.0f} MB/s (one core) |")
 
 
@@ -205,6 +218,8 @@ def load(clusters, mf, lines):
 
 
 def big(clusters, mf, lines):
+    if FLAVOR == "mysql":
+        sys.exit("binlog.py: the big part builds its rows with MariaDB's sequence engine (FLAVOR=mariadb)")
     a = clusters[0]
     a.query("CREATE DATABASE IF NOT EXISTS big")
     a.query("CREATE TABLE IF NOT EXISTS big.t (id INT PRIMARY KEY, b LONGBLOB)")
@@ -233,7 +248,8 @@ def main(parts):
 def clustered(parts, lines):
     """The parts that run on two clusters with manifold in front."""
     tmp = Path(tempfile.mkdtemp(prefix="bench-binlog-"))
-    with bk.clusters(["default", "b"], extra=["--max-allowed-packet", str(64 << 20)]) as cs:
+    with bk.clusters(["default", "b"], extra=["--max-allowed-packet", str(64 << 20)],
+                     flavors=[FLAVOR, FLAVOR]) as cs:
         for c, db in zip(cs, ("sb_a", "sb_b")):
             c.query(f"CREATE DATABASE {db}")
         mf = bk.BinlogManifold(cs, tmp / "binlog", {"b": ["sb_b"]}, name="bench-binlog",

@@ -11,7 +11,8 @@
 //! ```
 //!
 //! Each `FILE` is one source; `--source` gives a source as its files in order, comma-separated.
-//! Files are MariaDB binlog files as a server writes them, with CRC32 checksums. `DIR` must be
+//! Files are MariaDB or MySQL binlog files (all of one) as a server writes them, with CRC32
+//! checksums; the global binlog is written in their dialect. `DIR` must be
 //! empty or missing. Every file is read into memory before the clock starts (the disk is not
 //! measured; `mariadb-binlog` reads from the page cache anyway). Prints one line of
 //! `key=value`: counts, wall and CPU seconds of the pipeline, events/s and MB/s per CPU-second
@@ -91,6 +92,32 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
 }
 
 /// One source's files in memory and where reading is.
+/// The sources' dialect, read off the first file's format description (MariaDB's names
+/// itself in its server version); a mix is refused as manifold refuses it.
+fn dialect_of(sources: &[SourceFiles]) -> Result<manifold_binlog::gtid::Dialect, String> {
+    use manifold_binlog::gtid::Dialect;
+    let mut dialect = None;
+    for source in sources {
+        let Some((path, bytes)) = source.files.first() else {
+            continue;
+        };
+        let fde = bytes.get(MAGIC.len()..).unwrap_or_default();
+        let this = if event::mysql::is_mysql_format_description(fde) {
+            Dialect::MySql
+        } else {
+            Dialect::MariaDb
+        };
+        if dialect.is_some_and(|d| d != this) {
+            return Err(format!(
+                "{}: a mix of MariaDB and MySQL sources",
+                path.display()
+            ));
+        }
+        dialect = Some(this);
+    }
+    Ok(dialect.unwrap_or(Dialect::MariaDb))
+}
+
 struct SourceFiles {
     files: Vec<(PathBuf, Vec<u8>)>,
     file: usize,
@@ -297,8 +324,10 @@ fn run(args: impl Iterator<Item = String>) -> Result<String, String> {
         max_file_size: MAX_FILE_SIZE,
         server_id: 4_000_000_001,
         domain_id: 0,
-        dialect: manifold_binlog::gtid::Dialect::MariaDb,
-        server_uuid: manifold_binlog::gtid::Uuid::default(),
+        dialect: dialect_of(&sources)?,
+        server_uuid: "6d616e69-666f-6c64-8000-0000ee6b2801"
+            .parse()
+            .map_err(|e: String| e)?,
         clusters: (0..sources.len()).map(|i| format!("source{i}")).collect(),
     };
     let (writer, _) = Writer::open(opts).map_err(|e| e.to_string())?;

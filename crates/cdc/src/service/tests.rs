@@ -202,7 +202,11 @@ mod pipeline {
             p.request(Request::PurgeTo(current, tx));
             rx.try_recv().unwrap()
         };
-        assert_eq!(none.unwrap().removed, Vec::<String>::new(), "never the current file");
+        assert_eq!(
+            none.unwrap().removed,
+            Vec::<String>::new(),
+            "never the current file"
+        );
         let before = ask(&mut p, |tx| {
             Request::PurgeBefore(std::time::SystemTime::now(), tx)
         });
@@ -252,7 +256,10 @@ mod pipeline {
             "the purge stops at the file dump 7 reads"
         );
         let stop = purged.stopped_at.expect("the client is told");
-        assert_eq!((stop.file.as_str(), stop.readers, stop.wanted), (files[1].as_str(), 1, 3));
+        assert_eq!(
+            (stop.file.as_str(), stop.readers, stop.wanted),
+            (files[1].as_str(), 1, 3)
+        );
         assert_eq!(
             stop.message(purged.removed.len()),
             format!(
