@@ -345,14 +345,33 @@ pub(crate) fn build(
 /// A MariaDB format description event (with CRC32, `log_pos` 0: call [`finish`] with the
 /// position it ends at when writing it to a file).
 pub fn format_description(timestamp: u32, server_id: u32, in_use: bool) -> Vec<u8> {
-    let mut body = Vec::with_capacity(2 + 50 + 4 + 1 + MARIADB_POST_HEADER_LENGTHS.len() + 1);
+    format_description_of(
+        MARIADB_SERVER_VERSION,
+        MARIADB_POST_HEADER_LENGTHS,
+        timestamp,
+        server_id,
+        in_use,
+    )
+}
+
+/// A format description announcing `version` and the post-header `lengths` of its dialect,
+/// binlog v4, CRC32.
+pub(crate) fn format_description_of(
+    version: &str,
+    lengths: &[u8],
+    timestamp: u32,
+    server_id: u32,
+    in_use: bool,
+) -> Vec<u8> {
+    let mut body = Vec::with_capacity(2 + 50 + 4 + 1 + lengths.len() + 1);
     body.extend_from_slice(&4u16.to_le_bytes());
-    let mut version = [0u8; 50];
-    version[..MARIADB_SERVER_VERSION.len()].copy_from_slice(MARIADB_SERVER_VERSION.as_bytes());
-    body.extend_from_slice(&version);
+    let mut padded = [0u8; 50];
+    let n = version.len().min(padded.len());
+    padded[..n].copy_from_slice(&version.as_bytes()[..n]);
+    body.extend_from_slice(&padded);
     body.extend_from_slice(&timestamp.to_le_bytes());
     body.push(HEADER_LEN as u8);
-    body.extend_from_slice(MARIADB_POST_HEADER_LENGTHS);
+    body.extend_from_slice(lengths);
     body.push(CHECKSUM_ALG_CRC32);
     // The checksum is computed with the in-use flag clear (see `verify_checksum`).
     let mut e = build(types::FORMAT_DESCRIPTION, timestamp, server_id, 0, &body);

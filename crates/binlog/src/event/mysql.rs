@@ -3,7 +3,7 @@
 //! dialect, and where MySQL's transactions begin and end. Layouts: MySQL
 //! `libs/mysql/binlog/event/control_events.h`, `trx_boundary_parser.cpp`.
 
-use super::{build, flags, types, u64_at, EventError, CHECKSUM_ALG_CRC32, HEADER_LEN};
+use super::{build, types, u64_at, EventError, HEADER_LEN};
 use crate::gtid::{GtidSet, MysqlGtid, Uuid};
 use crate::txn::MysqlCommit;
 
@@ -158,21 +158,13 @@ const MYSQL_POST_HEADER_LENGTHS: &[u8] = &[
 /// A MySQL format description event (with CRC32, `log_pos` 0: [`super::finish`] it with the
 /// position it ends at when writing it to a file).
 pub fn mysql_format_description(timestamp: u32, server_id: u32, in_use: bool) -> Vec<u8> {
-    let mut body = Vec::with_capacity(2 + 50 + 4 + 1 + MYSQL_POST_HEADER_LENGTHS.len() + 1);
-    body.extend_from_slice(&4u16.to_le_bytes());
-    let mut version = [0u8; 50];
-    version[..MYSQL_SERVER_VERSION.len()].copy_from_slice(MYSQL_SERVER_VERSION.as_bytes());
-    body.extend_from_slice(&version);
-    body.extend_from_slice(&timestamp.to_le_bytes());
-    body.push(HEADER_LEN as u8);
-    body.extend_from_slice(MYSQL_POST_HEADER_LENGTHS);
-    body.push(CHECKSUM_ALG_CRC32);
-    // The checksum is computed with the in-use flag clear, as MariaDB's (`verify_checksum`).
-    let mut e = build(types::FORMAT_DESCRIPTION, timestamp, server_id, 0, &body);
-    if in_use {
-        e[17..19].copy_from_slice(&flags::BINLOG_IN_USE.to_le_bytes());
-    }
-    e
+    super::format_description_of(
+        MYSQL_SERVER_VERSION,
+        MYSQL_POST_HEADER_LENGTHS,
+        timestamp,
+        server_id,
+        in_use,
+    )
 }
 
 /// Whether a format description (with checksum) announces MySQL events: its server version
