@@ -68,6 +68,7 @@ fn figures(b: &BinlogShared) -> Vec<Figure> {
     let sources = b.sources();
     let files = b.files();
     let delays = m.stamped_delay();
+    let commits = m.commit_delay();
     vec![
         f("Binlog_running", "manifold_binlog_running", false,
           "1 while the global binlog service writes; 0 once it stopped (SHOW BINLOG STATUS says why).",
@@ -100,6 +101,10 @@ fn figures(b: &BinlogShared) -> Vec<Figure> {
           "Median stamp to written delay of the writes that went through manifold (bucket bound).", delays.quantile(0.5) / 1_000_000),
         f("Binlog_stamped_delay_p99_ms", "manifold_binlog_stamped_delay_p99_milliseconds", false,
           "99th percentile stamp to written delay of the writes that went through manifold (bucket bound).", delays.quantile(0.99) / 1_000_000),
+        f("Binlog_commit_delay_p50_ms", "manifold_binlog_commit_delay_p50_milliseconds", false,
+          "Median source commit to written delay (MySQL sources, whose commit times have microseconds; 0 with MariaDB's) (bucket bound).", commits.quantile(0.5) / 1_000_000),
+        f("Binlog_commit_delay_p99_ms", "manifold_binlog_commit_delay_p99_milliseconds", false,
+          "99th percentile source commit to written delay (MySQL sources) (bucket bound).", commits.quantile(0.99) / 1_000_000),
         f("Binlog_sources", "manifold_binlog_sources", false,
           "Sources (cluster primaries) read.", sources.len() as u64),
         f("Binlog_sources_streaming", "manifold_binlog_sources_streaming", false,
@@ -297,9 +302,23 @@ pub(crate) fn prometheus(server: &Server<'_>, out: &mut String) {
             );
         }
     }
-    let h = b.metrics.stamped_delay();
-    let name = "manifold_binlog_stamped_delay_seconds";
-    let _ = writeln!(out, "# HELP {name} Stamp (the write passed manifold) to written in the global binlog, of every stamped transaction.");
+    histogram(
+        out,
+        "manifold_binlog_stamped_delay_seconds",
+        "Stamp (the write passed manifold) to written in the global binlog, of every stamped transaction.",
+        &b.metrics.stamped_delay(),
+    );
+    histogram(
+        out,
+        "manifold_binlog_commit_delay_seconds",
+        "Source commit to written in the global binlog, of every transaction of a MySQL source (microsecond commit times).",
+        &b.metrics.commit_delay(),
+    );
+}
+
+/// A Prometheus histogram of `h` (bucket bounds in nanoseconds, shown in seconds).
+fn histogram(out: &mut String, name: &str, help: &str, h: &manifold_engine::histogram::Histogram) {
+    let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} histogram");
     let mut cumulative = 0;
     for (i, n) in h.buckets.iter().enumerate() {
@@ -438,6 +457,7 @@ mod tests {
 
         Metrics::add(&b.metrics.transactions, 5);
         b.metrics.record_stamped_delay(3_000_000);
+        b.metrics.record_commit_delay(40_000_000);
         b.publish_end(End {
             file: "manifold-bin.000002".into(),
             pos: 400,
@@ -456,6 +476,7 @@ mod tests {
             "the service has not opened the files"
         );
         assert!((3..5).contains(&value("Binlog_stamped_delay_p50_ms")));
+        assert!((40..51).contains(&value("Binlog_commit_delay_p99_ms")));
         let metrics: std::collections::HashSet<&str> = figures.iter().map(|f| f.metric).collect();
         assert_eq!(metrics.len(), figures.len(), "one series per figure");
         assert!(figures

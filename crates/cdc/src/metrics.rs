@@ -32,6 +32,9 @@ pub struct Metrics {
     /// Stamp (manifold's clock when the write went through it) → written, of every stamped
     /// transaction written: what a client's commit waits to be in the global binlog.
     stamped_delay: Mutex<Histogram>,
+    /// Source commit → written, of every transaction whose source gives its commit time to
+    /// the microsecond (MySQL's GTID events do; MariaDB's events have whole seconds).
+    commit_delay: Mutex<Histogram>,
     /// `starting`, `running`, `stopped`, or `failed: <why>` (the service stopped writing).
     state: Mutex<String>,
 }
@@ -51,20 +54,22 @@ impl Metrics {
 
     /// Records one stamped transaction's stamp → written delay.
     pub fn record_stamped_delay(&self, ns: u64) {
-        let mut h = self
-            .stamped_delay
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        h.buckets[bucket(ns)] += 1;
-        h.sum_ns = h.sum_ns.saturating_add(ns);
+        record(&self.stamped_delay, ns);
     }
 
     /// The stamp → written delays so far (bucket bounds in nanoseconds).
     pub fn stamped_delay(&self) -> Histogram {
-        self.stamped_delay
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        read(&self.stamped_delay)
+    }
+
+    /// Records one transaction's source commit → written delay (microsecond commit times).
+    pub fn record_commit_delay(&self, ns: u64) {
+        record(&self.commit_delay, ns);
+    }
+
+    /// The source commit → written delays so far (empty with MariaDB sources).
+    pub fn commit_delay(&self) -> Histogram {
+        read(&self.commit_delay)
     }
 
     /// The service's state (`starting` before the thread has opened the files).
@@ -80,6 +85,19 @@ impl Metrics {
     pub fn set_state(&self, state: impl Into<String>) {
         *self.state.lock().unwrap_or_else(PoisonError::into_inner) = state.into();
     }
+}
+
+fn record(histogram: &Mutex<Histogram>, ns: u64) {
+    let mut h = histogram.lock().unwrap_or_else(PoisonError::into_inner);
+    h.buckets[bucket(ns)] += 1;
+    h.sum_ns = h.sum_ns.saturating_add(ns);
+}
+
+fn read(histogram: &Mutex<Histogram>) -> Histogram {
+    histogram
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
 }
 
 #[cfg(test)]

@@ -206,9 +206,13 @@ impl Pipeline {
                 &metrics.delay_ms,
                 u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
             );
+            let now_ns = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
             if let Some(stamp) = txn.stamp {
-                let now_ns = u64::try_from(since_epoch.as_nanos()).unwrap_or(u64::MAX);
                 metrics.record_stamped_delay(now_ns.saturating_sub(stamp));
+            }
+            if let Some(commit) = txn.mysql {
+                let committed_ns = commit.immediate_commit_us.saturating_mul(1000);
+                metrics.record_commit_delay(now_ns.saturating_sub(committed_ns));
             }
             if let Some(n) = self.written.get_mut(index) {
                 *n += 1;

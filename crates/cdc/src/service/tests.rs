@@ -80,7 +80,17 @@ mod pipeline {
             "the first file is published at open"
         );
 
-        p.on_txn(0, ddl(&budget, 0, 1, Some(100)));
+        // Committed 50 ms ago, to the microsecond (as a MySQL source's GTID event says).
+        let mut first = ddl(&budget, 0, 1, Some(100));
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros();
+        first.mysql = Some(manifold_binlog::txn::MysqlCommit {
+            immediate_commit_us: u64::try_from(now_us).unwrap() - 50_000,
+            ..Default::default()
+        });
+        p.on_txn(0, first);
         p.drain().unwrap();
         assert_eq!(shared.end(), start, "west has said nothing: east's waits");
         assert!(shared.sources()[1].holding_back);
@@ -95,6 +105,13 @@ mod pipeline {
         assert_eq!(crate::metrics::Metrics::get(&m.transactions), 1);
         assert!(crate::metrics::Metrics::get(&m.events) >= 1);
         assert_eq!(m.stamped_delay().count(), 1);
+        let commits = m.commit_delay();
+        assert_eq!(commits.count(), 1, "its source commit → written delay");
+        assert!(
+            commits.quantile(0.5) >= 50_000_000,
+            "{}",
+            commits.quantile(0.5)
+        );
         let sources = shared.sources();
         assert!(sources[0].written.contains(&"0-10-1".parse().unwrap()));
         // A heartbeat is not written but moves the source's position past it.
