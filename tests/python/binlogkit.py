@@ -305,6 +305,15 @@ class Origin:
             self.key = int(m.group(5))
 
 
+def statement_origin(q):
+    """The origin record a MySQL statement's trailing comment (` /* # manifold origin ... */`)
+    carries, if any."""
+    if not q.endswith(b" */"):
+        return None
+    at = q.rfind(b" /* # manifold origin ")
+    return find_origin(q[at + 4:-3]) if at >= 0 else None
+
+
 def find_origin(text):
     """The origin record in an annotate / rows-query / statement text, either dialect."""
     m = ORIGIN.search(text)
@@ -349,9 +358,12 @@ class Transaction:
         annotate; MySQL's rows-query right after `BEGIN`, or the one statement's comment."""
         if not self.mysql:
             return bool(self.types) and self.types[0] == ANNOTATE and ORIGIN.match(self.annotates[0]) is not None
-        if self.types[:2] == [QUERY, ROWS_QUERY] and self.queries[0] in (b"BEGIN", b"XA START"):
-            return find_origin(self.annotates[0]) is not None
-        return bool(self.queries) and self.queries[0].startswith(b"/* # manifold origin ")
+        if self.queries and (self.queries[0] == b"BEGIN" or self.queries[0].startswith(b"XA START")):
+            # A group: its first rows-query event, else (no rows) a statement's trailing comment.
+            if ROWS_QUERY in self.types:
+                return find_origin(self.annotates[0]) is not None
+            return any(statement_origin(q) for q in self.queries[1:])
+        return bool(self.queries) and statement_origin(self.queries[0]) is not None
 
     def is_heartbeat(self):
         """Heartbeat rows, or manifold's own DDL of the heartbeat table on a source (marked
@@ -463,9 +475,10 @@ def _take(current, etype, body, size):
         q = _query_text(body)
         current.queries.append(q)
         if current.mysql:
-            if q.startswith(b"/* # manifold origin "):
+            o = statement_origin(q)
+            if o:
                 current.origins += 1
-                current.origin = current.origin or find_origin(q[:q.find(b"*/")])
+                current.origin = current.origin or o
             if current.standalone is None:
                 # MySQL's boundary rule: BEGIN / XA START open a group, any other
                 # first statement is the whole group.

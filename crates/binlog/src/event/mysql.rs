@@ -260,20 +260,22 @@ pub fn opens_group(event: &[u8]) -> bool {
     super::query_text(event).is_ok_and(|text| text == b"BEGIN" || text.starts_with(b"XA START"))
 }
 
-/// What a one-statement group's query starts with when manifold records its origin in it
-/// (MySQL ends a group at the first statement after its GTID event, so no event can go
-/// between them): `/* TEXT */ ` before the statement.
-const COMMENT_OPEN: &[u8] = b"/* ";
-const COMMENT_CLOSE: &[u8] = b" */ ";
+/// What a statement ends with when manifold records a transaction's origin in it (MySQL ends
+/// a group at the first statement after its GTID event, so no event can go between them):
+/// ` /* TEXT */` after the statement. After, not before: MySQL recognises some statements by
+/// how their text starts (`XA END`, `SAVEPOINT`, `CREATE TABLE` in a replica's row-format
+/// check; `XA COMMIT` in its parallel applier).
+const COMMENT_OPEN: &[u8] = b" /* ";
+const COMMENT_CLOSE: &[u8] = b" */";
 
 /// Bytes [`query_with_comment`] adds to a query event for `comment`.
 pub fn query_comment_len(comment: &[u8]) -> usize {
     COMMENT_OPEN.len() + comment.len() + COMMENT_CLOSE.len()
 }
 
-/// The `QUERY` event `event` (with checksum) with its statement prefixed by the comment
-/// `/* comment */ `: thread id, status variables and schema kept, size set, checksum
-/// recomputed (`log_pos` kept: the writer sets it). `comment` must not hold `*/`.
+/// The `QUERY` event `event` (with checksum) with the comment ` /* comment */` after its
+/// statement: thread id, status variables and schema kept, size set, checksum recomputed
+/// (`log_pos` kept: the writer sets it). `comment` must not hold `*/`.
 pub fn query_with_comment(event: &[u8], comment: &[u8]) -> Result<Vec<u8>, EventError> {
     if event.get(4) != Some(&types::QUERY) {
         return Err(EventError::Malformed {
@@ -281,26 +283,27 @@ pub fn query_with_comment(event: &[u8], comment: &[u8]) -> Result<Vec<u8>, Event
             what: "not a query event",
         });
     }
-    let text_len = super::query_text(event)?.len();
-    let start = event.len() - super::CHECKSUM_LEN - text_len;
+    super::query_text(event)?;
+    let end = event.len() - super::CHECKSUM_LEN;
     let mut out = Vec::with_capacity(event.len() + query_comment_len(comment));
-    out.extend_from_slice(&event[..start]);
+    out.extend_from_slice(&event[..end]);
     out.extend_from_slice(COMMENT_OPEN);
     out.extend_from_slice(comment);
     out.extend_from_slice(COMMENT_CLOSE);
-    out.extend_from_slice(&event[start..]);
+    out.extend_from_slice(&event[end..]);
     let log_pos = super::u32_at(&out, 13);
     super::finish(&mut out, None, log_pos);
     Ok(out)
 }
 
-/// The comment a statement starts with as [`query_with_comment`] writes it, if it does.
-pub fn leading_comment(text: &[u8]) -> Option<&[u8]> {
-    let rest = text.strip_prefix(COMMENT_OPEN)?;
-    let end = rest
-        .windows(COMMENT_CLOSE.len())
-        .position(|w| w == COMMENT_CLOSE)?;
-    Some(&rest[..end])
+/// The comment a statement ends with as [`query_with_comment`] writes it, if it does (the
+/// last ` /* ` of the text opens it: the comment holds none).
+pub fn trailing_comment(text: &[u8]) -> Option<&[u8]> {
+    let body = text.strip_suffix(COMMENT_CLOSE)?;
+    let open = body
+        .windows(COMMENT_OPEN.len())
+        .rposition(|w| w == COMMENT_OPEN)?;
+    Some(&body[open + COMMENT_OPEN.len()..])
 }
 
 /// `len` little-endian bytes at `at`, if there.
@@ -433,7 +436,7 @@ mod tests {
     }
 
     #[test]
-    fn a_comment_goes_before_the_statement_and_reads_back() {
+    fn a_comment_goes_after_the_statement_and_reads_back() {
         // A query with status variables (2 bytes of them) in schema `app`.
         let mut body = vec![7, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 2, 0];
         body.extend_from_slice(&[0x00, 0x00]);
@@ -447,9 +450,9 @@ mod tests {
         let text = super::super::query_text(&with).unwrap();
         assert_eq!(
             text,
-            &b"/* # manifold origin cluster=a gtid=x:1 key=3 */ CREATE TABLE t (a INT)"[..]
+            &b"CREATE TABLE t (a INT) /* # manifold origin cluster=a gtid=x:1 key=3 */"[..]
         );
-        assert_eq!(leading_comment(text), Some(&c[..]));
+        assert_eq!(trailing_comment(text), Some(&c[..]));
         // Thread id, status variables and schema are kept.
         assert_eq!(
             with[..super::super::HEADER_LEN + 18],
@@ -459,8 +462,13 @@ mod tests {
                 h
             }[..]
         );
-        assert_eq!(leading_comment(b"CREATE TABLE t (a INT)"), None);
-        assert_eq!(leading_comment(b"/* unclosed"), None);
+        assert_eq!(trailing_comment(b"CREATE TABLE t (a INT)"), None);
+        assert_eq!(trailing_comment(b"closed */"), None);
+        assert_eq!(
+            trailing_comment(b"SELECT '/* x */' /* mine */"),
+            Some(&b"mine"[..]),
+            "the last comment is manifold's"
+        );
         assert!(query_with_comment(&super::super::xid(0, 1, 2), c).is_err());
     }
 }

@@ -190,19 +190,18 @@ impl GtidSet {
         };
         let n_sids = u64_next(&mut at)?;
         let mut set = GtidSet::default();
-        let mut previous_uuid: Option<Uuid> = None;
         for _ in 0..n_sids {
             let uuid = bytes
                 .get(at..at + 16)
                 .ok_or("GTID set truncated".to_owned())?;
             let uuid = Uuid(uuid.try_into().unwrap_or_default());
             at += 16;
-            // A UUID given twice would merge into what is built: every interval is then
-            // appended, never inserted, so a hostile order cannot make this quadratic.
-            if previous_uuid.is_some_and(|p| p >= uuid) {
-                return Err("GTID set: UUIDs not in ascending order".to_owned());
+            // UUIDs come in any order (some clients encode from a hash map); one given twice
+            // would merge into what is built, so it is refused: every interval is then
+            // appended, never inserted, and a hostile order cannot make this quadratic.
+            if set.by_uuid.contains_key(&uuid) {
+                return Err("GTID set: a UUID given twice".to_owned());
             }
-            previous_uuid = Some(uuid);
             let n = u64_next(&mut at)?;
             if n > (bytes.len() as u64) / 16 {
                 return Err("GTID set: more intervals than bytes".to_owned());
@@ -363,6 +362,17 @@ mod tests {
         twice[..8].copy_from_slice(&2u64.to_le_bytes());
         twice.extend_from_slice(&block(&[(3, 4)])[8..]);
         assert!(GtidSet::decode(&twice).is_err(), "a UUID twice");
+        // Two UUIDs, the greater first (as a client encoding from a hash map may send them).
+        let mut two = block(&[(1, 2)]);
+        two[..8].copy_from_slice(&2u64.to_le_bytes());
+        let mut lower = block(&[(3, 4)])[8..].to_vec();
+        lower[..16].copy_from_slice(&[1; 16]);
+        two.extend_from_slice(&lower);
+        let (set, _) = GtidSet::decode(&two).unwrap();
+        assert_eq!(
+            set.to_string(),
+            "01010101-0101-0101-0101-010101010101:3,07070707-0707-0707-0707-070707070707:1"
+        );
         assert!(format!("{A}:1-{}", u64::MAX).parse::<GtidSet>().is_err());
         let mut top = GtidSet::default();
         top.add_interval(A.parse().unwrap(), 1, u64::MAX);

@@ -283,11 +283,15 @@ struct Pending {
     /// MySQL: its first query is seen.
     query_seen: bool,
     /// MySQL: its first query opened a group (`BEGIN`, `XA START`), whose origin is in its
-    /// first rows-query event, else in the comment leading its second query.
+    /// first rows-query event, else in the comment ending one of its other statements.
     opened: bool,
-    /// Its origin was looked for where it is written (found or not).
+    /// Its first rows-query event was read: in a group, the origin is there when the group
+    /// has one (a comment on an earlier statement is then the user's own text).
     origin_taken: bool,
     origin: Option<Origin>,
+    /// MySQL, a group without a rows-query event so far: the origin a statement's trailing
+    /// comment gives, taken when the group ends without one (else it is the user's text).
+    tentative: Option<Origin>,
     /// `(schema NUL table, file table id)` of its table maps.
     tables: Vec<(Vec<u8>, u64)>,
 }
@@ -302,6 +306,7 @@ impl Pending {
             opened: false,
             origin_taken: false,
             origin: None,
+            tentative: None,
             tables: Vec::new(),
         }
     }
@@ -381,15 +386,19 @@ fn scan_file(
                 take_origin(&mut scan, txn, event::annotate_text(&event));
                 false
             }
-            types::QUERY if scan.dialect == Dialect::MySql && txn.opened && !txn.origin_taken => {
-                // A group without rows: the origin leads its second statement.
-                txn.origin_taken = true;
-                let comment = event::query_text(&event)
+            types::QUERY
+                if scan.dialect == Dialect::MySql
+                    && txn.opened
+                    && !txn.origin_taken
+                    && txn.tentative.is_none() =>
+            {
+                // A group without rows: the origin ends the first of its statements that is
+                // not its last event. Kept aside: a rows-query event later in the group holds
+                // the origin instead.
+                txn.tentative = event::query_text(&event)
                     .ok()
-                    .and_then(mysql::leading_comment);
-                if let Some(comment) = comment {
-                    take_origin(&mut scan, txn, comment);
-                }
+                    .and_then(mysql::trailing_comment)
+                    .and_then(Origin::parse);
                 event::ends_group(&event, txn.standalone)
             }
             types::QUERY if scan.dialect == Dialect::MySql && !txn.query_seen => {
@@ -402,7 +411,7 @@ fn scan_file(
                     txn.standalone = true;
                     let comment = event::query_text(&event)
                         .ok()
-                        .and_then(mysql::leading_comment);
+                        .and_then(mysql::trailing_comment);
                     if let Some(comment) = comment {
                         take_origin(&mut scan, txn, comment);
                     }
@@ -424,7 +433,11 @@ fn scan_file(
             _ => event::ends_group(&event, txn.standalone),
         };
         if ends {
-            if let Some(txn) = pending.take() {
+            if let Some(mut txn) = pending.take() {
+                if !txn.origin_taken && txn.origin.is_none() {
+                    let tentative = txn.tentative.take();
+                    take_parsed_origin(&mut scan, &mut txn, tentative);
+                }
                 commit(&mut scan, txn, opts);
             }
             scan.cut = at;
@@ -437,7 +450,11 @@ fn scan_file(
 /// The origin record `text` of the transaction being read; the first of the file sets the
 /// sources' states before it (valid even if that transaction is cut).
 fn take_origin(scan: &mut Scan, txn: &mut Pending, text: &[u8]) {
-    txn.origin = Origin::parse(text);
+    take_parsed_origin(scan, txn, Origin::parse(text));
+}
+
+fn take_parsed_origin(scan: &mut Scan, txn: &mut Pending, origin: Option<Origin>) {
+    txn.origin = origin;
     if scan.txns == 0 && !scan.have_sources {
         if let Some(states) = txn.origin.as_ref().and_then(|o| o.sources.as_ref()) {
             apply_states(&mut scan.sources, states);

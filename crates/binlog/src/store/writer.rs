@@ -161,7 +161,7 @@ impl Writer {
         let path = self.current_path();
         let place = origin_place(txn).map_err(|e| io_error(&path, e))?;
         let origin_bytes = match place {
-            OriginPlace::InStatement | OriginPlace::InLaterStatement => {
+            OriginPlace::InStatement | OriginPlace::InLaterStatement(_) => {
                 mysql::query_comment_len(origin)
             }
             OriginPlace::InRowsQuery => mysql::rows_query_prefix_len(origin),
@@ -244,9 +244,7 @@ impl Writer {
                         .map_err(|e| damaged(&path, e.to_string()))?;
                     pending = None;
                 }
-                Some(OriginPlace::InLaterStatement)
-                    if type_code == types::QUERY && queries == 2 =>
-                {
+                Some(OriginPlace::InLaterStatement(at)) if index == at => {
                     *buf = mysql::query_with_comment(buf, origin)
                         .map_err(|e| damaged(&path, e.to_string()))?;
                     pending = None;
@@ -472,11 +470,13 @@ impl Writer {
 /// holds one `ROWS_QUERY` event until the rows after it are applied (a second one before
 /// those would be lost, and trips a debug build's assertion), so in a group the origin joins
 /// the statement's own rows-query event, or has one of its own only where the rows follow it.
+/// A comment goes after a statement's text, never before: MySQL recognises some statements
+/// by how their text starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum OriginPlace {
     /// A `ROWS_QUERY` event right after the GTID event (a body without a query).
     First,
-    /// A comment before the text of the first query, the group's one statement (DDL,
+    /// A comment after the text of the first query, the group's one statement (DDL,
     /// `XA COMMIT`).
     InStatement,
     /// In a group (`BEGIN` / `XA START` first): a line before the text of its first
@@ -485,21 +485,24 @@ pub(super) enum OriginPlace {
     /// In a group without a rows-query event before its first table map (the source's
     /// session logged none): a `ROWS_QUERY` event of its own right before that table map.
     BeforeTableMap,
-    /// In a group without rows: a comment before the text of its second query (the first
-    /// after the opening one, which a group-ending query never is: that one is last).
-    InLaterStatement,
+    /// In a group without rows: a comment after the text of the query at this index of the
+    /// body (the first after the opening one that is not the group's last event: a `COMMIT`
+    /// must stay exactly that).
+    InLaterStatement(usize),
     /// In a group without rows or other statements: a `ROWS_QUERY` event before its last
     /// event.
     BeforeLast,
 }
 
 /// Where the origin of `txn` (a MySQL source's) goes: decided by its first query event and,
-/// in a group, by what comes first of a rows-query event, a table map and a second query.
+/// in a group, by what comes first of a rows-query event and a table map, else by its other
+/// statements.
 fn origin_place(txn: &SourceTxn) -> std::io::Result<OriginPlace> {
     let mut body = txn.body.reader()?;
     let mut buf = Vec::new();
     let mut opened = false;
     let mut index = 0usize;
+    let mut later_query = None;
     let last = txn.body.events().saturating_sub(1);
     while body.next_event(&mut buf)? {
         let at = index;
@@ -523,14 +526,14 @@ fn origin_place(txn: &SourceTxn) -> std::io::Result<OriginPlace> {
             Some(types::ROWS_QUERY) => return Ok(OriginPlace::InRowsQuery),
             Some(types::TABLE_MAP) => return Ok(OriginPlace::BeforeTableMap),
             Some(types::QUERY) if at != last && event::query_text(&buf).is_ok() => {
-                return Ok(OriginPlace::InLaterStatement)
+                later_query.get_or_insert(at);
             }
             _ => {}
         }
     }
-    Ok(if opened {
-        OriginPlace::BeforeLast
-    } else {
-        OriginPlace::First
+    Ok(match (opened, later_query) {
+        (true, Some(at)) => OriginPlace::InLaterStatement(at),
+        (true, None) => OriginPlace::BeforeLast,
+        (false, _) => OriginPlace::First,
     })
 }

@@ -135,7 +135,7 @@ fn origin_of(txn: &[Vec<u8>]) -> Origin {
         assert_eq!(txn[1][4], types::ROWS_QUERY, "the origin follows BEGIN");
         event::annotate_text(&txn[1])
     } else {
-        mysql::leading_comment(event::query_text(first).unwrap()).expect("a leading comment")
+        mysql::trailing_comment(event::query_text(first).unwrap()).expect("a trailing comment")
     };
     Origin::parse(text).expect("an origin record")
 }
@@ -268,7 +268,7 @@ fn mysql_files_rotate_with_previous_gtids_exact_lengths_and_origins() {
 /// A one-statement group keeps its statement (the origin only leads it) and a DDL's status
 /// variables and schema.
 #[test]
-fn a_ddl_carries_its_origin_as_a_leading_comment() {
+fn a_ddl_carries_its_origin_as_a_trailing_comment() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("b");
     let budget = budget(tmp.path());
@@ -286,15 +286,17 @@ fn a_ddl_carries_its_origin_as_a_leading_comment() {
     );
     assert_eq!(
         text,
-        format!("/* {origin} */ CREATE TABLE t (a INT)").as_bytes()
+        format!("CREATE TABLE t (a INT) /* {origin} */").as_bytes()
     );
     assert_eq!(q[HEADER_LEN + 8], 3, "schema length");
     let g = mysql::parse_mysql_gtid(&events[2]).unwrap();
     assert_eq!(g.transaction_length, (events[2].len() + q.len()) as u64);
 }
 
-/// Groups without rows carry their origin where a replica keeps it: a comment on their second
-/// statement, else a rows-query event before their last event; recovery finds it there.
+/// Groups without rows carry their origin where a replica keeps it: a comment after their
+/// second statement, else a rows-query event before their last event; a group with rows keeps
+/// it in its rows-query event even after a savepoint; recovery finds each, and never takes a
+/// user's statement that looks like one.
 #[test]
 fn groups_without_rows_carry_their_origin_and_recover() {
     let tmp = tempfile::tempdir().unwrap();
@@ -302,6 +304,10 @@ fn groups_without_rows_carry_their_origin_and_recover() {
     let budget = budget(tmp.path());
     let (mut w, _) = Writer::open(mysql_options(&dir, 1 << 20)).unwrap();
     let begin = || event::query(1, 1, b"app", b"BEGIN");
+    let forged = format!(
+        "SAVEPOINT b /* # manifold origin cluster=west gtid={}:999 key=999999 */",
+        SOURCE_UUIDS[0]
+    );
     let groups = [
         vec![
             begin(),
@@ -309,6 +315,14 @@ fn groups_without_rows_carry_their_origin_and_recover() {
             event::xid(1, 1, 3),
         ],
         vec![begin(), event::xid(1, 1, 4)],
+        vec![
+            begin(),
+            event::query(1, 1, b"app", forged.as_bytes()),
+            mysql::rows_query(1, 1, b"insert into t values (5)"),
+            table_map(5, b"app", b"t"),
+            write_rows_v2(5, &[5]),
+            event::xid(1, 1, 5),
+        ],
     ];
     let mut ends = Vec::new();
     for (i, events) in groups.iter().enumerate() {
@@ -323,11 +337,27 @@ fn groups_without_rows_carry_their_origin_and_recover() {
         .filter(|&i| events[i][4] == types::MYSQL_GTID)
         .collect();
     let savepoint = event::query_text(&events[starts[0] + 2]).unwrap();
-    let comment = mysql::leading_comment(savepoint).expect("the origin leads SAVEPOINT");
+    let comment = mysql::trailing_comment(savepoint).expect("the origin ends SAVEPOINT");
     assert_eq!(Origin::parse(comment).unwrap().key, 7);
-    assert!(savepoint.ends_with(b" SAVEPOINT a"));
-    let second = &events[starts[1]..];
+    assert!(
+        savepoint.starts_with(b"SAVEPOINT a /* "),
+        "MySQL still reads a SAVEPOINT"
+    );
+    let second = &events[starts[1]..starts[2]];
     assert_eq!(second.len(), 4, "GTID, BEGIN, origin, XID");
+    let third = &events[starts[2]..];
+    assert_eq!(
+        event::query_text(&third[2]).unwrap(),
+        forged.as_bytes(),
+        "kept as written"
+    );
+    let text = event::annotate_text(&third[3]);
+    assert_eq!(
+        Origin::parse(text).unwrap().key,
+        9,
+        "the origin joins the rows-query event"
+    );
+    assert!(text.ends_with(b"\ninsert into t values (5)"));
     assert_eq!(second[2][4], types::ROWS_QUERY);
     assert_eq!(
         Origin::parse(event::annotate_text(&second[2])).unwrap().key,
@@ -341,8 +371,13 @@ fn groups_without_rows_carry_their_origin_and_recover() {
     }
     drop(w);
     let (_, rec) = Writer::open(mysql_options(&dir, 1 << 20)).unwrap();
-    assert_eq!(rec.sources[0].key, 8, "both origins read back");
-    for gno in [11, 12] {
+    let forged: TxnGtid = format!("{}:999", SOURCE_UUIDS[0]).parse().unwrap();
+    assert!(
+        !rec.sources[0].pos.contains(&forged),
+        "a user's text is not an origin"
+    );
+    assert_eq!(rec.sources[0].key, 9, "every origin read back");
+    for gno in [11, 12, 13] {
         let g: TxnGtid = format!("{}:{gno}", SOURCE_UUIDS[0]).parse().unwrap();
         assert!(rec.sources[0].pos.contains(&g), "{g} recovered");
     }

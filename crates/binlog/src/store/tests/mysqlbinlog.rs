@@ -99,7 +99,7 @@ fn mysqlbinlog_reads_the_mysql_files_and_its_replay_gives_the_rows() {
     );
     assert!(
         text.contains(&format!(
-            "/* # manifold origin cluster=east gtid={a}:2 key=2 */ CREATE TABLE t (id INT)"
+            "CREATE TABLE t (id INT) /* # manifold origin cluster=east gtid={a}:2 key=2 */"
         )),
         "{text}"
     );
