@@ -168,7 +168,7 @@ pub(crate) fn master_status(server: &Server<'_>) -> Reply {
         return Reply::Error(codes::PARSE_ERROR, OFF.into());
     };
     let end = b.end();
-    let mysql = b.dialect == Dialect::MySql;
+    let mysql = b.dialect() == Dialect::MySql;
     let columns: &'static [&'static str] = if mysql {
         &[
             "File",

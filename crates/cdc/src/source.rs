@@ -247,7 +247,7 @@ impl Reader {
             ServerFlavor::MariaDb => Dialect::MariaDb,
             ServerFlavor::MySql => Dialect::MySql,
         };
-        let written = self.shared.dialect;
+        let written = self.shared.dialect();
         if dialect != written {
             return Err(format!(
                 "{source} is a {dialect} server, but the global binlog is written in {written}'s \

@@ -110,8 +110,9 @@ pub struct BinlogShared {
     pub config: BinlogConfig,
     /// The sources' cluster names, in source index order.
     pub clusters: Vec<String>,
-    /// The sources' dialect: what the files are written in and the dumps serve.
-    pub dialect: Dialect,
+    /// The sources' dialect: what the files are written in and the dumps serve (MariaDB's
+    /// until a first start learns it from a primary: see [`BinlogShared::dialect`]).
+    dialect: std::sync::atomic::AtomicBool,
     end: watch::Sender<End>,
     files: Mutex<Vec<FileInfo>>,
     sources: Mutex<Vec<SourceStatus>>,
@@ -121,6 +122,25 @@ pub struct BinlogShared {
 }
 
 impl BinlogShared {
+    /// The sources' dialect. Known before the files are opened; a first start whose
+    /// primaries had not answered yet learns it on the service thread, which writes nothing
+    /// before.
+    pub fn dialect(&self) -> Dialect {
+        if self.dialect.load(std::sync::atomic::Ordering::Acquire) {
+            Dialect::MySql
+        } else {
+            Dialect::MariaDb
+        }
+    }
+
+    /// The service thread learned the sources' dialect (before it opens the files).
+    pub fn set_dialect(&self, dialect: Dialect) {
+        self.dialect.store(
+            dialect == Dialect::MySql,
+            std::sync::atomic::Ordering::Release,
+        );
+    }
+
     /// The shared state of a MariaDB fleet and the receiving end of the requests (the
     /// service's).
     pub fn new(
@@ -155,7 +175,7 @@ impl BinlogShared {
             Arc::new(BinlogShared {
                 config,
                 clusters,
-                dialect,
+                dialect: std::sync::atomic::AtomicBool::new(dialect == Dialect::MySql),
                 end: watch::Sender::new(End {
                     gtid: GtidState::empty(dialect),
                     ..End::default()

@@ -347,9 +347,13 @@ fn the_service_refuses_a_fleet_of_mariadb_and_mysql_primaries() {
     );
 }
 
+/// A first start whose primary is not up yet: manifold starts (the gateway does not wait for
+/// it), the global binlog writes nothing until the primary tells the fleet's dialect, then
+/// opens its files in that dialect.
 #[test]
-fn a_first_start_with_no_primary_answering_writes_no_guessed_dialect() {
-    // A port nothing listens on (bound, then closed).
+fn a_first_start_waits_for_a_primary_to_tell_the_dialect_and_writes_no_guess() {
+    use std::io::Write as _;
+    // A port nothing listens on yet.
     let addr = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
         l.local_addr().expect("its address").to_string()
@@ -371,14 +375,16 @@ fn a_first_start_with_no_primary_answering_writes_no_guessed_dialect() {
     let dir = tempfile::tempdir().expect("binlog dir");
     let config = BinlogConfig {
         dir: dir.path().to_path_buf(),
-        reconnect_interval: Duration::from_millis(20),
+        reconnect_interval: Duration::from_millis(50),
         ..BinlogConfig::default()
     };
-    let error = manifold_cdc::service::start(config, vec![source], login())
-        .expect_err("no dialect to write in");
+    let mut service = manifold_cdc::service::start(config, vec![source], login())
+        .expect("the start does not wait for the primaries");
+    std::thread::sleep(Duration::from_millis(400));
     assert!(
-        error.contains("no primary answered") && error.contains("start them first"),
-        "{error}"
+        service.shared.metrics.state().starts_with("waiting"),
+        "{}",
+        service.shared.metrics.state()
     );
     assert!(
         std::fs::read_dir(dir.path())
@@ -387,4 +393,42 @@ fn a_first_start_with_no_primary_answering_writes_no_guessed_dialect() {
             .is_none(),
         "no file of a guessed dialect"
     );
+    // The "primary" comes up: a MySQL 8.4 greeting is all the dialect needs.
+    let listener = std::net::TcpListener::bind(&addr).expect("the port again");
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut payload = Vec::new();
+            manifold_mysql_proto::handshake::HandshakeV10 {
+                server_version: b"8.4.0".to_vec(),
+                connection_id: 1,
+                auth_data: vec![1; 20],
+                capabilities: 0xffff_ffff,
+                charset: 45,
+                status: 2,
+                auth_plugin: b"caching_sha2_password".to_vec(),
+            }
+            .encode(&mut payload);
+            let mut packet = (payload.len() as u32).to_le_bytes()[..3].to_vec();
+            packet.push(0);
+            packet.extend_from_slice(&payload);
+            let _ = conn.write_all(&packet);
+        }
+    });
+    let deadline = std::time::Instant::now() + WAIT;
+    while service.shared.metrics.state() != "running" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            service.shared.metrics.state()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(service.shared.dialect(), Dialect::MySql);
+    assert_eq!(
+        manifold_binlog::store::file_dialect(dir.path(), "manifold-bin").unwrap(),
+        Some(Dialect::MySql),
+        "the files are in the dialect the primary told"
+    );
+    service.stop();
 }

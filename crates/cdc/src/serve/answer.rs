@@ -63,7 +63,7 @@ fn cell(s: impl Into<String>) -> Option<Vec<u8>> {
 /// `SHOW MASTER STATUS` (MySQL adds `Executed_Gtid_Set`: every transaction written).
 pub fn master_status(shared: &BinlogShared) -> ResultSet {
     let end = shared.end();
-    let mysql = shared.dialect == Dialect::MySql;
+    let mysql = shared.dialect() == Dialect::MySql;
     let mut columns = vec![
         text("File", 512),
         unsigned("Position", 20, column_type::LONGLONG),
@@ -92,7 +92,7 @@ pub fn master_status(shared: &BinlogShared) -> ResultSet {
 
 /// `SHOW BINARY LOGS` (MySQL adds `Encrypted`: manifold's files are not).
 pub fn binary_logs(shared: &BinlogShared) -> ResultSet {
-    let mysql = shared.dialect == Dialect::MySql;
+    let mysql = shared.dialect() == Dialect::MySql;
     let mut columns = vec![
         text("Log_name", 1020),
         unsigned("File_size", 20, column_type::LONGLONG),
@@ -117,7 +117,7 @@ pub fn binary_logs(shared: &BinlogShared) -> ResultSet {
 /// Whether the binlog's dialect has the owned variable `name` (the other dialect's server
 /// knows it not).
 pub fn has_variable(shared: &BinlogShared, name: &str) -> bool {
-    let other = match shared.dialect {
+    let other = match shared.dialect() {
         Dialect::MariaDb => MYSQL_ONLY_VARIABLES,
         Dialect::MySql => MARIADB_ONLY_VARIABLES,
     };
@@ -443,7 +443,7 @@ pub fn binlog_events(shared: &BinlogShared, q: &ShowEvents) -> Result<ResultSet,
                 format!("Error when executing command SHOW BINLOG EVENTS: {e}"),
             )
         })?;
-        let (name, info) = match shared.dialect {
+        let (name, info) = match shared.dialect() {
             Dialect::MySql => (
                 mysql::type_name(h.type_code).unwrap_or_else(|| type_name(h.type_code)),
                 mysql::info(&buf).unwrap_or_else(|| info(&buf)),

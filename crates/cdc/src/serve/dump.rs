@@ -234,7 +234,7 @@ impl Dump {
         let cfg = &shared.config;
         let end = shared.end();
         let mut skip_until = None;
-        if shared.dialect == Dialect::MySql && session.connect_state().is_some() {
+        if shared.dialect() == Dialect::MySql && session.connect_state().is_some() {
             return Err(err(FATAL, "HY000", "manifold's global binlog is in MySQL's dialect (its sources are MySQL servers): MariaDB's GTID positioning (@slave_connect_state) is not served; connect with MySQL's GTID auto-positioning (COM_BINLOG_DUMP_GTID, SOURCE_AUTO_POSITION=1) or by file and position"));
         }
         let (file, pos) = if let Some(state) = session.connect_state() {
@@ -305,8 +305,8 @@ impl Dump {
             strict: session.gtid_strict_mode(),
             skipping: Skip::Not,
             send_fake_list: false,
-            state: GtidState::empty(shared.dialect),
-            mysql: shared.dialect == Dialect::MySql,
+            state: GtidState::empty(shared.dialect()),
+            mysql: shared.dialect() == Dialect::MySql,
             exclude: None,
             in_exclude: false,
             exclude_end: None,

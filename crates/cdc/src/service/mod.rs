@@ -68,7 +68,10 @@ impl Drop for BinlogService {
 }
 
 /// Starts the service on its own thread. Returns once the global binlog's directory is
-/// recovered and open (an error there is returned); the sources connect afterwards.
+/// recovered and open (an error there is returned); the sources connect afterwards. On a first
+/// start (no files yet) whose primaries do not answer, it returns at once: the thread waits
+/// for a primary to tell the fleet's dialect before it writes anything (`SHOW BINLOG STATUS`
+/// says so), and an error opening the files then stops the service (state `failed`).
 pub fn start(
     config: BinlogConfig,
     sources: Vec<SourceTarget>,
@@ -80,7 +83,8 @@ pub fn start(
     }
     let dialect = fleet_dialect(&config, &sources)?;
     let clusters: Vec<String> = sources.iter().map(|s| s.cluster.clone()).collect();
-    let (shared, requests) = BinlogShared::with_dialect(config, clusters, dialect);
+    let (shared, requests) =
+        BinlogShared::with_dialect(config, clusters, dialect.unwrap_or(Dialect::MariaDb));
     let (stop, stop_rx) = watch::channel(false);
     let (opened_tx, opened_rx) = std::sync::mpsc::channel::<Result<(), String>>();
     let thread_shared = shared.clone();
@@ -97,10 +101,19 @@ pub fn start(
                     return;
                 }
             };
+            if dialect.is_none() {
+                // Nothing is written before the dialect is known: the caller goes on.
+                let _ = opened_tx.send(Ok(()));
+                match learn_dialect(&thread_shared, &sources, &stop_rx) {
+                    Some(dialect) => thread_shared.set_dialect(dialect),
+                    None => return,
+                }
+            }
             let (pipeline, recovered) = match Pipeline::open(thread_shared.clone()) {
                 Ok(opened) => opened,
                 Err(e) => {
                     thread_shared.metrics.set_state(format!("failed: {e}"));
+                    tracing::error!(error = %e, "binlog: the global binlog cannot open");
                     let _ = opened_tx.send(Err(e.to_string()));
                     return;
                 }
@@ -141,43 +154,62 @@ pub fn start(
     }
 }
 
-/// A first start waits this many reconnect intervals (30 s by default) for a primary to tell
-/// the fleet's dialect.
-const FIRST_PROBE_TRIES: u32 = 30;
-
 /// The dialect of the global binlog: the sources'. A global binlog reads MariaDB's events or
 /// MySQL's, not both: a fleet of both is refused when the primaries that answer now tell so
 /// (a primary that does not answer is not held against the start; the source reader checks
 /// each connection's flavour too). When none answers, the existing files' dialect; with no
-/// files yet (a first start), the primaries are asked again, once per reconnect interval,
-/// [`FIRST_PROBE_TRIES`] times — a guess would be written into the first file and refuse the
-/// real fleet from then on.
-fn fleet_dialect(config: &BinlogConfig, sources: &[SourceTarget]) -> Result<Dialect, String> {
+/// files yet (a first start), `None`: the service thread asks again ([`learn_dialect`]) — a
+/// guess would be written into the first file and refuse the real fleet from then on.
+fn fleet_dialect(
+    config: &BinlogConfig,
+    sources: &[SourceTarget],
+) -> Result<Option<Dialect>, String> {
     if let Some(dialect) = check_one_flavour(sources)? {
-        return Ok(dialect);
+        return Ok(Some(dialect));
     }
     if let Ok(Some(dialect)) = manifold_binlog::store::file_dialect(&config.dir, &config.base_name)
     {
-        return Ok(dialect);
+        return Ok(Some(dialect));
     }
     if sources.is_empty() {
-        return Ok(Dialect::MariaDb);
+        return Ok(Some(Dialect::MariaDb));
     }
-    let wait = config.reconnect_interval * FIRST_PROBE_TRIES;
-    tracing::warn!(
-        "binlog: no primary answered; waiting up to {wait:?} for one to tell whether the fleet is MariaDB or MySQL"
-    );
-    for _ in 0..FIRST_PROBE_TRIES {
-        std::thread::sleep(config.reconnect_interval);
-        if let Some(dialect) = check_one_flavour(sources)? {
-            return Ok(dialect);
+    Ok(None)
+}
+
+/// Asks the primaries once per reconnect interval until one answers (its dialect), the fleet
+/// shows a mix (the service fails, saying so) or the service is stopped (`None`).
+fn learn_dialect(
+    shared: &BinlogShared,
+    sources: &[SourceTarget],
+    stop: &watch::Receiver<bool>,
+) -> Option<Dialect> {
+    let waiting =
+        "waiting: no primary has answered yet to tell whether the fleet is MariaDB or MySQL";
+    shared.metrics.set_state(waiting);
+    tracing::warn!("binlog: {waiting}; nothing is written until one does");
+    let step = Duration::from_millis(50);
+    loop {
+        let deadline = Instant::now() + shared.config.reconnect_interval;
+        while Instant::now() < deadline {
+            if *stop.borrow() {
+                return None;
+            }
+            std::thread::sleep(step);
+        }
+        match check_one_flavour(sources) {
+            Ok(Some(dialect)) => {
+                tracing::info!(%dialect, "binlog: the fleet's dialect is known");
+                return Some(dialect);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                shared.metrics.set_state(format!("failed: {e}"));
+                tracing::error!("{e}");
+                return None;
+            }
         }
     }
-    Err(format!(
-        "binlog: no primary answered within {wait:?}, and {} holds no global binlog yet: \
-         its dialect (MariaDB or MySQL) is the primaries', so start them first",
-        config.dir.display()
-    ))
 }
 
 /// The dialect of the primaries that answer now (`None`: none did); an error when they mix

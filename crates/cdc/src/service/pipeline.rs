@@ -54,7 +54,7 @@ impl Pipeline {
             max_file_size: config.max_file_size,
             server_id: config.server_id,
             domain_id: config.domain_id,
-            dialect: shared.dialect,
+            dialect: shared.dialect(),
             server_uuid: config.uuid(),
             clusters: shared.clusters.clone(),
         })?;

@@ -28,7 +28,7 @@ impl Dump {
         session: &BinlogSession,
         consumer: ConsumerStatus,
     ) -> Result<Dump, ErrPacket> {
-        if shared.dialect != Dialect::MySql {
+        if shared.dialect() != Dialect::MySql {
             return Err(err(FATAL, "HY000", "manifold's global binlog is in MariaDB's dialect (its sources are MariaDB servers): MySQL's COM_BINLOG_DUMP_GTID is not served; connect with MariaDB GTID positioning (SET @slave_connect_state, then COM_BINLOG_DUMP), or by file and position"));
         }
         let (file, pos, clear_log_pos) = if request.file.is_empty() {
