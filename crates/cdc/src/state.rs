@@ -84,10 +84,12 @@ pub struct PurgeStop {
 }
 
 impl PurgeStop {
-    /// MariaDB's `ER_WARN_PURGE_LOG_IN_USE` (1867) text.
-    pub fn message(&self, purged: usize) -> String {
+    /// `ER_WARN_PURGE_LOG_IN_USE` (1867) as the servers word it (MySQL ends it with a period,
+    /// MariaDB does not).
+    pub fn message(&self, purged: usize, dialect: Dialect) -> String {
+        let end = if dialect == Dialect::MySql { "." } else { "" };
         format!(
-            "file {} was not purged because it is in use by {} thread(s), purged only {purged} out of {} files.",
+            "file {} was not purged because it was being read by {} thread(s), purged only {purged} out of {} files{end}",
             self.file, self.readers, self.wanted
         )
     }

@@ -278,9 +278,9 @@ mod pipeline {
             (files[1].as_str(), 1, 3)
         );
         assert_eq!(
-            stop.message(purged.removed.len()),
+            stop.message(purged.removed.len(), manifold_binlog::gtid::Dialect::MariaDb),
             format!(
-                "file {} was not purged because it is in use by 1 thread(s), purged only 1 out of 3 files.",
+                "file {} was not purged because it was being read by 1 thread(s), purged only 1 out of 3 files",
                 files[1]
             )
         );

@@ -197,8 +197,11 @@ impl Session {
         };
         // A purge that stopped at a file a dump reads succeeds with a warning, as MariaDB's.
         let mut warning: Option<String> = None;
+        let dialect = shared.dialect();
         let mut purged = |p: manifold_cdc::state::Purged| {
-            warning = p.stopped_at.map(|stop| stop.message(p.removed.len()));
+            warning = p
+                .stopped_at
+                .map(|stop| stop.message(p.removed.len(), dialect));
         };
         let result: Result<(), ErrPacket> = match statement {
             Statement::PurgeTo(file) => match shared.ask(|tx| Request::PurgeTo(file, tx)).await {
