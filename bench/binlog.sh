@@ -19,7 +19,7 @@
 #             written, manifold's peak RSS. Needs ~4x BIG_MIB free disk.
 #
 # FLAVOR=mysql: the sources are MySQL 9.7 (scripts/setup-mysql), the global binlog MySQL's,
-# the decoder compared MySQL's mysqlbinlog (the big part is MariaDB's only).
+# the decoder compared MySQL's mysqlbinlog.
 # Binaries from MANIFOLD_BIN_DIR (default target/release). Results in OUT (default
 # target/bench-binlog/summary.md); copy the table into bench/RESULTS.md with the machine.
 set -euo pipefail
