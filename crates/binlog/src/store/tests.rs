@@ -153,7 +153,7 @@ fn budget(dir: &Path) -> Budget {
 }
 
 #[derive(Debug, Clone)]
-struct After {
+pub(super) struct After {
     end: Position,
     sources: Vec<SourceState>,
     gtid: GtidState,
@@ -305,13 +305,29 @@ fn recovery_at_every_cut_continues_byte_identical() {
     let clean = tmp.path().join("clean");
     let budget = budget(tmp.path());
     let after = write_all(&clean, 1500, N, &budget);
-    let expected = read_dir_sorted(&clean);
+    every_cut_resumes_byte_identical(tmp.path(), &clean, &after, options, &|i| {
+        workload(&budget, i)
+    });
+}
+
+/// Cuts the last file of the run in `clean` (which wrote `after`, transaction `i` being
+/// `workload(i)` with key `1000 + i`, files of 1500 bytes) at every byte, recovers each cut with
+/// `options`, and checks the recovered state and that writing the rest of the run gives the
+/// same files, byte for byte.
+pub(super) fn every_cut_resumes_byte_identical(
+    tmp: &Path,
+    clean: &Path,
+    after: &[After],
+    options: fn(&Path, u64) -> StoreOptions,
+    workload: &dyn Fn(u64) -> SourceTxn,
+) {
+    let n = after.len() as u64;
+    let expected = read_dir_sorted(clean);
     let last_name = after.last().unwrap().end.file.clone();
     let last_len = std::fs::metadata(clean.join(&last_name)).unwrap().len();
     let first_in_last = after.iter().position(|a| a.end.file == last_name).unwrap();
-
     for cut in 0..=last_len {
-        let dir = tmp.path().join("cut");
+        let dir = tmp.join("cut");
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         for (name, bytes) in &expected {
@@ -336,8 +352,8 @@ fn recovery_at_every_cut_continues_byte_identical() {
             assert_eq!(w.end(), want.end, "cut at {cut}");
             assert_eq!(rec.truncated, cut - want.end.pos);
         }
-        for i in done as u64..N {
-            w.append(&workload(&budget, i), 1000 + i).unwrap();
+        for i in done as u64..n {
+            w.append(&workload(i), 1000 + i).unwrap();
         }
         w.flush().unwrap();
         drop(w);

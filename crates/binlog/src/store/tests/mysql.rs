@@ -387,56 +387,18 @@ fn groups_without_rows_carry_their_origin_and_recover() {
 /// continue into files identical to the uninterrupted run's (the logical clock included).
 #[test]
 fn mysql_recovery_at_every_cut_continues_byte_identical() {
-    const N: u64 = 40;
     let tmp = tempfile::tempdir().unwrap();
     let clean = tmp.path().join("clean");
     let budget = budget(tmp.path());
-    let after = mysql_write_all(&clean, 1500, N, &budget);
-    let expected = read_dir_sorted(&clean);
-    let last_name = after.last().unwrap().end.file.clone();
-    let last_len = std::fs::metadata(clean.join(&last_name)).unwrap().len();
-    let first_in_last = after.iter().position(|a| a.end.file == last_name).unwrap();
+    let after = mysql_write_all(&clean, 1500, 40, &budget);
+    let last = &after.last().unwrap().end.file;
     assert!(
-        after.len() - first_in_last >= 2,
+        after.iter().filter(|a| &a.end.file == last).count() >= 2,
         "two transactions in the last file"
     );
-
-    for cut in 0..=last_len {
-        let dir = tmp.path().join("cut");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, bytes) in &expected {
-            let bytes = if *name == last_name {
-                &bytes[..cut as usize]
-            } else {
-                &bytes[..]
-            };
-            std::fs::write(dir.join(name), bytes).unwrap();
-        }
-        let done = after
-            .iter()
-            .rposition(|a| a.end.file == last_name && a.end.pos <= cut)
-            .map_or(first_in_last, |i| i + 1);
-        let (mut w, rec) = Writer::open(mysql_options(&dir, 1500)).unwrap();
-        let want = &after[done - 1];
-        assert_eq!(rec.sources, want.sources, "cut at {cut}");
-        assert_eq!(rec.gtid, want.gtid, "cut at {cut}");
-        if done > first_in_last {
-            assert_eq!(w.end(), want.end, "cut at {cut}");
-            assert_eq!(rec.truncated, cut - want.end.pos);
-        }
-        for i in done as u64..N {
-            w.append(&mysql_workload(&budget, i), 1000 + i).unwrap();
-        }
-        w.flush().unwrap();
-        drop(w);
-        let got = read_dir_sorted(&dir);
-        assert_eq!(got.len(), expected.len(), "cut at {cut}");
-        for ((gn, gb), (en, eb)) in got.iter().zip(&expected) {
-            assert_eq!(gn, en, "cut at {cut}");
-            assert!(gb == eb, "cut at {cut}: {gn} differs");
-        }
-    }
+    every_cut_resumes_byte_identical(tmp.path(), &clean, &after, mysql_options, &|i| {
+        mysql_workload(&budget, i)
+    });
 }
 
 #[test]
