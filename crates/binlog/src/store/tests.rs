@@ -571,3 +571,40 @@ fn purge_and_retention_keep_the_files_readers_are_in() {
         .unwrap();
     assert_eq!(removed, vec![files[3].name.clone()]);
 }
+
+/// A fresh server of `flavor` from the test kit with `text` (a decoder's output: SQL) run
+/// through its command-line client, as a replica would apply the events.
+pub(super) fn replay_into_a_fresh_server(
+    flavor: manifold_testkit::Flavor,
+    text: &str,
+) -> manifold_testkit::Topology {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let topology = manifold_testkit::Topology::start(manifold_testkit::TopologyConfig {
+        replicas: 0,
+        tls: false,
+        flavor,
+        ..manifold_testkit::TopologyConfig::default()
+    })
+    .unwrap();
+    let mut client = topology
+        .client_command(&topology.primary)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    client
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = client.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "replay failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    topology
+}

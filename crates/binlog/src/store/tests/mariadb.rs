@@ -1,10 +1,9 @@
 //! MariaDB's own tools read the files: `mariadb-binlog --verify-binlog-checksum` decodes
 //! them, and its output replayed into a real server gives the rows.
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use manifold_testkit::{Topology, TopologyConfig};
+use manifold_testkit::Flavor;
 
 use super::*;
 
@@ -113,31 +112,7 @@ fn mariadb_binlog_reads_the_files_and_its_replay_gives_the_rows() {
     );
 
     // Replayed into a fresh server, as a replica would apply them.
-    let topology = Topology::start(TopologyConfig {
-        replicas: 0,
-        tls: false,
-        ..TopologyConfig::default()
-    })
-    .unwrap();
-    let mut client = topology
-        .client_command(&topology.primary)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    client
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = client.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "replay failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let topology = replay_into_a_fresh_server(Flavor::MariaDb, &text);
     let got = topology
         .sql_value(&topology.primary, "SELECT COUNT(*), SUM(id) FROM mfx.t")
         .unwrap();

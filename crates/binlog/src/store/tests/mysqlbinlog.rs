@@ -2,10 +2,7 @@
 //! --verify-binlog-checksum` decodes them, and its output replayed into a real MySQL server
 //! gives the rows and manifold's GTIDs.
 
-use std::io::Write as _;
-use std::process::Stdio;
-
-use manifold_testkit::{Flavor, MysqlInstall, Topology, TopologyConfig};
+use manifold_testkit::{Flavor, MysqlInstall};
 
 use super::mysql::{mysql_options, mysql_txn, write_rows_v2, MANIFOLD_UUID, SOURCE_UUIDS};
 use super::*;
@@ -112,32 +109,7 @@ fn mysqlbinlog_reads_the_mysql_files_and_its_replay_gives_the_rows() {
     );
 
     // Replayed into a fresh MySQL server, as a replica would apply them.
-    let topology = Topology::start(TopologyConfig {
-        replicas: 0,
-        tls: false,
-        flavor: Flavor::MySql,
-        ..TopologyConfig::default()
-    })
-    .unwrap();
-    let mut client = topology
-        .client_command(&topology.primary)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    client
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = client.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "replay failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let topology = replay_into_a_fresh_server(Flavor::MySql, &text);
     let got = topology
         .sql_value(&topology.primary, "SELECT COUNT(*), SUM(id) FROM mfx.t")
         .unwrap();
