@@ -16,6 +16,7 @@ cluster, without decoding rows."""
 
 import contextlib
 import os
+import random
 import re
 import signal
 import struct
@@ -832,6 +833,35 @@ def mysqlbinlog(port, *args, user=USER, password=PASSWORD, timeout=120, check=Tr
     if check:
         assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}"
     return p
+
+
+class KilledReaders:
+    """Binlog readers started one after another (`argv`) and each SIGKILLed after a random
+    while (0.1 to 1.5 s, from `seed`), for as long as the `with` block runs."""
+
+    def __init__(self, argv, seed):
+        self.argv = argv
+        self.seed = seed
+        self.stop_flag = threading.Event()
+        self.runs = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        rng = random.Random(self.seed)
+        while not self.stop_flag.is_set():
+            p = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.stop_flag.wait(rng.uniform(0.1, 1.5))
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            self.runs += 1
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_flag.set()
+        self.thread.join(timeout=30)
 
 
 def wait_for(what, fn, timeout=60, interval=0.2):

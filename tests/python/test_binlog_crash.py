@@ -5,9 +5,6 @@ the ledger checks hold (nothing lost, nothing duplicated, each transaction whole
 and causal order) and the files read after the last restart hold every source transaction."""
 
 import random
-import signal
-import subprocess
-import threading
 import time
 
 import pytest
@@ -31,41 +28,19 @@ def setup(tmp_path_factory):
         mf.stop_and_check()
 
 
-class RandomConsumers:
+def random_consumers(mf):
     """`mariadb-binlog --stop-never` readers, each killed after a random while."""
-
-    def __init__(self, mf):
-        self.mf = mf
-        self.stop_flag = threading.Event()
-        self.runs = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        rng = random.Random(7)
-        while not self.stop_flag.is_set():
-            p = subprocess.Popen(["mariadb-binlog", "--read-from-remote-server", "--stop-never",
-                                  "--verify-binlog-checksum", "-h127.0.0.1", f"-P{self.mf.port}",
-                                  f"-u{bk.USER}", f"-p{bk.PASSWORD}", "--to-last-log", "manifold-bin.000001"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            self.stop_flag.wait(rng.uniform(0.1, 1.5))
-            p.send_signal(signal.SIGKILL)
-            p.wait()
-            self.runs += 1
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop_flag.set()
-        self.thread.join(timeout=30)
+    return bk.KilledReaders(["mariadb-binlog", "--read-from-remote-server", "--stop-never",
+                             "--verify-binlog-checksum", "-h127.0.0.1", f"-P{mf.port}",
+                             f"-u{bk.USER}", f"-p{bk.PASSWORD}", "--to-last-log", "manifold-bin.000001"],
+                            seed=7)
 
 
 def test_kill_minus_nine_under_load(setup):
     a, b, mf, ledger = setup
     rng = random.Random(19)
     writers = bk.Writers(mf, SCHEMAS, ledger, tolerate_errors=True).start()
-    with RandomConsumers(mf) as consumers:
+    with random_consumers(mf) as consumers:
         for k in range(KILLS):
             time.sleep(rng.uniform(0.3, 1.2))
             mf.kill()

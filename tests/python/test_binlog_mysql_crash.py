@@ -6,9 +6,6 @@ causal order), and each source's recorded position is one interval per server: h
 which are never written, still move it, across every restart (`manifold-bin.sources`)."""
 
 import random
-import signal
-import subprocess
-import threading
 import time
 
 import pytest
@@ -30,35 +27,13 @@ def setup(tmp_path_factory):
         mf.stop_and_check()
 
 
-class RandomReaders:
+def random_readers(mf):
     """MySQL's `mysqlbinlog --stop-never` readers, each killed after a random while."""
-
-    def __init__(self, mf):
-        self.mf = mf
-        self.stop_flag = threading.Event()
-        self.runs = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        rng = random.Random(11)
-        while not self.stop_flag.is_set():
-            p = subprocess.Popen([*bk.mysql_tool("mysqlbinlog"), "--read-from-remote-server",
-                                  "--get-server-public-key", "--stop-never", "--verify-binlog-checksum",
-                                  "-h127.0.0.1", f"-P{self.mf.port}", f"-u{bk.USER}", f"-p{bk.PASSWORD}",
-                                  "manifold-bin.000001"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            self.stop_flag.wait(rng.uniform(0.1, 1.5))
-            p.send_signal(signal.SIGKILL)
-            p.wait()
-            self.runs += 1
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop_flag.set()
-        self.thread.join(timeout=30)
+    return bk.KilledReaders([*bk.mysql_tool("mysqlbinlog"), "--read-from-remote-server",
+                             "--get-server-public-key", "--stop-never", "--verify-binlog-checksum",
+                             "-h127.0.0.1", f"-P{mf.port}", f"-u{bk.USER}", f"-p{bk.PASSWORD}",
+                             "manifold-bin.000001"],
+                            seed=11)
 
 
 def intervals_per_server(position):
@@ -75,7 +50,7 @@ def test_kill_minus_nine_under_load_keeps_every_transaction_and_compact_position
     a, b, mf, ledger = setup
     rng = random.Random(23)
     writers = bk.Writers(mf, SCHEMAS, ledger, tolerate_errors=True).start()
-    with RandomReaders(mf) as readers:
+    with random_readers(mf) as readers:
         for k in range(KILLS):
             # Long enough between kills for heartbeats to be noted and checkpointed.
             time.sleep(rng.uniform(0.5, 1.5))
