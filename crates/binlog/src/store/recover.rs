@@ -407,7 +407,7 @@ fn scan_file(
                     txn.opened = true;
                     false
                 } else {
-                    // A one-statement group: the origin leads its statement.
+                    // A one-statement group: the origin ends its statement.
                     txn.standalone = true;
                     let comment = event::query_text(&event)
                         .ok()
