@@ -16,9 +16,11 @@
 //! file), then transactions as MySQL writes them: a GTID event (`server_uuid:N`, the logical
 //! clock `last_committed = k-1, sequence_number = k` for the file's k-th transaction, so that
 //! replicas apply them in order; the source's commit times; the exact transaction length),
-//! then the body with the origin where MySQL's boundary parser keeps it in the group: a
-//! `ROWS_QUERY` event after the `BEGIN` / `XA START` that opens it, or, in a one-statement
-//! group (DDL, `XA COMMIT`), a comment leading the statement (`/* # manifold origin ... */`).
+//! then the body with the origin where MySQL's replicas keep it (`writer.rs`, `OriginPlace`):
+//! in a group, the first line of its first `ROWS_QUERY` event (or one of its own before the
+//! first table map, or in a group without rows a trailing comment on a statement); in a
+//! one-statement group (DDL, `XA COMMIT`), a comment after the statement
+//! (` /* # manifold origin ... */`).
 //! A directory written in the other dialect is refused ([`StoreError::Dialect`]).
 //!
 //! Recovery ([`Writer::open`]): the newest file is read to its last complete transaction and
