@@ -131,6 +131,30 @@ fn a_mysql_replica_auto_positions_on_manifold_and_ends_with_the_sources_rows() {
         .expect("an update");
     c.query("DELETE FROM gb.t WHERE id % 7 = 0")
         .expect("a delete");
+    // Shapes whose origin goes elsewhere: a savepoint before the rows (the origin stays in the
+    // rows-query event: MySQL recognises a SAVEPOINT by how its text starts), and an empty
+    // transaction under an explicit GTID, written on the source directly (BEGIN, COMMIT and
+    // nothing between: the origin is a rows-query event before the COMMIT).
+    for sql in [
+        "BEGIN",
+        "SAVEPOINT s1",
+        "INSERT INTO ga.t (id, note) VALUES (100001, 'after a savepoint')",
+        "SAVEPOINT s2",
+        "UPDATE ga.t SET note = 'rolled back' WHERE id = 100001",
+        "ROLLBACK TO SAVEPOINT s2",
+        "COMMIT",
+    ] {
+        c.query(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let a_uuid = a
+        .sql_value(&a.primary, "SELECT @@server_uuid")
+        .expect("the source's uuid");
+    a.sql(
+        &a.primary,
+        &format!("SET GTID_NEXT='{a_uuid}:1000000'; BEGIN; COMMIT; SET GTID_NEXT='AUTOMATIC'"),
+    )
+    .expect("an empty transaction under an explicit GTID");
+    insert(&mut c, "ga", 5);
 
     let want_a = checksum(&a, &a.primary, "ga.t");
     let want_b = checksum(&b, &b.primary, "gb.t");
@@ -175,5 +199,24 @@ fn a_mysql_replica_auto_positions_on_manifold_and_ends_with_the_sources_rows() {
             .unwrap_or_default()
     };
     assert_eq!(ours(&executed), ours(&end));
+    // The empty transaction is in the global binlog (its origin names its source GTID), so
+    // the replica above applied that shape too.
+    let written: Vec<u8> = std::fs::read_dir(dir.path())
+        .expect("the binlog directory")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("manifold-bin.0")
+        })
+        .flat_map(|e| std::fs::read(e.path()).expect("a binlog file"))
+        .collect();
+    let needle = format!("gtid={a_uuid}:1000000 ");
+    assert!(
+        written
+            .windows(needle.len())
+            .any(|w| w == needle.as_bytes()),
+        "the empty transaction's origin in the files"
+    );
     drop(server);
 }
