@@ -160,11 +160,23 @@ pub(super) struct After {
 }
 
 fn write_all(dir: &Path, max: u64, n: u64, budget: &Budget) -> Vec<After> {
-    let (mut w, rec) = Writer::open(options(dir, max)).unwrap();
+    write_run(options(dir, max), n, &|i| workload(budget, i))
+}
+
+/// Opens a fresh store with `opts` and appends `workload(i)` with key `1000 + i` for `i` in
+/// `0..n`; what each append left, in order.
+pub(super) fn write_run(
+    opts: StoreOptions,
+    n: u64,
+    workload: &dyn Fn(u64) -> SourceTxn,
+) -> Vec<After> {
+    let dialect = opts.dialect;
+    let (mut w, rec) = Writer::open(opts).unwrap();
     assert_eq!(rec.truncated, 0);
+    assert_eq!(rec.gtid, GtidState::empty(dialect));
     let mut after = Vec::new();
     for i in 0..n {
-        let a = w.append(&workload(budget, i), 1000 + i).unwrap();
+        let a = w.append(&workload(i), 1000 + i).unwrap();
         assert_eq!(a.end, w.end());
         after.push(After {
             end: a.end,

@@ -110,21 +110,7 @@ fn mysql_workload(budget: &Budget, i: u64) -> SourceTxn {
 }
 
 fn mysql_write_all(dir: &Path, max: u64, n: u64, budget: &Budget) -> Vec<After> {
-    let (mut w, rec) = Writer::open(mysql_options(dir, max)).unwrap();
-    assert_eq!(rec.truncated, 0);
-    assert_eq!(rec.gtid, GtidState::MySql(GtidSet::default()));
-    let mut after = Vec::new();
-    for i in 0..n {
-        let a = w.append(&mysql_workload(budget, i), 1000 + i).unwrap();
-        assert_eq!(a.end, w.end());
-        after.push(After {
-            end: a.end,
-            sources: w.sources().to_vec(),
-            gtid: w.gtid_pos(),
-        });
-    }
-    w.flush().unwrap();
-    after
+    write_run(mysql_options(dir, max), n, &|i| mysql_workload(budget, i))
 }
 
 /// The origin of a transaction's events (after its GTID event), where the writer put it.
