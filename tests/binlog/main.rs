@@ -72,7 +72,7 @@ fn config(a: &Topology, b: &Topology, dir: &Path) -> Config {
     });
     cfg.users.push(user_with_password(USER, PASSWORD));
     cfg.binlog.dir = dir.to_path_buf();
-    cfg.binlog.users = vec![USER.into()];
+    cfg.binlog.users = Some(vec![USER.into()]);
     cfg.binlog.heartbeat_interval = Duration::from_millis(50);
     // Small files: the test crosses rotations.
     cfg.binlog.max_file_size = 16 << 10;

@@ -148,7 +148,7 @@ class BinlogManifold:
     binlog on in `binlog_dir`. `kill()` and `start()` again reuse the directory and ports."""
 
     def __init__(self, clusters, binlog_dir, schemas, binlog_extra="", toml_extra="", name="manifold-binlog",
-                 extra_args=(), start=True):
+                 extra_args=(), start=True, binlog_users=(USER,)):
         self.clusters = clusters
         self.dir = Path(binlog_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -164,7 +164,9 @@ class BinlogManifold:
             toml += "replicas = [" + ", ".join(f'"127.0.0.1:{p}"' for p in c.replica_ports) + "]\n"
             toml += "schemas = [" + ", ".join(f'"{s}"' for s in schemas.get(c.name, [])) + "]\n"
         toml += f'\n[routing.monitor]\nuser = "{USER}"\npassword = "{PASSWORD}"\n'
-        toml += (f'\n[binlog]\ndir = "{self.dir}"\nheartbeat_interval = "100ms"\nusers = ["{USER}"]\n'
+        # `binlog_users=None` leaves binlog.users unset: the backends' grants alone decide.
+        users = "" if binlog_users is None else "users = [" + ", ".join(f'"{u}"' for u in binlog_users) + "]\n"
+        toml += (f'\n[binlog]\ndir = "{self.dir}"\nheartbeat_interval = "100ms"\n{users}'
                  f'user = "{USER}"\npassword = "{PASSWORD}"\n{binlog_extra}\n')
         toml += toml_extra
         self.config = self.dir.parent / f"{name}.toml"

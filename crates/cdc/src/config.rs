@@ -47,9 +47,10 @@ pub struct BinlogConfig {
     /// SLAVE`, and write access to the heartbeat table); unset: the monitor's login.
     pub user: Option<String>,
     pub password: String,
-    /// `[[users]]` names allowed to read the global binlog (dumps, `SHOW BINLOG EVENTS`).
-    /// On the quick-start command line, the `--user` users.
-    pub users: Vec<String>,
+    /// When set, only these `[[users]]` may use the global binlog (dumps and the binlog
+    /// statements), and only with the grants the servers ask for; unset, every user whose
+    /// backend login holds them on every source primary. A narrowing, never a widening.
+    pub users: Option<Vec<String>>,
     /// How long a lost source connection waits before reconnecting.
     #[serde(with = "manifold_engine::duration_serde")]
     pub reconnect_interval: Duration,
@@ -71,7 +72,7 @@ impl Default for BinlogConfig {
             retention_age: Duration::from_secs(7 * 24 * 3600),
             user: None,
             password: String::new(),
-            users: Vec::new(),
+            users: None,
             reconnect_interval: Duration::from_secs(1),
         }
     }

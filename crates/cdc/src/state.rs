@@ -258,11 +258,6 @@ impl BinlogShared {
         }
         rx.await.ok()
     }
-
-    /// Whether `user` may read the global binlog.
-    pub fn may_replicate(&self, user: &str) -> bool {
-        self.config.users.iter().any(|u| u == user)
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

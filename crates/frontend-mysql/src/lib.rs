@@ -9,6 +9,7 @@
 //! the lexer offers, open sockets to backends itself (the backend crate's pools do), or let
 //! one session's failure reach another.
 
+pub mod binlog_access;
 pub mod config;
 pub mod digests;
 mod handshake;
@@ -174,6 +175,9 @@ pub struct Shared {
     /// The global binlog, when it is on: manifold answers dumps and binlog statements
     /// itself. Set right after [`Shared::new`] (`Arc::get_mut`), before clients connect.
     pub binlog: Option<Arc<manifold_cdc::BinlogShared>>,
+    /// Who may use the global binlog: `binlog.users` and the grants learned from the
+    /// backends.
+    pub binlog_access: binlog_access::BinlogAccess,
 }
 
 impl Shared {
@@ -253,6 +257,7 @@ impl Shared {
             metrics: FrontendMetrics::default(),
             backend_version: arc_swap::ArcSwapOption::empty(),
             binlog: None,
+            binlog_access: binlog_access::BinlogAccess::default(),
         }))
     }
 

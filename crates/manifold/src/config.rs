@@ -239,7 +239,7 @@ impl Config {
                 ));
             }
         }
-        for u in &b.users {
+        for u in b.users.iter().flatten() {
             if !self.users.iter().any(|c| &c.name == u) {
                 return Err(format!("binlog.users: '{u}' is not a [[users]] entry"));
             }
@@ -452,6 +452,10 @@ mod tests {
         let on = "[binlog]\ndir = \"/tmp/gb\"\nusers = [\"app\"]";
         let c = Config::from_toml(&format!("{on}\n{MINIMAL}")).unwrap();
         assert!(c.binlog.enabled());
+        // Set, binlog.users narrows; unset, the backends' grants alone decide.
+        assert_eq!(c.binlog.users, Some(vec!["app".to_owned()]));
+        let unset = Config::from_toml(&format!("[binlog]\ndir = \"/tmp/gb\"\n{MINIMAL}")).unwrap();
+        assert_eq!(unset.binlog.users, None);
         assert_eq!(c.binlog.base_name, "manifold-bin");
         assert_eq!(
             c.binlog.heartbeat_interval,

@@ -174,6 +174,7 @@ pub fn start_with_reload(
         let front = Arc::get_mut(&mut shared)
             .ok_or("the front's shared state is in use before the global binlog is set")?;
         front.binlog = Some(service.shared.clone());
+        front.binlog_access.configure(cfg.binlog.users.as_deref());
         Some(service)
     } else {
         None

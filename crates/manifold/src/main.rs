@@ -73,7 +73,8 @@ struct Cli {
     #[arg(long)]
     http_listen: Option<String>,
     /// Turn the global binlog on, its files in DIR (overrides binlog.dir): every cluster's
-    /// primary is a source; the --user users may read it.
+    /// primary is a source; users whose backend login holds REPLICATION SLAVE on every
+    /// primary may read it.
     #[arg(long)]
     binlog_dir: Option<PathBuf>,
     /// Log filter (overrides log.level), e.g. "info" or "debug".
@@ -164,13 +165,8 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
         cfg.admin.http_listen.clone_from(l);
     }
     if let Some(dir) = &cli.binlog_dir {
+        // Who may read it is what the servers' grants say (binlog.users only narrows that).
         cfg.binlog.dir.clone_from(dir);
-        for u in &cli.user {
-            let name = u.split_once(':').map_or(u.as_str(), |(n, _)| n);
-            if !cfg.binlog.users.iter().any(|b| b == name) {
-                cfg.binlog.users.push(name.to_owned());
-            }
-        }
     }
     if let Some(l) = &cli.log_level {
         cfg.log.level.clone_from(l);

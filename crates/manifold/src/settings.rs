@@ -463,6 +463,26 @@ impl Settings {
         }
         self.shared.users.store(Arc::new(users));
         *applied_users = new_users;
+        // The global binlog's narrowing applies at once; the grants are learned again.
+        let listed = |l: Option<Vec<String>>| {
+            l.map_or_else(|| "(unset: the grants decide)".to_owned(), |u| u.join(","))
+        };
+        let mut wanted = new.binlog.users.clone();
+        if let Some(u) = &mut wanted {
+            u.sort();
+        }
+        let listed_now = self.shared.binlog_access.listed();
+        if listed_now != wanted {
+            changes.push(Change {
+                name: "binlog.users".into(),
+                old: listed(listed_now),
+                new: listed(wanted),
+                applied: true,
+            });
+        }
+        self.shared
+            .binlog_access
+            .configure(new.binlog.users.as_deref());
         // Sections whose other keys changed: named, not silently ignored. Runtime keys are
         // compared above; here they are taken as they run.
         let mut new_mysql = new.mysql.clone();

@@ -32,15 +32,6 @@ pub fn err(code: u16, sqlstate: &str, message: impl Into<String>) -> ErrPacket {
     }
 }
 
-/// ERR 1227 for a user not in `binlog.users`.
-pub fn access_denied(privilege: &str) -> ErrPacket {
-    err(
-        1227,
-        "42000",
-        format!("Access denied; you need (at least one of) the {privilege} privilege(s) for this operation"),
-    )
-}
-
 fn text(name: &str, length: u32) -> ColumnDefinition {
     let mut c = ColumnDefinition::new(name, column_type::VAR_STRING);
     c.column_length = length;

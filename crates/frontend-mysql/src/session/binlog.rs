@@ -5,6 +5,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
+use manifold_binlog::gtid::Dialect;
 use manifold_cdc::serve::answer::{self, err};
 use manifold_cdc::serve::dump::{self, Dump, DumpOutcome, DumpRequest};
 use manifold_cdc::serve::mysql::DumpGtidRequest;
@@ -17,6 +18,7 @@ use tokio::sync::futures::Notified;
 
 use super::decode::BinlogCommand;
 use super::{End, Session};
+use crate::binlog_access::{access_denied, parse_show_grants, BinlogOp, Privileges};
 
 impl Session {
     /// Runs a binlog command or statement (the global binlog is on).
@@ -70,10 +72,8 @@ impl Session {
         seq: u8,
         killed: Pin<&mut Notified<'_>>,
     ) -> Result<(), End> {
-        if !shared.may_replicate(&self.user.name) {
-            return self
-                .send_err_packet(seq, &answer::access_denied("REPLICATION SLAVE"))
-                .await;
+        if let Err(e) = self.binlog_permit(shared.dialect(), BinlogOp::Dump).await {
+            return self.send_err_packet(seq, &e).await;
         }
         let consumer = ConsumerStatus {
             id: u64::from(self.id),
@@ -126,17 +126,21 @@ impl Session {
         statement: Statement,
         seq: u8,
     ) -> Result<(), End> {
-        let monitoring = matches!(
-            statement,
-            Statement::ShowMasterStatus
-                | Statement::ShowBinaryLogs
-                | Statement::ShowBinlogEvents(_)
-        );
-        // As MariaDB, which asks for BINLOG MONITOR: here the users allowed to replicate.
-        if monitoring && !shared.may_replicate(&self.user.name) {
-            return self
-                .send_err_packet(seq, &answer::access_denied("BINLOG MONITOR"))
-                .await;
+        let op = match &statement {
+            Statement::ShowMasterStatus | Statement::ShowBinaryLogs => Some(BinlogOp::Monitor),
+            Statement::ShowBinlogEvents(_) => Some(BinlogOp::ShowEvents),
+            Statement::PurgeTo(_)
+            | Statement::PurgeBefore(_)
+            | Statement::PurgeBeforeExpression => Some(BinlogOp::Purge),
+            // RESET MASTER asks for RELOAD as FLUSH does (and is refused anyway).
+            Statement::FlushBinaryLogs | Statement::ResetMaster => Some(BinlogOp::Flush),
+            // Variables: anyone may read them, as on the servers.
+            Statement::Select(_) | Statement::ShowVariables(_) | Statement::Set(_) => None,
+        };
+        if let Some(op) = op {
+            if let Err(e) = self.binlog_permit(shared.dialect(), op).await {
+                return self.send_err_packet(seq, &e).await;
+            }
         }
         let (columns, rows) = match statement {
             Statement::ShowMasterStatus => answer::master_status(shared),
@@ -181,11 +185,6 @@ impl Session {
         statement: Statement,
         seq: u8,
     ) -> Result<(), End> {
-        if !shared.may_replicate(&self.user.name) {
-            return self
-                .send_err_packet(seq, &answer::access_denied("BINLOG ADMIN"))
-                .await;
-        }
         let stopped = || err(1105, "HY000", "The global binlog service is not running");
         let purge_failed = |m: String| {
             let code = if m.contains("not found") || m.contains("unknown") {
@@ -261,6 +260,77 @@ impl Session {
                 self.send_ok_warnings(seq, warnings).await
             }
             Err(e) => self.send_err_packet(seq, &e).await,
+        }
+    }
+}
+
+impl Session {
+    /// Whether this session's user may do `op` on the global binlog: listed by
+    /// `binlog.users` when it is set, and its backend login holding what the server asks on
+    /// every source primary ([`crate::binlog_access`]). The ERR is the server's 1227, or a
+    /// 1227 saying why the grants could not be learned (refused: fail closed).
+    async fn binlog_permit(&mut self, dialect: Dialect, op: BinlogOp) -> Result<(), ErrPacket> {
+        let fe = self.fe.clone();
+        let access = &fe.shared.binlog_access;
+        if !access.is_listed(&self.user.name) {
+            return Err(op.denied(dialect));
+        }
+        if let Some(held) = access.fresh(&self.user.name, &self.user.backend_user) {
+            if op.allowed(held, dialect) {
+                return Ok(());
+            }
+            // A refusal is checked again: a grant added on the servers counts at once.
+        }
+        let held = self.binlog_grants().await?;
+        access.remember(&self.user.name, &self.user.backend_user, held);
+        if op.allowed(held, dialect) {
+            Ok(())
+        } else {
+            tracing::info!(connection = self.id, user = %self.user.name, backend_user = %self.user.backend_user, ?op, "global binlog refused: the backend login lacks the privilege on a source primary");
+            Err(op.denied(dialect))
+        }
+    }
+
+    /// The global privileges the user's backend login holds on every source primary (what
+    /// all of them grant), from `SHOW GRANTS` on each through the login's own connection.
+    async fn binlog_grants(&mut self) -> Result<Privileges, ErrPacket> {
+        let mut held: Option<Privileges> = None;
+        for cluster in 0..self.fe.shared.clusters.len() {
+            let on = self.binlog_grants_on(cluster).await?;
+            held = Some(held.map_or(on, |h| h.intersection(on)));
+        }
+        Ok(held.unwrap_or(Privileges::NONE))
+    }
+
+    async fn binlog_grants_on(&mut self, cluster: usize) -> Result<Privileges, ErrPacket> {
+        let failed = |session: &Session, why: &str| {
+            let name = &session.fe.shared.clusters[cluster].name;
+            tracing::warn!(connection = session.id, user = %session.user.name, backend_user = %session.user.backend_user, cluster = %name, error = why, "global binlog refused: the grants could not be learned");
+            access_denied(&format!(
+                "Access denied; manifold could not learn the grants of backend user '{}' on the primary of cluster '{name}': {why}",
+                session.user.backend_user
+            ))
+        };
+        let mut lease = match self.borrow_primary_of(cluster).await {
+            Ok(lease) => lease,
+            Err(e) => return Err(failed(self, &e.message)),
+        };
+        match lease.conn().query_rows(b"SHOW GRANTS").await {
+            Ok(Ok(rows)) => {
+                // The query changed nothing on the connection.
+                lease.mark_clean();
+                Ok(parse_show_grants(
+                    rows.rows.iter().filter_map(|r| r.first()?.as_deref()),
+                ))
+            }
+            Ok(Err(e)) => {
+                lease.mark_clean();
+                Err(failed(self, &String::from_utf8_lossy(&e.message)))
+            }
+            Err(e) => {
+                lease.discard();
+                Err(failed(self, &e.message))
+            }
         }
     }
 }

@@ -252,7 +252,16 @@ impl Session {
     /// A connection to the primary borrowed for a query of manifold's own (not the
     /// session's: it is not published), in the session's variables but any schema.
     pub(super) async fn borrow_primary(&mut self) -> Result<Lease, BackendError> {
-        let pool = self.fe.pools[self.cluster][self.primary()].clone();
+        self.borrow_primary_of(self.cluster).await
+    }
+
+    /// Like [`Session::borrow_primary`], on the primary of `cluster` (any of them).
+    pub(super) async fn borrow_primary_of(
+        &mut self,
+        cluster: usize,
+    ) -> Result<Lease, BackendError> {
+        let primary = self.fe.shared.clusters[cluster].topology.primary();
+        let pool = self.fe.pools[cluster][primary].clone();
         let key = conn_key(
             &mut self.conn_key,
             &self.user,

@@ -1,0 +1,328 @@
+//! Who may use the global binlog: what the backend servers would allow. A user's backend
+//! login must hold, on every source primary (the global binlog carries every cluster's rows),
+//! the privilege the server itself asks for the statement; `binlog.users`, when set, narrows
+//! that further to the users it lists.
+//!
+//! The grants are learned with `SHOW GRANTS` through the user's own backend login (in the
+//! session's task, never blocking a worker), kept per user for [`GRANTS_FRESH_FOR`], and
+//! forgotten at a configuration reload. A refusal is checked again against the servers before
+//! it is answered, so a grant added on the backend counts at once; a revoked one stops counting
+//! after at most [`GRANTS_FRESH_FOR`] or at the next reload.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use manifold_binlog::gtid::Dialect;
+use manifold_mysql_proto::packets::ErrPacket;
+
+/// How long learned grants are taken as they were.
+pub const GRANTS_FRESH_FOR: Duration = Duration::from_secs(60);
+
+/// What a binlog command or statement does, as the servers check it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinlogOp {
+    /// `COM_BINLOG_DUMP`, `COM_BINLOG_DUMP_GTID`.
+    Dump,
+    /// `SHOW BINLOG EVENTS`.
+    ShowEvents,
+    /// `SHOW BINARY LOGS`, `SHOW MASTER STATUS`, `SHOW BINLOG STATUS`.
+    Monitor,
+    /// `PURGE BINARY LOGS`.
+    Purge,
+    /// `FLUSH BINARY LOGS`.
+    Flush,
+}
+
+/// Global (`ON *.*`) privileges that matter to the global binlog, as bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Privileges(u8);
+
+impl Privileges {
+    pub const NONE: Privileges = Privileges(0);
+    pub const ALL: Privileges = Privileges(1);
+    pub const REPLICATION_SLAVE: Privileges = Privileges(1 << 1);
+    /// MariaDB's `BINLOG MONITOR` (formerly `REPLICATION CLIENT`, still accepted as its
+    /// alias); MySQL's `REPLICATION CLIENT`.
+    pub const BINLOG_MONITOR: Privileges = Privileges(1 << 2);
+    pub const SUPER: Privileges = Privileges(1 << 3);
+    /// MariaDB's `BINLOG ADMIN`, MySQL's dynamic `BINLOG_ADMIN`.
+    pub const BINLOG_ADMIN: Privileges = Privileges(1 << 4);
+    pub const RELOAD: Privileges = Privileges(1 << 5);
+
+    pub fn union(self, other: Privileges) -> Privileges {
+        Privileges(self.0 | other.0)
+    }
+
+    /// What two servers both grant.
+    pub fn intersection(self, other: Privileges) -> Privileges {
+        Privileges(self.0 & other.0)
+    }
+
+    fn any_of(self, wanted: Privileges) -> bool {
+        self.0 & (wanted.0 | Privileges::ALL.0) != 0
+    }
+
+    fn of_name(name: &str) -> Privileges {
+        match name {
+            "ALL" | "ALL PRIVILEGES" => Privileges::ALL,
+            "REPLICATION SLAVE" => Privileges::REPLICATION_SLAVE,
+            "BINLOG MONITOR" | "REPLICATION CLIENT" => Privileges::BINLOG_MONITOR,
+            "SUPER" => Privileges::SUPER,
+            "BINLOG ADMIN" | "BINLOG_ADMIN" => Privileges::BINLOG_ADMIN,
+            "RELOAD" => Privileges::RELOAD,
+            _ => Privileges::NONE,
+        }
+    }
+}
+
+impl BinlogOp {
+    /// The privileges any one of which allows it (`ALL PRIVILEGES` always does), as
+    /// MariaDB 10.11 and MySQL 8.0+ check it.
+    fn wanted(self, dialect: Dialect) -> Privileges {
+        use Privileges as P;
+        match (self, dialect) {
+            (BinlogOp::Dump, _) | (BinlogOp::ShowEvents, Dialect::MySql) => P::REPLICATION_SLAVE,
+            (BinlogOp::ShowEvents, Dialect::MariaDb) => P::BINLOG_MONITOR,
+            (BinlogOp::Monitor, _) => P::SUPER.union(P::BINLOG_MONITOR),
+            (BinlogOp::Purge, _) => P::SUPER.union(P::BINLOG_ADMIN),
+            (BinlogOp::Flush, _) => P::RELOAD,
+        }
+    }
+
+    pub fn allowed(self, held: Privileges, dialect: Dialect) -> bool {
+        held.any_of(self.wanted(dialect))
+    }
+
+    /// The ERR 1227 the server answers a user without the privilege, word for word.
+    pub fn denied(self, dialect: Dialect) -> ErrPacket {
+        let named = match (self, dialect) {
+            (BinlogOp::Dump, _) | (BinlogOp::ShowEvents, Dialect::MySql) => "REPLICATION SLAVE",
+            (BinlogOp::ShowEvents, Dialect::MariaDb) => "BINLOG MONITOR",
+            (BinlogOp::Monitor, Dialect::MariaDb) => "SUPER, BINLOG MONITOR",
+            (BinlogOp::Monitor, Dialect::MySql) => "SUPER, REPLICATION CLIENT",
+            (BinlogOp::Purge, Dialect::MariaDb) => "SUPER, BINLOG ADMIN",
+            (BinlogOp::Purge, Dialect::MySql) => "SUPER or BINLOG_ADMIN",
+            (BinlogOp::Flush, _) => "RELOAD",
+        };
+        access_denied(&format!(
+            "Access denied; you need (at least one of) the {named} privilege(s) for this operation"
+        ))
+    }
+}
+
+/// ERR 1227 (`ER_SPECIFIC_ACCESS_DENIED_ERROR`, SQLSTATE 42000) with `message`.
+pub fn access_denied(message: &str) -> ErrPacket {
+    ErrPacket {
+        code: 1227,
+        sqlstate: *b"42000",
+        message: message.as_bytes().to_vec(),
+    }
+}
+
+/// The global privileges one server's `SHOW GRANTS` rows give: every `GRANT ... ON *.* TO`
+/// line, whoever it names. MariaDB lists the grants of the role active at login (the
+/// `SET DEFAULT ROLE`) after the user's own, so they count; a role granted but not active
+/// is only a `GRANT role TO user` line without `ON`, and does not (as on the server, where
+/// it takes a `SET ROLE` first). MySQL lists a role's name but not its privileges: only
+/// what is granted to the login itself counts there.
+pub fn parse_show_grants<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Privileges {
+    let mut held = Privileges::NONE;
+    for line in lines {
+        let Ok(line) = std::str::from_utf8(line) else {
+            continue;
+        };
+        let Some(rest) = line.strip_prefix("GRANT ") else {
+            continue;
+        };
+        // The privilege list ends at the first " ON "; a role's (quoted) name in a
+        // `GRANT role TO user` line is never read as privileges.
+        let Some((list, target)) = rest.split_once(" ON ") else {
+            continue;
+        };
+        if list.contains(['`', '\'', '"']) || !target.starts_with("*.* TO ") {
+            continue;
+        }
+        for name in list.split(',') {
+            held = held.union(Privileges::of_name(name.trim()));
+        }
+    }
+    held
+}
+
+/// Grants as last learned for one user.
+#[derive(Debug, Clone)]
+struct Learned {
+    /// The backend login they were learned through (a reload may change it).
+    backend_user: String,
+    /// Held on every source primary.
+    privileges: Privileges,
+    at: Instant,
+}
+
+/// The narrowing list and the grants learned, shared by every worker. Only binlog commands
+/// look here: a short lock, never held across a wait.
+#[derive(Debug, Default)]
+pub struct BinlogAccess {
+    /// `binlog.users` when the configuration sets it.
+    listed: Mutex<Option<HashSet<String>>>,
+    learned: Mutex<HashMap<String, Learned>>,
+}
+
+impl BinlogAccess {
+    /// Takes `binlog.users` as configured (at start and at each reload) and forgets every
+    /// grant learned, so the next binlog command asks the servers again.
+    pub fn configure(&self, users: Option<&[String]>) {
+        *lock(&self.listed) = users.map(|u| u.iter().cloned().collect());
+        lock(&self.learned).clear();
+    }
+
+    /// `binlog.users` as it applies now, sorted (`None`: every user the grants allow).
+    pub fn listed(&self) -> Option<Vec<String>> {
+        lock(&self.listed).as_ref().map(|set| {
+            let mut v: Vec<String> = set.iter().cloned().collect();
+            v.sort();
+            v
+        })
+    }
+
+    /// Whether `binlog.users` lets `user` in at all (before its grants are looked at).
+    pub fn is_listed(&self, user: &str) -> bool {
+        lock(&self.listed)
+            .as_ref()
+            .is_none_or(|set| set.contains(user))
+    }
+
+    /// The grants learned for `user` through `backend_user`, while fresh.
+    pub fn fresh(&self, user: &str, backend_user: &str) -> Option<Privileges> {
+        let learned = lock(&self.learned);
+        let l = learned.get(user)?;
+        (l.backend_user == backend_user && l.at.elapsed() < GRANTS_FRESH_FOR)
+            .then_some(l.privileges)
+    }
+
+    pub fn remember(&self, user: &str, backend_user: &str, privileges: Privileges) {
+        lock(&self.learned).insert(
+            user.to_owned(),
+            Learned {
+                backend_user: backend_user.to_owned(),
+                privileges,
+                at: Instant::now(),
+            },
+        );
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(lines: &[&str]) -> Privileges {
+        parse_show_grants(lines.iter().map(|l| l.as_bytes()))
+    }
+
+    #[test]
+    fn global_grants_of_mariadb_are_read_and_others_are_not() {
+        let p = parse(&[
+            "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `rs`@`%` IDENTIFIED BY PASSWORD '*7B9E'",
+            "GRANT SELECT, INSERT ON `test`.* TO PUBLIC",
+            "GRANT SUPER ON `db`.* TO `rs`@`%`",
+        ]);
+        assert_eq!(
+            p,
+            Privileges::REPLICATION_SLAVE.union(Privileges::BINLOG_MONITOR)
+        );
+        assert!(BinlogOp::Dump.allowed(p, Dialect::MariaDb));
+        assert!(BinlogOp::Monitor.allowed(p, Dialect::MariaDb));
+        assert!(!BinlogOp::Purge.allowed(p, Dialect::MariaDb));
+        assert!(!BinlogOp::Flush.allowed(p, Dialect::MariaDb));
+    }
+
+    #[test]
+    fn a_default_role_counts_as_mariadb_lists_it_and_a_role_name_is_never_a_privilege() {
+        let p = parse(&[
+            "GRANT `r1` TO `ro`@`%`",
+            "GRANT USAGE ON *.* TO `ro`@`%` IDENTIFIED BY PASSWORD '*7B9E'",
+            "GRANT REPLICATION SLAVE ON *.* TO `r1`",
+            "SET DEFAULT ROLE `r1` FOR `ro`@`%`",
+            "GRANT `SUPER ON *.* TO x` TO `ro`@`%`",
+        ]);
+        assert_eq!(p, Privileges::REPLICATION_SLAVE);
+        assert!(!BinlogOp::Monitor.allowed(p, Dialect::MariaDb));
+    }
+
+    #[test]
+    fn all_privileges_allow_everything() {
+        let p = parse(&["GRANT ALL PRIVILEGES ON *.* TO `a`@`%` WITH GRANT OPTION"]);
+        for op in [
+            BinlogOp::Dump,
+            BinlogOp::ShowEvents,
+            BinlogOp::Monitor,
+            BinlogOp::Purge,
+            BinlogOp::Flush,
+        ] {
+            assert!(op.allowed(p, Dialect::MariaDb), "{op:?}");
+            assert!(op.allowed(p, Dialect::MySql), "{op:?}");
+        }
+        assert!(!BinlogOp::Dump.allowed(Privileges::NONE, Dialect::MariaDb));
+    }
+
+    #[test]
+    fn mysql_dynamic_privileges_are_read() {
+        let p = parse(&[
+            "GRANT REPLICATION CLIENT ON *.* TO `u`@`%`",
+            "GRANT APPLICATION_PASSWORD_ADMIN,BINLOG_ADMIN ON *.* TO `u`@`%`",
+            "GRANT `r`@`%` TO `u`@`%`",
+        ]);
+        assert!(BinlogOp::Purge.allowed(p, Dialect::MySql));
+        assert!(BinlogOp::Monitor.allowed(p, Dialect::MySql));
+        assert!(!BinlogOp::ShowEvents.allowed(p, Dialect::MySql));
+    }
+
+    #[test]
+    fn each_statement_asks_what_the_server_asks() {
+        let p = Privileges::SUPER;
+        assert!(BinlogOp::Monitor.allowed(p, Dialect::MariaDb));
+        assert!(BinlogOp::Purge.allowed(p, Dialect::MariaDb));
+        // MariaDB 10.11: SUPER neither dumps, nor shows events, nor flushes.
+        assert!(!BinlogOp::Dump.allowed(p, Dialect::MariaDb));
+        assert!(!BinlogOp::ShowEvents.allowed(p, Dialect::MariaDb));
+        assert!(!BinlogOp::Flush.allowed(p, Dialect::MariaDb));
+        assert!(BinlogOp::ShowEvents.allowed(Privileges::BINLOG_MONITOR, Dialect::MariaDb));
+        assert!(!BinlogOp::ShowEvents.allowed(Privileges::BINLOG_MONITOR, Dialect::MySql));
+        assert!(BinlogOp::Flush.allowed(Privileges::RELOAD, Dialect::MySql));
+    }
+
+    #[test]
+    fn refusals_are_the_servers_words() {
+        let e = BinlogOp::Dump.denied(Dialect::MariaDb);
+        assert_eq!(e.code, 1227);
+        assert_eq!(&e.sqlstate, b"42000");
+        assert_eq!(
+            String::from_utf8(e.message).unwrap(),
+            "Access denied; you need (at least one of) the REPLICATION SLAVE privilege(s) for this operation"
+        );
+        let e = BinlogOp::Purge.denied(Dialect::MySql);
+        assert_eq!(
+            String::from_utf8(e.message).unwrap(),
+            "Access denied; you need (at least one of) the SUPER or BINLOG_ADMIN privilege(s) for this operation"
+        );
+    }
+
+    #[test]
+    fn the_list_narrows_and_a_reload_forgets_what_was_learned() {
+        let a = BinlogAccess::default();
+        assert!(a.is_listed("anyone"));
+        a.remember("app", "app", Privileges::ALL);
+        assert_eq!(a.fresh("app", "app"), Some(Privileges::ALL));
+        assert_eq!(a.fresh("app", "other_login"), None);
+        a.configure(Some(&["app".to_owned()]));
+        assert!(a.is_listed("app") && !a.is_listed("other"));
+        assert_eq!(a.fresh("app", "app"), None);
+        assert_eq!(a.listed(), Some(vec!["app".to_owned()]));
+    }
+}
