@@ -174,6 +174,9 @@ pub struct Shared {
     /// The global binlog, when it is on: manifold answers dumps and binlog statements
     /// itself. Set right after [`Shared::new`] (`Arc::get_mut`), before clients connect.
     pub binlog: Option<Arc<manifold_cdc::BinlogShared>>,
+    /// Failed logins per client address, for every door ([`manifold_engine::login_throttle`]):
+    /// the Redis door and the admin port use this same table.
+    pub logins: Arc<manifold_engine::LoginThrottle>,
 }
 
 impl Shared {
@@ -253,6 +256,7 @@ impl Shared {
             metrics: FrontendMetrics::default(),
             backend_version: arc_swap::ArcSwapOption::empty(),
             binlog: None,
+            logins: Arc::default(),
         }))
     }
 
