@@ -47,7 +47,7 @@ const HELP: &str = "see SHOW BACKENDS, SHOW POOLS, SHOW SESSIONS, SHOW STATUS, S
 SHOW QUERY DIGESTS, SHOW PIN REASONS, SHOW RULES, SET GLOBAL name = value, RELOAD CONFIG, \
 BACKEND OFFLINE|ONLINE 'host:port', KILL SESSION id, PERF HIST [stage|ALL|RESET], \
 SHOW REDIS [COMMANDS|STAGES|BATCHES], SHOW BINLOG STATUS|SOURCES|CONSUMERS, SHOW MASTER STATUS, \
-SHOW BINARY LOGS (docs/OPERATIONS.md, docs/BINLOG.md)";
+SHOW BINARY LOGS, SHOW LOGIN FAILURES, FLUSH LOGIN FAILURES (docs/OPERATIONS.md, docs/BINLOG.md)";
 
 /// Runs one statement. Keywords are case-insensitive; a trailing `;` and spaces are
 /// ignored, as the client may send them.
@@ -96,6 +96,8 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
             backend_state(server.shared, &addr, *state == "OFFLINE").await
         }
         ["SHOW", "REDIS", what @ ..] => crate::redis::show(server, what),
+        ["SHOW", "LOGIN", "FAILURES"] => crate::logins::show(server),
+        ["FLUSH", "LOGIN", "FAILURES"] => crate::logins::flush(server),
         ["SHOW", "BINLOG", what @ ..] => crate::binlog::show(server, what),
         ["SHOW", "MASTER", "STATUS"] | ["SHOW", "BINARY", "LOG", "STATUS"] => {
             crate::binlog::master_status(server)
@@ -811,6 +813,34 @@ pub(crate) async fn status_variables(server: &Server<'_>) -> Vec<StatusVariable>
             true,
             "Reads answered elsewhere because a replica could not catch up in time.",
             load(&m.causal_fallbacks),
+        ),
+        var(
+            "Login_delays",
+            "manifold_login_delayed_total",
+            true,
+            "Logins (any door) that waited out a delay for their address's failures.",
+            shared.logins.delayed_total(),
+        ),
+        var(
+            "Login_delayed_addresses",
+            "manifold_login_delayed_addresses",
+            false,
+            "Client addresses whose next login waits now.",
+            shared.logins.delayed_addresses() as u64,
+        ),
+        var(
+            "Login_waiting",
+            "manifold_login_waiting",
+            false,
+            "Logins waiting out their delay now.",
+            shared.logins.waiting_now() as u64,
+        ),
+        var(
+            "Login_refused_waiting",
+            "manifold_login_refused_waiting_total",
+            true,
+            "Logins refused unchecked: their address already had the most waiting.",
+            shared.logins.refused_waiting_total(),
         ),
         var(
             "Pipelined_statements",

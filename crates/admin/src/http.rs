@@ -223,6 +223,7 @@ async fn metrics(server: &Server<'_>) -> String {
     }
     stage_histograms(server, &mut out);
     crate::redis::prometheus(server, &mut out);
+    crate::logins::prometheus(server, &mut out);
     crate::binlog::prometheus(server, &mut out);
     out
 }

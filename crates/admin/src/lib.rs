@@ -15,6 +15,7 @@ mod control;
 mod errors;
 mod history;
 mod http;
+mod logins;
 mod redis;
 mod server;
 

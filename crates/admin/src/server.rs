@@ -253,9 +253,12 @@ async fn connection(
     admin: &Admin,
 ) -> Result<(), AdminError> {
     let mut io = PacketIo::new(Stream::Tcp(stream));
-    let capabilities = tokio::time::timeout(LOGIN_TIMEOUT, login(&mut io, peer, id, admin))
+    // A login delayed for guessing passwords still gets LOGIN_TIMEOUT for its exchange.
+    let waited = manifold_engine::WaitClock::default();
+    let capabilities = waited
+        .timeout(LOGIN_TIMEOUT, login(&mut io, peer, id, admin, &waited))
         .await
-        .map_err(|_| AdminError::LoginTimeout)??;
+        .ok_or(AdminError::LoginTimeout)??;
     loop {
         let (_, payload) = read(&mut io).await?;
         let command = match Command::decode(&payload) {
@@ -315,11 +318,15 @@ async fn connection(
 }
 
 /// The handshake and `mysql_native_password` check; returns the client's capabilities.
+/// Guessing costs time as on the other doors: the answer is checked only after the delay
+/// the client's address has earned (`waited` is told), and a wrong user name costs what a
+/// wrong password does.
 async fn login(
     io: &mut PacketIo,
     peer: SocketAddr,
     id: u32,
     admin: &Admin,
+    waited: &manifold_engine::WaitClock,
 ) -> Result<u32, AdminError> {
     let scramble = auth::generate_scramble();
     let mut payload = Vec::new();
@@ -359,10 +366,21 @@ async fn login(
         seq = s.wrapping_add(1);
     }
     let user = String::from_utf8_lossy(&response.user);
-    if user != admin.user || !auth::native_verify(Some(&admin.stored), &scramble, &answer) {
+    let logins = &admin.shared.logins;
+    let ip = peer.ip();
+    // Too many attempts of this address already waiting: refused without a check.
+    let may_check = logins.wait(ip, Some(waited)).await.is_ok();
+    // Both checked whatever the first says: no faster answer for a wrong user name.
+    let verified = may_check
+        && (user == admin.user) & auth::native_verify(Some(&admin.stored), &scramble, &answer);
+    if verified {
+        logins.succeeded(ip);
+    } else {
+        if may_check {
+            logins.failed(ip, manifold_engine::Door::Admin);
+        }
         tracing::warn!(%peer, user = %user, "admin login refused");
         let using = if answer.is_empty() { "NO" } else { "YES" };
-        let ip = peer.ip();
         let err = ErrPacket::new(
             codes::ACCESS_DENIED,
             format!("Access denied for user '{user}'@'{ip}' (using password: {using})"),

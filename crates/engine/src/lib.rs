@@ -46,6 +46,7 @@ mod engine;
 mod errors;
 pub mod histogram;
 mod listener;
+pub mod login_throttle;
 mod memory;
 pub mod size_serde;
 mod worker;
@@ -54,6 +55,7 @@ pub use blocking::{BlockingConfig, BlockingPool, BlockingStats};
 pub use config::EngineConfig;
 pub use engine::{wait_for_signal, Engine, EngineBuilder, ShutdownReport};
 pub use errors::{BlockingError, ConfigError, EngineError};
+pub use login_throttle::{Door, LoginThrottle, LoginThrottleConfig, WaitClock};
 pub use worker::{
     handler_factory, ConnectionGuard, ConnectionHandler, Drain, HandlerFactory, WorkerContext,
     WorkerStartHook,

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use manifold_engine::{BlockingError, WorkerContext};
+use manifold_engine::{BlockingError, Door, WaitClock, WorkerContext};
 use manifold_io::{PacketIo, ReadError, Stream};
 use manifold_mysql_proto::auth;
 use manifold_mysql_proto::consts::{caps, status, UTF8MB4_GENERAL_CI};
@@ -149,6 +149,7 @@ pub(crate) async fn login(
     mut io: PacketIo,
     connection_id: u32,
     peer: SocketAddr,
+    waited: &WaitClock,
 ) -> Result<Login, LoginError> {
     let shared = &fe.shared;
     let scramble = auth::generate_scramble();
@@ -255,6 +256,7 @@ pub(crate) async fn login(
         resp.auth_response.clone(),
         &scramble,
         peer,
+        Some(waited),
     )
     .await?;
     if !user.acquire_connection() {
@@ -318,6 +320,11 @@ async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginError
 /// Verifies the client's credentials, switching plugin and running the `caching_sha2_password`
 /// exchanges as needed. Returns the user and the next sequence id; the caller sends the OK.
 /// On failure the client has been sent ERR 1045.
+///
+/// Password guessing costs time ([`manifold_engine::login_throttle`]): once the client's
+/// answer is in, the attempt waits out the delay its address has earned before it is
+/// checked (`waited` is told, for the login timeout). An unknown user is checked against
+/// [`crate::users::unknown_user`]: the same exchanges and hashing as a wrong password.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn authenticate(
     shared: &Shared,
@@ -330,20 +337,24 @@ pub(crate) async fn authenticate(
     mut response: Vec<u8>,
     scramble: &[u8; 20],
     peer: SocketAddr,
+    waited: Option<&WaitClock>,
 ) -> Result<(Arc<User>, u8), AuthFailure> {
     let users = shared.users.load();
     let user = users.get(user_name).cloned();
+    let checked: &User = match &user {
+        Some(u) => u,
+        None => crate::users::unknown_user(),
+    };
     let proposed = match client_plugin {
         Some(p) if p == auth::CACHING_SHA2_PASSWORD.as_bytes() => auth::CACHING_SHA2_PASSWORD,
         Some(p) if p == auth::NATIVE_PASSWORD.as_bytes() || p.is_empty() => auth::NATIVE_PASSWORD,
         None => auth::NATIVE_PASSWORD,
         Some(_) => "",
     };
-    let plugin = match &user {
-        Some(u) if u.supports(proposed) => proposed,
-        Some(u) => u.preferred_plugin(&shared.config.default_auth_plugin),
-        None if proposed.is_empty() => auth::NATIVE_PASSWORD,
-        None => proposed,
+    let plugin = if checked.supports(proposed) {
+        proposed
+    } else {
+        checked.preferred_plugin(&shared.config.default_auth_plugin)
     };
     // As MySQL does, a response made for the plugin the user needs is used as it is, even if
     // the handshake offered another. But a client that chose a plugin other than the one
@@ -363,9 +374,12 @@ pub(crate) async fn authenticate(
         (response, seq) = read_auth_packet(io).await?;
     }
     let used_password = !response.is_empty();
-    let verified = match (&user, plugin) {
-        (None, _) => false,
-        (Some(u), auth::CACHING_SHA2_PASSWORD) => {
+    let ip = peer.ip();
+    // Too many attempts of this address already waiting: refused without a check.
+    let may_check = shared.logins.wait(ip, waited).await.is_ok();
+    let verified = match (may_check, checked, plugin) {
+        (false, ..) => false,
+        (true, u, auth::CACHING_SHA2_PASSWORD) => {
             let fast = !shared.config.sha2_full_auth_first || shared.sha2_cached(&u.name);
             if fast {
                 let ok = auth::sha2_verify_fast(u.sha2_hash.as_ref(), scramble, &response);
@@ -389,12 +403,16 @@ pub(crate) async fn authenticate(
                 ok
             }
         }
-        (Some(u), _) => auth::native_verify(u.native_hash.as_ref(), scramble, &response),
+        (true, u, _) => auth::native_verify(u.native_hash.as_ref(), scramble, &response),
     };
     if let (true, Some(u)) = (verified, user) {
+        shared.logins.succeeded(ip);
         return Ok((u, seq));
     }
     FrontendMetrics::inc(&shared.metrics.auth_failures);
+    if may_check {
+        shared.logins.failed(ip, Door::Mysql);
+    }
     let denied = AccessDenied {
         user: String::from_utf8_lossy(user_name).into_owned(),
         host: peer.ip(),

@@ -178,6 +178,9 @@ pub struct Shared {
     /// Who may use the global binlog: `binlog.users` and the grants learned from the
     /// backends.
     pub binlog_access: binlog_access::BinlogAccess,
+    /// Failed logins per client address, for every door ([`manifold_engine::login_throttle`]):
+    /// the Redis door and the admin port use this same table.
+    pub logins: Arc<manifold_engine::LoginThrottle>,
 }
 
 impl Shared {
@@ -258,6 +261,7 @@ impl Shared {
             backend_version: arc_swap::ArcSwapOption::empty(),
             binlog: None,
             binlog_access: binlog_access::BinlogAccess::default(),
+            logins: Arc::default(),
         }))
     }
 

@@ -56,6 +56,29 @@ impl User {
     }
 }
 
+/// The account an unknown user name is checked against, so that it costs what a wrong
+/// password does (same plugin choice, same exchanges, same hashing) and never says "no such
+/// user" by answering sooner. Its hashes are random: no password matches them.
+pub fn unknown_user() -> &'static User {
+    static UNKNOWN: std::sync::OnceLock<User> = std::sync::OnceLock::new();
+    UNKNOWN.get_or_init(|| {
+        let (a, b) = (auth::generate_scramble(), auth::generate_scramble());
+        let mut sha2 = [0u8; 32];
+        sha2[..20].copy_from_slice(&a);
+        sha2[20..].copy_from_slice(&b[..12]);
+        User {
+            name: String::new(),
+            native_hash: Some(b),
+            sha2_hash: Some(sha2),
+            backend_user: String::new(),
+            backend_password: String::new(),
+            max_connections: 0,
+            process: false,
+            connections: AtomicUsize::new(0),
+        }
+    })
+}
+
 #[derive(Debug, Default)]
 pub struct Users {
     by_name: HashMap<String, Arc<User>>,

@@ -42,6 +42,8 @@ pub async fn serve<S: Stream>(fe: &RedisFrontend, stream: S, info: &ClientInfo) 
         proto: Protocol::Resp2,
         quit: false,
         causal: crate::replicas::Causal::default(),
+        auth_failures: 0,
+        login_waited: None,
     };
     // Its subscriptions end with the connection, also when its task is dropped.
     let leave = Leave(&mut session);

@@ -414,6 +414,11 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
         Ok(Command::Info(info)) if cmd::info::runs_async(session, info) => {
             cmd::info::reply_async(session, info, out).await;
         }
+        Ok(ref login) if cmd::connection::is_login(login) && session.multi.is_none() => {
+            cmd::connection::wait_before_login(session).await;
+            crate::multi::handle(session, args, out).await;
+            session.login_waited = None;
+        }
         _ => crate::multi::handle(session, args, out).await,
     }
     let ns = clock::span_ns(from, clock::now());

@@ -29,6 +29,9 @@ pub trait Credentials: Send + Sync {
 
     /// Whether `user` exists (`CLIENT KILL USER`).
     fn exists(&self, user: &[u8]) -> bool;
+
+    /// Failed logins per client address, shared with the other doors.
+    fn logins(&self) -> &manifold_engine::LoginThrottle;
 }
 
 /// State of the Redis door shared by every worker. Touched once per connection (its count

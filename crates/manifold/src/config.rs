@@ -1,5 +1,6 @@
 //! The configuration file: one TOML document whose tables belong to the components
-//! (`[engine]`, `[mysql]`, `[redis]`, `[backend]`, `[pool]`, `[routing]`, `[[users]]`, `[log]`, `[admin]`),
+//! (`[engine]`, `[mysql]`, `[redis]`, `[backend]`, `[pool]`, `[routing]`, `[[users]]`, `[log]`, `[admin]`,
+//! `[security]`),
 //! and `data_dir` at the top. Every table rejects unknown keys, and `validate` checks values,
 //! naming the key at fault.
 
@@ -33,6 +34,8 @@ pub struct Config {
     pub admin: AdminConfig,
     /// The global binlog (`dir = ""`: off).
     pub binlog: manifold_cdc::BinlogConfig,
+    /// Login delays for password guessing, on every door.
+    pub security: manifold_engine::LoginThrottleConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]

@@ -165,6 +165,10 @@ pub fn start_with_reload(
         })
         .collect();
     let mut shared = Shared::new(mysql, users, clusters, cfg.pool.clone())?;
+    shared
+        .logins
+        .set_threshold(cfg.security.failed_login_threshold);
+    shared.logins.set_max_delay(cfg.security.max_login_delay);
     let binlog = if cfg.binlog.enabled() {
         let service = manifold_cdc::service::start(
             cfg.binlog.clone(),
@@ -346,23 +350,30 @@ impl Credentials for MysqlUsers {
     fn exists(&self, user: &[u8]) -> bool {
         self.0.users.load().get(user).is_some()
     }
+
+    fn logins(&self) -> &manifold_engine::LoginThrottle {
+        &self.0.logins
+    }
 }
 
 impl MysqlUsers {
     fn verify(&self, user: &[u8], password: &[u8]) -> Option<BackendLogin> {
         use manifold_mysql_proto::auth;
         // The MySQL checks drop one trailing NUL (a C string's); a Redis password is bytes.
-        if password.last() == Some(&0) {
-            return None;
-        }
+        let nul = password.last() == Some(&0);
         let users = self.0.users.load();
-        let u = users.get(user)?;
+        let known = users.get(user);
+        // An unknown user is hashed as a known one is: no faster answer says it is unknown.
+        let u: &manifold_frontend_mysql::User = match known {
+            Some(u) => u,
+            None => manifold_frontend_mysql::users::unknown_user(),
+        };
         let ok = if u.sha2_hash.is_some() {
             auth::sha2_verify_cleartext(u.sha2_hash.as_ref(), password)
         } else {
             auth::native_verify_cleartext(u.native_hash.as_ref(), password)
         };
-        ok.then(|| BackendLogin {
+        (ok && !nul && known.is_some()).then(|| BackendLogin {
             user: u.backend_user.clone(),
             password: u.backend_password.clone(),
         })

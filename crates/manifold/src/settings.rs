@@ -139,6 +139,17 @@ pub fn check_ranges(cfg: &Config) -> Result<(), String> {
         1,
         100_000,
     )?;
+    parse_int(
+        "security.failed_login_threshold",
+        &cfg.security.failed_login_threshold.to_string(),
+        0,
+        1000,
+    )?;
+    parse_duration_in(
+        "security.max_login_delay",
+        &format_duration(cfg.security.max_login_delay),
+        manifold_engine::login_throttle::MAX_MAX_DELAY,
+    )?;
     Ok(())
 }
 
@@ -257,6 +268,38 @@ fn tunables() -> Vec<Tunable> {
                         |n| s.shared.settings.connection_log_rate.store(n, Relaxed),
                         n,
                     );
+                    Ok(())
+                },
+            )),
+        },
+        Tunable {
+            name: "security.failed_login_threshold",
+            range: "0 (off)..=1000",
+            help: "Consecutive failed logins from an address (any door) before its next attempts wait: 1s, doubling, up to security.max_login_delay.",
+            of: |c| c.security.failed_login_threshold.to_string(),
+            live: Some((
+                |s| s.shared.logins.threshold().to_string(),
+                |s, v, apply| {
+                    let n = parse_int("security.failed_login_threshold", v, 0, 1000)?;
+                    store(apply, |n| s.shared.logins.set_threshold(n), n as u32);
+                    Ok(())
+                },
+            )),
+        },
+        Tunable {
+            name: "security.max_login_delay",
+            range: "0 (off)..=1h",
+            help: "Longest wait of a login from an address that keeps failing.",
+            of: |c| format_duration(c.security.max_login_delay),
+            live: Some((
+                |s| format_duration(s.shared.logins.max_delay()),
+                |s, v, apply| {
+                    let d = parse_duration_in(
+                        "security.max_login_delay",
+                        v,
+                        manifold_engine::login_throttle::MAX_MAX_DELAY,
+                    )?;
+                    store(apply, |d| s.shared.logins.set_max_delay(d), d);
                     Ok(())
                 },
             )),

@@ -176,6 +176,7 @@ impl Session {
             cu.auth_response.clone(),
             &self.scramble,
             self.peer,
+            None,
         )
         .await;
         // Whatever the outcome, the session state is gone, as on a server: returning the lease

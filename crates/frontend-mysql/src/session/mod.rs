@@ -97,24 +97,27 @@ pub(crate) async fn run(
         });
         return;
     }
-    let login = match tokio::time::timeout(
-        shared.config.connect_timeout,
-        handshake::login(&fe, &ctx, io, id, peer),
-    )
-    .await
+    // A login delayed for guessing passwords still gets connect_timeout for its exchange.
+    let waited = manifold_engine::WaitClock::default();
+    let login = match waited
+        .timeout(
+            shared.config.connect_timeout,
+            handshake::login(&fe, &ctx, io, id, peer, &waited),
+        )
+        .await
     {
-        Ok(Ok(login)) => login,
-        Ok(Err(reason @ handshake::LoginError::ClosedBeforeLogin)) => {
+        Some(Ok(login)) => login,
+        Some(Err(reason @ handshake::LoginError::ClosedBeforeLogin)) => {
             tracing::debug!(%peer, connection = id, "{reason}");
             return;
         }
-        Ok(Err(reason)) => {
+        Some(Err(reason)) => {
             shared.connection_log(|suppressed| {
                 tracing::info!(target: "manifold::connections", %peer, connection = id, %reason, suppressed, "login failed");
             });
             return;
         }
-        Err(_) => {
+        None => {
             shared.connection_log(|suppressed| {
                 tracing::info!(target: "manifold::connections", %peer, connection = id, timeout = ?shared.config.connect_timeout, suppressed, "client did not finish the handshake within connect_timeout; closing");
             });

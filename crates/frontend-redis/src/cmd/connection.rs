@@ -96,11 +96,47 @@ fn valid_name(name: &[u8]) -> bool {
     name.iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
+/// Failed `AUTH` / `HELLO ... AUTH` after which a connection is closed (the last one's
+/// `WRONGPASS` sent first): guessing needs a new connection every few tries, each
+/// delayed as its address has earned.
+pub const MAX_AUTH_FAILURES: u8 = 3;
+
+/// Whether `cmd` checks a password: `AUTH`, or `HELLO` with its `AUTH` option.
+pub fn is_login(cmd: &Command<'_>) -> bool {
+    match cmd {
+        Command::Auth { too_many, .. } => !too_many,
+        Command::Hello(args) => args.from(2).any(|a| a.eq_ignore_ascii_case(b"AUTH")),
+        _ => false,
+    }
+}
+
+/// Before a login is applied (outside `MULTI`): waits out the delay the client's address
+/// has earned by failing ([`manifold_engine::login_throttle`]), on this connection's task.
+pub async fn wait_before_login(session: &mut Session<'_>) {
+    let logins = session.fe.shared.credentials.logins();
+    let waited = logins.wait(session.info.addr.ip(), None).await.is_ok();
+    session.login_waited = Some(waited);
+}
+
 /// `AUTH` and `HELLO ... AUTH`: `user` and `pass` against manifold's users. `AUTH pass`
 /// alone is `user:pass` (for clients that send one argument), else the user `default`.
+///
+/// Guessing costs time: the password is checked only after the delay the client's address
+/// earned ([`wait_before_login`]); a login that could not wait (queued in `MULTI`, run by
+/// `EXEC`) is refused unchecked while its address is being delayed. A failure counts
+/// against the address, and the connection closes after [`MAX_AUTH_FAILURES`].
 fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> bool {
-    let creds = &session.fe.shared.credentials;
-    let found = if let Some(u) = user {
+    let fe = session.fe;
+    let creds = &fe.shared.credentials;
+    let logins = creds.logins();
+    let ip = session.info.addr.ip();
+    let may_check = match session.login_waited.take() {
+        Some(waited) => waited,
+        None => !logins.would_delay(ip),
+    };
+    let found = if !may_check {
+        None
+    } else if let Some(u) = user {
         creds.check(u, pass).map(|l| (u, l))
     } else {
         let split = pass
@@ -118,9 +154,19 @@ fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> 
             session.login = Some(std::rc::Rc::new(crate::store::conn_key(&login)));
             *session.info.user.borrow_mut() = Some(u.to_vec());
             session.info.handle.set_user(Some(u));
+            logins.succeeded(ip);
             true
         }
-        None => false,
+        None => {
+            if may_check {
+                logins.failed(ip, manifold_engine::Door::Redis);
+            }
+            session.auth_failures = session.auth_failures.saturating_add(1);
+            if session.auth_failures >= MAX_AUTH_FAILURES {
+                session.quit = true;
+            }
+            false
+        }
     }
 }
 

@@ -264,6 +264,12 @@ pub struct Session<'s> {
     pub quit: bool,
     /// The client's last write, which its reads on replicas must see.
     pub causal: crate::replicas::Causal,
+    /// `AUTH` / `HELLO ... AUTH` refused on this connection: it closes at
+    /// [`connection::MAX_AUTH_FAILURES`].
+    pub auth_failures: u8,
+    /// Set by [`connection::wait_before_login`] for the login about to be applied: whether
+    /// it waited out its address's delay (`false`: too many of its address waiting).
+    pub login_waited: Option<bool>,
 }
 
 /// Appends the error reply of a refused request.
