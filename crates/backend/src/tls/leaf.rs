@@ -37,9 +37,19 @@ pub(crate) struct LeafKey<'a> {
     pub key: &'a [u8],
 }
 
-/// One DER element at the start of `input`: its tag, its contents, the whole element and what
-/// follows it. `None` for anything but a definite-length, single-octet-tag element that fits.
-fn element(input: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+/// One DER element and what follows it.
+#[derive(Debug, PartialEq, Eq)]
+struct Element<'a> {
+    tag: u8,
+    contents: &'a [u8],
+    /// Tag, length and contents.
+    whole: &'a [u8],
+    rest: &'a [u8],
+}
+
+/// The DER element at the start of `input`; `None` for anything but a definite-length,
+/// single-octet-tag element that fits.
+fn element(input: &[u8]) -> Option<Element<'_>> {
     let (&tag, rest) = input.split_first()?;
     if tag & 0x1F == 0x1F {
         return None; // high tag numbers appear nowhere on the path walked here
@@ -61,52 +71,54 @@ fn element(input: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
         return None;
     }
     let header = input.len() - rest.len();
-    let (contents, after) = rest.split_at(len);
-    Some((tag, contents, &input[..header + len], after))
+    let (contents, rest) = rest.split_at(len);
+    Some(Element {
+        tag,
+        contents,
+        whole: &input[..header + len],
+        rest,
+    })
 }
 
 /// `element` when its tag is `tag`.
-fn expect(input: &[u8], tag: u8) -> Option<(&[u8], &[u8], &[u8])> {
-    match element(input)? {
-        (t, contents, whole, after) if t == tag => Some((contents, whole, after)),
-        _ => None,
-    }
+fn expect(input: &[u8], tag: u8) -> Option<Element<'_>> {
+    element(input).filter(|e| e.tag == tag)
 }
 
 /// The version and public key of the DER certificate `cert`, or `None` when it is not shaped
 /// as one.
 pub(crate) fn leaf_key(cert: &[u8]) -> Option<LeafKey<'_>> {
-    let (certificate, _, _) = expect(cert, SEQUENCE)?;
-    let (tbs, _, _) = expect(certificate, SEQUENCE)?;
-    let (version, rest) = match element(tbs)? {
-        (VERSION_TAG, explicit, _, after) => {
-            let (number, _, trailing) = expect(explicit, INTEGER)?;
-            match (number, trailing) {
-                (&[v], []) => (v, after),
-                _ => return None,
-            }
+    let certificate = expect(cert, SEQUENCE)?.contents;
+    let tbs = expect(certificate, SEQUENCE)?.contents;
+    let first = element(tbs)?;
+    let (version, rest) = if first.tag == VERSION_TAG {
+        let number = expect(first.contents, INTEGER)?;
+        match (number.contents, number.rest) {
+            (&[v], []) => (v, first.rest),
+            _ => return None,
         }
-        _ => (V1, tbs),
+    } else {
+        (V1, tbs)
     };
-    let (_serial, _, rest) = expect(rest, INTEGER)?;
-    let (_signature, _, rest) = expect(rest, SEQUENCE)?;
-    let (_issuer, _, rest) = expect(rest, SEQUENCE)?;
-    let (_validity, _, rest) = expect(rest, SEQUENCE)?;
-    let (_subject, _, rest) = expect(rest, SEQUENCE)?;
-    let (spki_contents, spki, _) = expect(rest, SEQUENCE)?;
-    let (alg_id, _, rest) = expect(spki_contents, SEQUENCE)?;
-    let (bits, _, trailing) = expect(rest, BIT_STRING)?;
+    let serial = expect(rest, INTEGER)?;
+    let signature = expect(serial.rest, SEQUENCE)?;
+    let issuer = expect(signature.rest, SEQUENCE)?;
+    let validity = expect(issuer.rest, SEQUENCE)?;
+    let subject = expect(validity.rest, SEQUENCE)?;
+    let spki = expect(subject.rest, SEQUENCE)?;
+    let algorithm = expect(spki.contents, SEQUENCE)?;
+    let bits = expect(algorithm.rest, BIT_STRING)?;
     // Keys are whole octets: the unused-bits count is 0.
-    let (0, key) = bits.split_first()? else {
+    let (0, key) = bits.contents.split_first()? else {
         return None;
     };
-    if !trailing.is_empty() || key.is_empty() {
+    if !bits.rest.is_empty() || key.is_empty() {
         return None;
     }
     Some(LeafKey {
         version,
-        spki,
-        alg_id,
+        spki: spki.whole,
+        alg_id: algorithm.contents,
         key,
     })
 }
@@ -194,14 +206,17 @@ mod tests {
 
     #[test]
     fn lengths_in_long_form_are_read() {
-        let (tag, contents, whole, rest) = element(&[0x04, 0x81, 0x02, 7, 8, 9]).unwrap();
-        assert_eq!(
-            (tag, contents, whole, rest),
-            (4, &[7, 8][..], &[4, 0x81, 2, 7, 8][..], &[9][..])
-        );
+        let e = element(&[0x04, 0x81, 0x02, 7, 8, 9]).unwrap();
+        let expected = Element {
+            tag: 4,
+            contents: &[7, 8],
+            whole: &[4, 0x81, 2, 7, 8],
+            rest: &[9],
+        };
+        assert_eq!(e, expected);
         let mut long = vec![0x04, 0x82, 0x01, 0x00];
         long.extend([0xAB; 256]);
-        assert_eq!(element(&long).unwrap().1.len(), 256);
+        assert_eq!(element(&long).unwrap().contents.len(), 256);
         long.pop();
         assert_eq!(element(&long), None, "one octet short");
     }
