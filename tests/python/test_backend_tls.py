@@ -48,6 +48,7 @@ class QuickStart:
             try:
                 wait_port(self.port, self.proc, "manifold")
                 wait_port(self.redis_port, self.proc, "manifold's Redis door")
+                wait_port(self.admin_port, self.proc, "manifold's admin port")
                 return
             except pytest.fail.Exception:
                 self.stop()
