@@ -12,7 +12,9 @@ use serde::Deserialize;
 pub enum TlsMode {
     /// Encrypt exactly when the client's connection is encrypted (and the backend offers
     /// TLS), so a client that asked for TLS is encrypted end to end and sees a TLS session
-    /// on the server (`Ssl_cipher`). Certificates are checked against `ca` when it is set.
+    /// on the server (`Ssl_cipher`). Connections manifold opens for itself (Redis door, global
+    /// binlog, monitor) have no client: they are encrypted whenever the backend offers TLS.
+    /// Certificates are checked against `ca` when it is set.
     #[default]
     AsClient,
     /// Never.

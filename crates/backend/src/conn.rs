@@ -81,13 +81,16 @@ pub struct BackendTarget {
 
 /// What makes two backend connections interchangeable for a client session: the backend
 /// login, the client flags that change server behaviour, the connection character set, and
-/// (for `TlsMode::AsClient`) whether the client's connection is encrypted.
+/// (for `TlsMode::AsClient`) whether the connection is encrypted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ConnKey {
     pub user: String,
     pub password: String,
     pub caps: u32,
     pub charset: u8,
+    /// Under `TlsMode::AsClient`, whether the connection is encrypted (when the backend
+    /// offers TLS): the client's connection is, or the connection is manifold's own
+    /// ([`ConnKey::own`]). The other modes decide alone.
     pub client_tls: bool,
 }
 
@@ -106,6 +109,16 @@ impl ConnKey {
             charset,
             client_tls,
         }
+    }
+
+    /// The key of a connection manifold opens for itself rather than for a client session
+    /// (the Redis door's, the global binlog's readers and heartbeats, the router's monitor):
+    /// under `TlsMode::AsClient` it is encrypted whenever the backend offers TLS, as the
+    /// most careful client would ask, since what it carries may have come from TLS clients
+    /// of any door. `required`, `verify_ca` and `verify_identity` insist on TLS for it as for
+    /// every connection; `disabled` never uses it; `preferred` uses it when offered.
+    pub fn own(user: &str, password: &str, charset: u8) -> Self {
+        Self::new(user, password, 0, charset, true)
     }
 }
 

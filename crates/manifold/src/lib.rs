@@ -454,10 +454,11 @@ struct FrontKeys {
 }
 
 /// The login the global binlog's source readers and heartbeats use: `binlog.user`, or else
-/// the monitor's.
+/// the monitor's. Both are manifold's own connections (TLS whenever offered under
+/// `as_client`): the rows they read are every client's.
 fn binlog_login(cfg: &Config, monitor: &ConnKey) -> ConnKey {
     match &cfg.binlog.user {
-        Some(user) => ConnKey::new(user, &cfg.binlog.password, 0, 45, false),
+        Some(user) => ConnKey::own(user, &cfg.binlog.password, 45),
         None => monitor.clone(),
     }
 }
@@ -473,8 +474,9 @@ fn monitor_login(cfg: &Config) -> ConnKey {
         ),
         (None, None) => (String::new(), String::new()),
     };
-    // utf8mb4_general_ci; the monitor's queries return ASCII.
-    ConnKey::new(&user, &password, 0, 45, false)
+    // utf8mb4_general_ci; the monitor's queries return ASCII. Its own connections: TLS
+    // whenever offered under `as_client`.
+    ConnKey::own(&user, &password, 45)
 }
 
 #[cfg(test)]

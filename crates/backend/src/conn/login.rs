@@ -150,7 +150,10 @@ impl BackendConn {
                 .map_err(|e| {
                     BackendError::new(
                         ErrorKind::Tls,
-                        format!("backend {addr}: TLS handshake failed: {e}"),
+                        format!(
+                            "backend {addr}: TLS handshake failed: {}",
+                            crate::tls::handshake_error(&e)
+                        ),
                     )
                 })?;
             io = PacketIo::new(Stream::ClientTls(Box::new(tls_stream)));

@@ -195,11 +195,13 @@ impl Store {
 }
 
 /// The key of the door's backend connections for `login`: binary character set (values
-/// are bytes), no client capabilities of its own.
+/// are bytes), no client capabilities of its own, and manifold's own, so TLS whenever the
+/// backend offers it under `backend.tls.mode = as_client` (commands of TLS and plain Redis
+/// clients share the door's connections).
 pub fn conn_key(login: &crate::server::BackendLogin) -> ConnKey {
     /// `binary`.
     const BINARY: u8 = 63;
-    ConnKey::new(&login.user, &login.password, 0, BINARY, false)
+    ConnKey::own(&login.user, &login.password, BINARY)
 }
 
 /// Times a batch runs again after a deadlock or lock wait timeout.
