@@ -288,11 +288,12 @@ def test_redis_py(door):
 
 
 def test_door_is_on_by_default(manifold):
-    """The quick start (no --redis-listen) opens the Redis door on 0.0.0.0:6380."""
+    """The quick start (no --redis-listen) opens the Redis door, on the loopback only
+    (test_redis_access.py checks the sockets)."""
     help_text = subprocess.run([manifold.proc.args[0], "--help"], capture_output=True, text=True).stdout
     assert "--redis-listen" in help_text
     opened = [line for line in manifold.log_text().splitlines() if "Redis door open" in line]
-    assert opened and "0.0.0.0:6380" in opened[0], opened
+    assert opened and "127.0.0.1:6380 and [::1]:6380 (loopback only" in opened[0], opened
 
 
 def test_check_config_validates_redis(tmp_path, manifold):
