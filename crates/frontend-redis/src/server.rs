@@ -88,7 +88,7 @@ impl RedisShared {
     pub fn new(
         config: RedisConfig,
         credentials: Arc<dyn Credentials>,
-        own_login: BackendLogin,
+        own_login: &BackendLogin,
         keep_statements: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -96,7 +96,7 @@ impl RedisShared {
                 &config.schema,
                 keep_statements,
                 config.reads_from_replicas(),
-                crate::store::conn_key(&own_login),
+                crate::store::conn_key(own_login),
             ),
             pubsub: Arc::default(),
             limits: config.limits(),

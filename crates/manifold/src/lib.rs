@@ -230,7 +230,7 @@ pub fn start_with_reload(
         let door = RedisShared::new(
             cfg.redis.clone(),
             Arc::new(MysqlUsers(shared.clone())) as Arc<dyn Credentials>,
-            redis_login(cfg, &monitor_login),
+            &redis_login(cfg, &monitor_login),
             cfg.pool.max_prepared_statements,
         );
         let mut next = 1;
