@@ -1,15 +1,24 @@
 //! The `[redis]` section.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use manifold_redis_proto::Limits;
 use serde::Deserialize;
 
+/// Where the door listens by default: the loopback only, as redis-server's `bind 127.0.0.1
+/// -::1` and protected mode (an operator who wanted a MySQL gateway did not ask for a Redis
+/// service on the network). `-`: skipped when the host has no IPv6 loopback.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:6380 -[::1]:6380";
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
-    /// Address Redis clients connect to (6380: next to a Redis's 6379); empty: no Redis
-    /// door. The tables are created at the first data command, not before.
+    /// Addresses Redis clients connect to (6380: next to a Redis's 6379), separated by
+    /// commas or spaces (or a TOML array); an address written `-addr` is optional, as in
+    /// redis.conf's `bind`: skipped, with a warning, when the host has no such address.
+    /// Empty: no Redis door. The tables are created at the first data command, not before.
+    #[serde(deserialize_with = "address_list")]
     pub listen: String,
     /// Largest argument of a request, in bytes (Redis's `proto-max-bulk-len`, 512 MiB).
     pub proto_max_bulk_len: u64,
@@ -26,8 +35,9 @@ pub struct RedisConfig {
     pub auth_timeout: Duration,
     /// The schema of the primary that keeps the keys' tables (created on first use).
     pub schema: String,
-    /// Address of the door's TLS port (as Redis's `tls-port`: TLS from the first byte, the
-    /// MySQL port's certificate); empty: none.
+    /// Addresses of the door's TLS port (as Redis's `tls-port`: TLS from the first byte, the
+    /// MySQL port's certificate), written as `listen`; empty: none.
+    #[serde(deserialize_with = "address_list")]
     pub tls_listen: String,
     /// Where read-only batches run: `"primary"` (every command on the primary), or
     /// `"replicas"`: the cluster's replicas, chosen as the MySQL door chooses (healthy,
@@ -35,12 +45,62 @@ pub struct RedisConfig {
     /// client's last write (the primary otherwise). Writes, `MULTI`/`EXEC`, `WATCH` and
     /// blocking commands always run on the primary.
     pub read_from: String,
+    /// The backend login manifold's own statements on the door's tables run as (the expiry
+    /// sweeper), never a client's; unset: the monitor's (`routing.monitor.user`, else the
+    /// first `[[users]]` entry's backend login).
+    pub user: Option<String>,
+    /// `user`'s password.
+    pub password: String,
+}
+
+/// One address of `listen` / `tls_listen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenAddr {
+    pub addr: SocketAddr,
+    /// Written `-addr`: skipped when the host has no such address.
+    pub optional: bool,
+}
+
+/// The addresses of a `listen` value (`key` names it in errors): none when it is empty.
+pub fn listen_addrs(key: &str, value: &str) -> Result<Vec<ListenAddr>, String> {
+    let mut out: Vec<ListenAddr> = Vec::new();
+    for word in value
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|w| !w.is_empty())
+    {
+        let (optional, text) = match word.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, word),
+        };
+        let addr: SocketAddr = text
+            .parse()
+            .map_err(|e| format!("{key}: '{word}' is not an address (host:port): {e}"))?;
+        if out.iter().any(|a| a.addr == addr) {
+            return Err(format!("{key}: '{addr}' is listed twice"));
+        }
+        out.push(ListenAddr { addr, optional });
+    }
+    Ok(out)
+}
+
+/// A `listen` value: a string, or an array of strings (joined with spaces).
+fn address_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => s,
+        OneOrMany::Many(v) => v.join(" "),
+    })
 }
 
 impl Default for RedisConfig {
     fn default() -> Self {
         Self {
-            listen: "0.0.0.0:6380".into(),
+            listen: DEFAULT_LISTEN.into(),
             proto_max_bulk_len: 512 << 20,
             max_clients: 10_000,
             idle_timeout: Duration::ZERO,
@@ -48,6 +108,8 @@ impl Default for RedisConfig {
             schema: "manifold_redis".into(),
             tls_listen: String::new(),
             read_from: "primary".into(),
+            user: None,
+            password: String::new(),
         }
     }
 }
@@ -55,10 +117,16 @@ impl Default for RedisConfig {
 impl RedisConfig {
     /// Checks values, naming the key at fault.
     pub fn validate(&self) -> Result<(), String> {
-        if !self.listen.is_empty() {
-            self.listen
-                .parse::<std::net::SocketAddr>()
-                .map_err(|e| format!("redis.listen: '{}': {e}", self.listen))?;
+        let plain = listen_addrs("redis.listen", &self.listen)?;
+        let tls = listen_addrs("redis.tls_listen", &self.tls_listen)?;
+        if let Some(a) = plain
+            .iter()
+            .find(|a| a.addr.port() != 0 && tls.iter().any(|t| t.addr == a.addr))
+        {
+            return Err(format!(
+                "redis.tls_listen: '{}' is also in redis.listen",
+                a.addr
+            ));
         }
         // Redis accepts 1 MiB and more.
         if self.proto_max_bulk_len < 1 << 20 {
@@ -67,10 +135,8 @@ impl RedisConfig {
                 self.proto_max_bulk_len
             ));
         }
-        if !self.tls_listen.is_empty() {
-            self.tls_listen
-                .parse::<std::net::SocketAddr>()
-                .map_err(|e| format!("redis.tls_listen: '{}': {e}", self.tls_listen))?;
+        if self.user.as_deref() == Some("") {
+            return Err("redis.user: empty (remove it to use the monitor's login)".into());
         }
         if self.schema.is_empty() || self.schema.len() > 64 {
             return Err(format!(
@@ -116,7 +182,20 @@ mod tests {
     #[test]
     fn on_by_default_and_checked() {
         let cfg = RedisConfig::default();
-        assert_eq!(cfg.listen, "0.0.0.0:6380");
+        // The loopback only, IPv6's if the host has it.
+        let addrs = super::listen_addrs("redis.listen", &cfg.listen).unwrap();
+        let shown: Vec<(String, bool)> = addrs
+            .iter()
+            .map(|a| (a.addr.to_string(), a.optional))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("127.0.0.1:6380".into(), false),
+                ("[::1]:6380".into(), true)
+            ]
+        );
+        assert!(addrs.iter().all(|a| a.addr.ip().is_loopback()));
         cfg.validate().unwrap();
         let bad = |f: fn(&mut RedisConfig)| {
             let mut c = RedisConfig::default();
@@ -124,6 +203,10 @@ mod tests {
             c.validate().unwrap_err()
         };
         assert!(bad(|c| c.listen = "nowhere".into()).starts_with("redis.listen"));
+        assert!(bad(|c| c.listen = "127.0.0.1:1 -[::1]:x".into()).starts_with("redis.listen"));
+        assert!(bad(|c| c.listen = "127.0.0.1:1,127.0.0.1:1".into()).contains("twice"));
+        assert!(bad(|c| c.tls_listen = "127.0.0.1:6380".into()).starts_with("redis.tls_listen"));
+        assert!(bad(|c| c.user = Some(String::new())).starts_with("redis.user"));
         assert!(bad(|c| c.max_clients = 0).starts_with("redis.max_clients"));
         assert!(bad(|c| c.read_from = "replica".into()).starts_with("redis.read_from"));
         assert!(!cfg.reads_from_replicas());
@@ -141,5 +224,18 @@ mod tests {
         }
         .limits();
         assert!(limits.client_query_buffer_limit as u64 > 2 << 30);
+    }
+}
+
+#[cfg(test)]
+mod list_tests {
+    use super::listen_addrs;
+
+    #[test]
+    fn a_list_is_separated_by_commas_or_spaces() {
+        let commas = listen_addrs("l", "127.0.0.1:1, [::1]:1,192.0.2.1:1").unwrap();
+        assert_eq!(commas.len(), 3);
+        assert!(listen_addrs("l", "").unwrap().is_empty());
+        assert!(listen_addrs("l", " , ").unwrap().is_empty());
     }
 }

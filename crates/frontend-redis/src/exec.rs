@@ -69,7 +69,6 @@ pub async fn run_batch(
     cmds: &[(&'static Spec, Args<'_>)],
     out: &mut Vec<u8>,
 ) {
-    store.note_login(login);
     // Only GETs, or only plain SETs: one statement with other connections' (group commit).
     if crate::group::run(store, login, proto, db, causal, cmds, out).await {
         return;

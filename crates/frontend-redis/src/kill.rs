@@ -1,6 +1,11 @@
 //! `CLIENT KILL` across the workers: every client has a [`ClientHandle`] in the door's
 //! shared registry (touched when a client connects, logs in, subscribes or leaves, never
 //! per command), through which any worker's client can end it.
+//!
+//! A client sees and ends only its own user's clients, unless its user has `process =
+//! true`: another user's client is answered for as one that does not exist (`No such
+//! client`, or `0` killed), and `USER` naming another user matches nothing, whether that
+//! user exists or not (the answer does not tell which users exist).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -44,6 +49,17 @@ impl ClientHandle {
             .user
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = user.map(<[u8]>::to_vec);
+    }
+
+    /// Logged in as `user`.
+    fn is_user(&self, user: Option<&[u8]>) -> bool {
+        user.is_some()
+            && self
+                .user
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .as_deref()
+                == user
     }
 
     pub fn set_pubsub(&self, on: bool) {
@@ -107,12 +123,17 @@ pub fn client_kill(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>)
     let proto = session.proto;
     let me = session.info.handle.id;
     let registry = &session.fe.shared.registry;
+    let process = crate::cmd::connection::sees_everyone(session.info);
+    let my_user = session.info.user.borrow().clone();
+    let my_user = my_user.as_deref();
+    // Another user's client is, to this one, a client that does not exist.
+    let visible = |c: &ClientHandle| process || c.is_user(my_user);
     if args.len() == 3 {
         let addr = args.get(2);
         let found: Vec<Arc<ClientHandle>> = registry
             .lock()
             .values()
-            .filter(|c| c.addr.to_string().as_bytes() == addr)
+            .filter(|c| c.addr.to_string().as_bytes() == addr && visible(c))
             .cloned()
             .collect();
         if found.is_empty() {
@@ -162,7 +183,9 @@ pub fn client_kill(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>)
                 return;
             }
         } else if is(b"user") {
-            if !session.fe.shared.credentials.exists(value) {
+            // Only its own user's clients are there for it to find: no other user exists.
+            let hidden = !process && my_user != Some(value);
+            if !hidden && !session.fe.shared.credentials.exists(value) {
                 let mut text = b"No such user '".to_vec();
                 text.extend_from_slice(value);
                 text.push(b'\'');
@@ -206,6 +229,7 @@ pub fn client_kill(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>)
                         == Some(u)
                 })
                 && !(f.skipme && c.id == me)
+                && visible(c)
         })
         .cloned()
         .collect();

@@ -34,7 +34,7 @@ pub mod server;
 pub mod store;
 
 pub use config::RedisConfig;
-pub use server::{BackendLogin, Credentials, RedisFrontend, RedisShared, RedisTlsDoor};
+pub use server::{Account, BackendLogin, Credentials, RedisFrontend, RedisShared, RedisTlsDoor};
 pub use store::Backends;
 
 /// The Redis version the door announces (`HELLO`, `INFO`) and whose replies it matches.

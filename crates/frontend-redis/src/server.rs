@@ -32,6 +32,29 @@ pub trait Credentials: Send + Sync {
 
     /// Failed logins per client address, shared with the other doors.
     fn logins(&self) -> &manifold_engine::LoginThrottle;
+
+    /// One more connection of `user`, counted with its MySQL sessions against its
+    /// `max_connections`, and what it may see of others; `None` when the user is at its
+    /// limit (or no longer exists).
+    fn account(&self, user: &[u8]) -> Option<Account>;
+}
+
+/// A logged-in client's place among its user's connections, given back when dropped, and
+/// what the user may do to other users' clients.
+pub struct Account {
+    /// Sees and ends every user's clients (`[[users]] process`); without it, only its own
+    /// user's.
+    pub process: bool,
+    /// Holds the user's connection until dropped.
+    pub slot: Box<dyn std::any::Any>,
+}
+
+impl std::fmt::Debug for Account {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Account")
+            .field("process", &self.process)
+            .finish_non_exhaustive()
+    }
 }
 
 /// State of the Redis door shared by every worker. Touched once per connection (its count
@@ -63,9 +86,12 @@ impl std::fmt::Debug for RedisShared {
 }
 
 impl RedisShared {
+    /// `own_login`: what manifold's own statements on the door's tables (the expiry
+    /// sweeper) run as.
     pub fn new(
         config: RedisConfig,
         credentials: Arc<dyn Credentials>,
+        own_login: &BackendLogin,
         keep_statements: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -73,6 +99,7 @@ impl RedisShared {
                 &config.schema,
                 keep_statements,
                 config.reads_from_replicas(),
+                crate::store::conn_key(own_login),
             ),
             pubsub: Arc::default(),
             limits: config.limits(),
@@ -126,6 +153,8 @@ pub struct ClientInfo {
     pub last_active: Cell<Instant>,
     pub name: RefCell<Vec<u8>>,
     pub user: RefCell<Option<Vec<u8>>>,
+    /// The logged-in user's connection slot and rights (with `user`).
+    pub account: RefCell<Option<Account>>,
     pub db: Cell<u8>,
     pub proto: Cell<Protocol>,
     /// The last command's full name (`client|list`).
@@ -180,7 +209,11 @@ struct Registered {
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        self.fe.clients.borrow_mut().remove(&self.id);
+        let info = self.fe.clients.borrow_mut().remove(&self.id);
+        // The user's connection is given back now, whoever else holds the client's info.
+        if let Some(info) = info {
+            info.account.borrow_mut().take();
+        }
         self.fe.shared.registry.remove(self.id);
         self.fe.shared.release();
     }
@@ -218,6 +251,7 @@ impl RedisFrontend {
             last_active: Cell::new(now),
             name: RefCell::new(Vec::new()),
             user: RefCell::new(None),
+            account: RefCell::new(None),
             db: Cell::new(0),
             proto: Cell::new(Protocol::Resp2),
             cmd: Cell::new("NULL"),

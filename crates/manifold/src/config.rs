@@ -156,16 +156,20 @@ impl Config {
         self.redis.validate()?;
         // Listeners bind with SO_REUSEPORT: the second would share the first's port without
         // an error, and take some of its clients.
-        let taken = [
-            ("mysql.listen", &self.mysql.listen),
-            ("redis.listen", &self.redis.listen),
-        ];
-        for (key, addr) in [
-            ("redis.listen", &self.redis.listen),
-            ("redis.tls_listen", &self.redis.tls_listen),
-        ] {
-            for (other, taken) in taken {
-                if key != other && !addr.is_empty() && !taken.is_empty() && same_port(addr, taken) {
+        let mut listeners = vec![("mysql.listen", self.mysql.listen.clone())];
+        for key in ["redis.listen", "redis.tls_listen"] {
+            let value = if key == "redis.listen" {
+                &self.redis.listen
+            } else {
+                &self.redis.tls_listen
+            };
+            for a in manifold_frontend_redis::config::listen_addrs(key, value)? {
+                listeners.push((key, a.addr.to_string()));
+            }
+        }
+        for (i, (key, addr)) in listeners.iter().enumerate() {
+            for (other, taken) in &listeners[..i] {
+                if key != other && same_port(addr, taken) {
                     return Err(format!(
                         "{key}: '{addr}' is the port of {other} ('{taken}')"
                     ));
@@ -510,5 +514,31 @@ mod tests {
             "each gets its own port"
         );
         assert!(!super::same_port("0.0.0.0:6380", "0.0.0.0:6033"));
+        // Every address of a list is checked.
+        let e = err("[redis]\nlisten = \"127.0.0.1:7000 0.0.0.0:6033\"");
+        assert!(
+            e.contains("redis.listen") && e.contains("mysql.listen"),
+            "{e}"
+        );
+        let e = err("[redis]\nlisten = \"[::1]:7000\"\ntls_listen = [\"[::]:7000\"]");
+        assert!(e.contains("redis.tls_listen"), "{e}");
+    }
+
+    #[test]
+    fn the_redis_door_listens_on_a_list() {
+        let c = Config::from_toml(MINIMAL).unwrap();
+        assert_eq!(c.redis.listen, "127.0.0.1:6380 -[::1]:6380");
+        let c = Config::from_toml(&format!(
+            "[redis]\nlisten = [\"127.0.0.1:7000\", \"-[::1]:7000\"]\n{MINIMAL}"
+        ))
+        .unwrap();
+        let addrs =
+            manifold_frontend_redis::config::listen_addrs("redis.listen", &c.redis.listen).unwrap();
+        assert_eq!(addrs.len(), 2);
+        assert!(!addrs[0].optional && addrs[1].optional);
+        let c = Config::from_toml(&format!("[redis]\nlisten = \"\"\n{MINIMAL}")).unwrap();
+        assert!(c.redis.listen.is_empty());
+        let e = err("[redis]\nlisten = [\"127.0.0.1:7000\", \"x\"]");
+        assert!(e.contains("redis.listen") && e.contains("'x'"), "{e}");
     }
 }

@@ -20,7 +20,7 @@ use manifold_cdc::source::SourceTarget;
 use manifold_engine::{ConnectionHandler, Engine, EngineBuilder, HandlerFactory, ShutdownReport};
 use manifold_frontend_mysql::{Cluster, Shared, Users, WorkerFrontend};
 use manifold_frontend_redis::{
-    BackendLogin, Backends, Credentials, RedisFrontend, RedisShared, RedisTlsDoor,
+    Account, BackendLogin, Backends, Credentials, RedisFrontend, RedisShared, RedisTlsDoor,
 };
 use manifold_router::{Monitor, Topology};
 
@@ -50,14 +50,27 @@ impl Server {
         self.engine.local_addrs()[0]
     }
 
-    /// The address Redis clients connect to, if the Redis door listens.
+    /// The address Redis clients connect to (the first of `redis.listen`), if the Redis
+    /// door listens.
     pub fn redis_addr(&self) -> Option<SocketAddr> {
-        self.redis_ports.plain.map(|i| self.engine.local_addrs()[i])
+        self.redis_addrs().first().copied()
     }
 
-    /// The address of the Redis door's TLS port, if it listens.
+    /// Every address the Redis door listens on (an optional one the host lacks left out).
+    pub fn redis_addrs(&self) -> Vec<SocketAddr> {
+        let all = self.engine.local_addrs();
+        self.redis_ports.plain.iter().map(|&i| all[i]).collect()
+    }
+
+    /// The address of the Redis door's TLS port (the first), if it listens.
     pub fn redis_tls_addr(&self) -> Option<SocketAddr> {
-        self.redis_ports.tls.map(|i| self.engine.local_addrs()[i])
+        self.redis_tls_addrs().first().copied()
+    }
+
+    /// Every address of the Redis door's TLS port.
+    pub fn redis_tls_addrs(&self) -> Vec<SocketAddr> {
+        let all = self.engine.local_addrs();
+        self.redis_ports.tls.iter().map(|&i| all[i]).collect()
     }
 
     /// The admin port's address, if it listens.
@@ -217,19 +230,16 @@ pub fn start_with_reload(
     let mut builder = EngineBuilder::new(cfg.engine.clone()).listen(listen, factory);
     let mut redis_ports = RedisPorts::default();
     let mut redis = None;
-    if !cfg.redis.listen.is_empty() || redis_tls.is_some() {
+    let plain_addrs = bindable("redis.listen", &cfg.redis.listen)?;
+    if !plain_addrs.is_empty() || redis_tls.is_some() {
         let door = RedisShared::new(
             cfg.redis.clone(),
             Arc::new(MysqlUsers(shared.clone())) as Arc<dyn Credentials>,
+            &redis_login(cfg, &monitor_login),
             cfg.pool.max_prepared_statements,
         );
         let mut next = 1;
-        if !cfg.redis.listen.is_empty() {
-            let addr: SocketAddr = cfg
-                .redis
-                .listen
-                .parse()
-                .map_err(|e| format!("redis.listen: {e}"))?;
+        for addr in plain_addrs {
             let door = door.clone();
             builder = builder.listen(
                 addr,
@@ -237,26 +247,25 @@ pub fn start_with_reload(
                     redis_frontend(&door, ctx) as Rc<dyn ConnectionHandler>
                 }),
             );
-            redis_ports.plain = Some(next);
+            redis_ports.plain.push(next);
             next += 1;
         }
         if let Some(tls) = redis_tls {
-            let addr: SocketAddr = cfg
-                .redis
-                .tls_listen
-                .parse()
-                .map_err(|e| format!("redis.tls_listen: {e}"))?;
-            let door = door.clone();
-            builder = builder.listen(
-                addr,
-                Arc::new(move |ctx: &Rc<manifold_engine::WorkerContext>| {
-                    Rc::new(RedisTlsDoor {
-                        fe: redis_frontend(&door, ctx),
-                        tls: tls.clone(),
-                    }) as Rc<dyn ConnectionHandler>
-                }),
-            );
-            redis_ports.tls = Some(next);
+            for addr in bindable("redis.tls_listen", &cfg.redis.tls_listen)? {
+                let door = door.clone();
+                let tls = tls.clone();
+                builder = builder.listen(
+                    addr,
+                    Arc::new(move |ctx: &Rc<manifold_engine::WorkerContext>| {
+                        Rc::new(RedisTlsDoor {
+                            fe: redis_frontend(&door, ctx),
+                            tls: tls.clone(),
+                        }) as Rc<dyn ConnectionHandler>
+                    }),
+                );
+                redis_ports.tls.push(next);
+                next += 1;
+            }
         }
         redis = Some(door);
     }
@@ -286,8 +295,41 @@ thread_local! {
 /// Which of the engine's listeners are the Redis door's (the MySQL port is the first).
 #[derive(Debug, Default)]
 struct RedisPorts {
-    plain: Option<usize>,
-    tls: Option<usize>,
+    plain: Vec<usize>,
+    tls: Vec<usize>,
+}
+
+/// The addresses of a `listen` list to bind: an optional one (`-addr`) the host does not
+/// have (no such interface address, or no IPv6 at all) is left out, with a warning, as
+/// redis-server does; any other failure is the engine's to report when it binds.
+fn bindable(key: &str, value: &str) -> Result<Vec<SocketAddr>, String> {
+    let listed = manifold_frontend_redis::config::listen_addrs(key, value)?;
+    let mut out = Vec::with_capacity(listed.len());
+    for a in &listed {
+        if a.optional {
+            // Port 0: only whether the address can be had, whatever holds the port.
+            let probe = SocketAddr::new(a.addr.ip(), 0);
+            if let Err(e) = std::net::TcpListener::bind(probe) {
+                const EAFNOSUPPORT: i32 = 97;
+                if e.kind() == std::io::ErrorKind::AddrNotAvailable
+                    || e.raw_os_error() == Some(EAFNOSUPPORT)
+                {
+                    tracing::warn!(
+                        "{key}: {} left out: this host has no such address ({e})",
+                        a.addr
+                    );
+                    continue;
+                }
+            }
+        }
+        out.push(a.addr);
+    }
+    if out.is_empty() && !listed.is_empty() {
+        return Err(format!(
+            "{key}: none of '{value}' is an address of this host"
+        ));
+    }
+    Ok(out)
 }
 
 /// This worker's Redis door handler, made on first use. The MySQL door's handler of the
@@ -353,6 +395,33 @@ impl Credentials for MysqlUsers {
 
     fn logins(&self) -> &manifold_engine::LoginThrottle {
         &self.0.logins
+    }
+
+    /// The same per-user count as the MySQL door's sessions (`User::acquire_connection`).
+    fn account(&self, user: &[u8]) -> Option<Account> {
+        let u = self.0.users.load().get(user)?.clone();
+        if !u.acquire_connection() {
+            tracing::info!(
+                target: "manifold::connections",
+                user = %u.name,
+                max = u.max_connections,
+                "redis login refused: the user is at its max_connections"
+            );
+            return None;
+        }
+        Some(Account {
+            process: u.process,
+            slot: Box::new(UserConnection(u)),
+        })
+    }
+}
+
+/// One of a user's connections, given back when dropped.
+struct UserConnection(Arc<manifold_frontend_mysql::User>);
+
+impl Drop for UserConnection {
+    fn drop(&mut self) {
+        self.0.release_connection();
     }
 }
 
@@ -460,6 +529,22 @@ fn binlog_login(cfg: &Config, monitor: &ConnKey) -> ConnKey {
     match &cfg.binlog.user {
         Some(user) => ConnKey::own(user, &cfg.binlog.password, 45),
         None => monitor.clone(),
+    }
+}
+
+/// The login the Redis door's own statements (the expiry sweeper) run as: `redis.user`, or
+/// else the monitor's. Never a client's: a client's grants must not decide what manifold's
+/// own work may do, nor its login be used for statements it did not send.
+fn redis_login(cfg: &Config, monitor: &ConnKey) -> BackendLogin {
+    match &cfg.redis.user {
+        Some(user) => BackendLogin {
+            user: user.clone(),
+            password: cfg.redis.password.clone(),
+        },
+        None => BackendLogin {
+            user: monitor.user.clone(),
+            password: monitor.password.clone(),
+        },
     }
 }
 

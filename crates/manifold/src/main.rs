@@ -35,12 +35,15 @@ struct Cli {
     /// Address for MySQL clients (overrides mysql.listen; default 0.0.0.0:6033).
     #[arg(long)]
     listen: Option<String>,
-    /// Address for Redis clients (overrides redis.listen; "" = off).
+    /// Address for Redis clients, host:port; repeatable, or several separated by commas
+    /// (overrides redis.listen; default the loopback only: 127.0.0.1:6380 and [::1]:6380;
+    /// "" = off). "-" before an address: skipped if this host does not have it.
     #[arg(long)]
-    redis_listen: Option<String>,
-    /// Address of the Redis door's TLS port (overrides redis.tls_listen; default "" = off).
+    redis_listen: Vec<String>,
+    /// Address of the Redis door's TLS port; repeatable as --redis-listen (overrides
+    /// redis.tls_listen; default "" = off).
     #[arg(long)]
-    redis_tls_listen: Option<String>,
+    redis_tls_listen: Vec<String>,
     /// Worker threads (overrides engine.threads; 0 = one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -125,11 +128,11 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
     if let Some(l) = &cli.listen {
         cfg.mysql.listen.clone_from(l);
     }
-    if let Some(l) = &cli.redis_listen {
-        cfg.redis.listen.clone_from(l);
+    if !cli.redis_listen.is_empty() {
+        cfg.redis.listen = cli.redis_listen.join(" ");
     }
-    if let Some(l) = &cli.redis_tls_listen {
-        cfg.redis.tls_listen.clone_from(l);
+    if !cli.redis_tls_listen.is_empty() {
+        cfg.redis.tls_listen = cli.redis_tls_listen.join(" ");
     }
     if let Some(t) = cli.threads {
         cfg.engine.threads = t;
@@ -226,11 +229,13 @@ fn run(cfg: &Config, cli: Cli) -> Result<(), String> {
         tls = server.shared.tls.is_some(),
         "manifold serving MySQL clients"
     );
-    if let Some(addr) = server.redis_addr() {
-        tracing::info!(listen = %addr, "Redis door open");
+    let redis = server.redis_addrs();
+    if !redis.is_empty() {
+        tracing::info!("{}", door_opened("Redis door", &redis));
     }
-    if let Some(addr) = server.redis_tls_addr() {
-        tracing::info!(listen = %addr, "Redis door's TLS port open");
+    let redis_tls = server.redis_tls_addrs();
+    if !redis_tls.is_empty() {
+        tracing::info!("{}", door_opened("Redis door's TLS port", &redis_tls));
     }
     let report = serve_until_stopped(server, &signals, hangup, cfg.engine.shutdown_timeout);
     tracing::info!(
@@ -239,6 +244,29 @@ fn run(cfg: &Config, cli: Cli) -> Result<(), String> {
         "manifold stopped"
     );
     Ok(())
+}
+
+/// The start-up line of a door: where it listens, and, when that is the loopback only, how
+/// to open it to the network.
+fn door_opened(what: &str, addrs: &[std::net::SocketAddr]) -> String {
+    let list = addrs
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" and ");
+    if addrs.iter().all(|a| a.ip().is_loopback()) {
+        let flag = if what.contains("TLS") {
+            "--redis-tls-listen"
+        } else {
+            "--redis-listen"
+        };
+        let port = addrs[0].port();
+        format!(
+            "{what} open on {list} (loopback only; {flag} 0.0.0.0:{port} to open it to the network)"
+        )
+    } else {
+        format!("{what} open on {list}")
+    }
 }
 
 /// Serves until SIGTERM or SIGINT, reloading the configuration on each SIGHUP, then drains.

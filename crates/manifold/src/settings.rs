@@ -365,7 +365,7 @@ fn tunables() -> Vec<Tunable> {
         restart("mysql.connect_timeout", "> 0", "Time a client has to finish its login.", |c| format_duration(c.mysql.connect_timeout)),
         restart("mysql.wait_timeout", "> 0", "Idle time after which a client is disconnected.", |c| format_duration(c.mysql.wait_timeout)),
         restart("mysql.multiplexing", "true|false", "Sessions borrow backend connections per statement.", |c| c.mysql.multiplexing.to_string()),
-        restart("redis.listen", "host:port, or empty (off)", "Address for Redis clients.", |c| c.redis.listen.clone()),
+        restart("redis.listen", "host:port list (-host:port: if the host has it), or empty (off)", "Addresses for Redis clients (default the loopback only).", |c| c.redis.listen.clone()),
         restart("redis.proto_max_bulk_len", "1M..", "Largest argument of a Redis request.", |c| c.redis.proto_max_bulk_len.to_string()),
         restart("redis.max_clients", "1..", "Redis clients accepted in all.", |c| c.redis.max_clients.to_string()),
         restart("redis.idle_timeout", "0 (never)..", "Idle time after which a Redis client is disconnected.", |c| format_duration(c.redis.idle_timeout)),

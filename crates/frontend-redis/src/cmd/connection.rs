@@ -118,6 +118,17 @@ pub async fn wait_before_login(session: &mut Session<'_>) {
     session.login_waited = Some(waited);
 }
 
+/// How an `AUTH` (or `HELLO ... AUTH`) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Auth {
+    LoggedIn,
+    /// Redis's `WRONGPASS`; the client stays logged in as before, if it was.
+    Refused,
+    /// The user is at its `max_connections` (its MySQL sessions count too): the client gets
+    /// Redis's `maxclients` error and is closed.
+    UserLimit,
+}
+
 /// `AUTH` and `HELLO ... AUTH`: `user` and `pass` against manifold's users. `AUTH pass`
 /// alone is `user:pass` (for clients that send one argument), else the user `default`.
 ///
@@ -125,7 +136,7 @@ pub async fn wait_before_login(session: &mut Session<'_>) {
 /// earned ([`wait_before_login`]); a login that could not wait (queued in `MULTI`, run by
 /// `EXEC`) is refused unchecked while its address is being delayed. A failure counts
 /// against the address, and the connection closes after [`MAX_AUTH_FAILURES`].
-fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> bool {
+fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> Auth {
     let fe = session.fe;
     let creds = &fe.shared.credentials;
     let logins = creds.logins();
@@ -148,26 +159,56 @@ fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> 
             None => creds.check(b"default", pass).map(|l| (&b"default"[..], l)),
         }
     };
-    match found {
-        Some((u, login)) => {
-            session.authenticated = true;
-            session.login = Some(std::rc::Rc::new(crate::store::conn_key(&login)));
-            *session.info.user.borrow_mut() = Some(u.to_vec());
-            session.info.handle.set_user(Some(u));
-            logins.succeeded(ip);
-            true
+    let Some((u, login)) = found else {
+        if may_check {
+            logins.failed(ip, manifold_engine::Door::Redis);
         }
-        None => {
-            if may_check {
-                logins.failed(ip, manifold_engine::Door::Redis);
-            }
-            session.auth_failures = session.auth_failures.saturating_add(1);
-            if session.auth_failures >= MAX_AUTH_FAILURES {
-                session.quit = true;
-            }
-            false
+        session.auth_failures = session.auth_failures.saturating_add(1);
+        if session.auth_failures >= MAX_AUTH_FAILURES {
+            session.quit = true;
+        }
+        return Auth::Refused;
+    };
+    // The password was right: the address's failures are forgiven even when the user is
+    // at its connection limit.
+    logins.succeeded(ip);
+    // Logging in again as the same user keeps its connection; another user's is taken
+    // before this one's is given back (as the MySQL door's COM_CHANGE_USER).
+    let same_user = session.info.user.borrow().as_deref() == Some(u);
+    let account = match creds.account(u) {
+        Some(account) => account,
+        // At the limit by its own connection: it keeps that one.
+        None if same_user && session.info.account.borrow().is_some() => {
+            return logged_in(session, u, &login);
+        }
+        None => return Auth::UserLimit,
+    };
+    *session.info.account.borrow_mut() = Some(account);
+    logged_in(session, u, &login)
+}
+
+fn logged_in(session: &mut Session<'_>, user: &[u8], login: &crate::server::BackendLogin) -> Auth {
+    session.authenticated = true;
+    session.login = Some(std::rc::Rc::new(crate::store::conn_key(login)));
+    *session.info.user.borrow_mut() = Some(user.to_vec());
+    session.info.handle.set_user(Some(user));
+    Auth::LoggedIn
+}
+
+/// Answers an `AUTH` (or `HELLO ... AUTH`) that did not log in, and says whether it did
+/// not.
+fn refused(session: &mut Session<'_>, auth: Auth, out: &mut Vec<u8>) -> bool {
+    match auth {
+        Auth::LoggedIn => return false,
+        Auth::Refused => {
+            Reply::new(out, session.proto).error(errors::WRONGPASS);
+        }
+        Auth::UserLimit => {
+            Reply::new(out, session.proto).error(b"max number of clients reached");
+            session.quit = true;
         }
     }
+    true
 }
 
 fn set_proto(session: &mut Session<'_>, proto: Protocol) {
@@ -211,6 +252,7 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
             session.watched.clear();
             crate::pubsub::leave(session);
             *session.info.user.borrow_mut() = None;
+            session.info.account.borrow_mut().take();
             session.info.handle.set_user(None);
             Reply::new(out, session.proto).simple(b"RESET");
         }
@@ -236,10 +278,11 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
         } => {
             if too_many {
                 Reply::new(out, session.proto).error(errors::SYNTAX);
-            } else if authenticate(session, user, pass) {
-                Reply::new(out, session.proto).simple(b"OK");
             } else {
-                Reply::new(out, session.proto).error(errors::WRONGPASS);
+                let auth = authenticate(session, user, pass);
+                if !refused(session, auth, out) {
+                    Reply::new(out, session.proto).simple(b"OK");
+                }
             }
         }
         Command::Hello(args) => hello(session, args, out),
@@ -363,8 +406,8 @@ fn hello(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
         }
     }
     if let Some((user, pass)) = auth {
-        if !authenticate(session, Some(user), pass) {
-            Reply::new(out, session.proto).error(errors::WRONGPASS);
+        let auth = authenticate(session, Some(user), pass);
+        if refused(session, auth, out) {
             return;
         }
     }
@@ -436,12 +479,22 @@ fn client_list(session: &Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
         }
     }
     let mut text = Vec::with_capacity(256);
+    let process = sees_everyone(session.info);
+    let me = session.info.user.borrow();
     for (id, info) in session.fe.clients.borrow().iter() {
-        if ids.as_ref().is_none_or(|ids| ids.contains(id)) {
+        if ids.as_ref().is_none_or(|ids| ids.contains(id))
+            && (process || *info.user.borrow() == *me)
+        {
             client_line(session.fe, info, &mut text);
         }
     }
     Reply::new(out, session.proto).verbatim(b"txt", &text);
+}
+
+/// The client's user has `process = true`: it sees (and may end) every user's clients, not
+/// only its own user's.
+pub fn sees_everyone(info: &crate::server::ClientInfo) -> bool {
+    info.account.borrow().as_ref().is_some_and(|a| a.process)
 }
 
 /// One line of `CLIENT LIST` in Redis 7.0's fields; memory and buffer fields are 0.

@@ -98,8 +98,9 @@ pub struct StoreShared {
     ready: AtomicBool,
     /// Statements a connection keeps prepared (`pool.max_prepared_statements`).
     pub(crate) keep_statements: usize,
-    /// The login the sweeper runs as.
-    last_login: sweeper::LastLogin,
+    /// manifold's own login on the door's tables: what the sweeper runs as. Its `Debug`
+    /// does not show it.
+    own_login: sweeper::OwnLogin,
     /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker.
     pub waiters: crate::blocking::Waiters,
     /// Read-only batches may run on replicas (`redis.read_from = "replicas"`).
@@ -107,15 +108,25 @@ pub struct StoreShared {
 }
 
 impl StoreShared {
-    pub fn new(schema: &str, keep_statements: usize, read_from_replicas: bool) -> Arc<Self> {
+    pub fn new(
+        schema: &str,
+        keep_statements: usize,
+        read_from_replicas: bool,
+        own_login: ConnKey,
+    ) -> Arc<Self> {
         Arc::new(Self {
             quoted_schema: format!("`{}`", schema.replace('`', "``")),
             ready: AtomicBool::new(false),
             keep_statements: keep_statements.max(16),
-            last_login: sweeper::LastLogin::default(),
+            own_login: sweeper::OwnLogin(own_login),
             waiters: crate::blocking::Waiters::default(),
             read_from_replicas,
         })
+    }
+
+    /// The schema and its tables are known to exist (a client's batch made sure).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
     }
 
     /// `sql` with `{s}` replaced by the schema.
@@ -136,8 +147,6 @@ pub struct Store {
     pub(crate) backends: Rc<dyn Backends>,
     /// SQL text (with `{s}`) → its id and its text for the server.
     statements: RefCell<HashMap<Box<str>, Prepared>>,
-    /// The login this worker last noted for the sweeper ([`Store::note_login`]).
-    noted: sweeper::Noted,
     /// Batches of this worker's connections gathered into one statement.
     pub groups: crate::group::Groups,
     /// This worker's figures, the sweeper's included ([`crate::metrics`]).
@@ -158,7 +167,6 @@ impl Store {
             shared,
             backends,
             statements: RefCell::new(HashMap::new()),
-            noted: sweeper::Noted::default(),
             groups: crate::group::Groups::default(),
             metrics: Arc::default(),
         }

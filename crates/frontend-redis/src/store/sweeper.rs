@@ -3,8 +3,10 @@
 //! the members a string write left behind under a collection's `kid` (`gc`).
 //!
 //! - One worker sweeps (worker 0): its task wakes every [`TICK`], and does nothing until a
-//!   client of the door ran a batch on any worker, whose backend login it then borrows
-//!   ([`Store::note_login`]).
+//!   client's batch made sure the door's tables exist (the sweeper never creates them). It
+//!   runs as manifold's own login (`redis.user`, else the monitor's: [`OwnLogin`]), never a
+//!   client's: a client's grants do not decide whether keys expire, and its login is not
+//!   used for statements it did not send.
 //! - A tick reads at most [`BATCH`] expired keys, earliest first (`SELECT db, kh, kid, type,
 //!   gc ... WHERE expire_at <= ? ORDER BY expire_at LIMIT 100`), and claims each in a short
 //!   transaction: its row read again `FOR UPDATE`, deleted only if still that key and still
@@ -17,14 +19,13 @@
 //!   of statements per tick ([`STATEMENTS_PER_TICK`]) so one tick stays short.
 //! - Then rows with `gc` set: their old members are deleted in chunks, then `gc = NULL`
 //!   if it still holds that type.
-//! - An error is logged at debug level and the next tick waits longer (doubling up to
-//!   [`MAX_BACKOFF`]); the task ends when the worker drains.
+//! - An error is logged (a warning for the first of a run of failures, as a login without
+//!   the privileges it needs fails every time; debug level after) and the next tick waits
+//!   longer (doubling up to [`MAX_BACKOFF`]); the task ends when the worker drains.
 //!
 //! Counters ([`Stats`]) are kept in the worker's figures ([`crate::metrics`]).
 
-use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use manifold_backend::{ConnKey, Param};
@@ -65,36 +66,20 @@ fn add(c: &Counter, n: u64) {
     c.set(c.get().saturating_add(n));
 }
 
-/// The latest backend login a client of the door ran a batch as, on any worker: the one the
-/// sweeper runs as. Its `Debug` does not show it.
-#[derive(Default)]
-pub struct LastLogin(Mutex<Option<ConnKey>>);
+/// manifold's own login on the door's tables, the one the sweeper runs as. Its `Debug` does
+/// not show it.
+pub struct OwnLogin(pub ConnKey);
 
-impl std::fmt::Debug for LastLogin {
+impl std::fmt::Debug for OwnLogin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("LastLogin(..)")
+        f.write_str("OwnLogin(..)")
     }
 }
 
-/// The login this worker noted last (so the shared one is written only when it changes).
-#[derive(Default)]
-pub struct Noted(RefCell<Option<ConnKey>>);
-
 impl Store {
-    /// Notes the login of a client that runs a batch: the sweeper runs as the latest one.
-    pub fn note_login(&self, login: &ConnKey) {
-        if self.noted.0.borrow().as_ref() == Some(login) {
-            return;
-        }
-        *self.noted.0.borrow_mut() = Some(login.clone());
-        if let Ok(mut shared) = self.shared.last_login.0.lock() {
-            *shared = Some(login.clone());
-        }
-    }
-
-    /// The login the sweeper runs as, once a client ran a batch.
-    pub fn sweep_login(&self) -> Option<ConnKey> {
-        self.shared.last_login.0.lock().ok()?.clone()
+    /// The login the sweeper runs as, once the door's tables are known to exist.
+    pub fn sweep_login(&self) -> Option<&ConnKey> {
+        self.shared.is_ready().then_some(&self.shared.own_login.0)
     }
 }
 
@@ -108,6 +93,7 @@ pub fn spawn(store: &Rc<Store>, ctx: &Rc<WorkerContext>) {
 /// Sweeps every [`TICK`] until the worker drains.
 pub async fn run(store: Rc<Store>, ctx: Rc<WorkerContext>) {
     let mut wait = TICK;
+    let mut failing = false;
     loop {
         tokio::select! {
             biased;
@@ -117,17 +103,28 @@ pub async fn run(store: Rc<Store>, ctx: Rc<WorkerContext>) {
         let Some(login) = store.sweep_login() else {
             continue;
         };
-        match tick(&store, &login, ctx.drain()).await {
-            Ok(()) => wait = TICK,
+        match tick(&store, login, ctx.drain()).await {
+            Ok(()) => {
+                wait = TICK;
+                failing = false;
+            }
             Err(e) => {
                 add(&store.metrics.sweep.errors, 1);
                 wait = (wait * 2).min(MAX_BACKOFF);
-                tracing::debug!(
-                    target: "manifold::redis",
-                    error = %String::from_utf8_lossy(&e.reply_text()),
-                    retry_ms = wait.as_millis() as u64,
-                    "redis expiry sweep failed"
-                );
+                let error = String::from_utf8_lossy(&e.reply_text()).into_owned();
+                let retry_ms = wait.as_millis() as u64;
+                if failing {
+                    tracing::debug!(target: "manifold::redis", %error, retry_ms, "redis expiry sweep failed");
+                } else {
+                    tracing::warn!(
+                        target: "manifold::redis",
+                        %error,
+                        user = %login.user,
+                        retry_ms,
+                        "redis expiry sweep failed (it runs as redis.user, else the monitor's login, which needs SELECT, INSERT, UPDATE and DELETE on redis.schema)"
+                    );
+                }
+                failing = true;
             }
         }
     }
@@ -415,8 +412,8 @@ mod tests {
     }
 
     #[test]
-    fn the_last_login_is_not_shown() {
-        let l = LastLogin::default();
-        assert_eq!(format!("{l:?}"), "LastLogin(..)");
+    fn the_own_login_is_not_shown() {
+        let l = OwnLogin(ConnKey::new("u", "secret", 0, 63, false));
+        assert_eq!(format!("{l:?}"), "OwnLogin(..)");
     }
 }
