@@ -30,10 +30,7 @@ def setup(tmp_path_factory):
 
 def random_consumers(mf):
     """`mariadb-binlog --stop-never` readers, each killed after a random while."""
-    # (Without GTID strict mode: that mariadb-binlog's default checks pass across files is
-    # test_a_strict_reader_reads_across_files.)
     return bk.KilledReaders(["mariadb-binlog", "--read-from-remote-server", "--stop-never",
-                             "--skip-gtid-strict-mode",
                              "--verify-binlog-checksum", "-h127.0.0.1", f"-P{mf.port}",
                              f"-u{bk.USER}", f"-p{bk.PASSWORD}", "--to-last-log", "manifold-bin.000001"],
                             seed=7, outages=mf.outages)
