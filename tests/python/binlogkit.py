@@ -21,6 +21,7 @@ import re
 import signal
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 import zlib
@@ -174,6 +175,9 @@ class BinlogManifold:
         self.log_path = ROOT / "target" / f"{name}-{self.port}.log"
         self.proc = None
         self.starts = 0
+        # [down, up] monotonic times of each `kill()` and the `start()` after it (up is None
+        # while down): when a binlog reader may have been cut off or refused a connection.
+        self.outages = []
         if start:
             self.start()
 
@@ -189,9 +193,12 @@ class BinlogManifold:
         log.close()
         self.starts += 1
         wait_port(self.port, self.proc, "manifold", timeout=60)
+        if self.outages and self.outages[-1][1] is None:
+            self.outages[-1][1] = time.monotonic()
 
     def kill(self):
         """SIGKILL, as a crash."""
+        self.outages.append([time.monotonic(), None])
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
 
@@ -839,31 +846,73 @@ def mysqlbinlog(port, *args, user=USER, password=PASSWORD, timeout=120, check=Tr
 
 class KilledReaders:
     """Binlog readers started one after another (`argv`) and each SIGKILLed after a random
-    while (0.1 to 1.5 s, from `seed`), for as long as the `with` block runs."""
+    while (0.1 to 1.5 s, from `seed`), for as long as the `with` block runs.
 
-    def __init__(self, argv, seed):
+    Each reader's exit and output are kept. On leaving the block (the body having passed)
+    every reader must have been killed by us, or have ended because manifold was down
+    (`outages`, a `BinlogManifold`'s: cut off, or its connection refused, during a kill) with
+    a client's lost-connection or can't-connect error; a reader refused at login or at its
+    dump request, or cut off while manifold was up, fails the test. `events_read` counts the
+    readers that printed at least one event (`# at `)."""
+
+    # The client errors of a server that went away or is not listening (mariadb-binlog and
+    # MySQL's mysqlbinlog: 2013, 2002/2003, 2006, or the TLS handshake cut short).
+    CUT_OFF = re.compile(r"Lost connection to (MySQL )?server|Can't connect to (MySQL )?server"
+                         r"|(MySQL )?server has gone away"
+                         r"|TLS/SSL error: (unexpected eof|Connection reset by peer)"
+                         r"|SSL connection error: error:00000000")
+    # Timestamps are taken around the reader's start and wait, not its connect and exit.
+    SLACK = 1.0
+
+    def __init__(self, argv, seed, outages=None):
         self.argv = argv
         self.seed = seed
+        self.outages = outages if outages is not None else []
         self.stop_flag = threading.Event()
         self.runs = 0
+        self.events_read = 0
+        self.ended = []  # (start, end, returncode, stderr) of readers not killed by us
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         rng = random.Random(self.seed)
         while not self.stop_flag.is_set():
-            p = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            self.stop_flag.wait(rng.uniform(0.1, 1.5))
-            p.send_signal(signal.SIGKILL)
-            p.wait()
+            with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+                started = time.monotonic()
+                # Line-buffered: what a reader printed before its SIGKILL is in `out`.
+                p = subprocess.Popen(["stdbuf", "-oL", *self.argv], stdout=out, stderr=err)
+                self.stop_flag.wait(rng.uniform(0.1, 1.5))
+                p.send_signal(signal.SIGKILL)  # a no-op if it has already ended
+                p.wait()
+                out.seek(0)
+                if any(b"# at " in chunk for chunk in iter(lambda: out.read(1 << 20), b"")):
+                    self.events_read += 1
+                if p.returncode != -signal.SIGKILL:
+                    err.seek(0)
+                    self.ended.append((started, time.monotonic(), p.returncode,
+                                       err.read().decode(errors="replace")))
             self.runs += 1
+
+    def _during_outage(self, start, end):
+        return any(down - self.SLACK <= end and (up is None or start <= up + self.SLACK)
+                   for down, up in self.outages)
+
+    def unexpected(self):
+        """The readers that ended by themselves for a reason other than manifold being down."""
+        return [(code, err[-1000:]) for start, end, code, err in self.ended
+                if not (self.CUT_OFF.search(err) and self._during_outage(start, end))]
 
     def __enter__(self):
         self.thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         self.stop_flag.set()
         self.thread.join(timeout=30)
+        assert not self.thread.is_alive(), "a binlog reader did not end"
+        if exc_type is None:
+            bad = self.unexpected()
+            assert not bad, f"{len(bad)} of {self.runs} binlog readers ended by themselves: {bad[:5]}"
 
 
 def wait_for(what, fn, timeout=60, interval=0.2):

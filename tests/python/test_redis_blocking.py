@@ -7,6 +7,7 @@ it.
 Intended difference: every client blocked on a key is woken by a push and the first to
 commit its pop wins; Redis serves the longest-blocked client first."""
 
+import re
 import socket
 import threading
 import time
@@ -50,14 +51,28 @@ def _client(port):
     return c
 
 
+def _blocked_clients(probe):
+    """`INFO`'s `blocked_clients` on the door (clients of every worker waiting for a push)."""
+    return int(re.search(r"blocked_clients:(\d+)", probe.call("INFO", "clients").decode()).group(1))
+
+
+def _wait_blocked(probe, n):
+    """Until exactly `n` clients are blocked, as Redis's own tests wait for one."""
+    deadline = time.monotonic() + 10
+    while (got := _blocked_clients(probe)) != n:
+        assert time.monotonic() < deadline, f"{got} clients blocked, not {n}"
+        time.sleep(0.02)
+
+
 def test_push_wakes_blocked_clients(redis_door):
     pusher = _client(redis_door)
     pusher.call("DEL", "bl:w1", "bl:w2", "bl:dst")
     # Several blocked clients (spread over the workers), woken by one push each.
     waiters = [_client(redis_door) for _ in range(4)]
+    base = _blocked_clients(pusher)
     for w in waiters:
         w.send(cmd("BLPOP", "bl:w1", "bl:w2", "0"))
-    time.sleep(0.3)
+    _wait_blocked(pusher, base + 4)
     for w in waiters:
         w.sock.settimeout(0.2)
         try:
@@ -70,11 +85,12 @@ def test_push_wakes_blocked_clients(redis_door):
     assert pusher.call("RPUSH", "bl:w2", "d") in (1, 2, 3)
     got = sorted(tuple(read_reply(w.f)) for w in waiters)
     assert got == [(b"bl:w1", b"c"), (b"bl:w2", b"a"), (b"bl:w2", b"b"), (b"bl:w2", b"d")]
+    _wait_blocked(pusher, base)
     assert pusher.call("EXISTS", "bl:w1", "bl:w2") == 0
     # BLMOVE woken by a push; the command pipelined behind it is answered after it.
     mover = _client(redis_door)
     mover.send(cmd("BLMOVE", "bl:w1", "bl:dst", "LEFT", "RIGHT", "0") + cmd("PING"))
-    time.sleep(0.2)
+    _wait_blocked(pusher, base + 1)
     assert pusher.call("RPUSH", "bl:w1", "moved") == 1
     assert read_reply(mover.f) == b"moved"
     assert read_reply(mover.f) == "PONG"
@@ -92,12 +108,13 @@ def test_timeout_and_client_gone(redis_door):
     assert c.call("BRPOPLPUSH", "bl:t", "bl:t2", "0.1") is None
     # A client that leaves while blocked pops nothing.
     gone = _client(redis_door)
+    base = _blocked_clients(c)
     gone.send(cmd("BLPOP", "bl:t", "0"))
-    time.sleep(0.2)
+    _wait_blocked(c, base + 1)
     gone.close()
-    time.sleep(0.3)
+    # Its wait ends when it leaves: the push after that has nobody to serve.
+    _wait_blocked(c, base)
     assert c.call("RPUSH", "bl:t", "kept") == 1
-    time.sleep(0.3)
     assert c.call("LRANGE", "bl:t", "0", "-1") == [b"kept"]
     c.close()
 
@@ -112,9 +129,13 @@ def test_redis_py(redis_door):
         result["got"] = r2.blpop(["bl:py"], timeout=5)
 
     r2 = redis.Redis(port=redis_door, username="app", password="app", socket_timeout=10, protocol=3)
+    base = int(r.info("clients")["blocked_clients"])
     t = threading.Thread(target=wait)
     t.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while int(r.info("clients")["blocked_clients"]) != base + 1:
+        assert time.monotonic() < deadline, "the redis-py client never blocked"
+        time.sleep(0.02)
     r.rpush("bl:py", "hello")
     t.join(10)
     assert result["got"] in ((b"bl:py", b"hello"), [b"bl:py", b"hello"])
@@ -129,8 +150,9 @@ def test_rename_and_copy_onto_a_waited_key_wake_it(redis_door):
     for move in (("RENAME", "bl:src", "bl:dst"), ("COPY", "bl:src", "bl:dst2")):
         target = move[2]
         waiter = _client(redis_door)
+        base = _blocked_clients(c)
         waiter.send(cmd("BLPOP", target, "0"))
-        time.sleep(0.2)
+        _wait_blocked(c, base + 1)
         assert c.call("RPUSH", "bl:src", "moved") == 1
         assert c.call(*move) in ("OK", 1)
         assert read_reply(waiter.f) == [target.encode(), b"moved"]

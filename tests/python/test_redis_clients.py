@@ -741,8 +741,15 @@ def pipelined_writer(port, stream, batch, window, on_reply):
                     break
             try:
                 reply = read_reply(f)
-            except (OSError, AssertionError, ValueError):
-                break  # the connection ended (mid-reply or at a boundary)
+            except (OSError, AssertionError, ValueError) as e:
+                # The connection ended (mid-reply or at a boundary): nothing more comes. A
+                # malformed reply on a live connection is not taken for an end.
+                try:
+                    rest = f.read()
+                except ConnectionError:
+                    rest = b""
+                assert rest == b"", f"{e!r}, then {rest[:200]!r}"
+                break
             with cond:
                 got.append(reply)
                 cond.notify_all()

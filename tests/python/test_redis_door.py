@@ -94,22 +94,30 @@ def test_same_replies_as_redis_server(door, reference, name):
     assert mask(got) == mask(want), f"\nredis-server: {want!r}\nmanifold:     {got!r}"
 
 
-def test_exact_error_texts(door):
-    c = Conn(door)
-    assert raw(door, cmd("PING") + cmd("QUIT")) == NOAUTH + b"+OK\r\n"
-    assert raw(door, cmd("AUTH", "app", "nope") + cmd("QUIT")) == WRONGPASS + b"+OK\r\n"
-    assert raw(door, cmd("AUTH", "app", "app") + cmd("HELLO", "4") + cmd("HELLO", "1") + cmd("QUIT")) == \
-        b"+OK\r\n" + b"-NOPROTO unsupported protocol version\r\n" * 2 + b"+OK\r\n"
-    assert raw(door, AUTH + cmd("SELECT", "16") + cmd("QUIT")) == b"+OK\r\n-ERR DB index is out of range\r\n+OK\r\n"
-    assert raw(door, AUTH + cmd("ECHO") + cmd("QUIT")) == \
-        b"+OK\r\n-ERR wrong number of arguments for 'echo' command\r\n+OK\r\n"
+def same_bytes(door, reference, payload):
+    """`payload`'s whole answer from the door, asserted equal to redis-server's."""
+    want = raw(reference, payload)
+    got = raw(door, payload)
+    assert want, "redis-server answered nothing"
+    assert got == want, f"\nredis-server: {want!r}\nmanifold:     {got!r}"
+    return got
+
+
+def test_exact_error_texts(door, reference):
+    # Each answer is redis-server's; the texts named here are also in them.
+    assert same_bytes(door, reference, cmd("PING") + cmd("QUIT")).startswith(NOAUTH)
+    assert same_bytes(door, reference, cmd("AUTH", "app", "nope") + cmd("QUIT")).startswith(WRONGPASS)
+    assert b"-NOPROTO unsupported protocol version\r\n" in same_bytes(
+        door, reference, cmd("AUTH", "app", "app") + cmd("HELLO", "4") + cmd("HELLO", "1") + cmd("QUIT"))
+    assert b"-ERR DB index is out of range\r\n" in same_bytes(door, reference, AUTH + cmd("SELECT", "16") + cmd("QUIT"))
+    assert b"-ERR wrong number of arguments for 'echo' command\r\n" in same_bytes(
+        door, reference, AUTH + cmd("ECHO") + cmd("QUIT"))
     # Data commands: NOAUTH before authentication, run after it.
-    assert raw(door, cmd("GET", "door:k") + AUTH + cmd("SET", "door:k", "v") + cmd("GET", "door:k")
-               + cmd("QUIT")) == NOAUTH + b"+OK\r\n+OK\r\n$1\r\nv\r\n+OK\r\n"
-    c.close()
+    assert same_bytes(door, reference, cmd("GET", "door:k") + AUTH + cmd("SET", "door:k", "v")
+                      + cmd("GET", "door:k") + cmd("QUIT")).startswith(NOAUTH)
 
 
-def test_auth_forms(door):
+def test_auth_forms(door, reference):
     # AUTH user pass, AUTH user:pass (one argument), HELLO ... AUTH user pass.
     for login in (cmd("AUTH", USER, PASSWORD), cmd("AUTH", f"{USER}:{PASSWORD}"),
                   cmd("HELLO", "2", "AUTH", USER, PASSWORD)):
@@ -122,37 +130,50 @@ def test_auth_forms(door):
         assert b"user=app " in c.call("CLIENT", "INFO")
         c.close()
     # No password-less default user: one argument without a colon fails, as do wrong ones.
+    # (redis-server, whose `default` user is off, answers these the same way.)
     for bad in (cmd("AUTH", PASSWORD), cmd("AUTH", f"{USER}:wrong"), cmd("AUTH", f"nobody:{PASSWORD}"),
                 cmd("AUTH", USER, PASSWORD + "\x00"), cmd("AUTH", "", "")):
-        assert raw(door, bad + cmd("PING") + cmd("QUIT")) == WRONGPASS + NOAUTH + b"+OK\r\n", bad
+        assert same_bytes(door, reference, bad + cmd("PING") + cmd("QUIT")) == WRONGPASS + NOAUTH + b"+OK\r\n", bad
     # A failed AUTH keeps an earlier login.
-    assert raw(door, AUTH + cmd("AUTH", USER, "x") + cmd("PING") + cmd("QUIT")) == \
+    assert same_bytes(door, reference, AUTH + cmd("AUTH", USER, "x") + cmd("PING") + cmd("QUIT")) == \
         b"+OK\r\n" + WRONGPASS + b"+PONG\r\n+OK\r\n"
 
 
-def test_resp3_after_hello_3(door):
-    c = Conn(door)
+def _resp3_session(port):
+    """What HELLO 3 and the replies after it look like on `port`, the connection's `id` aside
+    (returned apart, with its CLIENT ID)."""
+    c = Conn(port)
+    out = []
     c.send(cmd("HELLO", "3", "AUTH", USER, PASSWORD))
-    assert c.f.readline() == b"%7\r\n"
+    head = c.f.readline()
     hello = {}
-    for _ in range(7):
+    for _ in range(int(head[1:-2])):
         k = read_reply(c.f)
         hello[k] = read_reply(c.f)
-    assert hello[b"server"] == b"redis" and hello[b"version"] == b"7.0.15" and hello[b"proto"] == 3
-    assert hello[b"mode"] == b"standalone" and hello[b"role"] == b"master" and hello[b"modules"] == []
-    assert hello[b"id"] == c.call("CLIENT", "ID")
+    ids = (hello.pop(b"id"), c.call("CLIENT", "ID"))
+    out += [head, hello]
     c.send(cmd("CLIENT", "GETNAME"))
-    assert c.f.readline() == b"_\r\n"
+    out.append(c.f.readline())
     c.send(cmd("CONFIG", "GET", "appendonly"))
-    assert c.f.readline() == b"%1\r\n"
-    assert [read_reply(c.f), read_reply(c.f)] == [b"appendonly", b"no"]
+    out += [c.f.readline(), read_reply(c.f), read_reply(c.f)]
     c.send(cmd("INFO", "server"))
     head = c.f.readline()
-    assert head.startswith(b"=")
-    assert c.f.read(int(head[1:-2]) + 2).startswith(b"txt:# Server\r\nredis_version:7.0.15\r\n")
+    # The first two lines of the verbatim text (redis-server has more fields after them).
+    out += [head[:1], c.f.read(int(head[1:-2]) + 2).split(b"\r\n")[:2]]
     c.send(cmd("HELLO", "2"))
-    assert c.f.readline() == b"*14\r\n"
+    out.append(c.f.readline())
     c.close()
+    return out, ids
+
+
+def test_resp3_after_hello_3(door, reference):
+    got, (hello_id, client_id) = _resp3_session(door)
+    want, _ = _resp3_session(reference)
+    assert got == want
+    # What redis-server answers too (checked above): a map of 7, RESP3 null, verbatim text.
+    assert got[0] == b"%7\r\n" and got[1][b"version"] == b"7.0.15" and got[1][b"proto"] == 3
+    assert got[2] == b"_\r\n" and got[7] == [b"txt:# Server", b"redis_version:7.0.15"]
+    assert hello_id == client_id
 
 
 def test_pipelining_keeps_order(door):
@@ -176,7 +197,7 @@ def test_pipelining_keeps_order(door):
     c.close()
 
 
-def test_protocol_error_ends_only_that_connection(door):
+def test_protocol_error_ends_only_that_connection(door, reference):
     good = Conn(door)
     assert good.call("AUTH", USER, PASSWORD) == "OK"
     bad = Conn(door)
@@ -184,6 +205,8 @@ def test_protocol_error_ends_only_that_connection(door):
     assert [read_reply(bad.f) for _ in range(3)] == [
         "OK", "PONG", Err("ERR Protocol error: invalid bulk length")]
     assert bad.f.read() == b"", "the connection stays open after a protocol error"
+    # redis-server's answer, closed the same way.
+    same_bytes(door, reference, AUTH + cmd("PING") + b"*1\r\n$x\r\n" + cmd("PING"))
     assert good.call("PING") == "PONG"
     assert good.call("ECHO", "still here") == b"still here"
     good.close()
@@ -230,12 +253,17 @@ def test_client_commands(door):
     other.close()
 
 
-def test_redis_cli(door):
+def test_redis_cli(door, reference):
     cli = need("redis-cli")
 
-    def run(*args):
-        p = subprocess.run([cli, "-p", str(door), *args], capture_output=True, text=True, timeout=30)
+    def run(*args, port=door):
+        p = subprocess.run([cli, "-p", str(port), *args], capture_output=True, text=True, timeout=30)
         return p.stdout + p.stderr
+
+    # The refusals print what redis-cli prints against redis-server.
+    for args in (("PING",), ("--user", USER, "--pass", "wrong", "--no-auth-warning", "PING"),
+                 ("--user", USER, "--pass", PASSWORD, "--no-auth-warning", "GETX", "k")):
+        assert run(*args) == run(*args, port=reference), args
 
     assert run("--user", USER, "--pass", PASSWORD, "--no-auth-warning", "PING").strip() == "PONG"
     assert run("-a", f"{USER}:{PASSWORD}", "--no-auth-warning", "ECHO", "hi").strip() == "hi"
@@ -436,14 +464,21 @@ def test_unauthenticated_clients_are_let_go(topology, tmp_path):
         idle, busy, logged = Conn(port), Conn(port), Conn(port)
         assert logged.call("AUTH", USER, PASSWORD) == "OK"
         # Commands without a login do not extend the deadline.
+        # Until it is closed, every answer is NOAUTH; a closed connection reads as the end
+        # of the stream (or a reset), and anything else fails here.
         deadline = time.time() + 10
         while time.time() < deadline:
             try:
-                assert busy.call("PING") == Err("NOAUTH Authentication required.")
-            except (ConnectionError, OSError, AssertionError):
+                busy.send(cmd("PING"))
+                line = busy.f.readline()
+            except (ConnectionResetError, BrokenPipeError):
                 break
+            if line == b"":
+                break
+            assert line == b"-NOAUTH Authentication required.\r\n", line
             time.sleep(0.1)
-        assert time.time() < deadline, "a client that never logs in stays"
+        else:
+            raise AssertionError("a client that never logs in stays")
         assert idle.closed()
         # A logged-in client stays.
         time.sleep(1.2)

@@ -10,7 +10,7 @@ Intended difference: other clients' commands may run between the statements of a
 (its writes are locked until its commit); see `crates/frontend-redis/src/multi.rs`.
 """
 
-from redisdiff import AUTH, Conn, cmd, differential, read_reply
+from redisdiff import AUTH, Conn, Err, cmd, differential, read_reply
 
 
 def test_queue_exec_discard_and_errors(redis_door, redis_reference):
@@ -85,6 +85,43 @@ def test_exec_commits_together(redis_door, topology):
             assert cur.fetchone()[0] == 50
     finally:
         db.close()
+
+
+def _rows_like(topology, pattern):
+    db = topology.root()
+    try:
+        with db.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM manifold_redis.redis_keys WHERE db = 0 AND k LIKE %s", (pattern,))
+            return cur.fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_failed_exec_writes_nothing(redis_door, topology):
+    writes = b"".join(cmd("SET", f"multi:fail{i}", str(i)) for i in range(20))
+    c, other = Conn(redis_door), Conn(redis_door)
+    try:
+        assert c.call("AUTH", "app", "app") == "OK" and other.call("AUTH", "app", "app") == "OK"
+        assert isinstance(c.call("DEL", "multi:fw", *[f"multi:fail{i}" for i in range(20)]), int)
+        # Refused at queue time: EXECABORT, and none of the queued writes is stored.
+        c.send(cmd("MULTI") + writes + cmd("NOSUCH") + cmd("EXEC"))
+        queued = [read_reply(c.f) for _ in range(22)]
+        assert queued[:21] == ["OK"] + ["QUEUED"] * 20
+        assert isinstance(queued[21], Err) and queued[21].startswith("ERR unknown command 'NOSUCH'"), queued[21]
+        assert read_reply(c.f) == Err("EXECABORT Transaction discarded because of previous errors.")
+        # A watched key changed by another client: EXEC answers null and writes nothing.
+        assert c.call("WATCH", "multi:fw") == "OK"
+        assert other.call("SET", "multi:fw", "changed") == "OK"
+        c.send(cmd("MULTI") + writes + cmd("EXEC"))
+        assert [read_reply(c.f) for _ in range(21)] == ["OK"] + ["QUEUED"] * 20
+        assert read_reply(c.f) is None
+        assert c.call("EXISTS", *[f"multi:fail{i}" for i in range(20)]) == 0
+    finally:
+        c.close()
+        other.close()
+    # Through SQL on the primary: no row of either transaction.
+    assert _rows_like(topology, "multi:fail%") == 0
+    assert _rows_like(topology, "multi:fw") == 1
 
 
 def test_refused_exec_says_why(redis_door, redis_reference):

@@ -33,6 +33,23 @@ def _door(topology, tmp_path_factory, name, read_from):
     return m, port
 
 
+def _wait_measured(m):
+    """Until the monitor has measured every replica's lag (`SHOW BACKENDS` on the admin
+    port): from then on the replicas could take reads."""
+    import pymysql  # noqa: PLC0415
+
+    def replicas():
+        with pymysql.connect(host="127.0.0.1", port=m.admin_port, user="admin", password="admin") as a, \
+                a.cursor(pymysql.cursors.DictCursor) as cur:
+            cur.execute("SHOW BACKENDS")
+            return [r for r in cur.fetchall() if r["role"] == "replica"]
+
+    deadline = time.time() + 30
+    while not ((rows := replicas()) and all(r["state"] == "up" and r["lag_ms"] not in ("", None) for r in rows)):
+        assert time.time() < deadline, f"the monitor never measured the replicas: {rows}"
+        time.sleep(0.1)
+
+
 @pytest.fixture(scope="module")
 def replicas_door(topology, tmp_path_factory):
     m, port = _door(topology, tmp_path_factory, "redis-replicas", "replicas")
@@ -44,6 +61,7 @@ def replicas_door(topology, tmp_path_factory):
 @pytest.fixture(scope="module")
 def primary_door(topology, tmp_path_factory):
     m, port = _door(topology, tmp_path_factory, "redis-primary-reads", "primary")
+    _wait_measured(m)
     yield port
     m.stop_and_check()
 
@@ -105,7 +123,7 @@ def test_by_default_replicas_get_no_reads(primary_door, topology):
     c = _client(primary_door)
     try:
         assert c.call("SET", "rep:k", "v") == "OK"
-        time.sleep(2.5)  # the monitor has measured the replicas: they could take reads
+        # (The fixture waited for the monitor to measure the replicas: they could take reads.)
         before = _counts(topology)
         for _ in range(100):
             assert c.call("GET", "rep:k") == b"v"

@@ -34,6 +34,8 @@ type ByKey = HashMap<(u8, Vec<u8>), Vec<(u64, Arc<Notify>)>>;
 pub struct Waiters {
     /// Registrations now; read by every push (a load) before anything else.
     active: AtomicUsize,
+    /// Clients waiting for a push now (their attempt found nothing), for `INFO`.
+    waiting: AtomicUsize,
     by_key: Mutex<ByKey>,
 }
 
@@ -68,9 +70,32 @@ impl Waiters {
         }
     }
 
-    /// Blocked clients, for `INFO`'s `blocked_clients` (registrations, one per key).
+    /// Registrations now (one per key of each blocked client).
     pub fn registrations(&self) -> usize {
         self.active.load(Ordering::Relaxed)
+    }
+
+    /// Clients waiting for a push or their timeout, as `INFO`'s `blocked_clients` counts
+    /// them (and as a test can wait for one to be blocked, as Redis's own tests do).
+    pub fn blocked_clients(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+}
+
+/// One client counted in [`Waiters::blocked_clients`] while it lives (a wait may be
+/// cancelled: the count follows the drop).
+struct Waiting<'w>(&'w AtomicUsize);
+
+impl<'w> Waiting<'w> {
+    fn new(count: &'w AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -299,6 +324,7 @@ impl<'w> Blocked<'w> {
     /// array answered). Cancel-safe: a push while nobody waits is kept for the next wait.
     pub async fn wait(&self, proto: manifold_redis_proto::Protocol, out: &mut Vec<u8>) -> bool {
         let notified = self.registration.notify.notified();
+        let _waiting = Waiting::new(&self.registration.waiters.waiting);
         let woken = if let Some(at) = self.deadline {
             tokio::time::timeout_at(at, notified).await.is_ok()
         } else {

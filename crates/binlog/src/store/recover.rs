@@ -83,7 +83,11 @@ fn start_empty(
 ) -> Result<(Writer, Recovered), StoreError> {
     let name = file_name(&opts.base_name, number);
     let path = opts.dir.join(&name);
-    let (file, size) = create_file(&path, &opts, 0, &GtidState::empty(opts.dialect))?;
+    // The header carries the time it was made: an event with timestamp 0 is an artificial
+    // one to mariadb-binlog, which would then skip this file's (empty) GTID list and, in its
+    // default GTID strict mode, refuse the next file's list as missing data.
+    let created = u32::try_from(crate::stamp::wall_now() / 1_000_000_000).unwrap_or(u32::MAX);
+    let (file, size) = create_file(&path, &opts, created, &GtidState::empty(opts.dialect))?;
     write_index(&opts.dir, &opts.base_name, std::slice::from_ref(&name))?;
     let sources = empty_states(&opts);
     let recovered = Recovered {

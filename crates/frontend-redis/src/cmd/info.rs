@@ -154,9 +154,10 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
         sep(&mut t);
         let _ = write!(
             t,
-            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
             shared.clients(),
-            shared.config.max_clients
+            shared.config.max_clients,
+            session.fe.store.shared.waiters.blocked_clients()
         );
     }
     if wanted("persistence") {
