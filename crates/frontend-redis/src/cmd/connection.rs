@@ -148,26 +148,22 @@ fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> 
             None => creds.check(b"default", pass).map(|l| (&b"default"[..], l)),
         }
     };
-    match found {
-        Some((u, login)) => {
-            session.authenticated = true;
-            session.login = Some(std::rc::Rc::new(crate::store::conn_key(&login)));
-            *session.info.user.borrow_mut() = Some(u.to_vec());
-            session.info.handle.set_user(Some(u));
-            logins.succeeded(ip);
-            true
+    let Some((u, login)) = found else {
+        if may_check {
+            logins.failed(ip, manifold_engine::Door::Redis);
         }
-        None => {
-            if may_check {
-                logins.failed(ip, manifold_engine::Door::Redis);
-            }
-            session.auth_failures = session.auth_failures.saturating_add(1);
-            if session.auth_failures >= MAX_AUTH_FAILURES {
-                session.quit = true;
-            }
-            false
+        session.auth_failures = session.auth_failures.saturating_add(1);
+        if session.auth_failures >= MAX_AUTH_FAILURES {
+            session.quit = true;
         }
-    }
+        return false;
+    };
+    session.authenticated = true;
+    session.login = Some(std::rc::Rc::new(crate::store::conn_key(&login)));
+    *session.info.user.borrow_mut() = Some(u.to_vec());
+    session.info.handle.set_user(Some(u));
+    logins.succeeded(ip);
+    true
 }
 
 fn set_proto(session: &mut Session<'_>, proto: Protocol) {
