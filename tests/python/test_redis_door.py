@@ -12,7 +12,12 @@ Deliberate differences from redis-server (so not in the differential sequence):
 - `CLIENT LIST` / `CLIENT KILL` see only the user's own clients (without `process = true`),
   and `CLIENT KILL USER <another user>` answers 0 even when no such user exists;
 - `COMMAND` and `COMMAND DOCS` answer empty, `CONFIG GET` knows a few parameters, `INFO`
-  has fewer fields (`redis_version`, `loading:0`...).
+  has fewer fields (`redis_version`, `loading:0`...);
+- a connection closes after its third failed `AUTH`/`HELLO ... AUTH` (test_login_throttle.py),
+  so the sequences below fail at most two each.
+
+This module's door does not delay logins (`security.failed_login_threshold = 0`): its wrong
+passwords are tests of the replies, and test_login_throttle.py tests the delays.
 """
 
 import re
@@ -27,8 +32,10 @@ from redisdiff import AUTH, Conn, Err, cmd, need, raw, read_reply, redis_py, rep
 
 
 @pytest.fixture(scope="module")
-def door(topology):
-    with start_door(topology) as port:
+def door(topology, tmp_path_factory):
+    cfg = tmp_path_factory.mktemp("door") / "no-login-delay.toml"
+    cfg.write_text("[security]\nfailed_login_threshold = 0\n")
+    with start_door(topology, ["--config", str(cfg)]) as port:
         yield port
 
 
@@ -49,10 +56,15 @@ SEQUENCES = {
         cmd("PING"), cmd("FOO", "a", "b"), cmd("CLIENT", "SETNAME"), cmd("CLIENT", "FOO"),
         cmd("CLIENT"), cmd("ECHO"), cmd("HELLO"), cmd("HELLO", "4"), cmd("HELLO", "x"),
         cmd("HELLO", "3"), cmd("HELLO", "3", "FOO"), cmd("SELECT", "1"), cmd("CLIENT", "ID"),
-        cmd("INFO"), cmd("AUTH", "wrong"), cmd("AUTH", USER, "wrong"), cmd("AUTH", "nobody", PASSWORD),
-        cmd("AUTH", "default", PASSWORD), cmd("AUTH", "a", "b", "c"), cmd("AUTH"),
-        cmd("HELLO", "3", "AUTH", USER, "wrong"), cmd("PING", "a", "b"), b"PING\r\n",
+        cmd("INFO"), cmd("AUTH", "wrong"), cmd("AUTH", USER, "wrong"),
+        cmd("AUTH", "a", "b", "c"), cmd("AUTH"), cmd("PING", "a", "b"), b"PING\r\n",
         b"ping inline 'quoted arg'\r\n", cmd("QUIT"),
+    ],
+    "before_auth_unknown_users": [
+        cmd("AUTH", "nobody", PASSWORD), cmd("AUTH", "default", PASSWORD), cmd("PING"), cmd("QUIT"),
+    ],
+    "before_auth_hello_wrong_password": [
+        cmd("HELLO", "3", "AUTH", USER, "wrong"), cmd("PING"), cmd("QUIT"),
     ],
     "after_auth": [
         AUTH, cmd("PING"), cmd("PING", "hi"), cmd("ECHO", b"a\r\nb\x00c"), cmd("ECHO", ""),
