@@ -50,11 +50,13 @@ impl Privileges {
     pub const BINLOG_ADMIN: Privileges = Privileges(1 << 4);
     pub const RELOAD: Privileges = Privileges(1 << 5);
 
+    #[must_use]
     pub fn union(self, other: Privileges) -> Privileges {
         Privileges(self.0 | other.0)
     }
 
     /// What two servers both grant.
+    #[must_use]
     pub fn intersection(self, other: Privileges) -> Privileges {
         Privileges(self.0 & other.0)
     }
