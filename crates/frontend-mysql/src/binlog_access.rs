@@ -32,6 +32,8 @@ pub enum BinlogOp {
     Purge,
     /// `FLUSH BINARY LOGS`.
     Flush,
+    /// `RESET MASTER`, `RESET BINARY LOGS AND GTIDS` (asked for, then refused anyway).
+    Reset,
 }
 
 /// Global (`ON *.*`) privileges that matter to the global binlog, as bits.
@@ -49,12 +51,16 @@ impl Privileges {
     /// MariaDB's `BINLOG ADMIN`, MySQL's dynamic `BINLOG_ADMIN`.
     pub const BINLOG_ADMIN: Privileges = Privileges(1 << 4);
     pub const RELOAD: Privileges = Privileges(1 << 5);
+    /// MySQL's dynamic `FLUSH_TABLES`: MySQL 9.7 takes it instead of `RELOAD` for a reset.
+    pub const FLUSH_TABLES: Privileges = Privileges(1 << 6);
 
+    #[must_use]
     pub fn union(self, other: Privileges) -> Privileges {
         Privileges(self.0 | other.0)
     }
 
     /// What two servers both grant.
+    #[must_use]
     pub fn intersection(self, other: Privileges) -> Privileges {
         Privileges(self.0 & other.0)
     }
@@ -71,6 +77,7 @@ impl Privileges {
             "SUPER" => Privileges::SUPER,
             "BINLOG ADMIN" | "BINLOG_ADMIN" => Privileges::BINLOG_ADMIN,
             "RELOAD" => Privileges::RELOAD,
+            "FLUSH_TABLES" => Privileges::FLUSH_TABLES,
             _ => Privileges::NONE,
         }
     }
@@ -78,7 +85,7 @@ impl Privileges {
 
 impl BinlogOp {
     /// The privileges any one of which allows it (`ALL PRIVILEGES` always does), as
-    /// MariaDB 10.11 and MySQL 8.0+ check it.
+    /// MariaDB 10.11 and MySQL 8.0 to 9.7 check it.
     fn wanted(self, dialect: Dialect) -> Privileges {
         use Privileges as P;
         match (self, dialect) {
@@ -86,7 +93,8 @@ impl BinlogOp {
             (BinlogOp::ShowEvents, Dialect::MariaDb) => P::BINLOG_MONITOR,
             (BinlogOp::Monitor, _) => P::SUPER.union(P::BINLOG_MONITOR),
             (BinlogOp::Purge, _) => P::SUPER.union(P::BINLOG_ADMIN),
-            (BinlogOp::Flush, _) => P::RELOAD,
+            (BinlogOp::Flush, _) | (BinlogOp::Reset, Dialect::MariaDb) => P::RELOAD,
+            (BinlogOp::Reset, Dialect::MySql) => P::RELOAD.union(P::FLUSH_TABLES),
         }
     }
 
@@ -103,7 +111,8 @@ impl BinlogOp {
             (BinlogOp::Monitor, Dialect::MySql) => "SUPER, REPLICATION CLIENT",
             (BinlogOp::Purge, Dialect::MariaDb) => "SUPER, BINLOG ADMIN",
             (BinlogOp::Purge, Dialect::MySql) => "SUPER or BINLOG_ADMIN",
-            (BinlogOp::Flush, _) => "RELOAD",
+            (BinlogOp::Flush, _) | (BinlogOp::Reset, Dialect::MariaDb) => "RELOAD",
+            (BinlogOp::Reset, Dialect::MySql) => "RELOAD or FLUSH_TABLES",
         };
         access_denied(&format!(
             "Access denied; you need (at least one of) the {named} privilege(s) for this operation"
@@ -295,6 +304,11 @@ mod tests {
         assert!(BinlogOp::ShowEvents.allowed(Privileges::BINLOG_MONITOR, Dialect::MariaDb));
         assert!(!BinlogOp::ShowEvents.allowed(Privileges::BINLOG_MONITOR, Dialect::MySql));
         assert!(BinlogOp::Flush.allowed(Privileges::RELOAD, Dialect::MySql));
+        // MySQL 9.7 resets with FLUSH_TABLES too, but flushes the binary logs only with RELOAD.
+        let p = parse(&["GRANT FLUSH_TABLES ON *.* TO `u`@`%`"]);
+        assert!(BinlogOp::Reset.allowed(p, Dialect::MySql));
+        assert!(!BinlogOp::Reset.allowed(p, Dialect::MariaDb));
+        assert!(!BinlogOp::Flush.allowed(p, Dialect::MySql));
     }
 
     #[test]
@@ -310,6 +324,11 @@ mod tests {
         assert_eq!(
             String::from_utf8(e.message).unwrap(),
             "Access denied; you need (at least one of) the SUPER or BINLOG_ADMIN privilege(s) for this operation"
+        );
+        let e = BinlogOp::Reset.denied(Dialect::MySql);
+        assert_eq!(
+            String::from_utf8(e.message).unwrap(),
+            "Access denied; you need (at least one of) the RELOAD or FLUSH_TABLES privilege(s) for this operation"
         );
     }
 

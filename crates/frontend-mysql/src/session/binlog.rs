@@ -132,8 +132,9 @@ impl Session {
             Statement::PurgeTo(_)
             | Statement::PurgeBefore(_)
             | Statement::PurgeBeforeExpression => Some(BinlogOp::Purge),
-            // RESET MASTER asks for RELOAD as FLUSH does (and is refused anyway).
-            Statement::FlushBinaryLogs | Statement::ResetMaster => Some(BinlogOp::Flush),
+            Statement::FlushBinaryLogs => Some(BinlogOp::Flush),
+            // Asked for as the server asks (and refused anyway).
+            Statement::ResetMaster => Some(BinlogOp::Reset),
             // Variables: anyone may read them, as on the servers.
             Statement::Select(_) | Statement::ShowVariables(_) | Statement::Set(_) => None,
         };
