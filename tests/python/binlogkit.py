@@ -148,10 +148,13 @@ class BinlogManifold:
     binlog on in `binlog_dir`. `kill()` and `start()` again reuse the directory and ports."""
 
     def __init__(self, clusters, binlog_dir, schemas, binlog_extra="", toml_extra="", name="manifold-binlog",
-                 extra_args=(), start=True):
+                 extra_args=(), start=True, make_dir=True, binlog_users=(USER,)):
+        """`make_dir`: create `binlog_dir` first (else manifold does). `binlog_users`: the
+        logins that may read the global binlog (`binlog.users`)."""
         self.clusters = clusters
         self.dir = Path(binlog_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if make_dir:
+            self.dir.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.extra_args = list(extra_args)
         self.port, self.admin_port, self.http_port = free_ports(3)
@@ -164,7 +167,8 @@ class BinlogManifold:
             toml += "replicas = [" + ", ".join(f'"127.0.0.1:{p}"' for p in c.replica_ports) + "]\n"
             toml += "schemas = [" + ", ".join(f'"{s}"' for s in schemas.get(c.name, [])) + "]\n"
         toml += f'\n[routing.monitor]\nuser = "{USER}"\npassword = "{PASSWORD}"\n'
-        toml += (f'\n[binlog]\ndir = "{self.dir}"\nheartbeat_interval = "100ms"\nusers = ["{USER}"]\n'
+        users = ", ".join(f'"{u}"' for u in binlog_users)
+        toml += (f'\n[binlog]\ndir = "{self.dir}"\nheartbeat_interval = "100ms"\nusers = [{users}]\n'
                  f'user = "{USER}"\npassword = "{PASSWORD}"\n{binlog_extra}\n')
         toml += toml_extra
         self.config = self.dir.parent / f"{name}.toml"
