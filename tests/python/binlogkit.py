@@ -149,10 +149,13 @@ class BinlogManifold:
     binlog on in `binlog_dir`. `kill()` and `start()` again reuse the directory and ports."""
 
     def __init__(self, clusters, binlog_dir, schemas, binlog_extra="", toml_extra="", name="manifold-binlog",
-                 extra_args=(), start=True, binlog_users=(USER,)):
+                 extra_args=(), start=True, make_dir=True, binlog_users=(USER,)):
+        """`make_dir`: create `binlog_dir` first (else manifold does). `binlog_users`: the
+        logins that may read the global binlog (`binlog.users`); `None` leaves it unset."""
         self.clusters = clusters
         self.dir = Path(binlog_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if make_dir:
+            self.dir.mkdir(parents=True, exist_ok=True)
         self.name = name
         self.extra_args = list(extra_args)
         self.port, self.admin_port, self.http_port = free_ports(3)

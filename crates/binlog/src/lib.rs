@@ -19,12 +19,14 @@
 //!   source's position, from which recovery resumes the sources.
 //! - [`store`]: the global binlog's files: writing (rotation, index, table ids renumbered),
 //!   recovery after a crash, reading for dumps, purging.
+//! - [`private`]: the modes of its directory and files (0700, 0600), tightened at start.
 
 pub mod event;
 pub mod gtid;
 pub mod merge;
 pub mod origin;
 pub mod payload;
+pub mod private;
 pub mod spill;
 pub mod stamp;
 pub mod store;

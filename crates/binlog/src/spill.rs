@@ -14,7 +14,7 @@
 //! through a bounded one, so a multi-gigabyte body needs little memory. A limit of 0 means no limit (never
 //! spill).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -144,10 +144,11 @@ struct SpillFile {
 
 impl SpillFile {
     fn create(dir: &std::path::Path) -> std::io::Result<SpillFile> {
-        std::fs::create_dir_all(dir)?;
+        crate::private::create_dir(dir)?;
         let n = SPILL_FILES.fetch_add(1, Ordering::Relaxed);
         let path = dir.join(format!("{SPILL_PREFIX}{}-{n}", std::process::id()));
-        let file = OpenOptions::new()
+        // 0600: until it is unlinked, and through /proc/<pid>/fd after.
+        let file = crate::private::options()
             .read(true)
             .write(true)
             .create_new(true)

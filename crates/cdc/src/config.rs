@@ -83,6 +83,11 @@ impl BinlogConfig {
         !self.dir.as_os_str().is_empty()
     }
 
+    /// Where transactions past the memory budget spill: `<dir>/spill`.
+    pub fn spill_dir(&self) -> PathBuf {
+        self.dir.join("spill")
+    }
+
     /// The global binlog's MySQL source UUID (`server_uuid`, or the one made of the server
     /// id). `validate` checks that a configured one parses.
     pub fn uuid(&self) -> manifold_binlog::gtid::Uuid {

@@ -227,3 +227,21 @@ fn the_write_buffer_grows_as_needed_counts_in_the_budget_and_goes_when_finished(
     drop(body);
     assert_eq!(budget.used(), 0);
 }
+
+/// A spill file holds a transaction's rows: 0600 (readable through /proc/<pid>/fd while it
+/// lives), in a 0700 directory.
+#[test]
+fn spill_files_and_their_directory_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("binlog/spill");
+    let budget = Budget::new(100, dir.clone());
+    let mut body = TxnBody::new(&budget);
+    body.push(&event(1, 200)).unwrap();
+    let file = &body.spill.as_ref().expect("spilled").file;
+    assert_eq!(file.metadata().unwrap().permissions().mode() & 0o777, 0o600);
+    for d in [&dir, &tmp.path().join("binlog")] {
+        let mode = std::fs::metadata(d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", d.display());
+    }
+}

@@ -21,7 +21,6 @@
 //! [`Writer::note_skipped`]: super::Writer::note_skipped
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::{io_error, Position, StoreError};
@@ -97,18 +96,12 @@ pub(super) fn read(dir: &Path, base: &str) -> Option<Checkpoint> {
     checkpoint
 }
 
-/// Replaces the record atomically: a temporary file, synced, renamed over it.
+/// Replaces the record atomically: a temporary file (mode 0600), synced, renamed over it.
 pub(super) fn write(dir: &Path, base: &str, checkpoint: &Checkpoint) -> Result<(), StoreError> {
     let path = path(dir, base);
     let tmp = path.with_extension("sources.tmp");
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(checkpoint.format().as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    result.map_err(|e| io_error(&path, e))
+    crate::private::replace(&path, &tmp, checkpoint.format().as_bytes())
+        .map_err(|e| io_error(&path, e))
 }
 
 #[cfg(test)]

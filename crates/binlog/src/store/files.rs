@@ -1,7 +1,7 @@
 //! File names, the index file, and the header every file starts with (magic, format
 //! description, GTID list).
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
@@ -88,7 +88,7 @@ fn list_dir(dir: &Path, base: &str) -> Result<Vec<String>, StoreError> {
     Ok(numbered.into_iter().map(|(_, name)| name).collect())
 }
 
-/// Replaces the index atomically (temporary file, fsync, rename).
+/// Replaces the index atomically (temporary file, fsync, rename), mode 0600.
 pub(super) fn write_index(dir: &Path, base: &str, names: &[String]) -> Result<(), StoreError> {
     let path = index_path(dir, base);
     let tmp = dir.join(format!("{base}.index.tmp"));
@@ -97,11 +97,7 @@ pub(super) fn write_index(dir: &Path, base: &str, names: &[String]) -> Result<()
         text.push_str(name);
         text.push('\n');
     }
-    let mut file = File::create(&tmp).map_err(|e| io_error(&tmp, e))?;
-    file.write_all(text.as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io_error(&tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))
+    crate::private::replace(&path, &tmp, text.as_bytes()).map_err(|e| io_error(&path, e))
 }
 
 /// What a file's header says.
@@ -204,7 +200,7 @@ fn read_full_at(file: &File, buf: &mut [u8], at: u64) -> std::io::Result<bool> {
     }
 }
 
-/// Creates (or empties) `path` and writes its header; returns the file, positioned at its end,
+/// Creates (or empties) `path`, mode 0600, and writes its header; returns the file, positioned at its end,
 /// and the header's length. Synced: the index may name it next.
 pub(super) fn create_file(
     path: &Path,
@@ -240,14 +236,16 @@ pub(super) fn create_file(
     // Open: in use, the checksum staying the one computed without the flag (as MariaDB).
     let fde_flags = 4 + 17;
     bytes[fde_flags] |= flags::BINLOG_IN_USE as u8;
-    let mut file = OpenOptions::new()
+    let mut file = crate::private::options()
         .write(true)
         .read(true)
         .create(true)
         .truncate(true)
         .open(path)
         .map_err(|e| io_error(path, e))?;
-    file.write_all(&bytes)
+    // A file a crash left behind (started afresh) keeps its mode when reopened.
+    crate::private::set_private(&file)
+        .and_then(|()| file.write_all(&bytes))
         .and_then(|()| file.sync_all())
         .map_err(|e| io_error(path, e))?;
     Ok((file, bytes.len() as u64))

@@ -18,7 +18,7 @@ use crate::gtid::{Dialect, GtidState, TxnGtid};
 use crate::origin::{Origin, SourceState};
 
 pub(super) fn open(opts: StoreOptions) -> Result<(Writer, Recovered), StoreError> {
-    fs::create_dir_all(&opts.dir).map_err(|e| io_error(&opts.dir, e))?;
+    crate::private::create_dir(&opts.dir).map_err(|e| io_error(&opts.dir, e))?;
     let (mut names, mut rewrite_index) = read_index(&opts.dir, &opts.base_name)?;
     let checkpoint = checkpoint::read(&opts.dir, &opts.base_name);
     loop {

@@ -620,3 +620,55 @@ pub(super) fn replay_into_a_fresh_server(
     );
     topology
 }
+
+/// Every cluster's rows are in these files: the directory (and its missing parents) 0700,
+/// every file 0600 — files, index, sources checkpoint, each rewritten through a temporary
+/// file, and a file started afresh over one a crash left with another mode.
+#[test]
+fn the_directory_and_every_file_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("made/binlog");
+    let budget = budget(tmp.path());
+    let opts = options(&dir, 1500);
+    let (mut w, _) = Writer::open(opts.clone()).unwrap();
+    for i in 0..20 {
+        w.append(&workload(&budget, i), 1000 + i).unwrap();
+        w.note_skipped(0, &source_gtid_of(0, 100 + i), 2000 + i);
+        assert!(w.write_checkpoint().unwrap());
+    }
+    w.flush().unwrap();
+    drop(w);
+    assert!(list_files(&dir, "manifold-bin").unwrap().len() >= 3);
+    assert!(dir.join("manifold-bin.sources").exists());
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&tmp.path().join("made")), 0o700);
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+        seen += 1;
+    }
+    assert!(seen >= 5, "{seen} files");
+
+    // A crash left the only file without a header, mode 0644: started afresh, it is 0600.
+    let fresh = tmp.path().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    let only = fresh.join("manifold-bin.000001");
+    std::fs::write(&only, b"\xfebin").unwrap();
+    std::fs::set_permissions(&only, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (w, _) = Writer::open(options(&fresh, 1500)).unwrap();
+    drop(w);
+    assert_eq!(mode(&only), 0o600);
+    assert_eq!(mode(&fresh.join("manifold-bin.index")), 0o600);
+}
+
+fn source_gtid_of(source: usize, seq: u64) -> TxnGtid {
+    Gtid {
+        domain: 0,
+        server: 10 + source as u32,
+        seq,
+    }
+    .into()
+}

@@ -220,6 +220,29 @@ pub fn show_variables(shared: &BinlogShared, names: &[&str]) -> ResultSet {
     (columns, rows)
 }
 
+/// The server's rows of a `SHOW VARIABLES` that may show owned variables among its own
+/// (`Statement::ShowVariablesOfServer`): the value of every owned variable of the binlog's
+/// dialect becomes manifold's; the server's other rows stay as they are.
+pub fn replace_owned_values(shared: &BinlogShared, rows: &mut [Row]) {
+    for row in rows {
+        let Some(Some(name)) = row.first() else {
+            continue;
+        };
+        let Some(owned) = super::sql::OWNED_VARIABLES
+            .iter()
+            .copied()
+            .find(|v| v.as_bytes().eq_ignore_ascii_case(name))
+        else {
+            continue;
+        };
+        if has_variable(shared, owned) {
+            if let Some(value) = row.get_mut(1) {
+                *value = cell(system_value(shared, owned).1);
+            }
+        }
+    }
+}
+
 /// `PURGE BINARY LOGS BEFORE 'YYYY-MM-DD[ hh:mm:ss]'` (UTC) as a time.
 pub fn parse_datetime(s: &str) -> Option<SystemTime> {
     let s = s.trim();
@@ -547,6 +570,33 @@ mod tests {
         assert_eq!(master_status(&mariadb).0.len(), 4);
         assert_eq!(binary_logs(&mysql).0.len(), 3);
         assert_eq!(binary_logs(&mariadb).0.len(), 2);
+    }
+
+    #[test]
+    fn the_servers_variables_carry_manifolds_values_for_the_names_it_owns() {
+        let row = |n: &str, v: &str| vec![cell(n), cell(v)];
+        let mut rows = vec![
+            row("gtid_binlog_pos", "0-1-999"),
+            row("GTID_DOMAIN_ID", "3"),
+            row("gtid_slave_pos", "0-1-5"),
+            row("gtid_executed", "x"),
+            row("server_id", "1"),
+            vec![None, None],
+        ];
+        replace_owned_values(&shared(Dialect::MariaDb), &mut rows);
+        assert_eq!(
+            rows,
+            vec![
+                row("gtid_binlog_pos", ""),
+                row("GTID_DOMAIN_ID", "0"),
+                // Not manifold's: the server's.
+                row("gtid_slave_pos", "0-1-5"),
+                // MySQL's name, unknown to a MariaDB-dialect binlog.
+                row("gtid_executed", "x"),
+                row("server_id", "77"),
+                vec![None, None],
+            ]
+        );
     }
 
     #[test]

@@ -441,6 +441,16 @@ impl Dump {
         }
         self.crc = alg != CHECKSUM_ALG_OFF;
         fde[17] &= !(event::flags::BINLOG_IN_USE as u8);
+        // A file started empty has a format description of time 0 (its bytes depend on its
+        // input only). A server's always has its file's creation time, and readers take
+        // their clock from it: Debezium reads the event time of a first transaction from
+        // the events before it and fails on a 0 (NullPointerException). The time it is sent.
+        if fde[..4] == [0; 4] {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
+            fde[..4].copy_from_slice(&now.to_le_bytes());
+        }
         let created = HEADER_LEN + 2 + 50;
         if self.clear_initial_log_pos {
             self.clear_initial_log_pos = false;

@@ -106,6 +106,11 @@ pub enum Statement {
     Select(Vec<SelectItem>),
     /// `SHOW [GLOBAL|SESSION] VARIABLES ...`: the owned variables it shows, in name order.
     ShowVariables(Vec<&'static str>),
+    /// `SHOW [GLOBAL|SESSION] VARIABLES ...` that may show owned variables and the server's
+    /// own (`LIKE` with `%`, a `WHERE` manifold does not evaluate, none): the server answers
+    /// the statement (this text, as the client wrote it) and manifold's values replace those
+    /// of the names it owns.
+    ShowVariablesOfServer(String),
     /// `SET @var = value[, ...]` of replication variables only.
     Set(Vec<(&'static str, Value)>),
 }
@@ -291,14 +296,20 @@ impl Parser {
     }
 }
 
-/// The statement `sql` is, when manifold answers it; `None`: forward it.
+/// The statement `sql` is, when manifold answers it; `None`: forward it. MariaDB's `SET
+/// STATEMENT var = value [, ...] FOR` before it changes nothing manifold answers (a time limit,
+/// mostly: MariaDB's Connector/J puts one before every query of a connection with a query
+/// timeout), so the statement after `FOR` is what counts.
 pub fn parse(sql: &str) -> Option<Statement> {
     let mut p = Parser {
         t: tokens(sql)?,
         at: 0,
     };
+    if p.words(&["set", "statement"]) {
+        skip_to_for(&mut p)?;
+    }
     let s = if p.word("show") {
-        show(&mut p)?
+        show(&mut p, sql)?
     } else if p.word("select") {
         Statement::Select(select(&mut p)?)
     } else if p.word("set") {
@@ -338,7 +349,21 @@ pub fn parse(sql: &str) -> Option<Statement> {
     p.done().then_some(s)
 }
 
-fn show(p: &mut Parser) -> Option<Statement> {
+/// Past the `FOR` of `SET STATEMENT var = value [, ...] FOR`: its assignments' values are
+/// expressions, so the first `FOR` outside parentheses.
+fn skip_to_for(p: &mut Parser) -> Option<()> {
+    let mut depth = 0usize;
+    loop {
+        match p.next()? {
+            Token::Sym('(') => depth += 1,
+            Token::Sym(')') => depth = depth.checked_sub(1)?,
+            Token::Word(w) if w == "for" && depth == 0 => return Some(()),
+            _ => {}
+        }
+    }
+}
+
+fn show(p: &mut Parser, sql: &str) -> Option<Statement> {
     if p.words(&["master", "status"])
         || p.words(&["binlog", "status"])
         || p.words(&["binary", "log", "status"])
@@ -374,51 +399,51 @@ fn show(p: &mut Parser) -> Option<Statement> {
     if !p.word("variables") {
         return None;
     }
+    // What only the server can answer whole: it does, and manifold's values replace its own.
+    let of_server = || Some(Statement::ShowVariablesOfServer(sql.to_owned()));
+    if p.done() {
+        return of_server();
+    }
     let names: Vec<&'static str> = if p.word("like") {
         let pattern = p.string()?;
-        // A `%` may match variables the backend owns too: those statements go there.
-        if pattern.contains('%') {
-            return None;
-        }
-        OWNED_VARIABLES
+        let owned: Vec<&'static str> = OWNED_VARIABLES
             .iter()
             .copied()
             .filter(|v| like(v, &pattern))
-            .collect()
-    } else if p.word("where") {
-        if !p.word("variable_name") {
-            return None;
+            .collect();
+        // A `%` may match the server's variables too.
+        if pattern.contains('%') {
+            if owned.is_empty() || !p.done() {
+                return None;
+            }
+            return of_server();
         }
-        let wanted = if p.sym('=') {
-            vec![p.string()?]
-        } else if p.word("in") {
-            if !p.sym('(') {
-                return None;
-            }
-            let mut v = vec![p.string()?];
-            while p.sym(',') {
-                v.push(p.string()?);
-            }
-            if !p.sym(')') {
-                return None;
-            }
-            v
-        } else if p.word("like") {
-            let pattern = p.string()?;
-            if pattern.contains('%') {
-                return None;
-            }
-            OWNED_VARIABLES
-                .iter()
-                .filter(|v| like(v, &pattern))
-                .map(|v| (*v).to_owned())
-                .collect()
-        } else {
-            return None;
+        owned
+    } else if p.word("where") {
+        let Some(wanted) = where_names(p) else {
+            // An expression manifold does not evaluate: the server does.
+            p.at = p.t.len();
+            return of_server();
         };
+        if !p.done() {
+            p.at = p.t.len();
+            return of_server();
+        }
         let mut names = Vec::new();
+        let mut others = false;
         for w in wanted {
-            names.push(owned(&w.to_ascii_lowercase())?);
+            match owned(&w.to_ascii_lowercase()) {
+                Some(name) => names.push(name),
+                None => others = true,
+            }
+        }
+        if others {
+            if names.is_empty() {
+                // None of ours: the server's answer as it is.
+                return None;
+            }
+            p.at = p.t.len();
+            return of_server();
         }
         names.sort_unstable();
         names.dedup();
@@ -427,6 +452,45 @@ fn show(p: &mut Parser) -> Option<Statement> {
         return None;
     };
     (!names.is_empty()).then_some(Statement::ShowVariables(names))
+}
+
+/// The names `WHERE Variable_name = 'x'`, `IN ('x', ...)` or `LIKE 'x'` (without `%`) asks
+/// for; `None` for any other condition.
+fn where_names(p: &mut Parser) -> Option<Vec<String>> {
+    if !p.word("variable_name") {
+        return None;
+    }
+    if p.sym('=') {
+        return Some(vec![p.string()?]);
+    }
+    if p.word("in") {
+        if !p.sym('(') {
+            return None;
+        }
+        let mut v = vec![p.string()?];
+        while p.sym(',') {
+            v.push(p.string()?);
+        }
+        return p.sym(')').then_some(v);
+    }
+    if p.word("like") {
+        let pattern = p.string()?;
+        if pattern.contains('%') {
+            return None;
+        }
+        let owned: Vec<String> = OWNED_VARIABLES
+            .iter()
+            .filter(|v| like(v, &pattern))
+            .map(|v| (*v).to_owned())
+            .collect();
+        // No owned name: one of the server's (or none), which it answers.
+        return Some(if owned.is_empty() {
+            vec![pattern]
+        } else {
+            owned
+        });
+    }
+    None
 }
 
 fn owned(name: &str) -> Option<&'static str> {
@@ -659,18 +723,93 @@ mod tests {
             parse("SHOW SESSION VARIABLES WHERE variable_name = 'gtid_domain_id'"),
             Some(Statement::ShowVariables(vec!["gtid_domain_id"]))
         );
-        // `_` is a wildcard; `%` may match the backend's variables.
+        // `_` is a wildcard.
         assert_eq!(
             parse("SHOW VARIABLES LIKE 'gtid_binlog_po_'"),
             Some(Statement::ShowVariables(vec!["gtid_binlog_pos"]))
         );
-        assert_eq!(parse("SHOW VARIABLES LIKE 'binlog%'"), None);
+        // None of ours: the server's answer.
         assert_eq!(parse("SHOW VARIABLES LIKE 'version'"), None);
+        assert_eq!(parse("SHOW VARIABLES LIKE 'innodb%'"), None);
         assert_eq!(
-            parse("SHOW VARIABLES WHERE Variable_name IN ('log_bin', 'version')"),
+            parse("SHOW VARIABLES WHERE Variable_name IN ('version', 'port')"),
             None
         );
-        assert_eq!(parse("SHOW VARIABLES"), None);
+    }
+
+    fn of_server(sql: &str) -> Statement {
+        Statement::ShowVariablesOfServer(sql.to_owned())
+    }
+
+    #[test]
+    fn show_variables_of_ours_and_the_servers_go_to_the_server() {
+        // `%` may match the server's variables too (case-insensitive, `_` a wildcard).
+        for s in [
+            "SHOW GLOBAL VARIABLES LIKE 'GTID_%'",
+            "show variables like '%bin%'",
+            "SHOW VARIABLES LIKE 'server%'",
+        ] {
+            assert_eq!(parse(s), Some(of_server(s)), "{s}");
+        }
+        // A condition manifold does not evaluate, names of both, or none at all.
+        for s in [
+            "SHOW VARIABLES",
+            "SHOW SESSION VARIABLES",
+            "SHOW VARIABLES WHERE Variable_name IN ('log_bin', 'version')",
+            "SHOW GLOBAL VARIABLES WHERE Variable_name LIKE 'gtid%'",
+            "SHOW VARIABLES WHERE Variable_name = 'server_id' OR Variable_name = 'port'",
+            "SHOW VARIABLES WHERE Value = 'ON'",
+        ] {
+            assert_eq!(parse(s), Some(of_server(s)), "{s}");
+        }
+        assert_eq!(parse("SHOW VARIABLES LIKE 'gtid%' junk"), None);
+    }
+
+    #[test]
+    fn set_statement_for_is_the_statement_after_for() {
+        assert_eq!(
+            parse("SET STATEMENT max_statement_time=60 FOR SHOW MASTER STATUS"),
+            Some(Statement::ShowMasterStatus)
+        );
+        assert_eq!(
+            parse("set statement max_statement_time = 1.5, sql_mode = CONCAT(@@sql_mode, ',ANSI') for show binary logs"),
+            Some(Statement::ShowBinaryLogs)
+        );
+        for inner in ["SHOW BINLOG STATUS", "SHOW MASTER LOGS"] {
+            let s = format!("SET STATEMENT max_statement_time=60 FOR {inner}");
+            assert!(parse(&s).is_some(), "{s}");
+        }
+        assert_eq!(
+            parse("SET STATEMENT max_statement_time=60 FOR SHOW BINLOG EVENTS LIMIT 2"),
+            Some(Statement::ShowBinlogEvents(ShowEvents {
+                limit: Some(2),
+                ..ShowEvents::default()
+            }))
+        );
+        assert!(matches!(
+            parse("SET STATEMENT max_statement_time=60 FOR SELECT @@global.gtid_binlog_pos"),
+            Some(Statement::Select(_))
+        ));
+        assert_eq!(
+            parse("SET STATEMENT max_statement_time=60 FOR SHOW GLOBAL VARIABLES LIKE 'GTID_BINLOG_POS'"),
+            Some(Statement::ShowVariables(vec!["gtid_binlog_pos"]))
+        );
+        // The server runs a SHOW VARIABLES of both with its wrapper.
+        let s = "SET STATEMENT max_statement_time=60 FOR SHOW VARIABLES LIKE 'gtid%'";
+        assert!(
+            matches!(parse(s), Some(Statement::ShowVariablesOfServer(v)) if v == s),
+            "{s}"
+        );
+        // Anything else wrapped, or no `FOR`: forwarded.
+        for s in [
+            "SET STATEMENT max_statement_time=60 FOR SELECT 1",
+            "SET STATEMENT max_statement_time=60 FOR INSERT INTO t VALUES (1)",
+            "SET STATEMENT max_statement_time=60",
+            "SET STATEMENT x = (1 FOR SHOW MASTER STATUS",
+            "SET STATEMENT max_statement_time=60 FOR SHOW MASTER STATUS junk",
+        ] {
+            assert_eq!(parse(s), None, "{s}");
+        }
     }
 
     #[test]

@@ -81,6 +81,11 @@ pub fn start(
     if !config.enabled() {
         return Err("binlog.dir: not set (the global binlog is off)".into());
     }
+    // Before anything is read or written there: every cluster's rows are in these files.
+    manifold_binlog::private::tighten(&config.dir, &config.base_name, &config.spill_dir())
+        .map_err(|e| {
+            format!("binlog.dir: cannot make the global binlog's files private (chmod 700 the directory, 600 its files): {e}")
+        })?;
     let dialect = fleet_dialect(&config, &sources)?;
     let clusters: Vec<String> = sources.iter().map(|s| s.cluster.clone()).collect();
     let (shared, requests) =

@@ -58,7 +58,7 @@ impl Pipeline {
             server_uuid: config.uuid(),
             clusters: shared.clusters.clone(),
         })?;
-        let budget = Budget::new(config.memory_budget, config.dir.join("spill"));
+        let budget = Budget::new(config.memory_budget, config.spill_dir());
         let mut keys: Vec<u64> = recovered.sources.iter().map(|s| s.key).collect();
         keys.resize(shared.clusters.len(), 0);
         let merger = Merger::new(keys);

@@ -9,7 +9,7 @@
 //! not touched yet.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use manifold_binlog::gtid::GtidState;
@@ -48,13 +48,11 @@ pub(super) fn write(
 ) -> std::io::Result<()> {
     let path = path(config);
     let tmp = path.with_extension("start.tmp");
-    let mut file = std::fs::File::create(&tmp)?;
+    let mut text = String::new();
     for (cluster, pos) in starts {
-        writeln!(file, "{cluster} {pos}")?;
+        let _ = writeln!(text, "{cluster} {pos}");
     }
-    file.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
-    std::fs::File::open(&config.dir)?.sync_all()
+    manifold_binlog::private::replace(&path, &tmp, text.as_bytes())
 }
 
 #[cfg(test)]

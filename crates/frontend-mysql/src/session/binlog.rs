@@ -151,6 +151,9 @@ impl Session {
                 Err(e) => return self.send_err_packet(seq, &e).await,
             },
             Statement::ShowVariables(names) => answer::show_variables(shared, &names),
+            Statement::ShowVariablesOfServer(sql) => {
+                return self.binlog_server_variables(shared, &sql, seq).await;
+            }
             Statement::Set(vars) => {
                 for (name, value) in vars {
                     self.binlog.set(name, value);

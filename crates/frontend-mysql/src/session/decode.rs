@@ -180,13 +180,17 @@ fn binlog_statement(sql: &[u8], scan: Scan) -> Option<manifold_cdc::serve::sql::
 
 /// Whether the first two words of `sql` are those of a binlog statement: `SELECT @...`,
 /// `SET @...`, `SHOW MASTER|BINLOG|BINARY|[GLOBAL|SESSION|LOCAL] VARIABLES`, `PURGE
-/// BINARY|MASTER`, `FLUSH [NO_WRITE_TO_BINLOG|LOCAL] BINARY`, `RESET MASTER|BINARY`. Looks
-/// at a few bytes, without allocating: `SELECT ... WHERE email = 'a@b.c'`, `SHOW TABLES`,
-/// `SAVEPOINT` and the like never reach the parser.
+/// BINARY|MASTER`, `FLUSH [NO_WRITE_TO_BINLOG|LOCAL] BINARY`, `RESET MASTER|BINARY`, or
+/// one of these after MariaDB's `SET STATEMENT ... FOR`. Looks at a few bytes, without
+/// allocating: `SELECT ... WHERE email = 'a@b.c'`, `SHOW TABLES`, `SAVEPOINT` and the like
+/// never reach the parser.
 fn may_be_binlog_statement(sql: &[u8]) -> bool {
     let (first, rest) = next_word(sql);
-    let (second, _) = next_word(rest);
+    let (second, after_second) = next_word(rest);
     let is = |w: &[u8], of: &[&str]| of.iter().any(|o| w.eq_ignore_ascii_case(o.as_bytes()));
+    if is(first, &["set"]) && is(second, &["statement"]) {
+        return after_set_statement_for(after_second);
+    }
     if is(first, &["select", "set"]) {
         return second.first() == Some(&b'@');
     }
@@ -212,6 +216,24 @@ fn may_be_binlog_statement(sql: &[u8]) -> bool {
     }
     if is(first, &["reset"]) {
         return is(second, &["master", "binary"]);
+    }
+    false
+}
+
+/// Whether a binlog statement may follow a `FOR` of `SET STATEMENT var = value, ... FOR`
+/// (`rest` starts after `STATEMENT`). Every `FOR` among the first words is tried, since one
+/// may be in a string value; the parser decides.
+fn after_set_statement_for(mut rest: &[u8]) -> bool {
+    const WORDS: usize = 256;
+    for _ in 0..WORDS {
+        let (word, after) = next_word(rest);
+        if word.is_empty() {
+            return false;
+        }
+        if word.eq_ignore_ascii_case(b"for") && may_be_binlog_statement(after) {
+            return true;
+        }
+        rest = after;
     }
     false
 }
@@ -367,6 +389,11 @@ mod tests {
             "# a comment\nSHOW MASTER STATUS",
             "-- a comment\n  show master status",
             "SET @master_binlog_checksum = 'CRC32'",
+            "SET STATEMENT max_statement_time=60 FOR SHOW MASTER STATUS",
+            "set statement max_statement_time=60 for select @@gtid_binlog_pos",
+            "SET STATEMENT sql_mode='a for b', max_statement_time=1 FOR SHOW BINARY LOGS",
+            "SHOW GLOBAL VARIABLES LIKE 'GTID_%'",
+            "SET STATEMENT max_statement_time=60 FOR SHOW VARIABLES WHERE Variable_name LIKE 'gtid%'",
         ] {
             assert!(parse(sql).is_some(), "{sql} is a binlog statement");
             assert!(may_be_binlog_statement(sql.as_bytes()), "{sql}");
@@ -388,10 +415,15 @@ mod tests {
             "PURGE",
             "FLUSH TABLES",
             "RESET QUERY CACHE",
+            "SET STATEMENT max_statement_time=60 FOR SELECT * FROM t",
         ] {
             assert!(!may_be_binlog_statement(sql.as_bytes()), "{sql}");
             assert!(!matches!(binlog_query(sql), Action::Binlog(_)), "{sql}");
         }
+        // Words in a string may look like one: the parser tells.
+        let sql =
+            "SET STATEMENT max_statement_time=60 FOR INSERT INTO t VALUES ('for show master')";
+        assert!(matches!(binlog_query(sql), Action::Forward(..)), "{sql}");
     }
 
     #[test]

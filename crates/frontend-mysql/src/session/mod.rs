@@ -18,6 +18,7 @@
 //! | `visit.rs` | a statement naming a schema another cluster holds runs on that cluster |
 
 mod binlog;
+mod binlog_variables;
 mod control;
 mod decode;
 mod forward;

@@ -504,3 +504,22 @@ fn a_dump_from_inside_an_event_is_refused_as_bogus_data() {
         );
     }
 }
+
+/// A file started empty has a format description of time 0; a dump sends it with a time, as
+/// a server's (Debezium takes its clock from it and fails on 0), its checksum still right.
+#[test]
+fn the_format_description_is_sent_with_a_time() {
+    let b = binlog(&[("manifold-bin.000001", "", transaction(1))], "0-77-1");
+    let mut dump = start(&b, &request("", 4, ANNOTATE), &replica(Some("")));
+    let mut out = Vec::new();
+    let mut seq = 1;
+    while dump.fill(&mut out, &mut seq).unwrap() == Step::More {}
+    let events = sent(&out);
+    let fde = events
+        .iter()
+        .find(|e| e[4] == types::FORMAT_DESCRIPTION)
+        .expect("a format description");
+    let h = event::Header::parse(fde).unwrap();
+    assert!(h.timestamp > 1_700_000_000, "{}", h.timestamp);
+    assert!(event::verify_checksum(fde).is_ok());
+}
