@@ -36,11 +36,20 @@ pub struct Cx<'s> {
     pub proto: Protocol,
     /// The client's `SELECT`ed database.
     pub db: u8,
+    /// Bytes `out` may hold: what the client's output buffer limit leaves. Past it replies
+    /// stop growing ([`Reply::limited`]) and the connection is closed once the batch ends.
+    pub out_limit: usize,
 }
 
 impl Cx<'_> {
     pub fn reply(&mut self) -> Reply<'_> {
-        Reply::new(&mut self.out, self.proto)
+        Reply::limited(&mut self.out, self.proto, self.out_limit)
+    }
+
+    /// The replies passed the client's output limit: whatever follows is dropped, so a
+    /// command may stop producing it.
+    pub fn over_limit(&self) -> bool {
+        self.out.len() > self.out_limit
     }
 
     /// The batch's clock, in Unix milliseconds.
@@ -68,6 +77,7 @@ pub async fn run_batch(
     causal: &Causal,
     cmds: &[(&'static Spec, Args<'_>)],
     out: &mut Vec<u8>,
+    out_limit: usize,
 ) {
     store.note_login(login);
     // Only GETs, or only plain SETs: one statement with other connections' (group commit).
@@ -93,6 +103,7 @@ pub async fn run_batch(
             out: Vec::new(),
             proto,
             db,
+            out_limit: out_limit.saturating_sub(out.len()),
         };
         let (at, e): (Option<usize>, StoreError) = match run_all(&mut cx, cmds, &failed).await {
             Ok(()) => {
@@ -102,7 +113,12 @@ pub async fn run_batch(
                 let on_replica = tx.on_replica();
                 match tx.commit().await {
                     Ok(()) => {
-                        out.extend_from_slice(&replies);
+                        if out.is_empty() {
+                            // A large reply is not copied.
+                            *out = replies;
+                        } else {
+                            out.extend_from_slice(&replies);
+                        }
                         return;
                     }
                     Err(e) if on_replica => {

@@ -209,6 +209,7 @@ async fn execute(store: Rc<Store>, group: Rc<Group>) {
             out: Vec::new(),
             proto: Protocol::Resp2,
             db: group.db,
+            out_limit: usize::MAX,
         };
         let result = match group.kind {
             Kind::Get => {

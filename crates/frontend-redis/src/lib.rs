@@ -26,6 +26,7 @@ pub mod errors;
 pub mod exec;
 pub mod group;
 pub mod kill;
+pub mod memory;
 pub mod metrics;
 pub mod multi;
 pub mod pubsub;
