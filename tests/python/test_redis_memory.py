@@ -342,3 +342,35 @@ def test_a_slow_subscriber_is_closed_past_the_pubsub_limit(topology, tmp_path):
     finally:
         m.stop_and_check()
 
+
+
+def test_a_pipeline_of_gets_past_the_normal_limit_closes_the_client_as_redis_does(topology, tmp_path):
+    """Twenty GETs of a 600 KB value, pipelined and not read, with `normal 1mb 0 0`: the
+    replies stop at the limit and the client is closed, as redis-server with the same limit
+    closes it; a client under the limit gets every reply."""
+    redis = redis_py()
+    port = free_port()
+    m = configured(topology, tmp_path,
+                   f'[redis]\nlisten = "127.0.0.1:{port}"\n'
+                   'client_output_buffer_limit = "normal 1mb 0 0"\n', "redis-get-limit")
+    try:
+        wait_port(port, m.proc, "manifold's Redis door")
+        value = b"v" * 600_000
+        with start_reference() as ref:
+            for p in (port, ref):
+                r = redis.Redis(host="127.0.0.1", port=p, username=USER, password=PASSWORD, socket_timeout=30)
+                if p == ref:
+                    r.config_set("client-output-buffer-limit", "normal 1mb 0 0")
+                r.set("limit:big", value)
+                # Under the limit: one reply at a time, all of them.
+                assert [r.get("limit:big") for _ in range(3)] == [value] * 3
+                greedy = stalled_client(p)
+                greedy.sendall(cmd("GET", "limit:big") * 20)
+                assert closed_by_server(greedy), f"port {p}: the client past its limit is still open"
+                greedy.close()
+                assert r.ping()
+                r.delete("limit:big")
+                r.close()
+        assert admin_status(m, "Redis_output_buffer_limit_disconnections") == 1
+    finally:
+        m.stop_and_check()

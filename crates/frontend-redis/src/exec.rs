@@ -68,7 +68,8 @@ fn is_get(spec: &Spec) -> bool {
 }
 
 /// Runs `cmds` (data commands, arity checked) as one batch and appends their replies, in
-/// order, to `out`.
+/// order, to `out` (`out_limit`: what `out` may hold, the client's output limit).
+#[allow(clippy::too_many_arguments)]
 pub async fn run_batch(
     store: &Rc<Store>,
     login: &Rc<ConnKey>,
@@ -81,7 +82,7 @@ pub async fn run_batch(
 ) {
     store.note_login(login);
     // Only GETs, or only plain SETs: one statement with other connections' (group commit).
-    if crate::group::run(store, login, proto, db, causal, cmds, out).await {
+    if crate::group::run(store, login, proto, db, causal, cmds, out, out_limit).await {
         return;
     }
     // One statement that commits itself needs no transaction around it.
@@ -183,6 +184,12 @@ async fn run_all(
 ) -> Result<(), (usize, StoreError)> {
     let mut i = 0;
     while i < cmds.len() {
+        if cx.over_limit() {
+            // Past the client's output limit: it is closed without these replies, so the
+            // rest of the batch is not run (as if it had left mid-pipeline), and reads of
+            // more rows stop here.
+            return Ok(());
+        }
         if let Some(text) = &failed[i] {
             cx.reply().error(text);
             i += 1;

@@ -58,7 +58,7 @@ impl OutputLimits {
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut limits = Self::default();
         let words: Vec<&str> = s.split_whitespace().collect();
-        if words.len() % 4 != 0 {
+        if !words.len().is_multiple_of(4) {
             return Err(format!(
                 "'{s}': expected <class> <hard limit> <soft limit> <soft seconds>, repeated"
             ));
@@ -182,7 +182,7 @@ pub fn enforce_budget(shared: &crate::RedisShared, budget: u64) {
         return;
     }
     // The largest first, as Redis 7 evicts.
-    clients.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+    clients.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
     for (mem, handle) in clients {
         if total <= budget {
             break;
