@@ -284,6 +284,7 @@ impl<'w> Blocked<'w> {
                 out: Vec::new(),
                 proto,
                 db: self.db,
+                out_limit: usize::MAX,
             };
             let e = match try_blocking(&mut cx, spec.name, args).await {
                 Ok(served) => {

@@ -20,8 +20,26 @@ pub struct RedisConfig {
     /// Empty: no Redis door. The tables are created at the first data command, not before.
     #[serde(deserialize_with = "address_list")]
     pub listen: String,
-    /// Largest argument of a request, in bytes (Redis's `proto-max-bulk-len`, 512 MiB).
+    /// Largest argument of a request, in bytes (Redis's `proto-max-bulk-len`; Redis: 512
+    /// MiB, here 64 MiB: a value must fit the backend's `max_allowed_packet` anyway).
+    #[serde(deserialize_with = "manifold_engine::size_serde::deserialize")]
     pub proto_max_bulk_len: u64,
+    /// Largest request a client may have buffered, in bytes (Redis's
+    /// `client-query-buffer-limit`; Redis: 1 GiB, here 64 MiB). Raised to hold the largest
+    /// argument (`proto_max_bulk_len` and 64 KiB).
+    #[serde(deserialize_with = "manifold_engine::size_serde::deserialize")]
+    pub client_query_buffer_limit: u64,
+    /// Redis's `client-output-buffer-limit`, in Redis's syntax: `<class> <hard> <soft>
+    /// <soft seconds>` for the classes `normal` and `pubsub` (sizes as Redis writes them:
+    /// `32mb`, `8mb`); a class not named keeps its default ([`crate::memory`]).
+    pub client_output_buffer_limit: String,
+    /// All Redis clients' buffers together (Redis 7's `maxmemory-clients`), in bytes; past
+    /// it the largest clients are closed first. 0: no budget.
+    #[serde(deserialize_with = "manifold_engine::size_serde::deserialize")]
+    pub max_memory_clients: u64,
+    /// A client that takes none of its replies for this long is disconnected; 0: never.
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub write_timeout: Duration,
     /// Redis clients manifold accepts in all (Redis's `maxclients`); the next one gets
     /// `-ERR max number of clients reached` and is closed.
     pub max_clients: usize,
@@ -101,7 +119,11 @@ impl Default for RedisConfig {
     fn default() -> Self {
         Self {
             listen: DEFAULT_LISTEN.into(),
-            proto_max_bulk_len: 512 << 20,
+            proto_max_bulk_len: 64 << 20,
+            client_query_buffer_limit: 64 << 20,
+            client_output_buffer_limit: "normal 256mb 0 0 pubsub 32mb 8mb 60".into(),
+            max_memory_clients: 1 << 30,
+            write_timeout: Duration::from_secs(60),
             max_clients: 10_000,
             idle_timeout: Duration::ZERO,
             auth_timeout: Duration::from_secs(10),
@@ -138,6 +160,15 @@ impl RedisConfig {
         if self.user.as_deref() == Some("") {
             return Err("redis.user: empty (remove it to use the monitor's login)".into());
         }
+        // Redis accepts 1 MiB and more.
+        if self.client_query_buffer_limit < 1 << 20 {
+            return Err(format!(
+                "redis.client_query_buffer_limit: {} is below 1048576 (1 MiB)",
+                self.client_query_buffer_limit
+            ));
+        }
+        crate::memory::OutputLimits::parse(&self.client_output_buffer_limit)
+            .map_err(|e| format!("redis.client_output_buffer_limit: {e}"))?;
         if self.schema.is_empty() || self.schema.len() > 64 {
             return Err(format!(
                 "redis.schema: '{}' is not a schema name (1 to 64 characters)",
@@ -161,11 +192,18 @@ impl RedisConfig {
         self.read_from == "replicas"
     }
 
-    /// The request limits: Redis's defaults with `proto_max_bulk_len`, and a request buffer
-    /// that can hold the largest argument.
+    /// The output limits (`client_output_buffer_limit`, checked by [`Self::validate`]).
+    pub fn output_limits(&self) -> crate::memory::OutputLimits {
+        crate::memory::OutputLimits::parse(&self.client_output_buffer_limit).unwrap_or_default()
+    }
+
+    /// The request limits: Redis's with `proto_max_bulk_len` and `client_query_buffer_limit`,
+    /// the request buffer large enough for the largest argument.
     pub fn limits(&self) -> Limits {
         let mut limits = Limits {
             proto_max_bulk_len: self.proto_max_bulk_len,
+            client_query_buffer_limit: usize::try_from(self.client_query_buffer_limit)
+                .unwrap_or(usize::MAX),
             ..Limits::default()
         };
         let needed =
@@ -217,6 +255,17 @@ mod tests {
         replicas.validate().unwrap();
         assert!(replicas.reads_from_replicas());
         assert!(bad(|c| c.proto_max_bulk_len = 10).starts_with("redis.proto_max_bulk_len"));
+        assert!(bad(|c| c.client_query_buffer_limit = 10)
+            .starts_with("redis.client_query_buffer_limit"));
+        assert!(bad(|c| c.client_output_buffer_limit = "normal 1".into())
+            .starts_with("redis.client_output_buffer_limit"));
+        // Bounded by default (Redis: a 1 GiB query buffer, unlimited normal replies).
+        assert_eq!(
+            cfg.limits().client_query_buffer_limit,
+            (64 << 20) + (64 << 10)
+        );
+        assert_eq!(cfg.output_limits().normal.hard, 256 << 20);
+        assert_eq!(cfg.max_memory_clients, 1 << 30);
         // The request buffer holds the largest argument.
         let limits = RedisConfig {
             proto_max_bulk_len: 2 << 30,

@@ -6,6 +6,13 @@
 //! buffer), so a request costs no allocation beyond what its reply needs. A protocol error
 //! gets Redis's reply after the replies of the requests before it, and ends this connection
 //! only.
+//!
+//! Memory ([`crate::memory`]): replies are cut off past the client's output buffer limit
+//! while they are produced, and the client is then closed without them (Redis's
+//! `client-output-buffer-limit`); a write that makes no progress for `write_timeout`, or
+//! stays above the soft limit for its seconds, closes the client; the request buffer is
+//! bounded by `client_query_buffer_limit`; what the buffers hold is noted on the client's
+//! handle for `max_memory_clients`.
 
 use std::time::{Duration, Instant};
 
@@ -74,6 +81,8 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
     let idle_timeout = fe.shared.config.idle_timeout;
     let auth_timeout = fe.shared.config.auth_timeout;
     let metrics = fe.store.metrics.clone(); // this worker's figures
+                                            // What the buffers held when last noted for `max_memory_clients`.
+    let mut noted = 0;
     let mut input: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut out: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut req = Request::new();
@@ -151,6 +160,13 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                 Err(e) => {
                     run_batch(session, &batch[..batched], &input, &mut out).await;
                     batched = 0;
+                    if let manifold_redis_proto::ProtocolError::QueryBufferLimit {
+                        needed, ..
+                    } = e
+                    {
+                        metrics.query_limit_closed.add(1); // metrics
+                        tracing::warn!(target: "manifold::connections", client = %info.addr, id = info.id, needed, limit = limits.client_query_buffer_limit, "closing Redis client that reached max query buffer length (redis.client_query_buffer_limit)");
+                    }
                     tracing::debug!(target: "manifold::connections", client = %info.addr, error = %e, "redis protocol error");
                     if let Some(reply) = e.reply() {
                         out.extend_from_slice(&reply);
@@ -162,13 +178,15 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
         }
         run_batch(session, &batch[..batched], &input, &mut out).await;
         batched = 0;
-        // A client that stops reading is let go like an idle one (a drain lets replies
+        // Replies past the output limit were cut off: the client is closed without them.
+        if out.len() > output_class(session).hard_bytes() {
+            over_output_limit(session, out.len());
+            return;
+        }
+        note_memory(session, &input, &out, &mut noted);
+        // A client that stops reading is let go after `write_timeout` (a drain lets replies
         // under way finish, until the shutdown deadline).
-        if !out.is_empty()
-            && !metrics
-                .write(out.len(), write_out(&mut stream, &mut out, idle_timeout))
-                .await
-        {
+        if !out.is_empty() && !write_replies(session, &mut stream, &mut out).await {
             return;
         }
         if failed || session.quit {
@@ -186,6 +204,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
         }
         let want = req.needed().saturating_sub(input.len()).max(READ_CHUNK);
         input.reserve(want);
+        note_memory(session, &input, &out, &mut noted);
         let n = loop {
             // Subscribers are never idle (as in Redis): they wait for messages.
             if !session.authenticated
@@ -237,14 +256,11 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                     m.encode(&mut out, session.proto);
                     if let Some(subs) = session.subs.as_mut() {
                         while out.len() < MAX_PENDING_OUTPUT {
-                            let Ok(m) = subs.inbox.try_recv() else { break };
+                            let Some(m) = subs.try_next() else { break };
                             m.encode(&mut out, session.proto);
                         }
                     }
-                    if !metrics
-                        .write(out.len(), write_out(&mut stream, &mut out, idle_timeout))
-                        .await
-                    {
+                    if !write_replies(session, &mut stream, &mut out).await {
                         return;
                     }
                 }
@@ -320,23 +336,158 @@ fn read_now<S: Stream>(stream: &mut S, input: &mut Vec<u8>) -> Option<usize> {
     }
 }
 
-/// Writes `out` and clears it; `false` when the client is gone or stopped reading for
-/// `timeout` (0: no limit).
-async fn write_out<S: Stream>(stream: &mut S, out: &mut Vec<u8>, timeout: Duration) -> bool {
-    let write = stream.write_all(out);
-    let written = if timeout.is_zero() {
-        Some(write.await)
+/// The output limit class of the client: `pubsub` while subscribed, else `normal`.
+fn output_class(session: &Session<'_>) -> crate::memory::ClassLimit {
+    let output = &session.fe.shared.output;
+    if crate::pubsub::subscribed(session) {
+        output.pubsub
     } else {
-        tokio::time::timeout(timeout, write).await.ok()
-    };
-    if !matches!(written, Some(Ok(()))) {
-        return false;
+        output.normal
+    }
+}
+
+/// Logs and counts a client closed for replies past its output limit.
+fn over_output_limit(session: &Session<'_>, bytes: usize) {
+    let info = session.info;
+    session.fe.store.metrics.output_limit_closed.add(1); // metrics
+    tracing::warn!(target: "manifold::connections", client = %info.addr, id = info.id, bytes, "Redis client closed for overcoming of output buffer limits (redis.client_output_buffer_limit)");
+}
+
+/// Notes on the client's handle what its buffers hold (for `max_memory_clients`), when it
+/// changed since `noted`.
+fn note_memory(session: &Session<'_>, input: &Vec<u8>, out: &Vec<u8>, noted: &mut u64) {
+    let multi = session.multi.as_ref().map_or(0, crate::multi::Multi::held);
+    let now = (input.capacity() + out.capacity() + multi) as u64;
+    if now != *noted {
+        *noted = now;
+        session.info.handle.note_memory(now);
+    }
+}
+
+/// How long a write may make no progress: `write_timeout`, or `idle_timeout` when shorter
+/// (a client stalled that way is idle too); 0: no limit.
+fn write_timeout(config: &crate::RedisConfig) -> Duration {
+    match (config.write_timeout, config.idle_timeout) {
+        (w, i) if w.is_zero() => i,
+        (w, i) if i.is_zero() => w,
+        (w, i) => w.min(i),
+    }
+}
+
+/// How a write of replies ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wrote {
+    All,
+    /// The client is gone, or was killed.
+    Gone,
+    /// No progress for `write_timeout`.
+    TimedOut,
+    /// Above the soft output limit for its seconds.
+    SoftLimit,
+}
+
+/// Writes `out` (timed and counted) and clears it; `false` when the client is to be closed
+/// (logged and counted here).
+async fn write_replies<S: Stream>(
+    session: &Session<'_>,
+    stream: &mut S,
+    out: &mut Vec<u8>,
+) -> bool {
+    let fe = session.fe;
+    let class = output_class(session);
+    let metrics = &fe.store.metrics;
+    let wrote = metrics
+        .write(
+            out.len(),
+            write_out(
+                stream,
+                out,
+                write_timeout(&fe.shared.config),
+                class,
+                &session.info.handle,
+            ),
+        )
+        .await;
+    let info = session.info;
+    match wrote {
+        Wrote::All => return true,
+        Wrote::Gone => {}
+        Wrote::TimedOut => {
+            metrics.write_timeout_closed.add(1); // metrics
+            tracing::info!(target: "manifold::connections", client = %info.addr, id = info.id, "Redis client closed: it took none of its replies for redis.write_timeout");
+        }
+        Wrote::SoftLimit => over_output_limit(session, out.len()),
+    }
+    false
+}
+
+/// Writes `out` and clears it; stops (the client is to be closed) when it is gone or
+/// killed, when a write makes no progress for `timeout` (0: no limit), or when more than
+/// the soft limit of `class` stays unwritten for its seconds.
+async fn write_out<S: Stream>(
+    stream: &mut S,
+    out: &mut Vec<u8>,
+    timeout: Duration,
+    class: crate::memory::ClassLimit,
+    handle: &crate::kill::ClientHandle,
+) -> Wrote {
+    let soft_for = Duration::from_secs(class.soft_seconds);
+    let mut written = 0;
+    let mut soft_since: Option<Instant> = None;
+    loop {
+        let pending = out.len() - written;
+        // The time this write may take: the write timeout, or less, what is left of the
+        // soft limit's seconds.
+        let mut wait = timeout;
+        let mut soft_bound = false;
+        match class.soft_bytes() {
+            Some(soft) if pending > soft => {
+                let since = *soft_since.get_or_insert_with(Instant::now);
+                let left = soft_for.saturating_sub(since.elapsed());
+                if left.is_zero() {
+                    return Wrote::SoftLimit;
+                }
+                if wait.is_zero() || left < wait {
+                    wait = left;
+                    soft_bound = true;
+                }
+            }
+            _ => soft_since = None,
+        }
+        let step = async {
+            if pending == 0 {
+                stream.flush().await.map(|()| 0)
+            } else {
+                stream.write(&out[written..]).await
+            }
+        };
+        // A write that can go on goes first (a client that killed itself gets the reply
+        // to its `CLIENT KILL`); a kill ends a write that waits.
+        let result = tokio::select! {
+            biased;
+            r = async {
+                if wait.is_zero() {
+                    Some(step.await)
+                } else {
+                    tokio::time::timeout(wait, step).await.ok()
+                }
+            } => r,
+            () = handle.killed() => return Wrote::Gone,
+        };
+        match result {
+            Some(Ok(_)) if pending == 0 => break,
+            Some(Ok(0) | Err(_)) => return Wrote::Gone,
+            Some(Ok(n)) => written += n,
+            // The soft limit's time is checked again above.
+            None if soft_bound => {}
+            None => return Wrote::TimedOut,
+        }
     }
     out.clear();
     if out.capacity() > 4 * BUF_SIZE {
         out.shrink_to(BUF_SIZE);
     }
-    true
+    Wrote::All
 }
 
 /// Runs the batched data commands `batch` (requests whose bytes start at the offsets given,
@@ -362,6 +513,7 @@ async fn run_batch(
         .collect();
     // metrics: the batch's time and size, its commands' calls.
     let (from, before) = (crate::metrics::now(), out.len());
+    let out_limit = output_class(session).hard_bytes();
     crate::exec::run_batch(
         &session.fe.store,
         &login,
@@ -370,6 +522,7 @@ async fn run_batch(
         &session.causal,
         &cmds,
         out,
+        out_limit,
     )
     .await;
     let names = cmds.iter().map(|(spec, _)| spec.name);

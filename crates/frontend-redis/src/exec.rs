@@ -36,11 +36,20 @@ pub struct Cx<'s> {
     pub proto: Protocol,
     /// The client's `SELECT`ed database.
     pub db: u8,
+    /// Bytes `out` may hold: what the client's output buffer limit leaves. Past it replies
+    /// stop growing ([`Reply::limited`]) and the connection is closed once the batch ends.
+    pub out_limit: usize,
 }
 
 impl Cx<'_> {
     pub fn reply(&mut self) -> Reply<'_> {
-        Reply::new(&mut self.out, self.proto)
+        Reply::limited(&mut self.out, self.proto, self.out_limit)
+    }
+
+    /// The replies passed the client's output limit: whatever follows is dropped, so a
+    /// command may stop producing it.
+    pub fn over_limit(&self) -> bool {
+        self.out.len() > self.out_limit
     }
 
     /// The batch's clock, in Unix milliseconds.
@@ -59,7 +68,8 @@ fn is_get(spec: &Spec) -> bool {
 }
 
 /// Runs `cmds` (data commands, arity checked) as one batch and appends their replies, in
-/// order, to `out`.
+/// order, to `out` (`out_limit`: what `out` may hold, the client's output limit).
+#[allow(clippy::too_many_arguments)]
 pub async fn run_batch(
     store: &Rc<Store>,
     login: &Rc<ConnKey>,
@@ -68,9 +78,10 @@ pub async fn run_batch(
     causal: &Causal,
     cmds: &[(&'static Spec, Args<'_>)],
     out: &mut Vec<u8>,
+    out_limit: usize,
 ) {
     // Only GETs, or only plain SETs: one statement with other connections' (group commit).
-    if crate::group::run(store, login, proto, db, causal, cmds, out).await {
+    if crate::group::run(store, login, proto, db, causal, cmds, out, out_limit).await {
         return;
     }
     // One statement that commits itself needs no transaction around it.
@@ -92,6 +103,7 @@ pub async fn run_batch(
             out: Vec::new(),
             proto,
             db,
+            out_limit: out_limit.saturating_sub(out.len()),
         };
         let (at, e): (Option<usize>, StoreError) = match run_all(&mut cx, cmds, &failed).await {
             Ok(()) => {
@@ -101,7 +113,12 @@ pub async fn run_batch(
                 let on_replica = tx.on_replica();
                 match tx.commit().await {
                     Ok(()) => {
-                        out.extend_from_slice(&replies);
+                        if out.is_empty() {
+                            // A large reply is not copied.
+                            *out = replies;
+                        } else {
+                            out.extend_from_slice(&replies);
+                        }
                         return;
                     }
                     Err(e) if on_replica => {
@@ -166,6 +183,12 @@ async fn run_all(
 ) -> Result<(), (usize, StoreError)> {
     let mut i = 0;
     while i < cmds.len() {
+        if cx.over_limit() {
+            // Past the client's output limit: it is closed without these replies, so the
+            // rest of the batch is not run (as if it had left mid-pipeline), and reads of
+            // more rows stop here.
+            return Ok(());
+        }
         if let Some(text) = &failed[i] {
             cx.reply().error(text);
             i += 1;

@@ -88,7 +88,8 @@ pub fn kind_of(cmds: &[(&'static crate::cmd::Spec, crate::cmd::Args<'_>)]) -> Op
 
 /// Runs the batch `cmds` in a group and appends its replies; `false` when it must run alone
 /// (it is of no group's kind, or the server refused the group's statement). `causal`: the
-/// client's last write.
+/// client's last write. `out_limit`: what `out` may hold (the client's output limit).
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     store: &Rc<Store>,
     login: &Rc<ConnKey>,
@@ -97,6 +98,7 @@ pub async fn run(
     causal: &crate::replicas::Causal,
     cmds: &[(&'static crate::cmd::Spec, crate::cmd::Args<'_>)],
     out: &mut Vec<u8>,
+    out_limit: usize,
 ) -> bool {
     let Some(kind) = kind_of(cmds) else {
         return false;
@@ -106,7 +108,7 @@ pub async fn run(
     loop {
         let notified = group.done.notified();
         if let Some(outcome) = group.outcome.borrow().as_ref() {
-            return answer(outcome, kind, first, cmds.len(), proto, out);
+            return answer(outcome, kind, first, cmds.len(), proto, out, out_limit);
         }
         notified.await;
     }
@@ -209,6 +211,7 @@ async fn execute(store: Rc<Store>, group: Rc<Group>) {
             out: Vec::new(),
             proto: Protocol::Resp2,
             db: group.db,
+            out_limit: usize::MAX,
         };
         let result = match group.kind {
             Kind::Get => {
@@ -253,8 +256,9 @@ fn answer(
     n: usize,
     proto: Protocol,
     out: &mut Vec<u8>,
+    out_limit: usize,
 ) -> bool {
-    let mut reply = manifold_redis_proto::Reply::new(out, proto);
+    let mut reply = manifold_redis_proto::Reply::limited(out, proto, out_limit);
     match outcome {
         Outcome::Refused => return false,
         Outcome::Failed(text) => {

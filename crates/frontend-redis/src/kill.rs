@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use manifold_redis_proto::Reply;
@@ -29,6 +29,9 @@ pub struct ClientHandle {
     pubsub: AtomicBool,
     killed: AtomicBool,
     kill: Notify,
+    /// Bytes the client's buffers hold, as its connection last noted
+    /// ([`crate::memory`]: `max_memory_clients`).
+    memory: AtomicU64,
 }
 
 impl ClientHandle {
@@ -41,6 +44,7 @@ impl ClientHandle {
             pubsub: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             kill: Notify::new(),
+            memory: AtomicU64::new(0),
         }
     }
 
@@ -64,6 +68,15 @@ impl ClientHandle {
 
     pub fn set_pubsub(&self, on: bool) {
         self.pubsub.store(on, Ordering::Relaxed);
+    }
+
+    /// What the client's buffers hold now (written by its connection only).
+    pub fn note_memory(&self, bytes: u64) {
+        self.memory.store(bytes, Ordering::Relaxed);
+    }
+
+    pub fn memory(&self) -> u64 {
+        self.memory.load(Ordering::Relaxed)
     }
 
     /// Ends the client: its connection closes at its next turn.
@@ -103,6 +116,15 @@ impl Registry {
 
     pub fn remove(&self, id: u64) {
         self.lock().remove(&id);
+    }
+
+    /// Every client not already killed, with the memory it noted.
+    pub fn memory(&self) -> Vec<(u64, Arc<ClientHandle>)> {
+        self.lock()
+            .values()
+            .filter(|h| !h.is_killed())
+            .map(|h| (h.memory(), h.clone()))
+            .collect()
     }
 }
 

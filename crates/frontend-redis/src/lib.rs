@@ -17,6 +17,8 @@
 //! - [`errors`]: the error texts, as Redis 7.0 writes them.
 //! - [`replicas`]: read-only batches on replicas (`read_from = "replicas"`), after the
 //!   client's own writes.
+//! - [`memory`]: every client's memory bounded (Redis's `client-output-buffer-limit`,
+//!   enforced while a reply is produced) and all of them together (`max_memory_clients`).
 
 pub mod blocking;
 pub mod cmd;
@@ -26,6 +28,7 @@ pub mod errors;
 pub mod exec;
 pub mod group;
 pub mod kill;
+pub mod memory;
 pub mod metrics;
 pub mod multi;
 pub mod pubsub;

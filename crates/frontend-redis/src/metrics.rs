@@ -214,6 +214,11 @@ pub struct WorkerMetrics {
     batched: Counter,
     pub connections: Counter,
     pub rejected_connections: Counter,
+    /// Clients closed past their output buffer limit, query buffer limit, or for not
+    /// reading their replies within `write_timeout`.
+    pub output_limit_closed: Counter,
+    pub query_limit_closed: Counter,
+    pub write_timeout_closed: Counter,
     net_in: Counter,
     net_out: Counter,
     reads: Counter,
@@ -239,6 +244,9 @@ impl Default for WorkerMetrics {
             batched: Counter::default(),
             connections: Counter::default(),
             rejected_connections: Counter::default(),
+            output_limit_closed: Counter::default(),
+            query_limit_closed: Counter::default(),
+            write_timeout_closed: Counter::default(),
             net_in: Counter::default(),
             net_out: Counter::default(),
             reads: Counter::default(),
@@ -340,7 +348,7 @@ impl WorkerMetrics {
     }
 
     /// Writes `bytes` bytes of replies with `write`: times it (`reply`) and counts it.
-    pub async fn write(&self, bytes: usize, write: impl Future<Output = bool>) -> bool {
+    pub async fn write<T>(&self, bytes: usize, write: impl Future<Output = T>) -> T {
         let from = now();
         let ok = write.await;
         self.record(Stage::Reply, from);
@@ -484,6 +492,9 @@ pub struct Snapshot {
     pub batched: u64,
     pub connections: u64,
     pub rejected_connections: u64,
+    pub output_limit_closed: u64,
+    pub query_limit_closed: u64,
+    pub write_timeout_closed: u64,
     pub net_in: u64,
     pub net_out: u64,
     pub reads: u64,
@@ -563,6 +574,9 @@ impl Metrics {
             s.batched += w.batched.get();
             s.connections += w.connections.get();
             s.rejected_connections += w.rejected_connections.get();
+            s.output_limit_closed += w.output_limit_closed.get();
+            s.query_limit_closed += w.query_limit_closed.get();
+            s.write_timeout_closed += w.write_timeout_closed.get();
             s.net_in += w.net_in.get();
             s.net_out += w.net_out.get();
             s.reads += w.reads.get();

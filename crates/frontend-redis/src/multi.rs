@@ -39,6 +39,13 @@ pub struct Multi {
     dirty: bool,
 }
 
+impl Multi {
+    /// Bytes the queue holds.
+    pub fn held(&self) -> usize {
+        self.buf.capacity()
+    }
+}
+
 /// A key under `WATCH`: what it was when watched.
 #[derive(Debug, Clone)]
 pub struct Watched {
@@ -264,6 +271,12 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
             out: Vec::new(),
             proto: session.proto,
             db: db0,
+            out_limit: fe
+                .shared
+                .output
+                .normal
+                .hard_bytes()
+                .saturating_sub(out.len()),
         };
         // A key WATCH saw absent must stay absent until the commit: its check locks the gap
         // (in read committed another EXEC could create it between this one's check and its

@@ -6,11 +6,12 @@
 //! A subscriber is a connection's bounded queue: `PUBLISH` takes the hub's lock, puts the
 //! message in each matching queue and counts them; the connection writes what its queue
 //! holds whenever it is not busy with a request ([`crate::conn`]). A subscriber whose queue
-//! is full (it reads too slowly) is disconnected, as Redis disconnects a client past its
-//! `client-output-buffer-limit pubsub`.
+//! is full (it reads too slowly), or whose queued messages pass the `pubsub` class of
+//! `client-output-buffer-limit` (bytes: the hard limit, or the soft limit for its seconds in
+//! a row), is disconnected, as Redis disconnects it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use manifold_redis_proto::{Protocol, Reply};
@@ -31,6 +32,12 @@ pub struct Message {
 }
 
 impl Message {
+    /// The bytes it stands for in a subscriber's queue (about its encoded size).
+    pub fn size(&self) -> u64 {
+        let pattern = self.pattern.as_ref().map_or(0, |p| p.len() + 16);
+        (self.channel.len() + self.payload.len() + pattern + 48) as u64
+    }
+
     /// Appends the message as Redis sends it (RESP2 array, RESP3 push).
     pub fn encode(&self, out: &mut Vec<u8>, proto: Protocol) {
         let mut r = Reply::new(out, proto);
@@ -57,6 +64,29 @@ impl Message {
 struct Queue {
     tx: mpsc::Sender<Arc<Message>>,
     overflow: Arc<AtomicBool>,
+    /// Bytes queued and not yet taken ([`Message::size`]), and since when (ms on the
+    /// door's clock, 0: not) they have been above the soft limit.
+    pending: Arc<QueuedBytes>,
+    /// The subscriber, closed at once when its queue overflows (it may be blocked writing).
+    client: Arc<crate::kill::ClientHandle>,
+}
+
+#[derive(Debug, Default)]
+struct QueuedBytes {
+    bytes: AtomicU64,
+    soft_since_ms: AtomicU64,
+    /// The soft limit, below which the time above it starts again.
+    soft: u64,
+}
+
+/// Milliseconds on a clock that starts above 0.
+fn clock_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+        + 1
 }
 
 /// The channel and pattern maps, alike for adding and removing subscribers.
@@ -103,6 +133,8 @@ struct Subscribers {
 #[derive(Default)]
 pub struct Hub {
     subs: Mutex<Subscribers>,
+    /// `client-output-buffer-limit pubsub`.
+    limit: crate::memory::ClassLimit,
 }
 
 impl std::fmt::Debug for Hub {
@@ -112,6 +144,32 @@ impl std::fmt::Debug for Hub {
 }
 
 impl Hub {
+    pub fn new(limit: crate::memory::ClassLimit) -> Self {
+        Self {
+            subs: Mutex::default(),
+            limit,
+        }
+    }
+
+    /// Whether `queue`, given `size` more bytes, passed the limits.
+    fn over_limit(&self, queue: &Queue, size: u64) -> bool {
+        let l = &self.limit;
+        let held = queue.pending.bytes.fetch_add(size, Ordering::Relaxed) + size;
+        if l.hard > 0 && held > l.hard {
+            return true;
+        }
+        if l.soft > 0 && held > l.soft {
+            let now = clock_ms();
+            let since = queue.pending.soft_since_ms.load(Ordering::Relaxed);
+            if since == 0 {
+                queue.pending.soft_since_ms.store(now, Ordering::Relaxed);
+            } else if now - since >= l.soft_seconds * 1000 {
+                return true;
+            }
+        }
+        false
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Subscribers> {
         // A panic while holding the lock leaves maps that are still consistent.
         self.subs
@@ -127,9 +185,14 @@ impl Hub {
         let mut n = 0;
         let mut deliver = |queue: &Queue, msg: Arc<Message>| {
             n += 1;
-            // A full queue: the subscriber is too slow, and is let go.
-            if queue.tx.try_send(msg).is_err() {
-                queue.overflow.store(true, Ordering::Relaxed);
+            // A full queue, or too many bytes in it: the subscriber is too slow, and is let
+            // go.
+            let size = msg.size();
+            if (self.over_limit(queue, size) || queue.tx.try_send(msg).is_err())
+                && !queue.overflow.swap(true, Ordering::Relaxed)
+            {
+                tracing::warn!(target: "manifold::connections", client = %queue.client.addr, id = queue.client.id, "Redis subscriber closed for overcoming of output buffer limits (redis.client_output_buffer_limit pubsub)");
+                queue.client.kill();
             }
         };
         if let Some((ch, clients)) = subs.channels.get_key_value(channel) {
@@ -209,12 +272,17 @@ pub struct Subscription {
 }
 
 impl Subscription {
-    fn new() -> Self {
+    fn new(soft: u64, client: Arc<crate::kill::ClientHandle>) -> Self {
         let (tx, inbox) = mpsc::channel(QUEUE);
         Self {
             queue: Queue {
                 tx,
                 overflow: Arc::new(AtomicBool::new(false)),
+                pending: Arc::new(QueuedBytes {
+                    soft,
+                    ..QueuedBytes::default()
+                }),
+                client,
             },
             inbox,
             channels: BTreeSet::new(),
@@ -224,6 +292,28 @@ impl Subscription {
 
     fn count(&self) -> usize {
         self.channels.len() + self.patterns.len()
+    }
+
+    /// `m` left the queue: its bytes no longer count against the limits.
+    pub fn taken(&self, m: &Message) {
+        let left = self
+            .queue
+            .pending
+            .bytes
+            .fetch_sub(m.size(), Ordering::Relaxed)
+            .saturating_sub(m.size());
+        if self.queue.pending.soft_since_ms.load(Ordering::Relaxed) != 0
+            && left <= self.queue.pending.soft
+        {
+            self.queue.pending.soft_since_ms.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// The next queued message, if any, without waiting.
+    pub fn try_next(&mut self) -> Option<Arc<Message>> {
+        let m = self.inbox.try_recv().ok()?;
+        self.taken(&m);
+        Some(m)
     }
 }
 
@@ -273,7 +363,9 @@ pub fn subscribe<'a>(
     let hub = session.fe.shared.pubsub.clone();
     let id = session.info.id;
     let proto = session.proto;
-    let subs = session.subs.get_or_insert_with(Subscription::new);
+    let subs = session
+        .subs
+        .get_or_insert_with(|| Subscription::new(hub.limit.soft, session.info.handle.clone()));
     for name in names {
         let fresh = if pattern {
             subs.patterns.insert(name.to_vec())
@@ -347,7 +439,7 @@ pub fn unsubscribe(session: &mut Session<'_>, names: Vec<&[u8]>, pattern: bool, 
     // Messages published before these subscriptions ended come first, as Redis has them in
     // the client's output already: after the confirmations, a RESP2 client would take one
     // for the reply of its next command.
-    while let Ok(m) = subs.inbox.try_recv() {
+    while let Some(m) = subs.try_next() {
         m.encode(out, proto);
     }
     for (name, count) in targets.iter().zip(counts) {
@@ -365,6 +457,9 @@ pub fn leave(session: &mut Session<'_>) {
     let Some(subs) = session.subs.take() else {
         return;
     };
+    if subs.queue.overflow.load(Ordering::Relaxed) {
+        session.fe.store.metrics.output_limit_closed.add(1); // metrics
+    }
     let mut all = session.fe.shared.pubsub.lock();
     for c in &subs.channels {
         Hub::remove(&mut all.channels, c, session.info.id);
@@ -382,6 +477,9 @@ pub async fn next_message(subs: &mut Option<Subscription>) -> Option<Arc<Message
             let msg = s.inbox.recv().await;
             if s.queue.overflow.load(Ordering::Relaxed) {
                 return None;
+            }
+            if let Some(m) = &msg {
+                s.taken(m);
             }
             msg
         }

@@ -66,6 +66,10 @@ pub struct RedisShared {
     /// Pub/Sub subscriptions of every worker.
     pub pubsub: Arc<crate::pubsub::Hub>,
     pub limits: Limits,
+    /// `client_output_buffer_limit`, parsed.
+    pub output: crate::memory::OutputLimits,
+    /// Every client's memory summed, and the clients the budget closed.
+    pub client_memory: crate::memory::ClientMemory,
     pub credentials: Arc<dyn Credentials>,
     /// Every worker's figures ([`crate::metrics`]).
     pub metrics: crate::metrics::Metrics,
@@ -101,8 +105,10 @@ impl RedisShared {
                 config.reads_from_replicas(),
                 crate::store::conn_key(own_login),
             ),
-            pubsub: Arc::default(),
+            pubsub: Arc::new(crate::pubsub::Hub::new(config.output_limits().pubsub)),
             limits: config.limits(),
+            output: config.output_limits(),
+            client_memory: crate::memory::ClientMemory::default(),
             config,
             credentials,
             metrics: crate::metrics::Metrics::default(),
@@ -191,6 +197,15 @@ impl RedisFrontend {
     ) -> Self {
         let store = Rc::new(crate::store::Store::new(shared.store.clone(), backends));
         crate::store::sweeper::spawn(&store, ctx);
+        if ctx.id() == 0 {
+            // One task sums every worker's clients (`max_memory_clients`).
+            let budget = shared.config.max_memory_clients;
+            tokio::task::spawn_local(crate::memory::run_budget(
+                shared.clone(),
+                budget,
+                ctx.clone(),
+            ));
+        }
         shared.metrics.register(store.metrics.clone()); // metrics: this worker's figures
         Self {
             store,

@@ -31,10 +31,17 @@ impl Protocol {
 }
 
 /// Appends replies to `out` for one protocol version. Methods chain.
+///
+/// A reply may be given a limit ([`Reply::limited`]): once `out` holds more than it, every
+/// later append is dropped, as Redis drops the output of a client past its
+/// `client-output-buffer-limit` (it is closed without it). The caller sees it with
+/// [`Reply::over_limit`] or `out.len() > limit`; a command producing a large reply keeps
+/// running, but the buffer stops growing.
 #[derive(Debug)]
 pub struct Reply<'a> {
     out: &'a mut Vec<u8>,
     proto: Protocol,
+    limit: usize,
 }
 
 /// Appends the decimal form of `v`.
@@ -126,7 +133,22 @@ pub(crate) fn push_double_text(out: &mut Vec<u8>, d: f64) {
 
 impl<'a> Reply<'a> {
     pub fn new(out: &'a mut Vec<u8>, proto: Protocol) -> Self {
-        Self { out, proto }
+        Self {
+            out,
+            proto,
+            limit: usize::MAX,
+        }
+    }
+
+    /// A reply whose appends stop once `out` holds more than `limit` bytes.
+    pub fn limited(out: &'a mut Vec<u8>, proto: Protocol, limit: usize) -> Self {
+        Self { out, proto, limit }
+    }
+
+    /// `out` passed the limit: nothing more is appended.
+    #[inline]
+    pub fn over_limit(&self) -> bool {
+        self.out.len() > self.limit
     }
 
     pub fn protocol(&self) -> Protocol {
@@ -139,6 +161,9 @@ impl<'a> Reply<'a> {
 
     /// `+<s>` (a status such as `OK`, `PONG`, `QUEUED`).
     pub fn simple(&mut self, s: &[u8]) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         self.out.push(b'+');
         push_line(self.out, s);
         self
@@ -147,6 +172,9 @@ impl<'a> Reply<'a> {
     /// An error as Redis's `addReplyError` sends it: `-ERR <msg>`, or `msg` as it is when it
     /// begins with `-` (its own code, as in `-WRONGTYPE ...`).
     pub fn error(&mut self, msg: &[u8]) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         if msg.first() != Some(&b'-') {
             self.out.extend_from_slice(b"-ERR ");
         }
@@ -157,6 +185,9 @@ impl<'a> Reply<'a> {
     /// `-<code> <msg>`, e.g. `error_code("WRONGTYPE", b"Operation against a key holding the
     /// wrong kind of value")`.
     pub fn error_code(&mut self, code: &str, msg: &[u8]) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         self.out.push(b'-');
         self.out.extend_from_slice(code.as_bytes());
         self.out.push(b' ');
@@ -166,6 +197,9 @@ impl<'a> Reply<'a> {
 
     /// `:<n>`.
     pub fn integer(&mut self, n: i64) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         self.out.push(b':');
         push_decimal(self.out, n);
         self.out.extend_from_slice(b"\r\n");
@@ -174,6 +208,9 @@ impl<'a> Reply<'a> {
 
     /// `$<len>\r\n<bytes>`.
     pub fn bulk(&mut self, bytes: &[u8]) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         push_len(self.out, b'$', bytes.len());
         self.out.extend_from_slice(bytes);
         self.out.extend_from_slice(b"\r\n");
@@ -182,6 +219,9 @@ impl<'a> Reply<'a> {
 
     /// A missing value: `$-1` (RESP2), `_` (RESP3).
     pub fn null(&mut self) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         self.out
             .extend_from_slice(if self.resp3() { b"_\r\n" } else { b"$-1\r\n" });
         self
@@ -189,6 +229,9 @@ impl<'a> Reply<'a> {
 
     /// A missing aggregate: `*-1` (RESP2), `_` (RESP3).
     pub fn null_array(&mut self) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         self.out
             .extend_from_slice(if self.resp3() { b"_\r\n" } else { b"*-1\r\n" });
         self
@@ -196,12 +239,18 @@ impl<'a> Reply<'a> {
 
     /// An array of `len` elements, which follow.
     pub fn array_len(&mut self, len: usize) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         push_len(self.out, b'*', len);
         self
     }
 
     /// A map of `len` pairs (key then value follow): `%<len>` (RESP3), `*<2 len>` (RESP2).
     pub fn map_len(&mut self, len: usize) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         if self.resp3() {
             push_len(self.out, b'%', len);
         } else {
@@ -212,6 +261,9 @@ impl<'a> Reply<'a> {
 
     /// A set of `len` elements: `~<len>` (RESP3), `*<len>` (RESP2).
     pub fn set_len(&mut self, len: usize) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         push_len(self.out, if self.resp3() { b'~' } else { b'*' }, len);
         self
     }
@@ -219,12 +271,18 @@ impl<'a> Reply<'a> {
     /// A push message of `len` elements (Pub/Sub, invalidation): `><len>` (RESP3), `*<len>`
     /// (RESP2).
     pub fn push_len(&mut self, len: usize) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         push_len(self.out, if self.resp3() { b'>' } else { b'*' }, len);
         self
     }
 
     /// `,<d>` (RESP3) or the same text as a bulk string (RESP2).
     pub fn double(&mut self, d: f64) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         if self.resp3() {
             self.out.push(b',');
             push_double_text(self.out, d);
@@ -239,6 +297,9 @@ impl<'a> Reply<'a> {
 
     /// `#t` / `#f` (RESP3), `:1` / `:0` (RESP2).
     pub fn boolean(&mut self, b: bool) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         if self.resp3() {
             self.out
                 .extend_from_slice(if b { b"#t\r\n" } else { b"#f\r\n" });
@@ -251,6 +312,9 @@ impl<'a> Reply<'a> {
     /// `=<len>\r\n<ext>:<text>` (RESP3; `ext` is cut or padded with spaces to three bytes,
     /// e.g. `txt`), a bulk string of `text` (RESP2).
     pub fn verbatim(&mut self, ext: &[u8], text: &[u8]) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         if !self.resp3() {
             return self.bulk(text);
         }
@@ -266,6 +330,9 @@ impl<'a> Reply<'a> {
 
     /// `(<digits>` (RESP3), a bulk string of the digits (RESP2).
     pub fn big_number(&mut self, digits: &[u8]) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
         if !self.resp3() {
             return self.bulk(digits);
         }
@@ -455,6 +522,27 @@ mod tests {
             b"*3\r\n",
             b">3\r\n",
         );
+    }
+
+    #[test]
+    fn a_limited_reply_stops_growing_past_its_limit() {
+        let mut out = Vec::new();
+        let mut r = Reply::limited(&mut out, Protocol::Resp2, 20);
+        r.array_len(3).bulk(b"abcdef");
+        assert!(!r.over_limit());
+        // This one passes the limit: it is written, nothing after it.
+        r.bulk(b"ghijkl");
+        assert!(r.over_limit());
+        r.bulk(b"mnopqr").integer(1).null();
+        assert_eq!(out, b"*3\r\n$6\r\nabcdef\r\n$6\r\nghijkl\r\n");
+        // Unlimited by default.
+        let mut out = Vec::new();
+        let mut r = Reply::new(&mut out, Protocol::Resp2);
+        for _ in 0..100 {
+            r.bulk(b"0123456789");
+        }
+        assert!(!r.over_limit());
+        assert_eq!(out.len(), 1700);
     }
 
     #[test]

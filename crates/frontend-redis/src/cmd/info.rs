@@ -24,9 +24,10 @@ use super::{Args, Session};
 use crate::store::{int, StoreError, Tx};
 
 /// Sections in Redis's order, and whether a bare `INFO` (or `default`) shows each.
-const SECTIONS: [(&str, bool); 7] = [
+const SECTIONS: [(&str, bool); 8] = [
     ("server", true),
     ("clients", true),
+    ("memory", true),
     ("persistence", true),
     ("stats", true),
     ("replication", true),
@@ -160,6 +161,18 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
             session.fe.store.shared.waiters.blocked_clients()
         );
     }
+    if wanted("memory") {
+        // Only what manifold knows: its Redis clients' buffers (`redis.max_memory_clients`).
+        sep(&mut t);
+        let _ = write!(
+            t,
+            "# Memory\r\nmem_clients_normal:{}\r\n",
+            shared
+                .client_memory
+                .used
+                .load(std::sync::atomic::Ordering::Relaxed)
+        );
+    }
     if wanted("persistence") {
         sep(&mut t);
         t.extend_from_slice(b"# Persistence\r\nloading:0\r\nasync_loading:0\r\n");
@@ -168,13 +181,17 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
         sep(&mut t);
         let _ = write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{}\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nevicted_clients:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{}\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\n",
             f.connections,
             f.calls(),
             f.net_in,
             f.net_out,
             f.rejected_connections,
             f.expired_keys,
+            shared
+                .client_memory
+                .evicted
+                .load(std::sync::atomic::Ordering::Relaxed),
             shared.pubsub.channels(None).len(),
             shared.pubsub.numpat(),
             f.error_replies,

@@ -131,8 +131,9 @@ fn one(pattern: &[u8], p: usize, c: u8) -> Option<usize> {
 }
 
 /// The parameters `CONFIG GET` knows, with their values now.
-fn parameters(session: &Session<'_>) -> [(&'static str, String); 7] {
+fn parameters(session: &Session<'_>) -> [(&'static str, String); 10] {
     let cfg = &session.fe.shared.config;
+    let shared = &session.fe.shared;
     [
         ("save", String::new()),
         ("appendonly", "no".into()),
@@ -141,6 +142,12 @@ fn parameters(session: &Session<'_>) -> [(&'static str, String); 7] {
         ("timeout", cfg.idle_timeout.as_secs().to_string()),
         ("proto-max-bulk-len", cfg.proto_max_bulk_len.to_string()),
         ("port", session.info.laddr.port().to_string()),
+        ("client-output-buffer-limit", shared.output.redis_form()),
+        (
+            "client-query-buffer-limit",
+            shared.limits.client_query_buffer_limit.to_string(),
+        ),
+        ("maxmemory-clients", cfg.max_memory_clients.to_string()),
     ]
 }
 

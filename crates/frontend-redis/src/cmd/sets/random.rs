@@ -178,42 +178,47 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
         return Ok(());
     };
     let len = row.len.max(0) as u64;
-    let picks: Vec<Vec<u8>> = if count > 0 {
+    if count > 0 {
         let n = count as u64;
         let members = if n >= len {
             load_members(cx, row.kid).await?
         } else {
             distinct(cx, row.kid, n).await?
         };
-        members.into_iter().map(|(_, m)| m).collect()
-    } else {
-        let n = count.unsigned_abs();
-        if n > MAX_REPEATED {
-            cx.reply().error(TOO_MANY_REPEATED);
-            return Ok(());
+        let mut reply = cx.reply();
+        reply.array_len(members.len());
+        for (_, m) in &members {
+            reply.bulk(m);
         }
-        // Each draw is a position in the set; positions seen before reuse their member.
-        let mut slot_of: HashMap<u64, usize> = HashMap::new();
-        let mut slots = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            let at = rng.below(len.max(1));
-            let next = slot_of.len();
-            slots.push(*slot_of.entry(at).or_insert(next));
-        }
-        let members = distinct(cx, row.kid, slot_of.len() as u64).await?;
-        if members.is_empty() {
-            cx.reply().array_len(0);
-            return Ok(());
-        }
-        slots
-            .into_iter()
-            .map(|s| members[s.min(members.len() - 1)].1.clone())
-            .collect()
-    };
+        return Ok(());
+    }
+    let n = count.unsigned_abs();
+    if n > MAX_REPEATED {
+        cx.reply().error(TOO_MANY_REPEATED);
+        return Ok(());
+    }
+    // Each draw is a position in the set; positions seen before reuse their member.
+    let mut slot_of: HashMap<u64, usize> = HashMap::new();
+    let mut slots = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let at = rng.below(len.max(1));
+        let next = slot_of.len();
+        slots.push(*slot_of.entry(at).or_insert(next));
+    }
+    let members = distinct(cx, row.kid, slot_of.len() as u64).await?;
+    if members.is_empty() {
+        cx.reply().array_len(0);
+        return Ok(());
+    }
+    // Written as drawn, not gathered first: a member repeated a million times is one
+    // member in memory, and the reply stops growing at the client's output limit.
     let mut reply = cx.reply();
-    reply.array_len(picks.len());
-    for m in &picks {
-        reply.bulk(m);
+    reply.array_len(slots.len());
+    for s in slots {
+        if reply.over_limit() {
+            break;
+        }
+        reply.bulk(&members[s.min(members.len() - 1)].1);
     }
     Ok(())
 }
