@@ -9,6 +9,8 @@
 mod leaf;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod v1certs;
 
 use std::sync::Arc;
 

@@ -161,16 +161,8 @@ mod tests {
     /// Made by `openssl req -new` + `openssl x509 -req -signkey` (OpenSSL 3.0), no extfile.
     #[test]
     fn openssl_v1_certificates_give_version_1_and_their_keys() {
-        for (cert, key) in [
-            (
-                include_str!("testdata/v1-ec-cert.pem"),
-                include_str!("testdata/v1-ec-key.pem"),
-            ),
-            (
-                include_str!("testdata/v1-rsa-cert.pem"),
-                include_str!("testdata/v1-rsa-key.pem"),
-            ),
-        ] {
+        for v1 in [super::super::v1certs::ec(), super::super::v1certs::rsa()] {
+            let (cert, key) = (v1.cert.as_str(), v1.key.as_str());
             let cert = der(cert);
             let leaf = leaf_key(&cert).expect("parsed");
             assert_eq!(leaf.version, V1);
@@ -182,7 +174,7 @@ mod tests {
 
     #[test]
     fn truncated_or_altered_input_is_refused_without_panic() {
-        let cert = der(include_str!("testdata/v1-rsa-cert.pem"));
+        let cert = der(&super::super::v1certs::rsa().cert);
         for len in 0..cert.len() {
             assert_eq!(leaf_key(&cert[..len]), None, "prefix of {len} bytes");
         }

@@ -14,14 +14,16 @@ use super::client_config;
 
 use crate::config::{BackendTlsConfig, TlsMode};
 
-const V1_EC: (&str, &str) = (
-    include_str!("testdata/v1-ec-cert.pem"),
-    include_str!("testdata/v1-ec-key.pem"),
-);
-const V1_RSA: (&str, &str) = (
-    include_str!("testdata/v1-rsa-cert.pem"),
-    include_str!("testdata/v1-rsa-key.pem"),
-);
+/// The v1 certificates and keys, made at test time (`super::v1certs`).
+fn v1_ec() -> (&'static str, &'static str) {
+    let v1 = super::v1certs::ec();
+    (&v1.cert, &v1.key)
+}
+
+fn v1_rsa() -> (&'static str, &'static str) {
+    let v1 = super::v1certs::rsa();
+    (&v1.cert, &v1.key)
+}
 const VERSIONS: [&SupportedProtocolVersion; 2] = [&rustls::version::TLS12, &rustls::version::TLS13];
 
 /// Presents one certificate with one signing key, whether or not they belong together (rustls'
@@ -95,7 +97,7 @@ async fn handshake(
 
 #[tokio::test]
 async fn unverified_modes_accept_a_v1_certificate_over_tls12_and_tls13() {
-    for (cert, key) in [V1_EC, V1_RSA] {
+    for (cert, key) in [v1_ec(), v1_rsa()] {
         for version in VERSIONS {
             for mode in [TlsMode::Required, TlsMode::Preferred, TlsMode::AsClient] {
                 let r =
@@ -111,12 +113,12 @@ async fn unverified_modes_accept_a_v1_certificate_over_tls12_and_tls13() {
 #[tokio::test]
 async fn a_handshake_not_signed_by_the_certificates_key_fails() {
     let other = rcgen::KeyPair::generate().unwrap().serialize_pem();
-    let other_rsa = V1_RSA.1;
+    let other_rsa = v1_rsa().1;
     for version in VERSIONS {
         for (cert, wrong_key) in [
-            (V1_EC.0, other.as_str()),
-            (V1_RSA.0, V1_EC.1),
-            (V1_EC.0, other_rsa),
+            (v1_ec().0, other.as_str()),
+            (v1_rsa().0, v1_ec().1),
+            (v1_ec().0, other_rsa),
         ] {
             let r = handshake(
                 client(TlsMode::Required, None),
@@ -138,11 +140,11 @@ async fn verify_ca_refuses_a_v1_certificate_saying_why() {
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     // Self-signed: the certificate is its own CA, as `--ssl-ca=server-cert.pem` would be.
-    std::fs::write(&ca, V1_EC.0).unwrap();
+    std::fs::write(&ca, v1_ec().0).unwrap();
     for mode in [TlsMode::VerifyCa, TlsMode::VerifyIdentity] {
         let r = handshake(
             client(mode, Some(&ca)),
-            server(V1_EC.0, V1_EC.1, &rustls::version::TLS13),
+            server(v1_ec().0, v1_ec().1, &rustls::version::TLS13),
             "v1-ec",
         )
         .await;

@@ -136,7 +136,10 @@ impl Session {
             // Asked for as the server asks (and refused anyway).
             Statement::ResetMaster => Some(BinlogOp::Reset),
             // Variables: anyone may read them, as on the servers.
-            Statement::Select(_) | Statement::ShowVariables(_) | Statement::Set(_) => None,
+            Statement::Select(_)
+            | Statement::ShowVariables(_)
+            | Statement::ShowVariablesOfServer(_)
+            | Statement::Set(_) => None,
         };
         if let Some(op) = op {
             if let Err(e) = self.binlog_permit(shared.dialect(), op).await {
