@@ -193,18 +193,41 @@ def test_grants_that_cannot_be_learned_refuse(setup):
     assert code != 0 and "could not learn the grants" in err, err
 
 
-def test_a_grant_added_counts_at_once_and_a_revoked_one_after_a_reload(setup):
+def test_a_grant_added_counts_within_seconds_and_a_revoked_one_after_a_reload(setup):
     a, b, mf = setup
     assert answer(mf.port, "late", "SHOW BINARY LOGS")[0] == 1227
     a.query("GRANT BINLOG MONITOR ON *.* TO 'late'@'%'")
     # Granted on one primary: still refused.
     assert answer(mf.port, "late", "SHOW BINARY LOGS")[0] == 1227
     b.query("GRANT BINLOG MONITOR ON *.* TO 'late'@'%'")
-    assert answer(mf.port, "late", "SHOW BINARY LOGS")[0] is None
+    # A refusal is remembered for 5 s: the grant counts once it is asked again.
+    bk.wait_for("the grant to count", lambda: answer(mf.port, "late", "SHOW BINARY LOGS")[0] is None, timeout=30)
     for c in (a, b):
         c.query("REVOKE BINLOG MONITOR ON *.* FROM 'late'@'%'")
     mf.admin("RELOAD CONFIG")
     assert answer(mf.port, "late", "SHOW BINARY LOGS")[0] == 1227
+
+
+def show_grants_run(cluster):
+    return int(cluster.query("SHOW GLOBAL STATUS LIKE 'Com_show_grants'")[0][1])
+
+
+def test_a_looping_refused_user_does_not_make_every_statement_ask_the_primaries(setup):
+    """A refusal, and a failure to learn the grants (a failed backend login, which MariaDB's
+    max_password_errors counts), are remembered for a while: not one SHOW GRANTS per
+    statement."""
+    a, b, mf = setup
+    loops = 30
+    for user in ("nogrant", GHOST):
+        before = show_grants_run(a), show_grants_run(b)
+        with pymysql.connect(host="127.0.0.1", port=mf.port, user=user, password=pw(user)) as c, c.cursor() as cur:
+            for _ in range(loops):
+                with pytest.raises(pymysql.err.OperationalError) as e:
+                    cur.execute("SHOW MASTER STATUS")
+                assert e.value.args[0] == 1227, e.value.args
+        asked = show_grants_run(a) - before[0], show_grants_run(b) - before[1]
+        # One lookup per 5 s at most (the loop takes far less than 5 s per statement).
+        assert asked[0] < loops // 3 and asked[1] < loops // 3, (user, asked)
 
 
 def test_binlog_users_narrows_and_never_widens(setup):

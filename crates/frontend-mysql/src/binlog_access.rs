@@ -5,12 +5,16 @@
 //!
 //! The grants are learned with `SHOW GRANTS` through the user's own backend login (in the
 //! session's task, never blocking a worker), kept per user for [`GRANTS_FRESH_FOR`], and
-//! forgotten at a configuration reload. A refusal is checked again against the servers before
-//! it is answered, so a grant added on the backend counts at once; a revoked one stops counting
-//! after at most [`GRANTS_FRESH_FOR`] or at the next reload.
+//! forgotten at a configuration reload. A refusal, or a failure to learn the grants, is kept
+//! for [`REFUSAL_FRESH_FOR`] only: a grant added on the backend counts within that time, while
+//! a client looping a refused statement costs the servers one `SHOW GRANTS` (and, when the
+//! login fails, one failed login, which MariaDB's `max_password_errors` counts) per primary
+//! per [`REFUSAL_FRESH_FOR`], not one per statement. One lookup per user runs at a time; the
+//! others wait for its result. A revoked grant stops counting after at most
+//! [`GRANTS_FRESH_FOR`] or at the next reload.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use manifold_binlog::gtid::Dialect;
@@ -18,6 +22,9 @@ use manifold_mysql_proto::packets::ErrPacket;
 
 /// How long learned grants are taken as they were.
 pub const GRANTS_FRESH_FOR: Duration = Duration::from_secs(60);
+
+/// How long a refusal, or a failure to learn the grants, is answered without asking again.
+pub const REFUSAL_FRESH_FOR: Duration = Duration::from_secs(5);
 
 /// What a binlog command or statement does, as the servers check it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,8 +171,8 @@ pub fn parse_show_grants<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Privi
 struct Learned {
     /// The backend login they were learned through (a reload may change it).
     backend_user: String,
-    /// Held on every source primary.
-    privileges: Privileges,
+    /// Held on every source primary, or why they could not be learned.
+    outcome: Result<Privileges, ErrPacket>,
     at: Instant,
 }
 
@@ -176,6 +183,9 @@ pub struct BinlogAccess {
     /// `binlog.users` when the configuration sets it.
     listed: Mutex<Option<HashSet<String>>>,
     learned: Mutex<HashMap<String, Learned>>,
+    /// One lookup per user at a time: a session takes its user's turn (waiting while another
+    /// session's lookup runs) before asking the servers.
+    lookups: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl BinlogAccess {
@@ -184,6 +194,8 @@ impl BinlogAccess {
     pub fn configure(&self, users: Option<&[String]>) {
         *lock(&self.listed) = users.map(|u| u.iter().cloned().collect());
         lock(&self.learned).clear();
+        // Turns nobody holds or waits for (users a reload may have removed).
+        lock(&self.lookups).retain(|_, turn| Arc::strong_count(turn) > 1);
     }
 
     /// `binlog.users` as it applies now, sorted (`None`: every user the grants allow).
@@ -202,21 +214,53 @@ impl BinlogAccess {
             .is_none_or(|set| set.contains(user))
     }
 
-    /// The grants learned for `user` through `backend_user`, while fresh.
-    pub fn fresh(&self, user: &str, backend_user: &str) -> Option<Privileges> {
+    /// The answer for `op` from the grants learned for `user` through `backend_user`, while
+    /// it is fresh: an allowance for [`GRANTS_FRESH_FOR`], a refusal or a failure to learn
+    /// for [`REFUSAL_FRESH_FOR`]. `None`: ask the servers.
+    pub fn answer(
+        &self,
+        user: &str,
+        backend_user: &str,
+        op: BinlogOp,
+        dialect: Dialect,
+    ) -> Option<Result<(), ErrPacket>> {
         let learned = lock(&self.learned);
-        let l = learned.get(user)?;
-        (l.backend_user == backend_user && l.at.elapsed() < GRANTS_FRESH_FOR)
-            .then_some(l.privileges)
+        let l = learned
+            .get(user)
+            .filter(|l| l.backend_user == backend_user)?;
+        let age = l.at.elapsed();
+        match &l.outcome {
+            Ok(held) if op.allowed(*held, dialect) => (age < GRANTS_FRESH_FOR).then_some(Ok(())),
+            Ok(_) => (age < REFUSAL_FRESH_FOR).then(|| Err(op.denied(dialect))),
+            Err(e) => (age < REFUSAL_FRESH_FOR).then(|| Err(e.clone())),
+        }
     }
 
-    pub fn remember(&self, user: &str, backend_user: &str, privileges: Privileges) {
+    /// `user`'s turn to ask the servers: hold its lock while asking.
+    pub fn lookup_turn(&self, user: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.lookups)
+            .entry(user.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    pub fn remember(&self, user: &str, backend_user: &str, outcome: Result<Privileges, ErrPacket>) {
+        self.remember_at(user, backend_user, outcome, Instant::now());
+    }
+
+    fn remember_at(
+        &self,
+        user: &str,
+        backend_user: &str,
+        outcome: Result<Privileges, ErrPacket>,
+        at: Instant,
+    ) {
         lock(&self.learned).insert(
             user.to_owned(),
             Learned {
                 backend_user: backend_user.to_owned(),
-                privileges,
-                at: Instant::now(),
+                outcome,
+                at,
             },
         );
     }
@@ -335,13 +379,66 @@ mod tests {
     #[test]
     fn the_list_narrows_and_a_reload_forgets_what_was_learned() {
         let a = BinlogAccess::default();
+        let (op, d) = (BinlogOp::Dump, Dialect::MariaDb);
         assert!(a.is_listed("anyone"));
-        a.remember("app", "app", Privileges::ALL);
-        assert_eq!(a.fresh("app", "app"), Some(Privileges::ALL));
-        assert_eq!(a.fresh("app", "other_login"), None);
+        a.remember("app", "app", Ok(Privileges::ALL));
+        assert_eq!(a.answer("app", "app", op, d), Some(Ok(())));
+        assert_eq!(a.answer("app", "other_login", op, d), None);
         a.configure(Some(&["app".to_owned()]));
         assert!(a.is_listed("app") && !a.is_listed("other"));
-        assert_eq!(a.fresh("app", "app"), None);
+        assert_eq!(a.answer("app", "app", op, d), None);
         assert_eq!(a.listed(), Some(vec!["app".to_owned()]));
+    }
+
+    #[test]
+    fn a_refusal_and_a_failure_are_kept_briefly_and_an_allowance_longer() {
+        let a = BinlogAccess::default();
+        let d = Dialect::MariaDb;
+        let ago = |t: Duration| Instant::now().checked_sub(t).unwrap();
+        a.remember("mon", "mon", Ok(Privileges::BINLOG_MONITOR));
+        assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), Some(Ok(())));
+        assert_eq!(
+            a.answer("mon", "mon", BinlogOp::Dump, d),
+            Some(Err(BinlogOp::Dump.denied(d)))
+        );
+        let past_refusal = REFUSAL_FRESH_FOR + Duration::from_secs(1);
+        a.remember_at(
+            "mon",
+            "mon",
+            Ok(Privileges::BINLOG_MONITOR),
+            ago(past_refusal),
+        );
+        assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), Some(Ok(())));
+        assert_eq!(a.answer("mon", "mon", BinlogOp::Dump, d), None);
+        a.remember_at(
+            "mon",
+            "mon",
+            Ok(Privileges::BINLOG_MONITOR),
+            ago(GRANTS_FRESH_FOR + Duration::from_secs(1)),
+        );
+        assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), None);
+        let failed = access_denied("could not learn");
+        a.remember("ghost", "ghost", Err(failed.clone()));
+        assert_eq!(
+            a.answer("ghost", "ghost", BinlogOp::Monitor, d),
+            Some(Err(failed.clone()))
+        );
+        a.remember_at("ghost", "ghost", Err(failed), ago(past_refusal));
+        assert_eq!(a.answer("ghost", "ghost", BinlogOp::Monitor, d), None);
+    }
+
+    #[tokio::test]
+    async fn one_lookup_per_user_runs_at_a_time() {
+        let a = BinlogAccess::default();
+        let turn = a.lookup_turn("u");
+        let held = turn.lock().await;
+        let same = a.lookup_turn("u");
+        assert!(same.try_lock().is_err());
+        assert!(a.lookup_turn("other").try_lock().is_ok());
+        // A reload keeps a turn in use.
+        a.configure(None);
+        assert!(a.lookup_turn("u").try_lock().is_err());
+        drop(held);
+        assert!(a.lookup_turn("u").try_lock().is_ok());
     }
 }

@@ -275,25 +275,33 @@ impl Session {
     /// Whether this session's user may do `op` on the global binlog: listed by
     /// `binlog.users` when it is set, and its backend login holding what the server asks on
     /// every source primary ([`crate::binlog_access`]). The ERR is the server's 1227, or a
-    /// 1227 saying why the grants could not be learned (refused: fail closed).
+    /// 1227 saying why the grants could not be learned (refused: fail closed). Refusals and
+    /// failures are remembered briefly, so a looping client does not make every statement
+    /// ask (or fail to log in to) every primary.
     async fn binlog_permit(&mut self, dialect: Dialect, op: BinlogOp) -> Result<(), ErrPacket> {
         let fe = self.fe.clone();
         let access = &fe.shared.binlog_access;
-        if !access.is_listed(&self.user.name) {
+        let (user, backend_user) = (&self.user.name, &self.user.backend_user);
+        if !access.is_listed(user) {
             return Err(op.denied(dialect));
         }
-        if let Some(held) = access.fresh(&self.user.name, &self.user.backend_user) {
-            if op.allowed(held, dialect) {
-                return Ok(());
-            }
-            // A refusal is checked again: a grant added on the servers counts at once.
+        if let Some(answer) = access.answer(user, backend_user, op, dialect) {
+            return answer;
         }
-        let held = self.binlog_grants().await?;
-        access.remember(&self.user.name, &self.user.backend_user, held);
+        // One lookup per user at a time; a session that waited takes the one just made.
+        let turn = access.lookup_turn(user);
+        let _turn = turn.lock().await;
+        let (user, backend_user) = (self.user.name.clone(), self.user.backend_user.clone());
+        if let Some(answer) = access.answer(&user, &backend_user, op, dialect) {
+            return answer;
+        }
+        let learned = self.binlog_grants().await;
+        access.remember(&user, &backend_user, learned.clone());
+        let held = learned?;
         if op.allowed(held, dialect) {
             Ok(())
         } else {
-            tracing::info!(connection = self.id, user = %self.user.name, backend_user = %self.user.backend_user, ?op, "global binlog refused: the backend login lacks the privilege on a source primary");
+            tracing::info!(connection = self.id, user = %user, backend_user = %backend_user, ?op, "global binlog refused: the backend login lacks the privilege on a source primary");
             Err(op.denied(dialect))
         }
     }
