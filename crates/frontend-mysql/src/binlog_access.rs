@@ -176,13 +176,21 @@ struct Learned {
     at: Instant,
 }
 
+/// Every user's grants as learned since the last reload.
+#[derive(Debug, Default)]
+struct LearnedGrants {
+    by_user: HashMap<String, Learned>,
+    /// Bumped by each reload: a lookup started before it does not store its result.
+    generation: u64,
+}
+
 /// The narrowing list and the grants learned, shared by every worker. Only binlog commands
 /// look here: a short lock, never held across a wait.
 #[derive(Debug, Default)]
 pub struct BinlogAccess {
     /// `binlog.users` when the configuration sets it.
     listed: Mutex<Option<HashSet<String>>>,
-    learned: Mutex<HashMap<String, Learned>>,
+    learned: Mutex<LearnedGrants>,
     /// One lookup per user at a time: a session takes its user's turn (waiting while another
     /// session's lookup runs) before asking the servers.
     lookups: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -193,7 +201,10 @@ impl BinlogAccess {
     /// grant learned, so the next binlog command asks the servers again.
     pub fn configure(&self, users: Option<&[String]>) {
         *lock(&self.listed) = users.map(|u| u.iter().cloned().collect());
-        lock(&self.learned).clear();
+        let mut learned = lock(&self.learned);
+        learned.by_user.clear();
+        learned.generation += 1;
+        drop(learned);
         // Turns nobody holds or waits for (users a reload may have removed).
         lock(&self.lookups).retain(|_, turn| Arc::strong_count(turn) > 1);
     }
@@ -226,6 +237,7 @@ impl BinlogAccess {
     ) -> Option<Result<(), ErrPacket>> {
         let learned = lock(&self.learned);
         let l = learned
+            .by_user
             .get(user)
             .filter(|l| l.backend_user == backend_user)?;
         let age = l.at.elapsed();
@@ -244,18 +256,37 @@ impl BinlogAccess {
             .clone()
     }
 
-    pub fn remember(&self, user: &str, backend_user: &str, outcome: Result<Privileges, ErrPacket>) {
-        self.remember_at(user, backend_user, outcome, Instant::now());
+    /// Which reload the grants learned belong to: take it before a lookup starts and give
+    /// it to [`BinlogAccess::remember`].
+    pub fn generation(&self) -> u64 {
+        lock(&self.learned).generation
+    }
+
+    /// Keeps what a lookup started at `generation` learned, unless a reload came since (its
+    /// result may predate the reload's, a grant revoked before it included).
+    pub fn remember(
+        &self,
+        user: &str,
+        backend_user: &str,
+        generation: u64,
+        outcome: Result<Privileges, ErrPacket>,
+    ) {
+        self.remember_at(user, backend_user, generation, outcome, Instant::now());
     }
 
     fn remember_at(
         &self,
         user: &str,
         backend_user: &str,
+        generation: u64,
         outcome: Result<Privileges, ErrPacket>,
         at: Instant,
     ) {
-        lock(&self.learned).insert(
+        let mut learned = lock(&self.learned);
+        if learned.generation != generation {
+            return;
+        }
+        learned.by_user.insert(
             user.to_owned(),
             Learned {
                 backend_user: backend_user.to_owned(),
@@ -381,7 +412,7 @@ mod tests {
         let a = BinlogAccess::default();
         let (op, d) = (BinlogOp::Dump, Dialect::MariaDb);
         assert!(a.is_listed("anyone"));
-        a.remember("app", "app", Ok(Privileges::ALL));
+        a.remember("app", "app", a.generation(), Ok(Privileges::ALL));
         assert_eq!(a.answer("app", "app", op, d), Some(Ok(())));
         assert_eq!(a.answer("app", "other_login", op, d), None);
         a.configure(Some(&["app".to_owned()]));
@@ -391,11 +422,23 @@ mod tests {
     }
 
     #[test]
+    fn a_lookup_started_before_a_reload_is_not_kept() {
+        let a = BinlogAccess::default();
+        let (op, d) = (BinlogOp::Dump, Dialect::MariaDb);
+        let started = a.generation();
+        a.configure(None);
+        a.remember("app", "app", started, Ok(Privileges::ALL));
+        assert_eq!(a.answer("app", "app", op, d), None);
+        a.remember("app", "app", a.generation(), Ok(Privileges::ALL));
+        assert_eq!(a.answer("app", "app", op, d), Some(Ok(())));
+    }
+
+    #[test]
     fn a_refusal_and_a_failure_are_kept_briefly_and_an_allowance_longer() {
         let a = BinlogAccess::default();
         let d = Dialect::MariaDb;
         let ago = |t: Duration| Instant::now().checked_sub(t).unwrap();
-        a.remember("mon", "mon", Ok(Privileges::BINLOG_MONITOR));
+        a.remember("mon", "mon", 0, Ok(Privileges::BINLOG_MONITOR));
         assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), Some(Ok(())));
         assert_eq!(
             a.answer("mon", "mon", BinlogOp::Dump, d),
@@ -405,6 +448,7 @@ mod tests {
         a.remember_at(
             "mon",
             "mon",
+            0,
             Ok(Privileges::BINLOG_MONITOR),
             ago(past_refusal),
         );
@@ -413,17 +457,18 @@ mod tests {
         a.remember_at(
             "mon",
             "mon",
+            0,
             Ok(Privileges::BINLOG_MONITOR),
             ago(GRANTS_FRESH_FOR + Duration::from_secs(1)),
         );
         assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), None);
         let failed = access_denied("could not learn");
-        a.remember("ghost", "ghost", Err(failed.clone()));
+        a.remember("ghost", "ghost", 0, Err(failed.clone()));
         assert_eq!(
             a.answer("ghost", "ghost", BinlogOp::Monitor, d),
             Some(Err(failed.clone()))
         );
-        a.remember_at("ghost", "ghost", Err(failed), ago(past_refusal));
+        a.remember_at("ghost", "ghost", 0, Err(failed), ago(past_refusal));
         assert_eq!(a.answer("ghost", "ghost", BinlogOp::Monitor, d), None);
     }
 

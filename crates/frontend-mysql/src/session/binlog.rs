@@ -295,8 +295,10 @@ impl Session {
         if let Some(answer) = access.answer(&user, &backend_user, op, dialect) {
             return answer;
         }
+        // Taken before asking: a reload while the lookup runs makes its result stale.
+        let generation = access.generation();
         let learned = self.binlog_grants().await;
-        access.remember(&user, &backend_user, learned.clone());
+        access.remember(&user, &backend_user, generation, learned.clone());
         let held = learned?;
         if op.allowed(held, dialect) {
             Ok(())
