@@ -13,6 +13,7 @@ import pymysql
 import pytest
 
 import binlogkit as bk
+import rawmysql
 
 SCHEMAS = {"default": "priv_a", "b": "priv_b"}
 BOTH, DEFAULT_ONLY = ("default", "b"), ("default",)
@@ -138,6 +139,34 @@ def test_a_dump_by_python_mysql_replication_is_refused_without_the_grant(setup):
         assert e.value.args[0] == 1227 and e.value.args[1] == DUMP_DENIED, e.value.args
     finally:
         stream.close()
+
+
+def register_replica(port, user):
+    """COM_REGISTER_SLAVE as a replica sends it, raw: None (OK) or (code, SQLSTATE, message)."""
+    c = rawmysql.RawConn(port).login(user, pw(user))
+    try:
+        # server_id, host, user, password (length-prefixed), port, rank, master id
+        payload = bytes([0x15]) + (4243).to_bytes(4, "little") + b"\x00\x00\x00" + (3306).to_bytes(2, "little") \
+            + bytes(8)
+        c.send_command(payload)
+        try:
+            c.read_ok_or_err()
+            return None
+        except rawmysql.MySQLError as e:
+            return e.code, e.sqlstate, e.message
+    finally:
+        c.quit()
+
+
+def test_registering_a_replica_needs_replication_slave_as_mariadb_answers(setup):
+    a, _, mf = setup
+    for user in ("nogrant", "monitor", "binadmin"):
+        real = register_replica(a.primary_port, user)
+        # Not the dump's 1227: the server's login refusal, for the account as it matched.
+        assert real == (1045, "28000", f"Access denied for user '{user}'@'%' (using password: YES)"), (user, real)
+        assert register_replica(mf.port, user) == real, user
+    assert register_replica(a.primary_port, "reader") is None
+    assert register_replica(mf.port, "reader") is None
 
 
 def test_show_binlog_events_asks_what_mariadb_asks(setup):

@@ -31,6 +31,9 @@ pub const REFUSAL_FRESH_FOR: Duration = Duration::from_secs(5);
 pub enum BinlogOp {
     /// `COM_BINLOG_DUMP`, `COM_BINLOG_DUMP_GTID`.
     Dump,
+    /// `COM_REGISTER_SLAVE` (MariaDB's `PRIV_COM_REGISTER_SLAVE` is `REPLICATION SLAVE`;
+    /// the refusal is [`register_denied`]'s).
+    RegisterReplica,
     /// `SHOW BINLOG EVENTS`.
     ShowEvents,
     /// `SHOW BINARY LOGS`, `SHOW MASTER STATUS`, `SHOW BINLOG STATUS`.
@@ -96,7 +99,8 @@ impl BinlogOp {
     fn wanted(self, dialect: Dialect) -> Privileges {
         use Privileges as P;
         match (self, dialect) {
-            (BinlogOp::Dump, _) | (BinlogOp::ShowEvents, Dialect::MySql) => P::REPLICATION_SLAVE,
+            (BinlogOp::Dump | BinlogOp::RegisterReplica, _)
+            | (BinlogOp::ShowEvents, Dialect::MySql) => P::REPLICATION_SLAVE,
             (BinlogOp::ShowEvents, Dialect::MariaDb) => P::BINLOG_MONITOR,
             (BinlogOp::Monitor, _) => P::SUPER.union(P::BINLOG_MONITOR),
             (BinlogOp::Purge, _) => P::SUPER.union(P::BINLOG_ADMIN),
@@ -112,7 +116,8 @@ impl BinlogOp {
     /// The ERR 1227 the server answers a user without the privilege, word for word.
     pub fn denied(self, dialect: Dialect) -> ErrPacket {
         let named = match (self, dialect) {
-            (BinlogOp::Dump, _) | (BinlogOp::ShowEvents, Dialect::MySql) => "REPLICATION SLAVE",
+            (BinlogOp::Dump | BinlogOp::RegisterReplica, _)
+            | (BinlogOp::ShowEvents, Dialect::MySql) => "REPLICATION SLAVE",
             (BinlogOp::ShowEvents, Dialect::MariaDb) => "BINLOG MONITOR",
             (BinlogOp::Monitor, Dialect::MariaDb) => "SUPER, BINLOG MONITOR",
             (BinlogOp::Monitor, Dialect::MySql) => "SUPER, REPLICATION CLIENT",
@@ -124,6 +129,18 @@ impl BinlogOp {
         access_denied(&format!(
             "Access denied; you need (at least one of) the {named} privilege(s) for this operation"
         ))
+    }
+}
+
+/// The ERR a server answers a `COM_REGISTER_SLAVE` by a login without `REPLICATION SLAVE`:
+/// not 1227 but 1045 (`ER_ACCESS_DENIED_ERROR`, SQLSTATE 28000) naming the account as it
+/// matched, MariaDB 10.11 and MySQL 9.7 alike. manifold's users match from any host: `'%'`;
+/// they always log in with a password.
+pub fn register_denied(user: &str) -> ErrPacket {
+    ErrPacket {
+        code: 1045,
+        sqlstate: *b"28000",
+        message: format!("Access denied for user '{user}'@'%' (using password: YES)").into_bytes(),
     }
 }
 
@@ -395,6 +412,12 @@ mod tests {
             String::from_utf8(e.message).unwrap(),
             "Access denied; you need (at least one of) the REPLICATION SLAVE privilege(s) for this operation"
         );
+        assert_eq!(
+            String::from_utf8(register_denied("nogrant").message).unwrap(),
+            "Access denied for user 'nogrant'@'%' (using password: YES)"
+        );
+        assert!(!BinlogOp::RegisterReplica.allowed(Privileges::SUPER, Dialect::MariaDb));
+        assert!(BinlogOp::RegisterReplica.allowed(Privileges::REPLICATION_SLAVE, Dialect::MySql));
         let e = BinlogOp::Purge.denied(Dialect::MySql);
         assert_eq!(
             String::from_utf8(e.message).unwrap(),

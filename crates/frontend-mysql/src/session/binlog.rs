@@ -18,7 +18,9 @@ use tokio::sync::futures::Notified;
 
 use super::decode::BinlogCommand;
 use super::{End, Session};
-use crate::binlog_access::{access_denied, parse_show_grants, BinlogOp, Privileges};
+use crate::binlog_access::{
+    access_denied, parse_show_grants, register_denied, BinlogOp, Privileges,
+};
 
 impl Session {
     /// Runs a binlog command or statement (the global binlog is on).
@@ -49,6 +51,16 @@ impl Session {
             BinlogCommand::RegisterSlave => {
                 let payload = p.payload(&self.io.rbuf).into_owned();
                 self.io.consume(p.raw_len);
+                // The servers ask REPLICATION SLAVE for it, as for a dump, and refuse it with
+                // their login's ERR 1045.
+                if self
+                    .binlog_permit(shared.dialect(), BinlogOp::RegisterReplica)
+                    .await
+                    .is_err()
+                {
+                    let e = register_denied(&self.user.name);
+                    return self.send_err_packet(seq, &e).await;
+                }
                 // server_id u32 first; the rest (host, user, password, port...) is not used.
                 if let Some(id) = payload.get(1..5) {
                     self.binlog.registered_server_id =
