@@ -309,7 +309,18 @@ impl Session {
         }
         // Taken before asking: a reload while the lookup runs makes its result stale.
         let generation = access.generation();
-        let learned = self.binlog_grants().await;
+        // A primary that never answers (nor refuses) must not hold the session, nor every
+        // other session of the user waiting for this lookup: fail closed.
+        let limit = fe.shared.config.connect_timeout;
+        let learned = match tokio::time::timeout(limit, self.binlog_grants()).await {
+            Ok(learned) => learned,
+            Err(_) => {
+                tracing::warn!(connection = self.id, user = %user, backend_user = %backend_user, timeout = ?limit, "global binlog refused: the grants could not be learned within connect_timeout");
+                Err(access_denied(&format!(
+                    "Access denied; manifold could not learn the grants of backend user '{backend_user}' within {limit:?}"
+                )))
+            }
+        };
         access.remember(&user, &backend_user, generation, learned.clone());
         let held = learned?;
         if op.allowed(held, dialect) {
