@@ -188,8 +188,9 @@ pub fn parse_show_grants<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Privi
 struct Learned {
     /// The backend login they were learned through (a reload may change it).
     backend_user: String,
-    /// Held on every source primary, or why they could not be learned.
-    outcome: Result<Privileges, ErrPacket>,
+    /// Held on every source primary; `None`: they could not be learned (refused as a lack
+    /// of the privilege, the details only in manifold's log).
+    outcome: Option<Privileges>,
     at: Instant,
 }
 
@@ -258,10 +259,9 @@ impl BinlogAccess {
             .get(user)
             .filter(|l| l.backend_user == backend_user)?;
         let age = l.at.elapsed();
-        match &l.outcome {
-            Ok(held) if op.allowed(*held, dialect) => (age < GRANTS_FRESH_FOR).then_some(Ok(())),
-            Ok(_) => (age < REFUSAL_FRESH_FOR).then(|| Err(op.denied(dialect))),
-            Err(e) => (age < REFUSAL_FRESH_FOR).then(|| Err(e.clone())),
+        match l.outcome {
+            Some(held) if op.allowed(held, dialect) => (age < GRANTS_FRESH_FOR).then_some(Ok(())),
+            _ => (age < REFUSAL_FRESH_FOR).then(|| Err(op.denied(dialect))),
         }
     }
 
@@ -286,7 +286,7 @@ impl BinlogAccess {
         user: &str,
         backend_user: &str,
         generation: u64,
-        outcome: Result<Privileges, ErrPacket>,
+        outcome: Option<Privileges>,
     ) {
         self.remember_at(user, backend_user, generation, outcome, Instant::now());
     }
@@ -296,7 +296,7 @@ impl BinlogAccess {
         user: &str,
         backend_user: &str,
         generation: u64,
-        outcome: Result<Privileges, ErrPacket>,
+        outcome: Option<Privileges>,
         at: Instant,
     ) {
         let mut learned = lock(&self.learned);
@@ -435,7 +435,7 @@ mod tests {
         let a = BinlogAccess::default();
         let (op, d) = (BinlogOp::Dump, Dialect::MariaDb);
         assert!(a.is_listed("anyone"));
-        a.remember("app", "app", a.generation(), Ok(Privileges::ALL));
+        a.remember("app", "app", a.generation(), Some(Privileges::ALL));
         assert_eq!(a.answer("app", "app", op, d), Some(Ok(())));
         assert_eq!(a.answer("app", "other_login", op, d), None);
         a.configure(Some(&["app".to_owned()]));
@@ -450,9 +450,9 @@ mod tests {
         let (op, d) = (BinlogOp::Dump, Dialect::MariaDb);
         let started = a.generation();
         a.configure(None);
-        a.remember("app", "app", started, Ok(Privileges::ALL));
+        a.remember("app", "app", started, Some(Privileges::ALL));
         assert_eq!(a.answer("app", "app", op, d), None);
-        a.remember("app", "app", a.generation(), Ok(Privileges::ALL));
+        a.remember("app", "app", a.generation(), Some(Privileges::ALL));
         assert_eq!(a.answer("app", "app", op, d), Some(Ok(())));
     }
 
@@ -461,7 +461,7 @@ mod tests {
         let a = BinlogAccess::default();
         let d = Dialect::MariaDb;
         let ago = |t: Duration| Instant::now().checked_sub(t).unwrap();
-        a.remember("mon", "mon", 0, Ok(Privileges::BINLOG_MONITOR));
+        a.remember("mon", "mon", 0, Some(Privileges::BINLOG_MONITOR));
         assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), Some(Ok(())));
         assert_eq!(
             a.answer("mon", "mon", BinlogOp::Dump, d),
@@ -472,7 +472,7 @@ mod tests {
             "mon",
             "mon",
             0,
-            Ok(Privileges::BINLOG_MONITOR),
+            Some(Privileges::BINLOG_MONITOR),
             ago(past_refusal),
         );
         assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), Some(Ok(())));
@@ -481,17 +481,17 @@ mod tests {
             "mon",
             "mon",
             0,
-            Ok(Privileges::BINLOG_MONITOR),
+            Some(Privileges::BINLOG_MONITOR),
             ago(GRANTS_FRESH_FOR + Duration::from_secs(1)),
         );
         assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), None);
-        let failed = access_denied("could not learn");
-        a.remember("ghost", "ghost", 0, Err(failed.clone()));
+        // Grants that could not be learned: the server's own refusal, nothing more.
+        a.remember("ghost", "ghost", 0, None);
         assert_eq!(
             a.answer("ghost", "ghost", BinlogOp::Monitor, d),
-            Some(Err(failed.clone()))
+            Some(Err(BinlogOp::Monitor.denied(d)))
         );
-        a.remember_at("ghost", "ghost", 0, Err(failed), ago(past_refusal));
+        a.remember_at("ghost", "ghost", 0, None, ago(past_refusal));
         assert_eq!(a.answer("ghost", "ghost", BinlogOp::Monitor, d), None);
     }
 
