@@ -311,13 +311,12 @@ impl Session {
         // A primary that never answers (nor refuses) must not hold the session, nor every
         // other session of the user waiting for this lookup: fail closed.
         let limit = fe.shared.config.connect_timeout;
-        let learned = match tokio::time::timeout(limit, self.binlog_grants()).await {
-            Ok(learned) => learned,
-            Err(_) => {
+        let learned = tokio::time::timeout(limit, self.binlog_grants())
+            .await
+            .unwrap_or_else(|_| {
                 tracing::warn!(connection = self.id, user = %user, backend_user = %backend_user, timeout = ?limit, "global binlog refused: the grants could not be learned within connect_timeout");
                 None
-            }
-        };
+            });
         access.remember(&user, &backend_user, generation, learned);
         match learned {
             Some(held) if op.allowed(held, dialect) => Ok(()),
