@@ -11,6 +11,7 @@ import pytest
 from pymysqlreplication import BinLogStreamReader
 
 import binlogkit as bk
+import rawmysql
 
 SCHEMAS = {"default": "mypriv_a", "b": "mypriv_b"}
 BOTH, DEFAULT_ONLY = ("default", "b"), ("default",)
@@ -222,3 +223,30 @@ def test_purge_needs_binlog_admin_and_nothing_is_purged(setup):
     # with a warning, as MySQL's): the purge removes it once that dump has ended.
     bk.wait_for("the purge by BINLOG_ADMIN", lambda: answer(mf.port, "binadmin", purge)[0] is None
                 and before[0] not in files(mf), timeout=30)
+
+
+def register_replica(port, user):
+    """COM_REGISTER_SLAVE as a replica sends it, raw: None (OK) or (code, SQLSTATE, message)."""
+    c = rawmysql.RawConn(port).login(user, pw(user))
+    try:
+        # server_id, host, user, password (length-prefixed), port, rank, source id
+        payload = bytes([0x15]) + (4243).to_bytes(4, "little") + b"\x00\x00\x00" + (3306).to_bytes(2, "little") \
+            + bytes(8)
+        c.send_command(payload)
+        try:
+            c.read_ok_or_err()
+            return None
+        except rawmysql.MySQLError as e:
+            return e.code, e.sqlstate, e.message
+    finally:
+        c.quit()
+
+
+def test_registering_a_replica_needs_replication_slave_as_mysql_answers(setup):
+    a, _, mf = setup
+    for user in ("nogrant", "monitor", "binadmin"):
+        real = register_replica(a.primary_port, user)
+        assert real == (1045, "28000", f"Access denied for user '{user}'@'%' (using password: YES)"), (user, real)
+        assert register_replica(mf.port, user) == real, user
+    assert register_replica(a.primary_port, "slave") is None
+    assert register_replica(mf.port, "slave") is None

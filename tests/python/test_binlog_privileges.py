@@ -13,6 +13,7 @@ import pymysql
 import pytest
 
 import binlogkit as bk
+import rawmysql
 
 SCHEMAS = {"default": "priv_a", "b": "priv_b"}
 BOTH, DEFAULT_ONLY = ("default", "b"), ("default",)
@@ -140,6 +141,34 @@ def test_a_dump_by_python_mysql_replication_is_refused_without_the_grant(setup):
         stream.close()
 
 
+def register_replica(port, user):
+    """COM_REGISTER_SLAVE as a replica sends it, raw: None (OK) or (code, SQLSTATE, message)."""
+    c = rawmysql.RawConn(port).login(user, pw(user))
+    try:
+        # server_id, host, user, password (length-prefixed), port, rank, master id
+        payload = bytes([0x15]) + (4243).to_bytes(4, "little") + b"\x00\x00\x00" + (3306).to_bytes(2, "little") \
+            + bytes(8)
+        c.send_command(payload)
+        try:
+            c.read_ok_or_err()
+            return None
+        except rawmysql.MySQLError as e:
+            return e.code, e.sqlstate, e.message
+    finally:
+        c.quit()
+
+
+def test_registering_a_replica_needs_replication_slave_as_mariadb_answers(setup):
+    a, _, mf = setup
+    for user in ("nogrant", "monitor", "binadmin"):
+        real = register_replica(a.primary_port, user)
+        # Not the dump's 1227: the server's login refusal, for the account as it matched.
+        assert real == (1045, "28000", f"Access denied for user '{user}'@'%' (using password: YES)"), (user, real)
+        assert register_replica(mf.port, user) == real, user
+    assert register_replica(a.primary_port, "reader") is None
+    assert register_replica(mf.port, "reader") is None
+
+
 def test_show_binlog_events_asks_what_mariadb_asks(setup):
     a, _, mf = setup
     # MariaDB 10.11 asks BINLOG MONITOR (REPLICATION SLAVE alone is not enough).
@@ -184,27 +213,56 @@ def test_a_default_role_counts_as_on_mariadb(setup):
     assert code == 0, err
 
 
-def test_grants_that_cannot_be_learned_refuse(setup):
-    _, _, mf = setup
-    code, message = answer(mf.port, GHOST, "SHOW BINARY LOGS")
-    assert code == 1227 and "could not learn the grants" in message, (code, message)
-    assert f"backend user '{GHOST}' on the primary of cluster 'b'" in message, message
+def test_grants_that_cannot_be_learned_refuse_with_the_servers_words(setup):
+    a, _, mf = setup
+    logged_before = len(mf.log_path.read_bytes())
+    # The login fails on cluster b's primary: refused as the server refuses a login without
+    # the privilege, naming neither the backend login, nor the cluster, nor the backend's
+    # error (which manifold logs).
+    assert_refused_as_the_server(a, mf, "nogrant", "SHOW BINARY LOGS")
+    assert answer(mf.port, GHOST, "SHOW BINARY LOGS") == answer(mf.port, "nogrant", "SHOW BINARY LOGS")
     code, err = dump(mf.port, GHOST, first_file(mf))
-    assert code != 0 and "could not learn the grants" in err, err
+    assert code != 0 and DUMP_DENIED in err, err
+    assert "could not learn" not in err and "cluster" not in err, err
+    bk.wait_for("the reason in manifold's log",
+                lambda: b"the grants could not be learned" in mf.log_path.read_bytes()[logged_before:], timeout=10)
 
 
-def test_a_grant_added_counts_at_once_and_a_revoked_one_after_a_reload(setup):
+def test_a_grant_added_counts_within_seconds_and_a_revoked_one_after_a_reload(setup):
     a, b, mf = setup
     assert answer(mf.port, "late", "SHOW BINARY LOGS")[0] == 1227
     a.query("GRANT BINLOG MONITOR ON *.* TO 'late'@'%'")
     # Granted on one primary: still refused.
     assert answer(mf.port, "late", "SHOW BINARY LOGS")[0] == 1227
     b.query("GRANT BINLOG MONITOR ON *.* TO 'late'@'%'")
-    assert answer(mf.port, "late", "SHOW BINARY LOGS")[0] is None
+    # A refusal is remembered for 5 s: the grant counts once it is asked again.
+    bk.wait_for("the grant to count", lambda: answer(mf.port, "late", "SHOW BINARY LOGS")[0] is None, timeout=30)
     for c in (a, b):
         c.query("REVOKE BINLOG MONITOR ON *.* FROM 'late'@'%'")
     mf.admin("RELOAD CONFIG")
     assert answer(mf.port, "late", "SHOW BINARY LOGS")[0] == 1227
+
+
+def show_grants_run(cluster):
+    return int(cluster.query("SHOW GLOBAL STATUS LIKE 'Com_show_grants'")[0][1])
+
+
+def test_a_looping_refused_user_does_not_make_every_statement_ask_the_primaries(setup):
+    """A refusal, and a failure to learn the grants (a failed backend login, which MariaDB's
+    max_password_errors counts), are remembered for a while: not one SHOW GRANTS per
+    statement."""
+    a, b, mf = setup
+    loops = 30
+    for user in ("nogrant", GHOST):
+        before = show_grants_run(a), show_grants_run(b)
+        with pymysql.connect(host="127.0.0.1", port=mf.port, user=user, password=pw(user)) as c, c.cursor() as cur:
+            for _ in range(loops):
+                with pytest.raises(pymysql.err.OperationalError) as e:
+                    cur.execute("SHOW MASTER STATUS")
+                assert e.value.args[0] == 1227, e.value.args
+        asked = show_grants_run(a) - before[0], show_grants_run(b) - before[1]
+        # One lookup per 5 s at most (the loop takes far less than 5 s per statement).
+        assert asked[0] < loops // 3 and asked[1] < loops // 3, (user, asked)
 
 
 def test_binlog_users_narrows_and_never_widens(setup):

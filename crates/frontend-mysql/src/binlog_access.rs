@@ -5,12 +5,16 @@
 //!
 //! The grants are learned with `SHOW GRANTS` through the user's own backend login (in the
 //! session's task, never blocking a worker), kept per user for [`GRANTS_FRESH_FOR`], and
-//! forgotten at a configuration reload. A refusal is checked again against the servers before
-//! it is answered, so a grant added on the backend counts at once; a revoked one stops counting
-//! after at most [`GRANTS_FRESH_FOR`] or at the next reload.
+//! forgotten at a configuration reload. A refusal, or a failure to learn the grants, is kept
+//! for [`REFUSAL_FRESH_FOR`] only: a grant added on the backend counts within that time, while
+//! a client looping a refused statement costs the servers one `SHOW GRANTS` (and, when the
+//! login fails, one failed login, which MariaDB's `max_password_errors` counts) per primary
+//! per [`REFUSAL_FRESH_FOR`], not one per statement. One lookup per user runs at a time; the
+//! others wait for its result. A revoked grant stops counting after at most
+//! [`GRANTS_FRESH_FOR`] or at the next reload.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use manifold_binlog::gtid::Dialect;
@@ -19,11 +23,17 @@ use manifold_mysql_proto::packets::ErrPacket;
 /// How long learned grants are taken as they were.
 pub const GRANTS_FRESH_FOR: Duration = Duration::from_secs(60);
 
+/// How long a refusal, or a failure to learn the grants, is answered without asking again.
+pub const REFUSAL_FRESH_FOR: Duration = Duration::from_secs(5);
+
 /// What a binlog command or statement does, as the servers check it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BinlogOp {
     /// `COM_BINLOG_DUMP`, `COM_BINLOG_DUMP_GTID`.
     Dump,
+    /// `COM_REGISTER_SLAVE` (MariaDB's `PRIV_COM_REGISTER_SLAVE` is `REPLICATION SLAVE`;
+    /// the refusal is [`register_denied`]'s).
+    RegisterReplica,
     /// `SHOW BINLOG EVENTS`.
     ShowEvents,
     /// `SHOW BINARY LOGS`, `SHOW MASTER STATUS`, `SHOW BINLOG STATUS`.
@@ -89,7 +99,8 @@ impl BinlogOp {
     fn wanted(self, dialect: Dialect) -> Privileges {
         use Privileges as P;
         match (self, dialect) {
-            (BinlogOp::Dump, _) | (BinlogOp::ShowEvents, Dialect::MySql) => P::REPLICATION_SLAVE,
+            (BinlogOp::Dump | BinlogOp::RegisterReplica, _)
+            | (BinlogOp::ShowEvents, Dialect::MySql) => P::REPLICATION_SLAVE,
             (BinlogOp::ShowEvents, Dialect::MariaDb) => P::BINLOG_MONITOR,
             (BinlogOp::Monitor, _) => P::SUPER.union(P::BINLOG_MONITOR),
             (BinlogOp::Purge, _) => P::SUPER.union(P::BINLOG_ADMIN),
@@ -105,7 +116,8 @@ impl BinlogOp {
     /// The ERR 1227 the server answers a user without the privilege, word for word.
     pub fn denied(self, dialect: Dialect) -> ErrPacket {
         let named = match (self, dialect) {
-            (BinlogOp::Dump, _) | (BinlogOp::ShowEvents, Dialect::MySql) => "REPLICATION SLAVE",
+            (BinlogOp::Dump | BinlogOp::RegisterReplica, _)
+            | (BinlogOp::ShowEvents, Dialect::MySql) => "REPLICATION SLAVE",
             (BinlogOp::ShowEvents, Dialect::MariaDb) => "BINLOG MONITOR",
             (BinlogOp::Monitor, Dialect::MariaDb) => "SUPER, BINLOG MONITOR",
             (BinlogOp::Monitor, Dialect::MySql) => "SUPER, REPLICATION CLIENT",
@@ -117,6 +129,18 @@ impl BinlogOp {
         access_denied(&format!(
             "Access denied; you need (at least one of) the {named} privilege(s) for this operation"
         ))
+    }
+}
+
+/// The ERR a server answers a `COM_REGISTER_SLAVE` by a login without `REPLICATION SLAVE`:
+/// not 1227 but 1045 (`ER_ACCESS_DENIED_ERROR`, SQLSTATE 28000) naming the account as it
+/// matched, MariaDB 10.11 and MySQL 9.7 alike. manifold's users match from any host: `'%'`;
+/// they always log in with a password.
+pub fn register_denied(user: &str) -> ErrPacket {
+    ErrPacket {
+        code: 1045,
+        sqlstate: *b"28000",
+        message: format!("Access denied for user '{user}'@'%' (using password: YES)").into_bytes(),
     }
 }
 
@@ -164,9 +188,18 @@ pub fn parse_show_grants<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Privi
 struct Learned {
     /// The backend login they were learned through (a reload may change it).
     backend_user: String,
-    /// Held on every source primary.
-    privileges: Privileges,
+    /// Held on every source primary; `None`: they could not be learned (refused as a lack
+    /// of the privilege, the details only in manifold's log).
+    outcome: Option<Privileges>,
     at: Instant,
+}
+
+/// Every user's grants as learned since the last reload.
+#[derive(Debug, Default)]
+struct LearnedGrants {
+    by_user: HashMap<String, Learned>,
+    /// Bumped by each reload: a lookup started before it does not store its result.
+    generation: u64,
 }
 
 /// The narrowing list and the grants learned, shared by every worker. Only binlog commands
@@ -175,7 +208,10 @@ struct Learned {
 pub struct BinlogAccess {
     /// `binlog.users` when the configuration sets it.
     listed: Mutex<Option<HashSet<String>>>,
-    learned: Mutex<HashMap<String, Learned>>,
+    learned: Mutex<LearnedGrants>,
+    /// One lookup per user at a time: a session takes its user's turn (waiting while another
+    /// session's lookup runs) before asking the servers.
+    lookups: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl BinlogAccess {
@@ -183,7 +219,12 @@ impl BinlogAccess {
     /// grant learned, so the next binlog command asks the servers again.
     pub fn configure(&self, users: Option<&[String]>) {
         *lock(&self.listed) = users.map(|u| u.iter().cloned().collect());
-        lock(&self.learned).clear();
+        let mut learned = lock(&self.learned);
+        learned.by_user.clear();
+        learned.generation += 1;
+        drop(learned);
+        // Turns nobody holds or waits for (users a reload may have removed).
+        lock(&self.lookups).retain(|_, turn| Arc::strong_count(turn) > 1);
     }
 
     /// `binlog.users` as it applies now, sorted (`None`: every user the grants allow).
@@ -202,21 +243,72 @@ impl BinlogAccess {
             .is_none_or(|set| set.contains(user))
     }
 
-    /// The grants learned for `user` through `backend_user`, while fresh.
-    pub fn fresh(&self, user: &str, backend_user: &str) -> Option<Privileges> {
+    /// The answer for `op` from the grants learned for `user` through `backend_user`, while
+    /// it is fresh: an allowance for [`GRANTS_FRESH_FOR`], a refusal or a failure to learn
+    /// for [`REFUSAL_FRESH_FOR`]. `None`: ask the servers.
+    pub fn answer(
+        &self,
+        user: &str,
+        backend_user: &str,
+        op: BinlogOp,
+        dialect: Dialect,
+    ) -> Option<Result<(), ErrPacket>> {
         let learned = lock(&self.learned);
-        let l = learned.get(user)?;
-        (l.backend_user == backend_user && l.at.elapsed() < GRANTS_FRESH_FOR)
-            .then_some(l.privileges)
+        let l = learned
+            .by_user
+            .get(user)
+            .filter(|l| l.backend_user == backend_user)?;
+        let age = l.at.elapsed();
+        match l.outcome {
+            Some(held) if op.allowed(held, dialect) => (age < GRANTS_FRESH_FOR).then_some(Ok(())),
+            _ => (age < REFUSAL_FRESH_FOR).then(|| Err(op.denied(dialect))),
+        }
     }
 
-    pub fn remember(&self, user: &str, backend_user: &str, privileges: Privileges) {
-        lock(&self.learned).insert(
+    /// `user`'s turn to ask the servers: hold its lock while asking.
+    pub fn lookup_turn(&self, user: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.lookups)
+            .entry(user.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Which reload the grants learned belong to: take it before a lookup starts and give
+    /// it to [`BinlogAccess::remember`].
+    pub fn generation(&self) -> u64 {
+        lock(&self.learned).generation
+    }
+
+    /// Keeps what a lookup started at `generation` learned, unless a reload came since (its
+    /// result may predate the reload's, a grant revoked before it included).
+    pub fn remember(
+        &self,
+        user: &str,
+        backend_user: &str,
+        generation: u64,
+        outcome: Option<Privileges>,
+    ) {
+        self.remember_at(user, backend_user, generation, outcome, Instant::now());
+    }
+
+    fn remember_at(
+        &self,
+        user: &str,
+        backend_user: &str,
+        generation: u64,
+        outcome: Option<Privileges>,
+        at: Instant,
+    ) {
+        let mut learned = lock(&self.learned);
+        if learned.generation != generation {
+            return;
+        }
+        learned.by_user.insert(
             user.to_owned(),
             Learned {
                 backend_user: backend_user.to_owned(),
-                privileges,
-                at: Instant::now(),
+                outcome,
+                at,
             },
         );
     }
@@ -320,6 +412,12 @@ mod tests {
             String::from_utf8(e.message).unwrap(),
             "Access denied; you need (at least one of) the REPLICATION SLAVE privilege(s) for this operation"
         );
+        assert_eq!(
+            String::from_utf8(register_denied("nogrant").message).unwrap(),
+            "Access denied for user 'nogrant'@'%' (using password: YES)"
+        );
+        assert!(!BinlogOp::RegisterReplica.allowed(Privileges::SUPER, Dialect::MariaDb));
+        assert!(BinlogOp::RegisterReplica.allowed(Privileges::REPLICATION_SLAVE, Dialect::MySql));
         let e = BinlogOp::Purge.denied(Dialect::MySql);
         assert_eq!(
             String::from_utf8(e.message).unwrap(),
@@ -335,13 +433,80 @@ mod tests {
     #[test]
     fn the_list_narrows_and_a_reload_forgets_what_was_learned() {
         let a = BinlogAccess::default();
+        let (op, d) = (BinlogOp::Dump, Dialect::MariaDb);
         assert!(a.is_listed("anyone"));
-        a.remember("app", "app", Privileges::ALL);
-        assert_eq!(a.fresh("app", "app"), Some(Privileges::ALL));
-        assert_eq!(a.fresh("app", "other_login"), None);
+        a.remember("app", "app", a.generation(), Some(Privileges::ALL));
+        assert_eq!(a.answer("app", "app", op, d), Some(Ok(())));
+        assert_eq!(a.answer("app", "other_login", op, d), None);
         a.configure(Some(&["app".to_owned()]));
         assert!(a.is_listed("app") && !a.is_listed("other"));
-        assert_eq!(a.fresh("app", "app"), None);
+        assert_eq!(a.answer("app", "app", op, d), None);
         assert_eq!(a.listed(), Some(vec!["app".to_owned()]));
+    }
+
+    #[test]
+    fn a_lookup_started_before_a_reload_is_not_kept() {
+        let a = BinlogAccess::default();
+        let (op, d) = (BinlogOp::Dump, Dialect::MariaDb);
+        let started = a.generation();
+        a.configure(None);
+        a.remember("app", "app", started, Some(Privileges::ALL));
+        assert_eq!(a.answer("app", "app", op, d), None);
+        a.remember("app", "app", a.generation(), Some(Privileges::ALL));
+        assert_eq!(a.answer("app", "app", op, d), Some(Ok(())));
+    }
+
+    #[test]
+    fn a_refusal_and_a_failure_are_kept_briefly_and_an_allowance_longer() {
+        let a = BinlogAccess::default();
+        let d = Dialect::MariaDb;
+        let ago = |t: Duration| Instant::now().checked_sub(t).unwrap();
+        a.remember("mon", "mon", 0, Some(Privileges::BINLOG_MONITOR));
+        assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), Some(Ok(())));
+        assert_eq!(
+            a.answer("mon", "mon", BinlogOp::Dump, d),
+            Some(Err(BinlogOp::Dump.denied(d)))
+        );
+        let past_refusal = REFUSAL_FRESH_FOR + Duration::from_secs(1);
+        a.remember_at(
+            "mon",
+            "mon",
+            0,
+            Some(Privileges::BINLOG_MONITOR),
+            ago(past_refusal),
+        );
+        assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), Some(Ok(())));
+        assert_eq!(a.answer("mon", "mon", BinlogOp::Dump, d), None);
+        a.remember_at(
+            "mon",
+            "mon",
+            0,
+            Some(Privileges::BINLOG_MONITOR),
+            ago(GRANTS_FRESH_FOR + Duration::from_secs(1)),
+        );
+        assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), None);
+        // Grants that could not be learned: the server's own refusal, nothing more.
+        a.remember("ghost", "ghost", 0, None);
+        assert_eq!(
+            a.answer("ghost", "ghost", BinlogOp::Monitor, d),
+            Some(Err(BinlogOp::Monitor.denied(d)))
+        );
+        a.remember_at("ghost", "ghost", 0, None, ago(past_refusal));
+        assert_eq!(a.answer("ghost", "ghost", BinlogOp::Monitor, d), None);
+    }
+
+    #[tokio::test]
+    async fn one_lookup_per_user_runs_at_a_time() {
+        let a = BinlogAccess::default();
+        let turn = a.lookup_turn("u");
+        let held = turn.lock().await;
+        let same = a.lookup_turn("u");
+        assert!(same.try_lock().is_err());
+        assert!(a.lookup_turn("other").try_lock().is_ok());
+        // A reload keeps a turn in use.
+        a.configure(None);
+        assert!(a.lookup_turn("u").try_lock().is_err());
+        drop(held);
+        assert!(a.lookup_turn("u").try_lock().is_ok());
     }
 }

@@ -18,7 +18,7 @@ use tokio::sync::futures::Notified;
 
 use super::decode::BinlogCommand;
 use super::{End, Session};
-use crate::binlog_access::{access_denied, parse_show_grants, BinlogOp, Privileges};
+use crate::binlog_access::{parse_show_grants, register_denied, BinlogOp, Privileges};
 
 impl Session {
     /// Runs a binlog command or statement (the global binlog is on).
@@ -49,6 +49,16 @@ impl Session {
             BinlogCommand::RegisterSlave => {
                 let payload = p.payload(&self.io.rbuf).into_owned();
                 self.io.consume(p.raw_len);
+                // The servers ask REPLICATION SLAVE for it, as for a dump, and refuse it with
+                // their login's ERR 1045.
+                if self
+                    .binlog_permit(shared.dialect(), BinlogOp::RegisterReplica)
+                    .await
+                    .is_err()
+                {
+                    let e = register_denied(&self.user.name);
+                    return self.send_err_packet(seq, &e).await;
+                }
                 // server_id u32 first; the rest (host, user, password, port...) is not used.
                 if let Some(id) = payload.get(1..5) {
                     self.binlog.registered_server_id =
@@ -274,69 +284,87 @@ impl Session {
 impl Session {
     /// Whether this session's user may do `op` on the global binlog: listed by
     /// `binlog.users` when it is set, and its backend login holding what the server asks on
-    /// every source primary ([`crate::binlog_access`]). The ERR is the server's 1227, or a
-    /// 1227 saying why the grants could not be learned (refused: fail closed).
+    /// every source primary ([`crate::binlog_access`]). The ERR is the server's 1227, also
+    /// when the grants could not be learned (refused: fail closed; why is logged, not told
+    /// the client: it would name the backend login, the cluster and a backend's error).
+    /// Refusals and failures are remembered briefly, so a looping client does not make every
+    /// statement ask (or fail to log in to) every primary.
     async fn binlog_permit(&mut self, dialect: Dialect, op: BinlogOp) -> Result<(), ErrPacket> {
         let fe = self.fe.clone();
         let access = &fe.shared.binlog_access;
-        if !access.is_listed(&self.user.name) {
+        let (user, backend_user) = (&self.user.name, &self.user.backend_user);
+        if !access.is_listed(user) {
             return Err(op.denied(dialect));
         }
-        if let Some(held) = access.fresh(&self.user.name, &self.user.backend_user) {
-            if op.allowed(held, dialect) {
-                return Ok(());
-            }
-            // A refusal is checked again: a grant added on the servers counts at once.
+        if let Some(answer) = access.answer(user, backend_user, op, dialect) {
+            return answer;
         }
-        let held = self.binlog_grants().await?;
-        access.remember(&self.user.name, &self.user.backend_user, held);
-        if op.allowed(held, dialect) {
-            Ok(())
-        } else {
-            tracing::info!(connection = self.id, user = %self.user.name, backend_user = %self.user.backend_user, ?op, "global binlog refused: the backend login lacks the privilege on a source primary");
-            Err(op.denied(dialect))
+        // One lookup per user at a time; a session that waited takes the one just made.
+        let turn = access.lookup_turn(user);
+        let _turn = turn.lock().await;
+        let (user, backend_user) = (self.user.name.clone(), self.user.backend_user.clone());
+        if let Some(answer) = access.answer(&user, &backend_user, op, dialect) {
+            return answer;
+        }
+        // Taken before asking: a reload while the lookup runs makes its result stale.
+        let generation = access.generation();
+        // A primary that never answers (nor refuses) must not hold the session, nor every
+        // other session of the user waiting for this lookup: fail closed.
+        let limit = fe.shared.config.connect_timeout;
+        let learned = tokio::time::timeout(limit, self.binlog_grants())
+            .await
+            .unwrap_or_else(|_| {
+                tracing::warn!(connection = self.id, user = %user, backend_user = %backend_user, timeout = ?limit, "global binlog refused: the grants could not be learned within connect_timeout");
+                None
+            });
+        access.remember(&user, &backend_user, generation, learned);
+        match learned {
+            Some(held) if op.allowed(held, dialect) => Ok(()),
+            Some(_) => {
+                tracing::info!(connection = self.id, user = %user, backend_user = %backend_user, ?op, "global binlog refused: the backend login lacks the privilege on a source primary");
+                Err(op.denied(dialect))
+            }
+            None => Err(op.denied(dialect)),
         }
     }
 
     /// The global privileges the user's backend login holds on every source primary (what
     /// all of them grant), from `SHOW GRANTS` on each through the login's own connection.
-    async fn binlog_grants(&mut self) -> Result<Privileges, ErrPacket> {
+    /// `None` (logged): they could not be learned on one of them.
+    async fn binlog_grants(&mut self) -> Option<Privileges> {
         let mut held: Option<Privileges> = None;
         for cluster in 0..self.fe.shared.clusters.len() {
             let on = self.binlog_grants_on(cluster).await?;
             held = Some(held.map_or(on, |h| h.intersection(on)));
         }
-        Ok(held.unwrap_or(Privileges::NONE))
+        Some(held.unwrap_or(Privileges::NONE))
     }
 
-    async fn binlog_grants_on(&mut self, cluster: usize) -> Result<Privileges, ErrPacket> {
+    async fn binlog_grants_on(&mut self, cluster: usize) -> Option<Privileges> {
         let failed = |session: &Session, why: &str| {
             let name = &session.fe.shared.clusters[cluster].name;
             tracing::warn!(connection = session.id, user = %session.user.name, backend_user = %session.user.backend_user, cluster = %name, error = why, "global binlog refused: the grants could not be learned");
-            access_denied(&format!(
-                "Access denied; manifold could not learn the grants of backend user '{}' on the primary of cluster '{name}': {why}",
-                session.user.backend_user
-            ))
+            None
         };
         let mut lease = match self.borrow_primary_of(cluster).await {
             Ok(lease) => lease,
-            Err(e) => return Err(failed(self, &e.message)),
+            Err(e) => return failed(self, &e.message),
         };
         match lease.conn().query_rows(b"SHOW GRANTS").await {
             Ok(Ok(rows)) => {
                 // The query changed nothing on the connection.
                 lease.mark_clean();
-                Ok(parse_show_grants(
+                Some(parse_show_grants(
                     rows.rows.iter().filter_map(|r| r.first()?.as_deref()),
                 ))
             }
             Ok(Err(e)) => {
                 lease.mark_clean();
-                Err(failed(self, &String::from_utf8_lossy(&e.message)))
+                failed(self, &String::from_utf8_lossy(&e.message))
             }
             Err(e) => {
                 lease.discard();
-                Err(failed(self, &e.message))
+                failed(self, &e.message)
             }
         }
     }
