@@ -116,6 +116,9 @@ pub struct LoginThrottle {
     threshold: AtomicU32,
     max_delay_ms: AtomicU64,
     table: Mutex<HashMap<IpAddr, Entry>>,
+    /// Addresses in `table`, as of the last time it was unlocked: a login while it is 0
+    /// (every login but a guesser's, nearly always) takes no lock.
+    entries: AtomicUsize,
     failures: [AtomicU64; 3],
     delayed: AtomicU64,
     refused_waiting: AtomicU64,
@@ -153,6 +156,7 @@ impl LoginThrottle {
             threshold: AtomicU32::new(0),
             max_delay_ms: AtomicU64::new(0),
             table: Mutex::default(),
+            entries: AtomicUsize::new(0),
             failures: Default::default(),
             delayed: AtomicU64::new(0),
             refused_waiting: AtomicU64::new(0),
@@ -196,11 +200,21 @@ impl LoginThrottle {
             .min(self.max_delay())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Entry>> {
+    fn lock(&self) -> Table<'_> {
         // A panic elsewhere while holding it left counts, which are still counts.
-        self.table
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        Table {
+            guard: self
+                .table
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            entries: &self.entries,
+        }
+    }
+
+    /// Whether no address has failures now (as of the table's last unlock). A failure
+    /// recorded at the same instant as a login's look is taken as after it.
+    fn empty(&self) -> bool {
+        self.entries.load(Relaxed) == 0
     }
 
     /// Before a password from `ip` is checked: waits out the delay its address has earned
@@ -212,7 +226,7 @@ impl LoginThrottle {
         ip: IpAddr,
         waited: Option<&WaitClock>,
     ) -> Result<Duration, TooManyWaiting> {
-        if !self.on() {
+        if !self.on() || self.empty() {
             return Ok(Duration::ZERO);
         }
         let key = key(ip);
@@ -253,7 +267,7 @@ impl LoginThrottle {
     /// Whether an attempt from `ip` now would be delayed: for the attempts that cannot wait
     /// (a Redis `AUTH` queued in `MULTI` runs inside `EXEC`), refused instead.
     pub fn would_delay(&self, ip: IpAddr) -> bool {
-        if !self.on() {
+        if !self.on() || self.empty() {
             return false;
         }
         let table = self.lock();
@@ -289,6 +303,9 @@ impl LoginThrottle {
 
     /// A successful login from `ip`: its count starts again.
     pub fn succeeded(&self, ip: IpAddr) {
+        if self.empty() {
+            return;
+        }
         let key = key(ip);
         let mut table = self.lock();
         if let Some(e) = table.get_mut(&key) {
@@ -395,6 +412,31 @@ fn make_room(table: &mut HashMap<IpAddr, Entry>, now: Instant) {
     let (_, oldest_kept, _) = ages.select_nth_unstable(cut);
     let oldest_kept = *oldest_kept;
     table.retain(|_, e| e.waiting > 0 || e.last_failure > oldest_kept);
+}
+
+/// The locked table; unlocking it notes how many addresses it holds ([`LoginThrottle::empty`]).
+struct Table<'a> {
+    guard: std::sync::MutexGuard<'a, HashMap<IpAddr, Entry>>,
+    entries: &'a AtomicUsize,
+}
+
+impl std::ops::Deref for Table<'_> {
+    type Target = HashMap<IpAddr, Entry>;
+    fn deref(&self) -> &Self::Target {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for Table<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.guard
+    }
+}
+
+impl Drop for Table<'_> {
+    fn drop(&mut self) {
+        self.entries.store(self.guard.len(), Relaxed);
+    }
 }
 
 /// Counts an attempt waiting out its delay; its end (also when the client leaves midway).
@@ -513,6 +555,27 @@ mod tests {
         t.failed(ip("::ffff:10.1.1.1"), Door::Mysql);
         t.failed(ip("10.1.1.1"), Door::Mysql);
         assert!(t.would_delay(ip("10.1.1.1")));
+    }
+
+    /// Logins look without the lock only while no address has failures; once one has,
+    /// every login looks, and the last address forgiven makes the look free again.
+    #[test]
+    fn the_lock_free_look_follows_the_table() {
+        let t = throttle(1, 30);
+        assert!(t.empty());
+        t.failed(ip("10.0.0.9"), Door::Admin);
+        assert!(!t.empty());
+        assert!(t.would_delay(ip("10.0.0.9")));
+        t.succeeded(ip("10.0.0.8"));
+        assert!(
+            t.would_delay(ip("10.0.0.9")),
+            "another address forgives nothing"
+        );
+        t.succeeded(ip("10.0.0.9"));
+        assert!(t.empty());
+        t.failed(ip("10.0.0.9"), Door::Admin);
+        t.clear();
+        assert!(t.empty());
     }
 
     #[test]
