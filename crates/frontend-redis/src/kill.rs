@@ -118,7 +118,17 @@ impl Registry {
         self.lock().remove(&id);
     }
 
-    /// Every client not already killed, with the memory it noted.
+    /// What every client not already killed noted, summed: loads only, no handle taken.
+    pub fn memory_total(&self) -> u64 {
+        self.lock()
+            .values()
+            .filter(|h| !h.is_killed())
+            .map(|h| h.memory())
+            .sum()
+    }
+
+    /// Every client not already killed, with the memory it noted (only once the total is
+    /// past the budget: taking a handle is an atomic add per client).
     pub fn memory(&self) -> Vec<(u64, Arc<ClientHandle>)> {
         self.lock()
             .values()

@@ -175,12 +175,14 @@ pub async fn run_budget(
 
 /// One sum, and the evictions it calls for.
 pub fn enforce_budget(shared: &crate::RedisShared, budget: u64) {
-    let mut clients = shared.registry.memory();
-    let mut total: u64 = clients.iter().map(|(m, _)| *m).sum();
+    let total = shared.registry.memory_total();
     shared.client_memory.used.store(total, Ordering::Relaxed);
     if budget == 0 || total <= budget {
         return;
     }
+    // Over the budget: the clients themselves, with what they hold now.
+    let mut clients = shared.registry.memory();
+    let mut total: u64 = clients.iter().map(|(m, _)| *m).sum();
     // The largest first, as Redis 7 evicts.
     clients.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
     for (mem, handle) in clients {
