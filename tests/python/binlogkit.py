@@ -31,7 +31,7 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from conftest import PASSWORD, ROOT, RUN_DIR, USER, binary, free_ports, manifold_env, start_testkit, wait_port
+from conftest import PASSWORD, ROOT, RUN_DIR, USER, binary, free_ports, manifold_env, start_testkit, stop_process, wait_port
 
 # Event types (MariaDB binlog v4).
 QUERY, STOP, ROTATE, FORMAT_DESCRIPTION, XID, TABLE_MAP = 2, 3, 4, 15, 16, 19
@@ -206,13 +206,7 @@ class BinlogManifold:
         self.proc.wait(timeout=30)
 
     def stop_and_check(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         text = self.log_path.read_text()
         assert "panicked" not in text, f"manifold panicked: see {self.log_path}"
         return text

@@ -98,6 +98,29 @@ def wait_port(port, proc, what, timeout=30):
     pytest.fail(f"{what} did not listen on port {port} within {timeout}s")
 
 
+def poll(check, what, timeout=30, interval=0.05):
+    """`check()`'s value once truthy; else the test fails naming `what` and the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() >= deadline:
+            pytest.fail(f"{what}: not within {timeout}s (last: {last!r})")
+        time.sleep(interval)
+
+
+def stop_process(proc, timeout=30):
+    """Ends `proc` gracefully (SIGTERM), killing it if it has not exited within `timeout`."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class Topology:
     def __init__(self, info):
         self.info = info
@@ -181,12 +204,7 @@ class Manifold:
         return text
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc)
         self.log.close()
 
 

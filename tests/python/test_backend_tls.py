@@ -17,13 +17,13 @@ import contextlib
 import shutil
 import ssl
 import subprocess
-import time
 import uuid
 
 import pymysql
 import pytest
 
-from conftest import PASSWORD, ROOT, RUN_DIR, USER, binary, free_ports, manifold_env, start_testkit, wait_port
+import conftest
+from conftest import PASSWORD, ROOT, RUN_DIR, USER, binary, free_ports, manifold_env, start_testkit, stop_process, wait_port
 from redisdiff import redis_py
 
 TLS_ANY = {"check_hostname": False, "verify_mode": ssl.CERT_NONE}  # TLS, any certificate
@@ -62,13 +62,7 @@ class QuickStart:
             return cur.fetchall()
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
         text = self.log_path.read_text()
         assert "panicked" not in text, f"manifold panicked: see {self.log_path}"
@@ -86,14 +80,7 @@ def quick_start(*args, **kw):
 
 def poll(what, fn, timeout=30):
     """`fn()` once truthy (its value), else the test fails saying `what` and the last value."""
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.1)
-    pytest.fail(f"{what} within {timeout}s (last: {last!r})")
+    return conftest.poll(fn, what, timeout, interval=0.1)
 
 
 def root_rows(topology_root, sql, *params):

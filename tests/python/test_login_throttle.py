@@ -16,6 +16,7 @@ import urllib.request
 import pymysql
 import pytest
 
+import conftest
 from conftest import PASSWORD, USER, Manifold, configured, free_port, run_in_thread, wait_port
 
 GUESSER, OTHER = "127.0.0.1", "127.0.0.2"
@@ -55,13 +56,7 @@ def metric(m, name):
 
 
 def poll(what, check, timeout=30):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not seen within {timeout}s"
-        time.sleep(0.05)
+    return conftest.poll(check, what, timeout)
 
 
 def mysql_login(m, password, user=USER, source=GUESSER, port=None):

@@ -23,6 +23,7 @@ import uuid
 import pymysql
 import pytest
 
+import conftest
 from conftest import USER, PASSWORD, Manifold, configured, free_port, native_hash, wait_port
 from redisdiff import Conn, Err, cmd, read_reply
 
@@ -106,14 +107,7 @@ def refused(host, port):
     return False
 
 
-def wait_for(check, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.05)
-    pytest.fail(f"{what}: not within {timeout}s")
+wait_for = conftest.poll
 
 
 # ---- item 4: where the door listens ------------------------------------------------------

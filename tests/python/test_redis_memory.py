@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+import conftest
 from conftest import USER, PASSWORD, configured, free_port, wait_port
 from redisdiff import AUTH, Conn, cmd, launch_door, raw, redis_py, start_reference
 
@@ -70,14 +71,7 @@ def admin_status(m, name):
         return {row[0]: int(row[1]) for row in cur.fetchall()}.get(name)
 
 
-def poll(check, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"not within {timeout}s: {what}")
+poll = conftest.poll
 
 
 # Four replies of a million 1 KiB members each: 4 GiB if they were built whole.
