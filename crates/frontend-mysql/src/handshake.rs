@@ -324,7 +324,7 @@ async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginError
 /// Password guessing costs time ([`manifold_engine::login_throttle`]): once the client's
 /// answer is in, the attempt waits out the delay its address has earned before it is
 /// checked (`waited` is told, for the login timeout). An unknown user is checked against
-/// [`crate::users::unknown_user`]: the same exchanges and hashing as a wrong password.
+/// [`crate::users::Users::decoy_for`]: the same packets and hashing as a wrong password.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn authenticate(
     shared: &Shared,
@@ -343,25 +343,16 @@ pub(crate) async fn authenticate(
     let user = users.get(user_name).cloned();
     let checked: &User = match &user {
         Some(u) => u,
-        None => crate::users::unknown_user(),
+        None => users.decoy_for(user_name),
     };
-    let proposed = match client_plugin {
-        Some(p) if p == auth::CACHING_SHA2_PASSWORD.as_bytes() => auth::CACHING_SHA2_PASSWORD,
-        Some(p) if p == auth::NATIVE_PASSWORD.as_bytes() || p.is_empty() => auth::NATIVE_PASSWORD,
-        None => auth::NATIVE_PASSWORD,
-        Some(_) => "",
-    };
-    let plugin = if checked.supports(proposed) {
-        proposed
-    } else {
-        checked.preferred_plugin(&shared.config.default_auth_plugin)
-    };
-    // As MySQL does, a response made for the plugin the user needs is used as it is, even if
-    // the handshake offered another. But a client that chose a plugin other than the one
-    // offered may send no response at all (libmariadb does): it expects a switch carrying
-    // the scramble.
-    let offered_other = offered_plugin.is_some_and(|o| o != proposed);
-    if plugin != proposed || (offered_other && response.is_empty()) {
+    let (plugin, switch) = plugin_for(
+        checked,
+        client_plugin,
+        offered_plugin,
+        &response,
+        &shared.config.default_auth_plugin,
+    );
+    if switch {
         let mut out = Vec::with_capacity(64);
         AuthSwitchRequest {
             plugin: plugin.as_bytes().to_vec(),
@@ -380,10 +371,10 @@ pub(crate) async fn authenticate(
     let verified = match (may_check, checked, plugin) {
         (false, ..) => false,
         (true, u, auth::CACHING_SHA2_PASSWORD) => {
-            let fast = !shared.config.sha2_full_auth_first || shared.sha2_cached(&u.name);
-            if fast {
-                let ok = auth::sha2_verify_fast(u.sha2_hash.as_ref(), scramble, &response);
-                if ok {
+            let fast_allowed = !shared.config.sha2_full_auth_first || shared.sha2_cached(&u.name);
+            match sha2_first_step(u, fast_allowed, scramble, &response) {
+                Sha2Step::Refuse => false,
+                Sha2Step::FastAuthSuccess => {
                     FrontendMetrics::inc(&shared.metrics.sha2_fast_auths);
                     let mut out = Vec::new();
                     encode_auth_more_data(&mut out, &[auth::SHA2_FAST_AUTH_SUCCESS]);
@@ -391,16 +382,19 @@ pub(crate) async fn authenticate(
                         .send(seq, &out)
                         .await
                         .map_err(LoginError::write("sending fast auth success"))?;
+                    true
                 }
-                ok
-            } else {
-                let ok;
-                (ok, seq) = sha2_full_auth(shared, ctx, io, seq, u, scramble).await?;
-                if ok {
-                    FrontendMetrics::inc(&shared.metrics.sha2_full_auths);
-                    shared.sha2_remember(&u.name);
+                Sha2Step::FullAuth => {
+                    let ok;
+                    (ok, seq) = sha2_full_auth(shared, ctx, io, seq, u, scramble).await?;
+                    // A decoy never verifies; the check keeps its empty name out of the cache
+                    // all the same.
+                    if ok && user.is_some() {
+                        FrontendMetrics::inc(&shared.metrics.sha2_full_auths);
+                        shared.sha2_remember(&u.name);
+                    }
+                    ok
                 }
-                ok
             }
         }
         (true, u, _) => auth::native_verify(u.native_hash.as_ref(), scramble, &response),
@@ -425,6 +419,77 @@ pub(crate) async fn authenticate(
     )
     .await;
     Err(AuthFailure::Denied(denied))
+}
+
+/// The plugin `user` authenticates with, and whether the client must be sent an
+/// AuthSwitchRequest for it. Depends only on the kinds of hash `user` has (a decoy has those
+/// of the user it stands for), never on whether the name exists.
+fn plugin_for(
+    user: &User,
+    client_plugin: Option<&[u8]>,
+    offered_plugin: Option<&str>,
+    response: &[u8],
+    default_plugin: &str,
+) -> (&'static str, bool) {
+    let proposed = match client_plugin {
+        Some(p) if p == auth::CACHING_SHA2_PASSWORD.as_bytes() => auth::CACHING_SHA2_PASSWORD,
+        Some(p) if p == auth::NATIVE_PASSWORD.as_bytes() || p.is_empty() => auth::NATIVE_PASSWORD,
+        None => auth::NATIVE_PASSWORD,
+        Some(_) => "",
+    };
+    let plugin = if user.supports(proposed) {
+        proposed
+    } else {
+        user.preferred_plugin(default_plugin)
+    };
+    // As MySQL does, a response made for the plugin the user needs is used as it is, even if
+    // the handshake offered another. But a client that chose a plugin other than the one
+    // offered may send no response at all (libmariadb does): it expects a switch carrying
+    // the scramble.
+    let offered_other = offered_plugin.is_some_and(|o| o != proposed);
+    (
+        plugin,
+        plugin != proposed || (offered_other && response.is_empty()),
+    )
+}
+
+/// What the server answers a `caching_sha2_password` response with, as `mysqld`'s
+/// `caching_sha2_password_authenticate` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sha2Step {
+    /// ERR at once: an empty response for an account with a password, or a response that is
+    /// not a 32-byte scramble.
+    Refuse,
+    /// 0x01 0x03, then OK.
+    FastAuthSuccess,
+    /// 0x01 0x04, then the cleartext (TLS) or RSA-encrypted password decides. Also what a
+    /// fast-path mismatch gets (the server cannot tell a wrong password from a stale cache
+    /// entry), so a wrong password, an unknown user and a first login all look alike.
+    FullAuth,
+}
+
+fn sha2_first_step(
+    user: &User,
+    fast_allowed: bool,
+    scramble: &[u8; 20],
+    response: &[u8],
+) -> Sha2Step {
+    if response.is_empty() || response == [0] {
+        // "No password": no exchange follows, the account has one or not.
+        return if auth::sha2_verify_fast(user.sha2_hash.as_ref(), scramble, response) {
+            Sha2Step::FastAuthSuccess
+        } else {
+            Sha2Step::Refuse
+        };
+    }
+    if response.len() != auth::SHA2_HASH_LEN {
+        return Sha2Step::Refuse;
+    }
+    if fast_allowed && auth::sha2_verify_fast(user.sha2_hash.as_ref(), scramble, response) {
+        Sha2Step::FastAuthSuccess
+    } else {
+        Sha2Step::FullAuth
+    }
 }
 
 /// `caching_sha2_password` full authentication: the client sends its password in cleartext

@@ -56,32 +56,57 @@ impl User {
     }
 }
 
-/// The account an unknown user name is checked against, so that it costs what a wrong
-/// password does (same plugin choice, same exchanges, same hashing) and never says "no such
-/// user" by answering sooner. Its hashes are random: no password matches them.
-pub fn unknown_user() -> &'static User {
+/// What an unknown user name is checked against when no user is configured at all: both
+/// hashes, random, so that no password matches them.
+fn unknown_user() -> &'static User {
     static UNKNOWN: std::sync::OnceLock<User> = std::sync::OnceLock::new();
-    UNKNOWN.get_or_init(|| {
-        let (a, b) = (auth::generate_scramble(), auth::generate_scramble());
-        let mut sha2 = [0u8; 32];
-        sha2[..20].copy_from_slice(&a);
-        sha2[20..].copy_from_slice(&b[..12]);
+    UNKNOWN.get_or_init(|| User::decoy_of(None))
+}
+
+/// The per-process key of the hash that maps an unknown user name to a decoy: the same name
+/// gets the same decoy for the life of the process (a real account never changes plugin
+/// between attempts), yet no one outside can compute which.
+fn decoy_hasher() -> &'static std::collections::hash_map::RandomState {
+    static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    KEY.get_or_init(Default::default)
+}
+
+impl User {
+    /// A user that cannot log in, shaped like `like` (the same kinds of password hash, so the
+    /// same plugin choices and the same hashing work), its hashes random so that no password
+    /// matches them. `None`: both kinds.
+    fn decoy_of(like: Option<&User>) -> User {
+        let random32 = || {
+            let (a, b) = (auth::generate_scramble(), auth::generate_scramble());
+            let mut out = [0u8; 32];
+            out[..20].copy_from_slice(&a);
+            out[20..].copy_from_slice(&b[..12]);
+            out
+        };
+        let (native, sha2) = like.map_or((true, true), |u| {
+            (u.native_hash.is_some(), u.sha2_hash.is_some())
+        });
         User {
+            // No configured user has an empty name, so this one is never in the sha2 cache.
             name: String::new(),
-            native_hash: Some(b),
-            sha2_hash: Some(sha2),
+            native_hash: native.then(auth::generate_scramble),
+            sha2_hash: sha2.then(random32),
             backend_user: String::new(),
             backend_password: String::new(),
             max_connections: 0,
             process: false,
             connections: AtomicUsize::new(0),
         }
-    })
+    }
 }
 
 #[derive(Debug, Default)]
 pub struct Users {
     by_name: HashMap<String, Arc<User>>,
+    /// One decoy per configured user, in the order of their names: what an unknown name is
+    /// checked against ([`Users::decoy_for`]).
+    decoys: Vec<User>,
 }
 
 impl Users {
@@ -118,7 +143,30 @@ impl Users {
                 ));
             }
         }
-        Ok(Users { by_name })
+        let mut names: Vec<&String> = by_name.keys().collect();
+        names.sort();
+        let decoys = names
+            .into_iter()
+            .map(|n| User::decoy_of(Some(&by_name[n])))
+            .collect();
+        Ok(Users { by_name, decoys })
+    }
+
+    /// The account an unknown user name is checked against, so that the exchange a client
+    /// sees (plugin switch or not, the caching_sha2 steps) and the hashing done are those of a
+    /// wrong password for a real account, never a faster or different answer saying "no such
+    /// user". As MariaDB does (`find_mpvio_user` takes the configured account a hash of the
+    /// name picks), the name maps to one configured user, always the same one for the same
+    /// name, so unknown names show the configured accounts' mix of plugins; the decoy is shaped
+    /// like that user but no password matches it. MySQL instead gives unknown accounts a random
+    /// built-in plugin (remembered per name), which shows a plugin no real account has.
+    pub fn decoy_for(&self, name: &[u8]) -> &User {
+        use std::hash::BuildHasher;
+        if self.decoys.is_empty() {
+            return unknown_user();
+        }
+        let pick = decoy_hasher().hash_one(name) % self.decoys.len() as u64;
+        &self.decoys[pick as usize]
     }
 
     pub fn get(&self, name: &[u8]) -> Option<&Arc<User>> {

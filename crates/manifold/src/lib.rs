@@ -435,7 +435,7 @@ impl MysqlUsers {
         // An unknown user is hashed as a known one is: no faster answer says it is unknown.
         let u: &manifold_frontend_mysql::User = match known {
             Some(u) => u,
-            None => manifold_frontend_mysql::users::unknown_user(),
+            None => users.decoy_for(user),
         };
         let ok = if u.sha2_hash.is_some() {
             auth::sha2_verify_cleartext(u.sha2_hash.as_ref(), password)
