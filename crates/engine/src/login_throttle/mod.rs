@@ -425,7 +425,7 @@ impl LoginThrottle {
             },
             registered: false,
             done: false,
-            _turn: None,
+            turn: None,
         }
     }
 
@@ -517,7 +517,7 @@ impl LoginThrottle {
             waiting.armed = false;
         }
         self.waiting.fetch_sub(1, Relaxed);
-        attempt._turn = Some(permit);
+        attempt.turn = Some(permit);
         Ok(attempt)
     }
 
@@ -725,7 +725,7 @@ pub struct Attempt<'a> {
     registered: bool,
     done: bool,
     /// Released after the result is recorded (fields drop after [`Drop::drop`]).
-    _turn: Option<OwnedSemaphorePermit>,
+    turn: Option<OwnedSemaphorePermit>,
 }
 
 impl Attempt<'_> {
