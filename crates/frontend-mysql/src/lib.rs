@@ -179,8 +179,8 @@ pub struct Shared {
     /// backends.
     pub binlog_access: binlog_access::BinlogAccess,
     /// Failed logins per client address and user, for every door
-    /// ([`manifold_engine::login_throttle`]):
-    /// the Redis door and the admin port use this same table.
+    /// ([`manifold_engine::login_throttle`]): the Redis door and the admin port use this
+    /// same table.
     pub logins: Arc<manifold_engine::LoginThrottle>,
 }
 
