@@ -351,9 +351,9 @@ def test_many_connections_guess_no_faster_than_one(guarded_door):
             assert out == {"result": None}
         assert (status(m, "Login_delays"), status(m, "Login_refused_waiting")) == (delays, refused)
 
-        # Ten attempts waiting (the first its 3 s, the others their turn): the eleventh is
+        # Ten attempts waiting (the first its 5 s, the others their turn): the eleventh is
         # refused at once, unchecked, with each door's wrong-password error.
-        admin(m, "SET GLOBAL security.max_login_delay = '3s'")
+        admin(m, "SET GLOBAL security.max_login_delay = '5s'")
         waiters = []
         for _ in range(10):
             w = redis_session(port, source)
