@@ -322,8 +322,10 @@ async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginError
 /// On failure the client has been sent ERR 1045.
 ///
 /// Password guessing costs time ([`manifold_engine::login_throttle`]): once the client's
-/// answer is in, the attempt waits out the delay its address has earned before it is
-/// checked (`waited` is told, for the login timeout). An unknown user is checked against
+/// answer is in, the attempt is admitted as its address and user have earned (at once, or
+/// one at a time after a delay) before it is checked, and its result is counted against
+/// the user at the address (`waited` is told of the waits, for the login timeout). An
+/// exchange that breaks midway (the client left) counts as neither. An unknown user is checked against
 /// [`crate::users::unknown_user`]: the same exchanges and hashing as a wrong password.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn authenticate(
@@ -376,10 +378,10 @@ pub(crate) async fn authenticate(
     let used_password = !response.is_empty();
     let ip = peer.ip();
     // Too many attempts of this address already waiting: refused without a check.
-    let may_check = shared.logins.wait(ip, waited).await.is_ok();
-    let verified = match (may_check, checked, plugin) {
-        (false, ..) => false,
-        (true, u, auth::CACHING_SHA2_PASSWORD) => {
+    let attempt = shared.logins.admit(ip, user_name, waited).await.ok();
+    let verified = match (&attempt, checked, plugin) {
+        (None, ..) => false,
+        (Some(_), u, auth::CACHING_SHA2_PASSWORD) => {
             let fast = !shared.config.sha2_full_auth_first || shared.sha2_cached(&u.name);
             if fast {
                 let ok = auth::sha2_verify_fast(u.sha2_hash.as_ref(), scramble, &response);
@@ -403,15 +405,17 @@ pub(crate) async fn authenticate(
                 ok
             }
         }
-        (true, u, _) => auth::native_verify(u.native_hash.as_ref(), scramble, &response),
+        (Some(_), u, _) => auth::native_verify(u.native_hash.as_ref(), scramble, &response),
     };
     if let (true, Some(u)) = (verified, user) {
-        shared.logins.succeeded(ip);
+        if let Some(attempt) = attempt {
+            attempt.succeeded();
+        }
         return Ok((u, seq));
     }
     FrontendMetrics::inc(&shared.metrics.auth_failures);
-    if may_check {
-        shared.logins.failed(ip, Door::Mysql);
+    if let Some(attempt) = attempt {
+        attempt.failed(Door::Mysql);
     }
     let denied = AccessDenied {
         user: String::from_utf8_lossy(user_name).into_owned(),
