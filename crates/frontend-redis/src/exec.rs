@@ -17,9 +17,11 @@
 //!   or lock wait timeout runs the whole batch again. A lost connection fails every
 //!   command of the batch: none is acknowledged unless its commit was.
 
+use std::ops::ControlFlow;
 use std::rc::Rc;
 
-use manifold_backend::ConnKey;
+use manifold_backend::{ConnKey, Param};
+use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::{Protocol, Reply};
 
 use crate::cmd::{self, Args, Family, Spec};
@@ -55,6 +57,42 @@ impl Cx<'_> {
     /// The batch's clock, in Unix milliseconds.
     pub fn now_ms(&self) -> i64 {
         self.tx.now_ms
+    }
+
+    /// Replies with one aggregate (array, map, set) made of the rows of `sql`, written as
+    /// they are read: `element` appends a row's elements and says how many units of the
+    /// header it adds (0 for a row it skips); `header` then writes the aggregate's header for
+    /// that many units in front of them (one move of this reply's bytes). Once the replies
+    /// pass the client's output limit the rest of the rows are dropped unread by `element`
+    /// (the client is closed without them), so a collection of any size costs about the
+    /// output limit plus one row, never the whole result set. Returns the units counted.
+    pub async fn stream_reply(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        header: impl FnOnce(&mut Reply<'_>, usize),
+        mut element: impl FnMut(&mut Reply<'_>, Vec<Value>) -> usize,
+    ) -> Result<usize, StoreError> {
+        let at = self.out.len();
+        let (out, proto, limit) = (&mut self.out, self.proto, self.out_limit);
+        let mut units = 0usize;
+        self.tx
+            .exec_each(sql, params, |row| {
+                let mut reply = Reply::limited(out, proto, limit);
+                units += element(&mut reply, row);
+                if reply.over_limit() {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .await?;
+        if !self.over_limit() {
+            let mut head = Vec::with_capacity(24);
+            header(&mut Reply::new(&mut head, proto), units);
+            self.out.splice(at..at, head);
+        }
+        Ok(units)
     }
 }
 

@@ -29,7 +29,7 @@
 
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
-use manifold_redis_proto::Protocol;
+use manifold_redis_proto::{Protocol, Reply};
 use std::collections::{HashMap, HashSet};
 
 use super::checks::{self, Absent};
@@ -312,12 +312,7 @@ async fn hmget(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The rows of `sql` (every field of the hash `kid`, in `fh` order, some columns).
-async fn all_fields(cx: &mut Cx<'_>, kid: u64, sql: &str) -> Result<Vec<Vec<Value>>, StoreError> {
-    cx.tx.rows(sql, &[Param::UInt(kid)]).await
-}
-
-/// `HGETALL` (a map in RESP3), `HKEYS`, `HVALS`.
+/// `HGETALL` (a map in RESP3), `HKEYS`, `HVALS`: written as the fields are read.
 async fn get_all(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), StoreError> {
     let pairs = name == "hgetall";
     let Some(row) = checks::read(cx, args.get(1), kind::HASH).await? else {
@@ -336,19 +331,24 @@ async fn get_all(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), Stor
         "hkeys" => "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
         _ => "SELECT v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
     };
-    let rows = all_fields(cx, row.kid, sql).await?;
-    if pairs {
-        cx.reply().map_len(rows.len());
-    } else {
-        cx.reply().array_len(rows.len());
-    }
-    for mut r in rows {
-        for col in &mut r {
-            let b = take_bytes(col).unwrap_or_default();
-            cx.reply().bulk(&b);
+    let header = |r: &mut Reply<'_>, n: usize| {
+        if pairs {
+            r.map_len(n);
+        } else {
+            r.array_len(n);
         }
-    }
+    };
+    cx.stream_reply(sql, &[Param::UInt(row.kid)], header, bulk_columns)
+        .await?;
     Ok(())
+}
+
+/// Writes every column of `row` as a bulk string: one unit of a header.
+pub(crate) fn bulk_columns(reply: &mut Reply<'_>, mut row: Vec<Value>) -> usize {
+    for col in &mut row {
+        reply.bulk(&take_bytes(col).unwrap_or_default());
+    }
+    1
 }
 
 /// `HDEL key field [field ...]`: the count deleted; the last field takes the key along.
@@ -503,6 +503,47 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         return Ok(());
     }
     let size = row.len.max(0) as u64;
+    let resp3 = cx.proto == Protocol::Resp3;
+    if !repeat {
+        // Distinct fields, as many as the hash has at most: written as they are read.
+        let (sql, limit) = match (count >= size, values) {
+            (true, true) => (
+                "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
+                None,
+            ),
+            (true, false) => (
+                "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
+                None,
+            ),
+            (false, true) => (
+                "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?",
+                Some(Param::UInt(count)),
+            ),
+            (false, false) => (
+                "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?",
+                Some(Param::UInt(count)),
+            ),
+        };
+        let params = [Param::UInt(row.kid), limit.unwrap_or(Param::Null)];
+        let params = if limit.is_some() {
+            &params[..]
+        } else {
+            &params[..1]
+        };
+        let header = |r: &mut Reply<'_>, n: usize| {
+            r.array_len(if values && !resp3 { n * 2 } else { n });
+        };
+        let element = |r: &mut Reply<'_>, row: Vec<Value>| {
+            if values && resp3 {
+                r.array_len(2);
+            }
+            bulk_columns(r, row)
+        };
+        cx.stream_reply(sql, params, header, element).await?;
+        return Ok(());
+    }
+    // With repetition (at most `RANDFIELD_MAX` draws): the drawn fields are kept to be
+    // repeated in random order.
     let mut rows = if count >= size {
         cx.tx
             .rows(
@@ -532,15 +573,10 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         cx.reply().array_len(0);
         return Ok(());
     }
-    let picks: Vec<usize> = if repeat {
-        let mut rng = Rng::new();
-        (0..count)
-            .map(|_| rng.below(pairs.len() as u64) as usize)
-            .collect()
-    } else {
-        (0..pairs.len()).collect()
-    };
-    let resp3 = cx.proto == Protocol::Resp3;
+    let mut rng = Rng::new();
+    let picks: Vec<usize> = (0..count)
+        .map(|_| rng.below(pairs.len() as u64) as usize)
+        .collect();
     let mut reply = cx.reply();
     if values && !resp3 {
         reply.array_len(picks.len() * 2);

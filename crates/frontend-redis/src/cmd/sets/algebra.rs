@@ -10,7 +10,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use manifold_backend::Param;
+use manifold_redis_proto::Reply;
+
 use super::{insert_members, load_hashes, load_members, present, Mh, CHUNK};
+use crate::cmd::sqltext::{marks, padded, statement};
 use crate::cmd::{checks, parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
@@ -47,6 +51,9 @@ pub(super) async fn run(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(
     let Some(rows) = checks::or_wrongtype(cx, found) else {
         return Ok(());
     };
+    if dst.is_none() && streamed(cx, op, &rows).await? {
+        return Ok(());
+    }
     let result = combine(cx, op, &rows).await?;
     match dst {
         None => {
@@ -62,6 +69,92 @@ pub(super) async fn run(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(
         }
     }
     Ok(())
+}
+
+statement! {
+    fn union_sql = "SELECT MIN(member) FROM {{s}}.redis_set WHERE kid IN ({}) GROUP BY mh ORDER BY mh",
+        |n| marks(n)
+}
+
+statement! {
+    fn inter_sql = "SELECT a.member FROM {{s}}.redis_set a WHERE a.kid = ? AND \
+        (SELECT COUNT(*) FROM {{s}}.redis_set b WHERE b.kid IN ({}) AND b.mh = a.mh) = ? ORDER BY a.mh",
+        |n| marks(n)
+}
+
+statement! {
+    fn diff_sql = "SELECT a.member FROM {{s}}.redis_set a WHERE a.kid = ? AND NOT EXISTS \
+        (SELECT 1 FROM {{s}}.redis_set b WHERE b.kid IN ({}) AND b.mh = a.mh) ORDER BY a.mh",
+        |n| marks(n)
+}
+
+/// The distinct ids of the sets `rows` (present ones), in first-seen order, but `except`.
+fn distinct_kids<'a>(rows: impl Iterator<Item = &'a Option<KeyRow>>, except: u64) -> Vec<u64> {
+    let mut seen = HashSet::from([except]);
+    rows.flatten()
+        .map(|r| r.kid)
+        .filter(|k| seen.insert(*k))
+        .collect()
+}
+
+/// Replies with `op` over the sets `rows` (`None`: empty) computed by one statement and
+/// written as its members are read (by hash, as [`combine`] orders them): the reply of a
+/// large set is never held whole. `false` when it cannot (more sets than one statement
+/// takes): nothing was replied.
+async fn streamed(cx: &mut Cx<'_>, op: Op, rows: &[Option<KeyRow>]) -> Result<bool, StoreError> {
+    let (first, others) = match op {
+        Op::Union => {
+            let kids = distinct_kids(rows.iter(), 0);
+            match kids.split_first() {
+                None => (None, Vec::new()),
+                Some((first, [])) => (Some(*first), Vec::new()),
+                Some(_) => (None, kids),
+            }
+        }
+        Op::Inter => match rows.iter().map(Option::as_ref).collect::<Option<Vec<_>>>() {
+            None => (None, Vec::new()),
+            Some(live) => match live.iter().min_by_key(|r| r.len) {
+                None => (None, Vec::new()),
+                Some(first) => (Some(first.kid), distinct_kids(rows.iter(), first.kid)),
+            },
+        },
+        Op::Diff => match rows.first() {
+            Some(Some(first)) if !rows[1..].iter().flatten().any(|r| r.kid == first.kid) => {
+                (Some(first.kid), distinct_kids(rows[1..].iter(), first.kid))
+            }
+            _ => (None, Vec::new()),
+        },
+    };
+    if others.len() > crate::exec::RUN_MAX {
+        return Ok(false);
+    }
+    let n = padded(others.len());
+    let padding = others.last().copied().unwrap_or(0);
+    let mut params: Vec<Param<'_>> = Vec::with_capacity(n + 2);
+    params.extend(first.map(Param::UInt));
+    params.extend((0..n).map(|i| Param::UInt(others.get(i).copied().unwrap_or(padding))));
+    let sql = match (op, first, others.is_empty()) {
+        (_, None, true) => {
+            cx.reply().set_len(0);
+            return Ok(true);
+        }
+        (_, Some(_), true) => {
+            params.truncate(1);
+            "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY mh"
+        }
+        (Op::Union, ..) => union_sql(n),
+        (Op::Inter, ..) => {
+            params.push(Param::UInt(others.len() as u64));
+            inter_sql(n)
+        }
+        (Op::Diff, ..) => diff_sql(n),
+    };
+    let header = |r: &mut Reply<'_>, n: usize| {
+        r.set_len(n);
+    };
+    cx.stream_reply(sql, &params, header, crate::cmd::hashes::bulk_columns)
+        .await?;
+    Ok(true)
 }
 
 /// Looks up every key of `keys`: `WrongType` if any holds another type.

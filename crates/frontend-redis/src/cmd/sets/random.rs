@@ -179,17 +179,25 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
     };
     let len = row.len.max(0) as u64;
     if count > 0 {
+        // Distinct members, as many as the set has at most: written as they are read.
         let n = count as u64;
-        let members = if n >= len {
-            load_members(cx, row.kid).await?
+        let kid = Param::UInt(row.kid);
+        let (sql, params) = if n >= len {
+            (
+                "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY mh",
+                &[kid][..],
+            )
         } else {
-            distinct(cx, row.kid, n).await?
+            (
+                "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY RAND() LIMIT ?",
+                &[kid, Param::UInt(n)][..],
+            )
         };
-        let mut reply = cx.reply();
-        reply.array_len(members.len());
-        for (_, m) in &members {
-            reply.bulk(m);
-        }
+        let header = |r: &mut manifold_redis_proto::Reply<'_>, n: usize| {
+            r.array_len(n);
+        };
+        cx.stream_reply(sql, params, header, crate::cmd::hashes::bulk_columns)
+            .await?;
         return Ok(());
     }
     let n = count.unsigned_abs();

@@ -4,9 +4,10 @@
 //! `member` (lex), read in `ORDER BY sk, member` (reversed for `REV`) with `LIMIT ?, ?`.
 
 use manifold_backend::Param;
+use manifold_redis_proto::Reply;
 
 use super::super::{checks, parse_i64, Args};
-use super::{delete_hashes, member_row, reply_with_scores, score, upsert, Member, Spec};
+use super::{delete_hashes, member_row, score, upsert, Member, Spec};
 use crate::cmd::checks::Absent;
 use crate::errors;
 use crate::exec::Cx;
@@ -286,23 +287,37 @@ async fn zrange(
     let Some(row) = checks::read(cx, args.get(first), kind::ZSET).await? else {
         return Ok(());
     };
-    let members = match row {
-        None => Vec::new(),
-        Some(row) => read_window(cx, row.kid, row.len, window, rev).await?,
-    };
     if store {
+        let members = match row {
+            None => Vec::new(),
+            Some(row) => read_window(cx, row.kid, row.len, window, rev).await?,
+        };
         return store_members(cx, args.get(1), &members).await;
     }
-    if withscores {
-        let nested = cx.proto == manifold_redis_proto::Protocol::Resp3;
-        reply_with_scores(cx, &members, nested);
-    } else {
-        let mut r = cx.reply();
-        r.array_len(members.len());
-        for m in &members {
-            r.bulk(&m.member);
+    let nested = cx.proto == manifold_redis_proto::Protocol::Resp3;
+    let query = row.and_then(|row| window_query(row.kid, row.len, window, rev));
+    let Some((sql, params)) = query else {
+        cx.reply().array_len(0);
+        return Ok(());
+    };
+    // Written as the members are read: a whole sorted set is never held.
+    let header = |r: &mut Reply<'_>, n: usize| {
+        r.array_len(if withscores && !nested { n * 2 } else { n });
+    };
+    let element = |r: &mut Reply<'_>, row| {
+        let Some(m) = member_row(row) else {
+            return 0;
+        };
+        if withscores && nested {
+            r.array_len(2);
         }
-    }
+        r.bulk(&m.member);
+        if withscores {
+            r.double(m.score);
+        }
+        1
+    };
+    cx.stream_reply(&sql, &params, header, element).await?;
     Ok(())
 }
 
@@ -314,19 +329,39 @@ async fn read_window(
     window: Window<'_>,
     rev: bool,
 ) -> Result<Vec<Member>, StoreError> {
+    let Some((sql, params)) = window_query(kid, len, window, rev) else {
+        return Ok(Vec::new());
+    };
+    Ok(cx
+        .tx
+        .rows(&sql, &params)
+        .await?
+        .into_iter()
+        .filter_map(member_row)
+        .collect())
+}
+
+/// The statement reading `window` of `kid` (a set of `len`) as rows of `member, score,
+/// sk`, in order (reversed with `rev`), and its parameters; `None` when it is empty.
+fn window_query(
+    kid: u64,
+    len: i64,
+    window: Window<'_>,
+    rev: bool,
+) -> Option<(String, Vec<Param<'_>>)> {
     let order = if rev {
         " ORDER BY sk DESC, member DESC LIMIT ?, ?"
     } else {
         " ORDER BY sk, member LIMIT ?, ?"
     };
     let (cond, offset, limit) = match window {
-        Window::Rank(start, end) => match rank_window(len, start, end) {
-            Some((offset, n)) => (None, offset, n),
-            None => return Ok(Vec::new()),
-        },
-        Window::Cond(None, ..) => return Ok(Vec::new()),
+        Window::Rank(start, end) => {
+            let (offset, n) = rank_window(len, start, end)?;
+            (None, offset, n)
+        }
+        Window::Cond(None, ..) => return None,
         // A negative offset skips every member (Redis walks past the end).
-        Window::Cond(Some(_), offset, _) if offset < 0 => return Ok(Vec::new()),
+        Window::Cond(Some(_), offset, _) if offset < 0 => return None,
         Window::Cond(Some(c), offset, limit) => {
             (Some(c), offset, if limit < 0 { i64::MAX } else { limit })
         }
@@ -341,13 +376,7 @@ async fn read_window(
     }
     params.push(Param::UInt(offset as u64));
     params.push(Param::UInt(limit as u64));
-    Ok(cx
-        .tx
-        .rows(&sql, &params)
-        .await?
-        .into_iter()
-        .filter_map(member_row)
-        .collect())
+    Some((sql, params))
 }
 
 /// `ZRANGESTORE`'s end: `dst` becomes a sorted set of `members` (whatever it was, its TTL
