@@ -71,7 +71,31 @@ impl Cx<'_> {
         sql: &str,
         params: &[Param<'_>],
         header: impl FnOnce(&mut Reply<'_>, usize),
+        element: impl FnMut(&mut Reply<'_>, Vec<Value>) -> usize,
+    ) -> Result<usize, StoreError> {
+        self.stream(sql, params, header, element, true).await
+    }
+
+    /// [`Cx::stream_reply`] handing every row to `element`, past the output limit too (a
+    /// command that must see them all, say to delete what it popped); what `element`
+    /// appends past the limit is dropped ([`Reply::limited`]).
+    pub async fn stream_reply_all(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        header: impl FnOnce(&mut Reply<'_>, usize),
+        element: impl FnMut(&mut Reply<'_>, Vec<Value>) -> usize,
+    ) -> Result<usize, StoreError> {
+        self.stream(sql, params, header, element, false).await
+    }
+
+    async fn stream(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        header: impl FnOnce(&mut Reply<'_>, usize),
         mut element: impl FnMut(&mut Reply<'_>, Vec<Value>) -> usize,
+        stop_at_limit: bool,
     ) -> Result<usize, StoreError> {
         let at = self.out.len();
         let (out, proto, limit) = (&mut self.out, self.proto, self.out_limit);
@@ -80,7 +104,7 @@ impl Cx<'_> {
             .exec_each(sql, params, |row| {
                 let mut reply = Reply::limited(out, proto, limit);
                 units += element(&mut reply, row);
-                if reply.over_limit() {
+                if stop_at_limit && reply.over_limit() {
                     ControlFlow::Break(())
                 } else {
                     ControlFlow::Continue(())

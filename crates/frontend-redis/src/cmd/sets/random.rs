@@ -12,8 +12,10 @@
 use std::collections::HashMap;
 
 use manifold_backend::Param;
+use manifold_mysql_proto::packets::Value;
+use manifold_redis_proto::Reply;
 
-use super::{delete_members, load_members, member_row, Mh};
+use super::{delete_members, member_row, Mh};
 use crate::cmd::rng::Rng;
 use crate::cmd::{checks, parse_i64, Args};
 use crate::errors;
@@ -117,22 +119,40 @@ pub(super) async fn spop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
         cx.reply().set_len(0);
         return Ok(());
     };
-    let popped = if count >= row.len {
-        let all = load_members(cx, row.kid).await?;
-        cx.tx.delete_key(cx.db, k, &row).await?;
-        all
-    } else {
-        let some = distinct(cx, row.kid, count as u64).await?;
-        let hashes: Vec<Mh> = some.iter().map(|(mh, _)| *mh).collect();
-        let removed = delete_members(cx, row.kid, &hashes).await?;
-        cx.tx.collection_written(cx.db, k, &row, -removed).await?;
-        some
+    // Written as read; only the members' hashes are kept (to delete them), none when the
+    // count takes the whole set (its key is deleted).
+    let header = |r: &mut Reply<'_>, n: usize| {
+        r.set_len(n);
     };
-    let mut reply = cx.reply();
-    reply.set_len(popped.len());
-    for (_, m) in &popped {
-        reply.bulk(m);
+    if count >= row.len {
+        cx.stream_reply(
+            "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY mh",
+            &[Param::UInt(row.kid)],
+            header,
+            crate::cmd::hashes::bulk_columns,
+        )
+        .await?;
+        cx.tx.delete_key(cx.db, k, &row).await?;
+        return Ok(());
     }
+    let mut hashes: Vec<Mh> = Vec::new();
+    let element = |r: &mut Reply<'_>, row: Vec<Value>| match member_row(row) {
+        Some((mh, m)) => {
+            hashes.push(mh);
+            r.bulk(&m);
+            1
+        }
+        None => 0,
+    };
+    cx.stream_reply_all(
+        "SELECT mh, member FROM {s}.redis_set WHERE kid = ? ORDER BY RAND() LIMIT ?",
+        &[Param::UInt(row.kid), Param::UInt(count as u64)],
+        header,
+        element,
+    )
+    .await?;
+    let removed = delete_members(cx, row.kid, &hashes).await?;
+    cx.tx.collection_written(cx.db, k, &row, -removed).await?;
     Ok(())
 }
 
@@ -193,7 +213,7 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
                 &[kid, Param::UInt(n)][..],
             )
         };
-        let header = |r: &mut manifold_redis_proto::Reply<'_>, n: usize| {
+        let header = |r: &mut Reply<'_>, n: usize| {
             r.array_len(n);
         };
         cx.stream_reply(sql, params, header, crate::cmd::hashes::bulk_columns)
