@@ -89,6 +89,37 @@ impl Cx<'_> {
         self.stream(sql, params, header, element, false).await
     }
 
+    /// The rows of `sql` for a reply that writes each of them at least once: read until they
+    /// hold more bytes than the client's output limit leaves (then that reply passes the
+    /// limit whatever the rest: the client is closed without it), so they never cost much
+    /// more than the limit.
+    pub async fn rows_for_reply(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Vec<Value>>, StoreError> {
+        let budget = self.out_limit.saturating_sub(self.out.len());
+        let (mut rows, mut held) = (Vec::new(), 0usize);
+        self.tx
+            .exec_each(sql, params, |row| {
+                held += row
+                    .iter()
+                    .map(|v| match v {
+                        Value::Bytes(b) => b.len() + 16,
+                        _ => 24,
+                    })
+                    .sum::<usize>();
+                rows.push(row);
+                if held > budget {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .await?;
+        Ok(rows)
+    }
+
     async fn stream(
         &mut self,
         sql: &str,

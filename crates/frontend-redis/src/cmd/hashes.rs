@@ -542,49 +542,54 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         cx.stream_reply(sql, params, header, element).await?;
         return Ok(());
     }
-    // With repetition (at most `RANDFIELD_MAX` draws): the drawn fields are kept to be
-    // repeated in random order.
-    let mut rows = if count >= size {
-        cx.tx
-            .rows(
-                "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
-                &[Param::UInt(row.kid)],
-            )
-            .await?
+    // With repetition (at most `RANDFIELD_MAX` draws), as `SRANDMEMBER` draws: each draw
+    // is a position in the hash, positions seen before reuse their field; the distinct ones
+    // are fetched as a uniform distinct sample, each written at least once, so they are
+    // read only up to the client's output limit ([`Cx::rows_for_reply`]).
+    let mut rng = Rng::new();
+    let mut slot_of: HashMap<u64, u32> = HashMap::new();
+    let mut slots = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let at = rng.below(size.max(1));
+        let next = slot_of.len() as u32;
+        slots.push(*slot_of.entry(at).or_insert(next));
+    }
+    let sql = if values {
+        "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?"
     } else {
-        cx.tx
-            .rows(
-                "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?",
-                &[Param::UInt(row.kid), Param::UInt(count)],
-            )
-            .await?
+        "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?"
     };
+    let mut rows = cx
+        .rows_for_reply(
+            sql,
+            &[Param::UInt(row.kid), Param::UInt(slot_of.len() as u64)],
+        )
+        .await?;
     let pairs: Vec<(Vec<u8>, Vec<u8>)> = rows
         .iter_mut()
-        .filter(|r| r.len() >= 2)
+        .filter(|r| !r.is_empty())
         .map(|r| {
-            (
-                take_bytes(&mut r[0]).unwrap_or_default(),
-                take_bytes(&mut r[1]).unwrap_or_default(),
-            )
+            let f = take_bytes(&mut r[0]).unwrap_or_default();
+            let v = r.get_mut(1).and_then(take_bytes).unwrap_or_default();
+            (f, v)
         })
         .collect();
+    drop(rows);
     if pairs.is_empty() {
         cx.reply().array_len(0);
         return Ok(());
     }
-    let mut rng = Rng::new();
-    let picks: Vec<usize> = (0..count)
-        .map(|_| rng.below(pairs.len() as u64) as usize)
-        .collect();
     let mut reply = cx.reply();
     if values && !resp3 {
-        reply.array_len(picks.len() * 2);
+        reply.array_len(slots.len() * 2);
     } else {
-        reply.array_len(picks.len());
+        reply.array_len(slots.len());
     }
-    for i in picks {
-        let (f, v) = &pairs[i];
+    for s in slots {
+        if reply.over_limit() {
+            break;
+        }
+        let (f, v) = &pairs[(s as usize).min(pairs.len() - 1)];
         if values && resp3 {
             reply.array_len(2);
         }

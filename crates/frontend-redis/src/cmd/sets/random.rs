@@ -75,11 +75,11 @@ async fn one(
     Ok(rows.into_iter().next().and_then(member_row))
 }
 
-/// `n` distinct random members of the set `kid`, in random order.
+/// `n` distinct random members of the set `kid`, in random order, each written at least
+/// once in the reply: past the client's output limit, fewer ([`Cx::rows_for_reply`]).
 async fn distinct(cx: &mut Cx<'_>, kid: u64, n: u64) -> Result<Vec<(Mh, Vec<u8>)>, StoreError> {
     let rows = cx
-        .tx
-        .rows(
+        .rows_for_reply(
             "SELECT mh, member FROM {s}.redis_set WHERE kid = ? ORDER BY RAND() LIMIT ?",
             &[Param::UInt(kid), Param::UInt(n)],
         )
@@ -226,11 +226,11 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
         return Ok(());
     }
     // Each draw is a position in the set; positions seen before reuse their member.
-    let mut slot_of: HashMap<u64, usize> = HashMap::new();
+    let mut slot_of: HashMap<u64, u32> = HashMap::new();
     let mut slots = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let at = rng.below(len.max(1));
-        let next = slot_of.len();
+        let next = slot_of.len() as u32;
         slots.push(*slot_of.entry(at).or_insert(next));
     }
     let members = distinct(cx, row.kid, slot_of.len() as u64).await?;
@@ -246,7 +246,7 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
         if reply.over_limit() {
             break;
         }
-        reply.bulk(&members[s.min(members.len() - 1)].1);
+        reply.bulk(&members[(s as usize).min(members.len() - 1)].1);
     }
     Ok(())
 }
