@@ -12,10 +12,11 @@
 //!   hash deleted). The key's TTL stays.
 //! - `HGET`, `HEXISTS`, `HSTRLEN`: one `SELECT` of the key row `LEFT JOIN` the field;
 //!   `HMGET`: the key row, then `fh IN (...)`; `HGETALL`/`HKEYS`/`HVALS`: the key row, then
-//!   every field `ORDER BY fh`; `HLEN`: the key row's `len`.
-//! - `HRANDFIELD`: one field at a random `OFFSET`; with a count, the whole hash when the
-//!   count covers it, else `ORDER BY RAND() LIMIT n` (negative counts then pick, with
-//!   repetition, among those `n`).
+//!   every field `ORDER BY fh`, written as read ([`crate::exec::Cx::stream_reply`]); `HLEN`: the key row's `len`.
+//! - `HRANDFIELD`: one field at a random `OFFSET`; with a positive count, the whole hash
+//!   when the count covers it, else `ORDER BY RAND() LIMIT n`, written as read; with a
+//!   negative count, the draws are positions, their distinct ones fetched as a uniform
+//!   distinct sample (as `SRANDMEMBER` draws), read up to the client's output limit.
 //! - `HSCAN`: `fh >= ? ORDER BY fh LIMIT count + 1`, paged as every `*SCAN`
 //!   ([`super::scan`]).
 //!

@@ -1,6 +1,12 @@
 //! `SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, `SINTERSTORE`, `SUNIONSTORE`, `SDIFFSTORE`,
 //! `SINTERCARD`: every key is looked up first (a missing one is an empty set, any other
-//! type `WRONGTYPE`, as Redis checks them all), then members are loaded and combined here.
+//! type `WRONGTYPE`, as Redis checks them all).
+//!
+//! A reply (`SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`) is one statement over up to
+//! [`crate::exec::RUN_MAX`] sets, ordered by member hash, written as its rows are read
+//! ([`crate::exec::Cx::stream_reply`]): a union `GROUP BY mh`, an intersection counting each
+//! member's other sets, a difference `NOT EXISTS` in the others. The other forms (and a
+//! reply over more sets) load members and combine them here.
 //!
 //! An intersection or difference loads the first set (the smallest, for an intersection)
 //! whole and then asks each other set either which of the remaining candidates it holds
