@@ -1,5 +1,5 @@
 //! `SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, `SINTERSTORE`, `SUNIONSTORE`, `SDIFFSTORE`,
-//! `SINTERCARD`: every key is looked up first (a missing one is an empty set, any other
+//! `SINTERCARD` (counted by the server, one statement): every key is looked up first (a missing one is an empty set, any other
 //! type `WRONGTYPE`, as Redis checks them all).
 //!
 //! A reply (`SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`) is one statement over up to
@@ -310,7 +310,54 @@ async fn sintercard(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let Some(rows) = checks::or_wrongtype(cx, found) else {
         return Ok(());
     };
-    let n = combine(cx, Op::Inter, &rows).await?.len() as i64;
+    let n = match inter_count(cx, &rows, limit).await? {
+        Some(n) => n,
+        None => combine(cx, Op::Inter, &rows).await?.len() as i64,
+    };
     cx.reply().integer(if limit > 0 { n.min(limit) } else { n });
     Ok(())
+}
+
+statement! {
+    fn inter_count_sql = "SELECT COUNT(*) FROM (SELECT 1 FROM {{s}}.redis_set a WHERE a.kid = ? AND \
+        (SELECT COUNT(*) FROM {{s}}.redis_set b WHERE b.kid IN ({}) AND b.mh = a.mh) = ? LIMIT ?) t",
+        |n| marks(n)
+}
+
+/// The size of the intersection of the sets `rows` (`None`: empty), counted by the server up
+/// to `limit` (0: no limit) without reading any member here; `None` over more sets than one
+/// statement takes.
+async fn inter_count(
+    cx: &mut Cx<'_>,
+    rows: &[Option<KeyRow>],
+    limit: i64,
+) -> Result<Option<i64>, StoreError> {
+    let Some(live) = rows.iter().map(Option::as_ref).collect::<Option<Vec<_>>>() else {
+        return Ok(Some(0));
+    };
+    let Some(first) = live.iter().min_by_key(|r| r.len) else {
+        return Ok(Some(0));
+    };
+    let others = distinct_kids(rows.iter(), first.kid);
+    if others.is_empty() {
+        return Ok(Some(first.len));
+    }
+    if others.len() > crate::exec::RUN_MAX {
+        return Ok(None);
+    }
+    let n = padded(others.len());
+    let last = others[others.len() - 1];
+    let mut params = Vec::with_capacity(n + 3);
+    params.push(Param::UInt(first.kid));
+    params.extend((0..n).map(|i| Param::UInt(others.get(i).copied().unwrap_or(last))));
+    params.push(Param::UInt(others.len() as u64));
+    params.push(Param::UInt(if limit > 0 { limit as u64 } else { u64::MAX }));
+    let found = cx.tx.rows(inter_count_sql(n), &params).await?;
+    Ok(Some(
+        found
+            .first()
+            .and_then(|r| r.first())
+            .and_then(crate::store::int)
+            .unwrap_or(0),
+    ))
 }
