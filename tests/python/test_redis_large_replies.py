@@ -4,7 +4,7 @@ reference:
 
 - HGETALL, HKEYS, HVALS, HRANDFIELD (a count covering the hash), SMEMBERS, SUNION, SINTER,
   SDIFF, SRANDMEMBER (a positive count), LRANGE, LPOS ... COUNT 0, ZRANGE in its forms,
-  KEYS, and the pops with a count (LPOP, RPOP, ZPOPMIN, ZPOPMAX, SPOP) on collections of a few thousand elements give redis-server's bytes, in RESP2 and
+  KEYS, the set STORE forms and SINTERCARD, and the pops with a count (LPOP, RPOP, ZPOPMIN, ZPOPMAX, SPOP) on collections of a few thousand elements give redis-server's bytes, in RESP2 and
   RESP3. Where manifold's documented order differs (fields, members and keys by SHA-256),
   the header must be the same bytes and the elements the same bytes in another order.
 - With a small output limit, a client asking for a collection far larger than it and
@@ -68,7 +68,7 @@ def fill(port):
     servers (values of varied lengths, some empty, some binary)."""
     r = redis_py().Redis(host="127.0.0.1", port=port, username=USER, password=PASSWORD,
                          socket_timeout=60)
-    keys = [P + k for k in ("h", "s1", "s2", "s3", "l", "z", "zlex", "k1", "k2")]
+    keys = [P + k for k in ("h", "s1", "s2", "s3", "l", "z", "zlex", "k1", "k2", "d")]
     r.delete(*keys)
     p = r.pipeline(transaction=False)
     for start in range(0, 3000, 500):
@@ -106,6 +106,10 @@ REQUESTS = [
     # Counted by the server without reading members here.
     ("sintercard", 1, ["3", P + "s1", P + "s2", P + "s3"]), ("sintercard", 1, ["2", P + "s1", P + "s2", "LIMIT", "7"]),
     ("sintercard", 1, ["2", P + "s1", P + "s1"]),
+    # The STORE forms, computed by the server (a destination that is a source too).
+    ("sunionstore", 1, [P + "d", P + "s2", P + "s3"]), ("smembers", 1, [P + "d"]),
+    ("sinterstore", 1, [P + "d", P + "s1", P + "d", P + "s3"]), ("smembers", 1, [P + "d"]),
+    ("sdiffstore", 1, [P + "d", P + "s1", P + "d"]), ("smembers", 1, [P + "d"]),
     # The pops last (they empty what the reads above read); 0: only the header compared
     # (random picks).
     ("lpop", 1, [P + "l", "100"]), ("rpop", 1, [P + "l", "100000"]), ("lpop", 1, [P + "l", "5"]),

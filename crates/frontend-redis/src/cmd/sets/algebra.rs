@@ -1,12 +1,9 @@
 //! `SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, `SINTERSTORE`, `SUNIONSTORE`, `SDIFFSTORE`,
-//! `SINTERCARD` (counted by the server, one statement): every key is looked up first (a missing one is an empty set, any other
-//! type `WRONGTYPE`, as Redis checks them all).
-//!
-//! A reply (`SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`) is one statement over up to
-//! [`crate::exec::RUN_MAX`] sets, ordered by member hash, written as its rows are read
-//! ([`crate::exec::Cx::stream_reply`]): a union `GROUP BY mh`, an intersection counting each
-//! member's other sets, a difference `NOT EXISTS` in the others. The other forms (and a
-//! reply over more sets) load members and combine them here.
+//! `SINTERCARD`: every key is looked up first (a missing one is an empty set, any other
+//! type `WRONGTYPE`, as Redis checks them all); then, over up to [`crate::exec::RUN_MAX`]
+//! sets, one statement computes the result in the server ([`one_statement`]: a reply written
+//! as read, a `STORE` form's `INSERT ... SELECT`, `SINTERCARD`'s `COUNT(*)`), so no set is
+//! held here. Over more sets, members are loaded and combined here:
 //!
 //! An intersection or difference loads the first set (the smallest, for an intersection)
 //! whole and then asks each other set either which of the remaining candidates it holds
@@ -16,11 +13,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use manifold_backend::Param;
-use manifold_redis_proto::Reply;
-
+use super::one_statement;
 use super::{insert_members, load_hashes, load_members, present, Mh, CHUNK};
-use crate::cmd::sqltext::{marks, padded, statement};
 use crate::cmd::{checks, parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
@@ -33,7 +27,7 @@ const NUMKEYS_TOO_MANY: &[u8] = b"Number of keys can't be greater than number of
 const LIMIT_NEGATIVE: &[u8] = b"LIMIT can't be negative";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(super) enum Op {
     Inter,
     Union,
     Diff,
@@ -57,7 +51,15 @@ pub(super) async fn run(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(
     let Some(rows) = checks::or_wrongtype(cx, found) else {
         return Ok(());
     };
-    if dst.is_none() && streamed(cx, op, &rows).await? {
+    let plan = one_statement::plan(op, &rows);
+    if let Some(plan) = plan {
+        match dst {
+            None => one_statement::reply(cx, &plan).await?,
+            Some(dst) => {
+                let n = one_statement::store(cx, dst, &plan).await?;
+                cx.reply().integer(n);
+            }
+        }
         return Ok(());
     }
     let result = combine(cx, op, &rows).await?;
@@ -75,92 +77,6 @@ pub(super) async fn run(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(
         }
     }
     Ok(())
-}
-
-statement! {
-    fn union_sql = "SELECT MIN(member) FROM {{s}}.redis_set WHERE kid IN ({}) GROUP BY mh ORDER BY mh",
-        |n| marks(n)
-}
-
-statement! {
-    fn inter_sql = "SELECT a.member FROM {{s}}.redis_set a WHERE a.kid = ? AND \
-        (SELECT COUNT(*) FROM {{s}}.redis_set b WHERE b.kid IN ({}) AND b.mh = a.mh) = ? ORDER BY a.mh",
-        |n| marks(n)
-}
-
-statement! {
-    fn diff_sql = "SELECT a.member FROM {{s}}.redis_set a WHERE a.kid = ? AND NOT EXISTS \
-        (SELECT 1 FROM {{s}}.redis_set b WHERE b.kid IN ({}) AND b.mh = a.mh) ORDER BY a.mh",
-        |n| marks(n)
-}
-
-/// The distinct ids of the sets `rows` (present ones), in first-seen order, but `except`.
-fn distinct_kids<'a>(rows: impl Iterator<Item = &'a Option<KeyRow>>, except: u64) -> Vec<u64> {
-    let mut seen = HashSet::from([except]);
-    rows.flatten()
-        .map(|r| r.kid)
-        .filter(|k| seen.insert(*k))
-        .collect()
-}
-
-/// Replies with `op` over the sets `rows` (`None`: empty) computed by one statement and
-/// written as its members are read (by hash, as [`combine`] orders them): the reply of a
-/// large set is never held whole. `false` when it cannot (more sets than one statement
-/// takes): nothing was replied.
-async fn streamed(cx: &mut Cx<'_>, op: Op, rows: &[Option<KeyRow>]) -> Result<bool, StoreError> {
-    let (first, others) = match op {
-        Op::Union => {
-            let kids = distinct_kids(rows.iter(), 0);
-            match kids.split_first() {
-                None => (None, Vec::new()),
-                Some((first, [])) => (Some(*first), Vec::new()),
-                Some(_) => (None, kids),
-            }
-        }
-        Op::Inter => match rows.iter().map(Option::as_ref).collect::<Option<Vec<_>>>() {
-            None => (None, Vec::new()),
-            Some(live) => match live.iter().min_by_key(|r| r.len) {
-                None => (None, Vec::new()),
-                Some(first) => (Some(first.kid), distinct_kids(rows.iter(), first.kid)),
-            },
-        },
-        Op::Diff => match rows.first() {
-            Some(Some(first)) if !rows[1..].iter().flatten().any(|r| r.kid == first.kid) => {
-                (Some(first.kid), distinct_kids(rows[1..].iter(), first.kid))
-            }
-            _ => (None, Vec::new()),
-        },
-    };
-    if others.len() > crate::exec::RUN_MAX {
-        return Ok(false);
-    }
-    let n = padded(others.len());
-    let padding = others.last().copied().unwrap_or(0);
-    let mut params: Vec<Param<'_>> = Vec::with_capacity(n + 2);
-    params.extend(first.map(Param::UInt));
-    params.extend((0..n).map(|i| Param::UInt(others.get(i).copied().unwrap_or(padding))));
-    let sql = match (op, first, others.is_empty()) {
-        (_, None, true) => {
-            cx.reply().set_len(0);
-            return Ok(true);
-        }
-        (_, Some(_), true) => {
-            params.truncate(1);
-            "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY mh"
-        }
-        (Op::Union, ..) => union_sql(n),
-        (Op::Inter, ..) => {
-            params.push(Param::UInt(others.len() as u64));
-            inter_sql(n)
-        }
-        (Op::Diff, ..) => diff_sql(n),
-    };
-    let header = |r: &mut Reply<'_>, n: usize| {
-        r.set_len(n);
-    };
-    cx.stream_reply(sql, &params, header, crate::cmd::hashes::bulk_columns)
-        .await?;
-    Ok(true)
 }
 
 /// Looks up every key of `keys`: `WrongType` if any holds another type.
@@ -310,54 +226,10 @@ async fn sintercard(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let Some(rows) = checks::or_wrongtype(cx, found) else {
         return Ok(());
     };
-    let n = match inter_count(cx, &rows, limit).await? {
-        Some(n) => n,
+    let n = match one_statement::plan(Op::Inter, &rows) {
+        Some(plan) => one_statement::count(cx, &plan, limit).await?,
         None => combine(cx, Op::Inter, &rows).await?.len() as i64,
     };
     cx.reply().integer(if limit > 0 { n.min(limit) } else { n });
     Ok(())
-}
-
-statement! {
-    fn inter_count_sql = "SELECT COUNT(*) FROM (SELECT 1 FROM {{s}}.redis_set a WHERE a.kid = ? AND \
-        (SELECT COUNT(*) FROM {{s}}.redis_set b WHERE b.kid IN ({}) AND b.mh = a.mh) = ? LIMIT ?) t",
-        |n| marks(n)
-}
-
-/// The size of the intersection of the sets `rows` (`None`: empty), counted by the server up
-/// to `limit` (0: no limit) without reading any member here; `None` over more sets than one
-/// statement takes.
-async fn inter_count(
-    cx: &mut Cx<'_>,
-    rows: &[Option<KeyRow>],
-    limit: i64,
-) -> Result<Option<i64>, StoreError> {
-    let Some(live) = rows.iter().map(Option::as_ref).collect::<Option<Vec<_>>>() else {
-        return Ok(Some(0));
-    };
-    let Some(first) = live.iter().min_by_key(|r| r.len) else {
-        return Ok(Some(0));
-    };
-    let others = distinct_kids(rows.iter(), first.kid);
-    if others.is_empty() {
-        return Ok(Some(first.len));
-    }
-    if others.len() > crate::exec::RUN_MAX {
-        return Ok(None);
-    }
-    let n = padded(others.len());
-    let last = others[others.len() - 1];
-    let mut params = Vec::with_capacity(n + 3);
-    params.push(Param::UInt(first.kid));
-    params.extend((0..n).map(|i| Param::UInt(others.get(i).copied().unwrap_or(last))));
-    params.push(Param::UInt(others.len() as u64));
-    params.push(Param::UInt(if limit > 0 { limit as u64 } else { u64::MAX }));
-    let found = cx.tx.rows(inter_count_sql(n), &params).await?;
-    Ok(Some(
-        found
-            .first()
-            .and_then(|r| r.first())
-            .and_then(crate::store::int)
-            .unwrap_or(0),
-    ))
 }
