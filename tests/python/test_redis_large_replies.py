@@ -4,7 +4,7 @@ reference:
 
 - HGETALL, HKEYS, HVALS, HRANDFIELD (a count covering the hash), SMEMBERS, SUNION, SINTER,
   SDIFF, SRANDMEMBER (a positive count), LRANGE, LPOS ... COUNT 0, ZRANGE in its forms,
-  KEYS, the set STORE forms and SINTERCARD, and the pops with a count (LPOP, RPOP, ZPOPMIN, ZPOPMAX, SPOP) on collections of a few thousand elements give redis-server's bytes, in RESP2 and
+  KEYS, the STORE forms (computed by the server) and SINTERCARD, and the pops with a count (LPOP, RPOP, ZPOPMIN, ZPOPMAX, SPOP) on collections of a few thousand elements give redis-server's bytes, in RESP2 and
   RESP3. Where manifold's documented order differs (fields, members and keys by SHA-256),
   the header must be the same bytes and the elements the same bytes in another order.
 - With a small output limit, a client asking for a collection far larger than it and
@@ -68,7 +68,7 @@ def fill(port):
     servers (values of varied lengths, some empty, some binary)."""
     r = redis_py().Redis(host="127.0.0.1", port=port, username=USER, password=PASSWORD,
                          socket_timeout=60)
-    keys = [P + k for k in ("h", "s1", "s2", "s3", "l", "z", "zlex", "k1", "k2", "d")]
+    keys = [P + k for k in ("h", "s1", "s2", "s3", "l", "z", "zlex", "k1", "k2", "d", "zd")]
     r.delete(*keys)
     p = r.pipeline(transaction=False)
     for start in range(0, 3000, 500):
@@ -110,6 +110,9 @@ REQUESTS = [
     ("sunionstore", 1, [P + "d", P + "s2", P + "s3"]), ("smembers", 1, [P + "d"]),
     ("sinterstore", 1, [P + "d", P + "s1", P + "d", P + "s3"]), ("smembers", 1, [P + "d"]),
     ("sdiffstore", 1, [P + "d", P + "s1", P + "d"]), ("smembers", 1, [P + "d"]),
+    ("zrangestore", 1, [P + "zd", P + "z", "0", "-1"]), ("zrange", 1, [P + "zd", "0", "-1", "WITHSCORES"]),
+    ("zrangestore", 1, [P + "zd", P + "zd", "(-5", "+inf", "BYSCORE", "LIMIT", "3", "1000"]),
+    ("zrange", 1, [P + "zd", "0", "-1", "WITHSCORES"]),
     # The pops last (they empty what the reads above read); 0: only the header compared
     # (random picks).
     ("lpop", 1, [P + "l", "100"]), ("rpop", 1, [P + "l", "100000"]), ("lpop", 1, [P + "l", "5"]),
