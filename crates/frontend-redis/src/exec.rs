@@ -17,9 +17,11 @@
 //!   or lock wait timeout runs the whole batch again. A lost connection fails every
 //!   command of the batch: none is acknowledged unless its commit was.
 
+use std::ops::ControlFlow;
 use std::rc::Rc;
 
-use manifold_backend::ConnKey;
+use manifold_backend::{ConnKey, Param};
+use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::{Protocol, Reply};
 
 use crate::cmd::{self, Args, Family, Spec};
@@ -55,6 +57,97 @@ impl Cx<'_> {
     /// The batch's clock, in Unix milliseconds.
     pub fn now_ms(&self) -> i64 {
         self.tx.now_ms
+    }
+
+    /// Replies with one aggregate (array, map, set) made of the rows of `sql`, written as
+    /// they are read: `element` appends a row's elements and says how many units of the
+    /// header it adds (0 for a row it skips); `header` then writes the aggregate's header for
+    /// that many units in front of them (one move of this reply's bytes). Once the replies
+    /// pass the client's output limit the rest of the rows are dropped unread by `element`
+    /// (the client is closed without them), so a collection of any size costs about the
+    /// output limit plus one row, never the whole result set. Returns the units counted.
+    pub async fn stream_reply(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        header: impl FnOnce(&mut Reply<'_>, usize),
+        element: impl FnMut(&mut Reply<'_>, Vec<Value>) -> usize,
+    ) -> Result<usize, StoreError> {
+        self.stream(sql, params, header, element, true).await
+    }
+
+    /// [`Cx::stream_reply`] handing every row to `element`, past the output limit too (a
+    /// command that must see them all, say to delete what it popped); what `element`
+    /// appends past the limit is dropped ([`Reply::limited`]).
+    pub async fn stream_reply_all(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        header: impl FnOnce(&mut Reply<'_>, usize),
+        element: impl FnMut(&mut Reply<'_>, Vec<Value>) -> usize,
+    ) -> Result<usize, StoreError> {
+        self.stream(sql, params, header, element, false).await
+    }
+
+    /// The rows of `sql` for a reply that writes each of them at least once: read until they
+    /// hold more bytes than the client's output limit leaves (then that reply passes the
+    /// limit whatever the rest: the client is closed without it), so they never cost much
+    /// more than the limit.
+    pub async fn rows_for_reply(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Vec<Vec<Value>>, StoreError> {
+        let budget = self.out_limit.saturating_sub(self.out.len());
+        let (mut rows, mut held) = (Vec::new(), 0usize);
+        self.tx
+            .exec_each(sql, params, |row| {
+                held += row
+                    .iter()
+                    .map(|v| match v {
+                        Value::Bytes(b) => b.len() + 16,
+                        _ => 24,
+                    })
+                    .sum::<usize>();
+                rows.push(row);
+                if held > budget {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .await?;
+        Ok(rows)
+    }
+
+    async fn stream(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        header: impl FnOnce(&mut Reply<'_>, usize),
+        mut element: impl FnMut(&mut Reply<'_>, Vec<Value>) -> usize,
+        stop_at_limit: bool,
+    ) -> Result<usize, StoreError> {
+        let at = self.out.len();
+        let (out, proto, limit) = (&mut self.out, self.proto, self.out_limit);
+        let mut units = 0usize;
+        self.tx
+            .exec_each(sql, params, |row| {
+                let mut reply = Reply::limited(out, proto, limit);
+                units += element(&mut reply, row);
+                if stop_at_limit && reply.over_limit() {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .await?;
+        if !self.over_limit() {
+            let mut head = Vec::with_capacity(24);
+            header(&mut Reply::new(&mut head, proto), units);
+            self.out.splice(at..at, head);
+        }
+        Ok(units)
     }
 }
 

@@ -12,8 +12,10 @@
 use std::collections::HashMap;
 
 use manifold_backend::Param;
+use manifold_mysql_proto::packets::Value;
+use manifold_redis_proto::Reply;
 
-use super::{delete_members, load_members, member_row, Mh};
+use super::{delete_members, member_row, Mh};
 use crate::cmd::rng::Rng;
 use crate::cmd::{checks, parse_i64, Args};
 use crate::errors;
@@ -73,11 +75,11 @@ async fn one(
     Ok(rows.into_iter().next().and_then(member_row))
 }
 
-/// `n` distinct random members of the set `kid`, in random order.
+/// `n` distinct random members of the set `kid`, in random order, each written at least
+/// once in the reply: past the client's output limit, fewer ([`Cx::rows_for_reply`]).
 async fn distinct(cx: &mut Cx<'_>, kid: u64, n: u64) -> Result<Vec<(Mh, Vec<u8>)>, StoreError> {
     let rows = cx
-        .tx
-        .rows(
+        .rows_for_reply(
             "SELECT mh, member FROM {s}.redis_set WHERE kid = ? ORDER BY RAND() LIMIT ?",
             &[Param::UInt(kid), Param::UInt(n)],
         )
@@ -117,22 +119,40 @@ pub(super) async fn spop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
         cx.reply().set_len(0);
         return Ok(());
     };
-    let popped = if count >= row.len {
-        let all = load_members(cx, row.kid).await?;
-        cx.tx.delete_key(cx.db, k, &row).await?;
-        all
-    } else {
-        let some = distinct(cx, row.kid, count as u64).await?;
-        let hashes: Vec<Mh> = some.iter().map(|(mh, _)| *mh).collect();
-        let removed = delete_members(cx, row.kid, &hashes).await?;
-        cx.tx.collection_written(cx.db, k, &row, -removed).await?;
-        some
+    // Written as read; only the members' hashes are kept (to delete them), none when the
+    // count takes the whole set (its key is deleted).
+    let header = |r: &mut Reply<'_>, n: usize| {
+        r.set_len(n);
     };
-    let mut reply = cx.reply();
-    reply.set_len(popped.len());
-    for (_, m) in &popped {
-        reply.bulk(m);
+    if count >= row.len {
+        cx.stream_reply(
+            "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY mh",
+            &[Param::UInt(row.kid)],
+            header,
+            crate::cmd::hashes::bulk_columns,
+        )
+        .await?;
+        cx.tx.delete_key(cx.db, k, &row).await?;
+        return Ok(());
     }
+    let mut hashes: Vec<Mh> = Vec::new();
+    let element = |r: &mut Reply<'_>, row: Vec<Value>| match member_row(row) {
+        Some((mh, m)) => {
+            hashes.push(mh);
+            r.bulk(&m);
+            1
+        }
+        None => 0,
+    };
+    cx.stream_reply_all(
+        "SELECT mh, member FROM {s}.redis_set WHERE kid = ? ORDER BY RAND() LIMIT ?",
+        &[Param::UInt(row.kid), Param::UInt(count as u64)],
+        header,
+        element,
+    )
+    .await?;
+    let removed = delete_members(cx, row.kid, &hashes).await?;
+    cx.tx.collection_written(cx.db, k, &row, -removed).await?;
     Ok(())
 }
 
@@ -179,17 +199,25 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
     };
     let len = row.len.max(0) as u64;
     if count > 0 {
+        // Distinct members, as many as the set has at most: written as they are read.
         let n = count as u64;
-        let members = if n >= len {
-            load_members(cx, row.kid).await?
+        let kid = Param::UInt(row.kid);
+        let (sql, params) = if n >= len {
+            (
+                "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY mh",
+                &[kid][..],
+            )
         } else {
-            distinct(cx, row.kid, n).await?
+            (
+                "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY RAND() LIMIT ?",
+                &[kid, Param::UInt(n)][..],
+            )
         };
-        let mut reply = cx.reply();
-        reply.array_len(members.len());
-        for (_, m) in &members {
-            reply.bulk(m);
-        }
+        let header = |r: &mut Reply<'_>, n: usize| {
+            r.array_len(n);
+        };
+        cx.stream_reply(sql, params, header, crate::cmd::hashes::bulk_columns)
+            .await?;
         return Ok(());
     }
     let n = count.unsigned_abs();
@@ -198,11 +226,11 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
         return Ok(());
     }
     // Each draw is a position in the set; positions seen before reuse their member.
-    let mut slot_of: HashMap<u64, usize> = HashMap::new();
+    let mut slot_of: HashMap<u64, u32> = HashMap::new();
     let mut slots = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let at = rng.below(len.max(1));
-        let next = slot_of.len();
+        let next = slot_of.len() as u32;
         slots.push(*slot_of.entry(at).or_insert(next));
     }
     let members = distinct(cx, row.kid, slot_of.len() as u64).await?;
@@ -218,7 +246,7 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
         if reply.over_limit() {
             break;
         }
-        reply.bulk(&members[s.min(members.len() - 1)].1);
+        reply.bulk(&members[(s as usize).min(members.len() - 1)].1);
     }
     Ok(())
 }
