@@ -302,3 +302,40 @@ def test_large_replies_are_cut_at_the_output_limit_without_holding_the_collectio
         if kids:
             sql_drop(topology, kids)
         m.stop_and_check()
+
+
+def test_a_reply_under_way_counts_toward_max_memory_clients(topology, tmp_path):
+    """A reply still being produced counts toward `max_memory_clients`, not only once its
+    batch has ended: with a 16 MiB budget and an output limit (48 MiB) the 64 MiB collection
+    passes, a client reading HGETALL of it is evicted by the budget while the reply grows
+    (before: the reply was only counted after the batch, which the output limit ended
+    first, so the budget never saw it), and a client beside it keeps its answers."""
+    redis = redis_py()
+    port = free_port()
+    kids = None
+    m = configured(topology, tmp_path,
+                   f'[redis]\nlisten = "127.0.0.1:{port}"\nmax_memory_clients = "16M"\n'
+                   'client_output_buffer_limit = "normal 48mb 0 0"\n', "redis-underway")
+    try:
+        wait_port(port, m.proc, "manifold's Redis door")
+        r = redis.Redis(host="127.0.0.1", port=port, username=USER, password=PASSWORD, socket_timeout=60)
+        r.delete(*(P + k for k in BIG))
+        r.set(P + "probe2", "still here")
+        kids = sql_fill(topology, COLLECTION)
+        assert r.info("stats")["evicted_clients"] == 0
+        c = stalled(port)
+        c.send(cmd("HGETALL", P + "bh"))
+        assert closed(c), "the client past the budget is still open"
+        c.close()
+        poll(lambda: r.info("stats")["evicted_clients"] == 1, "the client evicted by the budget")
+        log = m.log_text()
+        assert "redis.max_memory_clients" in log
+        assert "output buffer limits" not in log, "closed by the output limit, not the budget"
+        assert r.get(P + "probe2") == b"still here"
+        poll(lambda: r.info("memory")["mem_clients_normal"] < 4 * MIB, "the evicted reply uncounted")
+        r.delete(P + "probe2")
+        r.close()
+    finally:
+        if kids:
+            sql_drop(topology, kids)
+        m.stop_and_check()

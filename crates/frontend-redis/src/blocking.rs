@@ -293,6 +293,7 @@ impl<'w> Blocked<'w> {
                     .normal
                     .hard_bytes()
                     .saturating_sub(out.len()),
+                client: Some(crate::exec::ReplyOwner::new(&session.info.handle)),
             };
             let e = match try_blocking(&mut cx, spec.name, args).await {
                 Ok(served) => {

@@ -523,6 +523,7 @@ async fn run_batch(
         &cmds,
         out,
         out_limit,
+        &session.info.handle,
     )
     .await;
     let names = cmds.iter().map(|(spec, _)| spec.name);

@@ -25,6 +25,7 @@ use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::{Protocol, Reply};
 
 use crate::cmd::{self, Args, Family, Spec};
+use crate::kill::ClientHandle;
 use crate::replicas::Causal;
 use crate::store::{Store, StoreError, Tx};
 
@@ -41,6 +42,51 @@ pub struct Cx<'s> {
     /// Bytes `out` may hold: what the client's output buffer limit leaves. Past it replies
     /// stop growing ([`Reply::limited`]) and the connection is closed once the batch ends.
     pub out_limit: usize,
+    /// The client the replies are for (`None`: replies shared by several clients).
+    pub client: Option<ReplyOwner<'s>>,
+}
+
+/// The client a batch's replies are for: while they grow, what they hold is published on
+/// its handle, so the clients' memory budget (`max_memory_clients`) counts a reply under
+/// way and not only one waiting to be written; and a client evicted (or killed) meanwhile
+/// stops its replies there, as it is closed without them.
+pub struct ReplyOwner<'s> {
+    handle: &'s ClientHandle,
+    /// What the client held before the batch (its request and reply buffers).
+    base: u64,
+    /// The reply buffer's capacity last published.
+    noted: usize,
+}
+
+/// The batch's replies are the connection's to count again once it ends: what the client
+/// held before is published back (the connection publishes what it holds next).
+impl Drop for ReplyOwner<'_> {
+    fn drop(&mut self) {
+        if self.noted != 0 {
+            self.handle.note_memory(self.base);
+        }
+    }
+}
+
+impl<'s> ReplyOwner<'s> {
+    pub fn new(handle: &'s ClientHandle) -> Self {
+        Self {
+            handle,
+            base: handle.memory(),
+            noted: 0,
+        }
+    }
+
+    /// Publishes what the client holds with a reply buffer of `capacity` bytes, when that
+    /// changed (a plain store, at most once per doubling of the buffer); `false` once the
+    /// client was killed.
+    fn note(&mut self, capacity: usize) -> bool {
+        if capacity != self.noted {
+            self.noted = capacity;
+            self.handle.note_memory(self.base + capacity as u64);
+        }
+        !self.handle.is_killed()
+    }
 }
 
 impl Cx<'_> {
@@ -48,10 +94,19 @@ impl Cx<'_> {
         Reply::limited(&mut self.out, self.proto, self.out_limit)
     }
 
-    /// The replies passed the client's output limit: whatever follows is dropped, so a
-    /// command may stop producing it.
+    /// The replies passed the client's output limit, or the client was killed (evicted by
+    /// the memory budget, `CLIENT KILL`): whatever follows is dropped, so a command may stop
+    /// producing it.
     pub fn over_limit(&self) -> bool {
         self.out.len() > self.out_limit
+            || self.client.as_ref().is_some_and(|c| c.handle.is_killed())
+    }
+
+    /// Publishes what the replies hold now ([`ReplyOwner`]).
+    fn note_memory(&mut self) {
+        if let Some(c) = self.client.as_mut() {
+            c.note(self.out.capacity());
+        }
     }
 
     /// The batch's clock, in Unix milliseconds.
@@ -130,19 +185,25 @@ impl Cx<'_> {
     ) -> Result<usize, StoreError> {
         let at = self.out.len();
         let (out, proto, limit) = (&mut self.out, self.proto, self.out_limit);
-        let mut units = 0usize;
+        let client = &mut self.client;
+        let (mut units, mut killed) = (0usize, false);
         self.tx
             .exec_each(sql, params, |row| {
                 let mut reply = Reply::limited(out, proto, limit);
                 units += element(&mut reply, row);
-                if stop_at_limit && reply.over_limit() {
+                let over = reply.over_limit();
+                killed = killed || client.as_mut().is_some_and(|c| !c.note(out.capacity()));
+                if stop_at_limit && (over || killed) {
                     ControlFlow::Break(())
                 } else {
                     ControlFlow::Continue(())
                 }
             })
             .await?;
-        if !self.over_limit() {
+        if killed {
+            // The client goes without this reply: the replies before it stay whole.
+            self.out.truncate(at);
+        } else if self.out.len() <= self.out_limit {
             let mut head = Vec::with_capacity(24);
             header(&mut Reply::new(&mut head, proto), units);
             self.out.splice(at..at, head);
@@ -172,6 +233,7 @@ pub async fn run_batch(
     cmds: &[(&'static Spec, Args<'_>)],
     out: &mut Vec<u8>,
     out_limit: usize,
+    client: &ClientHandle,
 ) {
     // Only GETs, or only plain SETs: one statement with other connections' (group commit).
     if crate::group::run(store, login, proto, db, causal, cmds, out, out_limit).await {
@@ -197,6 +259,7 @@ pub async fn run_batch(
             proto,
             db,
             out_limit: out_limit.saturating_sub(out.len()),
+            client: Some(ReplyOwner::new(client)),
         };
         let (at, e): (Option<usize>, StoreError) = match run_all(&mut cx, cmds, &failed).await {
             Ok(()) => {
@@ -321,6 +384,7 @@ async fn run_all(
             continue;
         }
         run_one(cx, spec, args).await.map_err(|e| (i, e))?;
+        cx.note_memory();
         i += 1;
     }
     Ok(())
