@@ -44,8 +44,9 @@ pub enum Lookup {
     Held(Privileges),
     /// A server refused (the login, or `SHOW GRANTS`): refused here too.
     Refused,
-    /// A source primary could not be reached, or did not answer in time.
-    Unreachable,
+    /// A source primary could not be reached, or did not answer in time; with what the
+    /// primaries that did answer all grant (`None`: none answered).
+    Unreachable(Option<Privileges>),
 }
 
 /// What a binlog command or statement does, as the servers check it.
@@ -351,7 +352,7 @@ impl BinlogAccess {
     ) -> Option<Privileges> {
         let mut learned = lock(&self.learned);
         let current = learned.generation == generation;
-        if lookup == Lookup::Unreachable {
+        if let Lookup::Unreachable(answered) = lookup {
             if let Some(l) = learned.by_user.get_mut(user).filter(|l| {
                 current
                     && l.backend_user == backend_user
@@ -359,13 +360,17 @@ impl BinlogAccess {
                     && now.saturating_duration_since(l.at)
                         < GRANTS_FRESH_FOR + GRACE_WHILE_UNREACHABLE
             }) {
+                // A grant revoked on a primary that did answer counts at once.
+                if let (Some(held), Some(answered)) = (l.outcome, answered) {
+                    l.outcome = Some(held.intersection(answered));
+                }
                 l.unreachable_at = Some(now);
                 return l.outcome;
             }
         }
         let outcome = match lookup {
             Lookup::Held(held) => Some(held),
-            Lookup::Refused | Lookup::Unreachable => None,
+            Lookup::Refused | Lookup::Unreachable(_) => None,
         };
         if current {
             learned.by_user.insert(
@@ -559,7 +564,13 @@ mod tests {
             a.answer("ghost", "ghost", BinlogOp::Monitor, d),
             Some(Err(BinlogOp::Monitor.denied(d)))
         );
-        a.remember_at("ghost", "ghost", 0, Lookup::Unreachable, ago(past_refusal));
+        a.remember_at(
+            "ghost",
+            "ghost",
+            0,
+            Lookup::Unreachable(None),
+            ago(past_refusal),
+        );
         assert_eq!(a.answer("ghost", "ghost", BinlogOp::Monitor, d), None);
     }
 
@@ -584,7 +595,7 @@ mod tests {
         // The primary is failing over: the grants still count, and are not asked again
         // until REFUSAL_FRESH_FOR has passed.
         assert_eq!(
-            a.remember("cdc", "cdc", 0, Lookup::Unreachable),
+            a.remember("cdc", "cdc", 0, Lookup::Unreachable(None)),
             Some(Privileges::REPLICATION_SLAVE)
         );
         assert_eq!(a.answer("cdc", "cdc", op, d), Some(Ok(())));
@@ -605,13 +616,35 @@ mod tests {
             Lookup::Held(Privileges::ALL),
             ago(past_grace),
         );
-        assert_eq!(a.remember("old", "old", 0, Lookup::Unreachable), None);
+        assert_eq!(a.remember("old", "old", 0, Lookup::Unreachable(None)), None);
         assert_eq!(a.answer("old", "old", op, d), Some(Err(op.denied(d))));
         // Nothing learned before: unreachable is a refusal.
-        assert_eq!(a.remember("new", "new", 0, Lookup::Unreachable), None);
+        assert_eq!(a.remember("new", "new", 0, Lookup::Unreachable(None)), None);
+        // A primary that answers without the grant while another is unreachable: the grant
+        // is gone at once.
+        a.remember(
+            "two",
+            "two",
+            0,
+            Lookup::Held(Privileges::REPLICATION_SLAVE.union(Privileges::BINLOG_MONITOR)),
+        );
+        assert_eq!(
+            a.remember(
+                "two",
+                "two",
+                0,
+                Lookup::Unreachable(Some(Privileges::BINLOG_MONITOR))
+            ),
+            Some(Privileges::BINLOG_MONITOR)
+        );
+        assert_eq!(a.answer("two", "two", op, d), Some(Err(op.denied(d))));
+        assert_eq!(a.answer("two", "two", BinlogOp::Monitor, d), Some(Ok(())));
         // Grants learned through another backend login do not carry over.
         a.remember("cdc", "cdc", 0, Lookup::Held(Privileges::ALL));
-        assert_eq!(a.remember("cdc", "other", 0, Lookup::Unreachable), None);
+        assert_eq!(
+            a.remember("cdc", "other", 0, Lookup::Unreachable(None)),
+            None
+        );
     }
 
     #[tokio::test]

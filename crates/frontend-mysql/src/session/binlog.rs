@@ -316,10 +316,10 @@ impl Session {
             .await
             .unwrap_or_else(|_| {
                 tracing::warn!(connection = self.id, user = %user, backend_user = %backend_user, timeout = ?limit, "the grants for the global binlog could not be learned within connect_timeout");
-                Lookup::Unreachable
+                Lookup::Unreachable(None)
             });
         let held = access.remember(&user, &backend_user, generation, lookup);
-        if lookup == Lookup::Unreachable && held.is_some() {
+        if matches!(lookup, Lookup::Unreachable(_)) && held.is_some() {
             tracing::info!(connection = self.id, user = %user, backend_user = %backend_user, "a source primary is unreachable: the grants last learned for the global binlog still count");
         }
         match held {
@@ -342,11 +342,12 @@ impl Session {
             match self.binlog_grants_on(cluster).await {
                 Lookup::Held(on) => held = Some(held.map_or(on, |h| h.intersection(on))),
                 Lookup::Refused => return Lookup::Refused,
-                Lookup::Unreachable => unreachable = true,
+                Lookup::Unreachable(_) => unreachable = true,
             }
         }
         if unreachable {
-            return Lookup::Unreachable;
+            // What the others grant still narrows the grants last learned.
+            return Lookup::Unreachable(held);
         }
         Lookup::Held(held.unwrap_or(Privileges::NONE))
     }
@@ -368,7 +369,7 @@ impl Session {
                     | ErrorKind::ConnectTimeout
                     | ErrorKind::Refused(_)
                     | ErrorKind::Lost
-                    | ErrorKind::PoolTimeout => Lookup::Unreachable,
+                    | ErrorKind::PoolTimeout => Lookup::Unreachable(None),
                 };
                 return failed(self, &e.message, lookup);
             }
@@ -383,15 +384,26 @@ impl Session {
             }
             Ok(Err(e)) => {
                 lease.mark_clean();
-                failed(self, &String::from_utf8_lossy(&e.message), Lookup::Refused)
+                // Only a refusal refuses; a server shutting down (1053), a statement killed
+                // (1927) and the like say nothing of the grants.
+                let lookup = if ACCESS_DENIED_CODES.contains(&e.code) {
+                    Lookup::Refused
+                } else {
+                    Lookup::Unreachable(None)
+                };
+                failed(self, &String::from_utf8_lossy(&e.message), lookup)
             }
             Err(e) => {
                 lease.discard();
-                failed(self, &e.message, Lookup::Unreachable)
+                failed(self, &e.message, Lookup::Unreachable(None))
             }
         }
     }
 }
+
+/// The servers' access-denied errors: `ER_DBACCESS_DENIED_ERROR`, `ER_ACCESS_DENIED_ERROR`,
+/// `ER_NONEXISTING_GRANT`, `ER_TABLEACCESS_DENIED_ERROR`, `ER_SPECIFIC_ACCESS_DENIED_ERROR`.
+const ACCESS_DENIED_CODES: [u16; 5] = [1044, 1045, 1141, 1142, 1227];
 
 /// MariaDB's `ER_WARN_PURGE_LOG_IN_USE`: a purge stopped at a file a dump reads.
 const ER_WARN_PURGE_LOG_IN_USE: u16 = 1867;
