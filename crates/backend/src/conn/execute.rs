@@ -5,7 +5,7 @@
 use manifold_mysql_proto::codec::{put_lenenc_bytes, put_u16, put_u32, Reader};
 use manifold_mysql_proto::consts::{caps, column_type as ty};
 use manifold_mysql_proto::packets::{
-    decode_binary_row, is_row_terminator, ColumnDefinition, ErrPacket, OkPacket, Value,
+    decode_binary_row, is_row_terminator, ColumnDefinition, EofPacket, ErrPacket, OkPacket, Value,
 };
 use manifold_mysql_proto::{Command, ProtoError};
 
@@ -127,7 +127,7 @@ impl BackendConn {
             _ => {}
         }
         match self.read_result_set(&first, decode_binary_row).await? {
-            Ok((_, rows)) => out.rows = rows,
+            Ok((_, rows, _)) => out.rows = rows,
             Err(e) => return Ok(Err(e)),
         }
         self.last_used = std::time::Instant::now();
@@ -135,12 +135,14 @@ impl BackendConn {
     }
 
     /// The rest of a result set whose first packet (the column count) is `first`: its
-    /// column definitions and its rows, each decoded by `decode`, or the server's ERR.
+    /// column definitions, its rows, each decoded by `decode`, and the server status of its
+    /// end (whether more results follow), or the server's ERR.
+    #[allow(clippy::type_complexity)]
     pub(super) async fn read_result_set<R>(
         &mut self,
         first: &[u8],
         decode: impl Fn(&[u8], &[ColumnDefinition]) -> Result<R, ProtoError>,
-    ) -> Result<Result<(Vec<ColumnDefinition>, Vec<R>), ErrPacket>, BackendError> {
+    ) -> Result<Result<(Vec<ColumnDefinition>, Vec<R>, u16), ErrPacket>, BackendError> {
         let bad = |what: &str| {
             BackendError::new(
                 ErrorKind::Protocol,
@@ -160,7 +162,7 @@ impl BackendConn {
             self.read_payload().await?;
         }
         let mut rows = Vec::new();
-        loop {
+        let status = loop {
             let p = self.read_payload().await?;
             match p.first() {
                 Some(0xFF) => {
@@ -168,12 +170,22 @@ impl BackendConn {
                         ErrPacket::decode(&p).map_err(|_| bad("a bad ERR packet"))?
                     ))
                 }
-                Some(&b) if is_row_terminator(b, p.len(), deprecate_eof) => break,
+                Some(&b) if is_row_terminator(b, p.len(), deprecate_eof) => {
+                    break if deprecate_eof {
+                        OkPacket::decode(&p, self.capabilities)
+                            .map_err(|_| bad("a bad end of rows"))?
+                            .status
+                    } else {
+                        EofPacket::decode(&p)
+                            .map_err(|_| bad("a bad end of rows"))?
+                            .status
+                    };
+                }
                 _ => rows.push(decode(&p, &defs).map_err(|_| bad("a bad row"))?),
             }
-        }
+        };
         self.last_used = std::time::Instant::now();
-        Ok(Ok((defs, rows)))
+        Ok(Ok((defs, rows, status)))
     }
 
     pub(super) async fn read_payload(&mut self) -> Result<Vec<u8>, BackendError> {
