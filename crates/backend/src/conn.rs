@@ -665,17 +665,16 @@ impl BackendConn {
     /// continues from that result's, so it is taken from the next packet).
     async fn skip_results(&mut self, first_seq: Option<u8>) -> Result<(), BackendError> {
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
-        let first_seq = match first_seq {
-            Some(seq) => seq,
-            None => {
-                while self.io.rbuf.len() < 4 {
-                    self.io
-                        .fill()
-                        .await
-                        .map_err(|e| lost("reading a further result", &e))?;
-                }
-                self.io.rbuf[3]
+        let first_seq = if let Some(seq) = first_seq {
+            seq
+        } else {
+            while self.io.rbuf.len() < 4 {
+                self.io
+                    .fill()
+                    .await
+                    .map_err(|e| lost("reading a further result", &e))?;
             }
+            self.io.rbuf[3]
         };
         let mut tracker = ResponseTracker::new(ResponseKind::ResultSets, deprecate_eof, first_seq);
         loop {
