@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 use manifold_mysql_proto::codec::{put_lenenc_bytes, put_u16, put_u32, Reader};
 use manifold_mysql_proto::consts::{caps, column_type as ty};
 use manifold_mysql_proto::packets::{
-    decode_binary_row, is_row_terminator, ColumnDefinition, ErrPacket, OkPacket, Value,
+    decode_binary_row, is_row_terminator, ColumnDefinition, EofPacket, ErrPacket, OkPacket, Value,
 };
 use manifold_mysql_proto::{Command, ProtoError};
 
@@ -173,31 +173,34 @@ impl BackendConn {
     }
 
     /// The rest of a result set whose first packet (the column count) is `first`: its
-    /// column definitions and its rows, each decoded by `decode`, or the server's ERR.
+    /// column definitions, its rows, each decoded by `decode`, and the server status of its
+    /// end (whether more results follow), or the server's ERR.
+    #[allow(clippy::type_complexity)]
     pub(super) async fn read_result_set<R>(
         &mut self,
         first: &[u8],
         decode: impl Fn(&[u8], &[ColumnDefinition]) -> Result<R, ProtoError>,
-    ) -> Result<Result<(Vec<ColumnDefinition>, Vec<R>), ErrPacket>, BackendError> {
+    ) -> Result<Result<(Vec<ColumnDefinition>, Vec<R>, u16), ErrPacket>, BackendError> {
         let mut rows = Vec::new();
-        let defs = self
+        let end = self
             .read_result_set_each(first, decode, |row| {
                 rows.push(row);
                 ControlFlow::Continue(())
             })
             .await?;
-        Ok(defs.map(|defs| (defs, rows)))
+        Ok(end.map(|(defs, status)| (defs, rows, status)))
     }
 
     /// [`BackendConn::read_result_set`] handing each decoded row to `on_row` instead of
     /// collecting them; after it says `Break`, the remaining rows are read and dropped
-    /// undecoded, up to the result set's end (or the server's ERR, still returned).
+    /// undecoded, up to the result set's end (or the server's ERR, still returned). Gives the
+    /// column definitions and the end's status flags.
     async fn read_result_set_each<R>(
         &mut self,
         first: &[u8],
         decode: impl Fn(&[u8], &[ColumnDefinition]) -> Result<R, ProtoError>,
         mut on_row: impl FnMut(R) -> ControlFlow<()>,
-    ) -> Result<Result<Vec<ColumnDefinition>, ErrPacket>, BackendError> {
+    ) -> Result<Result<(Vec<ColumnDefinition>, u16), ErrPacket>, BackendError> {
         let bad = |what: &str| {
             BackendError::new(
                 ErrorKind::Protocol,
@@ -217,7 +220,7 @@ impl BackendConn {
             self.read_payload().await?;
         }
         let mut wanted = true;
-        loop {
+        let status = loop {
             let p = self.read_payload().await?;
             match p.first() {
                 Some(0xFF) => {
@@ -225,16 +228,26 @@ impl BackendConn {
                         ErrPacket::decode(&p).map_err(|_| bad("a bad ERR packet"))?
                     ))
                 }
-                Some(&b) if is_row_terminator(b, p.len(), deprecate_eof) => break,
+                Some(&b) if is_row_terminator(b, p.len(), deprecate_eof) => {
+                    break if deprecate_eof {
+                        OkPacket::decode(&p, self.capabilities)
+                            .map_err(|_| bad("a bad end of rows"))?
+                            .status
+                    } else {
+                        EofPacket::decode(&p)
+                            .map_err(|_| bad("a bad end of rows"))?
+                            .status
+                    };
+                }
                 _ if wanted => {
                     let row = decode(&p, &defs).map_err(|_| bad("a bad row"))?;
                     wanted = on_row(row).is_continue();
                 }
                 _ => {}
             }
-        }
+        };
         self.last_used = std::time::Instant::now();
-        Ok(Ok(defs))
+        Ok(Ok((defs, status)))
     }
 
     pub(super) async fn read_payload(&mut self) -> Result<Vec<u8>, BackendError> {

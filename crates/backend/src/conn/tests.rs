@@ -217,3 +217,32 @@ fn a_statement_read_row_by_row_can_stop_and_the_connection_goes_on() {
         assert_eq!(all.rows.len(), 10_000);
     });
 }
+
+/// A text of several statements on a connection that allows them: manifold's query reads the
+/// first result and drops the others, so the next query reads its own answer, not one left
+/// over (a further result set, an OK, an ERR that ends the chain).
+#[test]
+fn query_rows_leaves_no_further_result_behind() {
+    run(async {
+        let multi = ConnKey::new(USER, USER, caps::MULTI_STATEMENTS, 45, false);
+        let mut c = BackendConn::connect(&target(), &multi, Duration::from_secs(10))
+            .await
+            .expect("login");
+        let texts: [&[u8]; 3] = [
+            b"SELECT 1; SELECT 2, 3; DO 1",
+            b"SELECT 1; SELECT * FROM no_such_schema.no_such_table",
+            b"SELECT 1; -- a comment makes an empty further result",
+        ];
+        for (i, sql) in texts.into_iter().enumerate() {
+            let rows = c.query_rows(sql).await.unwrap().unwrap();
+            assert_eq!(rows.rows, vec![vec![Some(b"1".to_vec())]]);
+            let next = format!("SELECT {}", 100 + i);
+            let rows = c.query_rows(next.as_bytes()).await.unwrap().unwrap();
+            assert_eq!(
+                rows.rows,
+                vec![vec![Some((100 + i).to_string().into_bytes())]]
+            );
+        }
+        assert!(c.looks_alive());
+    });
+}

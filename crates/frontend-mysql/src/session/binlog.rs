@@ -150,7 +150,8 @@ impl Session {
             Statement::Select(_)
             | Statement::ShowVariables(_)
             | Statement::ShowVariablesOfServer(_)
-            | Statement::Set(_) => None,
+            | Statement::Set(_)
+            | Statement::FirstOfSeveral => None,
         };
         if let Some(op) = op {
             if let Err(e) = self.binlog_permit(shared.dialect(), op).await {
@@ -167,6 +168,14 @@ impl Session {
             Statement::ShowVariables(names) => answer::show_variables(shared, &names),
             Statement::ShowVariablesOfServer(sql) => {
                 return self.binlog_server_variables(shared, &sql, seq).await;
+            }
+            Statement::FirstOfSeveral => {
+                let e = err(
+                    1235,
+                    "42000",
+                    "This version of manifold doesn't yet support 'a statement of the global binlog followed by other statements in one query': send it alone",
+                );
+                return self.send_err_packet(seq, &e).await;
             }
             Statement::Set(vars) => {
                 for (name, value) in vars {
