@@ -13,6 +13,7 @@ reference:
 """
 
 import io
+from collections import Counter
 import socket
 import threading
 
@@ -339,3 +340,96 @@ def test_a_reply_under_way_counts_toward_max_memory_clients(topology, tmp_path):
         if kids:
             sql_drop(topology, kids)
         m.stop_and_check()
+
+
+def sql_fill_small(topology, key, kind, n, table_sql):
+    """The key `key` of type `kind` with `n` elements inserted by `table_sql` (formatted with
+    its kid and the sequence table), by SQL on the primary alone; returns its kid."""
+    s = "manifold_redis"
+    c, cur = sql_session(topology)
+    with c:
+        cur.execute(f"INSERT INTO {s}.redis_keys (db, kh, k, type, len, lhead, ltail) "
+                    "VALUES (0, UNHEX(SHA2(%s, 256)), %s, %s, %s, 0, 0)", (P + key, P + key, kind, n))
+        kid = cur.lastrowid
+        cur.execute(table_sql.format(kid=kid, seq=f"{s}.seq_1_to_{n}"))
+    return kid
+
+
+def sql_drop_kids(topology, kids):
+    s = "manifold_redis"
+    c, cur = sql_session(topology)
+    with c:
+        for table in ("redis_hash", "redis_set", "redis_zset"):
+            cur.execute(f"DELETE FROM {s}.{table} WHERE kid IN ({', '.join(map(str, kids))})")
+        cur.execute(f"DELETE FROM {s}.redis_keys WHERE kid IN ({', '.join(map(str, kids))})")
+
+
+# 100,000 members of 20 bytes ("m" and a number): a member is 27 bytes in a reply.
+MEMBER = "CONCAT('m', LPAD(seq, 19, '0'))"
+FIELD = "CONCAT('f', LPAD(seq, 8, '0'))"  # 9 bytes: 15 in a reply; its value 20: 27
+
+
+def test_negative_counts_just_under_the_limit_are_answered_with_fair_draws(topology, tmp_path):
+    """A 1 MiB output limit; SRANDMEMBER / HRANDFIELD ... WITHVALUES with a negative count whose
+    reply is just under it are answered in full with as many elements as asked, each a
+    member, none repeated more than chance allows (before: the members were read only up to
+    an estimate of 84 bytes a member, 61 a field and value, far above their 27 and 42, so the
+    read stopped at about 12,000 of the ~31,000 distinct draws and the last member read stood
+    in for every other draw, thousands of times); a count whose reply is over the limit
+    closes the client."""
+    redis = redis_py()
+    port = free_port()
+    kids = []
+    m = configured(topology, tmp_path,
+                   f'[redis]\nlisten = "127.0.0.1:{port}"\nclient_output_buffer_limit = "normal 1mb 0 0"\n',
+                   "redis-negative")
+    try:
+        wait_port(port, m.proc, "manifold's Redis door")
+        r = redis.Redis(host="127.0.0.1", port=port, username=USER, password=PASSWORD, socket_timeout=60)
+        r.delete(P + "ns", P + "nh")
+        r.set(P + "probe", "x")  # the door's tables exist from here on
+        n = 100_000
+        kids.append(sql_fill_small(topology, "ns", 2, n,
+                                   "INSERT INTO manifold_redis.redis_set (kid, mh, member) SELECT {kid}, "
+                                   f"UNHEX(SHA2({MEMBER}, 256)), {MEMBER} FROM {{seq}}"))
+        kids.append(sql_fill_small(topology, "nh", 4, n,
+                                   "INSERT INTO manifold_redis.redis_hash (kid, fh, field, v) SELECT {kid}, "
+                                   f"UNHEX(SHA2({FIELD}, 256)), {FIELD}, {MEMBER} FROM {{seq}}"))
+        assert r.scard(P + "ns") == n
+
+        def fresh():
+            # A client of its own for each reply near the limit.
+            return redis.Redis(host="127.0.0.1", port=port, username=USER, password=PASSWORD,
+                               socket_timeout=60, single_connection_client=True)
+
+        def check_members(got, count):
+            assert len(got) == count
+            assert all(len(x) == 20 and x[:1] == b"m" and 1 <= int(x[1:]) <= n for x in got)
+            worst = max(Counter(got).values())
+            assert worst <= 10, f"a member drawn {worst} times in {count} draws of {n}"
+
+        # 38,000 * 27 bytes + the header: 1,026,008 < 1 MiB.
+        check_members(fresh().srandmember(P + "ns", -38_000), 38_000)
+        # 24,000 * 42 bytes + the header: 1,008,009 < 1 MiB.
+        raw = reply_bytes(port, [cmd("HRANDFIELD", P + "nh", "-24000", "WITHVALUES")])[0]
+        header, elements = split(raw)
+        got = [e.split(b"\r\n")[1] for e in elements]
+        assert len(got) == 48_000
+        fields, values = got[0::2], got[1::2]
+        assert all(f == b"f%08d" % int(v[1:]) for f, v in zip(fields, values))
+        check_members(values, 24_000)
+        # Over the limit: the client is closed without the reply.
+        for request in (cmd("SRANDMEMBER", P + "ns", "-40000"),
+                        cmd("HRANDFIELD", P + "nh", "-26000", "WITHVALUES")):
+            c = stalled(port)
+            c.send(request)
+            assert closed(c), f"{request!r}: the client past its limit is still open"
+            c.close()
+        assert r.get(P + "probe") == b"x"
+        r.delete(P + "probe")
+        r.close()
+    finally:
+        if kids:
+            sql_drop_kids(topology, kids)
+        m.stop_and_check()
+

@@ -144,35 +144,42 @@ impl Cx<'_> {
         self.stream(sql, params, header, element, false).await
     }
 
-    /// The rows of `sql` for a reply that writes each of them at least once: read until they
-    /// hold more bytes than the client's output limit leaves (then that reply passes the
-    /// limit whatever the rest: the client is closed without it), so they never cost much
-    /// more than the limit.
+    /// The rows of `sql` for a reply that writes each of them at least once, every column a
+    /// bulk string, plus `row_extra` bytes per row (say a RESP3 pair's header): read until
+    /// what those bulks take in the reply (their real RESP size, never more) passes what the
+    /// client's output limit leaves, so they never cost much more than the limit. `false`
+    /// with them when that stopped the read: then writing each row once passes the limit
+    /// (the client is closed without that reply); the caller must not stand other rows in
+    /// for the ones left unread.
     pub async fn rows_for_reply(
         &mut self,
         sql: &str,
         params: &[Param<'_>],
-    ) -> Result<Vec<Vec<Value>>, StoreError> {
+        row_extra: usize,
+    ) -> Result<(Vec<Vec<Value>>, bool), StoreError> {
         let budget = self.out_limit.saturating_sub(self.out.len());
-        let (mut rows, mut held) = (Vec::new(), 0usize);
+        let (mut rows, mut held, mut whole) = (Vec::new(), 0usize, true);
         self.tx
             .exec_each(sql, params, |row| {
-                held += row
-                    .iter()
-                    .map(|v| match v {
-                        Value::Bytes(b) => b.len() + 16,
-                        _ => 24,
-                    })
-                    .sum::<usize>();
+                held += row_extra
+                    + row
+                        .iter()
+                        .map(|v| match v {
+                            Value::Bytes(b) => bulk_size(b.len()),
+                            // A null is `_\r\n` in RESP3.
+                            _ => 3,
+                        })
+                        .sum::<usize>();
                 rows.push(row);
                 if held > budget {
+                    whole = false;
                     ControlFlow::Break(())
                 } else {
                     ControlFlow::Continue(())
                 }
             })
             .await?;
-        Ok(rows)
+        Ok((rows, whole))
     }
 
     async fn stream(
@@ -210,6 +217,17 @@ impl Cx<'_> {
         }
         Ok(units)
     }
+}
+
+/// The bytes of a bulk string of `len` bytes in a reply: `$<len>\r\n<bytes>\r\n`.
+pub fn bulk_size(len: usize) -> usize {
+    let mut digits = 1;
+    let mut rest = len / 10;
+    while rest > 0 {
+        digits += 1;
+        rest /= 10;
+    }
+    len + digits + 5
 }
 
 /// A plain `SET key value` (no option): it may join a multi-row upsert.

@@ -560,10 +560,13 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     } else {
         "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?"
     };
-    let mut rows = cx
+    // A RESP3 pair is `*2\r\n` around its field and value.
+    let pair_head = if values && resp3 { 4 } else { 0 };
+    let (mut rows, whole) = cx
         .rows_for_reply(
             sql,
             &[Param::UInt(row.kid), Param::UInt(slot_of.len() as u64)],
+            pair_head,
         )
         .await?;
     let pairs: Vec<(Vec<u8>, Vec<u8>)> = rows
@@ -590,7 +593,13 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         if reply.over_limit() {
             break;
         }
-        let (f, v) = &pairs[(s as usize).min(pairs.len() - 1)];
+        // Read only up to the output limit: the draws of the fields left unread are left out
+        // (those read, each written once, pass the limit: the client is closed).
+        let s = s as usize;
+        if s >= pairs.len() && !whole {
+            continue;
+        }
+        let (f, v) = &pairs[s.min(pairs.len() - 1)];
         if values && resp3 {
             reply.array_len(2);
         }

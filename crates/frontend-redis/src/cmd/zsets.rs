@@ -419,28 +419,24 @@ async fn zpop(cx: &mut Cx<'_>, args: Args<'_>, max: bool) -> Result<(), StoreErr
         return Ok(());
     }
     let sql = if max {
-        "SELECT member, score, sk, mh FROM {s}.redis_zset WHERE kid = ? \
+        "SELECT member, score, sk FROM {s}.redis_zset WHERE kid = ? \
          ORDER BY sk DESC, member DESC LIMIT ?"
     } else {
-        "SELECT member, score, sk, mh FROM {s}.redis_zset WHERE kid = ? \
+        "SELECT member, score, sk FROM {s}.redis_zset WHERE kid = ? \
          ORDER BY sk, member LIMIT ?"
     };
-    // Written as read; only the members' hashes are kept (to delete them), none when the
-    // count takes the whole set (its key is deleted).
+    // Written as read up to the output limit, then deleted by the server in the same order
+    // within this transaction (the key, when the count takes the whole set): nothing of
+    // them is kept here, whatever the count.
     let whole = n >= row.len;
     let nested = count.is_some() && cx.proto == manifold_redis_proto::Protocol::Resp3;
-    let mut hashes: Vec<[u8; 32]> = Vec::new();
     let header = |r: &mut Reply<'_>, n: usize| {
         r.array_len(if nested { n } else { n * 2 });
     };
-    let element = |r: &mut Reply<'_>, mut row: Vec<Value>| {
-        let mh = row.get_mut(3).and_then(take_bytes);
-        let (Some(m), Some(Ok(mh))) = (member_row(row), mh.map(<[u8; 32]>::try_from)) else {
+    let element = |r: &mut Reply<'_>, row: Vec<Value>| {
+        let Some(m) = member_row(row) else {
             return 0;
         };
-        if !whole {
-            hashes.push(mh);
-        }
         if nested {
             r.array_len(2);
         }
@@ -448,16 +444,18 @@ async fn zpop(cx: &mut Cx<'_>, args: Args<'_>, max: bool) -> Result<(), StoreErr
         1
     };
     let params = [Param::UInt(row.kid), Param::UInt(n as u64)];
-    if whole {
-        cx.stream_reply(sql, &params, header, element).await?;
-    } else {
-        cx.stream_reply_all(sql, &params, header, element).await?;
-    }
+    cx.stream_reply(sql, &params, header, element).await?;
     if whole {
         cx.tx.delete_key(cx.db, k, &row).await?;
         return Ok(());
     }
-    let deleted = delete_hashes(cx, row.kid, &hashes).await?;
+    let delete = if max {
+        "DELETE FROM {s}.redis_zset WHERE kid = ? ORDER BY sk DESC, member DESC LIMIT ?"
+    } else {
+        "DELETE FROM {s}.redis_zset WHERE kid = ? ORDER BY sk, member LIMIT ?"
+    };
+    let deleted = cx.tx.affected(delete, &params).await?;
+    let deleted = i64::try_from(deleted).unwrap_or(i64::MAX);
     if deleted > 0 {
         cx.tx.collection_written(cx.db, k, &row, -deleted).await?;
     }
