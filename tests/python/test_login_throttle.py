@@ -313,6 +313,22 @@ def test_redis_auth_in_exec_counts_as_a_direct_auth(guarded_door):
     admin(m, "FLUSH LOGIN FAILURES")
 
 
+def test_hello_with_two_auth_options_counts_the_user_it_checks(guarded_door):
+    """HELLO with several AUTH options checks the last (as redis-server's helloCommand):
+    the failure counts against that user, and a later login of the first named user does
+    not forgive it."""
+    m, port = guarded_door
+    source = "127.0.0.7"
+    with redis_session(port, source) as s:
+        s.sendall(cmd("HELLO", "3", "AUTH", USER, PASSWORD, "AUTH", VICTIM, "guess")
+                  + cmd("AUTH", USER, PASSWORD) + cmd("QUIT"))
+        assert read_all(s) == WRONGPASS + b"+OK\r\n+OK\r\n"
+    found = failures(m)
+    assert [k for k in found if k[0] == source] == [(source, VICTIM)], found
+    assert found[(source, VICTIM)][0] == 1
+    admin(m, "FLUSH LOGIN FAILURES")
+
+
 def test_many_connections_guess_no_faster_than_one(guarded_door):
     """Once an address has failures, its delayed attempts go one at a time, each after the
     previous one's result and its own delay, however many connections make them; an address
