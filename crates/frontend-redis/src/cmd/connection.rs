@@ -123,8 +123,8 @@ fn counted_user<'a>(user: Option<&'a [u8]>, pass: &'a [u8]) -> &'a [u8] {
 }
 
 /// The user `HELLO`'s `AUTH` option names, read as [`hello`] reads its options: with
-/// several `AUTH` options the last one is checked (as redis-server's `helloCommand`), so
-/// the last one is counted.
+/// several `AUTH` options [`hello`] checks the last one, so the last one is counted (a
+/// guess must never count against another user, whose login would forgive it).
 fn hello_user<'a>(args: &Args<'a>) -> &'a [u8] {
     let mut user: &'a [u8] = b"default";
     let mut j = 2;
