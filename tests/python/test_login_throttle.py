@@ -149,6 +149,44 @@ def test_a_success_forgives_only_its_own_users_failures(quickstart):
     admin(m, "FLUSH LOGIN FAILURES")
 
 
+def recv_exact(sock, n):
+    got = b""
+    while len(got) < n:
+        chunk = sock.recv(n - len(got))
+        assert chunk, "closed early"
+        got += chunk
+    return got
+
+
+def test_a_change_user_left_unanswered_does_not_hold_its_address_up(quickstart):
+    """A delayed COM_CHANGE_USER whose client never answers the full-auth request is ended
+    after connect_timeout, as a handshake is: it does not keep the address's turn, so a later
+    attempt from the address is answered."""
+    m = quickstart
+    source = "127.0.0.8"
+    for _ in range(3):
+        assert mysql_login(m, "wrong", user=VICTIM, source=source) == 1045
+    conn = pymysql.connect(host="127.0.0.1", port=m.port, user=USER, password=PASSWORD,
+                           bind_address=source)
+    sock = conn._sock
+    sock.settimeout(120)
+    payload = (b"\x11" + VICTIM.encode() + b"\0" + bytes([32]) + b"x" * 32 + b"\0"
+               + (45).to_bytes(2, "little") + b"caching_sha2_password\0")
+    sock.sendall(len(payload).to_bytes(3, "little") + b"\0" + payload)
+    header = recv_exact(sock, 4)
+    assert recv_exact(sock, header[0]) == b"\x01\x04", "perform full auth"
+    # The client stalls here. Another attempt of the address, which needs the turn, is
+    # answered (after the stalled one is ended).
+    t, out = run_in_thread(lambda: mysql_login(m, VICTIM_PW, user=VICTIM, source=source))
+    t.join(120)
+    # Let in (7701: the victim has no backend login of its own in this topology).
+    assert out == {"result": 7701}, out
+    # The stalled exchange was ended and its connection closed.
+    assert not read_all(sock).startswith(b"\x01")
+    sock.close()
+    assert failures(m).get((source, VICTIM)) is None
+
+
 def test_spraying_many_users_from_one_address_is_slowed(quickstart):
     """A guess at each of many users: an address keeps 8 users apart, the others share one
     count, which delays every user without a place of its own."""
@@ -310,6 +348,22 @@ def test_redis_auth_in_exec_counts_as_a_direct_auth(guarded_door):
         s.sendall(cmd("AUTH", USER, PASSWORD) + cmd("MULTI") + cmd("AUTH", "nobody1", "x")
                   + cmd("AUTH", "nobody2", "x") + cmd("EXEC") + cmd("AUTH", "nobody3", "x") + cmd("PING"))
         assert read_all(s) == b"+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n" + WRONGPASS * 3
+    admin(m, "FLUSH LOGIN FAILURES")
+
+
+def test_hello_with_two_auth_options_counts_the_user_it_checks(guarded_door):
+    """HELLO with several AUTH options checks the last (as redis-server's helloCommand):
+    the failure counts against that user, and a later login of the first named user does
+    not forgive it."""
+    m, port = guarded_door
+    source = "127.0.0.7"
+    with redis_session(port, source) as s:
+        s.sendall(cmd("HELLO", "3", "AUTH", USER, PASSWORD, "AUTH", VICTIM, "guess")
+                  + cmd("AUTH", USER, PASSWORD) + cmd("QUIT"))
+        assert read_all(s) == WRONGPASS + b"+OK\r\n+OK\r\n"
+    found = failures(m)
+    assert [k for k in found if k[0] == source] == [(source, VICTIM)], found
+    assert found[(source, VICTIM)][0] == 1
     admin(m, "FLUSH LOGIN FAILURES")
 
 

@@ -153,6 +153,8 @@ struct Entry {
     last_failure: Instant,
     /// Attempts admitted and not yet answered (their password being checked).
     in_flight: u32,
+    /// The same, per user (a user's check counts only its own attempts in flight).
+    in_flight_users: Vec<(u64, u32)>,
     /// Attempts waiting for the turn or out their delay.
     waiting: u32,
     /// Held by the delayed attempt being waited out or checked: they go one at a time.
@@ -166,6 +168,7 @@ impl Entry {
             others: 0,
             last_failure: now,
             in_flight: 0,
+            in_flight_users: Vec::new(),
             waiting: 0,
             turn: Arc::new(Semaphore::new(1)),
         }
@@ -187,6 +190,38 @@ impl Entry {
         self.users.iter().fold(self.others, |n, u| {
             n.saturating_add(u.failures.min(threshold))
         })
+    }
+
+    /// `user`'s attempts in flight: its own, or for the users sharing the count of those
+    /// the address has no room for, all of the address's.
+    fn user_in_flight(&self, user: u64) -> u32 {
+        if self.users.len() >= MAX_USERS_PER_ADDRESS
+            && !self.users.iter().any(|u| u.user.hash == user)
+        {
+            return self.in_flight;
+        }
+        self.in_flight_users
+            .iter()
+            .find(|(u, _)| *u == user)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    fn enter(&mut self, user: u64) {
+        self.in_flight += 1;
+        match self.in_flight_users.iter_mut().find(|(u, _)| *u == user) {
+            Some((_, n)) => *n += 1,
+            None => self.in_flight_users.push((user, 1)),
+        }
+    }
+
+    fn leave(&mut self, user: u64) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if let Some(i) = self.in_flight_users.iter().position(|(u, _)| *u == user) {
+            self.in_flight_users[i].1 -= 1;
+            if self.in_flight_users[i].1 == 0 {
+                self.in_flight_users.swap_remove(i);
+            }
+        }
     }
 
     fn has_failures(&self) -> bool {
@@ -384,12 +419,14 @@ impl LoginThrottle {
     }
 
     /// Whether `user`'s attempt goes ahead at once: the address has no failures, or neither
-    /// the user nor the address would reach its threshold even if every attempt of the
-    /// address being checked now failed.
+    /// the user (if it has failures: one without goes at once, as at an address without
+    /// failures) nor the address would reach its threshold even if every attempt being
+    /// checked now failed (the user's own attempts for the user, all for the address).
     fn at_once(&self, e: &Entry, user: u64) -> bool {
         let threshold = self.threshold();
+        let own = e.user_failures(user);
         !e.has_failures()
-            || (e.user_failures(user).saturating_add(e.in_flight) < threshold
+            || ((own == 0 || own.saturating_add(e.user_in_flight(user)) < threshold)
                 && e.address_failures(threshold).saturating_add(e.in_flight)
                     < self.address_threshold())
     }
@@ -445,7 +482,7 @@ impl LoginThrottle {
             e.forget_failures();
         }
         if self.at_once(e, attempt.user.hash) {
-            e.in_flight += 1;
+            e.enter(attempt.user.hash);
             attempt.registered = true;
             return Admission::Now;
         }
@@ -511,7 +548,7 @@ impl LoginThrottle {
             // Kept while it had this attempt waiting.
             if let Some(e) = table.get_mut(&attempt.key) {
                 e.waiting = e.waiting.saturating_sub(1);
-                e.in_flight += 1;
+                e.enter(attempt.user.hash);
                 attempt.registered = true;
             }
             waiting.armed = false;
@@ -769,7 +806,7 @@ impl Attempt<'_> {
             }
         };
         if self.registered {
-            e.in_flight = e.in_flight.saturating_sub(1);
+            e.leave(self.user.hash);
         }
         match outcome {
             Outcome::Failed(_) => {

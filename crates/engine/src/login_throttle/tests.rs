@@ -352,3 +352,38 @@ async fn the_login_timeout_leaves_the_waits_out() {
     };
     assert_eq!(clock.timeout(Duration::from_secs(6), slow).await, None);
 }
+
+/// A user without failures of its own, at an address where another user has one, logs in
+/// at once however many of its logins are in flight (a pool's first logins): only its own
+/// attempts in flight count toward its threshold, the address's toward the address's.
+#[tokio::test(start_paused = true)]
+async fn other_users_in_flight_do_not_hold_up_a_user_without_failures() {
+    let t = throttle(3, 3600);
+    let a = ip("10.0.0.6");
+    fail(&t, "10.0.0.6", "victim");
+    let mut pool = Vec::new();
+    for i in 0..10 {
+        pool.push(
+            t.try_admit(a, b"app")
+                .unwrap_or_else(|| panic!("login {i} of a user without failures waited")),
+        );
+    }
+    // The failing user's own check still counts its attempts in flight.
+    let first = t
+        .try_admit(a, b"victim")
+        .expect("1 failure + 0 of its own in flight");
+    let second = t
+        .try_admit(a, b"victim")
+        .expect("1 failure + 1 of its own in flight");
+    assert!(
+        t.try_admit(a, b"victim").is_none(),
+        "1 + 2 of its own reach 3"
+    );
+    for attempt in pool {
+        attempt.succeeded();
+    }
+    first.failed(Door::Mysql);
+    second.failed(Door::Mysql);
+    let e = &t.lock()[&a];
+    assert_eq!((e.in_flight, e.in_flight_users.len()), (0, 0));
+}

@@ -122,21 +122,25 @@ fn counted_user<'a>(user: Option<&'a [u8]>, pass: &'a [u8]) -> &'a [u8] {
     }
 }
 
-/// The user `HELLO`'s `AUTH` option names (as [`hello`] reads its options).
+/// The user `HELLO`'s `AUTH` option names, read as [`hello`] reads its options: with
+/// several `AUTH` options [`hello`] checks the last one, so the last one is counted (a
+/// guess must never count against another user, whose login would forgive it).
 fn hello_user<'a>(args: &Args<'a>) -> &'a [u8] {
+    let mut user: &'a [u8] = b"default";
     let mut j = 2;
     while j < args.len() {
         let more = args.len() - 1 - j;
         let opt = args.get(j);
         if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
-            return args.get(j + 1);
+            user = args.get(j + 1);
+            j += 3;
         } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
             j += 2;
         } else {
             break;
         }
     }
-    b"default"
+    user
 }
 
 /// Before a login `cmd` is applied (outside `MULTI`): admits it as its address and user
