@@ -324,7 +324,7 @@ impl Session {
         let lookup = tokio::time::timeout(limit, self.binlog_grants())
             .await
             .unwrap_or_else(|_| {
-                tracing::warn!(connection = self.id, user = %user, backend_user = %backend_user, timeout = ?limit, "the grants for the global binlog could not be learned within connect_timeout");
+                tracing::warn!(connection = self.id, user = %user, backend_user = %backend_user, timeout = ?limit, "global binlog: the grants could not be learned within connect_timeout");
                 Lookup::Unreachable(None)
             });
         let held = access.remember(&user, &backend_user, generation, lookup);
@@ -364,7 +364,7 @@ impl Session {
     async fn binlog_grants_on(&mut self, cluster: usize) -> Lookup {
         let failed = |session: &Session, why: &str, lookup: Lookup| {
             let name = &session.fe.shared.clusters[cluster].name;
-            tracing::warn!(connection = session.id, user = %session.user.name, backend_user = %session.user.backend_user, cluster = %name, error = why, ?lookup, "the grants for the global binlog could not be learned");
+            tracing::warn!(connection = session.id, user = %session.user.name, backend_user = %session.user.backend_user, cluster = %name, error = why, ?lookup, "global binlog: the grants could not be learned");
             lookup
         };
         let mut lease = match self.borrow_primary_of(cluster).await {
