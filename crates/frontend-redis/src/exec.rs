@@ -128,20 +128,7 @@ impl Cx<'_> {
         header: impl FnOnce(&mut Reply<'_>, usize),
         element: impl FnMut(&mut Reply<'_>, Vec<Value>) -> usize,
     ) -> Result<usize, StoreError> {
-        self.stream(sql, params, header, element, true).await
-    }
-
-    /// [`Cx::stream_reply`] handing every row to `element`, past the output limit too (a
-    /// command that must see them all, say to delete what it popped); what `element`
-    /// appends past the limit is dropped ([`Reply::limited`]).
-    pub async fn stream_reply_all(
-        &mut self,
-        sql: &str,
-        params: &[Param<'_>],
-        header: impl FnOnce(&mut Reply<'_>, usize),
-        element: impl FnMut(&mut Reply<'_>, Vec<Value>) -> usize,
-    ) -> Result<usize, StoreError> {
-        self.stream(sql, params, header, element, false).await
+        self.stream(sql, params, header, element).await
     }
 
     /// The rows of `sql` for a reply that writes each of them at least once, every column a
@@ -188,7 +175,6 @@ impl Cx<'_> {
         params: &[Param<'_>],
         header: impl FnOnce(&mut Reply<'_>, usize),
         mut element: impl FnMut(&mut Reply<'_>, Vec<Value>) -> usize,
-        stop_at_limit: bool,
     ) -> Result<usize, StoreError> {
         let at = self.out.len();
         let (out, proto, limit) = (&mut self.out, self.proto, self.out_limit);
@@ -200,7 +186,7 @@ impl Cx<'_> {
                 units += element(&mut reply, row);
                 let over = reply.over_limit();
                 killed = killed || client.as_mut().is_some_and(|c| !c.note(out.capacity()));
-                if stop_at_limit && (over || killed) {
+                if over || killed {
                     ControlFlow::Break(())
                 } else {
                     ControlFlow::Continue(())
