@@ -110,3 +110,47 @@ def test_show_variables_of_both_and_all_of_them(setup):
     assert e.value.args[0] == 1054, e.value.args
     # And the form manifold answers alone stays.
     assert rows(mf, "SHOW VARIABLES LIKE 'gtid_binlog_pos'") == (("gtid_binlog_pos", pos),)
+
+
+def multi(mf):
+    """A login that may send several statements in one query (`a; b`)."""
+    return mf.connect(client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS)
+
+
+def test_show_variables_with_more_statements_leaves_no_answer_behind(setup):
+    """A binlog question followed by other statements in one query is refused whole (the
+    server would answer both, manifold answers one statement per query) and nothing runs;
+    a trailing `;` or comment leaves one statement, answered. Either way the next statement
+    of the session, and of the next sessions borrowing the same backend connections, gets
+    its own answer: before, a form the server answered left its further results unread on
+    the pooled connection, for whoever borrowed it next."""
+    a, mf = setup
+    pos = global_binlog_pos(mf)
+    version = a.query("SELECT @@version")[0][0]
+    of_both = "SHOW VARIABLES WHERE Variable_name IN ('gtid_binlog_pos', 'version')"
+    for n, sql in enumerate([of_both + "; SELECT 1", "SHOW GLOBAL VARIABLES LIKE 'gtid%';SELECT 1;",
+                             "SHOW MASTER STATUS; INSERT INTO questions.t VALUES (100)"]):
+        with multi(mf) as c, c.cursor() as cur:
+            with pytest.raises(pymysql.err.MySQLError) as e:
+                cur.execute(sql)
+            assert e.value.args[0] == 1235 and "followed by other statements" in e.value.args[1], e.value.args
+            cur.execute(f"SELECT {1000 + n}")
+            assert cur.fetchall() == ((1000 + n,),), sql
+        for k in range(3):
+            with multi(mf) as c, c.cursor() as cur:
+                cur.execute(f"SELECT {2000 + k}")
+                assert cur.fetchall() == ((2000 + k,),), sql
+    assert a.query("SELECT id FROM questions.t WHERE id = 100") == ()
+    # One statement, its end written out: manifold's values, then the next answers.
+    for n, sql in enumerate([of_both + ";", of_both + " ; ", of_both + "; -- the end",
+                             of_both + "; /* the end */", of_both + ";;"]):
+        with multi(mf) as c, c.cursor() as cur:
+            cur.execute(sql)
+            assert dict(cur.fetchall()) == {"gtid_binlog_pos": pos, "version": version}, sql
+            while cur.nextset():
+                pass
+            cur.execute(f"SELECT {3000 + n}")
+            assert cur.fetchall() == ((3000 + n,),), sql
+        with multi(mf) as c, c.cursor() as cur:
+            cur.execute(f"SELECT {4000 + n}")
+            assert cur.fetchall() == ((4000 + n,),), sql

@@ -311,6 +311,31 @@ def test_config_get_shows_the_limits_as_redis_does(door):
     r.close()
 
 
+def test_info_memory_shows_what_manifold_knows_in_redis_form(door):
+    """`INFO memory` gives the fields manifold can know, named and formatted as redis-server
+    gives them: the process's resident memory (as /proc says), no maxmemory with
+    `noeviction` (keys are never evicted from InnoDB), and the clients' buffers."""
+    redis = redis_py()
+    r = redis.Redis(host="127.0.0.1", port=door.redis_port, username=USER, password=PASSWORD)
+    got = r.info("memory")
+    with start_reference() as ref:
+        rc = redis.Redis(host="127.0.0.1", port=ref, username=USER, password=PASSWORD)
+        want = rc.info("memory")
+        rc.close()
+    missing = set(got) - set(want)
+    assert not missing, f"fields redis-server does not have: {missing}"
+    for name, value in got.items():
+        assert type(value) is type(want[name]), (name, value, want[name])
+    rss, _ = rss_kib(door.proc.pid)
+    assert rss * 1024 // 2 < got["used_memory_rss"] < rss * 1024 * 2, (got["used_memory_rss"], rss)
+    human = got["used_memory_rss_human"]
+    assert human[-1] in "KMG" and float(human[:-1]) > 0, human
+    assert got["maxmemory"] == 0 and got["maxmemory_human"] == "0B"
+    assert got["maxmemory_policy"] == "noeviction"
+    assert got["mem_clients_normal"] >= 0 and got["mem_clients_slaves"] == 0
+    r.close()
+
+
 def test_a_slow_subscriber_is_closed_past_the_pubsub_limit(topology, tmp_path):
     """A subscriber that reads nothing while messages pass the `pubsub` class's hard limit in
     bytes (not a count of messages) is closed; the publisher and other clients go on."""

@@ -1,5 +1,6 @@
-//! Password guessing on the admin port and in `/metrics`: `SHOW LOGIN FAILURES` (the
-//! addresses failing now, as MySQL's `connection_control_failed_login_attempts`), `FLUSH
+//! Password guessing on the admin port and in `/metrics`: `SHOW LOGIN FAILURES` (the users
+//! failing now per address, as MySQL's `connection_control_failed_login_attempts` per
+//! `'user'@'host'`), `FLUSH
 //! LOGIN FAILURES`, and `manifold_login_failures_total{door=...}`. The table and figures
 //! are [`manifold_engine::login_throttle`]'s, shared by every door.
 
@@ -12,26 +13,30 @@ use crate::commands::{Reply, Server};
 /// `SHOW LOGIN FAILURES`'s columns.
 const COLUMNS: &[&str] = &[
     "address",
+    "user",
     "failed_attempts",
+    "address_failures",
     "waiting",
     "next_delay_ms",
     "seconds_since_last_failure",
 ];
 
-/// `SHOW LOGIN FAILURES`: every address with failures, most first.
+/// `SHOW LOGIN FAILURES`: every (address, user) with failures, most first.
 pub(crate) fn show(server: &Server<'_>) -> Reply {
     let rows = server
         .shared
         .logins
-        .addresses()
+        .failures_now()
         .into_iter()
-        .map(|a| {
+        .map(|f| {
             vec![
-                a.address,
-                a.failures.to_string(),
-                a.waiting.to_string(),
-                a.next_delay.as_millis().to_string(),
-                a.since_last_failure.as_secs().to_string(),
+                f.address,
+                f.user,
+                f.failures.to_string(),
+                f.address_failures.to_string(),
+                f.waiting.to_string(),
+                f.next_delay.as_millis().to_string(),
+                f.since_last_failure.as_secs().to_string(),
             ]
         })
         .collect();

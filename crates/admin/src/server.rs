@@ -369,15 +369,17 @@ async fn login(
     let logins = &admin.shared.logins;
     let ip = peer.ip();
     // Too many attempts of this address already waiting: refused without a check.
-    let may_check = logins.wait(ip, Some(waited)).await.is_ok();
+    let attempt = logins.admit(ip, &response.user, Some(waited)).await.ok();
     // Both checked whatever the first says: no faster answer for a wrong user name.
-    let verified = may_check
+    let verified = attempt.is_some()
         && (user == admin.user) & auth::native_verify(Some(&admin.stored), &scramble, &answer);
     if verified {
-        logins.succeeded(ip);
+        if let Some(attempt) = attempt {
+            attempt.succeeded();
+        }
     } else {
-        if may_check {
-            logins.failed(ip, manifold_engine::Door::Admin);
+        if let Some(attempt) = attempt {
+            attempt.failed(manifold_engine::Door::Admin);
         }
         tracing::warn!(%peer, user = %user, "admin login refused");
         let using = if answer.is_empty() { "NO" } else { "YES" };

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use manifold_mysql_proto::consts::caps;
+use manifold_mysql_proto::consts::{caps, status};
 use manifold_mysql_proto::handshake::ChangeUser;
 use manifold_mysql_proto::packets::{decode_text_row, ColumnDefinition, ErrPacket, OkPacket};
 use manifold_mysql_proto::{Command, Progress, ResponseKind, ResponseTracker};
@@ -349,7 +349,9 @@ impl BackendConn {
     }
 
     /// Runs a query of manifold's own whose answer is one small text result set (or an OK):
-    /// its columns and rows, or the server's ERR.
+    /// its columns and rows, or the server's ERR. Results after the first (a text of several
+    /// statements on a connection with `CLIENT_MULTI_STATEMENTS`) are read and dropped, so
+    /// that none is left on the wire for the connection's next borrower to take as its own.
     pub async fn query_rows(
         &mut self,
         sql: &[u8],
@@ -363,24 +365,31 @@ impl BackendConn {
         };
         let first = self.read_payload().await?;
         let mut out = Rows::default();
-        match first.first() {
+        let end_status = match first.first() {
             Some(0xFF) => {
                 return Ok(Err(
                     ErrPacket::decode(&first).map_err(|_| bad("a bad ERR packet"))?
                 ))
             }
-            Some(0x00) => return Ok(Ok(out)),
-            _ => {}
-        }
-        match self
-            .read_result_set(&first, |p, defs| decode_text_row(p, defs.len()))
-            .await?
-        {
-            Ok((columns, rows)) => {
-                out.columns = columns;
-                out.rows = rows;
+            Some(0x00) => {
+                OkPacket::decode(&first, self.capabilities)
+                    .map_err(|_| bad("a bad OK packet"))?
+                    .status
             }
-            Err(e) => return Ok(Err(e)),
+            _ => match self
+                .read_result_set(&first, |p, defs| decode_text_row(p, defs.len()))
+                .await?
+            {
+                Ok((columns, rows, end_status)) => {
+                    out.columns = columns;
+                    out.rows = rows;
+                    end_status
+                }
+                Err(e) => return Ok(Err(e)),
+            },
+        };
+        if end_status & status::MORE_RESULTS_EXISTS != 0 {
+            self.skip_results(None).await?;
         }
         Ok(Ok(out))
     }
@@ -648,8 +657,26 @@ impl BackendConn {
     /// Reads one answer to a `COM_QUERY` off the wire and drops it: a pipelined answer whose
     /// borrower no longer wants it, or a statement run again for its warnings.
     pub(crate) async fn skip_answer(&mut self) -> Result<(), BackendError> {
+        self.skip_results(Some(1)).await
+    }
+
+    /// Reads results off the wire and drops them, up to the end of the answer: a whole answer
+    /// (`first_seq` 1), or the results after one already read (`None`: the sequence id
+    /// continues from that result's, so it is taken from the next packet).
+    async fn skip_results(&mut self, first_seq: Option<u8>) -> Result<(), BackendError> {
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
-        let mut tracker = ResponseTracker::new(ResponseKind::ResultSets, deprecate_eof, 1);
+        let first_seq = if let Some(seq) = first_seq {
+            seq
+        } else {
+            while self.io.rbuf.len() < 4 {
+                self.io
+                    .fill()
+                    .await
+                    .map_err(|e| lost("reading a further result", &e))?;
+            }
+            self.io.rbuf[3]
+        };
+        let mut tracker = ResponseTracker::new(ResponseKind::ResultSets, deprecate_eof, first_seq);
         loop {
             if self.io.rbuf.is_empty() {
                 self.io

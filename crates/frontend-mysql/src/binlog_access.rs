@@ -12,6 +12,12 @@
 //! per [`REFUSAL_FRESH_FOR`], not one per statement. One lookup per user runs at a time; the
 //! others wait for its result. A revoked grant stops counting after at most
 //! [`GRANTS_FRESH_FOR`] or at the next reload.
+//!
+//! A primary that cannot be reached (down, failing over, out of connections) cannot say
+//! what it grants: for up to [`GRACE_WHILE_UNREACHABLE`] after the grants were last
+//! learned they are taken as they were, so a CDC reader (which takes a 1227 as fatal) keeps
+//! reading the global binlog, which needs no primary, through a failover. A server that
+//! answers and refuses (the login, or `SHOW GRANTS`) is believed at once.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,6 +31,23 @@ pub const GRANTS_FRESH_FOR: Duration = Duration::from_secs(60);
 
 /// How long a refusal, or a failure to learn the grants, is answered without asking again.
 pub const REFUSAL_FRESH_FOR: Duration = Duration::from_secs(5);
+
+/// How long after they were last learned grants still count while a source primary cannot
+/// be reached to learn them again: longer than a failover takes, short enough that a grant
+/// revoked meanwhile does not count for long once the servers answer again.
+pub const GRACE_WHILE_UNREACHABLE: Duration = Duration::from_secs(600);
+
+/// What asking the source primaries for a login's grants gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// Held on every source primary.
+    Held(Privileges),
+    /// A server refused (the login, or `SHOW GRANTS`): refused here too.
+    Refused,
+    /// A source primary could not be reached, or did not answer in time; with what the
+    /// primaries that did answer all grant (`None`: none answered).
+    Unreachable(Option<Privileges>),
+}
 
 /// What a binlog command or statement does, as the servers check it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +215,28 @@ struct Learned {
     /// of the privilege, the details only in manifold's log).
     outcome: Option<Privileges>,
     at: Instant,
+    /// The last lookup since `at` that found a source primary unreachable: `outcome` then
+    /// still counts within [`GRACE_WHILE_UNREACHABLE`], asked again after
+    /// [`REFUSAL_FRESH_FOR`].
+    unreachable_at: Option<Instant>,
+}
+
+impl Learned {
+    /// Whether `outcome` counts now without asking the servers.
+    fn fresh(&self, allowed: bool) -> bool {
+        let age = self.at.elapsed();
+        let fresh_for = if allowed {
+            GRANTS_FRESH_FOR
+        } else {
+            REFUSAL_FRESH_FOR
+        };
+        age < fresh_for
+            || (self.outcome.is_some()
+                && age < GRANTS_FRESH_FOR + GRACE_WHILE_UNREACHABLE
+                && self
+                    .unreachable_at
+                    .is_some_and(|u| u.elapsed() < REFUSAL_FRESH_FOR))
+    }
 }
 
 /// Every user's grants as learned since the last reload.
@@ -245,7 +290,8 @@ impl BinlogAccess {
 
     /// The answer for `op` from the grants learned for `user` through `backend_user`, while
     /// it is fresh: an allowance for [`GRANTS_FRESH_FOR`], a refusal or a failure to learn
-    /// for [`REFUSAL_FRESH_FOR`]. `None`: ask the servers.
+    /// for [`REFUSAL_FRESH_FOR`] (grants kept through a primary's absence: until the next
+    /// lookup is due, [`REFUSAL_FRESH_FOR`] after the last). `None`: ask the servers.
     pub fn answer(
         &self,
         user: &str,
@@ -258,11 +304,14 @@ impl BinlogAccess {
             .by_user
             .get(user)
             .filter(|l| l.backend_user == backend_user)?;
-        let age = l.at.elapsed();
-        match l.outcome {
-            Some(held) if op.allowed(held, dialect) => (age < GRANTS_FRESH_FOR).then_some(Ok(())),
-            _ => (age < REFUSAL_FRESH_FOR).then(|| Err(op.denied(dialect))),
-        }
+        let allowed = l.outcome.is_some_and(|held| op.allowed(held, dialect));
+        l.fresh(allowed).then(|| {
+            if allowed {
+                Ok(())
+            } else {
+                Err(op.denied(dialect))
+            }
+        })
     }
 
     /// `user`'s turn to ask the servers: hold its lock while asking.
@@ -280,15 +329,17 @@ impl BinlogAccess {
     }
 
     /// Keeps what a lookup started at `generation` learned, unless a reload came since (its
-    /// result may predate the reload's, a grant revoked before it included).
+    /// result may predate the reload's, a grant revoked before it included), and gives the
+    /// grants that count now: an unreachable primary leaves the last learned ones counting
+    /// within [`GRACE_WHILE_UNREACHABLE`]; `None`: refused.
     pub fn remember(
         &self,
         user: &str,
         backend_user: &str,
         generation: u64,
-        outcome: Option<Privileges>,
-    ) {
-        self.remember_at(user, backend_user, generation, outcome, Instant::now());
+        lookup: Lookup,
+    ) -> Option<Privileges> {
+        self.remember_at(user, backend_user, generation, lookup, Instant::now())
     }
 
     fn remember_at(
@@ -296,21 +347,43 @@ impl BinlogAccess {
         user: &str,
         backend_user: &str,
         generation: u64,
-        outcome: Option<Privileges>,
-        at: Instant,
-    ) {
+        lookup: Lookup,
+        now: Instant,
+    ) -> Option<Privileges> {
         let mut learned = lock(&self.learned);
-        if learned.generation != generation {
-            return;
+        let current = learned.generation == generation;
+        if let Lookup::Unreachable(answered) = lookup {
+            if let Some(l) = learned.by_user.get_mut(user).filter(|l| {
+                current
+                    && l.backend_user == backend_user
+                    && l.outcome.is_some()
+                    && now.saturating_duration_since(l.at)
+                        < GRANTS_FRESH_FOR + GRACE_WHILE_UNREACHABLE
+            }) {
+                // A grant revoked on a primary that did answer counts at once.
+                if let (Some(held), Some(answered)) = (l.outcome, answered) {
+                    l.outcome = Some(held.intersection(answered));
+                }
+                l.unreachable_at = Some(now);
+                return l.outcome;
+            }
         }
-        learned.by_user.insert(
-            user.to_owned(),
-            Learned {
-                backend_user: backend_user.to_owned(),
-                outcome,
-                at,
-            },
-        );
+        let outcome = match lookup {
+            Lookup::Held(held) => Some(held),
+            Lookup::Refused | Lookup::Unreachable(_) => None,
+        };
+        if current {
+            learned.by_user.insert(
+                user.to_owned(),
+                Learned {
+                    backend_user: backend_user.to_owned(),
+                    outcome,
+                    at: now,
+                    unreachable_at: None,
+                },
+            );
+        }
+        outcome
     }
 }
 
@@ -435,7 +508,7 @@ mod tests {
         let a = BinlogAccess::default();
         let (op, d) = (BinlogOp::Dump, Dialect::MariaDb);
         assert!(a.is_listed("anyone"));
-        a.remember("app", "app", a.generation(), Some(Privileges::ALL));
+        a.remember("app", "app", a.generation(), Lookup::Held(Privileges::ALL));
         assert_eq!(a.answer("app", "app", op, d), Some(Ok(())));
         assert_eq!(a.answer("app", "other_login", op, d), None);
         a.configure(Some(&["app".to_owned()]));
@@ -450,9 +523,9 @@ mod tests {
         let (op, d) = (BinlogOp::Dump, Dialect::MariaDb);
         let started = a.generation();
         a.configure(None);
-        a.remember("app", "app", started, Some(Privileges::ALL));
+        a.remember("app", "app", started, Lookup::Held(Privileges::ALL));
         assert_eq!(a.answer("app", "app", op, d), None);
-        a.remember("app", "app", a.generation(), Some(Privileges::ALL));
+        a.remember("app", "app", a.generation(), Lookup::Held(Privileges::ALL));
         assert_eq!(a.answer("app", "app", op, d), Some(Ok(())));
     }
 
@@ -461,7 +534,7 @@ mod tests {
         let a = BinlogAccess::default();
         let d = Dialect::MariaDb;
         let ago = |t: Duration| Instant::now().checked_sub(t).unwrap();
-        a.remember("mon", "mon", 0, Some(Privileges::BINLOG_MONITOR));
+        a.remember("mon", "mon", 0, Lookup::Held(Privileges::BINLOG_MONITOR));
         assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), Some(Ok(())));
         assert_eq!(
             a.answer("mon", "mon", BinlogOp::Dump, d),
@@ -472,7 +545,7 @@ mod tests {
             "mon",
             "mon",
             0,
-            Some(Privileges::BINLOG_MONITOR),
+            Lookup::Held(Privileges::BINLOG_MONITOR),
             ago(past_refusal),
         );
         assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), Some(Ok(())));
@@ -481,18 +554,97 @@ mod tests {
             "mon",
             "mon",
             0,
-            Some(Privileges::BINLOG_MONITOR),
+            Lookup::Held(Privileges::BINLOG_MONITOR),
             ago(GRANTS_FRESH_FOR + Duration::from_secs(1)),
         );
         assert_eq!(a.answer("mon", "mon", BinlogOp::Monitor, d), None);
         // Grants that could not be learned: the server's own refusal, nothing more.
-        a.remember("ghost", "ghost", 0, None);
+        a.remember("ghost", "ghost", 0, Lookup::Refused);
         assert_eq!(
             a.answer("ghost", "ghost", BinlogOp::Monitor, d),
             Some(Err(BinlogOp::Monitor.denied(d)))
         );
-        a.remember_at("ghost", "ghost", 0, None, ago(past_refusal));
+        a.remember_at(
+            "ghost",
+            "ghost",
+            0,
+            Lookup::Unreachable(None),
+            ago(past_refusal),
+        );
         assert_eq!(a.answer("ghost", "ghost", BinlogOp::Monitor, d), None);
+    }
+
+    #[test]
+    fn grants_learned_count_while_a_primary_is_unreachable_but_not_past_the_grace() {
+        let a = BinlogAccess::default();
+        let (op, d) = (BinlogOp::Dump, Dialect::MariaDb);
+        let ago = |t: Duration| Instant::now().checked_sub(t).unwrap();
+        let stale = GRANTS_FRESH_FOR + Duration::from_secs(1);
+        a.remember_at(
+            "cdc",
+            "cdc",
+            0,
+            Lookup::Held(Privileges::REPLICATION_SLAVE),
+            ago(stale),
+        );
+        assert_eq!(
+            a.answer("cdc", "cdc", op, d),
+            None,
+            "stale grants are asked again"
+        );
+        // The primary is failing over: the grants still count, and are not asked again
+        // until REFUSAL_FRESH_FOR has passed.
+        assert_eq!(
+            a.remember("cdc", "cdc", 0, Lookup::Unreachable(None)),
+            Some(Privileges::REPLICATION_SLAVE)
+        );
+        assert_eq!(a.answer("cdc", "cdc", op, d), Some(Ok(())));
+        assert_eq!(
+            a.answer("cdc", "cdc", BinlogOp::Purge, d),
+            Some(Err(BinlogOp::Purge.denied(d))),
+            "what the grants did not allow stays refused"
+        );
+        // A server that answers and refuses is believed at once.
+        assert_eq!(a.remember("cdc", "cdc", 0, Lookup::Refused), None);
+        assert_eq!(a.answer("cdc", "cdc", op, d), Some(Err(op.denied(d))));
+        // Past the grace, an unreachable primary refuses.
+        let past_grace = GRANTS_FRESH_FOR + GRACE_WHILE_UNREACHABLE + Duration::from_secs(1);
+        a.remember_at(
+            "old",
+            "old",
+            0,
+            Lookup::Held(Privileges::ALL),
+            ago(past_grace),
+        );
+        assert_eq!(a.remember("old", "old", 0, Lookup::Unreachable(None)), None);
+        assert_eq!(a.answer("old", "old", op, d), Some(Err(op.denied(d))));
+        // Nothing learned before: unreachable is a refusal.
+        assert_eq!(a.remember("new", "new", 0, Lookup::Unreachable(None)), None);
+        // A primary that answers without the grant while another is unreachable: the grant
+        // is gone at once.
+        a.remember(
+            "two",
+            "two",
+            0,
+            Lookup::Held(Privileges::REPLICATION_SLAVE.union(Privileges::BINLOG_MONITOR)),
+        );
+        assert_eq!(
+            a.remember(
+                "two",
+                "two",
+                0,
+                Lookup::Unreachable(Some(Privileges::BINLOG_MONITOR))
+            ),
+            Some(Privileges::BINLOG_MONITOR)
+        );
+        assert_eq!(a.answer("two", "two", op, d), Some(Err(op.denied(d))));
+        assert_eq!(a.answer("two", "two", BinlogOp::Monitor, d), Some(Ok(())));
+        // Grants learned through another backend login do not carry over.
+        a.remember("cdc", "cdc", 0, Lookup::Held(Privileges::ALL));
+        assert_eq!(
+            a.remember("cdc", "other", 0, Lookup::Unreachable(None)),
+            None
+        );
     }
 
     #[tokio::test]

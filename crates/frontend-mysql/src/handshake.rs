@@ -322,9 +322,12 @@ async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginError
 /// On failure the client has been sent ERR 1045.
 ///
 /// Password guessing costs time ([`manifold_engine::login_throttle`]): once the client's
-/// answer is in, the attempt waits out the delay its address has earned before it is
-/// checked (`waited` is told, for the login timeout). An unknown user is checked against
-/// [`crate::users::Users::decoy_for`]: the same packets and hashing as a wrong password.
+/// answer is in, the attempt is admitted as its address and user have earned (at once, or
+/// one at a time after a delay) before it is checked, and its result is counted against
+/// the user at the address (`waited` is told of the waits, for the login timeout). An
+/// exchange that breaks midway (the client left) counts as neither. An unknown user is
+/// checked against [`crate::users::Users::decoy_for`]: the same packets and hashing as a
+/// wrong password.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn authenticate(
     shared: &Shared,
@@ -367,10 +370,10 @@ pub(crate) async fn authenticate(
     let used_password = !response.is_empty();
     let ip = peer.ip();
     // Too many attempts of this address already waiting: refused without a check.
-    let may_check = shared.logins.wait(ip, waited).await.is_ok();
-    let verified = match (may_check, checked, plugin) {
-        (false, ..) => false,
-        (true, u, auth::CACHING_SHA2_PASSWORD) => {
+    let attempt = shared.logins.admit(ip, user_name, waited).await.ok();
+    let verified = match (&attempt, checked, plugin) {
+        (None, ..) => false,
+        (Some(_), u, auth::CACHING_SHA2_PASSWORD) => {
             let fast_allowed = !shared.config.sha2_full_auth_first || shared.sha2_cached(&u.name);
             match sha2_first_step(u, fast_allowed, scramble, &response) {
                 Sha2Step::Refuse => false,
@@ -397,15 +400,17 @@ pub(crate) async fn authenticate(
                 }
             }
         }
-        (true, u, _) => auth::native_verify(u.native_hash.as_ref(), scramble, &response),
+        (Some(_), u, _) => auth::native_verify(u.native_hash.as_ref(), scramble, &response),
     };
     if let (true, Some(u)) = (verified, user) {
-        shared.logins.succeeded(ip);
+        if let Some(attempt) = attempt {
+            attempt.succeeded();
+        }
         return Ok((u, seq));
     }
     FrontendMetrics::inc(&shared.metrics.auth_failures);
-    if may_check {
-        shared.logins.failed(ip, Door::Mysql);
+    if let Some(attempt) = attempt {
+        attempt.failed(Door::Mysql);
     }
     let denied = AccessDenied {
         user: String::from_utf8_lossy(user_name).into_owned(),
@@ -543,4 +548,156 @@ async fn sha2_full_auth(
         decrypted.is_ok_and(|pw| auth::sha2_verify_cleartext(user.sha2_hash.as_ref(), &pw)),
         seq,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::UserConfig;
+    use crate::users::Users;
+
+    fn users() -> Users {
+        let config = |name: &str, native: bool, sha2: bool| UserConfig {
+            name: name.into(),
+            password_native: native
+                .then(|| auth::format_native_hash(&auth::native_stored_hash(b"pw"))),
+            password_sha2: sha2.then(|| auth::format_sha2_hash(&auth::sha2_stored_hash(b"pw"))),
+            ..Default::default()
+        };
+        Users::from_config(&[
+            config("both", true, true),
+            config("native", true, false),
+            config("sha2", false, true),
+        ])
+        .unwrap()
+    }
+
+    const SHA2: &str = auth::CACHING_SHA2_PASSWORD;
+    const NATIVE: &str = auth::NATIVE_PASSWORD;
+
+    /// A user's name, the plugin the client names, the plugin the handshake offered, the
+    /// client's response, and the choice wanted.
+    type Case<'a> = (
+        &'a str,
+        Option<&'a [u8]>,
+        Option<&'a str>,
+        &'a [u8],
+        (&'a str, bool),
+    );
+
+    #[test]
+    fn plugin_choice_depends_only_on_the_kinds_of_hash() {
+        let users = users();
+        let r = [1u8; 20];
+        let cases: [Case; 8] = [
+            // What the client proposed and answered for, when the user has it: used as it is.
+            ("both", Some(SHA2.as_bytes()), Some(SHA2), &r, (SHA2, false)),
+            (
+                "both",
+                Some(NATIVE.as_bytes()),
+                Some(SHA2),
+                &r,
+                (NATIVE, false),
+            ),
+            // libmariadb: chose another plugin than offered and sent nothing: switched.
+            (
+                "both",
+                Some(NATIVE.as_bytes()),
+                Some(SHA2),
+                b"",
+                (NATIVE, true),
+            ),
+            (
+                "native",
+                Some(SHA2.as_bytes()),
+                Some(SHA2),
+                &r,
+                (NATIVE, true),
+            ),
+            (
+                "sha2",
+                Some(NATIVE.as_bytes()),
+                Some(NATIVE),
+                &r,
+                (SHA2, true),
+            ),
+            ("sha2", None, Some(NATIVE), &r, (SHA2, true)),
+            // A plugin manifold cannot check: the user's preferred one.
+            (
+                "both",
+                Some(b"client_ed25519"),
+                Some(SHA2),
+                &r,
+                (SHA2, true),
+            ),
+            (
+                "native",
+                Some(b"client_ed25519"),
+                Some(SHA2),
+                &r,
+                (NATIVE, true),
+            ),
+        ];
+        for (name, client, offered, response, want) in cases {
+            let u = users.get(name.as_bytes()).unwrap();
+            let got = plugin_for(u, client, offered, response, SHA2);
+            assert_eq!(got, want, "{name} {client:?} {offered:?}");
+            // A decoy shaped like this user gets the same choice.
+            for i in 0..300 {
+                let decoy = users.decoy_for(format!("ghost{i}").as_bytes());
+                if decoy.supports(NATIVE) == u.supports(NATIVE)
+                    && decoy.supports(SHA2) == u.supports(SHA2)
+                {
+                    assert_eq!(plugin_for(decoy, client, offered, response, SHA2), want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sha2_first_step_is_full_authentication_for_any_mismatch() {
+        let users = users();
+        let u = users.get(b"sha2").unwrap();
+        let scramble = auth::generate_scramble();
+        let right = auth::sha2_scramble(b"pw", &scramble);
+        let wrong = auth::sha2_scramble(b"wrong", &scramble);
+        assert_eq!(
+            sha2_first_step(u, true, &scramble, &right),
+            Sha2Step::FastAuthSuccess
+        );
+        // Not cached yet: even the right password goes through full authentication.
+        assert_eq!(
+            sha2_first_step(u, false, &scramble, &right),
+            Sha2Step::FullAuth
+        );
+        // A wrong password is not refused at once, cached or not, as MySQL does: the server
+        // cannot tell it from a stale cache entry.
+        assert_eq!(
+            sha2_first_step(u, true, &scramble, &wrong),
+            Sha2Step::FullAuth
+        );
+        assert_eq!(
+            sha2_first_step(u, false, &scramble, &wrong),
+            Sha2Step::FullAuth
+        );
+        // No password, or a response of the wrong size: refused at once.
+        assert_eq!(sha2_first_step(u, true, &scramble, b""), Sha2Step::Refuse);
+        assert_eq!(sha2_first_step(u, true, &scramble, &[0]), Sha2Step::Refuse);
+        assert_eq!(
+            sha2_first_step(u, true, &scramble, &right[..20]),
+            Sha2Step::Refuse
+        );
+        // An unknown name's decoy: the same steps as a wrong password.
+        let decoy = users.decoy_for(b"nobody");
+        if decoy.supports(SHA2) {
+            assert_eq!(
+                sha2_first_step(decoy, true, &scramble, &right),
+                Sha2Step::FullAuth
+            );
+            assert_eq!(
+                sha2_first_step(decoy, true, &scramble, b""),
+                Sha2Step::Refuse
+            );
+        }
+    }
 }

@@ -178,8 +178,9 @@ pub struct Shared {
     /// Who may use the global binlog: `binlog.users` and the grants learned from the
     /// backends.
     pub binlog_access: binlog_access::BinlogAccess,
-    /// Failed logins per client address, for every door ([`manifold_engine::login_throttle`]):
-    /// the Redis door and the admin port use this same table.
+    /// Failed logins per client address and user, for every door
+    /// ([`manifold_engine::login_throttle`]): the Redis door and the admin port use this
+    /// same table.
     pub logins: Arc<manifold_engine::LoginThrottle>,
 }
 

@@ -183,3 +183,98 @@ impl Users {
         self.by_name.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(name: &str, native: bool, sha2: bool) -> UserConfig {
+        let pw = format!("{name}-pw");
+        UserConfig {
+            name: name.into(),
+            password_native: native
+                .then(|| auth::format_native_hash(&auth::native_stored_hash(pw.as_bytes()))),
+            password_sha2: sha2
+                .then(|| auth::format_sha2_hash(&auth::sha2_stored_hash(pw.as_bytes()))),
+            backend_user: None,
+            backend_password: String::new(),
+            max_connections: 0,
+            process: false,
+        }
+    }
+
+    fn kind(u: &User) -> (bool, bool) {
+        (u.native_hash.is_some(), u.sha2_hash.is_some())
+    }
+
+    #[test]
+    fn unknown_names_are_shaped_like_configured_users_and_match_no_password() {
+        let configs = [
+            user("both", true, true),
+            user("native", true, false),
+            user("sha2", false, true),
+        ];
+        let users = Users::from_config(&configs).unwrap();
+        let mut kinds = std::collections::HashSet::new();
+        for i in 0..200 {
+            let name = format!("ghost{i}");
+            let decoy = users.decoy_for(name.as_bytes());
+            // The same name always meets the same decoy, as a real account's plugin never
+            // changes between attempts.
+            assert!(std::ptr::eq(decoy, users.decoy_for(name.as_bytes())));
+            assert!(
+                decoy.name.is_empty(),
+                "a decoy's name is never a configured one"
+            );
+            kinds.insert(kind(decoy));
+            let scramble = auth::generate_scramble();
+            for c in &configs {
+                let pw = format!("{}-pw", c.name);
+                let pw = pw.as_bytes();
+                assert!(!auth::native_verify(
+                    decoy.native_hash.as_ref(),
+                    &scramble,
+                    &auth::native_scramble(pw, &scramble)
+                ));
+                assert!(!auth::sha2_verify_fast(
+                    decoy.sha2_hash.as_ref(),
+                    &scramble,
+                    &auth::sha2_scramble(pw, &scramble)
+                ));
+                assert!(!auth::sha2_verify_cleartext(decoy.sha2_hash.as_ref(), pw));
+                // Nor does an empty password, with whichever hash it has (it has one).
+                assert!(decoy.native_hash.is_some() || decoy.sha2_hash.is_some());
+                if decoy.native_hash.is_some() {
+                    assert!(!auth::native_verify_cleartext(
+                        decoy.native_hash.as_ref(),
+                        b""
+                    ));
+                }
+                if decoy.sha2_hash.is_some() {
+                    assert!(!auth::sha2_verify_cleartext(decoy.sha2_hash.as_ref(), b""));
+                }
+            }
+        }
+        // Unknown names together show exactly the configured kinds of account.
+        let configured: std::collections::HashSet<_> =
+            [(true, true), (true, false), (false, true)].into();
+        assert_eq!(kinds, configured);
+    }
+
+    #[test]
+    fn with_one_kind_configured_every_unknown_name_has_that_kind() {
+        let users = Users::from_config(&[user("a", false, true), user("b", false, true)]).unwrap();
+        for i in 0..50 {
+            assert_eq!(
+                kind(users.decoy_for(format!("x{i}").as_bytes())),
+                (false, true)
+            );
+        }
+    }
+
+    #[test]
+    fn no_users_configured_checks_against_both_kinds() {
+        let users = Users::from_config(&[]).unwrap();
+        assert_eq!(kind(users.decoy_for(b"anyone")), (true, true));
+    }
+}

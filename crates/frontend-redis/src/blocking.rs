@@ -284,7 +284,16 @@ impl<'w> Blocked<'w> {
                 out: Vec::new(),
                 proto,
                 db: self.db,
-                out_limit: usize::MAX,
+                // A pop with a huge count is cut at the client's output limit as any reply
+                // (the client is then closed); what it popped is still removed.
+                out_limit: session
+                    .fe
+                    .shared
+                    .output
+                    .normal
+                    .hard_bytes()
+                    .saturating_sub(out.len()),
+                client: Some(crate::exec::ReplyOwner::new(&session.info.handle)),
             };
             let e = match try_blocking(&mut cx, spec.name, args).await {
                 Ok(served) => {

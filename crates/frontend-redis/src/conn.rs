@@ -50,7 +50,7 @@ pub async fn serve<S: Stream>(fe: &RedisFrontend, stream: S, info: &ClientInfo) 
         quit: false,
         causal: crate::replicas::Causal::default(),
         auth_failures: 0,
-        login_waited: None,
+        login_attempt: None,
     };
     // Its subscriptions end with the connection, also when its task is dropped.
     let leave = Leave(&mut session);
@@ -523,6 +523,7 @@ async fn run_batch(
         &cmds,
         out,
         out_limit,
+        &session.info.handle,
     )
     .await;
     let names = cmds.iter().map(|(spec, _)| spec.name);

@@ -212,6 +212,7 @@ async fn execute(store: Rc<Store>, group: Rc<Group>) {
             proto: Protocol::Resp2,
             db: group.db,
             out_limit: usize::MAX,
+            client: None,
         };
         let result = match group.kind {
             Kind::Get => {

@@ -423,9 +423,9 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
             cmd::info::reply_async(session, info, out).await;
         }
         Ok(ref login) if cmd::connection::is_login(login) && session.multi.is_none() => {
-            cmd::connection::wait_before_login(session).await;
+            cmd::connection::wait_before_login(session, login).await;
             crate::multi::handle(session, args, out).await;
-            session.login_waited = None;
+            session.login_attempt = None;
         }
         _ => crate::multi::handle(session, args, out).await,
     }

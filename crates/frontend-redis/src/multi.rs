@@ -277,6 +277,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                 .normal
                 .hard_bytes()
                 .saturating_sub(out.len()),
+            client: Some(crate::exec::ReplyOwner::new(&session.info.handle)),
         };
         // A key WATCH saw absent must stay absent until the commit: its check locks the gap
         // (in read committed another EXEC could create it between this one's check and its

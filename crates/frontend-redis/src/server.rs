@@ -30,7 +30,7 @@ pub trait Credentials: Send + Sync {
     /// Whether `user` exists (`CLIENT KILL USER`).
     fn exists(&self, user: &[u8]) -> bool;
 
-    /// Failed logins per client address, shared with the other doors.
+    /// Failed logins per client address and user, shared with the other doors.
     fn logins(&self) -> &manifold_engine::LoginThrottle;
 
     /// One more connection of `user`, counted with its MySQL sessions against its

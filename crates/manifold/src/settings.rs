@@ -275,7 +275,7 @@ fn tunables() -> Vec<Tunable> {
         Tunable {
             name: "security.failed_login_threshold",
             range: "0 (off)..=1000",
-            help: "Consecutive failed logins from an address (any door) before its next attempts wait: 1s, doubling, up to security.max_login_delay.",
+            help: "Consecutive failed logins of a user from an address (any door) before its next attempts wait: 1s, doubling, up to security.max_login_delay; 10 times as many of all users delay the address.",
             of: |c| c.security.failed_login_threshold.to_string(),
             live: Some((
                 |s| s.shared.logins.threshold().to_string(),

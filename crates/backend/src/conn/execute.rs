@@ -2,10 +2,12 @@
 //! per connection under a caller-chosen id, executed with parameters bound in the binary
 //! protocol, so values never appear in SQL text, and answered with binary rows.
 
+use std::ops::ControlFlow;
+
 use manifold_mysql_proto::codec::{put_lenenc_bytes, put_u16, put_u32, Reader};
 use manifold_mysql_proto::consts::{caps, column_type as ty};
 use manifold_mysql_proto::packets::{
-    decode_binary_row, is_row_terminator, ColumnDefinition, ErrPacket, OkPacket, Value,
+    decode_binary_row, is_row_terminator, ColumnDefinition, EofPacket, ErrPacket, OkPacket, Value,
 };
 use manifold_mysql_proto::{Command, ProtoError};
 
@@ -26,7 +28,8 @@ pub enum Param<'a> {
 /// What a statement run with [`BackendConn::execute`] answered.
 #[derive(Debug, Default)]
 pub struct Executed {
-    /// Rows of a result set (empty for a statement without one).
+    /// Rows of a result set (empty for a statement without one, and when each row was
+    /// handed over as read: [`BackendConn::execute_each`]).
     pub rows: Vec<Vec<Value>>,
     /// Affected rows of a statement without a result set.
     pub affected: u64,
@@ -47,20 +50,51 @@ impl BackendConn {
         params: &[Param<'_>],
         keep: usize,
     ) -> Result<Result<Executed, ErrPacket>, BackendError> {
-        self.answer_pending = true;
-        let answer = self.execute_inner(global_id, sql, params, keep).await;
-        // An error leaves the connection broken anyway; an answer read to the end does not.
-        self.answer_pending = answer.is_err();
-        answer
+        let mut rows = Vec::new();
+        let answer = self
+            .execute_each(global_id, sql, params, keep, |row| {
+                rows.push(row);
+                ControlFlow::Continue(())
+            })
+            .await;
+        answer.map(|a| {
+            a.map(|mut done| {
+                done.rows = rows;
+                done
+            })
+        })
     }
 
-    async fn execute_inner(
+    /// [`BackendConn::execute`] handing each row of the result set to `on_row` as it is read
+    /// (the answer's `rows` stay empty), so a large result set is never held whole. Once
+    /// `on_row` says `Break`, the rest of the rows are read and dropped undecoded: the
+    /// connection stays usable (its transaction may still commit) and memory stays one packet.
+    pub async fn execute_each(
         &mut self,
         global_id: u64,
         sql: &[u8],
         params: &[Param<'_>],
         keep: usize,
+        on_row: impl FnMut(Vec<Value>) -> ControlFlow<()>,
     ) -> Result<Result<Executed, ErrPacket>, BackendError> {
+        self.answer_pending = true;
+        let answer = match self.send_execute(global_id, sql, params, keep).await {
+            Ok(Ok(())) => self.read_executed(on_row).await,
+            other => other.map(|sent| sent.map(|()| Executed::default())),
+        };
+        // An error leaves the connection broken anyway; an answer read to the end does not.
+        self.answer_pending = answer.is_err();
+        answer
+    }
+
+    /// Prepares `sql` when this connection has not yet, and sends its `COM_STMT_EXECUTE`.
+    async fn send_execute(
+        &mut self,
+        global_id: u64,
+        sql: &[u8],
+        params: &[Param<'_>],
+        keep: usize,
+    ) -> Result<Result<(), ErrPacket>, BackendError> {
         let backend_id = if let Some(s) = self.stmts.get(global_id) {
             s.backend_id
         } else {
@@ -97,10 +131,13 @@ impl BackendConn {
             rest: &rest,
         })
         .await?;
-        self.read_executed().await
+        Ok(Ok(()))
     }
 
-    async fn read_executed(&mut self) -> Result<Result<Executed, ErrPacket>, BackendError> {
+    async fn read_executed(
+        &mut self,
+        on_row: impl FnMut(Vec<Value>) -> ControlFlow<()>,
+    ) -> Result<Result<Executed, ErrPacket>, BackendError> {
         let bad = |what: &str| {
             BackendError::new(
                 ErrorKind::Protocol,
@@ -126,21 +163,44 @@ impl BackendConn {
             }
             _ => {}
         }
-        match self.read_result_set(&first, decode_binary_row).await? {
-            Ok((_, rows)) => out.rows = rows,
-            Err(e) => return Ok(Err(e)),
+        if let Err(e) = self
+            .read_result_set_each(&first, decode_binary_row, on_row)
+            .await?
+        {
+            return Ok(Err(e));
         }
-        self.last_used = std::time::Instant::now();
         Ok(Ok(out))
     }
 
     /// The rest of a result set whose first packet (the column count) is `first`: its
-    /// column definitions and its rows, each decoded by `decode`, or the server's ERR.
+    /// column definitions, its rows, each decoded by `decode`, and the server status of its
+    /// end (whether more results follow), or the server's ERR.
+    #[allow(clippy::type_complexity)]
     pub(super) async fn read_result_set<R>(
         &mut self,
         first: &[u8],
         decode: impl Fn(&[u8], &[ColumnDefinition]) -> Result<R, ProtoError>,
-    ) -> Result<Result<(Vec<ColumnDefinition>, Vec<R>), ErrPacket>, BackendError> {
+    ) -> Result<Result<(Vec<ColumnDefinition>, Vec<R>, u16), ErrPacket>, BackendError> {
+        let mut rows = Vec::new();
+        let end = self
+            .read_result_set_each(first, decode, |row| {
+                rows.push(row);
+                ControlFlow::Continue(())
+            })
+            .await?;
+        Ok(end.map(|(defs, status)| (defs, rows, status)))
+    }
+
+    /// [`BackendConn::read_result_set`] handing each decoded row to `on_row` instead of
+    /// collecting them; after it says `Break`, the remaining rows are read and dropped
+    /// undecoded, up to the result set's end (or the server's ERR, still returned). Gives the
+    /// column definitions and the end's status flags.
+    async fn read_result_set_each<R>(
+        &mut self,
+        first: &[u8],
+        decode: impl Fn(&[u8], &[ColumnDefinition]) -> Result<R, ProtoError>,
+        mut on_row: impl FnMut(R) -> ControlFlow<()>,
+    ) -> Result<Result<(Vec<ColumnDefinition>, u16), ErrPacket>, BackendError> {
         let bad = |what: &str| {
             BackendError::new(
                 ErrorKind::Protocol,
@@ -159,8 +219,8 @@ impl BackendConn {
         if !deprecate_eof {
             self.read_payload().await?;
         }
-        let mut rows = Vec::new();
-        loop {
+        let mut wanted = true;
+        let status = loop {
             let p = self.read_payload().await?;
             match p.first() {
                 Some(0xFF) => {
@@ -168,12 +228,26 @@ impl BackendConn {
                         ErrPacket::decode(&p).map_err(|_| bad("a bad ERR packet"))?
                     ))
                 }
-                Some(&b) if is_row_terminator(b, p.len(), deprecate_eof) => break,
-                _ => rows.push(decode(&p, &defs).map_err(|_| bad("a bad row"))?),
+                Some(&b) if is_row_terminator(b, p.len(), deprecate_eof) => {
+                    break if deprecate_eof {
+                        OkPacket::decode(&p, self.capabilities)
+                            .map_err(|_| bad("a bad end of rows"))?
+                            .status
+                    } else {
+                        EofPacket::decode(&p)
+                            .map_err(|_| bad("a bad end of rows"))?
+                            .status
+                    };
+                }
+                _ if wanted => {
+                    let row = decode(&p, &defs).map_err(|_| bad("a bad row"))?;
+                    wanted = on_row(row).is_continue();
+                }
+                _ => {}
             }
-        }
+        };
         self.last_used = std::time::Instant::now();
-        Ok(Ok((defs, rows)))
+        Ok(Ok((defs, status)))
     }
 
     pub(super) async fn read_payload(&mut self) -> Result<Vec<u8>, BackendError> {

@@ -171,3 +171,78 @@ fn a_connection_the_server_killed_no_longer_looks_alive() {
         panic!("a killed connection still looks alive after 10 s");
     });
 }
+
+#[test]
+fn a_statement_read_row_by_row_can_stop_and_the_connection_goes_on() {
+    use manifold_mysql_proto::packets::Value;
+    use std::ops::ControlFlow;
+
+    use super::execute::Param;
+
+    run(async {
+        let mut c = connect().await;
+        // 10,000 rows of 1 KB, handed over one at a time.
+        // (MariaDB's SEQUENCE engine.)
+        let numbers = b"SELECT seq, REPEAT('x', 1000) FROM mysql.seq_1_to_10000 WHERE seq <= ?";
+        let mut seen = Vec::new();
+        let done = c
+            .execute_each(1, numbers, &[Param::Int(10_000)], 16, |row| {
+                seen.push(row[0].clone());
+                if seen.len() == 3 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .await
+            .expect("no connection error")
+            .expect("no server error");
+        assert!(done.rows.is_empty(), "rows are handed over, not kept");
+        assert_eq!(seen, [Value::UInt(1), Value::UInt(2), Value::UInt(3)]);
+        // The 9,997 rows left were read and dropped: the next statement gets its own answer.
+        assert!(!c.answer_pending);
+        let next = c
+            .execute(1, numbers, &[Param::Int(2)], 16)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.rows.len(), 2);
+        assert_eq!(next.rows[1][0], Value::UInt(2));
+        // Read whole, the same statement collects every row.
+        let all = c
+            .execute(1, numbers, &[Param::Int(10_000)], 16)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(all.rows.len(), 10_000);
+    });
+}
+
+/// A text of several statements on a connection that allows them: manifold's query reads the
+/// first result and drops the others, so the next query reads its own answer, not one left
+/// over (a further result set, an OK, an ERR that ends the chain).
+#[test]
+fn query_rows_leaves_no_further_result_behind() {
+    run(async {
+        let multi = ConnKey::new(USER, USER, caps::MULTI_STATEMENTS, 45, false);
+        let mut c = BackendConn::connect(&target(), &multi, Duration::from_secs(10))
+            .await
+            .expect("login");
+        let texts: [&[u8]; 3] = [
+            b"SELECT 1; SELECT 2, 3; DO 1",
+            b"SELECT 1; SELECT * FROM no_such_schema.no_such_table",
+            b"SELECT 1; -- a comment makes an empty further result",
+        ];
+        for (i, sql) in texts.into_iter().enumerate() {
+            let rows = c.query_rows(sql).await.unwrap().unwrap();
+            assert_eq!(rows.rows, vec![vec![Some(b"1".to_vec())]]);
+            let next = format!("SELECT {}", 100 + i);
+            let rows = c.query_rows(next.as_bytes()).await.unwrap().unwrap();
+            assert_eq!(
+                rows.rows,
+                vec![vec![Some((100 + i).to_string().into_bytes())]]
+            );
+        }
+        assert!(c.looks_alive());
+    });
+}

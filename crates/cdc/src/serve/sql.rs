@@ -113,6 +113,12 @@ pub enum Statement {
     ShowVariablesOfServer(String),
     /// `SET @var = value[, ...]` of replication variables only.
     Set(Vec<(&'static str, Value)>),
+    /// Several statements in one query (`a; b`, from a client with `CLIENT_MULTI_STATEMENTS`)
+    /// whose first is one manifold answers: refused whole, before any runs. manifold answers
+    /// one statement per query; forwarding the text would run it against the server's binlog
+    /// instead of the global one, and reading only the first of the server's answers would
+    /// leave the others unread on a pooled connection for its next borrower.
+    FirstOfSeveral,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -301,10 +307,18 @@ impl Parser {
 /// mostly: MariaDB's Connector/J puts one before every query of a connection with a query
 /// timeout), so the statement after `FOR` is what counts.
 pub fn parse(sql: &str) -> Option<Statement> {
-    let mut p = Parser {
-        t: tokens(sql)?,
-        at: 0,
-    };
+    let mut t = tokens(sql)?;
+    // A `;` left inside (a trailing one is dropped): more statements follow the first.
+    if let Some(end) = t.iter().position(|x| *x == Token::Sym(';')) {
+        t.truncate(end);
+        return parse_one(t, sql).map(|_| Statement::FirstOfSeveral);
+    }
+    parse_one(t, sql)
+}
+
+/// The statement of the tokens `t` (those of `sql`, one statement) when manifold answers it.
+fn parse_one(t: Vec<Token>, sql: &str) -> Option<Statement> {
+    let mut p = Parser { t, at: 0 };
     if p.words(&["set", "statement"]) {
         skip_to_for(&mut p)?;
     }
@@ -763,6 +777,35 @@ mod tests {
             assert_eq!(parse(s), Some(of_server(s)), "{s}");
         }
         assert_eq!(parse("SHOW VARIABLES LIKE 'gtid%' junk"), None);
+    }
+
+    #[test]
+    fn a_statement_of_ours_before_others_is_refused_whole() {
+        for s in [
+            "SHOW VARIABLES WHERE Value = 'ON'; SELECT 1",
+            "SHOW GLOBAL VARIABLES LIKE 'gtid%';SELECT 1;",
+            "SHOW MASTER STATUS; DELETE FROM t",
+            "SELECT @@gtid_binlog_pos ; SELECT 1",
+            "SET @master_binlog_checksum = 'NONE'; SET @x = 1",
+        ] {
+            assert_eq!(parse(s), Some(Statement::FirstOfSeveral), "{s}");
+        }
+        // A trailing `;` ends the one statement.
+        let s = "SHOW VARIABLES WHERE Value = 'ON';";
+        assert_eq!(parse(s), Some(of_server(s)));
+        assert_eq!(
+            parse("SHOW MASTER STATUS ; ;"),
+            Some(Statement::ShowMasterStatus)
+        );
+        // Others first (a procedure's body too), or a `;` inside a string: not ours.
+        for s in [
+            "SELECT 1; SHOW MASTER STATUS",
+            "CREATE PROCEDURE p() BEGIN SELECT 1; SHOW MASTER STATUS; END",
+        ] {
+            assert_eq!(parse(s), None, "{s}");
+        }
+        let s = "SHOW VARIABLES WHERE Value = 'a;b'";
+        assert_eq!(parse(s), Some(of_server(s)));
     }
 
     #[test]

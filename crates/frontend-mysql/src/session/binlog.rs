@@ -5,6 +5,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
+use manifold_backend::ErrorKind;
 use manifold_binlog::gtid::Dialect;
 use manifold_cdc::serve::answer::{self, err};
 use manifold_cdc::serve::dump::{self, Dump, DumpOutcome, DumpRequest};
@@ -18,7 +19,7 @@ use tokio::sync::futures::Notified;
 
 use super::decode::BinlogCommand;
 use super::{End, Session};
-use crate::binlog_access::{parse_show_grants, register_denied, BinlogOp, Privileges};
+use crate::binlog_access::{parse_show_grants, register_denied, BinlogOp, Lookup, Privileges};
 
 impl Session {
     /// Runs a binlog command or statement (the global binlog is on).
@@ -149,7 +150,8 @@ impl Session {
             Statement::Select(_)
             | Statement::ShowVariables(_)
             | Statement::ShowVariablesOfServer(_)
-            | Statement::Set(_) => None,
+            | Statement::Set(_)
+            | Statement::FirstOfSeveral => None,
         };
         if let Some(op) = op {
             if let Err(e) = self.binlog_permit(shared.dialect(), op).await {
@@ -166,6 +168,14 @@ impl Session {
             Statement::ShowVariables(names) => answer::show_variables(shared, &names),
             Statement::ShowVariablesOfServer(sql) => {
                 return self.binlog_server_variables(shared, &sql, seq).await;
+            }
+            Statement::FirstOfSeveral => {
+                let e = err(
+                    1235,
+                    "42000",
+                    "This version of manifold doesn't yet support 'a statement of the global binlog followed by other statements in one query': send it alone",
+                );
+                return self.send_err_packet(seq, &e).await;
             }
             Statement::Set(vars) => {
                 for (name, value) in vars {
@@ -311,14 +321,17 @@ impl Session {
         // A primary that never answers (nor refuses) must not hold the session, nor every
         // other session of the user waiting for this lookup: fail closed.
         let limit = fe.shared.config.connect_timeout;
-        let learned = tokio::time::timeout(limit, self.binlog_grants())
+        let lookup = tokio::time::timeout(limit, self.binlog_grants())
             .await
             .unwrap_or_else(|_| {
-                tracing::warn!(connection = self.id, user = %user, backend_user = %backend_user, timeout = ?limit, "global binlog refused: the grants could not be learned within connect_timeout");
-                None
+                tracing::warn!(connection = self.id, user = %user, backend_user = %backend_user, timeout = ?limit, "global binlog: the grants could not be learned within connect_timeout");
+                Lookup::Unreachable(None)
             });
-        access.remember(&user, &backend_user, generation, learned);
-        match learned {
+        let held = access.remember(&user, &backend_user, generation, lookup);
+        if matches!(lookup, Lookup::Unreachable(_)) && held.is_some() {
+            tracing::info!(connection = self.id, user = %user, backend_user = %backend_user, "a source primary is unreachable: the grants last learned for the global binlog still count");
+        }
+        match held {
             Some(held) if op.allowed(held, dialect) => Ok(()),
             Some(_) => {
                 tracing::info!(connection = self.id, user = %user, backend_user = %backend_user, ?op, "global binlog refused: the backend login lacks the privilege on a source primary");
@@ -330,45 +343,76 @@ impl Session {
 
     /// The global privileges the user's backend login holds on every source primary (what
     /// all of them grant), from `SHOW GRANTS` on each through the login's own connection.
-    /// `None` (logged): they could not be learned on one of them.
-    async fn binlog_grants(&mut self) -> Option<Privileges> {
+    /// A refusal by any of them wins over one being unreachable (both logged).
+    async fn binlog_grants(&mut self) -> Lookup {
         let mut held: Option<Privileges> = None;
+        let mut unreachable = false;
         for cluster in 0..self.fe.shared.clusters.len() {
-            let on = self.binlog_grants_on(cluster).await?;
-            held = Some(held.map_or(on, |h| h.intersection(on)));
+            match self.binlog_grants_on(cluster).await {
+                Lookup::Held(on) => held = Some(held.map_or(on, |h| h.intersection(on))),
+                Lookup::Refused => return Lookup::Refused,
+                Lookup::Unreachable(_) => unreachable = true,
+            }
         }
-        Some(held.unwrap_or(Privileges::NONE))
+        if unreachable {
+            // What the others grant still narrows the grants last learned.
+            return Lookup::Unreachable(held);
+        }
+        Lookup::Held(held.unwrap_or(Privileges::NONE))
     }
 
-    async fn binlog_grants_on(&mut self, cluster: usize) -> Option<Privileges> {
-        let failed = |session: &Session, why: &str| {
+    async fn binlog_grants_on(&mut self, cluster: usize) -> Lookup {
+        let failed = |session: &Session, why: &str, lookup: Lookup| {
             let name = &session.fe.shared.clusters[cluster].name;
-            tracing::warn!(connection = session.id, user = %session.user.name, backend_user = %session.user.backend_user, cluster = %name, error = why, "global binlog refused: the grants could not be learned");
-            None
+            tracing::warn!(connection = session.id, user = %session.user.name, backend_user = %session.user.backend_user, cluster = %name, error = why, ?lookup, "global binlog: the grants could not be learned");
+            lookup
         };
         let mut lease = match self.borrow_primary_of(cluster).await {
             Ok(lease) => lease,
-            Err(e) => return failed(self, &e.message),
+            Err(e) => {
+                // The server refused the login: believed. Not reached, or too busy to take
+                // a connection: the grants last learned may still count.
+                let lookup = match e.kind {
+                    ErrorKind::Auth(_) | ErrorKind::Tls | ErrorKind::Protocol => Lookup::Refused,
+                    ErrorKind::Connect
+                    | ErrorKind::ConnectTimeout
+                    | ErrorKind::Refused(_)
+                    | ErrorKind::Lost
+                    | ErrorKind::PoolTimeout => Lookup::Unreachable(None),
+                };
+                return failed(self, &e.message, lookup);
+            }
         };
         match lease.conn().query_rows(b"SHOW GRANTS").await {
             Ok(Ok(rows)) => {
                 // The query changed nothing on the connection.
                 lease.mark_clean();
-                Some(parse_show_grants(
+                Lookup::Held(parse_show_grants(
                     rows.rows.iter().filter_map(|r| r.first()?.as_deref()),
                 ))
             }
             Ok(Err(e)) => {
                 lease.mark_clean();
-                failed(self, &String::from_utf8_lossy(&e.message))
+                // Only a refusal refuses; a server shutting down (1053), a statement killed
+                // (1927) and the like say nothing of the grants.
+                let lookup = if ACCESS_DENIED_CODES.contains(&e.code) {
+                    Lookup::Refused
+                } else {
+                    Lookup::Unreachable(None)
+                };
+                failed(self, &String::from_utf8_lossy(&e.message), lookup)
             }
             Err(e) => {
                 lease.discard();
-                failed(self, &e.message)
+                failed(self, &e.message, Lookup::Unreachable(None))
             }
         }
     }
 }
+
+/// The servers' access-denied errors: `ER_DBACCESS_DENIED_ERROR`, `ER_ACCESS_DENIED_ERROR`,
+/// `ER_NONEXISTING_GRANT`, `ER_TABLEACCESS_DENIED_ERROR`, `ER_SPECIFIC_ACCESS_DENIED_ERROR`.
+const ACCESS_DENIED_CODES: [u16; 5] = [1044, 1045, 1141, 1142, 1227];
 
 /// MariaDB's `ER_WARN_PURGE_LOG_IN_USE`: a purge stopped at a file a dump reads.
 const ER_WARN_PURGE_LOG_IN_USE: u16 = 1867;

@@ -165,20 +165,34 @@ impl Session {
     pub(super) async fn change_user(&mut self, cu: ChangeUser, seq: u8) -> Result<(), End> {
         let shared = self.fe.shared.clone();
         let old = self.user.clone();
-        let auth = handshake::authenticate(
-            &shared,
-            &self.ctx,
-            &mut self.io,
-            seq,
-            &cu.user,
-            cu.auth_plugin.as_deref(),
-            None,
-            cu.auth_response.clone(),
-            &self.scramble,
-            self.peer,
-            None,
-        )
-        .await;
+        // Under connect_timeout, as the handshake (not counting a login delay): an exchange
+        // left unanswered (a full auth the client never answers) must not hold its
+        // address's turn, which every later delayed attempt of the address waits for.
+        let waited = manifold_engine::WaitClock::default();
+        let auth = waited
+            .timeout(
+                shared.config.connect_timeout,
+                handshake::authenticate(
+                    &shared,
+                    &self.ctx,
+                    &mut self.io,
+                    seq,
+                    &cu.user,
+                    cu.auth_plugin.as_deref(),
+                    None,
+                    cu.auth_response.clone(),
+                    &self.scramble,
+                    self.peer,
+                    Some(&waited),
+                ),
+            )
+            .await;
+        let Some(auth) = auth else {
+            return Err(End::Refused(format!(
+                "COM_CHANGE_USER not finished within connect_timeout ({:?})",
+                shared.config.connect_timeout
+            )));
+        };
         // Whatever the outcome, the session state is gone, as on a server: returning the lease
         // resets it.
         drop(self.take_lease());

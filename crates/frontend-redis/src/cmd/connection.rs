@@ -110,12 +110,50 @@ pub fn is_login(cmd: &Command<'_>) -> bool {
     }
 }
 
-/// Before a login is applied (outside `MULTI`): waits out the delay the client's address
-/// has earned by failing ([`manifold_engine::login_throttle`]), on this connection's task.
-pub async fn wait_before_login(session: &mut Session<'_>) {
-    let logins = session.fe.shared.credentials.logins();
-    let waited = logins.wait(session.info.addr.ip(), None).await.is_ok();
-    session.login_waited = Some(waited);
+/// The user a login is counted against by the failed-logins table: the one named, or for
+/// `AUTH pass` the one checked first (`user` of `user:pass`, else `default`).
+fn counted_user<'a>(user: Option<&'a [u8]>, pass: &'a [u8]) -> &'a [u8] {
+    match user {
+        Some(u) => u,
+        None => pass
+            .iter()
+            .position(|&b| b == b':')
+            .map_or(&b"default"[..], |i| &pass[..i]),
+    }
+}
+
+/// The user `HELLO`'s `AUTH` option names, read as [`hello`] reads its options: with
+/// several `AUTH` options [`hello`] checks the last one, so the last one is counted (a
+/// guess must never count against another user, whose login would forgive it).
+fn hello_user<'a>(args: &Args<'a>) -> &'a [u8] {
+    let mut user: &'a [u8] = b"default";
+    let mut j = 2;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        let opt = args.get(j);
+        if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            user = args.get(j + 1);
+            j += 3;
+        } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            j += 2;
+        } else {
+            break;
+        }
+    }
+    user
+}
+
+/// Before a login `cmd` is applied (outside `MULTI`): admits it as its address and user
+/// have earned by failing ([`manifold_engine::login_throttle`]: at once, or one at a time
+/// after a delay), waiting on this connection's task.
+pub async fn wait_before_login<'s>(session: &mut Session<'s>, cmd: &Command<'_>) {
+    let user = match cmd {
+        Command::Auth { user, pass, .. } => counted_user(*user, pass),
+        Command::Hello(args) => hello_user(args),
+        _ => return,
+    };
+    let logins: &'s manifold_engine::LoginThrottle = session.fe.shared.credentials.logins();
+    session.login_attempt = Some(logins.admit(session.info.addr.ip(), user, None).await);
 }
 
 /// How an `AUTH` (or `HELLO ... AUTH`) ended.
@@ -132,20 +170,23 @@ enum Auth {
 /// `AUTH` and `HELLO ... AUTH`: `user` and `pass` against manifold's users. `AUTH pass`
 /// alone is `user:pass` (for clients that send one argument), else the user `default`.
 ///
-/// Guessing costs time: the password is checked only after the delay the client's address
-/// earned ([`wait_before_login`]); a login that could not wait (queued in `MULTI`, run by
-/// `EXEC`) is refused unchecked while its address is being delayed. A failure counts
-/// against the address, and the connection closes after [`MAX_AUTH_FAILURES`].
+/// Guessing costs time: the password is checked only once admitted ([`wait_before_login`]).
+/// A login queued in `MULTI` runs inside `EXEC`, where it cannot wait: it is checked if it
+/// would be admitted at once, else refused unchecked; and once the connection has had
+/// [`MAX_AUTH_FAILURES`] (it closes after the `EXEC`) no further one is checked. A failure
+/// counts against the user at the client's address and toward the connection's
+/// [`MAX_AUTH_FAILURES`], inside `EXEC` as outside.
 fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> Auth {
     let fe = session.fe;
     let creds = &fe.shared.credentials;
     let logins = creds.logins();
     let ip = session.info.addr.ip();
-    let may_check = match session.login_waited.take() {
-        Some(waited) => waited,
-        None => !logins.would_delay(ip),
+    let attempt = match session.login_attempt.take() {
+        Some(admitted) => admitted.ok(),
+        None if session.auth_failures >= MAX_AUTH_FAILURES => None,
+        None => logins.try_admit(ip, counted_user(user, pass)),
     };
-    let found = if !may_check {
+    let found = if attempt.is_none() {
         None
     } else if let Some(u) = user {
         creds.check(u, pass).map(|l| (u, l))
@@ -160,8 +201,8 @@ fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> 
         }
     };
     let Some((u, login)) = found else {
-        if may_check {
-            logins.failed(ip, manifold_engine::Door::Redis);
+        if let Some(attempt) = attempt {
+            attempt.failed(manifold_engine::Door::Redis);
         }
         session.auth_failures = session.auth_failures.saturating_add(1);
         if session.auth_failures >= MAX_AUTH_FAILURES {
@@ -169,9 +210,11 @@ fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> 
         }
         return Auth::Refused;
     };
-    // The password was right: the address's failures are forgiven even when the user is
-    // at its connection limit.
-    logins.succeeded(ip);
+    // The password was right: the user's failures from the address are forgiven even when
+    // it is at its connection limit.
+    if let Some(attempt) = attempt {
+        attempt.succeeded();
+    }
     // Logging in again as the same user keeps its connection; another user's is taken
     // before this one's is given back (as the MySQL door's COM_CHANGE_USER).
     let same_user = session.info.user.borrow().as_deref() == Some(u);

@@ -12,10 +12,11 @@
 //!   hash deleted). The key's TTL stays.
 //! - `HGET`, `HEXISTS`, `HSTRLEN`: one `SELECT` of the key row `LEFT JOIN` the field;
 //!   `HMGET`: the key row, then `fh IN (...)`; `HGETALL`/`HKEYS`/`HVALS`: the key row, then
-//!   every field `ORDER BY fh`; `HLEN`: the key row's `len`.
-//! - `HRANDFIELD`: one field at a random `OFFSET`; with a count, the whole hash when the
-//!   count covers it, else `ORDER BY RAND() LIMIT n` (negative counts then pick, with
-//!   repetition, among those `n`).
+//!   every field `ORDER BY fh`, written as read ([`crate::exec::Cx::stream_reply`]); `HLEN`: the key row's `len`.
+//! - `HRANDFIELD`: one field at a random `OFFSET`; with a positive count, the whole hash
+//!   when the count covers it, else `ORDER BY RAND() LIMIT n`, written as read; with a
+//!   negative count, the draws are positions, their distinct ones fetched as a uniform
+//!   distinct sample (as `SRANDMEMBER` draws), read up to the client's output limit.
 //! - `HSCAN`: `fh >= ? ORDER BY fh LIMIT count + 1`, paged as every `*SCAN`
 //!   ([`super::scan`]).
 //!
@@ -29,7 +30,7 @@
 
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
-use manifold_redis_proto::Protocol;
+use manifold_redis_proto::{Protocol, Reply};
 use std::collections::{HashMap, HashSet};
 
 use super::checks::{self, Absent};
@@ -312,12 +313,7 @@ async fn hmget(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// The rows of `sql` (every field of the hash `kid`, in `fh` order, some columns).
-async fn all_fields(cx: &mut Cx<'_>, kid: u64, sql: &str) -> Result<Vec<Vec<Value>>, StoreError> {
-    cx.tx.rows(sql, &[Param::UInt(kid)]).await
-}
-
-/// `HGETALL` (a map in RESP3), `HKEYS`, `HVALS`.
+/// `HGETALL` (a map in RESP3), `HKEYS`, `HVALS`: written as the fields are read.
 async fn get_all(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), StoreError> {
     let pairs = name == "hgetall";
     let Some(row) = checks::read(cx, args.get(1), kind::HASH).await? else {
@@ -336,19 +332,24 @@ async fn get_all(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), Stor
         "hkeys" => "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
         _ => "SELECT v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
     };
-    let rows = all_fields(cx, row.kid, sql).await?;
-    if pairs {
-        cx.reply().map_len(rows.len());
-    } else {
-        cx.reply().array_len(rows.len());
-    }
-    for mut r in rows {
-        for col in &mut r {
-            let b = take_bytes(col).unwrap_or_default();
-            cx.reply().bulk(&b);
+    let header = |r: &mut Reply<'_>, n: usize| {
+        if pairs {
+            r.map_len(n);
+        } else {
+            r.array_len(n);
         }
-    }
+    };
+    cx.stream_reply(sql, &[Param::UInt(row.kid)], header, bulk_columns)
+        .await?;
     Ok(())
+}
+
+/// Writes every column of `row` as a bulk string: one unit of a header.
+pub(crate) fn bulk_columns(reply: &mut Reply<'_>, mut row: Vec<Value>) -> usize {
+    for col in &mut row {
+        reply.bulk(&take_bytes(col).unwrap_or_default());
+    }
+    1
 }
 
 /// `HDEL key field [field ...]`: the count deleted; the last field takes the key along.
@@ -503,52 +504,102 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         return Ok(());
     }
     let size = row.len.max(0) as u64;
-    let mut rows = if count >= size {
-        cx.tx
-            .rows(
+    let resp3 = cx.proto == Protocol::Resp3;
+    if !repeat {
+        // Distinct fields, as many as the hash has at most: written as they are read.
+        let (sql, limit) = match (count >= size, values) {
+            (true, true) => (
                 "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
-                &[Param::UInt(row.kid)],
-            )
-            .await?
-    } else {
-        cx.tx
-            .rows(
+                None,
+            ),
+            (true, false) => (
+                "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
+                None,
+            ),
+            (false, true) => (
                 "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?",
-                &[Param::UInt(row.kid), Param::UInt(count)],
-            )
-            .await?
+                Some(Param::UInt(count)),
+            ),
+            (false, false) => (
+                "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?",
+                Some(Param::UInt(count)),
+            ),
+        };
+        let params = [Param::UInt(row.kid), limit.unwrap_or(Param::Null)];
+        let params = if limit.is_some() {
+            &params[..]
+        } else {
+            &params[..1]
+        };
+        let header = |r: &mut Reply<'_>, n: usize| {
+            r.array_len(if values && !resp3 { n * 2 } else { n });
+        };
+        let element = |r: &mut Reply<'_>, row: Vec<Value>| {
+            if values && resp3 {
+                r.array_len(2);
+            }
+            bulk_columns(r, row)
+        };
+        cx.stream_reply(sql, params, header, element).await?;
+        return Ok(());
+    }
+    // With repetition (at most `RANDFIELD_MAX` draws), as `SRANDMEMBER` draws: each draw
+    // is a position in the hash, positions seen before reuse their field; the distinct ones
+    // are fetched as a uniform distinct sample, each written at least once, so they are
+    // read only up to the client's output limit ([`Cx::rows_for_reply`]).
+    let mut rng = Rng::new();
+    let mut slot_of: HashMap<u64, u32> = HashMap::new();
+    let mut slots = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let at = rng.below(size.max(1));
+        let next = slot_of.len() as u32;
+        slots.push(*slot_of.entry(at).or_insert(next));
+    }
+    let sql = if values {
+        "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?"
+    } else {
+        "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY RAND() LIMIT ?"
     };
+    // A RESP3 pair is `*2\r\n` around its field and value.
+    let pair_head = if values && resp3 { 4 } else { 0 };
+    let (mut rows, whole) = cx
+        .rows_for_reply(
+            sql,
+            &[Param::UInt(row.kid), Param::UInt(slot_of.len() as u64)],
+            pair_head,
+        )
+        .await?;
     let pairs: Vec<(Vec<u8>, Vec<u8>)> = rows
         .iter_mut()
-        .filter(|r| r.len() >= 2)
+        .filter(|r| !r.is_empty())
         .map(|r| {
-            (
-                take_bytes(&mut r[0]).unwrap_or_default(),
-                take_bytes(&mut r[1]).unwrap_or_default(),
-            )
+            let f = take_bytes(&mut r[0]).unwrap_or_default();
+            let v = r.get_mut(1).and_then(take_bytes).unwrap_or_default();
+            (f, v)
         })
         .collect();
+    drop(rows);
     if pairs.is_empty() {
         cx.reply().array_len(0);
         return Ok(());
     }
-    let picks: Vec<usize> = if repeat {
-        let mut rng = Rng::new();
-        (0..count)
-            .map(|_| rng.below(pairs.len() as u64) as usize)
-            .collect()
-    } else {
-        (0..pairs.len()).collect()
-    };
-    let resp3 = cx.proto == Protocol::Resp3;
     let mut reply = cx.reply();
     if values && !resp3 {
-        reply.array_len(picks.len() * 2);
+        reply.array_len(slots.len() * 2);
     } else {
-        reply.array_len(picks.len());
+        reply.array_len(slots.len());
     }
-    for i in picks {
-        let (f, v) = &pairs[i];
+    for s in slots {
+        if reply.over_limit() {
+            break;
+        }
+        // Read only up to the output limit: the draws of the fields left unread are left out
+        // (those read, each written once, pass the limit: the client is closed).
+        let s = s as usize;
+        if s >= pairs.len() && !whole {
+            continue;
+        }
+        let (f, v) = &pairs[s.min(pairs.len() - 1)];
         if values && resp3 {
             reply.array_len(2);
         }

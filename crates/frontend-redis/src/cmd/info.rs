@@ -8,7 +8,12 @@
 //! shows it runs asynchronously ([`crate::metrics::handle`]), between the batches of its
 //! connection, or inside `EXEC`'s transaction; one without it answers at once.
 //!
-//! Differences from Redis: fields manifold cannot know are absent (`memory`, `cpu`,
+//! `memory` has what manifold knows: the process's resident memory (`used_memory_rss`), its
+//! Redis clients' buffers (`mem_clients_normal`), and `maxmemory:0` with `noeviction` (keys
+//! live in InnoDB tables: none is ever evicted); `used_memory` and the allocator's figures
+//! are absent, as nothing in manifold holds the data set.
+//!
+//! Differences from Redis: fields manifold cannot know are absent (`cpu`,
 //! `errorstats`, `latencystats`, `cluster` sections; `client_recent_max_*`, `keyspace_hits`,
 //! `keyspace_misses`, `expired_stale_perc`, the replication and fork fields...);
 //! `instantaneous_ops_per_sec` is 0; `expired_keys` counts the keys the sweeper deleted
@@ -162,11 +167,18 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
         );
     }
     if wanted("memory") {
-        // Only what manifold knows: its Redis clients' buffers (`redis.max_memory_clients`).
         sep(&mut t);
+        t.extend_from_slice(b"# Memory\r\n");
+        if let Some(rss) = resident_bytes() {
+            let _ = write!(
+                t,
+                "used_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\n",
+                bytes_human(rss)
+            );
+        }
         let _ = write!(
             t,
-            "# Memory\r\nmem_clients_normal:{}\r\n",
+            "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_clients_slaves:0\r\nmem_clients_normal:{}\r\n",
             shared
                 .client_memory
                 .used
@@ -227,4 +239,42 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
         }
     }
     t
+}
+
+/// The process's resident memory (`VmRSS` of `/proc/self/status`), where the system tells it.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Redis's `bytesToHuman`: `B`, then `K`, `M`, `G`, `T`, `P` with two decimals.
+fn bytes_human(n: u64) -> String {
+    const UNITS: [&str; 5] = ["K", "M", "G", "T", "P"];
+    if n < 1024 {
+        return format!("{n}B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.2}{}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bytes_human;
+
+    #[test]
+    fn sizes_read_as_redis_writes_them() {
+        assert_eq!(bytes_human(0), "0B");
+        assert_eq!(bytes_human(1023), "1023B");
+        assert_eq!(bytes_human(1024), "1.00K");
+        assert_eq!(bytes_human(1536), "1.50K");
+        assert_eq!(bytes_human(10 * 1024 * 1024), "10.00M");
+        assert_eq!(bytes_human(3 << 30), "3.00G");
+    }
 }

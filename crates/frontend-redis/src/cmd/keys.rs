@@ -21,6 +21,8 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use manifold_backend::Param;
+use manifold_mysql_proto::packets::Value;
+use manifold_redis_proto::Reply;
 
 use super::data::{Family, Spec};
 use super::glob::Glob;
@@ -119,27 +121,29 @@ async fn dbsize(cx: &mut Cx<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// `KEYS pattern`: every live key of the database, matched here.
+/// `KEYS pattern`: every live key of the database, matched here and written as read (the
+/// keys are never held all at once).
 async fn keys(cx: &mut Cx<'_>, pattern: &[u8]) -> Result<(), StoreError> {
-    let rows = cx
-        .tx
-        .rows(
-            "SELECT k FROM {s}.redis_keys WHERE db = ? AND (expire_at IS NULL OR expire_at > ?)",
-            &[Param::UInt(u64::from(cx.db)), Param::Int(cx.now_ms())],
-        )
-        .await?;
     // `*` alone matches every key, the empty one too (Redis skips the matcher).
     let glob = (pattern != b"*").then(|| Glob::new(pattern, false));
-    let found: Vec<Vec<u8>> = rows
-        .into_iter()
-        .filter_map(|mut r| r.get_mut(0).and_then(take_bytes))
-        .filter(|k| glob.as_ref().is_none_or(|g| g.matches(k)))
-        .collect();
-    let mut r = cx.reply();
-    r.array_len(found.len());
-    for k in &found {
-        r.bulk(k);
-    }
+    let params = [Param::UInt(u64::from(cx.db)), Param::Int(cx.now_ms())];
+    let element =
+        |reply: &mut Reply<'_>, mut row: Vec<Value>| match row.get_mut(0).and_then(take_bytes) {
+            Some(k) if glob.as_ref().is_none_or(|g| g.matches(&k)) => {
+                reply.bulk(&k);
+                1
+            }
+            _ => 0,
+        };
+    cx.stream_reply(
+        "SELECT k FROM {s}.redis_keys WHERE db = ? AND (expire_at IS NULL OR expire_at > ?)",
+        &params,
+        |r, n| {
+            r.array_len(n);
+        },
+        element,
+    )
+    .await?;
     Ok(())
 }
 

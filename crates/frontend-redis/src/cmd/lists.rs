@@ -334,20 +334,9 @@ async fn push(
     Ok(())
 }
 
-/// Removes up to `n` (at least 1) elements at `side` of the list `k` (row `row`) and returns
-/// them in the order they were popped.
-async fn pop(
-    cx: &mut Cx<'_>,
-    k: &[u8],
-    row: &KeyRow,
-    side: Side,
-    n: i64,
-) -> Result<Vec<Vec<u8>>, StoreError> {
-    let len = llen(row);
-    let n = n.clamp(0, len);
-    if n == 0 {
-        return Ok(Vec::new());
-    }
+/// The statement reading the `n` (at least 1, at most the length) elements at `side` of the
+/// list `row` in the order they are popped, and its parameters (the range of `idx`).
+fn pop_range(row: &KeyRow, side: Side, n: i64) -> (&'static str, [Param<'static>; 3]) {
     let (from, to, sql) = match side {
         Side::Left => (
             row.lhead,
@@ -360,7 +349,26 @@ async fn pop(
             "SELECT v FROM {s}.redis_list WHERE kid = ? AND idx BETWEEN ? AND ? ORDER BY idx DESC",
         ),
     };
-    let range = [Param::UInt(row.kid), Param::Int(from), Param::Int(to)];
+    (
+        sql,
+        [Param::UInt(row.kid), Param::Int(from), Param::Int(to)],
+    )
+}
+
+/// Removes up to `n` (at least 1) elements at `side` of the list `k` (row `row`) and returns
+/// them in the order they were popped.
+async fn pop(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    row: &KeyRow,
+    side: Side,
+    n: i64,
+) -> Result<Vec<Vec<u8>>, StoreError> {
+    let n = n.clamp(0, llen(row));
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let (sql, range) = pop_range(row, side, n);
     let values: Vec<Vec<u8>> = cx
         .tx
         .rows(sql, &range)
@@ -368,9 +376,45 @@ async fn pop(
         .into_iter()
         .map(first_bytes)
         .collect();
-    if n >= len {
+    remove_popped(cx, k, row, side, n).await?;
+    Ok(values)
+}
+
+/// [`pop`] replying with the popped elements as an array, written as they are read (a
+/// count covering a huge list never holds it whole).
+async fn pop_reply(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    row: &KeyRow,
+    side: Side,
+    n: i64,
+) -> Result<(), StoreError> {
+    let n = n.clamp(0, llen(row));
+    if n == 0 {
+        cx.reply().array_len(0);
+        return Ok(());
+    }
+    let (sql, range) = pop_range(row, side, n);
+    let header = |r: &mut manifold_redis_proto::Reply<'_>, n: usize| {
+        r.array_len(n);
+    };
+    cx.stream_reply(sql, &range, header, super::hashes::bulk_columns)
+        .await?;
+    remove_popped(cx, k, row, side, n).await
+}
+
+/// Deletes the `n` (at least 1, at most the length) elements at `side` of the list `k`.
+async fn remove_popped(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    row: &KeyRow,
+    side: Side,
+    n: i64,
+) -> Result<(), StoreError> {
+    if n >= llen(row) {
         cx.tx.delete_key(cx.db, k, row).await?;
     } else {
+        let (_, range) = pop_range(row, side, n);
         cx.tx
             .exec(
                 "DELETE FROM {s}.redis_list WHERE kid = ? AND idx BETWEEN ? AND ?",
@@ -383,7 +427,7 @@ async fn pop(
         };
         set_bounds(cx, k, row, lhead, ltail).await?;
     }
-    Ok(values)
+    Ok(())
 }
 
 /// `LPOP` / `RPOP key [count]`.
@@ -419,13 +463,7 @@ async fn pop_command(cx: &mut Cx<'_>, args: Args<'_>, side: Side) -> Result<(), 
                 cx.reply().null();
             }
         },
-        Some(n) => {
-            let values = pop(cx, k, &row, side, n).await?;
-            cx.reply().array_len(values.len());
-            for v in &values {
-                cx.reply().bulk(v);
-            }
-        }
+        Some(n) => pop_reply(cx, k, &row, side, n).await?,
     }
     Ok(())
 }
@@ -596,11 +634,8 @@ async fn lmpop_at(cx: &mut Cx<'_>, args: Args<'_>, at: usize) -> Result<Served, 
             return Ok(Served::Yes);
         };
         let Some(row) = found else { continue };
-        let values = pop(cx, k, &row, side, count).await?;
-        cx.reply().array_len(2).bulk(k).array_len(values.len());
-        for v in &values {
-            cx.reply().bulk(v);
-        }
+        cx.reply().array_len(2).bulk(k);
+        pop_reply(cx, k, &row, side, count).await?;
         return Ok(Served::Yes);
     }
     Ok(Served::No)

@@ -267,9 +267,14 @@ pub struct Session<'s> {
     /// `AUTH` / `HELLO ... AUTH` refused on this connection: it closes at
     /// [`connection::MAX_AUTH_FAILURES`].
     pub auth_failures: u8,
-    /// Set by [`connection::wait_before_login`] for the login about to be applied: whether
-    /// it waited out its address's delay (`false`: too many of its address waiting).
-    pub login_waited: Option<bool>,
+    /// Set by [`connection::wait_before_login`] for the login about to be applied: its
+    /// admission by the failed-logins table (`Err`: too many of its address waiting).
+    pub login_attempt: Option<
+        Result<
+            manifold_engine::login_throttle::Attempt<'s>,
+            manifold_engine::login_throttle::TooManyWaiting,
+        >,
+    >,
 }
 
 /// Appends the error reply of a refused request.

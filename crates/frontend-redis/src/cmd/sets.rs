@@ -6,7 +6,8 @@
 //!   and the statements the others share (multi-row `INSERT IGNORE`, `DELETE ... IN`,
 //!   membership probes, whole loads), each batched by up to [`CHUNK`] members padded to a
 //!   power of two (by repeating the chunk's shortest member), so statement shapes are few.
-//! - [`algebra`]: `SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, their `STORE` forms, `SINTERCARD`.
+//! - [`algebra`]: `SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, their `STORE` forms, `SINTERCARD`,
+//!   each one statement in the server ([`one_statement`]) over up to [`crate::exec::RUN_MAX`] sets.
 //! - [`random`]: `SPOP`, `SRANDMEMBER`.
 //! - [`scan`]: `SSCAN`, paged as every `*SCAN` is.
 //!
@@ -21,6 +22,7 @@
 //!   (Redis builds the whole reply, whatever its size).
 
 mod algebra;
+mod one_statement;
 mod random;
 mod scan;
 

@@ -28,6 +28,7 @@ use std::collections::HashMap;
 
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
+use manifold_redis_proto::Reply;
 
 use super::checks::{self, Absent};
 use super::data::{Family, Spec};
@@ -399,23 +400,6 @@ async fn zrank(cx: &mut Cx<'_>, args: Args<'_>, rev: bool) -> Result<(), StoreEr
     Ok(())
 }
 
-/// Replies `members` as a flat array of member, score pairs (`ZPOPMIN`, RESP2
-/// `WITHSCORES`), or in RESP3 with `nested` as an array of `[member, score]` arrays.
-fn reply_with_scores(cx: &mut Cx<'_>, members: &[Member], nested: bool) {
-    let mut r = cx.reply();
-    if nested {
-        r.array_len(members.len());
-    } else {
-        r.array_len(members.len().saturating_mul(2));
-    }
-    for m in members {
-        if nested {
-            r.array_len(2);
-        }
-        r.bulk(&m.member).double(m.score);
-    }
-}
-
 /// `ZPOPMIN` / `ZPOPMAX key [count]`.
 async fn zpop(cx: &mut Cx<'_>, args: Args<'_>, max: bool) -> Result<(), StoreError> {
     if args.len() > 3 {
@@ -435,31 +419,46 @@ async fn zpop(cx: &mut Cx<'_>, args: Args<'_>, max: bool) -> Result<(), StoreErr
         return Ok(());
     }
     let sql = if max {
-        "SELECT member, score, sk, mh FROM {s}.redis_zset WHERE kid = ? \
+        "SELECT member, score, sk FROM {s}.redis_zset WHERE kid = ? \
          ORDER BY sk DESC, member DESC LIMIT ?"
     } else {
-        "SELECT member, score, sk, mh FROM {s}.redis_zset WHERE kid = ? \
+        "SELECT member, score, sk FROM {s}.redis_zset WHERE kid = ? \
          ORDER BY sk, member LIMIT ?"
     };
-    let rows = cx
-        .tx
-        .rows(sql, &[Param::UInt(row.kid), Param::UInt(n as u64)])
-        .await?;
-    let mut hashes = Vec::with_capacity(rows.len());
-    let mut members = Vec::with_capacity(rows.len());
-    for mut r in rows {
-        let mh = r.get_mut(3).and_then(take_bytes);
-        if let (Some(m), Some(Ok(mh))) = (member_row(r), mh.map(<[u8; 32]>::try_from)) {
-            members.push(m);
-            hashes.push(mh);
+    // Written as read up to the output limit, then deleted by the server in the same order
+    // within this transaction (the key, when the count takes the whole set): nothing of
+    // them is kept here, whatever the count.
+    let whole = n >= row.len;
+    let nested = count.is_some() && cx.proto == manifold_redis_proto::Protocol::Resp3;
+    let header = |r: &mut Reply<'_>, n: usize| {
+        r.array_len(if nested { n } else { n * 2 });
+    };
+    let element = |r: &mut Reply<'_>, row: Vec<Value>| {
+        let Some(m) = member_row(row) else {
+            return 0;
+        };
+        if nested {
+            r.array_len(2);
         }
+        r.bulk(&m.member).double(m.score);
+        1
+    };
+    let params = [Param::UInt(row.kid), Param::UInt(n as u64)];
+    cx.stream_reply(sql, &params, header, element).await?;
+    if whole {
+        cx.tx.delete_key(cx.db, k, &row).await?;
+        return Ok(());
     }
-    let deleted = delete_hashes(cx, row.kid, &hashes).await?;
+    let delete = if max {
+        "DELETE FROM {s}.redis_zset WHERE kid = ? ORDER BY sk DESC, member DESC LIMIT ?"
+    } else {
+        "DELETE FROM {s}.redis_zset WHERE kid = ? ORDER BY sk, member LIMIT ?"
+    };
+    let deleted = cx.tx.affected(delete, &params).await?;
+    let deleted = i64::try_from(deleted).unwrap_or(i64::MAX);
     if deleted > 0 {
         cx.tx.collection_written(cx.db, k, &row, -deleted).await?;
     }
-    let nested = count.is_some() && cx.proto == manifold_redis_proto::Protocol::Resp3;
-    reply_with_scores(cx, &members, nested);
     Ok(())
 }
 

@@ -18,6 +18,7 @@ pub mod sweeper;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -350,6 +351,26 @@ impl Tx<'_> {
 
     /// Runs `sql` (`{s}` stands for the schema) with `params`.
     pub async fn exec(&mut self, sql: &str, params: &[Param<'_>]) -> Result<Executed, StoreError> {
+        let mut rows = Vec::new();
+        let mut done = self
+            .exec_each(sql, params, |row| {
+                rows.push(row);
+                ControlFlow::Continue(())
+            })
+            .await?;
+        done.rows = rows;
+        Ok(done)
+    }
+
+    /// Runs `sql` with `params`, handing each row to `on_row` as it is read, so a large
+    /// result set is never held whole; after `on_row` says `Break` the rest are read and
+    /// dropped ([`BackendConn::execute_each`]).
+    pub async fn exec_each(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        on_row: impl FnMut(Vec<Value>) -> ControlFlow<()>,
+    ) -> Result<Executed, StoreError> {
         let (id, text) = self.store.statement(sql);
         let keep = self.store.shared.keep_statements;
         let conn = self.conn().await?;
@@ -364,7 +385,7 @@ impl Tx<'_> {
             }));
         }
         let from = crate::metrics::now(); // metrics: time in backend statements
-        let executed = conn.execute(id, &text, params, keep).await;
+        let executed = conn.execute_each(id, &text, params, keep, on_row).await;
         self.store.metrics.record(crate::metrics::Stage::Sql, from);
         match executed? {
             Ok(done) => {

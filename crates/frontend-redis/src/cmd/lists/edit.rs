@@ -2,6 +2,7 @@
 //! `LINSERT`, `LREM`, `LTRIM`, `LPOS`.
 
 use manifold_backend::Param;
+use manifold_mysql_proto::packets::Value;
 
 use super::{first_bytes, insert, llen, set_bounds};
 use crate::cmd::checks::Absent;
@@ -67,21 +68,20 @@ pub(super) async fn lrange(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreE
         cx.reply().array_len(0);
         return Ok(());
     };
-    let rows = cx
-        .tx
-        .rows(
-            "SELECT v FROM {s}.redis_list WHERE kid = ? AND idx BETWEEN ? AND ? ORDER BY idx",
-            &[
-                Param::UInt(row.kid),
-                Param::Int(row.lhead + a),
-                Param::Int(row.lhead + b),
-            ],
-        )
-        .await?;
-    cx.reply().array_len(rows.len());
-    for r in rows {
-        cx.reply().bulk(&first_bytes(r));
-    }
+    // Written as the elements are read: a whole list is never held.
+    cx.stream_reply(
+        "SELECT v FROM {s}.redis_list WHERE kid = ? AND idx BETWEEN ? AND ? ORDER BY idx",
+        &[
+            Param::UInt(row.kid),
+            Param::Int(row.lhead + a),
+            Param::Int(row.lhead + b),
+        ],
+        |r, n| {
+            r.array_len(n);
+        },
+        crate::cmd::hashes::bulk_columns,
+    )
+    .await?;
     Ok(())
 }
 
@@ -438,35 +438,45 @@ pub(super) async fn lpos(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
     } else {
         "SELECT idx FROM {s}.redis_list WHERE kid = ? AND v = ? AND idx BETWEEN ? AND ? ORDER BY idx LIMIT ? OFFSET ?"
     };
+    let params = [
+        Param::UInt(row.kid),
+        Param::Bytes(args.get(2)),
+        Param::Int(from),
+        Param::Int(to),
+        Param::UInt(limit),
+        Param::UInt(skip),
+    ];
+    if o.count.is_some() {
+        // `COUNT 0` may match a whole list: positions written as they are read.
+        let head = row.lhead;
+        let element = |r: &mut manifold_redis_proto::Reply<'_>, row: Vec<Value>| match row
+            .first()
+            .and_then(int)
+        {
+            Some(idx) => {
+                r.integer(idx - head);
+                1
+            }
+            None => 0,
+        };
+        let header = |r: &mut manifold_redis_proto::Reply<'_>, n: usize| {
+            r.array_len(n);
+        };
+        cx.stream_reply(sql, &params, header, element).await?;
+        return Ok(());
+    }
     let found: Vec<i64> = cx
         .tx
-        .rows(
-            sql,
-            &[
-                Param::UInt(row.kid),
-                Param::Bytes(args.get(2)),
-                Param::Int(from),
-                Param::Int(to),
-                Param::UInt(limit),
-                Param::UInt(skip),
-            ],
-        )
+        .rows(sql, &params)
         .await?
         .iter()
         .filter_map(|r| r.first().and_then(int))
         .map(|idx| idx - row.lhead)
         .collect();
-    if o.count.is_some() {
-        cx.reply().array_len(found.len());
-        for p in found {
-            cx.reply().integer(p);
-        }
-    } else {
-        match found.first() {
-            Some(&p) => cx.reply().integer(p),
-            None => cx.reply().null(),
-        };
-    }
+    match found.first() {
+        Some(&p) => cx.reply().integer(p),
+        None => cx.reply().null(),
+    };
     Ok(())
 }
 

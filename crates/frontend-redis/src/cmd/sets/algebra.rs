@@ -1,6 +1,9 @@
 //! `SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, `SINTERSTORE`, `SUNIONSTORE`, `SDIFFSTORE`,
 //! `SINTERCARD`: every key is looked up first (a missing one is an empty set, any other
-//! type `WRONGTYPE`, as Redis checks them all), then members are loaded and combined here.
+//! type `WRONGTYPE`, as Redis checks them all); then, over up to [`crate::exec::RUN_MAX`]
+//! sets, one statement computes the result in the server ([`one_statement`]: a reply written
+//! as read, a `STORE` form's `INSERT ... SELECT`, `SINTERCARD`'s `COUNT(*)`), so no set is
+//! held here. Over more sets, members are loaded and combined here:
 //!
 //! An intersection or difference loads the first set (the smallest, for an intersection)
 //! whole and then asks each other set either which of the remaining candidates it holds
@@ -10,6 +13,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use super::one_statement;
 use super::{insert_members, load_hashes, load_members, present, Mh, CHUNK};
 use crate::cmd::{checks, parse_i64, Args};
 use crate::errors;
@@ -23,7 +27,7 @@ const NUMKEYS_TOO_MANY: &[u8] = b"Number of keys can't be greater than number of
 const LIMIT_NEGATIVE: &[u8] = b"LIMIT can't be negative";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Op {
+pub(super) enum Op {
     Inter,
     Union,
     Diff,
@@ -47,6 +51,17 @@ pub(super) async fn run(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(
     let Some(rows) = checks::or_wrongtype(cx, found) else {
         return Ok(());
     };
+    let plan = one_statement::plan(op, &rows);
+    if let Some(plan) = plan {
+        match dst {
+            None => one_statement::reply(cx, &plan).await?,
+            Some(dst) => {
+                let n = one_statement::store(cx, dst, &plan).await?;
+                cx.reply().integer(n);
+            }
+        }
+        return Ok(());
+    }
     let result = combine(cx, op, &rows).await?;
     match dst {
         None => {
@@ -211,7 +226,10 @@ async fn sintercard(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     let Some(rows) = checks::or_wrongtype(cx, found) else {
         return Ok(());
     };
-    let n = combine(cx, Op::Inter, &rows).await?.len() as i64;
+    let n = match one_statement::plan(Op::Inter, &rows) {
+        Some(plan) => one_statement::count(cx, &plan, limit).await?,
+        None => combine(cx, Op::Inter, &rows).await?.len() as i64,
+    };
     cx.reply().integer(if limit > 0 { n.min(limit) } else { n });
     Ok(())
 }

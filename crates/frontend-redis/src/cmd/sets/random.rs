@@ -4,7 +4,10 @@
 //!   with a uniform offset (exactly fair); of a larger set: the first member at or after a
 //!   random hash (`mh >= ?`, wrapping around), which costs one index lookup and favours a
 //!   member by the gap of hashes before it, as Redis's own pick is not exactly fair either.
-//! - Several distinct members: `ORDER BY RAND() LIMIT ?` (a scan of the set's rows).
+//! - Several distinct members: `ORDER BY RAND() LIMIT ?` (a scan of the set's rows); `SPOP`
+//!   of fewer than the set orders by `MD5(CONCAT(key, mh))` with a random key drawn for the
+//!   call instead, so its `DELETE ... ORDER BY ... LIMIT ?` removes exactly the members it
+//!   read, none of them kept here.
 //! - `SRANDMEMBER` with a negative count (repeats allowed): the draws are simulated here as
 //!   positions, the distinct ones fetched as a uniform distinct sample, each position then
 //!   given one of those members: the same law as drawing with replacement.
@@ -12,14 +15,15 @@
 use std::collections::HashMap;
 
 use manifold_backend::Param;
+use manifold_redis_proto::Reply;
 
-use super::{delete_members, load_members, member_row, Mh};
+use super::{delete_members, member_row, Mh};
 use crate::cmd::rng::Rng;
 use crate::cmd::{checks, parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
 use crate::store::keys::{kind, KeyRow};
-use crate::store::StoreError;
+use crate::store::{take_bytes, StoreError};
 
 /// Most members `SRANDMEMBER` with a negative count answers (an intended difference).
 pub const MAX_REPEATED: u64 = 1 << 20;
@@ -73,16 +77,22 @@ async fn one(
     Ok(rows.into_iter().next().and_then(member_row))
 }
 
-/// `n` distinct random members of the set `kid`, in random order.
-async fn distinct(cx: &mut Cx<'_>, kid: u64, n: u64) -> Result<Vec<(Mh, Vec<u8>)>, StoreError> {
-    let rows = cx
-        .tx
-        .rows(
-            "SELECT mh, member FROM {s}.redis_set WHERE kid = ? ORDER BY RAND() LIMIT ?",
+/// `n` distinct random members of the set `kid`, in random order, each written at least
+/// once in the reply: past the client's output limit, fewer, and `false`
+/// ([`Cx::rows_for_reply`]).
+async fn distinct(cx: &mut Cx<'_>, kid: u64, n: u64) -> Result<(Vec<Vec<u8>>, bool), StoreError> {
+    let (rows, whole) = cx
+        .rows_for_reply(
+            "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY RAND() LIMIT ?",
             &[Param::UInt(kid), Param::UInt(n)],
+            0,
         )
         .await?;
-    Ok(rows.into_iter().filter_map(member_row).collect())
+    let members = rows
+        .into_iter()
+        .filter_map(|mut r| r.first_mut().and_then(take_bytes))
+        .collect();
+    Ok((members, whole))
 }
 
 /// `SPOP key [count]`.
@@ -117,22 +127,51 @@ pub(super) async fn spop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
         cx.reply().set_len(0);
         return Ok(());
     };
-    let popped = if count >= row.len {
-        let all = load_members(cx, row.kid).await?;
-        cx.tx.delete_key(cx.db, k, &row).await?;
-        all
-    } else {
-        let some = distinct(cx, row.kid, count as u64).await?;
-        let hashes: Vec<Mh> = some.iter().map(|(mh, _)| *mh).collect();
-        let removed = delete_members(cx, row.kid, &hashes).await?;
-        cx.tx.collection_written(cx.db, k, &row, -removed).await?;
-        some
+    // Written as read; only the members' hashes are kept (to delete them), none when the
+    // count takes the whole set (its key is deleted).
+    let header = |r: &mut Reply<'_>, n: usize| {
+        r.set_len(n);
     };
-    let mut reply = cx.reply();
-    reply.set_len(popped.len());
-    for (_, m) in &popped {
-        reply.bulk(m);
+    if count >= row.len {
+        cx.stream_reply(
+            "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY mh",
+            &[Param::UInt(row.kid)],
+            header,
+            crate::cmd::hashes::bulk_columns,
+        )
+        .await?;
+        cx.tx.delete_key(cx.db, k, &row).await?;
+        return Ok(());
     }
+    // Fewer than the set: the popped members are the first `count` in an order drawn for
+    // this call (the MD5 of a random key and the member's hash, a uniform random order),
+    // written as read up to the output limit, then deleted by the server in that same order
+    // within this transaction: nothing of them is kept here, whatever the count.
+    let mut key = [0u8; 16];
+    for chunk in key.chunks_mut(8) {
+        chunk.copy_from_slice(&rng.next_u64().to_be_bytes());
+    }
+    let params = [
+        Param::UInt(row.kid),
+        Param::Bytes(&key),
+        Param::UInt(count as u64),
+    ];
+    cx.stream_reply(
+        "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY MD5(CONCAT(?, mh)), mh LIMIT ?",
+        &params,
+        header,
+        crate::cmd::hashes::bulk_columns,
+    )
+    .await?;
+    let removed = cx
+        .tx
+        .affected(
+            "DELETE FROM {s}.redis_set WHERE kid = ? ORDER BY MD5(CONCAT(?, mh)), mh LIMIT ?",
+            &params,
+        )
+        .await?;
+    let removed = i64::try_from(removed).unwrap_or(i64::MAX);
+    cx.tx.collection_written(cx.db, k, &row, -removed).await?;
     Ok(())
 }
 
@@ -179,17 +218,25 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
     };
     let len = row.len.max(0) as u64;
     if count > 0 {
+        // Distinct members, as many as the set has at most: written as they are read.
         let n = count as u64;
-        let members = if n >= len {
-            load_members(cx, row.kid).await?
+        let kid = Param::UInt(row.kid);
+        let (sql, params) = if n >= len {
+            (
+                "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY mh",
+                &[kid][..],
+            )
         } else {
-            distinct(cx, row.kid, n).await?
+            (
+                "SELECT member FROM {s}.redis_set WHERE kid = ? ORDER BY RAND() LIMIT ?",
+                &[kid, Param::UInt(n)][..],
+            )
         };
-        let mut reply = cx.reply();
-        reply.array_len(members.len());
-        for (_, m) in &members {
-            reply.bulk(m);
-        }
+        let header = |r: &mut Reply<'_>, n: usize| {
+            r.array_len(n);
+        };
+        cx.stream_reply(sql, params, header, crate::cmd::hashes::bulk_columns)
+            .await?;
         return Ok(());
     }
     let n = count.unsigned_abs();
@@ -198,27 +245,35 @@ pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), S
         return Ok(());
     }
     // Each draw is a position in the set; positions seen before reuse their member.
-    let mut slot_of: HashMap<u64, usize> = HashMap::new();
+    let mut slot_of: HashMap<u64, u32> = HashMap::new();
     let mut slots = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let at = rng.below(len.max(1));
-        let next = slot_of.len();
+        let next = slot_of.len() as u32;
         slots.push(*slot_of.entry(at).or_insert(next));
     }
-    let members = distinct(cx, row.kid, slot_of.len() as u64).await?;
+    let (members, whole) = distinct(cx, row.kid, slot_of.len() as u64).await?;
     if members.is_empty() {
         cx.reply().array_len(0);
         return Ok(());
     }
     // Written as drawn, not gathered first: a member repeated a million times is one
-    // member in memory, and the reply stops growing at the client's output limit.
+    // member in memory, and the reply stops growing at the client's output limit. When
+    // the members were read only up to that limit, the draws of the unread ones are left
+    // out (the members read, each written once, pass the limit: the client is closed).
     let mut reply = cx.reply();
     reply.array_len(slots.len());
     for s in slots {
         if reply.over_limit() {
             break;
         }
-        reply.bulk(&members[s.min(members.len() - 1)].1);
+        let s = s as usize;
+        if s < members.len() {
+            reply.bulk(&members[s]);
+        } else if whole {
+            // The set had fewer members than its key row says: never an unfinished reply.
+            reply.bulk(&members[members.len() - 1]);
+        }
     }
     Ok(())
 }

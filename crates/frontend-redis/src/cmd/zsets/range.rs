@@ -1,16 +1,19 @@
 //! The range commands: `ZRANGE` (by rank, `BYSCORE`, `BYLEX`, `REV`, `LIMIT`,
 //! `WITHSCORES`) and its older forms, `ZRANGESTORE`, `ZCOUNT`, `ZLEXCOUNT`,
 //! `ZREMRANGEBYRANK`/`SCORE`/`LEX`. Every range is one SQL condition on `sk` (scores) or on
-//! `member` (lex), read in `ORDER BY sk, member` (reversed for `REV`) with `LIMIT ?, ?`.
+//! `member` (lex), read in `ORDER BY sk, member` (reversed for `REV`) with `LIMIT ?, ?`:
+//! written as its rows are read ([`crate::exec::Cx::stream_reply`]), or copied by the server
+//! for `ZRANGESTORE` (`INSERT ... SELECT`).
 
 use manifold_backend::Param;
+use manifold_redis_proto::Reply;
 
 use super::super::{checks, parse_i64, Args};
-use super::{delete_hashes, member_row, reply_with_scores, score, upsert, Member, Spec};
+use super::{delete_hashes, member_row, score, Spec};
 use crate::cmd::checks::Absent;
 use crate::errors;
 use crate::exec::Cx;
-use crate::store::keys::kind;
+use crate::store::keys::{hash, kind};
 use crate::store::{take_bytes, StoreError};
 
 const NOT_A_FLOAT_RANGE: &[u8] = b"min or max is not a float";
@@ -286,53 +289,71 @@ async fn zrange(
     let Some(row) = checks::read(cx, args.get(first), kind::ZSET).await? else {
         return Ok(());
     };
-    let members = match row {
-        None => Vec::new(),
-        Some(row) => read_window(cx, row.kid, row.len, window, rev).await?,
-    };
     if store {
-        return store_members(cx, args.get(1), &members).await;
+        let query = row.and_then(|row| window_query(row.kid, row.len, window, rev, STORED));
+        return store_window(cx, args.get(1), query).await;
     }
-    if withscores {
-        let nested = cx.proto == manifold_redis_proto::Protocol::Resp3;
-        reply_with_scores(cx, &members, nested);
-    } else {
-        let mut r = cx.reply();
-        r.array_len(members.len());
-        for m in &members {
-            r.bulk(&m.member);
+    let nested = cx.proto == manifold_redis_proto::Protocol::Resp3;
+    let query = row.and_then(|row| window_query(row.kid, row.len, window, rev, READ));
+    let Some((sql, params)) = query else {
+        cx.reply().array_len(0);
+        return Ok(());
+    };
+    // Written as the members are read: a whole sorted set is never held.
+    let header = |r: &mut Reply<'_>, n: usize| {
+        r.array_len(if withscores && !nested { n * 2 } else { n });
+    };
+    let element = |r: &mut Reply<'_>, row| {
+        let Some(m) = member_row(row) else {
+            return 0;
+        };
+        if withscores && nested {
+            r.array_len(2);
         }
-    }
+        r.bulk(&m.member);
+        if withscores {
+            r.double(m.score);
+        }
+        1
+    };
+    cx.stream_reply(&sql, &params, header, element).await?;
     Ok(())
 }
 
-/// The members of `window` in `kid` (a set of `len`), in order (reversed with `rev`).
-async fn read_window(
-    cx: &mut Cx<'_>,
+/// What a range's statement does with the members: reads them as rows of `member, score, sk`.
+const READ: &str = "SELECT member, score, sk";
+/// ... or copies them into the sorted set whose `kid` is its first parameter.
+const STORED: &str =
+    "INSERT INTO {s}.redis_zset (kid, mh, member, score, sk) SELECT ?, mh, member, score, sk";
+
+/// The statement `what` (`READ`, `STORED`) over `window` of `kid` (a set of `len`), in order
+/// (reversed with `rev`), and its parameters after `STORED`'s; `None` when it is empty.
+fn window_query<'a>(
     kid: u64,
     len: i64,
-    window: Window<'_>,
+    window: Window<'a>,
     rev: bool,
-) -> Result<Vec<Member>, StoreError> {
+    what: &str,
+) -> Option<(String, Vec<Param<'a>>)> {
     let order = if rev {
         " ORDER BY sk DESC, member DESC LIMIT ?, ?"
     } else {
         " ORDER BY sk, member LIMIT ?, ?"
     };
     let (cond, offset, limit) = match window {
-        Window::Rank(start, end) => match rank_window(len, start, end) {
-            Some((offset, n)) => (None, offset, n),
-            None => return Ok(Vec::new()),
-        },
-        Window::Cond(None, ..) => return Ok(Vec::new()),
+        Window::Rank(start, end) => {
+            let (offset, n) = rank_window(len, start, end)?;
+            (None, offset, n)
+        }
+        Window::Cond(None, ..) => return None,
         // A negative offset skips every member (Redis walks past the end).
-        Window::Cond(Some(_), offset, _) if offset < 0 => return Ok(Vec::new()),
+        Window::Cond(Some(_), offset, _) if offset < 0 => return None,
         Window::Cond(Some(c), offset, limit) => {
             (Some(c), offset, if limit < 0 { i64::MAX } else { limit })
         }
     };
     let sql = format!(
-        "SELECT member, score, sk FROM {{s}}.redis_zset WHERE kid = ?{}{order}",
+        "{what} FROM {{s}}.redis_zset WHERE kid = ?{}{order}",
         cond.as_ref().map_or("", |c| c.sql)
     );
     let mut params = vec![Param::UInt(kid)];
@@ -341,30 +362,43 @@ async fn read_window(
     }
     params.push(Param::UInt(offset as u64));
     params.push(Param::UInt(limit as u64));
-    Ok(cx
-        .tx
-        .rows(&sql, &params)
-        .await?
-        .into_iter()
-        .filter_map(member_row)
-        .collect())
+    Some((sql, params))
 }
 
-/// `ZRANGESTORE`'s end: `dst` becomes a sorted set of `members` (whatever it was, its TTL
-/// gone), or is deleted when there are none; replies how many.
-async fn store_members(cx: &mut Cx<'_>, dst: &[u8], members: &[Member]) -> Result<(), StoreError> {
-    if let Some(old) = cx.tx.key_meta(cx.db, dst, true).await? {
-        cx.tx.delete_key(cx.db, dst, &old).await?;
+/// `ZRANGESTORE`'s end: `dst` becomes a sorted set of the members `query` (a `STORED`
+/// statement, `None`: none) copies in the server (whatever `dst` was, its TTL gone), or is
+/// deleted when there are none; replies how many. The key's row goes first and its old
+/// members last, so `dst` may be the source.
+async fn store_window(
+    cx: &mut Cx<'_>,
+    dst: &[u8],
+    query: Option<(String, Vec<Param<'_>>)>,
+) -> Result<(), StoreError> {
+    let old = cx.tx.key_meta(cx.db, dst, true).await?;
+    if old.is_some() {
+        cx.tx
+            .exec(
+                "DELETE FROM {s}.redis_keys WHERE db = ? AND kh = ?",
+                &[Param::UInt(u64::from(cx.db)), Param::Bytes(&hash(dst))],
+            )
+            .await?;
     }
-    if !members.is_empty() {
+    let mut added = 0;
+    let mut new = None;
+    if let Some((sql, mut params)) = query {
         let row = cx.tx.create_key(cx.db, dst, kind::ZSET).await?;
-        let pairs: Vec<(&[u8], f64)> = members.iter().map(|m| (&m.member[..], m.score)).collect();
-        upsert(cx, row.kid, &pairs).await?;
-        let n = i64::try_from(members.len()).unwrap_or(i64::MAX);
-        cx.tx.collection_written(cx.db, dst, &row, n).await?;
+        params.insert(0, Param::UInt(row.kid));
+        added = i64::try_from(cx.tx.affected(&sql, &params).await?).unwrap_or(i64::MAX);
+        new = Some(row);
     }
-    cx.reply()
-        .integer(i64::try_from(members.len()).unwrap_or(i64::MAX));
+    if let Some(old) = &old {
+        cx.tx.delete_members(old).await?;
+    }
+    if let Some(row) = new {
+        // An empty range deletes the key just made.
+        cx.tx.collection_written(cx.db, dst, &row, added).await?;
+    }
+    cx.reply().integer(added);
     Ok(())
 }
 
