@@ -117,6 +117,23 @@ def test_commandstats_move_as_redis_does(door, redis_reference, pipeline):
     assert got["client|setname"] == {"calls": 0, "failed_calls": 0, "rejected_calls": 1}
 
 
+EVERY_COMMAND = [
+    cmd("CLIENT", "KILL", "ID", "999999"), cmd("CLIENT", "KILL", "127.0.0.1:1"), cmd("COMMAND", "INFO", "get"),
+    cmd("COMMAND", "COUNT"), cmd("CLIENT"), cmd("CONFIG"), cmd("PUBSUB"), cmd("CLIENT", "KILL"),
+]
+
+
+def test_every_command_is_counted(door, redis_reference):
+    # Every command of the door's table counts, as in Redis: a second list of names once left
+    # out CLIENT KILL and COMMAND INFO, and the containers' own refusals (CLIENT alone).
+    (got, got_stats), (want, want_stats) = run_both(door, redis_reference, EVERY_COMMAND, pipeline=False)
+    assert got == want
+    assert got_stats == want_stats
+    assert got["client|kill"] == {"calls": 2, "failed_calls": 1, "rejected_calls": 1}
+    assert got["command|info"] == {"calls": 1, "failed_calls": 0, "rejected_calls": 0}
+    assert got["client"] == got["config"] == got["pubsub"] == {"calls": 0, "failed_calls": 0, "rejected_calls": 1}
+
+
 TRANSACTIONS = [
     cmd("SELECT", DB), cmd("DEL", k("t")), cmd("MULTI"), cmd("SET", k("t"), "v"), cmd("INCR", k("t")),
     cmd("HSET", k("t"), "f", "v"), cmd("GET", k("t")), cmd("EXEC"),

@@ -526,7 +526,10 @@ async fn run_batch(
         &session.info.handle,
     )
     .await;
-    let names = cmds.iter().map(|(spec, _)| spec.name);
+    let table = cmd::table();
+    let slots = cmds
+        .iter()
+        .map(|(spec, _)| table.get(spec.name).map_or(usize::MAX, |e| e.slot));
     let replies = out.get(before..).unwrap_or_default();
-    session.fe.store.metrics.batch(names, replies, from);
+    session.fe.store.metrics.batch(slots, replies, from);
 }

@@ -61,12 +61,14 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
     let parsed = Command::parse(args);
     // A refused `EXEC` ends the transaction, saying why (Redis's `execCommandAbort`).
     let refused_exec = match &parsed {
-        Err(cmd::Reject::Arity("exec")) => {
+        Err(cmd::Reject::Arity(entry)) if entry.name == "exec" => {
             let mut text = Vec::new();
             errors::arity(&mut text, "exec");
             Some(text)
         }
-        Ok(Command::Exec) if !session.authenticated => Some(errors::NOAUTH[1..].to_vec()),
+        Ok(p) if matches!(p.cmd, Command::Exec) && !session.authenticated => {
+            Some(errors::NOAUTH[1..].to_vec())
+        }
         _ => None,
     };
     if let Some(reason) = refused_exec {
@@ -79,7 +81,7 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
     }
     if session.multi.is_none() {
         match parsed {
-            Ok(cmd) if session.authenticated || cmd.no_auth() => match cmd {
+            Ok(p) if session.authenticated || p.no_auth() => match p.cmd {
                 Command::Multi => {
                     session.info.cmd.set("multi");
                     session.multi = Some(Multi::default());
@@ -112,12 +114,12 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
             flag(session);
             return;
         }
-        Ok(cmd) if !session.authenticated && !cmd.no_auth() => {
+        Ok(p) if !session.authenticated && !p.no_auth() => {
             Reply::new(out, session.proto).error(errors::NOAUTH);
             flag(session);
             return;
         }
-        Ok(cmd) => cmd,
+        Ok(p) => p.cmd,
     };
     match cmd {
         Command::Exec => exec(session, out).await,

@@ -322,14 +322,6 @@ pub fn subscribed(session: &Session<'_>) -> bool {
     session.subs.as_ref().is_some_and(|s| s.count() > 0)
 }
 
-/// Commands a RESP2 client may send while subscribed.
-pub fn allowed_while_subscribed(full_name: &str) -> bool {
-    matches!(
-        full_name,
-        "ping" | "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "quit" | "reset"
-    )
-}
-
 /// The reply to a command a RESP2 subscriber may not send.
 pub fn refuse_while_subscribed(full_name: &str, proto: Protocol, out: &mut Vec<u8>) {
     let text = format!(
