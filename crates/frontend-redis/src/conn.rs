@@ -23,8 +23,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
 impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Stream for S {}
 
-use crate::cmd::{self, Args, Session, Spec};
+use crate::cmd::{self, Args, Spec};
 use crate::server::{ClientInfo, RedisFrontend};
+use crate::session::{self, Session};
 
 /// What the buffers start with, and shrink back to after a large request.
 const BUF_SIZE: usize = 16 * 1024;
@@ -100,10 +101,10 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
         loop {
             req.set_auth_required(!session.authenticated);
             let buf = &input[start..];
-            match crate::metrics::parse(&metrics, &mut req, buf, limits) {
+            match parse(&metrics, &mut req, buf, limits) {
                 Ok(Some(used)) => {
                     if !req.is_empty() {
-                        let data = cmd::batched(session, Args::new(&req, buf));
+                        let data = session::batched(session, Args::new(&req, buf));
                         if let Some(spec) = data.filter(|s| crate::blocking::is_blocking(s)) {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
@@ -130,7 +131,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
                             let buf = &input[start..];
-                            crate::metrics::handle(session, Args::new(&req, buf), &mut out).await;
+                            session::handle(session, Args::new(&req, buf), &mut out).await;
                         }
                     }
                     start += used;
@@ -272,6 +273,22 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
         metrics.read(n);
         info.last_active.set(Instant::now());
     }
+}
+
+/// Parses one request with [`Request::parse`], timing it (`parse`) when one was complete.
+#[inline]
+pub fn parse(
+    m: &crate::metrics::WorkerMetrics,
+    req: &mut Request,
+    buf: &[u8],
+    limits: &manifold_redis_proto::Limits,
+) -> Result<Option<usize>, manifold_redis_proto::ProtocolError> {
+    let from = crate::metrics::now();
+    let parsed = req.parse(buf, limits);
+    if matches!(parsed, Ok(Some(_))) {
+        m.record(crate::metrics::Stage::Parse, from);
+    }
+    parsed
 }
 
 /// Runs the blocking command `spec` until it answers, reading (and keeping) what the client

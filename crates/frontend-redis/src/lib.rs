@@ -34,6 +34,7 @@ pub mod multi;
 pub mod pubsub;
 pub mod replicas;
 pub mod server;
+pub mod session;
 pub mod store;
 
 pub use config::RedisConfig;

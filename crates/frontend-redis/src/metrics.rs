@@ -31,9 +31,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use manifold_engine::clock;
-use manifold_redis_proto::{Limits, ProtocolError, Request};
+use manifold_redis_proto::reply_len;
 
-use crate::cmd::{self, table, Args, Command, Parsed, Reject, Session};
+use crate::cmd::table;
 use crate::store::sweeper;
 
 /// A count written by one thread only and read by any: `add` is a relaxed load and store.
@@ -183,7 +183,7 @@ pub fn now() -> u64 {
 }
 
 /// Whether a reply starts with an error (RESP2/RESP3 simple or blob error).
-fn is_error(reply: &[u8]) -> bool {
+pub fn is_error(reply: &[u8]) -> bool {
     matches!(reply.first(), Some(b'-' | b'!'))
 }
 
@@ -251,6 +251,12 @@ impl WorkerMetrics {
         }
     }
 
+    /// A `PUBLISH` whose message went to `receivers` subscribers' queues.
+    pub fn published(&self, receivers: u64) {
+        self.published.add(1);
+        self.delivered.add(receivers);
+    }
+
     /// Bytes read from a client.
     #[inline]
     pub fn read(&self, n: usize) {
@@ -267,119 +273,6 @@ impl WorkerMetrics {
         self.writes.add(1);
         ok
     }
-}
-
-/// Parses one request with [`Request::parse`], timing it (`parse`) when one was complete.
-#[inline]
-pub fn parse(
-    m: &WorkerMetrics,
-    req: &mut Request,
-    buf: &[u8],
-    limits: &Limits,
-) -> Result<Option<usize>, ProtocolError> {
-    let from = now();
-    let parsed = req.parse(buf, limits);
-    if matches!(parsed, Ok(Some(_))) {
-        m.record(Stage::Parse, from);
-    }
-    parsed
-}
-
-/// The length of the first RESP reply in `buf` (`None`: incomplete or not RESP).
-pub fn reply_len(buf: &[u8]) -> Option<usize> {
-    let mut at = 0;
-    // Replies still to skip (aggregates add their elements).
-    let mut left: u64 = 1;
-    while left > 0 {
-        left -= 1;
-        let kind = *buf.get(at)?;
-        let end = at + buf.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
-        let line = buf.get(at + 1..end)?;
-        at = end + 2;
-        let n = || -> Option<i64> { std::str::from_utf8(line).ok()?.parse().ok() };
-        match kind {
-            b'$' | b'=' | b'!' => {
-                let n = n()?;
-                if n >= 0 {
-                    at = at.checked_add(usize::try_from(n).ok()?)?.checked_add(2)?;
-                }
-            }
-            b'*' | b'~' | b'>' => {
-                let n = n()?;
-                left = left.checked_add(u64::try_from(n).unwrap_or(0))?;
-            }
-            b'%' | b'|' => {
-                let n = n()?;
-                left = left.checked_add(u64::try_from(n).unwrap_or(0).checked_mul(2)?)?;
-                // An attribute precedes the reply it describes.
-                if kind == b'|' {
-                    left += 1;
-                }
-            }
-            _ => {}
-        }
-    }
-    (at <= buf.len()).then_some(at)
-}
-
-/// Handles a request that is not batched ([`crate::multi::handle`]), counting it; `INFO`
-/// with its keyspace section reads the keys' counts first.
-pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
-    let m = session.fe.store.metrics.clone();
-    let from = now();
-    let before = out.len();
-    let parsed = Command::parse(args);
-    match parsed {
-        Ok(Parsed {
-            cmd: Command::Info(info),
-            ..
-        }) if cmd::info::runs_async(session, info) => {
-            cmd::info::reply_async(session, info, out).await;
-        }
-        Ok(Parsed { cmd: ref login, .. })
-            if cmd::connection::is_login(login) && session.multi.is_none() =>
-        {
-            cmd::connection::wait_before_login(session, login).await;
-            crate::multi::handle(session, args, out).await;
-            session.login_attempt = None;
-        }
-        _ => crate::multi::handle(session, args, out).await,
-    }
-    let ns = clock::span_ns(from, clock::now());
-    let reply = out.get(before..).unwrap_or_default();
-    match parsed {
-        Err(Reject::Arity(entry)) => m.rejected(Some(entry.slot)),
-        Err(_) => m.rejected(None),
-        Ok(_) if reply == b"+QUEUED\r\n" => {}
-        Ok(Parsed { entry, cmd }) => {
-            let refused = reply.starts_with(crate::errors::NOAUTH)
-                || (is_error(reply) && reply.starts_with(b"-ERR Can't execute"));
-            if refused {
-                m.rejected(Some(entry.slot));
-                return;
-            }
-            m.call(entry.slot, reply, ns);
-            if let Command::Publish(..) = cmd {
-                m.published.add(1);
-                let receivers = reply
-                    .strip_prefix(b":")
-                    .and_then(|r| std::str::from_utf8(r).ok())
-                    .and_then(|r| r.trim_end().parse::<u64>().ok())
-                    .unwrap_or(0);
-                m.delivered.add(receivers);
-            }
-        }
-    }
-}
-
-/// The commands `EXEC` ran (`requests`), whose replies are `replies`, one each.
-pub fn exec_ran<'a>(m: &WorkerMetrics, requests: impl Iterator<Item = Args<'a>>, replies: &[u8]) {
-    let slots = requests.map(|a| match Command::parse(a) {
-        Ok(p) => p.entry.slot,
-        // Never queued.
-        Err(_) => usize::MAX,
-    });
-    m.calls(slots, replies, 0);
 }
 
 /// Every worker's figures.
@@ -578,21 +471,6 @@ mod tests {
         assert_eq!(s.batched, 5);
         assert_eq!(s.batch_sizes[size_bucket(5)], 1);
         assert_eq!(s.stage(Stage::Batch).count(), 1);
-    }
-
-    #[test]
-    fn reply_lengths() {
-        assert_eq!(reply_len(b"+OK\r\nrest"), Some(5));
-        assert_eq!(reply_len(b"$3\r\nabc\r\n"), Some(9));
-        assert_eq!(reply_len(b"$-1\r\n"), Some(5));
-        assert_eq!(reply_len(b"*-1\r\n"), Some(5));
-        assert_eq!(reply_len(b"*2\r\n:1\r\n*0\r\n:9\r\n"), Some(12));
-        assert_eq!(reply_len(b"=7\r\ntxt:abc\r\n"), Some(13));
-        assert_eq!(reply_len(b"%1\r\n+a\r\n,1.5\r\n"), Some(14));
-        assert_eq!(reply_len(b"*2\r\n:1\r\n"), None);
-        assert_eq!(reply_len(b"$5\r\nab"), None);
-        assert_eq!(reply_len(b"*9999999999999999999\r\n"), None);
-        assert_eq!(reply_len(b""), None);
     }
 
     #[test]

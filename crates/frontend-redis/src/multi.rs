@@ -24,9 +24,10 @@
 
 use manifold_redis_proto::{Limits, Reply, Request};
 
-use crate::cmd::{self, Args, Command, Session};
+use crate::cmd::{self, Args, Command};
 use crate::errors;
 use crate::exec::{self, Cx};
+use crate::session::{self, Session};
 use crate::store::StoreError;
 
 /// Commands queued since `MULTI`.
@@ -56,7 +57,7 @@ pub struct Watched {
 }
 
 /// Handles a request that is not batched: the transaction commands, queueing inside
-/// `MULTI`, and anything else through [`cmd::apply`].
+/// `MULTI`, and anything else through [`session::apply`].
 pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
     let parsed = Command::parse(args);
     // A refused `EXEC` ends the transaction, saying why (Redis's `execCommandAbort`).
@@ -99,11 +100,11 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
                     Reply::new(out, session.proto).simple(b"OK");
                 }
                 _ => {
-                    cmd::apply(session, args, out);
+                    session::apply(session, args, out);
                 }
             },
             _ => {
-                cmd::apply(session, args, out);
+                session::apply(session, args, out);
             }
         }
         return;
@@ -135,7 +136,7 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
             Reply::new(out, session.proto).error(b"WATCH inside MULTI is not allowed");
         }
         Command::Quit | Command::Reset => {
-            cmd::apply(session, args, out);
+            session::apply(session, args, out);
         }
         _ => {
             let multi = session.multi.as_mut().expect("in MULTI");
@@ -304,7 +305,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                         let ran = requests
                             .iter()
                             .map(|(r, at)| Args::new(r, &multi.buf[*at..]));
-                        crate::metrics::exec_ran(&fe.store.metrics, ran, &replies);
+                        session::exec_ran(&fe.store.metrics, ran, &replies);
                         Reply::new(out, proto0).array_len(steps.len());
                         out.extend_from_slice(&replies);
                         return;
@@ -364,13 +365,13 @@ async fn run_steps(
                     .map_err(|e| (Some(i), e))?;
             }
             // `INFO` with its keyspace reads it in the transaction.
-            Step::Session(args) if cmd::info::needs_keyspace(args) => {
-                cmd::info::reply_in(session, &mut cx.tx, args, &mut cx.out)
+            Step::Session(args) if session::info::needs_keyspace(args) => {
+                session::info::reply_in(session, &mut cx.tx, args, &mut cx.out)
                     .await
                     .map_err(|e| (Some(i), e))?;
             }
             Step::Session(args) => {
-                cmd::apply(session, args, &mut cx.out);
+                session::apply(session, args, &mut cx.out);
                 cx.db = session.info.db.get();
                 cx.proto = session.proto;
             }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use manifold_redis_proto::{Protocol, Reply};
 use tokio::sync::mpsc;
 
-use crate::cmd::Session;
+use crate::session::Session;
 
 /// Messages a subscriber's queue holds before it is disconnected.
 const QUEUE: usize = 4096;

@@ -7,25 +7,20 @@
 //! slices of the request: parsing allocates nothing. [`apply`] then checks authentication
 //! and runs the command, appending its reply.
 //!
-//! One module per command family: [`connection`] (`PING`, `AUTH`, `HELLO`, `CLIENT`...),
-//! [`server`] (`INFO`, `CONFIG`, `COMMAND`, `TIME`); the data families ([`data`]) in theirs
-//! (`DBSIZE` is [`keys`]'s: it counts the keys).
+//! One module per data family ([`data`]: `DBSIZE` is [`keys`]'s, it counts the keys); the
+//! connection, server and Pub/Sub commands are the session's ([`crate::session`]).
 
 pub mod checks;
-pub mod connection;
 pub mod data;
 pub mod expiry;
 pub mod glob;
 pub mod hashes;
-pub mod info;
 pub mod keys;
 pub mod lists;
 pub mod longdouble;
-pub mod pubsub;
 pub mod rename;
 pub mod rng;
 pub mod scan;
-pub mod server;
 pub mod sets;
 pub mod sqltext;
 pub mod strings;
@@ -37,8 +32,10 @@ pub use table::{table, Entry, Kind};
 
 use manifold_redis_proto::{Protocol, Reply, Request};
 
+/// Databases a client may `SELECT` (0..15), as Redis's default `databases 16`.
+pub const DATABASES: i64 = 16;
+
 use crate::errors;
-use crate::server::{ClientInfo, RedisFrontend};
 
 /// The arguments of one request (the command name is argument 0).
 #[derive(Clone, Copy)]
@@ -250,37 +247,6 @@ impl<'a> Command<'a> {
     }
 }
 
-/// One client's state while its connection runs.
-pub struct Session<'s> {
-    pub fe: &'s RedisFrontend,
-    pub info: &'s ClientInfo,
-    pub authenticated: bool,
-    /// The backend login the client's commands run as (set by `AUTH` / `HELLO AUTH`).
-    pub login: Option<std::rc::Rc<manifold_backend::ConnKey>>,
-    /// Commands queued since `MULTI`.
-    pub multi: Option<crate::multi::Multi>,
-    /// Keys under `WATCH`.
-    pub watched: Vec<crate::multi::Watched>,
-    /// Channels and patterns subscribed to.
-    pub subs: Option<crate::pubsub::Subscription>,
-    pub proto: Protocol,
-    /// Set by `QUIT`: close once the replies are written.
-    pub quit: bool,
-    /// The client's last write, which its reads on replicas must see.
-    pub causal: crate::replicas::Causal,
-    /// `AUTH` / `HELLO ... AUTH` refused on this connection: it closes at
-    /// [`connection::MAX_AUTH_FAILURES`].
-    pub auth_failures: u8,
-    /// Set by [`connection::wait_before_login`] for the login about to be applied: its
-    /// admission by the failed-logins table (`Err`: too many of its address waiting).
-    pub login_attempt: Option<
-        Result<
-            manifold_engine::login_throttle::Attempt<'s>,
-            manifold_engine::login_throttle::TooManyWaiting,
-        >,
-    >,
-}
-
 /// Appends the error reply of a refused request.
 pub fn reject_reply(reject: Reject<'_>, proto: Protocol, out: &mut Vec<u8>) {
     let mut text = Vec::with_capacity(64);
@@ -294,94 +260,6 @@ pub fn reject_reply(reject: Reject<'_>, proto: Protocol, out: &mut Vec<u8>) {
         Reject::Arity(entry) => errors::arity(&mut text, entry.name),
     }
     Reply::new(out, proto).error(&text);
-}
-
-/// The data command of a request an authenticated client may run: it waits for its batch
-/// ([`crate::exec`]) instead of being applied.
-pub fn batched(session: &Session<'_>, args: Args<'_>) -> Option<&'static Spec> {
-    if !session.authenticated
-        || session.login.is_none()
-        || session.multi.is_some()
-        || (session.proto == Protocol::Resp2 && crate::pubsub::subscribed(session))
-    {
-        return None;
-    }
-    match Command::parse(args) {
-        Ok(Parsed {
-            cmd: Command::Data(spec, _),
-            ..
-        }) => {
-            session.info.cmd.set(spec.name);
-            Some(spec)
-        }
-        _ => None,
-    }
-}
-
-/// Applies one request (with at least one argument), appending its reply to `out`; a data
-/// command of an authenticated client is not run but returned, for its batch
-/// ([`crate::exec`]).
-pub fn apply(
-    session: &mut Session<'_>,
-    args: Args<'_>,
-    out: &mut Vec<u8>,
-) -> Option<&'static Spec> {
-    let parsed = match Command::parse(args) {
-        Ok(parsed) => parsed,
-        Err(reject) => {
-            reject_reply(reject, session.proto, out);
-            return None;
-        }
-    };
-    if !session.authenticated && !parsed.no_auth() {
-        Reply::new(out, session.proto).error(errors::NOAUTH);
-        return None;
-    }
-    let (entry, cmd) = (parsed.entry, parsed.cmd);
-    session.info.cmd.set(entry.name);
-    if session.proto == Protocol::Resp2
-        && crate::pubsub::subscribed(session)
-        && !entry.has(table::flags::SUBSCRIBED)
-    {
-        crate::pubsub::refuse_while_subscribed(entry.name, session.proto, out);
-        return None;
-    }
-    match cmd {
-        Command::Subscribe(_)
-        | Command::PSubscribe(_)
-        | Command::Unsubscribe(_)
-        | Command::PUnsubscribe(_)
-        | Command::Publish(..)
-        | Command::PubsubChannels(_)
-        | Command::PubsubNumsub(_)
-        | Command::PubsubNumpat
-        | Command::PubsubHelp => pubsub::apply(session, cmd, out),
-        Command::CommandAll
-        | Command::CommandCount
-        | Command::CommandDocs
-        | Command::CommandInfo(_)
-        | Command::CommandHelp
-        | Command::ConfigGet(_)
-        | Command::ConfigHelp
-        | Command::Info(_)
-        | Command::Time => server::apply(session, cmd, out),
-        Command::Data(spec, _) => {
-            if session.login.is_some() {
-                return Some(spec);
-            }
-            Reply::new(out, session.proto).error(b"manifold: no backend login for this client");
-        }
-        // Handled by `crate::multi` before they get here (not queueable).
-        Command::Multi | Command::Exec | Command::Discard | Command::Watch(_) => {
-            Reply::new(out, session.proto).error(b"Command not allowed inside a transaction");
-        }
-        Command::Unwatch => {
-            session.watched.clear();
-            Reply::new(out, session.proto).simple(b"OK");
-        }
-        _ => connection::apply(session, cmd, out),
-    }
-    None
 }
 
 /// Redis's `string2ll`: an optional `-`, digits without a leading zero, fits an `i64`.

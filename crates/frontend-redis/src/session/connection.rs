@@ -4,11 +4,11 @@ use std::time::Instant;
 
 use manifold_redis_proto::{Protocol, Reply};
 
-use super::{parse_i64, Args, Command, Session};
+use super::Session;
+use crate::cmd::{parse_i64, Args, Command};
 use crate::errors;
 
-/// Databases a client may `SELECT` (0..15), as Redis's default `databases 16`.
-pub const DATABASES: i64 = 16;
+pub use crate::cmd::DATABASES;
 
 /// Redis's `validateClientName`: printable ASCII without spaces (an empty name clears it).
 fn valid_name(name: &[u8]) -> bool {

@@ -5,8 +5,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use manifold_redis_proto::Reply;
 
-use super::table::{table, Group};
-use super::{Args, Command, Session};
+use super::Session;
+use crate::cmd::table::{table, Group};
+use crate::cmd::{Args, Command};
 
 /// Redis's `stringmatchlen` for `*`, `?`, `[...]` and `\\`, without case. Iterative, with
 /// only the last `*` to go back to: at most pattern × text steps and no recursion, whatever

@@ -3,7 +3,8 @@
 
 use manifold_redis_proto::Reply;
 
-use super::{Command, Session};
+use super::Session;
+use crate::cmd::Command;
 use crate::pubsub;
 
 /// Applies a Pub/Sub command.

@@ -5,7 +5,7 @@
 //! and `everything` all of them. The figures come from [`crate::metrics`] (every worker's,
 //! summed). `keyspace` counts the keys in SQL (`SELECT db, COUNT(*), COUNT(expire_at) FROM
 //! {s}.redis_keys WHERE expire_at IS NULL OR expire_at > ? GROUP BY db`): an `INFO` that
-//! shows it runs asynchronously ([`crate::metrics::handle`]), between the batches of its
+//! shows it runs asynchronously ([`super::handle`]), between the batches of its
 //! connection, or inside `EXEC`'s transaction; one without it answers at once.
 //!
 //! `memory` has what manifold knows: the process's resident memory (`used_memory_rss`), its
@@ -25,7 +25,8 @@ use std::io::Write;
 use manifold_backend::Param;
 use manifold_redis_proto::{Protocol, Reply};
 
-use super::{Args, Session};
+use super::Session;
+use crate::cmd::Args;
 use crate::store::{int, StoreError, Tx};
 
 /// Sections in Redis's order, and whether a bare `INFO` (or `default`) shows each.
