@@ -5,7 +5,7 @@ moving with the commands run through the door.
 The commandstats checks are differential: the same requests go to manifold's door and to
 redis-server, and each command's `calls`, `failed_calls` and `rejected_calls` must move by the
 same amounts on both (`usec` differs: manifold's includes the database). Intended differences
-(see `crates/frontend-redis/src/cmd/info.rs`): fields manifold cannot know are absent, and
+(see `crates/frontend-redis/src/session/info.rs`): fields manifold cannot know are absent, and
 `expired_keys` counts the keys the sweeper deleted, not the keys a command found expired.
 """
 

@@ -23,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
 impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Stream for S {}
 
-use crate::cmd::{self, Args, Spec};
+use crate::cmd::{Args, Command, Spec};
 use crate::server::{ClientInfo, RedisFrontend};
 use crate::session::{self, Session};
 
@@ -88,8 +88,8 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
     let mut out: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut req = Request::new();
     // Data commands read together, waiting to run as one batch: each request with where
-    // its bytes start in `input` (kept for the connection's life, reused).
-    let mut batch: Vec<(Request, usize)> = Vec::new();
+    // its bytes start in `input` and its command (kept for the connection's life, reused).
+    let mut batch: Vec<Batched> = Vec::new();
     let mut batched = 0;
     loop {
         // Every complete request in the buffer, in order, until the replies pass
@@ -104,8 +104,14 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
             match parse(&metrics, &mut req, buf, limits) {
                 Ok(Some(used)) => {
                     if !req.is_empty() {
-                        let data = session::batched(session, Args::new(&req, buf));
-                        if let Some(spec) = data.filter(|s| crate::blocking::is_blocking(s)) {
+                        // The request's command, found once: batching, dispatch, `MULTI`
+                        // and the figures all take it from here.
+                        let parsed = Command::parse(Args::new(&req, buf));
+                        let data =
+                            session::batched(session, &parsed).and_then(|e| Some((e, e.spec()?)));
+                        if let Some((_, spec)) =
+                            data.filter(|(_, s)| crate::blocking::is_blocking(s))
+                        {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
                             let Some(side) = block(
@@ -120,18 +126,23 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                                 return;
                             };
                             input.extend_from_slice(&side);
-                        } else if data.is_some() {
+                        } else if let Some((entry, spec)) = data {
                             if batched == batch.len() {
-                                batch.push((Request::new(), 0));
+                                batch.push(Batched {
+                                    req: Request::new(),
+                                    at: 0,
+                                    spec,
+                                    slot: entry.slot,
+                                });
                             }
-                            std::mem::swap(&mut req, &mut batch[batched].0);
-                            batch[batched].1 = start;
+                            let b = &mut batch[batched];
+                            std::mem::swap(&mut req, &mut b.req);
+                            (b.at, b.spec, b.slot) = (start, spec, entry.slot);
                             batched += 1;
                         } else {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
-                            let buf = &input[start..];
-                            session::handle(session, Args::new(&req, buf), &mut out).await;
+                            session::handle(session, parsed, &mut out).await;
                         }
                     }
                     start += used;
@@ -507,14 +518,19 @@ async fn write_out<S: Stream>(
     Wrote::All
 }
 
+/// A data command waiting for its batch.
+struct Batched {
+    req: Request,
+    /// Where its bytes start in the connection's input.
+    at: usize,
+    spec: &'static Spec,
+    /// Its command's slot in the figures.
+    slot: usize,
+}
+
 /// Runs the batched data commands `batch` (requests whose bytes start at the offsets given,
 /// in `input`), appending their replies.
-async fn run_batch(
-    session: &Session<'_>,
-    batch: &[(Request, usize)],
-    input: &[u8],
-    out: &mut Vec<u8>,
-) {
+async fn run_batch(session: &Session<'_>, batch: &[Batched], input: &[u8], out: &mut Vec<u8>) {
     if batch.is_empty() {
         return;
     }
@@ -523,10 +539,7 @@ async fn run_batch(
     };
     let cmds: Vec<(&'static Spec, Args<'_>)> = batch
         .iter()
-        .filter_map(|(req, at)| {
-            let args = Args::new(req, &input[*at..]);
-            Some((cmd::data::lookup(args.get(0))?, args))
-        })
+        .map(|b| (b.spec, Args::new(&b.req, &input[b.at..])))
         .collect();
     // metrics: the batch's time and size, its commands' calls.
     let (from, before) = (crate::metrics::now(), out.len());
@@ -543,10 +556,7 @@ async fn run_batch(
         &session.info.handle,
     )
     .await;
-    let table = cmd::table();
-    let slots = cmds
-        .iter()
-        .map(|(spec, _)| table.get(spec.name).map_or(usize::MAX, |e| e.slot));
+    let slots = batch.iter().map(|b| b.slot);
     let replies = out.get(before..).unwrap_or_default();
     session.fe.store.metrics.batch(slots, replies, from);
 }

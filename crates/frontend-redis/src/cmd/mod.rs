@@ -1,11 +1,11 @@
-//! Requests turned into typed commands, then applied.
+//! Requests turned into typed commands, once.
 //!
 //! [`Command::parse`] does what Redis's command table does before anything runs: it finds
 //! the command and subcommand by name (any case) in the door's one table ([`table`]) and
-//! checks the number of arguments. Those
-//! errors ([`Reject`]) come before the authentication check, as in Redis. Arguments stay
-//! slices of the request: parsing allocates nothing. [`apply`] then checks authentication
-//! and runs the command, appending its reply.
+//! checks the number of arguments. Those errors ([`Reject`]) come before the authentication
+//! check, as in Redis. Arguments stay slices of the request: parsing allocates nothing. The
+//! connection parses each request once and hands the [`Parsed`] command to its batch or to
+//! the session ([`crate::session::apply`] checks authentication and runs it).
 //!
 //! One module per data family ([`data`]: `DBSIZE` is [`keys`]'s, it counts the keys); the
 //! connection, server and Pub/Sub commands are the session's ([`crate::session`]).
@@ -142,11 +142,13 @@ pub enum Reject<'a> {
     Arity(&'static Entry),
 }
 
-/// A request's command, typed, with its entry in the table.
+/// A request's command, typed, with its entry in the table and its arguments (the name
+/// included): what the connection hands to batching, dispatch, `MULTI` and counting.
 #[derive(Clone, Copy)]
 pub struct Parsed<'a> {
     pub entry: &'static Entry,
     pub cmd: Command<'a>,
+    pub args: Args<'a>,
 }
 
 impl Parsed<'_> {
@@ -184,6 +186,7 @@ impl<'a> Command<'a> {
         Ok(Parsed {
             entry,
             cmd: Self::build(entry, args),
+            args,
         })
     }
 

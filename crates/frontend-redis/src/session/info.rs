@@ -64,9 +64,9 @@ pub fn runs_async(session: &Session<'_>, args: Args<'_>) -> bool {
         && wanted(args, "keyspace")
 }
 
-/// Whether `args` (a queued request) is an `INFO` showing the keyspace.
-pub fn needs_keyspace(args: Args<'_>) -> bool {
-    args.get(0).eq_ignore_ascii_case(b"info") && wanted(args, "keyspace")
+/// Whether `parsed` (a queued request) is an `INFO` showing the keyspace.
+pub fn needs_keyspace(parsed: &crate::cmd::Parsed<'_>) -> bool {
+    matches!(parsed.cmd, crate::cmd::Command::Info(args) if wanted(args, "keyspace"))
 }
 
 /// `(db, keys, keys with an expiry)` of each database holding live keys, in order.

@@ -17,7 +17,7 @@ pub mod server;
 use manifold_engine::clock;
 use manifold_redis_proto::{Protocol, Reply};
 
-use crate::cmd::{reject_reply, table, Args, Command, Parsed, Reject, Spec};
+use crate::cmd::{reject_reply, table, Command, Entry, Parsed, Reject, Spec};
 use crate::errors;
 use crate::server::{ClientInfo, RedisFrontend};
 
@@ -54,7 +54,10 @@ pub struct Session<'s> {
 
 /// The data command of a request an authenticated client may run: it waits for its batch
 /// ([`crate::exec`]) instead of being applied.
-pub fn batched(session: &Session<'_>, args: Args<'_>) -> Option<&'static Spec> {
+pub fn batched(
+    session: &Session<'_>,
+    parsed: &Result<Parsed<'_>, Reject<'_>>,
+) -> Option<&'static Entry> {
     if !session.authenticated
         || session.login.is_none()
         || session.multi.is_some()
@@ -62,27 +65,21 @@ pub fn batched(session: &Session<'_>, args: Args<'_>) -> Option<&'static Spec> {
     {
         return None;
     }
-    match Command::parse(args) {
-        Ok(Parsed {
-            cmd: Command::Data(spec, _),
-            ..
-        }) => {
-            session.info.cmd.set(spec.name);
-            Some(spec)
-        }
-        _ => None,
-    }
+    let entry = parsed.as_ref().ok()?.entry;
+    entry.spec()?;
+    session.info.cmd.set(entry.name);
+    Some(entry)
 }
 
-/// Applies one request (with at least one argument), appending its reply to `out`; a data
-/// command of an authenticated client is not run but returned, for its batch
+/// Applies one request (parsed: a command, or its refusal), appending its reply to `out`; a
+/// data command of an authenticated client is not run but returned, for its batch
 /// ([`crate::exec`]).
 pub fn apply(
     session: &mut Session<'_>,
-    args: Args<'_>,
+    parsed: Result<Parsed<'_>, Reject<'_>>,
     out: &mut Vec<u8>,
 ) -> Option<&'static Spec> {
-    let parsed = match Command::parse(args) {
+    let parsed = match parsed {
         Ok(parsed) => parsed,
         Err(reject) => {
             reject_reply(reject, session.proto, out);
@@ -140,13 +137,17 @@ pub fn apply(
     None
 }
 
-/// Handles a request that is not batched ([`crate::multi::handle`]), counting it; `INFO`
-/// with its keyspace section reads the keys' counts first.
-pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
+/// Handles a request that is not batched (its command parsed once, by the connection),
+/// through [`crate::multi::handle`], and counts it; `INFO` with its keyspace section reads
+/// the keys' counts first.
+pub async fn handle(
+    session: &mut Session<'_>,
+    parsed: Result<Parsed<'_>, Reject<'_>>,
+    out: &mut Vec<u8>,
+) {
     let m = session.fe.store.metrics.clone();
     let from = clock::now();
     let before = out.len();
-    let parsed = Command::parse(args);
     match parsed {
         Ok(Parsed {
             cmd: Command::Info(info),
@@ -158,10 +159,10 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
             if connection::is_login(login) && session.multi.is_none() =>
         {
             connection::wait_before_login(session, login).await;
-            crate::multi::handle(session, args, out).await;
+            crate::multi::handle(session, parsed, out).await;
             session.login_attempt = None;
         }
-        _ => crate::multi::handle(session, args, out).await,
+        _ => crate::multi::handle(session, parsed, out).await,
     }
     let ns = clock::span_ns(from, clock::now());
     let reply = out.get(before..).unwrap_or_default();
@@ -169,7 +170,7 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
         Err(Reject::Arity(entry)) => m.rejected(Some(entry.slot)),
         Err(_) => m.rejected(None),
         Ok(_) if reply == b"+QUEUED\r\n" => {}
-        Ok(Parsed { entry, cmd }) => {
+        Ok(Parsed { entry, cmd, .. }) => {
             let refused = reply.starts_with(crate::errors::NOAUTH)
                 || (crate::metrics::is_error(reply) && reply.starts_with(b"-ERR Can't execute"));
             if refused {
@@ -189,16 +190,12 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
     }
 }
 
-/// The commands `EXEC` ran (`requests`), whose replies are `replies`, one each.
+/// The commands `EXEC` ran (`entries`), whose replies are `replies`, one each: calls of no
+/// time of their own (`EXEC` has it).
 pub fn exec_ran<'a>(
     m: &crate::metrics::WorkerMetrics,
-    requests: impl Iterator<Item = Args<'a>>,
+    entries: impl Iterator<Item = &'a Entry>,
     replies: &[u8],
 ) {
-    let slots = requests.map(|a| match Command::parse(a) {
-        Ok(p) => p.entry.slot,
-        // Never queued.
-        Err(_) => usize::MAX,
-    });
-    m.calls(slots, replies, 0);
+    m.calls(entries.map(|e| e.slot), replies, 0);
 }
