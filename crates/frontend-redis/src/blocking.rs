@@ -23,8 +23,9 @@ use manifold_redis_proto::Reply;
 use tokio::sync::Notify;
 
 use crate::cmd::lists::{try_blocking, Served};
-use crate::cmd::{Args, Session, Spec};
+use crate::cmd::{Args, Spec};
 use crate::exec::Cx;
+use crate::session::Session;
 
 /// The clients blocked on each `(db, key)`: their ids and wake-ups.
 type ByKey = HashMap<(u8, Vec<u8>), Vec<(u64, Arc<Notify>)>>;
