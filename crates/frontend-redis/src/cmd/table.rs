@@ -185,10 +185,8 @@ const CONTAINERS: [(&str, &str); 4] = [
     ("pubsub", "PUBSUB"),
 ];
 
-/// Arities and flags are Redis 7.0.15's (`COMMAND INFO`), `client|setinfo` Redis 7.2's.
-/// `WATCH`'s keys are Redis's `1 -1 1`, but the door's `COMMAND INFO` has always answered
-/// `0 0 0` for it, as for every command that is not a data command: kept while issue 27
-/// re-cuts the crate without changing what it answers.
+/// Arities, flags and key positions are Redis 7.0.15's (`COMMAND INFO`), `client|setinfo`
+/// Redis 7.2's.
 const SESSION_COMMANDS: &[Def] = &[
     Def("ping", -1, SUBSCRIBED, NO_KEYS, Connection, Kind::Ping),
     Def("echo", 2, 0, NO_KEYS, Connection, Kind::Echo),
@@ -304,7 +302,18 @@ const SESSION_COMMANDS: &[Def] = &[
     Def("multi", 1, 0, NO_KEYS, Transactions, Kind::Multi),
     Def("exec", 1, 0, NO_KEYS, Transactions, Kind::Exec),
     Def("discard", 1, 0, NO_KEYS, Transactions, Kind::Discard),
-    Def("watch", -2, 0, NO_KEYS, Transactions, Kind::Watch),
+    Def(
+        "watch",
+        -2,
+        0,
+        Keys {
+            first: 1,
+            last: -1,
+            step: 1,
+        },
+        Transactions,
+        Kind::Watch,
+    ),
     Def("unwatch", 1, 0, NO_KEYS, Transactions, Kind::Unwatch),
     Def(
         "subscribe",
