@@ -4,6 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use manifold_engine::login_throttle::Attempt;
 use manifold_engine::{BlockingError, Door, WaitClock, WorkerContext};
 use manifold_io::{PacketIo, ReadError, Stream};
 use manifold_mysql_proto::auth;
@@ -321,13 +322,13 @@ async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginError
 /// exchanges as needed. Returns the user and the next sequence id; the caller sends the OK.
 /// On failure the client has been sent ERR 1045.
 ///
-/// Password guessing costs time ([`manifold_engine::login_throttle`]): each check of a
-/// password the client sent is admitted as its address and user have earned (at once, or one
-/// at a time after a delay) just before it is made, and counted against the user at the
-/// address just after ([`PasswordChecks`]); no client round trip comes between, so a client
-/// that stalls holds nothing. `waited` is told of the waits, for the login timeout. An unknown
-/// user is checked against [`crate::users::Users::decoy_for`]: the same packets, waits and
-/// hashing as a wrong password.
+/// Password guessing costs time ([`manifold_engine::login_throttle`]): once the client's
+/// answer is in, the login is admitted as its address and user have earned (at once, or one
+/// at a time after a delay) before it is checked, and its result is counted against the user
+/// at the address once, at the end (`waited` is told of the waits, for the login timeout). A
+/// `caching_sha2_password` client that leaves after being asked for its password has failed.
+/// An unknown user is checked against [`crate::users::Users::decoy_for`]: the same packets,
+/// waits and hashing as a wrong password.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn authenticate(
     shared: &Shared,
@@ -377,81 +378,41 @@ pub(crate) async fn authenticate(
     };
     let verified = if plugin == auth::CACHING_SHA2_PASSWORD {
         let fast_allowed = !shared.config.sha2_full_auth_first || shared.sha2_cached(&checked.name);
-        let fast = |response: &[u8]| {
-            auth::sha2_verify_fast(checked.sha2_hash.as_ref(), scramble, response)
-        };
         let step = sha2_first_step(fast_allowed, &response);
-        // A fast-path mismatch: the wait its check had, to be had again at the end.
-        let mismatch_waited = match step {
-            Sha2Step::Refuse => {
-                login.check(|| false).await;
-                None
-            }
-            Sha2Step::Fast => {
-                let started = std::time::Instant::now();
-                if login.check(|| fast(&response)).await {
-                    FrontendMetrics::inc(&shared.metrics.sha2_fast_auths);
-                    let mut out = Vec::new();
-                    encode_auth_more_data(&mut out, &[auth::SHA2_FAST_AUTH_SUCCESS]);
-                    seq = io
-                        .send(seq, &out)
-                        .await
-                        .map_err(LoginError::write("sending fast auth success"))?;
-                    if let Some(u) = user {
-                        return Ok((u, seq));
+        if step == Sha2Step::Refuse {
+            login.check(|| false).await
+        } else {
+            // Admitted once, before the first step, whichever it is, so a cached user, an
+            // uncached one and an unknown name wait alike; counted once, at the end.
+            match shared.logins.admit(login.ip, user_name, waited).await {
+                // Too many of the address waiting: refused unchecked, after the same steps.
+                Err(_) => {
+                    (_, seq) = sha2_full_auth(shared, ctx, io, seq, scramble).await?;
+                    false
+                }
+                Ok(attempt) => {
+                    let (verified, s) = sha2_check(
+                        shared,
+                        ctx,
+                        io,
+                        seq,
+                        attempt,
+                        step == Sha2Step::Fast,
+                        user.as_ref(),
+                        checked,
+                        user_name,
+                        &response,
+                        scramble,
+                    )
+                    .await?;
+                    seq = s;
+                    match verified {
+                        Some(u) => return Ok((u, seq)),
+                        None => false,
                     }
-                }
-                Some(started.elapsed())
-            }
-            Sha2Step::Full => {
-                // Waits as a fast check would and does its hashing, so that neither the
-                // timing nor the packets tell a cached user from an uncached or unknown one;
-                // nothing is checked, so nothing is counted.
-                login.admit_unchecked().await;
-                std::hint::black_box(fast(&response));
-                None
-            }
-        };
-        if step != Sha2Step::Refuse {
-            let password;
-            (password, seq) = sha2_full_auth(shared, ctx, io, seq, scramble).await?;
-            if let Some(waited_before) = mismatch_waited {
-                // The fast check was this login's check, counted: the scramble matched no
-                // password of the user's, so whatever comes now is not checked (a real client
-                // sends the same password; a guesser gets one guess per login). The exchange
-                // above ran all the same, and the wait a full check has is had again, so that
-                // the answer looks and takes what an uncached user's or an unknown one's does.
-                if waited_before >= std::time::Duration::from_millis(1) {
-                    manifold_engine::login_throttle::wait_as_delay(waited, waited_before).await;
-                }
-            } else {
-                // A reload while the client answered: the password is checked against the
-                // users of now (a user removed meanwhile is unknown).
-                let users_now = shared.users.load();
-                let user_now = users_now.get(user_name).cloned();
-                let checked_now: &User = user_now
-                    .as_deref()
-                    .unwrap_or_else(|| users_now.decoy_for(user_name));
-                let login = PasswordChecks {
-                    known: user_now.is_some(),
-                    ..login
-                };
-                let ok = login
-                    .check(|| {
-                        checked_now.sha2_hash.is_some()
-                            && password.as_deref().is_some_and(|p| {
-                                auth::sha2_verify_cleartext(checked_now.sha2_hash.as_ref(), p)
-                            })
-                    })
-                    .await;
-                if let (true, Some(u)) = (ok, user_now) {
-                    FrontendMetrics::inc(&shared.metrics.sha2_full_auths);
-                    shared.sha2_remember(&u.name);
-                    return Ok((u, seq));
                 }
             }
         }
-        false
     } else {
         login
             .check(|| auth::native_verify(checked.native_hash.as_ref(), scramble, &response))
@@ -473,6 +434,66 @@ pub(crate) async fn authenticate(
     )
     .await;
     Err(AuthFailure::Denied(denied))
+}
+
+/// A `caching_sha2_password` login past its first answer (`response`, 32 bytes), admitted
+/// as `attempt`: the fast path when `fast_allowed` and the scramble matches a known user's
+/// password (0x01 0x03), else full authentication, the password checked once it has come
+/// and the attempt counted then. `Some`: the user logged in.
+#[allow(clippy::too_many_arguments)]
+async fn sha2_check(
+    shared: &Shared,
+    ctx: &WorkerContext,
+    io: &mut PacketIo,
+    mut seq: u8,
+    mut attempt: Attempt<'_>,
+    fast_allowed: bool,
+    user: Option<&Arc<User>>,
+    checked: &User,
+    user_name: &[u8],
+    response: &[u8],
+    scramble: &[u8; 20],
+) -> Result<(Option<Arc<User>>, u8), LoginError> {
+    // Hashed whether the fast path is allowed or not, so that a cached user costs what an
+    // uncached one and an unknown name do before their "perform full authentication".
+    let fast = auth::sha2_verify_fast(checked.sha2_hash.as_ref(), scramble, response);
+    if let (true, true, Some(u)) = (fast_allowed, fast, user) {
+        attempt.succeeded();
+        FrontendMetrics::inc(&shared.metrics.sha2_fast_auths);
+        let mut out = Vec::new();
+        encode_auth_more_data(&mut out, &[auth::SHA2_FAST_AUTH_SUCCESS]);
+        seq = io
+            .send(seq, &out)
+            .await
+            .map_err(LoginError::write("sending fast auth success"))?;
+        return Ok((Some(u.clone()), seq));
+    }
+    // "Perform full authentication": after a fast-path mismatch (as MySQL answers one, the
+    // full authentication deciding), for a first login, for an unknown name alike. The
+    // attempt is under way until the password has come and been checked; a client that
+    // leaves meanwhile has failed (a mismatch told it "not this password").
+    attempt.fail_if_dropped(Door::Mysql);
+    let password;
+    (password, seq) = sha2_full_auth(shared, ctx, io, seq, scramble).await?;
+    // Checked against the users of now: a user removed by a reload while the client
+    // answered is unknown by then.
+    let users_now = shared.users.load();
+    let user_now = users_now.get(user_name).cloned();
+    let checked_now: &User = user_now
+        .as_deref()
+        .unwrap_or_else(|| users_now.decoy_for(user_name));
+    let ok = checked_now.sha2_hash.is_some()
+        && password
+            .as_deref()
+            .is_some_and(|p| auth::sha2_verify_cleartext(checked_now.sha2_hash.as_ref(), p));
+    if let (true, Some(u)) = (ok, user_now) {
+        attempt.succeeded();
+        FrontendMetrics::inc(&shared.metrics.sha2_full_auths);
+        shared.sha2_remember(&u.name);
+        return Ok((Some(u), seq));
+    }
+    attempt.failed(Door::Mysql);
+    Ok((None, seq))
 }
 
 /// The plugin `user` authenticates with, and whether the client must be sent an
@@ -533,10 +554,9 @@ fn sha2_first_step(fast_allowed: bool, response: &[u8]) -> Sha2Step {
     }
 }
 
-/// One login's password checks, each admitted by the failed-logins table
-/// ([`manifold_engine::login_throttle`]) just before it is made and counted just after, with
-/// no client round trip between: a client that stalls holds no turn of its address, and a
-/// burst of connections cannot have many checks under way before the first failures count.
+/// A login's password check made at once (`mysql_native_password`, a refused
+/// `caching_sha2_password` answer): admitted by the failed-logins table
+/// ([`manifold_engine::login_throttle`]) just before it is made and counted just after.
 #[derive(Clone, Copy)]
 struct PasswordChecks<'a> {
     shared: &'a Shared,
@@ -567,16 +587,6 @@ impl PasswordChecks<'_> {
             attempt.failed(Door::Mysql);
             false
         }
-    }
-
-    /// Waits as a check would, checking nothing and counting nothing: a step that checks
-    /// nothing answers as late as one that does.
-    async fn admit_unchecked(&self) {
-        let _ = self
-            .shared
-            .logins
-            .admit(self.ip, self.user_name, self.waited)
-            .await;
     }
 }
 

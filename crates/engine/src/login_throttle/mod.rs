@@ -462,6 +462,7 @@ impl LoginThrottle {
             },
             registered: false,
             done: false,
+            dropped_fails: None,
             turn: None,
         }
     }
@@ -763,6 +764,9 @@ pub struct Attempt<'a> {
     done: bool,
     /// Released after the result is recorded (fields drop after [`Drop::drop`]).
     turn: Option<OwnedSemaphorePermit>,
+    /// Dropped without a result (the client left), it counts as a failure at this door
+    /// ([`Attempt::fail_if_dropped`]).
+    dropped_fails: Option<Door>,
 }
 
 impl Attempt<'_> {
@@ -771,6 +775,14 @@ impl Attempt<'_> {
     /// guessing, and the count is there when they are turned on).
     pub fn failed(mut self, door: Door) {
         self.finish(Outcome::Failed(door));
+    }
+
+    /// From now on, dropped without a result counts as a failure at `door`: the client was
+    /// asked for its password after a check it may have learned from (a `caching_sha2`
+    /// fast-path mismatch tells "not this password"), so leaving then is a failed guess, and
+    /// every login that reaches this step is counted the same way, checked yet or not.
+    pub fn fail_if_dropped(&mut self, door: Door) {
+        self.dropped_fails = Some(door);
     }
 
     /// The password was right: the user's failures from the address are forgiven.
@@ -827,7 +839,11 @@ impl Attempt<'_> {
 
 impl Drop for Attempt<'_> {
     fn drop(&mut self) {
-        self.finish(Outcome::Abandoned);
+        let outcome = match self.dropped_fails {
+            Some(door) => Outcome::Failed(door),
+            None => Outcome::Abandoned,
+        };
+        self.finish(outcome);
     }
 }
 
@@ -864,15 +880,6 @@ impl Drop for Pause<'_> {
 
 /// While paused, the timeout looks again this often.
 const PAUSED_RECHECK: Duration = Duration::from_secs(1);
-
-/// Waits `d` as a login delay, which `waited`'s login timeout leaves out: a door's wait that
-/// stands in for a check's (so that a step checking nothing answers as late as one that does).
-pub async fn wait_as_delay(waited: Option<&WaitClock>, d: Duration) {
-    if let Some(w) = waited {
-        w.add(d);
-    }
-    tokio::time::sleep(d).await;
-}
 
 impl WaitClock {
     fn add(&self, d: Duration) {

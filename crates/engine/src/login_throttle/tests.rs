@@ -387,3 +387,28 @@ async fn other_users_in_flight_do_not_hold_up_a_user_without_failures() {
     let e = &t.lock()[&a];
     assert_eq!((e.in_flight, e.in_flight_users.len()), (0, 0));
 }
+
+/// An attempt dropped without a result counts as nothing, unless the door said that leaving
+/// from that point on is a failure (a client asked for its password after a check it may
+/// have learned from).
+#[test]
+fn a_dropped_attempt_fails_only_once_told_to() {
+    let t = throttle(3, 30);
+    drop(t.attempt(ip("10.0.0.3"), b"u"));
+    assert!(t.failures_now().is_empty());
+    let mut a = t.attempt(ip("10.0.0.3"), b"u");
+    a.fail_if_dropped(Door::Mysql);
+    drop(a);
+    assert_eq!(t.failures(Door::Mysql), 1);
+    assert_eq!(t.failures_now()[0].failures, 1);
+    // Told so, then finished with a result: that result counts, once.
+    let mut a = t.attempt(ip("10.0.0.3"), b"u");
+    a.fail_if_dropped(Door::Mysql);
+    a.succeeded();
+    assert!(t.failures_now().is_empty());
+    let mut a = t.attempt(ip("10.0.0.3"), b"u");
+    a.fail_if_dropped(Door::Mysql);
+    a.failed(Door::Mysql);
+    assert_eq!(t.failures(Door::Mysql), 2);
+    assert_eq!(t.failures_now()[0].failures, 1);
+}
