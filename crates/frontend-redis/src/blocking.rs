@@ -254,7 +254,7 @@ impl<'w> Blocked<'w> {
         let fe: &'w crate::server::RedisFrontend = session.fe;
         Some(Blocked {
             registration: Registration::new(
-                &fe.store.shared.waiters,
+                &fe.worker.waiters,
                 session.info.id,
                 db,
                 &keys(args, spec.name),
@@ -277,10 +277,10 @@ impl<'w> Blocked<'w> {
         out: &mut Vec<u8>,
     ) -> bool {
         let proto = session.proto;
-        let store = &session.fe.store;
+        let worker = &session.fe.worker;
         loop {
             let mut cx = Cx {
-                tx: store.begin(&self.login, true).noting(&session.causal),
+                tx: worker.begin(&self.login, true).noting(&session.causal),
                 out: Vec::new(),
                 proto,
                 db: self.db,

@@ -27,7 +27,8 @@ use manifold_redis_proto::{Protocol, Reply};
 use crate::cmd::{self, Args, Family, Spec};
 use crate::kill::ClientHandle;
 use crate::replicas::Causal;
-use crate::store::{Store, StoreError, Tx};
+use crate::store::{StoreError, Tx};
+use crate::worker::Worker;
 
 /// Most keys in one batched statement.
 pub const RUN_MAX: usize = 128;
@@ -229,7 +230,7 @@ fn is_get(spec: &Spec) -> bool {
 /// order, to `out` (`out_limit`: what `out` may hold, the client's output limit).
 #[allow(clippy::too_many_arguments)]
 pub async fn run_batch(
-    store: &Rc<Store>,
+    worker: &Rc<Worker>,
     login: &Rc<ConnKey>,
     proto: Protocol,
     db: u8,
@@ -240,7 +241,7 @@ pub async fn run_batch(
     client: &ClientHandle,
 ) {
     // Only GETs, or only plain SETs: one statement with other connections' (group commit).
-    if crate::group::run(store, login, proto, db, causal, cmds, out, out_limit).await {
+    if crate::group::run(worker, login, proto, db, causal, cmds, out, out_limit).await {
         return;
     }
     // One statement that commits itself needs no transaction around it.
@@ -253,7 +254,7 @@ pub async fn run_batch(
     let mut failed: Vec<Option<Vec<u8>>> = vec![None; cmds.len()];
     let mut transient = 0;
     loop {
-        let mut tx = store.begin(login, write).noting(causal);
+        let mut tx = worker.begin(login, write).noting(causal);
         if replica {
             tx = tx.reading_after(vec![causal.clone()]);
         }

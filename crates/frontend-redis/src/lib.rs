@@ -35,6 +35,7 @@ pub mod pubsub;
 pub mod replicas;
 pub mod server;
 pub mod store;
+pub mod worker;
 
 pub use config::RedisConfig;
 pub use server::{Account, BackendLogin, Credentials, RedisFrontend, RedisShared, RedisTlsDoor};

@@ -2,7 +2,7 @@
 //! batches and their sizes, stage latencies, connections, bytes, Pub/Sub traffic and the
 //! expiry sweeper's work.
 //!
-//! Each worker records into its own [`WorkerMetrics`] (on its [`crate::store::Store`]); only
+//! Each worker records into its own [`WorkerMetrics`] (on its [`crate::worker::Worker`]); only
 //! that worker's thread writes it, so a count goes up with a relaxed load and a relaxed
 //! store ([`Counter`]: no locked instruction, no cache line written by two threads), as the
 //! MySQL door's telemetry does. [`Metrics`] (on [`crate::RedisShared`]) lists every worker's,
@@ -414,7 +414,7 @@ pub fn reply_len(buf: &[u8]) -> Option<usize> {
 /// Handles a request that is not batched ([`crate::multi::handle`]), counting it; `INFO`
 /// with its keyspace section reads the keys' counts first.
 pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
-    let m = session.fe.store.metrics.clone();
+    let m = session.fe.worker.metrics.clone();
     let from = now();
     let before = out.len();
     let parsed = Command::parse(args);

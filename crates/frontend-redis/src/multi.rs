@@ -185,7 +185,7 @@ async fn watch(session: &mut Session<'_>, keys: Args<'_>, out: &mut Vec<u8>) {
     };
     let db = session.info.db.get();
     let fe = session.fe;
-    let mut tx = fe.store.begin(&login, false);
+    let mut tx = fe.worker.begin(&login, false);
     let mut seen = Vec::new();
     for k in keys.from(1) {
         match tx.key_meta(db, k, false).await {
@@ -267,7 +267,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
         // Each try starts from the session as it was at EXEC.
         restore(session, db0, proto0);
         let mut cx = Cx {
-            tx: fe.store.begin(&login, true).noting(&session.causal),
+            tx: fe.worker.begin(&login, true).noting(&session.causal),
             out: Vec::new(),
             proto: session.proto,
             db: db0,
@@ -302,7 +302,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                         let ran = requests
                             .iter()
                             .map(|(r, at)| Args::new(r, &multi.buf[*at..]));
-                        crate::metrics::exec_ran(&fe.store.metrics, ran, &replies);
+                        crate::metrics::exec_ran(&fe.worker.metrics, ran, &replies);
                         Reply::new(out, proto0).array_len(steps.len());
                         out.extend_from_slice(&replies);
                         return;

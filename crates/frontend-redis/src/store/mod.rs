@@ -1,12 +1,16 @@
 //! Where the keys live: tables in a schema of the cluster's primary, reached through the
 //! worker's backend pool to the primary, with parameterised SQL only.
 //!
+//! SQL state and the transaction context only: what a worker keeps that is not SQL (its
+//! groups, figures, blocked clients) is on its [`crate::worker::Worker`].
+//!
 //! - [`Store`]: one per worker: which pool is the primary's now, the statements prepared
 //!   for the door (each SQL text gets an id once per worker; a connection prepares it the
 //!   first time it runs it), and whether the schema is known to exist.
 //! - [`Tx`]: what one batch of commands runs in: a connection borrowed at the first
 //!   statement, a transaction when the batch writes (committed once, after every command of
-//!   the batch ran), the batch's clock.
+//!   the batch ran), the batch's clock. Begun by the worker ([`crate::worker::Worker::begin`]),
+//!   to which it reports its statements' time and the lists it pushed to.
 //! - [`schema`]: the tables, created and migrated on first use.
 //! - [`keys`]: the key table's rows (type, expiry, length): lookups that treat an expired
 //!   key as absent, creation, deletion of a key with its members.
@@ -28,6 +32,7 @@ use manifold_mysql_proto::packets::{ErrPacket, Value};
 use manifold_router::{NodeId, Topology};
 
 use crate::replicas::Causal;
+use crate::worker::Worker;
 
 /// This worker's way to the nodes of the cluster that keeps the door's keys.
 pub trait Backends {
@@ -102,8 +107,6 @@ pub struct StoreShared {
     /// manifold's own login on the door's tables: what the sweeper runs as. Its `Debug`
     /// does not show it.
     own_login: sweeper::OwnLogin,
-    /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker.
-    pub waiters: crate::blocking::Waiters,
     /// Read-only batches may run on replicas (`redis.read_from = "replicas"`).
     pub read_from_replicas: bool,
 }
@@ -120,7 +123,6 @@ impl StoreShared {
             ready: AtomicBool::new(false),
             keep_statements: keep_statements.max(16),
             own_login: sweeper::OwnLogin(own_login),
-            waiters: crate::blocking::Waiters::default(),
             read_from_replicas,
         })
     }
@@ -148,10 +150,6 @@ pub struct Store {
     pub(crate) backends: Rc<dyn Backends>,
     /// SQL text (with `{s}`) → its id and its text for the server.
     statements: RefCell<HashMap<Box<str>, Prepared>>,
-    /// Batches of this worker's connections gathered into one statement.
-    pub groups: crate::group::Groups,
-    /// This worker's figures, the sweeper's included ([`crate::metrics`]).
-    pub metrics: Arc<crate::metrics::WorkerMetrics>,
 }
 
 impl std::fmt::Debug for Store {
@@ -168,8 +166,6 @@ impl Store {
             shared,
             backends,
             statements: RefCell::new(HashMap::new()),
-            groups: crate::group::Groups::default(),
-            metrics: Arc::default(),
         }
     }
 
@@ -183,12 +179,15 @@ impl Store {
         map.insert(sql.into(), (id, text.clone()));
         (id, text)
     }
+}
 
-    /// A transaction for one batch, as `key`'s backend login; `write`: the batch writes, so
-    /// its statements run in one transaction committed by [`Tx::commit`].
-    pub fn begin<'s>(&'s self, key: &'s ConnKey, write: bool) -> Tx<'s> {
+impl<'s> Tx<'s> {
+    /// A transaction for one batch on `worker`, as `key`'s backend login; `write`: the batch
+    /// writes, so its statements run in one transaction committed by [`Tx::commit`].
+    pub(crate) fn new(worker: &'s Worker, key: &'s ConnKey, write: bool) -> Self {
         Tx {
-            store: self,
+            store: &worker.store,
+            worker,
             key,
             lease: None,
             write,
@@ -237,6 +236,8 @@ pub fn now_ms() -> i64 {
 /// One batch's statements: on one connection, in one transaction when the batch writes.
 pub struct Tx<'s> {
     store: &'s Store,
+    /// Where its statements' time and its pushes are reported (not SQL state).
+    worker: &'s Worker,
     key: &'s ConnKey,
     lease: Option<Lease>,
     write: bool,
@@ -298,7 +299,7 @@ impl Tx<'_> {
     /// Elements were pushed on the list `key`: clients blocked on it are woken once this
     /// transaction commits (nothing is kept while no client is blocked anywhere).
     pub fn note_push(&mut self, db: u8, key: &[u8]) {
-        if self.store.shared.waiters.active() {
+        if self.worker.waiters.active() {
             self.pushed.push((db, key.to_vec()));
         }
     }
@@ -386,7 +387,7 @@ impl Tx<'_> {
         }
         let from = crate::metrics::now(); // metrics: time in backend statements
         let executed = conn.execute_each(id, &text, params, keep, on_row).await;
-        self.store.metrics.record(crate::metrics::Stage::Sql, from);
+        self.worker.metrics.record(crate::metrics::Stage::Sql, from);
         match executed? {
             Ok(done) => {
                 self.note(&done.session_state);
@@ -418,7 +419,7 @@ impl Tx<'_> {
         if self.write {
             let from = crate::metrics::now(); // metrics: time in backend statements
             let committed = lease.conn().run_ok(b"COMMIT").await;
-            self.store.metrics.record(crate::metrics::Stage::Sql, from);
+            self.worker.metrics.record(crate::metrics::Stage::Sql, from);
             match committed? {
                 Ok(ok) => self.note(&ok.session_state),
                 // The pool resets the connection (which rolls back) before lending it again.
@@ -427,7 +428,7 @@ impl Tx<'_> {
         }
         lease.mark_clean();
         for (db, key) in &self.pushed {
-            self.store.shared.waiters.wake(*db, key);
+            self.worker.waiters.wake(*db, key);
         }
         Ok(())
     }
