@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 use crate::cmd::lists::{try_blocking, Served};
 use crate::cmd::{Args, Session, Spec};
 use crate::exec::Cx;
+use crate::store::{pause_before_retry, Attempts, Decision};
 
 /// The clients blocked on each `(db, key)`: their ids and wake-ups.
 type ByKey = HashMap<(u8, Vec<u8>), Vec<(u64, Arc<Notify>)>>;
@@ -229,7 +230,8 @@ pub struct Blocked<'w> {
     deadline: Option<tokio::time::Instant>,
     login: std::rc::Rc<manifold_backend::ConnKey>,
     db: u8,
-    transient: usize,
+    /// The conflicts of this wake-up's attempt.
+    attempts: Attempts,
 }
 
 impl<'w> Blocked<'w> {
@@ -263,7 +265,7 @@ impl<'w> Blocked<'w> {
             deadline: timeout.and_then(|t| tokio::time::Instant::now().checked_add(t)),
             login,
             db,
-            transient: 0,
+            attempts: Attempts::new(0),
         })
     }
 
@@ -309,7 +311,7 @@ impl<'w> Blocked<'w> {
                             return true;
                         }
                         Ok(()) => {
-                            self.transient = 0;
+                            self.attempts = Attempts::new(0);
                             return false;
                         }
                         Err(e) => e,
@@ -320,13 +322,14 @@ impl<'w> Blocked<'w> {
                     e
                 }
             };
-            if e.is_transient() && self.transient < crate::store::TRANSIENT_RETRIES {
-                self.transient += 1;
-                crate::store::pause_before_retry(self.transient).await;
-                continue;
+            // The command is the attempt's only one: nothing runs without it.
+            match self.attempts.next(None, &e) {
+                Decision::Again(pause) => pause_before_retry(pause).await,
+                Decision::OnPrimary | Decision::WatchConflict | Decision::FailAll => {
+                    Reply::new(out, proto).error(&e.reply_text());
+                    return true;
+                }
             }
-            Reply::new(out, proto).error(&e.reply_text());
-            return true;
         }
     }
 

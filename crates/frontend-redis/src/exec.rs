@@ -27,7 +27,7 @@ use manifold_redis_proto::{Protocol, Reply};
 use crate::cmd::{self, Args, Family, Spec};
 use crate::kill::ClientHandle;
 use crate::replicas::Causal;
-use crate::store::{StoreError, Tx};
+use crate::store::{pause_before_retry, Attempts, Decision, StoreError, Tx};
 use crate::worker::Worker;
 
 /// Most keys in one batched statement.
@@ -251,8 +251,7 @@ pub async fn run_batch(
     let read_only = cmds.iter().all(|(s, _)| !s.write);
     // A read that failed on a replica runs again on the primary.
     let mut replica = read_only;
-    let mut failed: Vec<Option<Vec<u8>>> = vec![None; cmds.len()];
-    let mut transient = 0;
+    let mut attempts = Attempts::new(cmds.len());
     loop {
         let mut tx = worker.begin(login, write).noting(causal);
         if replica {
@@ -266,12 +265,11 @@ pub async fn run_batch(
             out_limit: out_limit.saturating_sub(out.len()),
             client: Some(ReplyOwner::new(client)),
         };
-        let (at, e): (Option<usize>, StoreError) = match run_all(&mut cx, cmds, &failed).await {
+        let (at, e) = match run_all(&mut cx, cmds, attempts.failed()).await {
             Ok(()) => {
                 let Cx {
                     tx, out: replies, ..
                 } = cx;
-                let on_replica = tx.on_replica();
                 match tx.commit().await {
                     Ok(()) => {
                         if out.is_empty() {
@@ -282,56 +280,29 @@ pub async fn run_batch(
                         }
                         return;
                     }
-                    Err(e) if on_replica => {
-                        tracing::debug!(error = %e.reply_text().escape_ascii(), "redis read failed on a replica; the primary serves it");
-                        replica = false;
-                        continue;
-                    }
                     Err(e) => (None, e),
                 }
             }
             Err((i, e)) => {
-                let on_replica = cx.tx.on_replica();
                 cx.tx.abandon();
-                if on_replica {
-                    tracing::debug!(error = %e.reply_text().escape_ascii(), "redis read failed on a replica; the primary serves it");
-                    replica = false;
-                    continue;
-                }
                 (Some(i), e)
             }
         };
-        if !try_again(at, &e, &mut failed, &mut transient).await {
-            let text = e.reply_text();
-            for _ in cmds {
-                Reply::new(out, proto).error(&text);
+        match attempts.next(at, &e) {
+            Decision::Again(pause) => pause_before_retry(pause).await,
+            Decision::OnPrimary => {
+                tracing::debug!(error = %e.reply_text().escape_ascii(), "redis read failed on a replica; the primary serves it");
+                replica = false;
             }
-            return;
+            // No `WATCH` here.
+            Decision::WatchConflict | Decision::FailAll => {
+                let text = e.reply_text();
+                for _ in cmds {
+                    Reply::new(out, proto).error(&text);
+                }
+                return;
+            }
         }
-    }
-}
-
-/// After a failed try of a batch (or an `EXEC`) stopped by `e` at command `at`: whether
-/// to try again, after a pause for a deadlock or lock wait timeout, or without command
-/// `at` when the server refused its statement (it then fails alone, with `e`'s text in
-/// `failed`). `false`: every command answers `e`.
-pub(crate) async fn try_again(
-    at: Option<usize>,
-    e: &StoreError,
-    failed: &mut [Option<Vec<u8>>],
-    transient: &mut usize,
-) -> bool {
-    if e.is_transient() && *transient < crate::store::TRANSIENT_RETRIES {
-        *transient += 1;
-        crate::store::pause_before_retry(*transient).await;
-        return true;
-    }
-    match (at, e) {
-        (Some(i), StoreError::Server(_)) if failed[i].is_none() => {
-            failed[i] = Some(e.reply_text());
-            true
-        }
-        _ => false,
     }
 }
 

@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 
 use crate::cmd::strings::{self, Found};
 use crate::exec::{Cx, RUN_MAX};
-use crate::store::StoreError;
+use crate::store::Retry;
 use crate::worker::Worker;
 
 /// What a group does.
@@ -237,11 +237,14 @@ async fn execute(worker: Rc<Worker>, group: Rc<Group>) {
             },
             Err(e) => {
                 cx.tx.abandon();
-                match e {
-                    // A read may simply run again; a refused statement did nothing.
-                    StoreError::Server(_) => Outcome::Refused,
-                    StoreError::Backend(_) if group.kind == Kind::Get => Outcome::Refused,
-                    StoreError::Backend(_) => Outcome::Failed(e.reply_text()),
+                match e.retry() {
+                    // Whether the write committed is unknown: no member may run it again.
+                    Retry::Never if group.kind == Kind::Set => Outcome::Failed(e.reply_text()),
+                    // A read may simply run again; a refused statement did nothing (a
+                    // conflict too: each member's batch retries it).
+                    Retry::Never | Retry::AfterPause | Retry::WithoutCommand | Retry::OnPrimary => {
+                        Outcome::Refused
+                    }
                 }
             }
         }

@@ -27,7 +27,7 @@ use manifold_redis_proto::{Limits, Reply, Request};
 use crate::cmd::{self, Args, Command, Session};
 use crate::errors;
 use crate::exec::{self, Cx};
-use crate::store::StoreError;
+use crate::store::{pause_before_retry, Attempts, Decision, StoreError};
 
 /// Commands queued since `MULTI`.
 #[derive(Debug, Default)]
@@ -261,8 +261,10 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
     let fe = session.fe;
     let db0 = session.info.db.get();
     let proto0 = session.proto;
-    let mut failed: Vec<Option<Vec<u8>>> = vec![None; steps.len()];
-    let mut transient = 0;
+    // With WATCH, a conflict with another transaction (a deadlock: two EXECs creating a key
+    // both saw absent) answers as a changed watched key does: nothing was written, and the
+    // client's retry loop reads the key again.
+    let mut attempts = Attempts::new(steps.len()).watching(!watched.is_empty());
     loop {
         // Each try starts from the session as it was at EXEC.
         restore(session, db0, proto0);
@@ -285,7 +287,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
         if watched.iter().any(|w| w.seen.is_none()) {
             cx.tx.gap_locks();
         }
-        let result = run_steps(session, &mut cx, &steps, &watched, &failed).await;
+        let result = run_steps(session, &mut cx, &steps, &watched, attempts.failed()).await;
         let (at, e) = match result {
             Ok(false) => {
                 cx.tx.abandon();
@@ -315,18 +317,19 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                 (i, e)
             }
         };
-        // With WATCH, a conflict with another transaction (a deadlock: two EXECs creating a
-        // key both saw absent) answers as a changed watched key does: nothing was written,
-        // and the client's retry loop reads the key again.
-        if e.is_transient() && !watched.is_empty() {
-            restore(session, db0, proto0);
-            Reply::new(out, proto0).null_array();
-            return;
-        }
-        if !exec::try_again(at, &e, &mut failed, &mut transient).await {
-            restore(session, db0, proto0);
-            Reply::new(out, proto0).error(&e.reply_text());
-            return;
+        match attempts.next(at, &e) {
+            Decision::Again(pause) => pause_before_retry(pause).await,
+            Decision::WatchConflict => {
+                restore(session, db0, proto0);
+                Reply::new(out, proto0).null_array();
+                return;
+            }
+            // An EXEC never runs on a replica: it writes.
+            Decision::OnPrimary | Decision::FailAll => {
+                restore(session, db0, proto0);
+                Reply::new(out, proto0).error(&e.reply_text());
+                return;
+            }
         }
     }
 }

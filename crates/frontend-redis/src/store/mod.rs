@@ -16,9 +16,14 @@
 //!   key as absent, creation, deletion of a key with its members.
 //! - [`sweeper`]: deletes expired keys and collects `gc`, on one worker.
 
+mod error;
 pub mod keys;
 pub mod schema;
 pub mod sweeper;
+
+pub use error::{
+    pause_before_retry, Attempts, Cause, Decision, Retry, StoreError, TRANSIENT_RETRIES,
+};
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -27,7 +32,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use manifold_backend::{BackendConn, BackendError, ConnKey, Executed, Lease, Param, Pool};
+use manifold_backend::{BackendConn, ConnKey, Executed, Lease, Param, Pool};
 use manifold_mysql_proto::packets::{ErrPacket, Value};
 use manifold_router::{NodeId, Topology};
 
@@ -50,48 +55,6 @@ pub trait Backends {
     /// This worker's pool to the cluster's primary now.
     fn primary(&self) -> Rc<Pool> {
         self.pool(self.topology().primary())
-    }
-}
-
-/// Why a batch could not run: its commands get this error, none gets a reply it did not
-/// earn.
-#[derive(Debug)]
-pub enum StoreError {
-    /// No connection, or the one borrowed broke: whether a write committed is unknown.
-    Backend(BackendError),
-    /// The server refused a statement.
-    Server(ErrPacket),
-}
-
-impl StoreError {
-    /// The text of the `-ERR` reply a command gets for this failure.
-    pub fn reply_text(&self) -> Vec<u8> {
-        match self {
-            StoreError::Backend(e) => format!("manifold: backend unavailable: {e}").into_bytes(),
-            StoreError::Server(e) => {
-                let mut t = format!("manifold: backend error {}: ", e.code).into_bytes();
-                t.extend(
-                    e.message
-                        .iter()
-                        .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-                );
-                t
-            }
-        }
-    }
-
-    /// A deadlock, a lock wait timeout, or a duplicate key: the batch may run again from
-    /// the start. Writes run in read committed, where a locking read of an absent key locks
-    /// no gap: two batches creating the same key both find it absent, and the second's
-    /// `INSERT` fails with 1062 once the first commits; run again, it finds the key.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Server(e) if matches!(e.code, 1213 | 1205 | 1062))
-    }
-}
-
-impl From<BackendError> for StoreError {
-    fn from(e: BackendError) -> Self {
-        StoreError::Backend(e)
     }
 }
 
@@ -212,20 +175,6 @@ pub fn conn_key(login: &crate::server::BackendLogin) -> ConnKey {
     ConnKey::own(&login.user, &login.password, BINARY)
 }
 
-/// Times a batch runs again after a deadlock or lock wait timeout.
-pub const TRANSIENT_RETRIES: usize = 5;
-
-/// Waits a little before a batch runs again after a deadlock or lock wait timeout: longer
-/// at each `attempt` (from 1), with jitter so that the transactions that collided do not
-/// collide again.
-pub async fn pause_before_retry(attempt: usize) {
-    let jitter = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::from(d.subsec_nanos()) % 4000);
-    let micros = 1000 * attempt as u64 + jitter;
-    tokio::time::sleep(std::time::Duration::from_micros(micros)).await;
-}
-
 /// The wall clock in Unix milliseconds: expiry times are kept in it.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -276,10 +225,14 @@ impl Tx<'_> {
         self
     }
 
-    /// The batch's connection is a replica's: a failure there may be retried on the
-    /// primary (reads only run there).
-    pub fn on_replica(&self) -> bool {
-        self.on_replica
+    /// An error of this transaction, as the batch may retry it: whatever fails on a
+    /// replica (only reads run there) runs again on the primary.
+    fn made(&self, e: StoreError) -> StoreError {
+        if self.on_replica {
+            e.on_replica()
+        } else {
+            e
+        }
     }
 
     /// Takes in an OK packet's session-state data: a commit's GTID is the writers' last
@@ -335,7 +288,7 @@ impl Tx<'_> {
                     b"SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
                 };
                 if let Err(e) = conn.run_ok_many(&[level, b"START TRANSACTION"]).await? {
-                    return Err(StoreError::Server(e));
+                    return Err(StoreError::refused(e));
                 }
             }
             self.lease = Some(lease);
@@ -372,6 +325,16 @@ impl Tx<'_> {
         params: &[Param<'_>],
         on_row: impl FnMut(Vec<Value>) -> ControlFlow<()>,
     ) -> Result<Executed, StoreError> {
+        let executed = self.run_each(sql, params, on_row).await;
+        executed.map_err(|e| self.made(e))
+    }
+
+    async fn run_each(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        on_row: impl FnMut(Vec<Value>) -> ControlFlow<()>,
+    ) -> Result<Executed, StoreError> {
         let (id, text) = self.store.statement(sql);
         let keep = self.store.shared.keep_statements;
         let conn = self.conn().await?;
@@ -379,7 +342,7 @@ impl Tx<'_> {
         // command of the batch): refused here, it fails only its own command.
         let size = manifold_backend::conn::execute_packet_size(params) + text.len() as u64;
         if size > conn.max_allowed_packet().await? {
-            return Err(StoreError::Server(ErrPacket {
+            return Err(StoreError::refused(ErrPacket {
                 code: 1153,
                 sqlstate: *b"08S01",
                 message: b"Got a packet bigger than 'max_allowed_packet' bytes".to_vec(),
@@ -393,7 +356,7 @@ impl Tx<'_> {
                 self.note(&done.session_state);
                 Ok(done)
             }
-            Err(e) => Err(StoreError::Server(e)),
+            Err(e) => Err(StoreError::refused(e)),
         }
     }
 
@@ -420,10 +383,11 @@ impl Tx<'_> {
             let from = crate::metrics::now(); // metrics: time in backend statements
             let committed = lease.conn().run_ok(b"COMMIT").await;
             self.worker.metrics.record(crate::metrics::Stage::Sql, from);
-            match committed? {
-                Ok(ok) => self.note(&ok.session_state),
+            match committed {
+                Ok(Ok(ok)) => self.note(&ok.session_state),
                 // The pool resets the connection (which rolls back) before lending it again.
-                Err(e) => return Err(StoreError::Server(e)),
+                Ok(Err(e)) => return Err(self.made(StoreError::refused_commit(e))),
+                Err(e) => return Err(self.made(e.into())),
             }
         }
         lease.mark_clean();
