@@ -696,6 +696,9 @@ class Writers:
         self.stop_flag.set()
         for t in self.threads:
             t.join(timeout=120)
+        # A writer still running would add to the ledger while it is checked.
+        hung = [t.name for t in self.threads if t.is_alive()]
+        assert not hung, f"writers still running 120 s after stop (a write hung): {hung}"
         if not self.tolerate:
             assert not self.errors, f"writes failed: {self.errors[:3]}"
 
@@ -856,8 +859,9 @@ class KilledReaders:
     # MySQL's mysqlbinlog: 2013, 2002/2003, 2006, or the TLS handshake cut short).
     CUT_OFF = re.compile(r"Lost connection to (MySQL )?server|Can't connect to (MySQL )?server"
                          r"|(MySQL )?server has gone away"
-                         r"|TLS/SSL error: (unexpected eof|Connection reset by peer)"
-                         r"|SSL connection error: error:00000000")
+                         r"|TLS/SSL error: (unexpected eof|Connection reset by peer|Broken pipe)"
+                         r"|SSL connection error: error:00000000"
+                         r"|SSL connection error: .*unexpected eof while reading")
     # Timestamps are taken around the reader's start and wait, not its connect and exit.
     SLACK = 1.0
 

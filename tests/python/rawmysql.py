@@ -236,8 +236,9 @@ class BioTlsSocket:
 class RawConn:
     """One client connection speaking raw packets."""
 
-    def __init__(self, port, host="127.0.0.1", timeout=30):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, port, host="127.0.0.1", timeout=30, source=None):
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         self.seq = 0

@@ -158,7 +158,7 @@ def test_unknown_user_packets_equal_a_wrong_password(users_manifold, tls):
     # show: every unknown name must look like one configured user in every exchange, always
     # the same for the same name, and unknown names together cover every kind.
     matched = set()
-    for i in range(24):
+    for i in range(64):
         name = f"ghost_{i}_{uuid.uuid4().hex[:6]}"
         sig = signature(m.port, name, "wrong", ca)
         like = {n for n, s in known.items() if s == sig}

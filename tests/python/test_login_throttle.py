@@ -19,6 +19,7 @@ import pymysql
 import pytest
 
 import conftest
+import rawmysql
 from conftest import PASSWORD, USER, Manifold, configured, free_port, native_hash, run_in_thread, wait_port
 
 GUESSER, OTHER = "127.0.0.1", "127.0.0.2"
@@ -185,6 +186,52 @@ def test_a_change_user_left_unanswered_does_not_hold_its_address_up(quickstart):
     assert not read_all(sock).startswith(b"\x01")
     sock.close()
     assert failures(m).get((source, VICTIM)) is None
+
+
+def test_a_burst_of_sha2_logins_is_checked_no_faster_than_one_by_one(quickstart):
+    """caching_sha2_password makes a wrong password cross client round trips (the fast-path
+    mismatch, then full authentication). Each check is admitted and counted with no round
+    trip between, so connections that all send their first answer at once from a fresh
+    address cannot all be checked before the first failures count: once the threshold's
+    worth have failed, the others wait (before their "perform full authentication")."""
+    m = quickstart
+    source = "127.0.0.9"
+    admin(m, "SET GLOBAL security.max_login_delay = '1s'")
+    # A cached user (logged in since start): its wrong passwords take the fast path.
+    rawmysql.RawConn(m.port, source="127.0.0.2").login(VICTIM, VICTIM_PW, plugin=rawmysql.SHA2).close()
+    delays = status(m, "Login_delays")
+    conns = []
+    for _ in range(6):
+        c = rawmysql.RawConn(m.port, source=source, timeout=120)
+        hs = c.read_handshake()
+        c.tls = False
+        c.send_packet(c.handshake_response(VICTIM, rawmysql.sha2_scramble("wrong", hs.scramble),
+                                           rawmysql.SHA2))
+        conns.append(c)
+    try:
+        # No client has sent a password beyond its first answer, yet three of them were
+        # checked and counted, and the others wait their turn and delay.
+        poll("attempts waiting after three failures",
+             lambda: status(m, "Login_waiting") >= 1 and status(m, "Login_delays") > delays)
+        assert failures(m)[(source, VICTIM)][0] >= 3
+        # The counted ones are told to perform full authentication, then refused whatever
+        # they send (their one check was made).
+        first = conns[0]
+        assert first.read_packet() == b"\x01\x04"
+        first.send_packet(b"\x02")
+        key = first.read_packet()
+        assert key[:1] == b"\x01", key[:8]
+        first.send_packet(rawmysql.sha2_rsa_encrypt(VICTIM_PW, first.handshake.scramble, key[1:]))
+        err = rawmysql.parse_err(first.read_packet())
+        assert err.code == 1045, err
+    finally:
+        for c in conns:
+            c.close()
+        # The waiting ones go through their turns (their clients gone) before the table is
+        # cleared for the next test.
+        poll("the burst's attempts done", lambda: status(m, "Login_waiting") == 0)
+        admin(m, "FLUSH LOGIN FAILURES")
+        admin(m, "SET GLOBAL security.max_login_delay = '30s'")
 
 
 def test_spraying_many_users_from_one_address_is_slowed(quickstart):

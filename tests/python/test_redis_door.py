@@ -510,7 +510,7 @@ def test_command_info(door, reference):
     assert ref.call("AUTH", USER, PASSWORD) == "OK"
     for conn in (c, ref):
         conn.call("HELLO", "2")
-    names = ["get", "mset", "del", "rpoplpush", "hset", "zadd", "blpop", "echo", "nosuch"]
+    names = ["get", "mset", "del", "rpoplpush", "hset", "zadd", "blpop", "echo", "watch", "nosuch"]
     got, want = c.call("COMMAND", "INFO", *names), ref.call("COMMAND", "INFO", *names)
     assert len(got) == len(want) == len(names)
     for g, w in zip(got, want):

@@ -5,7 +5,7 @@ moving with the commands run through the door.
 The commandstats checks are differential: the same requests go to manifold's door and to
 redis-server, and each command's `calls`, `failed_calls` and `rejected_calls` must move by the
 same amounts on both (`usec` differs: manifold's includes the database). Intended differences
-(see `crates/frontend-redis/src/cmd/info.rs`): fields manifold cannot know are absent, and
+(see `crates/frontend-redis/src/session/info.rs`): fields manifold cannot know are absent, and
 `expired_keys` counts the keys the sweeper deleted, not the keys a command found expired.
 """
 
@@ -115,6 +115,23 @@ def test_commandstats_move_as_redis_does(door, redis_reference, pipeline):
     assert got["get"] == {"calls": 2, "failed_calls": 0, "rejected_calls": 1}
     assert got["hset"] == {"calls": 1, "failed_calls": 1, "rejected_calls": 0}
     assert got["client|setname"] == {"calls": 0, "failed_calls": 0, "rejected_calls": 1}
+
+
+EVERY_COMMAND = [
+    cmd("CLIENT", "KILL", "ID", "999999"), cmd("CLIENT", "KILL", "127.0.0.1:1"), cmd("COMMAND", "INFO", "get"),
+    cmd("COMMAND", "COUNT"), cmd("CLIENT"), cmd("CONFIG"), cmd("PUBSUB"), cmd("CLIENT", "KILL"),
+]
+
+
+def test_every_command_is_counted(door, redis_reference):
+    # Every command of the door's table counts, as in Redis: a second list of names once left
+    # out CLIENT KILL and COMMAND INFO, and the containers' own refusals (CLIENT alone).
+    (got, got_stats), (want, want_stats) = run_both(door, redis_reference, EVERY_COMMAND, pipeline=False)
+    assert got == want
+    assert got_stats == want_stats
+    assert got["client|kill"] == {"calls": 2, "failed_calls": 1, "rejected_calls": 1}
+    assert got["command|info"] == {"calls": 1, "failed_calls": 0, "rejected_calls": 0}
+    assert got["client"] == got["config"] == got["pubsub"] == {"calls": 0, "failed_calls": 0, "rejected_calls": 1}
 
 
 TRANSACTIONS = [

@@ -5,9 +5,7 @@
 
 use std::fmt::Write as _;
 
-use manifold_frontend_redis::metrics::{
-    bucket_upper, family, size_upper, Snapshot, Stage, SIZE_BUCKETS,
-};
+use manifold_frontend_redis::metrics::{bucket_upper, size_upper, Snapshot, Stage, SIZE_BUCKETS};
 use manifold_frontend_redis::RedisShared;
 use manifold_mysql_proto::codes;
 
@@ -258,7 +256,7 @@ fn command_rows(s: &Snapshot) -> Vec<Vec<String>> {
             };
             vec![
                 c.name.to_owned(),
-                family(c.name).to_owned(),
+                c.family.to_owned(),
                 c.calls.to_string(),
                 c.failed.to_string(),
                 c.rejected.to_string(),
@@ -343,7 +341,7 @@ pub(crate) fn prometheus(server: &Server<'_>, out: &mut String) {
                 out,
                 "{name}{{command=\"{}\",family=\"{}\"}} {}",
                 label(c.name),
-                family(c.name),
+                c.family,
                 value(c)
             );
         }

@@ -321,13 +321,13 @@ async fn read_auth_packet(io: &mut PacketIo) -> Result<(Vec<u8>, u8), LoginError
 /// exchanges as needed. Returns the user and the next sequence id; the caller sends the OK.
 /// On failure the client has been sent ERR 1045.
 ///
-/// Password guessing costs time ([`manifold_engine::login_throttle`]): once the client's
-/// answer is in, the attempt is admitted as its address and user have earned (at once, or
-/// one at a time after a delay) before it is checked, and its result is counted against
-/// the user at the address (`waited` is told of the waits, for the login timeout). An
-/// exchange that breaks midway (the client left) counts as neither. An unknown user is
-/// checked against [`crate::users::Users::decoy_for`]: the same packets and hashing as a
-/// wrong password.
+/// Password guessing costs time ([`manifold_engine::login_throttle`]): each check of a
+/// password the client sent is admitted as its address and user have earned (at once, or one
+/// at a time after a delay) just before it is made, and counted against the user at the
+/// address just after ([`PasswordChecks`]); no client round trip comes between, so a client
+/// that stalls holds nothing. `waited` is told of the waits, for the login timeout. An unknown
+/// user is checked against [`crate::users::Users::decoy_for`]: the same packets, waits and
+/// hashing as a wrong password.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn authenticate(
     shared: &Shared,
@@ -368,16 +368,28 @@ pub(crate) async fn authenticate(
         (response, seq) = read_auth_packet(io).await?;
     }
     let used_password = !response.is_empty();
-    let ip = peer.ip();
-    // Too many attempts of this address already waiting: refused without a check.
-    let attempt = shared.logins.admit(ip, user_name, waited).await.ok();
-    let verified = match (&attempt, checked, plugin) {
-        (None, ..) => false,
-        (Some(_), u, auth::CACHING_SHA2_PASSWORD) => {
-            let fast_allowed = !shared.config.sha2_full_auth_first || shared.sha2_cached(&u.name);
-            match sha2_first_step(u, fast_allowed, scramble, &response) {
-                Sha2Step::Refuse => false,
-                Sha2Step::FastAuthSuccess => {
+    let login = PasswordChecks {
+        shared,
+        ip: peer.ip(),
+        user_name,
+        waited,
+        known: user.is_some(),
+    };
+    let verified = if plugin == auth::CACHING_SHA2_PASSWORD {
+        let fast_allowed = !shared.config.sha2_full_auth_first || shared.sha2_cached(&checked.name);
+        let fast = |response: &[u8]| {
+            auth::sha2_verify_fast(checked.sha2_hash.as_ref(), scramble, response)
+        };
+        let step = sha2_first_step(fast_allowed, &response);
+        // A fast-path mismatch: the wait its check had, to be had again at the end.
+        let mismatch_waited = match step {
+            Sha2Step::Refuse => {
+                login.check(|| false).await;
+                None
+            }
+            Sha2Step::Fast => {
+                let started = std::time::Instant::now();
+                if login.check(|| fast(&response)).await {
                     FrontendMetrics::inc(&shared.metrics.sha2_fast_auths);
                     let mut out = Vec::new();
                     encode_auth_more_data(&mut out, &[auth::SHA2_FAST_AUTH_SUCCESS]);
@@ -385,33 +397,70 @@ pub(crate) async fn authenticate(
                         .send(seq, &out)
                         .await
                         .map_err(LoginError::write("sending fast auth success"))?;
-                    true
-                }
-                Sha2Step::FullAuth => {
-                    let ok;
-                    (ok, seq) = sha2_full_auth(shared, ctx, io, seq, u, scramble).await?;
-                    // A decoy never verifies; the check keeps its empty name out of the cache
-                    // all the same.
-                    if ok && user.is_some() {
-                        FrontendMetrics::inc(&shared.metrics.sha2_full_auths);
-                        shared.sha2_remember(&u.name);
+                    if let Some(u) = user {
+                        return Ok((u, seq));
                     }
-                    ok
+                }
+                Some(started.elapsed())
+            }
+            Sha2Step::Full => {
+                // Waits as a fast check would and does its hashing, so that neither the
+                // timing nor the packets tell a cached user from an uncached or unknown one;
+                // nothing is checked, so nothing is counted.
+                login.admit_unchecked().await;
+                std::hint::black_box(fast(&response));
+                None
+            }
+        };
+        if step != Sha2Step::Refuse {
+            let password;
+            (password, seq) = sha2_full_auth(shared, ctx, io, seq, scramble).await?;
+            if let Some(waited_before) = mismatch_waited {
+                // The fast check was this login's check, counted: the scramble matched no
+                // password of the user's, so whatever comes now is not checked (a real client
+                // sends the same password; a guesser gets one guess per login). The exchange
+                // above ran all the same, and the wait a full check has is had again, so that
+                // the answer looks and takes what an uncached user's or an unknown one's does.
+                if waited_before >= std::time::Duration::from_millis(1) {
+                    manifold_engine::login_throttle::wait_as_delay(waited, waited_before).await;
+                }
+            } else {
+                // A reload while the client answered: the password is checked against the
+                // users of now (a user removed meanwhile is unknown).
+                let users_now = shared.users.load();
+                let user_now = users_now.get(user_name).cloned();
+                let checked_now: &User = user_now
+                    .as_deref()
+                    .unwrap_or_else(|| users_now.decoy_for(user_name));
+                let login = PasswordChecks {
+                    known: user_now.is_some(),
+                    ..login
+                };
+                let ok = login
+                    .check(|| {
+                        checked_now.sha2_hash.is_some()
+                            && password.as_deref().is_some_and(|p| {
+                                auth::sha2_verify_cleartext(checked_now.sha2_hash.as_ref(), p)
+                            })
+                    })
+                    .await;
+                if let (true, Some(u)) = (ok, user_now) {
+                    FrontendMetrics::inc(&shared.metrics.sha2_full_auths);
+                    shared.sha2_remember(&u.name);
+                    return Ok((u, seq));
                 }
             }
         }
-        (Some(_), u, _) => auth::native_verify(u.native_hash.as_ref(), scramble, &response),
+        false
+    } else {
+        login
+            .check(|| auth::native_verify(checked.native_hash.as_ref(), scramble, &response))
+            .await
     };
     if let (true, Some(u)) = (verified, user) {
-        if let Some(attempt) = attempt {
-            attempt.succeeded();
-        }
         return Ok((u, seq));
     }
     FrontendMetrics::inc(&shared.metrics.auth_failures);
-    if let Some(attempt) = attempt {
-        attempt.failed(Door::Mysql);
-    }
     let denied = AccessDenied {
         user: String::from_utf8_lossy(user_name).into_owned(),
         host: peer.ip(),
@@ -458,55 +507,89 @@ fn plugin_for(
     )
 }
 
-/// What the server answers a `caching_sha2_password` response with, as `mysqld`'s
+/// What the server does with a `caching_sha2_password` response, as `mysqld`'s
 /// `caching_sha2_password_authenticate` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sha2Step {
-    /// ERR at once: an empty response for an account with a password, or a response that is
-    /// not a 32-byte scramble.
+    /// ERR at once (a check that fails): an empty response (no account here is without a
+    /// password), or a response that is not a 32-byte scramble.
     Refuse,
-    /// 0x01 0x03, then OK.
-    FastAuthSuccess,
-    /// 0x01 0x04, then the cleartext (TLS) or RSA-encrypted password decides. Also what a
-    /// fast-path mismatch gets (the server cannot tell a wrong password from a stale cache
-    /// entry), so a wrong password, an unknown user and a first login all look alike.
-    FullAuth,
+    /// The fast path (the user logged in since start, or `sha2_full_auth_first` is off):
+    /// 0x01 0x03 then OK when the scramble matches; else, as any mismatch, full
+    /// authentication (the server cannot tell a wrong password from a stale cache entry),
+    /// so a wrong password, an unknown user and a first login all look alike.
+    Fast,
+    /// 0x01 0x04, then the cleartext (TLS) or RSA-encrypted password decides.
+    Full,
 }
 
-fn sha2_first_step(
-    user: &User,
-    fast_allowed: bool,
-    scramble: &[u8; 20],
-    response: &[u8],
-) -> Sha2Step {
-    if response.is_empty() || response == [0] {
-        // "No password": no exchange follows, the account has one or not.
-        return if auth::sha2_verify_fast(user.sha2_hash.as_ref(), scramble, response) {
-            Sha2Step::FastAuthSuccess
-        } else {
-            Sha2Step::Refuse
-        };
-    }
+fn sha2_first_step(fast_allowed: bool, response: &[u8]) -> Sha2Step {
     if response.len() != auth::SHA2_HASH_LEN {
-        return Sha2Step::Refuse;
-    }
-    if fast_allowed && auth::sha2_verify_fast(user.sha2_hash.as_ref(), scramble, response) {
-        Sha2Step::FastAuthSuccess
+        Sha2Step::Refuse
+    } else if fast_allowed {
+        Sha2Step::Fast
     } else {
-        Sha2Step::FullAuth
+        Sha2Step::Full
     }
 }
 
-/// `caching_sha2_password` full authentication: the client sends its password in cleartext
-/// over TLS, or RSA-encrypted (asking for the public key first) without TLS.
+/// One login's password checks, each admitted by the failed-logins table
+/// ([`manifold_engine::login_throttle`]) just before it is made and counted just after, with
+/// no client round trip between: a client that stalls holds no turn of its address, and a
+/// burst of connections cannot have many checks under way before the first failures count.
+#[derive(Clone, Copy)]
+struct PasswordChecks<'a> {
+    shared: &'a Shared,
+    ip: IpAddr,
+    user_name: &'a [u8],
+    waited: Option<&'a WaitClock>,
+    /// The name is a configured user's: only then can a check succeed.
+    known: bool,
+}
+
+impl PasswordChecks<'_> {
+    /// Admits a check (waiting out what the address and user have earned), makes it and
+    /// counts its result. Refused admission (too many of the address waiting): a failure,
+    /// unchecked and not counted.
+    async fn check(&self, verify: impl FnOnce() -> bool) -> bool {
+        let Ok(attempt) = self
+            .shared
+            .logins
+            .admit(self.ip, self.user_name, self.waited)
+            .await
+        else {
+            return false;
+        };
+        if verify() && self.known {
+            attempt.succeeded();
+            true
+        } else {
+            attempt.failed(Door::Mysql);
+            false
+        }
+    }
+
+    /// Waits as a check would, checking nothing and counting nothing: a step that checks
+    /// nothing answers as late as one that does.
+    async fn admit_unchecked(&self) {
+        let _ = self
+            .shared
+            .logins
+            .admit(self.ip, self.user_name, self.waited)
+            .await;
+    }
+}
+
+/// `caching_sha2_password` full authentication: asks for the password, which the client
+/// sends in cleartext over TLS, or RSA-encrypted (asking for the public key first) without
+/// TLS. `None`: no password could be read from what it sent.
 async fn sha2_full_auth(
     shared: &Shared,
     ctx: &WorkerContext,
     io: &mut PacketIo,
     seq: u8,
-    user: &User,
     scramble: &[u8; 20],
-) -> Result<(bool, u8), LoginError> {
+) -> Result<(Option<Vec<u8>>, u8), LoginError> {
     let mut out = Vec::new();
     encode_auth_more_data(&mut out, &[auth::SHA2_PERFORM_FULL_AUTH]);
     io.send(seq, &out)
@@ -514,10 +597,7 @@ async fn sha2_full_auth(
         .map_err(LoginError::write("requesting full auth"))?;
     let (payload, mut seq) = read_auth_packet(io).await?;
     if io.stream.is_tls() {
-        return Ok((
-            auth::sha2_verify_cleartext(user.sha2_hash.as_ref(), &payload),
-            seq,
-        ));
+        return Ok((Some(payload), seq));
     }
     let key = shared
         .rsa_key(ctx)
@@ -537,17 +617,14 @@ async fn sha2_full_auth(
         payload
     } else {
         // A cleartext password over an insecure channel: refuse rather than read it.
-        return Ok((false, seq));
+        return Ok((None, seq));
     };
     let salt = *scramble;
     let decrypted = ctx
         .blocking()
         .spawn(move || key.decrypt_password(&ciphertext, &salt))
         .await?;
-    Ok((
-        decrypted.is_ok_and(|pw| auth::sha2_verify_cleartext(user.sha2_hash.as_ref(), &pw)),
-        seq,
-    ))
+    Ok((decrypted.ok(), seq))
 }
 
 #[cfg(test)]
@@ -655,49 +732,36 @@ mod tests {
     }
 
     #[test]
-    fn sha2_first_step_is_full_authentication_for_any_mismatch() {
-        let users = users();
-        let u = users.get(b"sha2").unwrap();
+    fn sha2_first_step_depends_only_on_the_response_shape_and_the_cache() {
         let scramble = auth::generate_scramble();
-        let right = auth::sha2_scramble(b"pw", &scramble);
-        let wrong = auth::sha2_scramble(b"wrong", &scramble);
-        assert_eq!(
-            sha2_first_step(u, true, &scramble, &right),
-            Sha2Step::FastAuthSuccess
-        );
-        // Not cached yet: even the right password goes through full authentication.
-        assert_eq!(
-            sha2_first_step(u, false, &scramble, &right),
-            Sha2Step::FullAuth
-        );
-        // A wrong password is not refused at once, cached or not, as MySQL does: the server
-        // cannot tell it from a stale cache entry.
-        assert_eq!(
-            sha2_first_step(u, true, &scramble, &wrong),
-            Sha2Step::FullAuth
-        );
-        assert_eq!(
-            sha2_first_step(u, false, &scramble, &wrong),
-            Sha2Step::FullAuth
-        );
-        // No password, or a response of the wrong size: refused at once.
-        assert_eq!(sha2_first_step(u, true, &scramble, b""), Sha2Step::Refuse);
-        assert_eq!(sha2_first_step(u, true, &scramble, &[0]), Sha2Step::Refuse);
-        assert_eq!(
-            sha2_first_step(u, true, &scramble, &right[..20]),
-            Sha2Step::Refuse
-        );
-        // An unknown name's decoy: the same steps as a wrong password.
-        let decoy = users.decoy_for(b"nobody");
-        if decoy.supports(SHA2) {
+        let response = auth::sha2_scramble(b"pw", &scramble);
+        assert_eq!(sha2_first_step(true, &response), Sha2Step::Fast);
+        // Not cached yet (or an unknown name, whose decoy never is): full authentication.
+        assert_eq!(sha2_first_step(false, &response), Sha2Step::Full);
+        // No password, or a response of the wrong size: refused at once, cached or not.
+        for fast_allowed in [true, false] {
+            assert_eq!(sha2_first_step(fast_allowed, b""), Sha2Step::Refuse);
+            assert_eq!(sha2_first_step(fast_allowed, &[0]), Sha2Step::Refuse);
             assert_eq!(
-                sha2_first_step(decoy, true, &scramble, &right),
-                Sha2Step::FullAuth
-            );
-            assert_eq!(
-                sha2_first_step(decoy, true, &scramble, b""),
+                sha2_first_step(fast_allowed, &response[..20]),
                 Sha2Step::Refuse
             );
+        }
+    }
+
+    #[test]
+    fn decoys_of_every_kind_are_reached_and_choose_like_their_user() {
+        // The choice of plugin above is checked for every kind a decoy can have: names are
+        // drawn until each kind was met.
+        let users = users();
+        let mut kinds = std::collections::HashSet::new();
+        for i in 0.. {
+            let decoy = users.decoy_for(format!("someone{i}").as_bytes());
+            kinds.insert((decoy.supports(NATIVE), decoy.supports(SHA2)));
+            if kinds.len() == 3 {
+                break;
+            }
+            assert!(i < 10_000, "a kind of decoy is never picked: {kinds:?}");
         }
     }
 }

@@ -23,8 +23,9 @@ use manifold_redis_proto::Reply;
 use tokio::sync::Notify;
 
 use crate::cmd::lists::{try_blocking, Served};
-use crate::cmd::{Args, Session, Spec};
+use crate::cmd::{Args, Spec};
 use crate::exec::Cx;
+use crate::session::Session;
 use crate::store::{pause_before_retry, Attempts, Decision};
 
 /// The clients blocked on each `(db, key)`: their ids and wake-ups.

@@ -23,8 +23,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
 impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Stream for S {}
 
-use crate::cmd::{self, Args, Session, Spec};
+use crate::cmd::{Args, Command, Spec};
 use crate::server::{ClientInfo, RedisFrontend};
+use crate::session::{self, Session};
 
 /// What the buffers start with, and shrink back to after a large request.
 const BUF_SIZE: usize = 16 * 1024;
@@ -87,8 +88,8 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
     let mut out: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut req = Request::new();
     // Data commands read together, waiting to run as one batch: each request with where
-    // its bytes start in `input` (kept for the connection's life, reused).
-    let mut batch: Vec<(Request, usize)> = Vec::new();
+    // its bytes start in `input` and its command (kept for the connection's life, reused).
+    let mut batch: Vec<Batched> = Vec::new();
     let mut batched = 0;
     loop {
         // Every complete request in the buffer, in order, until the replies pass
@@ -100,11 +101,17 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
         loop {
             req.set_auth_required(!session.authenticated);
             let buf = &input[start..];
-            match crate::metrics::parse(&metrics, &mut req, buf, limits) {
+            match parse(&metrics, &mut req, buf, limits) {
                 Ok(Some(used)) => {
                     if !req.is_empty() {
-                        let data = cmd::batched(session, Args::new(&req, buf));
-                        if let Some(spec) = data.filter(|s| crate::blocking::is_blocking(s)) {
+                        // The request's command, found once: batching, dispatch, `MULTI`
+                        // and the figures all take it from here.
+                        let parsed = Command::parse(Args::new(&req, buf));
+                        let data =
+                            session::batched(session, &parsed).and_then(|e| Some((e, e.spec()?)));
+                        if let Some((_, spec)) =
+                            data.filter(|(_, s)| crate::blocking::is_blocking(s))
+                        {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
                             let Some(side) = block(
@@ -119,18 +126,23 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                                 return;
                             };
                             input.extend_from_slice(&side);
-                        } else if data.is_some() {
+                        } else if let Some((entry, spec)) = data {
                             if batched == batch.len() {
-                                batch.push((Request::new(), 0));
+                                batch.push(Batched {
+                                    req: Request::new(),
+                                    at: 0,
+                                    spec,
+                                    slot: entry.slot,
+                                });
                             }
-                            std::mem::swap(&mut req, &mut batch[batched].0);
-                            batch[batched].1 = start;
+                            let b = &mut batch[batched];
+                            std::mem::swap(&mut req, &mut b.req);
+                            (b.at, b.spec, b.slot) = (start, spec, entry.slot);
                             batched += 1;
                         } else {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
-                            let buf = &input[start..];
-                            crate::metrics::handle(session, Args::new(&req, buf), &mut out).await;
+                            session::handle(session, parsed, &mut out).await;
                         }
                     }
                     start += used;
@@ -272,6 +284,22 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
         metrics.read(n);
         info.last_active.set(Instant::now());
     }
+}
+
+/// Parses one request with [`Request::parse`], timing it (`parse`) when one was complete.
+#[inline]
+pub fn parse(
+    m: &crate::metrics::WorkerMetrics,
+    req: &mut Request,
+    buf: &[u8],
+    limits: &manifold_redis_proto::Limits,
+) -> Result<Option<usize>, manifold_redis_proto::ProtocolError> {
+    let from = crate::metrics::now();
+    let parsed = req.parse(buf, limits);
+    if matches!(parsed, Ok(Some(_))) {
+        m.record(crate::metrics::Stage::Parse, from);
+    }
+    parsed
 }
 
 /// Runs the blocking command `spec` until it answers, reading (and keeping) what the client
@@ -490,14 +518,19 @@ async fn write_out<S: Stream>(
     Wrote::All
 }
 
+/// A data command waiting for its batch.
+struct Batched {
+    req: Request,
+    /// Where its bytes start in the connection's input.
+    at: usize,
+    spec: &'static Spec,
+    /// Its command's slot in the figures.
+    slot: usize,
+}
+
 /// Runs the batched data commands `batch` (requests whose bytes start at the offsets given,
 /// in `input`), appending their replies.
-async fn run_batch(
-    session: &Session<'_>,
-    batch: &[(Request, usize)],
-    input: &[u8],
-    out: &mut Vec<u8>,
-) {
+async fn run_batch(session: &Session<'_>, batch: &[Batched], input: &[u8], out: &mut Vec<u8>) {
     if batch.is_empty() {
         return;
     }
@@ -506,10 +539,7 @@ async fn run_batch(
     };
     let cmds: Vec<(&'static Spec, Args<'_>)> = batch
         .iter()
-        .filter_map(|(req, at)| {
-            let args = Args::new(req, &input[*at..]);
-            Some((cmd::data::lookup(args.get(0))?, args))
-        })
+        .map(|b| (b.spec, Args::new(&b.req, &input[b.at..])))
         .collect();
     // metrics: the batch's time and size, its commands' calls.
     let (from, before) = (crate::metrics::now(), out.len());
@@ -526,7 +556,7 @@ async fn run_batch(
         &session.info.handle,
     )
     .await;
-    let names = cmds.iter().map(|(spec, _)| spec.name);
+    let slots = batch.iter().map(|b| b.slot);
     let replies = out.get(before..).unwrap_or_default();
-    session.fe.worker.metrics.batch(names, replies, from);
+    session.fe.worker.metrics.batch(slots, replies, from);
 }

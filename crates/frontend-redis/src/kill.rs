@@ -15,8 +15,9 @@ use std::sync::{Arc, Mutex};
 use manifold_redis_proto::Reply;
 use tokio::sync::Notify;
 
-use crate::cmd::{parse_i64, Args, Session};
+use crate::cmd::{parse_i64, Args};
 use crate::errors;
+use crate::session::Session;
 
 /// What other workers may see of a client, and how they end it.
 #[derive(Debug)]
@@ -155,7 +156,7 @@ pub fn client_kill(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>)
     let proto = session.proto;
     let me = session.info.handle.id;
     let registry = &session.fe.shared.registry;
-    let process = crate::cmd::connection::sees_everyone(session.info);
+    let process = crate::session::connection::sees_everyone(session.info);
     let my_user = session.info.user.borrow().clone();
     let my_user = my_user.as_deref();
     // Another user's client is, to this one, a client that does not exist.

@@ -1,41 +1,71 @@
 #![forbid(unsafe_code)]
 //! manifold's Redis door: clients speaking RESP2/RESP3 on their own port, served on the
-//! engine's workers next to the MySQL front.
+//! engine's workers next to the MySQL front, their keys in InnoDB tables.
 //!
-//! This is the door's first slice: connections and the connection commands (`PING`, `AUTH`,
-//! `HELLO`, `SELECT`, `CLIENT`, `INFO`...). Data commands (`GET`, `SET`...) come with the
-//! tables that keep the keys; until then they get Redis's unknown command error.
+//! The crate in floors, bottom to top; a floor uses the ones below it (and the session's
+//! state, which every command is applied to).
 //!
-//! - [`config`]: the `[redis]` section (`listen`, limits).
-//! - [`conn`]: one connection: read into one buffer, parse every complete request
-//!   ([`manifold_redis_proto::Request::parse`]), apply them in order, write all their
-//!   replies in one write (pipelining); a protocol error ends that connection alone.
-//! - [`cmd`]: a request turned into a typed [`cmd::Command`] first (name, arity, subcommand,
-//!   all checked there), applied second; one module per command family.
-//! - [`server`]: what the workers share ([`RedisShared`]: limits, users, client count) and
-//!   each worker's handler ([`RedisFrontend`]), which lists its own clients.
-//! - [`errors`]: the error texts, as Redis 7.0 writes them.
-//! - [`replicas`]: read-only batches on replicas (`read_from = "replicas"`), after the
-//!   client's own writes.
-//! - [`memory`]: every client's memory bounded (Redis's `client-output-buffer-limit`,
-//!   enforced while a reply is produced) and all of them together (`max_memory_clients`).
+//! 1. Commands, typed:
+//!    - [`errors`]: the error texts, as Redis 7.0 writes them.
+//!    - [`config`]: the `[redis]` section (`listen`, limits).
+//!    - [`cmd`]: a request turned once into a typed [`cmd::Command`] (or a [`cmd::Reject`])
+//!      by [`cmd::table`], the one table of every command (name, arity, flags, key
+//!      positions, family, metrics slot); [`cmd::Args`], a request's arguments in place.
+//! 2. Store:
+//!    - [`store`]: SQL state only: the tables, key rows, expiry and its sweeper, statements in
+//!      a [`store::Tx`], and [`store::StoreError`], which carries what a batch it stopped may
+//!      do next ([`store::Retry`], acted on by [`store::Attempts`]).
+//!    - [`metrics`]: the door's figures (counters, histograms, snapshots), per worker.
+//! 3. Data families: [`cmd`]'s `strings`, `keys`, `expiry`, `hashes`, `lists`, `sets`,
+//!    `zsets` (and `rename`, `scan`...), each run on a batch's transaction.
+//! 4. Running them:
+//!    - [`exec`]: a connection's batch of data commands as one SQL transaction.
+//!    - [`group`]: GET-only or SET-only batches of several connections as one statement.
+//!    - [`multi`]: `MULTI`/`EXEC`/`WATCH`, a transaction as one SQL transaction.
+//!    - [`blocking`]: `BLPOP`... waiting to be woken by pushes.
+//!    - [`replicas`]: read-only batches on replicas, after the client's own writes.
+//!    - [`worker`]: one worker's state: its [`store::Store`], its open groups, its figures and
+//!      its hold on the blocked clients; it begins the batches' transactions.
+//! 5. The session:
+//!    - [`session`]: a client's state, the dispatch and counting of its requests, and the
+//!      connection, server, `INFO` and Pub/Sub commands.
+//!    - [`pubsub`]: the cross-worker Pub/Sub hub.
+//!    - [`kill`]: the client registry (`CLIENT KILL`, `CLIENT LIST`).
+//!    - [`memory`]: every client's memory bounded (output buffer limits, while a reply is
+//!      produced) and all of them together (`max_memory_clients`).
+//! 6. Connections:
+//!    - [`conn`]: one connection: read into one buffer, parse every complete request, batch
+//!      or dispatch them in order, write all their replies in one write (pipelining); a
+//!      protocol error ends that connection alone.
+//!    - [`server`]: what the workers share ([`RedisShared`]) and each worker's handler
+//!      ([`RedisFrontend`]), which lists its own clients.
 
-pub mod blocking;
+// 1. Commands, typed.
 pub mod cmd;
 pub mod config;
-pub mod conn;
 pub mod errors;
+
+// 2. Store.
+pub mod metrics;
+pub mod store;
+
+// 4. Running them (3, the data families, are in `cmd`).
+pub mod blocking;
 pub mod exec;
 pub mod group;
+pub mod multi;
+pub mod replicas;
+pub mod worker;
+
+// 5. The session.
 pub mod kill;
 pub mod memory;
-pub mod metrics;
-pub mod multi;
 pub mod pubsub;
-pub mod replicas;
+pub mod session;
+
+// 6. Connections.
+pub mod conn;
 pub mod server;
-pub mod store;
-pub mod worker;
 
 pub use config::RedisConfig;
 pub use server::{Account, BackendLogin, Credentials, RedisFrontend, RedisShared, RedisTlsDoor};

@@ -26,15 +26,14 @@
 //! replies to the client socket. Histogram buckets are the MySQL door's: one below 1 µs, then
 //! four per power of two up to ~69 s.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use manifold_engine::clock;
-use manifold_redis_proto::{Limits, ProtocolError, Request};
+use manifold_redis_proto::reply_len;
 
-use crate::cmd::{self, Args, Command, Reject, Session};
+use crate::cmd::table;
 use crate::store::sweeper;
 
 /// A count written by one thread only and read by any: `add` is a relaxed load and store.
@@ -122,88 +121,6 @@ pub struct CommandCounters {
     pub ns: Counter,
 }
 
-/// The commands that are not data commands, by their full names (`CLIENT LIST`'s `cmd=`).
-const SESSION_COMMANDS: &[&str] = &[
-    "ping",
-    "echo",
-    "quit",
-    "reset",
-    "select",
-    "auth",
-    "hello",
-    "client|id",
-    "client|setname",
-    "client|getname",
-    "client|setinfo",
-    "client|info",
-    "client|list",
-    "client|no-evict",
-    "client|help",
-    "command",
-    "command|count",
-    "command|docs",
-    "command|help",
-    "config|get",
-    "config|help",
-    "info",
-    "time",
-    "multi",
-    "exec",
-    "discard",
-    "watch",
-    "unwatch",
-    "subscribe",
-    "psubscribe",
-    "unsubscribe",
-    "punsubscribe",
-    "publish",
-    "pubsub|channels",
-    "pubsub|numsub",
-    "pubsub|numpat",
-    "pubsub|help",
-];
-
-/// Every command name the door counts, sorted, and each one's index.
-fn names() -> &'static (Vec<&'static str>, HashMap<&'static str, usize>) {
-    static NAMES: OnceLock<(Vec<&'static str>, HashMap<&'static str, usize>)> = OnceLock::new();
-    NAMES.get_or_init(|| {
-        let mut list: Vec<&'static str> = SESSION_COMMANDS
-            .iter()
-            .copied()
-            .chain(cmd::data::families().map(|s| s.name))
-            .collect();
-        list.sort_unstable();
-        list.dedup();
-        let index = list.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-        (list, index)
-    })
-}
-
-/// The family of a command by its full name, as the admin port groups them: the data
-/// families' (`strings`, `hashes`...), else `pubsub`, `transactions` or `connection`.
-pub fn family(name: &str) -> &'static str {
-    use cmd::data::Family;
-    match cmd::data::lookup(name.as_bytes()).map(|s| s.family) {
-        Some(Family::Strings) => "strings",
-        Some(Family::Keys) => "keys",
-        Some(Family::Expiry) => "expiry",
-        Some(Family::Hashes) => "hashes",
-        Some(Family::Lists) => "lists",
-        Some(Family::Sets) => "sets",
-        Some(Family::ZSets) => "zsets",
-        None if name.starts_with("pub") || name.ends_with("subscribe") => "pubsub",
-        None if matches!(name, "multi" | "exec" | "discard" | "watch" | "unwatch") => {
-            "transactions"
-        }
-        None => "connection",
-    }
-}
-
-/// The index of a command's counters.
-fn index(name: &str) -> Option<usize> {
-    names().1.get(name).copied()
-}
-
 /// One worker's figures. Written by its worker only (see the module note).
 #[derive(Debug)]
 pub struct WorkerMetrics {
@@ -234,8 +151,8 @@ pub struct WorkerMetrics {
 impl Default for WorkerMetrics {
     fn default() -> Self {
         Self {
-            commands: names()
-                .0
+            commands: table()
+                .entries()
                 .iter()
                 .map(|_| CommandCounters::default())
                 .collect(),
@@ -266,7 +183,7 @@ pub fn now() -> u64 {
 }
 
 /// Whether a reply starts with an error (RESP2/RESP3 simple or blob error).
-fn is_error(reply: &[u8]) -> bool {
+pub fn is_error(reply: &[u8]) -> bool {
     matches!(reply.first(), Some(b'-' | b'!'))
 }
 
@@ -286,17 +203,14 @@ impl WorkerMetrics {
         h.sum_ns.add(ns);
     }
 
-    fn counters(&self, name: &str) -> Option<&CommandCounters> {
-        self.commands.get(index(name)?)
-    }
-
-    /// A call of `name` that answered `reply` in `ns`.
-    pub fn call(&self, name: &str, reply: &[u8], ns: u64) {
+    /// A call of the command at `slot` ([`crate::cmd::Entry::slot`]) that answered `reply`
+    /// in `ns`.
+    pub fn call(&self, slot: usize, reply: &[u8], ns: u64) {
         let failed = is_error(reply);
         if failed {
             self.error_replies.add(1);
         }
-        if let Some(c) = self.counters(name) {
+        if let Some(c) = self.commands.get(slot) {
             c.calls.add(1);
             c.ns.add(ns);
             if failed {
@@ -305,39 +219,42 @@ impl WorkerMetrics {
         }
     }
 
-    /// A command of `name` refused before it ran (`None`: an unknown command).
-    pub fn rejected(&self, name: Option<&str>) {
+    /// A command (at `slot`) refused before it ran (`None`: an unknown command or
+    /// subcommand).
+    pub fn rejected(&self, slot: Option<usize>) {
         self.error_replies.add(1);
-        if let Some(c) = name.and_then(|n| self.counters(n)) {
+        if let Some(c) = slot.and_then(|s| self.commands.get(s)) {
             c.rejected.add(1);
         }
     }
 
-    /// A batch of data commands `names`, whose replies are `replies` (one each, in order),
-    /// that took from `from` to now.
-    pub fn batch<'a>(
-        &self,
-        names: impl ExactSizeIterator<Item = &'a str>,
-        replies: &[u8],
-        from: u64,
-    ) {
-        let n = names.len();
+    /// A batch of data commands (at `slots`), whose replies are `replies` (one each, in
+    /// order), that took from `from` to now.
+    pub fn batch(&self, slots: impl ExactSizeIterator<Item = usize>, replies: &[u8], from: u64) {
+        let n = slots.len();
         if n == 0 {
             return;
         }
         let ns = self.record(Stage::Batch, from);
         self.batch_sizes[size_bucket(n)].add(1);
         self.batched.add(n as u64);
-        self.calls(names, replies, ns / n as u64);
+        self.calls(slots, replies, ns / n as u64);
     }
 
-    /// Calls of `names`, whose replies are `replies` (one each, in order), `ns` each.
-    fn calls<'a>(&self, names: impl Iterator<Item = &'a str>, mut replies: &[u8], ns: u64) {
-        for name in names {
+    /// Calls of the commands at `slots`, whose replies are `replies` (one each, in order),
+    /// `ns` each.
+    pub fn calls(&self, slots: impl Iterator<Item = usize>, mut replies: &[u8], ns: u64) {
+        for slot in slots {
             let len = reply_len(replies).unwrap_or(replies.len());
-            self.call(name, &replies[..len], ns);
+            self.call(slot, &replies[..len], ns);
             replies = &replies[len..];
         }
+    }
+
+    /// A `PUBLISH` whose message went to `receivers` subscribers' queues.
+    pub fn published(&self, receivers: u64) {
+        self.published.add(1);
+        self.delivered.add(receivers);
     }
 
     /// Bytes read from a client.
@@ -358,114 +275,6 @@ impl WorkerMetrics {
     }
 }
 
-/// Parses one request with [`Request::parse`], timing it (`parse`) when one was complete.
-#[inline]
-pub fn parse(
-    m: &WorkerMetrics,
-    req: &mut Request,
-    buf: &[u8],
-    limits: &Limits,
-) -> Result<Option<usize>, ProtocolError> {
-    let from = now();
-    let parsed = req.parse(buf, limits);
-    if matches!(parsed, Ok(Some(_))) {
-        m.record(Stage::Parse, from);
-    }
-    parsed
-}
-
-/// The length of the first RESP reply in `buf` (`None`: incomplete or not RESP).
-pub fn reply_len(buf: &[u8]) -> Option<usize> {
-    let mut at = 0;
-    // Replies still to skip (aggregates add their elements).
-    let mut left: u64 = 1;
-    while left > 0 {
-        left -= 1;
-        let kind = *buf.get(at)?;
-        let end = at + buf.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
-        let line = buf.get(at + 1..end)?;
-        at = end + 2;
-        let n = || -> Option<i64> { std::str::from_utf8(line).ok()?.parse().ok() };
-        match kind {
-            b'$' | b'=' | b'!' => {
-                let n = n()?;
-                if n >= 0 {
-                    at = at.checked_add(usize::try_from(n).ok()?)?.checked_add(2)?;
-                }
-            }
-            b'*' | b'~' | b'>' => {
-                let n = n()?;
-                left = left.checked_add(u64::try_from(n).unwrap_or(0))?;
-            }
-            b'%' | b'|' => {
-                let n = n()?;
-                left = left.checked_add(u64::try_from(n).unwrap_or(0).checked_mul(2)?)?;
-                // An attribute precedes the reply it describes.
-                if kind == b'|' {
-                    left += 1;
-                }
-            }
-            _ => {}
-        }
-    }
-    (at <= buf.len()).then_some(at)
-}
-
-/// Handles a request that is not batched ([`crate::multi::handle`]), counting it; `INFO`
-/// with its keyspace section reads the keys' counts first.
-pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
-    let m = session.fe.worker.metrics.clone();
-    let from = now();
-    let before = out.len();
-    let parsed = Command::parse(args);
-    match parsed {
-        Ok(Command::Info(info)) if cmd::info::runs_async(session, info) => {
-            cmd::info::reply_async(session, info, out).await;
-        }
-        Ok(ref login) if cmd::connection::is_login(login) && session.multi.is_none() => {
-            cmd::connection::wait_before_login(session, login).await;
-            crate::multi::handle(session, args, out).await;
-            session.login_attempt = None;
-        }
-        _ => crate::multi::handle(session, args, out).await,
-    }
-    let ns = clock::span_ns(from, clock::now());
-    let reply = out.get(before..).unwrap_or_default();
-    match parsed {
-        Err(Reject::Arity(name)) => m.rejected(Some(name)),
-        Err(_) => m.rejected(None),
-        Ok(_) if reply == b"+QUEUED\r\n" => {}
-        Ok(cmd) => {
-            let name = cmd.full_name();
-            let refused = reply.starts_with(crate::errors::NOAUTH)
-                || (is_error(reply) && reply.starts_with(b"-ERR Can't execute"));
-            if refused {
-                m.rejected(Some(name));
-                return;
-            }
-            m.call(name, reply, ns);
-            if let Command::Publish(..) = cmd {
-                m.published.add(1);
-                let receivers = reply
-                    .strip_prefix(b":")
-                    .and_then(|r| std::str::from_utf8(r).ok())
-                    .and_then(|r| r.trim_end().parse::<u64>().ok())
-                    .unwrap_or(0);
-                m.delivered.add(receivers);
-            }
-        }
-    }
-}
-
-/// The commands `EXEC` ran (`requests`), whose replies are `replies`, one each.
-pub fn exec_ran<'a>(m: &WorkerMetrics, requests: impl Iterator<Item = Args<'a>>, replies: &[u8]) {
-    let names = requests.map(|a| match Command::parse(a) {
-        Ok(c) => c.full_name(),
-        Err(_) => "",
-    });
-    m.calls(names, replies, 0);
-}
-
 /// Every worker's figures.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -476,6 +285,8 @@ pub struct Metrics {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CommandStats {
     pub name: &'static str,
+    /// Its family ([`crate::cmd::table::Group::name`]), as the admin port groups commands.
+    pub family: &'static str,
     pub calls: u64,
     pub failed: u64,
     pub rejected: u64,
@@ -547,11 +358,12 @@ impl Metrics {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
         let mut s = Snapshot::default();
-        let mut commands: Vec<CommandStats> = names()
-            .0
+        let mut commands: Vec<CommandStats> = table()
+            .entries()
             .iter()
-            .map(|&name| CommandStats {
-                name,
+            .map(|e| CommandStats {
+                name: e.name,
+                family: e.group.name(),
                 ..CommandStats::default()
             })
             .collect();
@@ -607,21 +419,26 @@ mod tests {
         (m, workers)
     }
 
+    fn slot(name: &str) -> usize {
+        table().get(name).unwrap().slot
+    }
+
     #[test]
     fn commands_are_summed_over_workers() {
         let (m, w) = registered(2);
-        w[0].call("get", b"$1\r\nx\r\n", 3000);
-        w[1].call("get", b"-WRONGTYPE Operation\r\n", 1000);
-        w[1].rejected(Some("get"));
+        w[0].call(slot("get"), b"$1\r\nx\r\n", 3000);
+        w[1].call(slot("get"), b"-WRONGTYPE Operation\r\n", 1000);
+        w[1].rejected(Some(slot("get")));
         w[0].rejected(None);
-        w[0].call("client|list", b"$0\r\n\r\n", 0);
-        w[0].call("no-such-command", b"+OK\r\n", 0);
+        w[0].call(slot("client|list"), b"$0\r\n\r\n", 0);
+        w[0].call(usize::MAX, b"+OK\r\n", 0);
         let s = m.snapshot();
         let get = s.commands.iter().find(|c| c.name == "get").unwrap();
         assert_eq!(
             *get,
             CommandStats {
                 name: "get",
+                family: "strings",
                 calls: 2,
                 failed: 1,
                 rejected: 1,
@@ -644,7 +461,7 @@ mod tests {
         let replies =
             b"+OK\r\n$-1\r\n-WRONGTYPE x\r\n*2\r\n$1\r\na\r\n*1\r\n:1\r\n%1\r\n+k\r\n+v\r\n";
         let names = ["set", "get", "get", "lrange", "hgetall"];
-        w[0].batch(names.iter().copied(), replies, now());
+        w[0].batch(names.iter().map(|n| slot(n)), replies, now());
         let s = m.snapshot();
         let of = |n: &str| s.commands.iter().find(|c| c.name == n).cloned().unwrap();
         assert_eq!((of("get").calls, of("get").failed), (2, 1));
@@ -654,21 +471,6 @@ mod tests {
         assert_eq!(s.batched, 5);
         assert_eq!(s.batch_sizes[size_bucket(5)], 1);
         assert_eq!(s.stage(Stage::Batch).count(), 1);
-    }
-
-    #[test]
-    fn reply_lengths() {
-        assert_eq!(reply_len(b"+OK\r\nrest"), Some(5));
-        assert_eq!(reply_len(b"$3\r\nabc\r\n"), Some(9));
-        assert_eq!(reply_len(b"$-1\r\n"), Some(5));
-        assert_eq!(reply_len(b"*-1\r\n"), Some(5));
-        assert_eq!(reply_len(b"*2\r\n:1\r\n*0\r\n:9\r\n"), Some(12));
-        assert_eq!(reply_len(b"=7\r\ntxt:abc\r\n"), Some(13));
-        assert_eq!(reply_len(b"%1\r\n+a\r\n,1.5\r\n"), Some(14));
-        assert_eq!(reply_len(b"*2\r\n:1\r\n"), None);
-        assert_eq!(reply_len(b"$5\r\nab"), None);
-        assert_eq!(reply_len(b"*9999999999999999999\r\n"), None);
-        assert_eq!(reply_len(b""), None);
     }
 
     #[test]
@@ -724,15 +526,16 @@ mod tests {
     }
 
     #[test]
-    fn every_session_command_has_counters() {
-        for n in SESSION_COMMANDS {
-            assert!(index(n).is_some(), "{n}");
+    fn every_command_of_the_table_has_counters() {
+        let (m, w) = registered(1);
+        for e in table().entries() {
+            w[0].call(e.slot, b"+OK\r\n", 0);
         }
-        assert!(index("get").is_some() && index("zadd").is_some());
-        assert_eq!(family("get"), "strings");
-        assert_eq!(family("hset"), "hashes");
-        assert_eq!(family("psubscribe"), "pubsub");
-        assert_eq!(family("exec"), "transactions");
-        assert_eq!(family("client|list"), "connection");
+        let s = m.snapshot();
+        assert_eq!(s.commands.len(), table().entries().len());
+        let kill = s.commands.iter().find(|c| c.name == "client|kill").unwrap();
+        assert_eq!((kill.calls, kill.family), (1, "connection"));
+        let zadd = s.commands.iter().find(|c| c.name == "zadd").unwrap();
+        assert_eq!(zadd.family, "zsets");
     }
 }

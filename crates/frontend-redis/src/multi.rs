@@ -24,9 +24,10 @@
 
 use manifold_redis_proto::{Limits, Reply, Request};
 
-use crate::cmd::{self, Args, Command, Session};
+use crate::cmd::{reject_reply, Args, Command, Entry, Kind, Parsed, Reject, Spec};
 use crate::errors;
 use crate::exec::{self, Cx};
+use crate::session::{self, Session};
 use crate::store::{pause_before_retry, Attempts, Decision, StoreError};
 
 /// Commands queued since `MULTI`.
@@ -34,7 +35,8 @@ use crate::store::{pause_before_retry, Attempts, Decision, StoreError};
 pub struct Multi {
     /// The queued requests, re-encoded as multibulk requests.
     buf: Vec<u8>,
-    count: usize,
+    /// Each queued request's command (found when it was queued).
+    entries: Vec<&'static Entry>,
     /// A command was refused while queueing: `EXEC` answers `EXECABORT`.
     dirty: bool,
 }
@@ -42,7 +44,7 @@ pub struct Multi {
 impl Multi {
     /// Bytes the queue holds.
     pub fn held(&self) -> usize {
-        self.buf.capacity()
+        self.buf.capacity() + self.entries.capacity() * std::mem::size_of::<&Entry>()
     }
 }
 
@@ -56,17 +58,22 @@ pub struct Watched {
 }
 
 /// Handles a request that is not batched: the transaction commands, queueing inside
-/// `MULTI`, and anything else through [`cmd::apply`].
-pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
-    let parsed = Command::parse(args);
+/// `MULTI`, and anything else through [`session::apply`].
+pub async fn handle(
+    session: &mut Session<'_>,
+    parsed: Result<Parsed<'_>, Reject<'_>>,
+    out: &mut Vec<u8>,
+) {
     // A refused `EXEC` ends the transaction, saying why (Redis's `execCommandAbort`).
     let refused_exec = match &parsed {
-        Err(cmd::Reject::Arity("exec")) => {
+        Err(Reject::Arity(entry)) if matches!(entry.kind, Kind::Exec) => {
             let mut text = Vec::new();
             errors::arity(&mut text, "exec");
             Some(text)
         }
-        Ok(Command::Exec) if !session.authenticated => Some(errors::NOAUTH[1..].to_vec()),
+        Ok(p) if matches!(p.cmd, Command::Exec) && !session.authenticated => {
+            Some(errors::NOAUTH[1..].to_vec())
+        }
         _ => None,
     };
     if let Some(reason) = refused_exec {
@@ -79,7 +86,7 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
     }
     if session.multi.is_none() {
         match parsed {
-            Ok(cmd) if session.authenticated || cmd.no_auth() => match cmd {
+            Ok(p) if session.authenticated || p.no_auth() => match p.cmd {
                 Command::Multi => {
                     session.info.cmd.set("multi");
                     session.multi = Some(Multi::default());
@@ -97,29 +104,29 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
                     Reply::new(out, session.proto).simple(b"OK");
                 }
                 _ => {
-                    cmd::apply(session, args, out);
+                    session::apply(session, parsed, out);
                 }
             },
             _ => {
-                cmd::apply(session, args, out);
+                session::apply(session, parsed, out);
             }
         }
         return;
     }
-    let cmd = match parsed {
+    let parsed = match parsed {
         Err(reject) => {
-            cmd::reject_reply(reject, session.proto, out);
+            reject_reply(reject, session.proto, out);
             flag(session);
             return;
         }
-        Ok(cmd) if !session.authenticated && !cmd.no_auth() => {
+        Ok(p) if !session.authenticated && !p.no_auth() => {
             Reply::new(out, session.proto).error(errors::NOAUTH);
             flag(session);
             return;
         }
-        Ok(cmd) => cmd,
+        Ok(p) => p,
     };
-    match cmd {
+    match parsed.cmd {
         Command::Exec => exec(session, out).await,
         Command::Discard => {
             session.multi = None;
@@ -133,10 +140,11 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
             Reply::new(out, session.proto).error(b"WATCH inside MULTI is not allowed");
         }
         Command::Quit | Command::Reset => {
-            cmd::apply(session, args, out);
+            session::apply(session, Ok(parsed), out);
         }
         _ => {
             let multi = session.multi.as_mut().expect("in MULTI");
+            let args = parsed.args;
             if multi.buf.len() + args.from(0).map(<[u8]>::len).sum::<usize>()
                 > session.fe.shared.limits.client_query_buffer_limit
             {
@@ -146,7 +154,7 @@ pub async fn handle(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>
                 return;
             }
             encode_request(&mut multi.buf, args);
-            multi.count += 1;
+            multi.entries.push(parsed.entry);
             Reply::new(out, session.proto).simple(b"QUEUED");
         }
     }
@@ -211,9 +219,9 @@ async fn watch(session: &mut Session<'_>, keys: Args<'_>, out: &mut Vec<u8>) {
 
 /// One queued command.
 enum Step<'a> {
-    Data(&'static cmd::Spec, Args<'a>),
+    Data(&'static Spec, Args<'a>),
     /// A connection or server command (`SELECT`, `PING`...): applied in its place.
-    Session(Args<'a>),
+    Session(Parsed<'a>),
 }
 
 /// `EXEC`: the queue as one SQL transaction.
@@ -230,12 +238,13 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
         Reply::new(out, session.proto).error(b"manifold: no backend login for this client");
         return;
     };
-    // The queued requests, parsed again from their own buffer.
+    // The queued requests' arguments, from their own buffer (their commands were found
+    // when they were queued).
     let limits = Limits {
         client_query_buffer_limit: usize::MAX,
         ..session.fe.shared.limits
     };
-    let mut requests = Vec::with_capacity(multi.count);
+    let mut requests = Vec::with_capacity(multi.entries.len());
     let mut at = 0;
     while at < multi.buf.len() {
         let mut req = Request::new();
@@ -250,11 +259,16 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
     }
     let steps: Vec<Step<'_>> = requests
         .iter()
-        .map(|(req, at)| {
+        .zip(&multi.entries)
+        .map(|((req, at), &entry)| {
             let args = Args::new(req, &multi.buf[*at..]);
-            match cmd::data::lookup(args.get(0)) {
+            match entry.spec() {
                 Some(spec) => Step::Data(spec, args),
-                None => Step::Session(args),
+                None => Step::Session(Parsed {
+                    entry,
+                    cmd: Command::build(entry, args),
+                    args,
+                }),
             }
         })
         .collect();
@@ -301,10 +315,11 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                 match tx.commit().await {
                     Ok(()) => {
                         // metrics: the calls EXEC ran.
-                        let ran = requests
-                            .iter()
-                            .map(|(r, at)| Args::new(r, &multi.buf[*at..]));
-                        crate::metrics::exec_ran(&fe.worker.metrics, ran, &replies);
+                        session::exec_ran(
+                            &fe.worker.metrics,
+                            multi.entries.iter().copied(),
+                            &replies,
+                        );
                         Reply::new(out, proto0).array_len(steps.len());
                         out.extend_from_slice(&replies);
                         return;
@@ -365,13 +380,13 @@ async fn run_steps(
                     .map_err(|e| (Some(i), e))?;
             }
             // `INFO` with its keyspace reads it in the transaction.
-            Step::Session(args) if cmd::info::needs_keyspace(args) => {
-                cmd::info::reply_in(session, &mut cx.tx, args, &mut cx.out)
+            Step::Session(parsed) if session::info::needs_keyspace(&parsed) => {
+                session::info::reply_in(session, &mut cx.tx, parsed.args, &mut cx.out)
                     .await
                     .map_err(|e| (Some(i), e))?;
             }
-            Step::Session(args) => {
-                cmd::apply(session, args, &mut cx.out);
+            Step::Session(parsed) => {
+                session::apply(session, Ok(parsed), &mut cx.out);
                 cx.db = session.info.db.get();
                 cx.proto = session.proto;
             }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use manifold_redis_proto::{Protocol, Reply};
 use tokio::sync::mpsc;
 
-use crate::cmd::Session;
+use crate::session::Session;
 
 /// Messages a subscriber's queue holds before it is disconnected.
 const QUEUE: usize = 4096;
@@ -320,14 +320,6 @@ impl Subscription {
 /// Whether the client is in Redis's subscribed state (some subscription).
 pub fn subscribed(session: &Session<'_>) -> bool {
     session.subs.as_ref().is_some_and(|s| s.count() > 0)
-}
-
-/// Commands a RESP2 client may send while subscribed.
-pub fn allowed_while_subscribed(full_name: &str) -> bool {
-    matches!(
-        full_name,
-        "ping" | "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "quit" | "reset"
-    )
 }
 
 /// The reply to a command a RESP2 subscriber may not send.

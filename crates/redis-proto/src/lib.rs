@@ -26,5 +26,5 @@ pub mod request;
 
 pub use errors::ProtocolError;
 pub use frame::{Frame, FrameError};
-pub use reply::{Protocol, Reply};
+pub use reply::{reply_len, Protocol, Reply};
 pub use request::{Limits, Request};

@@ -343,9 +343,47 @@ impl<'a> Reply<'a> {
     }
 }
 
+/// The length of the first reply written in `buf` (`None`: incomplete or not RESP): how a
+/// run of replies written one after the other is split back into each command's.
+pub fn reply_len(buf: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    // Replies still to skip (aggregates add their elements).
+    let mut left: u64 = 1;
+    while left > 0 {
+        left -= 1;
+        let kind = *buf.get(at)?;
+        let end = at + buf.get(at..)?.windows(2).position(|w| w == b"\r\n")?;
+        let line = buf.get(at + 1..end)?;
+        at = end + 2;
+        let n = || -> Option<i64> { std::str::from_utf8(line).ok()?.parse().ok() };
+        match kind {
+            b'$' | b'=' | b'!' => {
+                let n = n()?;
+                if n >= 0 {
+                    at = at.checked_add(usize::try_from(n).ok()?)?.checked_add(2)?;
+                }
+            }
+            b'*' | b'~' | b'>' => {
+                let n = n()?;
+                left = left.checked_add(u64::try_from(n).unwrap_or(0))?;
+            }
+            b'%' | b'|' => {
+                let n = n()?;
+                left = left.checked_add(u64::try_from(n).unwrap_or(0).checked_mul(2)?)?;
+                // An attribute precedes the reply it describes.
+                if kind == b'|' {
+                    left += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    (at <= buf.len()).then_some(at)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{push_double_text, Protocol, Reply};
+    use super::{push_double_text, reply_len, Protocol, Reply};
 
     fn both(f: impl Fn(&mut Reply<'_>)) -> (Vec<u8>, Vec<u8>) {
         let (mut two, mut three) = (Vec::new(), Vec::new());
@@ -364,6 +402,21 @@ mod tests {
             String::from_utf8_lossy(&three),
             String::from_utf8_lossy(resp3)
         );
+    }
+
+    #[test]
+    fn reply_lengths() {
+        assert_eq!(reply_len(b"+OK\r\nrest"), Some(5));
+        assert_eq!(reply_len(b"$3\r\nabc\r\n"), Some(9));
+        assert_eq!(reply_len(b"$-1\r\n"), Some(5));
+        assert_eq!(reply_len(b"*-1\r\n"), Some(5));
+        assert_eq!(reply_len(b"*2\r\n:1\r\n*0\r\n:9\r\n"), Some(12));
+        assert_eq!(reply_len(b"=7\r\ntxt:abc\r\n"), Some(13));
+        assert_eq!(reply_len(b"%1\r\n+a\r\n,1.5\r\n"), Some(14));
+        assert_eq!(reply_len(b"*2\r\n:1\r\n"), None);
+        assert_eq!(reply_len(b"$5\r\nab"), None);
+        assert_eq!(reply_len(b"*9999999999999999999\r\n"), None);
+        assert_eq!(reply_len(b""), None);
     }
 
     #[test]

@@ -865,6 +865,15 @@ impl Drop for Pause<'_> {
 /// While paused, the timeout looks again this often.
 const PAUSED_RECHECK: Duration = Duration::from_secs(1);
 
+/// Waits `d` as a login delay, which `waited`'s login timeout leaves out: a door's wait that
+/// stands in for a check's (so that a step checking nothing answers as late as one that does).
+pub async fn wait_as_delay(waited: Option<&WaitClock>, d: Duration) {
+    if let Some(w) = waited {
+        w.add(d);
+    }
+    tokio::time::sleep(d).await;
+}
+
 impl WaitClock {
     fn add(&self, d: Duration) {
         self.waited_ms.fetch_add(d.as_millis() as u64, Relaxed);

@@ -1,9 +1,6 @@
-//! The data commands' table: each family module lists its commands ([`Spec`]); a request's
-//! name is looked up here (any case), its arity checked, and the family runs it in a batch
-//! ([`crate::exec`]).
-
-use std::collections::HashMap;
-use std::sync::OnceLock;
+//! The data commands: each family module lists its commands ([`Spec`]); the command table
+//! ([`super::table`]) holds them with the others, a request's name is looked up there (any
+//! case), its arity checked, and the family runs it in a batch ([`crate::exec`]).
 
 /// Which module runs a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,14 +43,7 @@ pub fn count() -> usize {
     families().count()
 }
 
-/// The data command named `name` (any case).
+/// The data command named `name` (any case), from the command table ([`super::table`]).
 pub fn lookup(name: &[u8]) -> Option<&'static Spec> {
-    static TABLE: OnceLock<HashMap<&'static [u8], &'static Spec>> = OnceLock::new();
-    let table = TABLE.get_or_init(|| families().map(|s| (s.name.as_bytes(), s)).collect());
-    let mut lower = [0u8; 32];
-    let lower = lower.get_mut(..name.len())?;
-    for (l, b) in lower.iter_mut().zip(name) {
-        *l = b.to_ascii_lowercase();
-    }
-    table.get(&*lower).copied()
+    super::table().command(name)?.spec()
 }

@@ -1,41 +1,41 @@
-//! Requests turned into typed commands, then applied.
+//! Requests turned into typed commands, once.
 //!
 //! [`Command::parse`] does what Redis's command table does before anything runs: it finds
-//! the command and subcommand by name (any case) and checks the number of arguments. Those
-//! errors ([`Reject`]) come before the authentication check, as in Redis. Arguments stay
-//! slices of the request: parsing allocates nothing. [`apply`] then checks authentication
-//! and runs the command, appending its reply.
+//! the command and subcommand by name (any case) in the door's one table ([`table`]) and
+//! checks the number of arguments. Those errors ([`Reject`]) come before the authentication
+//! check, as in Redis. Arguments stay slices of the request: parsing allocates nothing. The
+//! connection parses each request once and hands the [`Parsed`] command to its batch or to
+//! the session ([`crate::session::apply`] checks authentication and runs it).
 //!
-//! One module per command family: [`connection`] (`PING`, `AUTH`, `HELLO`, `CLIENT`...),
-//! [`server`] (`INFO`, `CONFIG`, `COMMAND`, `TIME`); the data families ([`data`]) in theirs
-//! (`DBSIZE` is [`keys`]'s: it counts the keys).
+//! One module per data family ([`data`]: `DBSIZE` is [`keys`]'s, it counts the keys); the
+//! connection, server and Pub/Sub commands are the session's ([`crate::session`]).
 
 pub mod checks;
-pub mod connection;
 pub mod data;
 pub mod expiry;
 pub mod glob;
 pub mod hashes;
-pub mod info;
 pub mod keys;
 pub mod lists;
 pub mod longdouble;
-pub mod pubsub;
 pub mod rename;
 pub mod rng;
 pub mod scan;
-pub mod server;
 pub mod sets;
 pub mod sqltext;
 pub mod strings;
+pub mod table;
 pub mod zsets;
 
 pub use data::{Family, Spec};
+pub use table::{table, Entry, Kind};
 
 use manifold_redis_proto::{Protocol, Reply, Request};
 
+/// Databases a client may `SELECT` (0..15), as Redis's default `databases 16`.
+pub const DATABASES: i64 = 16;
+
 use crate::errors;
-use crate::server::{ClientInfo, RedisFrontend};
 
 /// The arguments of one request (the command name is argument 0).
 #[derive(Clone, Copy)]
@@ -138,143 +138,116 @@ pub enum Reject<'a> {
         container: &'static str,
         sub: &'a [u8],
     },
-    /// The command's full name (`echo`, `client|setname`).
-    Arity(&'static str),
+    /// The command (`echo`, `client|setname`) refused for its number of arguments.
+    Arity(&'static Entry),
 }
 
-/// Redis's arity: `n > 0` exactly `n` arguments (name included), `n < 0` at least `-n`.
-fn arity_ok(arity: i32, argc: usize) -> bool {
-    let argc = argc as i64;
-    if arity >= 0 {
-        argc == i64::from(arity)
-    } else {
-        argc >= -i64::from(arity)
-    }
+/// A request's command, typed, with its entry in the table and its arguments (the name
+/// included): what the connection hands to batching, dispatch, `MULTI` and counting.
+#[derive(Clone, Copy)]
+pub struct Parsed<'a> {
+    pub entry: &'static Entry,
+    pub cmd: Command<'a>,
+    pub args: Args<'a>,
 }
 
-/// Checks `args` against `arity`, refusing with `full_name`.
-pub(crate) fn check(
-    arity: i32,
-    args: &Args<'_>,
-    full_name: &'static str,
-) -> Result<(), Reject<'static>> {
-    if arity_ok(arity, args.len()) {
-        Ok(())
-    } else {
-        Err(Reject::Arity(full_name))
-    }
-}
-
-impl<'a> Command<'a> {
-    /// Finds the command of a request with at least one argument.
-    pub fn parse(args: Args<'a>) -> Result<Self, Reject<'a>> {
-        let name = args.get(0);
-        if let Some(cmd) = connection::parse(name, args)? {
-            return Ok(cmd);
-        }
-        if let Some(cmd) = server::parse(name, args)? {
-            return Ok(cmd);
-        }
-        if let Some(cmd) = pubsub::parse(name, args)? {
-            return Ok(cmd);
-        }
-        if let Some(cmd) = transaction(name, args)? {
-            return Ok(cmd);
-        }
-        if let Some(spec) = data::lookup(name) {
-            check(spec.arity, &args, spec.name)?;
-            return Ok(Command::Data(spec, args));
-        }
-        Err(Reject::UnknownCommand(args))
+impl Parsed<'_> {
+    /// Its full name (`get`, `client|list`), as `CLIENT LIST` shows it in `cmd=`.
+    pub fn name(&self) -> &'static str {
+        self.entry.name
     }
 
     /// Runs without authentication (Redis's `no-auth` flag).
     pub fn no_auth(&self) -> bool {
-        matches!(
-            self,
-            Self::Auth { .. } | Self::Hello(_) | Self::Quit | Self::Reset
-        )
-    }
-
-    /// The name `CLIENT LIST` shows in `cmd=`.
-    pub fn full_name(&self) -> &'static str {
-        match self {
-            Self::Ping(_) => "ping",
-            Self::Echo(_) => "echo",
-            Self::Quit => "quit",
-            Self::Reset => "reset",
-            Self::Select(_) => "select",
-            Self::Auth { .. } => "auth",
-            Self::Hello(_) => "hello",
-            Self::ClientId => "client|id",
-            Self::ClientSetName(_) => "client|setname",
-            Self::ClientGetName => "client|getname",
-            Self::ClientSetInfo(..) => "client|setinfo",
-            Self::ClientInfo => "client|info",
-            Self::ClientList(_) => "client|list",
-            Self::ClientNoEvict(_) => "client|no-evict",
-            Self::ClientKill(_) => "client|kill",
-            Self::ClientHelp => "client|help",
-            Self::CommandAll => "command",
-            Self::CommandCount => "command|count",
-            Self::CommandDocs => "command|docs",
-            Self::CommandInfo(_) => "command|info",
-            Self::CommandHelp => "command|help",
-            Self::ConfigGet(_) => "config|get",
-            Self::ConfigHelp => "config|help",
-            Self::Info(_) => "info",
-            Self::Time => "time",
-            Self::Data(spec, _) => spec.name,
-            Self::Multi => "multi",
-            Self::Exec => "exec",
-            Self::Discard => "discard",
-            Self::Watch(_) => "watch",
-            Self::Unwatch => "unwatch",
-            Self::Subscribe(_) => "subscribe",
-            Self::PSubscribe(_) => "psubscribe",
-            Self::Unsubscribe(_) => "unsubscribe",
-            Self::PUnsubscribe(_) => "punsubscribe",
-            Self::Publish(..) => "publish",
-            Self::PubsubChannels(_) => "pubsub|channels",
-            Self::PubsubNumsub(_) => "pubsub|numsub",
-            Self::PubsubNumpat => "pubsub|numpat",
-            Self::PubsubHelp => "pubsub|help",
-        }
+        self.entry.has(table::flags::NO_AUTH)
     }
 }
 
-/// Connection and server commands the door knows (`COMMAND COUNT` adds the data commands).
-pub const COMMAND_COUNT: i64 = 23;
+impl<'a> Command<'a> {
+    /// Finds the command of a request with at least one argument in the table ([`table`]:
+    /// name and subcommand in any case) and checks its number of arguments.
+    pub fn parse(args: Args<'a>) -> Result<Parsed<'a>, Reject<'a>> {
+        let t = table();
+        let Some(mut entry) = t.command(args.get(0)) else {
+            return Err(Reject::UnknownCommand(args));
+        };
+        if !entry.arity_ok(args.len()) {
+            return Err(Reject::Arity(entry));
+        }
+        if let (Some(container), true) = (entry.container, args.len() >= 2) {
+            let sub = args.get(1);
+            entry = t
+                .subcommand(entry, sub)
+                .ok_or(Reject::UnknownSubcommand { container, sub })?;
+            if !entry.arity_ok(args.len()) {
+                return Err(Reject::Arity(entry));
+            }
+        }
+        Ok(Parsed {
+            entry,
+            cmd: Self::build(entry, args),
+            args,
+        })
+    }
 
-/// One client's state while its connection runs.
-pub struct Session<'s> {
-    pub fe: &'s RedisFrontend,
-    pub info: &'s ClientInfo,
-    pub authenticated: bool,
-    /// The backend login the client's commands run as (set by `AUTH` / `HELLO AUTH`).
-    pub login: Option<std::rc::Rc<manifold_backend::ConnKey>>,
-    /// Commands queued since `MULTI`.
-    pub multi: Option<crate::multi::Multi>,
-    /// Keys under `WATCH`.
-    pub watched: Vec<crate::multi::Watched>,
-    /// Channels and patterns subscribed to.
-    pub subs: Option<crate::pubsub::Subscription>,
-    pub proto: Protocol,
-    /// Set by `QUIT`: close once the replies are written.
-    pub quit: bool,
-    /// The client's last write, which its reads on replicas must see.
-    pub causal: crate::replicas::Causal,
-    /// `AUTH` / `HELLO ... AUTH` refused on this connection: it closes at
-    /// [`connection::MAX_AUTH_FAILURES`].
-    pub auth_failures: u8,
-    /// Set by [`connection::wait_before_login`] for the login about to be applied: its
-    /// admission by the failed-logins table (`Err`: too many of its address waiting).
-    pub login_attempt: Option<
-        Result<
-            manifold_engine::login_throttle::Attempt<'s>,
-            manifold_engine::login_throttle::TooManyWaiting,
-        >,
-    >,
+    /// The command of `entry` with `args` (their number checked).
+    pub fn build(entry: &'static Entry, args: Args<'a>) -> Self {
+        match entry.kind {
+            Kind::Ping => Self::Ping(args),
+            Kind::Echo => Self::Echo(args.get(1)),
+            Kind::Quit => Self::Quit,
+            Kind::Reset => Self::Reset,
+            Kind::Select => Self::Select(args.get(1)),
+            Kind::Auth => match args.len() {
+                2 => Self::Auth {
+                    user: None,
+                    pass: args.get(1),
+                    too_many: false,
+                },
+                n => Self::Auth {
+                    user: Some(args.get(1)),
+                    pass: args.get(2),
+                    too_many: n > 3,
+                },
+            },
+            Kind::Hello => Self::Hello(args),
+            Kind::ClientId => Self::ClientId,
+            Kind::ClientSetName => Self::ClientSetName(args.get(2)),
+            Kind::ClientGetName => Self::ClientGetName,
+            Kind::ClientSetInfo => Self::ClientSetInfo(args.get(2), args.get(3)),
+            Kind::ClientInfo => Self::ClientInfo,
+            Kind::ClientList => Self::ClientList(args),
+            Kind::ClientNoEvict => Self::ClientNoEvict(args.get(2)),
+            Kind::ClientKill => Self::ClientKill(args),
+            Kind::ClientHelp => Self::ClientHelp,
+            Kind::CommandAll => Self::CommandAll,
+            Kind::CommandCount => Self::CommandCount,
+            Kind::CommandDocs => Self::CommandDocs,
+            Kind::CommandInfo => Self::CommandInfo(args),
+            Kind::CommandHelp => Self::CommandHelp,
+            Kind::ConfigGet => Self::ConfigGet(args),
+            Kind::ConfigHelp => Self::ConfigHelp,
+            Kind::Info => Self::Info(args),
+            Kind::Time => Self::Time,
+            Kind::Multi => Self::Multi,
+            Kind::Exec => Self::Exec,
+            Kind::Discard => Self::Discard,
+            Kind::Watch => Self::Watch(args),
+            Kind::Unwatch => Self::Unwatch,
+            Kind::Subscribe => Self::Subscribe(args),
+            Kind::PSubscribe => Self::PSubscribe(args),
+            Kind::Unsubscribe => Self::Unsubscribe(args),
+            Kind::PUnsubscribe => Self::PUnsubscribe(args),
+            Kind::Publish => Self::Publish(args.get(1), args.get(2)),
+            Kind::PubsubChannels => Self::PubsubChannels((args.len() > 2).then(|| args.get(2))),
+            Kind::PubsubNumsub => Self::PubsubNumsub(args),
+            Kind::PubsubNumpat => Self::PubsubNumpat,
+            Kind::PubsubHelp => Self::PubsubHelp,
+            // Its arity asks for a subcommand, so `parse` never builds it.
+            Kind::Container => unreachable!("{} without a subcommand", entry.name),
+            Kind::Data(spec) => Self::Data(spec, args),
+        }
+    }
 }
 
 /// Appends the error reply of a refused request.
@@ -287,116 +260,9 @@ pub fn reject_reply(reject: Reject<'_>, proto: Protocol, out: &mut Vec<u8>) {
         Reject::UnknownSubcommand { container, sub } => {
             errors::unknown_subcommand(&mut text, container, sub);
         }
-        Reject::Arity(name) => errors::arity(&mut text, name),
+        Reject::Arity(entry) => errors::arity(&mut text, entry.name),
     }
     Reply::new(out, proto).error(&text);
-}
-
-/// The transaction command named `name`, `Ok(None)` when it is not one.
-fn transaction<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, Reject<'a>> {
-    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-    Ok(Some(if is("multi") {
-        check(1, &args, "multi")?;
-        Command::Multi
-    } else if is("exec") {
-        check(1, &args, "exec")?;
-        Command::Exec
-    } else if is("discard") {
-        check(1, &args, "discard")?;
-        Command::Discard
-    } else if is("watch") {
-        check(-2, &args, "watch")?;
-        Command::Watch(args)
-    } else if is("unwatch") {
-        check(1, &args, "unwatch")?;
-        Command::Unwatch
-    } else {
-        return Ok(None);
-    }))
-}
-
-/// The data command of a request an authenticated client may run: it waits for its batch
-/// ([`crate::exec`]) instead of being applied.
-pub fn batched(session: &Session<'_>, args: Args<'_>) -> Option<&'static Spec> {
-    if !session.authenticated
-        || session.login.is_none()
-        || session.multi.is_some()
-        || (session.proto == Protocol::Resp2 && crate::pubsub::subscribed(session))
-    {
-        return None;
-    }
-    match Command::parse(args) {
-        Ok(Command::Data(spec, _)) => {
-            session.info.cmd.set(spec.name);
-            Some(spec)
-        }
-        _ => None,
-    }
-}
-
-/// Applies one request (with at least one argument), appending its reply to `out`; a data
-/// command of an authenticated client is not run but returned, for its batch
-/// ([`crate::exec`]).
-pub fn apply(
-    session: &mut Session<'_>,
-    args: Args<'_>,
-    out: &mut Vec<u8>,
-) -> Option<&'static Spec> {
-    let cmd = match Command::parse(args) {
-        Ok(cmd) => cmd,
-        Err(reject) => {
-            reject_reply(reject, session.proto, out);
-            return None;
-        }
-    };
-    if !session.authenticated && !cmd.no_auth() {
-        Reply::new(out, session.proto).error(errors::NOAUTH);
-        return None;
-    }
-    session.info.cmd.set(cmd.full_name());
-    if session.proto == Protocol::Resp2
-        && crate::pubsub::subscribed(session)
-        && !crate::pubsub::allowed_while_subscribed(cmd.full_name())
-    {
-        crate::pubsub::refuse_while_subscribed(cmd.full_name(), session.proto, out);
-        return None;
-    }
-    match cmd {
-        Command::Subscribe(_)
-        | Command::PSubscribe(_)
-        | Command::Unsubscribe(_)
-        | Command::PUnsubscribe(_)
-        | Command::Publish(..)
-        | Command::PubsubChannels(_)
-        | Command::PubsubNumsub(_)
-        | Command::PubsubNumpat
-        | Command::PubsubHelp => pubsub::apply(session, cmd, out),
-        Command::CommandAll
-        | Command::CommandCount
-        | Command::CommandDocs
-        | Command::CommandInfo(_)
-        | Command::CommandHelp
-        | Command::ConfigGet(_)
-        | Command::ConfigHelp
-        | Command::Info(_)
-        | Command::Time => server::apply(session, cmd, out),
-        Command::Data(spec, _) => {
-            if session.login.is_some() {
-                return Some(spec);
-            }
-            Reply::new(out, session.proto).error(b"manifold: no backend login for this client");
-        }
-        // Handled by `crate::multi` before they get here (not queueable).
-        Command::Multi | Command::Exec | Command::Discard | Command::Watch(_) => {
-            Reply::new(out, session.proto).error(b"Command not allowed inside a transaction");
-        }
-        Command::Unwatch => {
-            session.watched.clear();
-            Reply::new(out, session.proto).simple(b"OK");
-        }
-        _ => connection::apply(session, cmd, out),
-    }
-    None
 }
 
 /// Redis's `string2ll`: an optional `-`, digits without a leading zero, fits an `i64`.

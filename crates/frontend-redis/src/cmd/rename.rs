@@ -12,7 +12,7 @@
 
 use manifold_backend::Param;
 
-use super::connection::DATABASES;
+use super::DATABASES;
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;

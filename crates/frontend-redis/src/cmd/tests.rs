@@ -2,10 +2,15 @@
 
 use manifold_redis_proto::{Limits, Request};
 
-use super::{Args, Command, Reject};
+use super::{Args, Command, Parsed, Reject};
 
 /// Parses `bytes` as one request and hands its command (or refusal) to `check`.
 fn with(bytes: &[u8], check: impl FnOnce(Result<Command<'_>, Reject<'_>>)) {
+    with_entry(bytes, |p| check(p.map(|p| p.cmd)));
+}
+
+/// As [`with`], with the command's table entry.
+fn with_entry(bytes: &[u8], check: impl FnOnce(Result<Parsed<'_>, Reject<'_>>)) {
     let mut req = Request::new();
     let used = req.parse(bytes, &Limits::default()).unwrap().unwrap();
     assert_eq!(used, bytes.len());
@@ -14,21 +19,21 @@ fn with(bytes: &[u8], check: impl FnOnce(Result<Command<'_>, Reject<'_>>)) {
 
 fn name_of(bytes: &[u8]) -> &'static str {
     let mut out = "";
-    with(bytes, |c| out = c.ok().expect("parsed").full_name());
+    with_entry(bytes, |c| out = c.ok().expect("parsed").name());
     out
 }
 
 fn refusal(bytes: &[u8]) -> String {
     let mut text = Vec::new();
-    with(bytes, |c| match c {
-        Ok(cmd) => panic!("parsed as {}", cmd.full_name()),
+    with_entry(bytes, |c| match c {
+        Ok(p) => panic!("parsed as {}", p.name()),
         Err(Reject::UnknownCommand(args)) => {
             crate::errors::unknown_command(&mut text, args.get(0), args.from(1));
         }
         Err(Reject::UnknownSubcommand { container, sub }) => {
             crate::errors::unknown_subcommand(&mut text, container, sub);
         }
-        Err(Reject::Arity(n)) => crate::errors::arity(&mut text, n),
+        Err(Reject::Arity(e)) => crate::errors::arity(&mut text, e.name),
     });
     String::from_utf8(text).unwrap()
 }
@@ -165,6 +170,96 @@ fn refusals_are_redis_texts() {
 }
 
 #[test]
+fn refusals_of_every_container_and_the_transactions() {
+    // Texts as redis-server 7.0.15 gives them.
+    assert_eq!(
+        refusal(b"CONFIG\r\n"),
+        "wrong number of arguments for 'config' command"
+    );
+    assert_eq!(
+        refusal(b"PUBSUB\r\n"),
+        "wrong number of arguments for 'pubsub' command"
+    );
+    assert_eq!(
+        refusal(b"pubsub Nope\r\n"),
+        "unknown subcommand 'Nope'. Try PUBSUB HELP."
+    );
+    assert_eq!(
+        refusal(b"PUBSUB NUMPAT x\r\n"),
+        "wrong number of arguments for 'pubsub|numpat' command"
+    );
+    assert_eq!(
+        refusal(b"COMMAND COUNT x\r\n"),
+        "wrong number of arguments for 'command|count' command"
+    );
+    assert_eq!(
+        refusal(b"CONFIG GET\r\n"),
+        "wrong number of arguments for 'config|get' command"
+    );
+    assert_eq!(
+        refusal(b"CLIENT KILL\r\n"),
+        "wrong number of arguments for 'client|kill' command"
+    );
+    assert_eq!(
+        refusal(b"MULTI x\r\n"),
+        "wrong number of arguments for 'multi' command"
+    );
+    assert_eq!(
+        refusal(b"WATCH\r\n"),
+        "wrong number of arguments for 'watch' command"
+    );
+    assert_eq!(
+        refusal(b"PUBLISH c\r\n"),
+        "wrong number of arguments for 'publish' command"
+    );
+    // A subcommand's full name is no command; nor a name longer than any command's.
+    assert_eq!(
+        refusal(b"client|id\r\n"),
+        "unknown command 'client|id', with args beginning with: "
+    );
+    let long = "x".repeat(40);
+    assert_eq!(
+        refusal(format!("{long}\r\n").as_bytes()),
+        format!("unknown command '{long}', with args beginning with: ")
+    );
+    let sub = "y".repeat(40);
+    assert_eq!(
+        refusal(format!("CLIENT {sub}\r\n").as_bytes()),
+        format!("unknown subcommand '{sub}'. Try CLIENT HELP.")
+    );
+    // Refused, each with its entry: its slot is what the figures count.
+    with_entry(b"CLIENT KILL\r\n", |c| {
+        let Err(Reject::Arity(e)) = c else { panic!() };
+        assert!(std::ptr::eq(e, super::table().get("client|kill").unwrap()));
+    });
+}
+
+#[test]
+fn every_command_parses_to_its_own_entry() {
+    for e in super::table().entries() {
+        if e.container.is_some() && e.name != "command" {
+            continue;
+        }
+        // The name, and enough arguments for its arity.
+        let mut words: Vec<&str> = e.name.split('|').collect();
+        let argc = e.arity.unsigned_abs() as usize;
+        while words.len() < argc {
+            words.push("a");
+        }
+        let line = format!("{}\r\n", words.join(" "));
+        with_entry(line.as_bytes(), |c| {
+            let p = c.ok().unwrap_or_else(|| panic!("{line}"));
+            assert!(std::ptr::eq(p.entry, e), "{line}");
+            let spec = match p.cmd {
+                Command::Data(spec, _) => Some(spec.name),
+                _ => None,
+            };
+            assert_eq!(spec, e.spec().map(|s| s.name), "{line}");
+        });
+    }
+}
+
+#[test]
 fn only_the_handshake_commands_skip_authentication() {
     for (bytes, no_auth) in [
         (&b"AUTH p\r\n"[..], true),
@@ -176,7 +271,7 @@ fn only_the_handshake_commands_skip_authentication() {
         (b"CLIENT ID\r\n", false),
         (b"INFO\r\n", false),
     ] {
-        with(bytes, |c| assert_eq!(c.ok().unwrap().no_auth(), no_auth));
+        with_entry(bytes, |c| assert_eq!(c.ok().unwrap().no_auth(), no_auth));
     }
 }
 

@@ -4,92 +4,11 @@ use std::time::Instant;
 
 use manifold_redis_proto::{Protocol, Reply};
 
-use super::{check, parse_i64, Args, Command, Reject, Session};
+use super::Session;
+use crate::cmd::{parse_i64, Args, Command};
 use crate::errors;
 
-/// Databases a client may `SELECT` (0..15), as Redis's default `databases 16`.
-pub const DATABASES: i64 = 16;
-
-/// The connection command named `name`, `Ok(None)` when it is not one.
-pub fn parse<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, Reject<'a>> {
-    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-    let cmd = if is("ping") {
-        // More than one message is refused by the command itself, after the
-        // authentication check (Redis's arity for PING is -1).
-        Command::Ping(args)
-    } else if is("echo") {
-        check(2, &args, "echo")?;
-        Command::Echo(args.get(1))
-    } else if is("quit") {
-        Command::Quit
-    } else if is("reset") {
-        check(1, &args, "reset")?;
-        Command::Reset
-    } else if is("select") {
-        check(2, &args, "select")?;
-        Command::Select(args.get(1))
-    } else if is("auth") {
-        check(-2, &args, "auth")?;
-        match args.len() {
-            2 => Command::Auth {
-                user: None,
-                pass: args.get(1),
-                too_many: false,
-            },
-            n => Command::Auth {
-                user: Some(args.get(1)),
-                pass: args.get(2),
-                too_many: n > 3,
-            },
-        }
-    } else if is("hello") {
-        Command::Hello(args)
-    } else if is("client") {
-        check(-2, &args, "client")?;
-        client(args)?
-    } else {
-        return Ok(None);
-    };
-    Ok(Some(cmd))
-}
-
-fn client(args: Args<'_>) -> Result<Command<'_>, Reject<'_>> {
-    let sub = args.get(1);
-    let is = |n: &str| sub.eq_ignore_ascii_case(n.as_bytes());
-    Ok(if is("id") {
-        check(2, &args, "client|id")?;
-        Command::ClientId
-    } else if is("setname") {
-        check(3, &args, "client|setname")?;
-        Command::ClientSetName(args.get(2))
-    } else if is("getname") {
-        check(2, &args, "client|getname")?;
-        Command::ClientGetName
-    } else if is("setinfo") {
-        check(4, &args, "client|setinfo")?;
-        Command::ClientSetInfo(args.get(2), args.get(3))
-    } else if is("info") {
-        check(2, &args, "client|info")?;
-        Command::ClientInfo
-    } else if is("list") {
-        check(-2, &args, "client|list")?;
-        Command::ClientList(args)
-    } else if is("no-evict") {
-        check(3, &args, "client|no-evict")?;
-        Command::ClientNoEvict(args.get(2))
-    } else if is("kill") {
-        check(-3, &args, "client|kill")?;
-        Command::ClientKill(args)
-    } else if is("help") {
-        check(2, &args, "client|help")?;
-        Command::ClientHelp
-    } else {
-        return Err(Reject::UnknownSubcommand {
-            container: "CLIENT",
-            sub,
-        });
-    })
-}
+pub use crate::cmd::DATABASES;
 
 /// Redis's `validateClientName`: printable ASCII without spaces (an empty name clears it).
 fn valid_name(name: &[u8]) -> bool {

@@ -5,58 +5,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use manifold_redis_proto::Reply;
 
-use super::{check, Args, Command, Reject, Session};
-
-/// The server command named `name`, `Ok(None)` when it is not one.
-pub fn parse<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, Reject<'a>> {
-    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-    let cmd = if is("info") {
-        Command::Info(args)
-    } else if is("time") {
-        check(1, &args, "time")?;
-        Command::Time
-    } else if is("command") {
-        if args.len() == 1 {
-            Command::CommandAll
-        } else {
-            let sub = args.get(1);
-            if sub.eq_ignore_ascii_case(b"count") {
-                check(2, &args, "command|count")?;
-                Command::CommandCount
-            } else if sub.eq_ignore_ascii_case(b"docs") {
-                Command::CommandDocs
-            } else if sub.eq_ignore_ascii_case(b"info") {
-                Command::CommandInfo(args)
-            } else if sub.eq_ignore_ascii_case(b"help") {
-                check(2, &args, "command|help")?;
-                Command::CommandHelp
-            } else {
-                return Err(Reject::UnknownSubcommand {
-                    container: "COMMAND",
-                    sub,
-                });
-            }
-        }
-    } else if is("config") {
-        check(-2, &args, "config")?;
-        let sub = args.get(1);
-        if sub.eq_ignore_ascii_case(b"get") {
-            check(-3, &args, "config|get")?;
-            Command::ConfigGet(args)
-        } else if sub.eq_ignore_ascii_case(b"help") {
-            check(2, &args, "config|help")?;
-            Command::ConfigHelp
-        } else {
-            return Err(Reject::UnknownSubcommand {
-                container: "CONFIG",
-                sub,
-            });
-        }
-    } else {
-        return Ok(None);
-    };
-    Ok(Some(cmd))
-}
+use super::Session;
+use crate::cmd::table::{table, Group};
+use crate::cmd::{Args, Command};
 
 /// Redis's `stringmatchlen` for `*`, `?`, `[...]` and `\\`, without case. Iterative, with
 /// only the last `*` to go back to: at most pattern × text steps and no recursion, whatever
@@ -151,49 +102,6 @@ fn parameters(session: &Session<'_>) -> [(&'static str, String); 10] {
     ]
 }
 
-/// Commands that are not data commands: name and Redis's arity.
-const OTHER_COMMANDS: &[(&str, i32)] = &[
-    ("ping", -1),
-    ("echo", 2),
-    ("quit", -1),
-    ("reset", 1),
-    ("select", 2),
-    ("auth", -2),
-    ("hello", -1),
-    ("client", -2),
-    ("command", -1),
-    ("config", -2),
-    ("info", -1),
-    ("time", 1),
-    ("multi", 1),
-    ("exec", 1),
-    ("discard", 1),
-    ("watch", -2),
-    ("unwatch", 1),
-    ("subscribe", -2),
-    ("psubscribe", -2),
-    ("unsubscribe", -1),
-    ("punsubscribe", -1),
-    ("publish", 3),
-    ("pubsub", -2),
-];
-
-/// Where a data command's keys are: first, last (negative: from the end), step.
-fn key_positions(name: &str) -> (i64, i64, i64) {
-    match name {
-        "del" | "unlink" | "exists" | "touch" | "mget" | "sinter" | "sunion" | "sdiff"
-        | "sinterstore" | "sunionstore" | "sdiffstore" => (1, -1, 1),
-        "mset" | "msetnx" => (1, -1, 2),
-        "rename" | "renamenx" | "copy" | "lmove" | "rpoplpush" | "smove" | "brpoplpush"
-        | "blmove" | "zrangestore" => (1, 2, 1),
-        "blpop" | "brpop" => (1, -2, 1),
-        // Their keys follow a count (`LMPOP numkeys key...`), or they have none.
-        "lmpop" | "blmpop" | "sintercard" | "keys" | "scan" | "randomkey" | "dbsize"
-        | "flushdb" | "flushall" => (0, 0, 0),
-        _ => (1, 1, 1),
-    }
-}
-
 /// `COMMAND INFO [name...]`: each command's name, arity, flags, key positions and ACL
 /// categories as Redis 7.0 lays them out (flags `write` or `readonly` only; no tips, key
 /// specs or subcommands); a command the door does not serve is nil.
@@ -201,29 +109,27 @@ fn command_info(session: &Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
     let mut r = Reply::new(out, session.proto);
     r.array_len(args.len().saturating_sub(2));
     for name in args.from(2) {
-        let lower = name.to_ascii_lowercase();
-        let Ok(lower) = std::str::from_utf8(&lower) else {
+        let Some(e) = table().command(name) else {
             r.null();
             continue;
         };
-        let (arity, write, keys, family) = if let Some(spec) = super::data::lookup(name) {
-            let family = format!("@{:?}", spec.family).to_ascii_lowercase();
-            (spec.arity, spec.write, key_positions(spec.name), family)
-        } else if let Some(&(_, arity)) = OTHER_COMMANDS.iter().find(|(n, _)| *n == lower) {
-            (arity, false, (0, 0, 0), "@connection".to_owned())
-        } else {
-            r.null();
-            continue;
-        };
+        let write = e.write();
         r.array_len(10)
-            .bulk(lower.as_bytes())
-            .integer(i64::from(arity));
+            .bulk(e.name.as_bytes())
+            .integer(i64::from(e.arity));
         r.set_len(1)
             .simple(if write { b"write" } else { b"readonly" });
-        r.integer(keys.0).integer(keys.1).integer(keys.2);
+        r.integer(e.keys.first)
+            .integer(e.keys.last)
+            .integer(e.keys.step);
+        // The data family's category; `@connection` for every other command.
+        let family = match e.group {
+            Group::Data(_) => e.group.name(),
+            _ => "connection",
+        };
         r.set_len(2)
             .simple(if write { b"@write" } else { b"@read" })
-            .simple(family.as_bytes());
+            .simple(format!("@{family}").as_bytes());
         // Tips, key specs, subcommands.
         r.set_len(0).set_len(0).set_len(0);
     }
@@ -246,8 +152,7 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
             Reply::new(out, session.proto).array_len(0);
         }
         Command::CommandCount => {
-            Reply::new(out, session.proto)
-                .integer(super::COMMAND_COUNT + super::data::count() as i64);
+            Reply::new(out, session.proto).integer(table().count() as i64);
         }
         Command::CommandInfo(args) => command_info(session, args, out),
         Command::CommandDocs => {

@@ -3,51 +3,9 @@
 
 use manifold_redis_proto::Reply;
 
-use super::{check, Args, Command, Reject, Session};
+use super::Session;
+use crate::cmd::Command;
 use crate::pubsub;
-
-/// The Pub/Sub command named `name`, `Ok(None)` when it is not one.
-pub fn parse<'a>(name: &[u8], args: Args<'a>) -> Result<Option<Command<'a>>, Reject<'a>> {
-    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-    Ok(Some(if is("subscribe") {
-        check(-2, &args, "subscribe")?;
-        Command::Subscribe(args)
-    } else if is("psubscribe") {
-        check(-2, &args, "psubscribe")?;
-        Command::PSubscribe(args)
-    } else if is("unsubscribe") {
-        Command::Unsubscribe(args)
-    } else if is("punsubscribe") {
-        Command::PUnsubscribe(args)
-    } else if is("publish") {
-        check(3, &args, "publish")?;
-        Command::Publish(args.get(1), args.get(2))
-    } else if is("pubsub") {
-        check(-2, &args, "pubsub")?;
-        let sub = args.get(1);
-        let is = |n: &str| sub.eq_ignore_ascii_case(n.as_bytes());
-        if is("channels") {
-            check(-2, &args, "pubsub|channels")?;
-            Command::PubsubChannels((args.len() > 2).then(|| args.get(2)))
-        } else if is("numsub") {
-            check(-2, &args, "pubsub|numsub")?;
-            Command::PubsubNumsub(args)
-        } else if is("numpat") {
-            check(2, &args, "pubsub|numpat")?;
-            Command::PubsubNumpat
-        } else if is("help") {
-            check(2, &args, "pubsub|help")?;
-            Command::PubsubHelp
-        } else {
-            return Err(Reject::UnknownSubcommand {
-                container: "PUBSUB",
-                sub,
-            });
-        }
-    } else {
-        return Ok(None);
-    }))
-}
 
 /// Applies a Pub/Sub command.
 pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {

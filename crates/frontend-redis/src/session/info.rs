@@ -5,7 +5,7 @@
 //! and `everything` all of them. The figures come from [`crate::metrics`] (every worker's,
 //! summed). `keyspace` counts the keys in SQL (`SELECT db, COUNT(*), COUNT(expire_at) FROM
 //! {s}.redis_keys WHERE expire_at IS NULL OR expire_at > ? GROUP BY db`): an `INFO` that
-//! shows it runs asynchronously ([`crate::metrics::handle`]), between the batches of its
+//! shows it runs asynchronously ([`super::handle`]), between the batches of its
 //! connection, or inside `EXEC`'s transaction; one without it answers at once.
 //!
 //! `memory` has what manifold knows: the process's resident memory (`used_memory_rss`), its
@@ -25,7 +25,8 @@ use std::io::Write;
 use manifold_backend::Param;
 use manifold_redis_proto::{Protocol, Reply};
 
-use super::{Args, Session};
+use super::Session;
+use crate::cmd::Args;
 use crate::store::{int, StoreError, Tx};
 
 /// Sections in Redis's order, and whether a bare `INFO` (or `default`) shows each.
@@ -63,9 +64,9 @@ pub fn runs_async(session: &Session<'_>, args: Args<'_>) -> bool {
         && wanted(args, "keyspace")
 }
 
-/// Whether `args` (a queued request) is an `INFO` showing the keyspace.
-pub fn needs_keyspace(args: Args<'_>) -> bool {
-    args.get(0).eq_ignore_ascii_case(b"info") && wanted(args, "keyspace")
+/// Whether `parsed` (a queued request) is an `INFO` showing the keyspace.
+pub fn needs_keyspace(parsed: &crate::cmd::Parsed<'_>) -> bool {
+    matches!(parsed.cmd, crate::cmd::Command::Info(args) if wanted(args, "keyspace"))
 }
 
 /// `(db, keys, keys with an expiry)` of each database holding live keys, in order.
