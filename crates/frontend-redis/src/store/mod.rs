@@ -144,27 +144,6 @@ impl Store {
     }
 }
 
-impl<'s> Tx<'s> {
-    /// A transaction for one batch on `worker`, as `key`'s backend login; `write`: the batch
-    /// writes, so its statements run in one transaction committed by [`Tx::commit`].
-    pub(crate) fn new(worker: &'s Worker, key: &'s ConnKey, write: bool) -> Self {
-        Tx {
-            store: &worker.store,
-            worker,
-            key,
-            lease: None,
-            write,
-            gap_locks: false,
-            now_ms: now_ms(),
-            pushed: Vec::new(),
-            writers: Vec::new(),
-            readers: None,
-            node: 0,
-            on_replica: false,
-        }
-    }
-}
-
 /// The key of the door's backend connections for `login`: binary character set (values
 /// are bytes), no client capabilities of its own, and manifold's own, so TLS whenever the
 /// backend offers it under `backend.tls.mode = as_client` (commands of TLS and plain Redis
@@ -205,6 +184,27 @@ pub struct Tx<'s> {
     /// The node the connection is on.
     node: NodeId,
     on_replica: bool,
+}
+
+impl<'s> Tx<'s> {
+    /// A transaction for one batch on `worker`, as `key`'s backend login; `write`: the batch
+    /// writes, so its statements run in one transaction committed by [`Tx::commit`].
+    pub(crate) fn new(worker: &'s Worker, key: &'s ConnKey, write: bool) -> Self {
+        Tx {
+            store: &worker.store,
+            worker,
+            key,
+            lease: None,
+            write,
+            gap_locks: false,
+            now_ms: now_ms(),
+            pushed: Vec::new(),
+            writers: Vec::new(),
+            readers: None,
+            node: 0,
+            on_replica: false,
+        }
+    }
 }
 
 impl Tx<'_> {
