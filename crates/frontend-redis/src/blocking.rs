@@ -26,6 +26,7 @@ use crate::cmd::lists::{try_blocking, Served};
 use crate::cmd::{Args, Spec};
 use crate::exec::Cx;
 use crate::session::Session;
+use crate::store::{pause_before_retry, Attempts, Decision};
 
 /// The clients blocked on each `(db, key)`: their ids and wake-ups.
 type ByKey = HashMap<(u8, Vec<u8>), Vec<(u64, Arc<Notify>)>>;
@@ -230,7 +231,8 @@ pub struct Blocked<'w> {
     deadline: Option<tokio::time::Instant>,
     login: std::rc::Rc<manifold_backend::ConnKey>,
     db: u8,
-    transient: usize,
+    /// The conflicts of this wake-up's attempt.
+    attempts: Attempts,
 }
 
 impl<'w> Blocked<'w> {
@@ -255,7 +257,7 @@ impl<'w> Blocked<'w> {
         let fe: &'w crate::server::RedisFrontend = session.fe;
         Some(Blocked {
             registration: Registration::new(
-                &fe.store.shared.waiters,
+                &fe.worker.waiters,
                 session.info.id,
                 db,
                 &keys(args, spec.name),
@@ -264,7 +266,7 @@ impl<'w> Blocked<'w> {
             deadline: timeout.and_then(|t| tokio::time::Instant::now().checked_add(t)),
             login,
             db,
-            transient: 0,
+            attempts: Attempts::new(0),
         })
     }
 
@@ -278,10 +280,10 @@ impl<'w> Blocked<'w> {
         out: &mut Vec<u8>,
     ) -> bool {
         let proto = session.proto;
-        let store = &session.fe.store;
+        let worker = &session.fe.worker;
         loop {
             let mut cx = Cx {
-                tx: store.begin(&self.login, true).noting(&session.causal),
+                tx: worker.begin(&self.login, true).noting(&session.causal),
                 out: Vec::new(),
                 proto,
                 db: self.db,
@@ -310,7 +312,7 @@ impl<'w> Blocked<'w> {
                             return true;
                         }
                         Ok(()) => {
-                            self.transient = 0;
+                            self.attempts = Attempts::new(0);
                             return false;
                         }
                         Err(e) => e,
@@ -321,13 +323,14 @@ impl<'w> Blocked<'w> {
                     e
                 }
             };
-            if e.is_transient() && self.transient < crate::store::TRANSIENT_RETRIES {
-                self.transient += 1;
-                crate::store::pause_before_retry(self.transient).await;
-                continue;
+            // The command is the attempt's only one: nothing runs without it.
+            match self.attempts.next(None, &e) {
+                Decision::Again(pause) => pause_before_retry(pause).await,
+                Decision::OnPrimary | Decision::WatchConflict | Decision::FailAll => {
+                    Reply::new(out, proto).error(&e.reply_text());
+                    return true;
+                }
             }
-            Reply::new(out, proto).error(&e.reply_text());
-            return true;
         }
     }
 

@@ -81,8 +81,8 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
     let limits = &fe.shared.limits;
     let idle_timeout = fe.shared.config.idle_timeout;
     let auth_timeout = fe.shared.config.auth_timeout;
-    let metrics = fe.store.metrics.clone(); // this worker's figures
-                                            // What the buffers held when last noted for `max_memory_clients`.
+    let metrics = fe.worker.metrics.clone(); // this worker's figures
+                                             // What the buffers held when last noted for `max_memory_clients`.
     let mut noted = 0;
     let mut input: Vec<u8> = Vec::with_capacity(BUF_SIZE);
     let mut out: Vec<u8> = Vec::with_capacity(BUF_SIZE);
@@ -377,7 +377,7 @@ fn output_class(session: &Session<'_>) -> crate::memory::ClassLimit {
 /// Logs and counts a client closed for replies past its output limit.
 fn over_output_limit(session: &Session<'_>, bytes: usize) {
     let info = session.info;
-    session.fe.store.metrics.output_limit_closed.add(1); // metrics
+    session.fe.worker.metrics.output_limit_closed.add(1); // metrics
     tracing::warn!(target: "manifold::connections", client = %info.addr, id = info.id, bytes, "Redis client closed for overcoming of output buffer limits (redis.client_output_buffer_limit)");
 }
 
@@ -423,7 +423,7 @@ async fn write_replies<S: Stream>(
 ) -> bool {
     let fe = session.fe;
     let class = output_class(session);
-    let metrics = &fe.store.metrics;
+    let metrics = &fe.worker.metrics;
     let wrote = metrics
         .write(
             out.len(),
@@ -545,7 +545,7 @@ async fn run_batch(session: &Session<'_>, batch: &[Batched], input: &[u8], out: 
     let (from, before) = (crate::metrics::now(), out.len());
     let out_limit = output_class(session).hard_bytes();
     crate::exec::run_batch(
-        &session.fe.store,
+        &session.fe.worker,
         &login,
         session.proto,
         session.info.db.get(),
@@ -558,5 +558,5 @@ async fn run_batch(session: &Session<'_>, batch: &[Batched], input: &[u8], out: 
     .await;
     let slots = batch.iter().map(|b| b.slot);
     let replies = out.get(before..).unwrap_or_default();
-    session.fe.store.metrics.batch(slots, replies, from);
+    session.fe.worker.metrics.batch(slots, replies, from);
 }

@@ -27,7 +27,8 @@ use manifold_redis_proto::{Protocol, Reply};
 use crate::cmd::{self, Args, Family, Spec};
 use crate::kill::ClientHandle;
 use crate::replicas::Causal;
-use crate::store::{Store, StoreError, Tx};
+use crate::store::{pause_before_retry, Attempts, Decision, StoreError, Tx};
+use crate::worker::Worker;
 
 /// Most keys in one batched statement.
 pub const RUN_MAX: usize = 128;
@@ -229,7 +230,7 @@ fn is_get(spec: &Spec) -> bool {
 /// order, to `out` (`out_limit`: what `out` may hold, the client's output limit).
 #[allow(clippy::too_many_arguments)]
 pub async fn run_batch(
-    store: &Rc<Store>,
+    worker: &Rc<Worker>,
     login: &Rc<ConnKey>,
     proto: Protocol,
     db: u8,
@@ -240,7 +241,7 @@ pub async fn run_batch(
     client: &ClientHandle,
 ) {
     // Only GETs, or only plain SETs: one statement with other connections' (group commit).
-    if crate::group::run(store, login, proto, db, causal, cmds, out, out_limit).await {
+    if crate::group::run(worker, login, proto, db, causal, cmds, out, out_limit).await {
         return;
     }
     // One statement that commits itself needs no transaction around it.
@@ -250,10 +251,9 @@ pub async fn run_batch(
     let read_only = cmds.iter().all(|(s, _)| !s.write);
     // A read that failed on a replica runs again on the primary.
     let mut replica = read_only;
-    let mut failed: Vec<Option<Vec<u8>>> = vec![None; cmds.len()];
-    let mut transient = 0;
+    let mut attempts = Attempts::new(cmds.len());
     loop {
-        let mut tx = store.begin(login, write).noting(causal);
+        let mut tx = worker.begin(login, write).noting(causal);
         if replica {
             tx = tx.reading_after(vec![causal.clone()]);
         }
@@ -265,12 +265,11 @@ pub async fn run_batch(
             out_limit: out_limit.saturating_sub(out.len()),
             client: Some(ReplyOwner::new(client)),
         };
-        let (at, e): (Option<usize>, StoreError) = match run_all(&mut cx, cmds, &failed).await {
+        let (at, e) = match run_all(&mut cx, cmds, attempts.failed()).await {
             Ok(()) => {
                 let Cx {
                     tx, out: replies, ..
                 } = cx;
-                let on_replica = tx.on_replica();
                 match tx.commit().await {
                     Ok(()) => {
                         if out.is_empty() {
@@ -281,56 +280,29 @@ pub async fn run_batch(
                         }
                         return;
                     }
-                    Err(e) if on_replica => {
-                        tracing::debug!(error = %e.reply_text().escape_ascii(), "redis read failed on a replica; the primary serves it");
-                        replica = false;
-                        continue;
-                    }
                     Err(e) => (None, e),
                 }
             }
             Err((i, e)) => {
-                let on_replica = cx.tx.on_replica();
                 cx.tx.abandon();
-                if on_replica {
-                    tracing::debug!(error = %e.reply_text().escape_ascii(), "redis read failed on a replica; the primary serves it");
-                    replica = false;
-                    continue;
-                }
                 (Some(i), e)
             }
         };
-        if !try_again(at, &e, &mut failed, &mut transient).await {
-            let text = e.reply_text();
-            for _ in cmds {
-                Reply::new(out, proto).error(&text);
+        match attempts.next(at, &e) {
+            Decision::Again(pause) => pause_before_retry(pause).await,
+            Decision::OnPrimary => {
+                tracing::debug!(error = %e.reply_text().escape_ascii(), "redis read failed on a replica; the primary serves it");
+                replica = false;
             }
-            return;
+            // No `WATCH` here.
+            Decision::WatchConflict | Decision::FailAll => {
+                let text = e.reply_text();
+                for _ in cmds {
+                    Reply::new(out, proto).error(&text);
+                }
+                return;
+            }
         }
-    }
-}
-
-/// After a failed try of a batch (or an `EXEC`) stopped by `e` at command `at`: whether
-/// to try again, after a pause for a deadlock or lock wait timeout, or without command
-/// `at` when the server refused its statement (it then fails alone, with `e`'s text in
-/// `failed`). `false`: every command answers `e`.
-pub(crate) async fn try_again(
-    at: Option<usize>,
-    e: &StoreError,
-    failed: &mut [Option<Vec<u8>>],
-    transient: &mut usize,
-) -> bool {
-    if e.is_transient() && *transient < crate::store::TRANSIENT_RETRIES {
-        *transient += 1;
-        crate::store::pause_before_retry(*transient).await;
-        return true;
-    }
-    match (at, e) {
-        (Some(i), StoreError::Server(_)) if failed[i].is_none() => {
-            failed[i] = Some(e.reply_text());
-            true
-        }
-        _ => false,
     }
 }
 

@@ -23,7 +23,8 @@ use tokio::sync::Notify;
 
 use crate::cmd::strings::{self, Found};
 use crate::exec::{Cx, RUN_MAX};
-use crate::store::{Store, StoreError};
+use crate::store::Retry;
+use crate::worker::Worker;
 
 /// What a group does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +92,7 @@ pub fn kind_of(cmds: &[(&'static crate::cmd::Spec, crate::cmd::Args<'_>)]) -> Op
 /// client's last write. `out_limit`: what `out` may hold (the client's output limit).
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
-    store: &Rc<Store>,
+    worker: &Rc<Worker>,
     login: &Rc<ConnKey>,
     proto: Protocol,
     db: u8,
@@ -103,7 +104,7 @@ pub async fn run(
     let Some(kind) = kind_of(cmds) else {
         return false;
     };
-    let (group, first) = join(store, login, db, kind, cmds);
+    let (group, first) = join(worker, login, db, kind, cmds);
     group.sessions.borrow_mut().push(causal.clone());
     loop {
         let notified = group.done.notified();
@@ -117,13 +118,13 @@ pub async fn run(
 /// Adds the batch to the open group of its kind, or opens one (and starts its task);
 /// returns the group and the index of the batch's first item in it.
 fn join(
-    store: &Rc<Store>,
+    worker: &Rc<Worker>,
     login: &Rc<ConnKey>,
     db: u8,
     kind: Kind,
     cmds: &[(&'static crate::cmd::Spec, crate::cmd::Args<'_>)],
 ) -> (Rc<Group>, usize) {
-    let groups = &store.groups;
+    let groups = &worker.groups;
     let found = {
         let mut open = groups.open.borrow_mut();
         open.retain(|g| g.upgrade().is_some_and(|g| !g.closed.get()));
@@ -147,7 +148,7 @@ fn join(
             done: Notify::new(),
         });
         groups.open.borrow_mut().push(Rc::downgrade(&g));
-        tokio::task::spawn_local(execute(store.clone(), g.clone()));
+        tokio::task::spawn_local(execute(worker.clone(), g.clone()));
         g
     });
     let first = group.items.borrow().len();
@@ -188,7 +189,7 @@ impl Drop for Unfinished<'_> {
 }
 
 /// The group's task: one turn for others to join, then its statement.
-async fn execute(store: Rc<Store>, group: Rc<Group>) {
+async fn execute(worker: Rc<Worker>, group: Rc<Group>) {
     let _unfinished = Unfinished(&group);
     tokio::task::yield_now().await;
     group.closed.set(true);
@@ -197,7 +198,7 @@ async fn execute(store: Rc<Store>, group: Rc<Group>) {
         let bytes = group.bytes.take();
         let items = group.items.take();
         let sessions = group.sessions.take();
-        let mut tx = store.begin(&group.login, false);
+        let mut tx = worker.begin(&group.login, false);
         match group.kind {
             Kind::Get => tx = tx.reading_after(sessions),
             Kind::Set => {
@@ -236,11 +237,14 @@ async fn execute(store: Rc<Store>, group: Rc<Group>) {
             },
             Err(e) => {
                 cx.tx.abandon();
-                match e {
-                    // A read may simply run again; a refused statement did nothing.
-                    StoreError::Server(_) => Outcome::Refused,
-                    StoreError::Backend(_) if group.kind == Kind::Get => Outcome::Refused,
-                    StoreError::Backend(_) => Outcome::Failed(e.reply_text()),
+                match e.retry() {
+                    // Whether the write committed is unknown: no member may run it again.
+                    Retry::Never if group.kind == Kind::Set => Outcome::Failed(e.reply_text()),
+                    // A read may simply run again; a refused statement did nothing (a
+                    // conflict too: each member's batch retries it).
+                    Retry::Never | Retry::AfterPause | Retry::WithoutCommand | Retry::OnPrimary => {
+                        Outcome::Refused
+                    }
                 }
             }
         }

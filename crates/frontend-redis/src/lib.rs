@@ -12,7 +12,9 @@
 //!      by [`cmd::table`], the one table of every command (name, arity, flags, key
 //!      positions, family, metrics slot); [`cmd::Args`], a request's arguments in place.
 //! 2. Store:
-//!    - [`store`]: the tables, key rows, expiry and its sweeper, statements in a [`store::Tx`].
+//!    - [`store`]: SQL state only: the tables, key rows, expiry and its sweeper, statements in
+//!      a [`store::Tx`], and [`store::StoreError`], which carries what a batch it stopped may
+//!      do next ([`store::Retry`], acted on by [`store::Attempts`]).
 //!    - [`metrics`]: the door's figures (counters, histograms, snapshots), per worker.
 //! 3. Data families: [`cmd`]'s `strings`, `keys`, `expiry`, `hashes`, `lists`, `sets`,
 //!    `zsets` (and `rename`, `scan`...), each run on a batch's transaction.
@@ -22,6 +24,8 @@
 //!    - [`multi`]: `MULTI`/`EXEC`/`WATCH`, a transaction as one SQL transaction.
 //!    - [`blocking`]: `BLPOP`... waiting to be woken by pushes.
 //!    - [`replicas`]: read-only batches on replicas, after the client's own writes.
+//!    - [`worker`]: one worker's state: its [`store::Store`], its open groups, its figures and
+//!      its hold on the blocked clients; it begins the batches' transactions.
 //! 5. The session:
 //!    - [`session`]: a client's state, the dispatch and counting of its requests, and the
 //!      connection, server, `INFO` and Pub/Sub commands.
@@ -51,6 +55,7 @@ pub mod exec;
 pub mod group;
 pub mod multi;
 pub mod replicas;
+pub mod worker;
 
 // 5. The session.
 pub mod kill;

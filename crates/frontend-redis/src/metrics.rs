@@ -2,7 +2,7 @@
 //! batches and their sizes, stage latencies, connections, bytes, Pub/Sub traffic and the
 //! expiry sweeper's work.
 //!
-//! Each worker records into its own [`WorkerMetrics`] (on its [`crate::store::Store`]); only
+//! Each worker records into its own [`WorkerMetrics`] (on its [`crate::worker::Worker`]); only
 //! that worker's thread writes it, so a count goes up with a relaxed load and a relaxed
 //! store ([`Counter`]: no locked instruction, no cache line written by two threads), as the
 //! MySQL door's telemetry does. [`Metrics`] (on [`crate::RedisShared`]) lists every worker's,

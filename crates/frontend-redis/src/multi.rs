@@ -28,7 +28,7 @@ use crate::cmd::{reject_reply, Args, Command, Entry, Kind, Parsed, Reject, Spec}
 use crate::errors;
 use crate::exec::{self, Cx};
 use crate::session::{self, Session};
-use crate::store::StoreError;
+use crate::store::{pause_before_retry, Attempts, Decision, StoreError};
 
 /// Commands queued since `MULTI`.
 #[derive(Debug, Default)]
@@ -193,7 +193,7 @@ async fn watch(session: &mut Session<'_>, keys: Args<'_>, out: &mut Vec<u8>) {
     };
     let db = session.info.db.get();
     let fe = session.fe;
-    let mut tx = fe.store.begin(&login, false);
+    let mut tx = fe.worker.begin(&login, false);
     let mut seen = Vec::new();
     for k in keys.from(1) {
         match tx.key_meta(db, k, false).await {
@@ -275,13 +275,15 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
     let fe = session.fe;
     let db0 = session.info.db.get();
     let proto0 = session.proto;
-    let mut failed: Vec<Option<Vec<u8>>> = vec![None; steps.len()];
-    let mut transient = 0;
+    // With WATCH, a conflict with another transaction (a deadlock: two EXECs creating a key
+    // both saw absent) answers as a changed watched key does: nothing was written, and the
+    // client's retry loop reads the key again.
+    let mut attempts = Attempts::new(steps.len()).watching(!watched.is_empty());
     loop {
         // Each try starts from the session as it was at EXEC.
         restore(session, db0, proto0);
         let mut cx = Cx {
-            tx: fe.store.begin(&login, true).noting(&session.causal),
+            tx: fe.worker.begin(&login, true).noting(&session.causal),
             out: Vec::new(),
             proto: session.proto,
             db: db0,
@@ -299,7 +301,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
         if watched.iter().any(|w| w.seen.is_none()) {
             cx.tx.gap_locks();
         }
-        let result = run_steps(session, &mut cx, &steps, &watched, &failed).await;
+        let result = run_steps(session, &mut cx, &steps, &watched, attempts.failed()).await;
         let (at, e) = match result {
             Ok(false) => {
                 cx.tx.abandon();
@@ -314,7 +316,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                     Ok(()) => {
                         // metrics: the calls EXEC ran.
                         session::exec_ran(
-                            &fe.store.metrics,
+                            &fe.worker.metrics,
                             multi.entries.iter().copied(),
                             &replies,
                         );
@@ -330,18 +332,19 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                 (i, e)
             }
         };
-        // With WATCH, a conflict with another transaction (a deadlock: two EXECs creating a
-        // key both saw absent) answers as a changed watched key does: nothing was written,
-        // and the client's retry loop reads the key again.
-        if e.is_transient() && !watched.is_empty() {
-            restore(session, db0, proto0);
-            Reply::new(out, proto0).null_array();
-            return;
-        }
-        if !exec::try_again(at, &e, &mut failed, &mut transient).await {
-            restore(session, db0, proto0);
-            Reply::new(out, proto0).error(&e.reply_text());
-            return;
+        match attempts.next(at, &e) {
+            Decision::Again(pause) => pause_before_retry(pause).await,
+            Decision::WatchConflict => {
+                restore(session, db0, proto0);
+                Reply::new(out, proto0).null_array();
+                return;
+            }
+            // An EXEC never runs on a replica: it writes.
+            Decision::OnPrimary | Decision::FailAll => {
+                restore(session, db0, proto0);
+                Reply::new(out, proto0).error(&e.reply_text());
+                return;
+            }
         }
     }
 }

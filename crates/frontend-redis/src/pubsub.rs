@@ -450,7 +450,7 @@ pub fn leave(session: &mut Session<'_>) {
         return;
     };
     if subs.queue.overflow.load(Ordering::Relaxed) {
-        session.fe.store.metrics.output_limit_closed.add(1); // metrics
+        session.fe.worker.metrics.output_limit_closed.add(1); // metrics
     }
     let mut all = session.fe.shared.pubsub.lock();
     for c in &subs.channels {

@@ -65,6 +65,8 @@ pub struct RedisShared {
     pub store: Arc<crate::store::StoreShared>,
     /// Pub/Sub subscriptions of every worker.
     pub pubsub: Arc<crate::pubsub::Hub>,
+    /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker.
+    pub waiters: Arc<crate::blocking::Waiters>,
     pub limits: Limits,
     /// `client_output_buffer_limit`, parsed.
     pub output: crate::memory::OutputLimits,
@@ -106,6 +108,7 @@ impl RedisShared {
                 crate::store::conn_key(own_login),
             ),
             pubsub: Arc::new(crate::pubsub::Hub::new(config.output_limits().pubsub)),
+            waiters: Arc::default(),
             limits: config.limits(),
             output: config.output_limits(),
             client_memory: crate::memory::ClientMemory::default(),
@@ -172,8 +175,9 @@ pub struct ClientInfo {
 /// One worker's handler of Redis connections, with the clients it serves.
 pub struct RedisFrontend {
     pub shared: Arc<RedisShared>,
-    /// This worker's way to the tables (shared with the expiry sweeper on worker 0).
-    pub store: Rc<crate::store::Store>,
+    /// This worker's way to the tables and its other state (shared with the expiry sweeper
+    /// on worker 0 and the tasks of its groups).
+    pub worker: Rc<crate::worker::Worker>,
     pub ctx: Rc<WorkerContext>,
     pub clients: RefCell<BTreeMap<u64, Rc<ClientInfo>>>,
 }
@@ -195,8 +199,9 @@ impl RedisFrontend {
         ctx: &Rc<WorkerContext>,
         backends: Rc<dyn crate::store::Backends>,
     ) -> Self {
-        let store = Rc::new(crate::store::Store::new(shared.store.clone(), backends));
-        crate::store::sweeper::spawn(&store, ctx);
+        let store = crate::store::Store::new(shared.store.clone(), backends);
+        let worker = Rc::new(crate::worker::Worker::new(store, shared.waiters.clone()));
+        crate::store::sweeper::spawn(&worker, ctx);
         if ctx.id() == 0 {
             // One task sums every worker's clients (`max_memory_clients`).
             let budget = shared.config.max_memory_clients;
@@ -206,9 +211,9 @@ impl RedisFrontend {
                 ctx.clone(),
             ));
         }
-        shared.metrics.register(store.metrics.clone()); // metrics: this worker's figures
+        shared.metrics.register(worker.metrics.clone()); // metrics: this worker's figures
         Self {
-            store,
+            worker,
             shared,
             ctx: ctx.clone(),
             clients: RefCell::new(BTreeMap::new()),
@@ -247,11 +252,11 @@ impl RedisFrontend {
     {
         if !self.shared.admit() {
             use tokio::io::AsyncWriteExt;
-            self.store.metrics.rejected_connections.add(1); // metrics
+            self.worker.metrics.rejected_connections.add(1); // metrics
             let _ = stream.write_all(crate::errors::MAX_CLIENTS).await;
             return;
         }
-        self.store.metrics.connections.add(1); // metrics
+        self.worker.metrics.connections.add(1); // metrics
         let now = Instant::now();
         let id = self.shared.next_id();
         let handle = Arc::new(crate::kill::ClientHandle::new(id, peer, laddr));

@@ -95,7 +95,7 @@ pub async fn reply_async(session: &mut Session<'_>, args: Args<'_>, out: &mut Ve
     session.info.cmd.set("info");
     let dbs = match session.login.clone() {
         Some(login) => {
-            let mut tx = session.fe.store.begin(&login, false);
+            let mut tx = session.fe.worker.begin(&login, false);
             match keyspace(&mut tx).await {
                 Ok(dbs) => tx.commit().await.ok().map(|()| dbs),
                 Err(e) => {
@@ -164,7 +164,7 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
             "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
             shared.clients(),
             shared.config.max_clients,
-            session.fe.store.shared.waiters.blocked_clients()
+            session.fe.worker.waiters.blocked_clients()
         );
     }
     if wanted("memory") {

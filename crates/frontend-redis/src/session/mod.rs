@@ -145,7 +145,7 @@ pub async fn handle(
     parsed: Result<Parsed<'_>, Reject<'_>>,
     out: &mut Vec<u8>,
 ) {
-    let m = session.fe.store.metrics.clone();
+    let m = session.fe.worker.metrics.clone();
     let from = clock::now();
     let before = out.len();
     match parsed {

@@ -1,20 +1,29 @@
 //! Where the keys live: tables in a schema of the cluster's primary, reached through the
 //! worker's backend pool to the primary, with parameterised SQL only.
 //!
+//! SQL state and the transaction context only: what a worker keeps that is not SQL (its
+//! groups, figures, blocked clients) is on its [`crate::worker::Worker`].
+//!
 //! - [`Store`]: one per worker: which pool is the primary's now, the statements prepared
 //!   for the door (each SQL text gets an id once per worker; a connection prepares it the
 //!   first time it runs it), and whether the schema is known to exist.
 //! - [`Tx`]: what one batch of commands runs in: a connection borrowed at the first
 //!   statement, a transaction when the batch writes (committed once, after every command of
-//!   the batch ran), the batch's clock.
+//!   the batch ran), the batch's clock. Begun by the worker ([`crate::worker::Worker::begin`]),
+//!   to which it reports its statements' time and the lists it pushed to.
 //! - [`schema`]: the tables, created and migrated on first use.
 //! - [`keys`]: the key table's rows (type, expiry, length): lookups that treat an expired
 //!   key as absent, creation, deletion of a key with its members.
 //! - [`sweeper`]: deletes expired keys and collects `gc`, on one worker.
 
+mod error;
 pub mod keys;
 pub mod schema;
 pub mod sweeper;
+
+pub use error::{
+    pause_before_retry, Attempts, Cause, Decision, Retry, StoreError, TRANSIENT_RETRIES,
+};
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -23,11 +32,12 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use manifold_backend::{BackendConn, BackendError, ConnKey, Executed, Lease, Param, Pool};
+use manifold_backend::{BackendConn, ConnKey, Executed, Lease, Param, Pool};
 use manifold_mysql_proto::packets::{ErrPacket, Value};
 use manifold_router::{NodeId, Topology};
 
 use crate::replicas::Causal;
+use crate::worker::Worker;
 
 /// This worker's way to the nodes of the cluster that keeps the door's keys.
 pub trait Backends {
@@ -48,48 +58,6 @@ pub trait Backends {
     }
 }
 
-/// Why a batch could not run: its commands get this error, none gets a reply it did not
-/// earn.
-#[derive(Debug)]
-pub enum StoreError {
-    /// No connection, or the one borrowed broke: whether a write committed is unknown.
-    Backend(BackendError),
-    /// The server refused a statement.
-    Server(ErrPacket),
-}
-
-impl StoreError {
-    /// The text of the `-ERR` reply a command gets for this failure.
-    pub fn reply_text(&self) -> Vec<u8> {
-        match self {
-            StoreError::Backend(e) => format!("manifold: backend unavailable: {e}").into_bytes(),
-            StoreError::Server(e) => {
-                let mut t = format!("manifold: backend error {}: ", e.code).into_bytes();
-                t.extend(
-                    e.message
-                        .iter()
-                        .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-                );
-                t
-            }
-        }
-    }
-
-    /// A deadlock, a lock wait timeout, or a duplicate key: the batch may run again from
-    /// the start. Writes run in read committed, where a locking read of an absent key locks
-    /// no gap: two batches creating the same key both find it absent, and the second's
-    /// `INSERT` fails with 1062 once the first commits; run again, it finds the key.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Server(e) if matches!(e.code, 1213 | 1205 | 1062))
-    }
-}
-
-impl From<BackendError> for StoreError {
-    fn from(e: BackendError) -> Self {
-        StoreError::Backend(e)
-    }
-}
-
 /// What every worker's store shares.
 #[derive(Debug)]
 pub struct StoreShared {
@@ -102,8 +70,6 @@ pub struct StoreShared {
     /// manifold's own login on the door's tables: what the sweeper runs as. Its `Debug`
     /// does not show it.
     own_login: sweeper::OwnLogin,
-    /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker.
-    pub waiters: crate::blocking::Waiters,
     /// Read-only batches may run on replicas (`redis.read_from = "replicas"`).
     pub read_from_replicas: bool,
 }
@@ -120,7 +86,6 @@ impl StoreShared {
             ready: AtomicBool::new(false),
             keep_statements: keep_statements.max(16),
             own_login: sweeper::OwnLogin(own_login),
-            waiters: crate::blocking::Waiters::default(),
             read_from_replicas,
         })
     }
@@ -148,10 +113,6 @@ pub struct Store {
     pub(crate) backends: Rc<dyn Backends>,
     /// SQL text (with `{s}`) → its id and its text for the server.
     statements: RefCell<HashMap<Box<str>, Prepared>>,
-    /// Batches of this worker's connections gathered into one statement.
-    pub groups: crate::group::Groups,
-    /// This worker's figures, the sweeper's included ([`crate::metrics`]).
-    pub metrics: Arc<crate::metrics::WorkerMetrics>,
 }
 
 impl std::fmt::Debug for Store {
@@ -168,8 +129,6 @@ impl Store {
             shared,
             backends,
             statements: RefCell::new(HashMap::new()),
-            groups: crate::group::Groups::default(),
-            metrics: Arc::default(),
         }
     }
 
@@ -183,24 +142,6 @@ impl Store {
         map.insert(sql.into(), (id, text.clone()));
         (id, text)
     }
-
-    /// A transaction for one batch, as `key`'s backend login; `write`: the batch writes, so
-    /// its statements run in one transaction committed by [`Tx::commit`].
-    pub fn begin<'s>(&'s self, key: &'s ConnKey, write: bool) -> Tx<'s> {
-        Tx {
-            store: self,
-            key,
-            lease: None,
-            write,
-            gap_locks: false,
-            now_ms: now_ms(),
-            pushed: Vec::new(),
-            writers: Vec::new(),
-            readers: None,
-            node: 0,
-            on_replica: false,
-        }
-    }
 }
 
 /// The key of the door's backend connections for `login`: binary character set (values
@@ -213,20 +154,6 @@ pub fn conn_key(login: &crate::server::BackendLogin) -> ConnKey {
     ConnKey::own(&login.user, &login.password, BINARY)
 }
 
-/// Times a batch runs again after a deadlock or lock wait timeout.
-pub const TRANSIENT_RETRIES: usize = 5;
-
-/// Waits a little before a batch runs again after a deadlock or lock wait timeout: longer
-/// at each `attempt` (from 1), with jitter so that the transactions that collided do not
-/// collide again.
-pub async fn pause_before_retry(attempt: usize) {
-    let jitter = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::from(d.subsec_nanos()) % 4000);
-    let micros = 1000 * attempt as u64 + jitter;
-    tokio::time::sleep(std::time::Duration::from_micros(micros)).await;
-}
-
 /// The wall clock in Unix milliseconds: expiry times are kept in it.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -237,6 +164,8 @@ pub fn now_ms() -> i64 {
 /// One batch's statements: on one connection, in one transaction when the batch writes.
 pub struct Tx<'s> {
     store: &'s Store,
+    /// Where its statements' time and its pushes are reported (not SQL state).
+    worker: &'s Worker,
     key: &'s ConnKey,
     lease: Option<Lease>,
     write: bool,
@@ -257,6 +186,27 @@ pub struct Tx<'s> {
     on_replica: bool,
 }
 
+impl<'s> Tx<'s> {
+    /// A transaction for one batch on `worker`, as `key`'s backend login; `write`: the batch
+    /// writes, so its statements run in one transaction committed by [`Tx::commit`].
+    pub(crate) fn new(worker: &'s Worker, key: &'s ConnKey, write: bool) -> Self {
+        Tx {
+            store: &worker.store,
+            worker,
+            key,
+            lease: None,
+            write,
+            gap_locks: false,
+            now_ms: now_ms(),
+            pushed: Vec::new(),
+            writers: Vec::new(),
+            readers: None,
+            node: 0,
+            on_replica: false,
+        }
+    }
+}
+
 impl Tx<'_> {
     /// What this transaction commits is `session`'s write (its reads must see it).
     #[must_use]
@@ -275,10 +225,14 @@ impl Tx<'_> {
         self
     }
 
-    /// The batch's connection is a replica's: a failure there may be retried on the
-    /// primary (reads only run there).
-    pub fn on_replica(&self) -> bool {
-        self.on_replica
+    /// An error of this transaction, as the batch may retry it: whatever fails on a
+    /// replica (only reads run there) runs again on the primary.
+    fn made(&self, e: StoreError) -> StoreError {
+        if self.on_replica {
+            e.on_replica()
+        } else {
+            e
+        }
     }
 
     /// Takes in an OK packet's session-state data: a commit's GTID is the writers' last
@@ -298,7 +252,7 @@ impl Tx<'_> {
     /// Elements were pushed on the list `key`: clients blocked on it are woken once this
     /// transaction commits (nothing is kept while no client is blocked anywhere).
     pub fn note_push(&mut self, db: u8, key: &[u8]) {
-        if self.store.shared.waiters.active() {
+        if self.worker.waiters.active() {
             self.pushed.push((db, key.to_vec()));
         }
     }
@@ -334,7 +288,7 @@ impl Tx<'_> {
                     b"SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
                 };
                 if let Err(e) = conn.run_ok_many(&[level, b"START TRANSACTION"]).await? {
-                    return Err(StoreError::Server(e));
+                    return Err(StoreError::refused(e));
                 }
             }
             self.lease = Some(lease);
@@ -371,6 +325,16 @@ impl Tx<'_> {
         params: &[Param<'_>],
         on_row: impl FnMut(Vec<Value>) -> ControlFlow<()>,
     ) -> Result<Executed, StoreError> {
+        let executed = self.run_each(sql, params, on_row).await;
+        executed.map_err(|e| self.made(e))
+    }
+
+    async fn run_each(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+        on_row: impl FnMut(Vec<Value>) -> ControlFlow<()>,
+    ) -> Result<Executed, StoreError> {
         let (id, text) = self.store.statement(sql);
         let keep = self.store.shared.keep_statements;
         let conn = self.conn().await?;
@@ -378,7 +342,7 @@ impl Tx<'_> {
         // command of the batch): refused here, it fails only its own command.
         let size = manifold_backend::conn::execute_packet_size(params) + text.len() as u64;
         if size > conn.max_allowed_packet().await? {
-            return Err(StoreError::Server(ErrPacket {
+            return Err(StoreError::refused(ErrPacket {
                 code: 1153,
                 sqlstate: *b"08S01",
                 message: b"Got a packet bigger than 'max_allowed_packet' bytes".to_vec(),
@@ -386,13 +350,13 @@ impl Tx<'_> {
         }
         let from = crate::metrics::now(); // metrics: time in backend statements
         let executed = conn.execute_each(id, &text, params, keep, on_row).await;
-        self.store.metrics.record(crate::metrics::Stage::Sql, from);
+        self.worker.metrics.record(crate::metrics::Stage::Sql, from);
         match executed? {
             Ok(done) => {
                 self.note(&done.session_state);
                 Ok(done)
             }
-            Err(e) => Err(StoreError::Server(e)),
+            Err(e) => Err(StoreError::refused(e)),
         }
     }
 
@@ -418,16 +382,17 @@ impl Tx<'_> {
         if self.write {
             let from = crate::metrics::now(); // metrics: time in backend statements
             let committed = lease.conn().run_ok(b"COMMIT").await;
-            self.store.metrics.record(crate::metrics::Stage::Sql, from);
-            match committed? {
-                Ok(ok) => self.note(&ok.session_state),
+            self.worker.metrics.record(crate::metrics::Stage::Sql, from);
+            match committed {
+                Ok(Ok(ok)) => self.note(&ok.session_state),
                 // The pool resets the connection (which rolls back) before lending it again.
-                Err(e) => return Err(StoreError::Server(e)),
+                Ok(Err(e)) => return Err(self.made(StoreError::refused_commit(e))),
+                Err(e) => return Err(self.made(e.into())),
             }
         }
         lease.mark_clean();
         for (db, key) in &self.pushed {
-            self.store.shared.waiters.wake(*db, key);
+            self.worker.waiters.wake(*db, key);
         }
         Ok(())
     }

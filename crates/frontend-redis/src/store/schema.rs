@@ -79,7 +79,7 @@ pub async fn ensure(conn: &mut BackendConn, shared: &StoreShared) -> Result<(), 
     let run = async |conn: &mut BackendConn, sql: &str| -> Result<(), StoreError> {
         match conn.run_ok(shared.expand(sql).as_bytes()).await? {
             Ok(_) => Ok(()),
-            Err(e) => Err(StoreError::Server(e)),
+            Err(e) => Err(StoreError::refused(e)),
         }
     };
     run(conn, "CREATE DATABASE IF NOT EXISTS {s}").await?;
@@ -100,7 +100,7 @@ pub async fn ensure(conn: &mut BackendConn, shared: &StoreShared) -> Result<(), 
         .await?
     {
         Ok(r) => r,
-        Err(e) => return Err(StoreError::Server(e)),
+        Err(e) => return Err(StoreError::refused(e)),
     };
     let found: i64 = rows
         .rows
@@ -109,7 +109,7 @@ pub async fn ensure(conn: &mut BackendConn, shared: &StoreShared) -> Result<(), 
         .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
         .unwrap_or(0);
     if found > VERSION {
-        return Err(StoreError::Backend(manifold_backend::BackendError::new(
+        return Err(StoreError::from(manifold_backend::BackendError::new(
             manifold_backend::ErrorKind::Protocol,
             format!(
                 "the Redis tables are at version {found}, newer than this manifold's {VERSION}"

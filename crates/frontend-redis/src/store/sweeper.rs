@@ -35,6 +35,7 @@ use manifold_mysql_proto::packets::Value;
 use super::keys::kind;
 use super::{int, Store, StoreError, Tx};
 use crate::metrics::Counter;
+use crate::worker::Worker;
 
 /// How often the sweeper wakes.
 pub const TICK: Duration = Duration::from_millis(100);
@@ -84,14 +85,14 @@ impl Store {
 }
 
 /// Starts the sweeper on `ctx`'s worker if it is worker 0 (call from within its `LocalSet`).
-pub fn spawn(store: &Rc<Store>, ctx: &Rc<WorkerContext>) {
+pub fn spawn(worker: &Rc<Worker>, ctx: &Rc<WorkerContext>) {
     if ctx.id() == 0 {
-        tokio::task::spawn_local(run(store.clone(), ctx.clone()));
+        tokio::task::spawn_local(run(worker.clone(), ctx.clone()));
     }
 }
 
 /// Sweeps every [`TICK`] until the worker drains.
-pub async fn run(store: Rc<Store>, ctx: Rc<WorkerContext>) {
+pub async fn run(worker: Rc<Worker>, ctx: Rc<WorkerContext>) {
     let mut wait = TICK;
     let mut failing = false;
     loop {
@@ -100,16 +101,16 @@ pub async fn run(store: Rc<Store>, ctx: Rc<WorkerContext>) {
             () = ctx.drain().notified() => return,
             () = tokio::time::sleep(wait) => {}
         }
-        let Some(login) = store.sweep_login() else {
+        let Some(login) = worker.store.sweep_login() else {
             continue;
         };
-        match tick(&store, login, ctx.drain()).await {
+        match tick(&worker, login, ctx.drain()).await {
             Ok(()) => {
                 wait = TICK;
                 failing = false;
             }
             Err(e) => {
-                add(&store.metrics.sweep.errors, 1);
+                add(&worker.metrics.sweep.errors, 1);
                 wait = (wait * 2).min(MAX_BACKOFF);
                 let error = String::from_utf8_lossy(&e.reply_text()).into_owned();
                 let retry_ms = wait.as_millis() as u64;
@@ -131,21 +132,21 @@ pub async fn run(store: Rc<Store>, ctx: Rc<WorkerContext>) {
 }
 
 /// One tick: expired keys, batch after full batch, then `gc`, within the statement budget.
-pub async fn tick(store: &Store, login: &ConnKey, drain: &Drain) -> Result<(), StoreError> {
+pub async fn tick(worker: &Worker, login: &ConnKey, drain: &Drain) -> Result<(), StoreError> {
     let mut budget = STATEMENTS_PER_TICK;
-    let mut tx = store.begin(login, false);
+    let mut tx = worker.begin(login, false);
     while budget > 0 && !drain.is_draining() {
-        if !expired_batch(store, login, &mut tx, &mut budget, drain).await? {
+        if !expired_batch(worker, login, &mut tx, &mut budget, drain).await? {
             break;
         }
     }
     while budget > 0 && !drain.is_draining() {
-        if !orphans_batch(&mut tx, &store.metrics.sweep, &mut budget, drain).await? {
+        if !orphans_batch(&mut tx, &worker.metrics.sweep, &mut budget, drain).await? {
             break;
         }
     }
     while budget > 0 && !drain.is_draining() {
-        if !gc_batch(&mut tx, &store.metrics.sweep, &mut budget, drain).await? {
+        if !gc_batch(&mut tx, &worker.metrics.sweep, &mut budget, drain).await? {
             break;
         }
     }
@@ -190,13 +191,13 @@ impl Candidate {
 /// TTL), and its members are handed to `redis_gc` in the same transaction. They belong to
 /// nobody from then on, and [`orphans_batch`] deletes them in chunks.
 async fn expired_batch(
-    store: &Store,
+    worker: &Worker,
     login: &ConnKey,
     tx: &mut Tx<'_>,
     budget: &mut usize,
     drain: &Drain,
 ) -> Result<bool, StoreError> {
-    let stats = &store.metrics.sweep;
+    let stats = &worker.metrics.sweep;
     *budget = budget.saturating_sub(1);
     let mut rows = tx.rows(EXPIRED, &[Param::Int(super::now_ms())]).await?;
     if rows.is_empty() {
@@ -212,7 +213,7 @@ async fn expired_batch(
             return Ok(false);
         }
         *budget -= 4;
-        let mut claim = store.begin(login, true);
+        let mut claim = worker.begin(login, true);
         let key = [
             Param::UInt(u64::from(c.db)),
             Param::Bytes(&c.kh),

@@ -1,0 +1,57 @@
+//! One worker's part of the Redis door: its way to the tables ([`Store`], SQL state only)
+//! and what else the worker keeps for its connections, which is not SQL: the open groups of
+//! its batches ([`crate::group`]), its figures ([`crate::metrics`]), and its hold on the
+//! clients blocked on lists ([`crate::blocking`], shared by every worker).
+//!
+//! A batch's transaction is begun here ([`Worker::begin`]): it runs its statements through
+//! the store, and reports to the worker what is not SQL (the time its statements took, the
+//! lists it pushed to, whose blocked clients are woken after its commit).
+
+use std::sync::Arc;
+
+use manifold_backend::ConnKey;
+
+use crate::blocking::Waiters;
+use crate::group::Groups;
+use crate::metrics::WorkerMetrics;
+use crate::store::{Store, Tx};
+
+/// One worker's door state, owned by its [`crate::RedisFrontend`] (shared with the expiry
+/// sweeper on worker 0 and with the tasks of its groups).
+pub struct Worker {
+    /// The tables, reached through this worker's pools.
+    pub store: Store,
+    /// Batches of this worker's connections gathered into one statement.
+    pub groups: Groups,
+    /// This worker's figures, the sweeper's included.
+    pub metrics: Arc<WorkerMetrics>,
+    /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker:
+    /// the same for every worker ([`crate::RedisShared::waiters`]).
+    pub waiters: Arc<Waiters>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("store", &self.store)
+            .field("waiters", &self.waiters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    pub fn new(store: Store, waiters: Arc<Waiters>) -> Self {
+        Self {
+            store,
+            groups: Groups::default(),
+            metrics: Arc::default(),
+            waiters,
+        }
+    }
+
+    /// A transaction for one batch, as `key`'s backend login; `write`: the batch writes, so
+    /// its statements run in one transaction committed by [`Tx::commit`].
+    pub fn begin<'s>(&'s self, key: &'s ConnKey, write: bool) -> Tx<'s> {
+        Tx::new(self, key, write)
+    }
+}
