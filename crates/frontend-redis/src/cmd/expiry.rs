@@ -15,6 +15,7 @@
 use manifold_backend::Param;
 
 use super::data::{Family, Spec};
+use super::typed::{DataCommand, ParseError, Untyped};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
@@ -26,7 +27,13 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
         arity,
         write,
         family: Family::Expiry,
+        parse: untyped,
     }
+}
+
+/// Not typed yet: the arguments are read while the command applies ([`run`]).
+fn untyped(_: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
+    Ok(DataCommand::Untyped(Untyped::Expiry))
 }
 
 pub static COMMANDS: [Spec; 9] = [

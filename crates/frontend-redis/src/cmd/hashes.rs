@@ -39,6 +39,7 @@ use super::longdouble::{self, Ld, Parsed};
 use super::rng::Rng;
 use super::scan;
 use super::sqltext::{in_params, marks, padded, statement, tuples};
+use super::typed::{DataCommand, ParseError, Untyped};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
@@ -51,7 +52,13 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
         arity,
         write,
         family: Family::Hashes,
+        parse: untyped,
     }
+}
+
+/// Not typed yet: the arguments are read while the command applies ([`run`]).
+fn untyped(_: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
+    Ok(DataCommand::Untyped(Untyped::Hashes))
 }
 
 pub static COMMANDS: [Spec; 16] = [

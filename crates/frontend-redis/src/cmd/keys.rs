@@ -29,6 +29,7 @@ use super::glob::Glob;
 use super::scan::{
     cursor_bound, page_len, parse_cursor, scan_options, split_page, start_reply, INVALID_CURSOR,
 };
+use super::typed::{DataCommand, ParseError, Untyped};
 use super::Args;
 use crate::exec::Cx;
 use crate::store::keys::type_name;
@@ -40,7 +41,13 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
         arity,
         write,
         family: Family::Keys,
+        parse: untyped,
     }
+}
+
+/// Not typed yet: the arguments are read while the command applies ([`run`]).
+fn untyped(_: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
+    Ok(DataCommand::Untyped(Untyped::Keys))
 }
 
 pub static COMMANDS: [Spec; 14] = [

@@ -28,6 +28,7 @@ use manifold_mysql_proto::packets::Value;
 use super::checks;
 use super::data::{Family, Spec};
 use super::sqltext::{statement, tuples};
+use super::typed::{DataCommand, ParseError, Untyped};
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
@@ -40,7 +41,13 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
         arity,
         write,
         family: Family::Lists,
+        parse: untyped,
     }
+}
+
+/// Not typed yet: the arguments are read while the command applies ([`run`]).
+fn untyped(_: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
+    Ok(DataCommand::Untyped(Untyped::Lists))
 }
 
 pub static COMMANDS: [Spec; 22] = [

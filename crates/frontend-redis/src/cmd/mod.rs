@@ -28,6 +28,7 @@ pub mod server;
 pub mod sets;
 pub mod sqltext;
 pub mod strings;
+pub mod typed;
 pub mod zsets;
 
 pub use data::{Family, Spec};

@@ -32,6 +32,7 @@ use manifold_mysql_proto::packets::Value;
 use super::checks::{self, Absent};
 use super::data::{Family, Spec};
 use super::sqltext::{in_params, marks, padded, statement, tuples};
+use super::typed::{DataCommand, ParseError, Untyped};
 use super::Args;
 use crate::errors;
 use crate::exec::Cx;
@@ -44,7 +45,13 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
         arity,
         write,
         family: Family::Sets,
+        parse: untyped,
     }
+}
+
+/// Not typed yet: the arguments are read while the command applies ([`run`]).
+fn untyped(_: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
+    Ok(DataCommand::Untyped(Untyped::Sets))
 }
 
 pub static COMMANDS: [Spec; 17] = [

@@ -34,6 +34,7 @@ use super::checks::{self, Absent};
 use super::data::{Family, Spec};
 use super::scan;
 use super::sqltext::{in_params, marks, padded, statement, tuples};
+use super::typed::{DataCommand, ParseError, Untyped};
 use super::Args;
 use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
@@ -46,7 +47,13 @@ const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
         arity,
         write,
         family: Family::ZSets,
+        parse: untyped,
     }
+}
+
+/// Not typed yet: the arguments are read while the command applies ([`run`]).
+fn untyped(_: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
+    Ok(DataCommand::Untyped(Untyped::ZSets))
 }
 
 pub static COMMANDS: [Spec; 23] = [
