@@ -168,6 +168,7 @@ async fn scan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
             return Ok(());
         }
     };
+    let glob = o.glob();
     let page = page_len(o.count);
     let mut rows = cx
         .tx
@@ -191,7 +192,7 @@ async fn scan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
                 .and_then(int)
                 .map_or("none", |t| u8::try_from(t).map_or("none", type_name));
             let k = r.get_mut(1).and_then(take_bytes)?;
-            let wanted = o.pattern.as_ref().is_none_or(|g| g.matches(&k))
+            let wanted = glob.as_ref().is_none_or(|g| g.matches(&k))
                 && o.kind
                     .is_none_or(|want| want.eq_ignore_ascii_case(t.as_bytes()));
             wanted.then_some(k)

@@ -14,6 +14,7 @@
 
 use std::fmt;
 
+use super::hashes::HashCommand;
 use super::strings::StringCommand;
 use super::Args;
 use crate::errors;
@@ -27,6 +28,7 @@ pub type Parse = for<'a> fn(Args<'a>) -> Result<DataCommand<'a>, ParseError>;
 #[derive(Debug, PartialEq)]
 pub enum DataCommand<'a> {
     Strings(StringCommand<'a>),
+    Hashes(HashCommand<'a>),
     /// A family still parsing its arguments while it applies.
     Untyped(Untyped),
 }
@@ -36,7 +38,6 @@ pub enum DataCommand<'a> {
 pub enum Untyped {
     Keys,
     Expiry,
-    Hashes,
     Lists,
     Sets,
     ZSets,
