@@ -417,9 +417,9 @@ pub(crate) async fn run_one(
     match command {
         DataCommand::Strings(c) => c.apply(cx).await,
         DataCommand::Hashes(c) => c.apply(cx).await,
+        DataCommand::Keys(c) => c.apply(cx).await,
+        DataCommand::Expiry(c) => c.apply(cx).await,
         DataCommand::Untyped(family) => match family {
-            Untyped::Keys => cmd::keys::run(cx, spec, args).await,
-            Untyped::Expiry => cmd::expiry::run(cx, spec, args).await,
             Untyped::Lists => cmd::lists::run(cx, spec, args).await,
             Untyped::Sets => cmd::sets::run(cx, spec, args).await,
             Untyped::ZSets => cmd::zsets::run(cx, spec, args).await,

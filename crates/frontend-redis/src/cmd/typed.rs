@@ -14,7 +14,9 @@
 
 use std::fmt;
 
+use super::expiry::ExpiryCommand;
 use super::hashes::HashCommand;
+use super::keys::KeyCommand;
 use super::strings::StringCommand;
 use super::Args;
 use crate::errors;
@@ -29,6 +31,8 @@ pub type Parse = for<'a> fn(Args<'a>) -> Result<DataCommand<'a>, ParseError>;
 pub enum DataCommand<'a> {
     Strings(StringCommand<'a>),
     Hashes(HashCommand<'a>),
+    Keys(KeyCommand<'a>),
+    Expiry(ExpiryCommand<'a>),
     /// A family still parsing its arguments while it applies.
     Untyped(Untyped),
 }
@@ -36,18 +40,18 @@ pub enum DataCommand<'a> {
 /// The families not typed yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Untyped {
-    Keys,
-    Expiry,
     Lists,
     Sets,
     ZSets,
 }
 
 /// Why a request's arguments are refused before any data is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
     /// `-ERR <text>` (or the text's own code when it starts with `-`).
     Text(&'static [u8]),
+    /// A text made with the arguments (`Unsupported option <opt>`), built only when refused.
+    Formatted(Vec<u8>),
     /// `ERR wrong number of arguments for '<name>' command`: a subform's count, past the
     /// command table's arity.
     Arity(&'static str),
@@ -58,6 +62,7 @@ impl ParseError {
     pub fn text(self) -> Vec<u8> {
         match self {
             ParseError::Text(t) => t.to_vec(),
+            ParseError::Formatted(t) => t,
             ParseError::Arity(name) => {
                 let mut text = Vec::with_capacity(64);
                 errors::arity(&mut text, name);
@@ -71,6 +76,9 @@ impl ParseError {
         match self {
             ParseError::Text(t) => {
                 cx.reply().error(t);
+            }
+            ParseError::Formatted(t) => {
+                cx.reply().error(&t);
             }
             ParseError::Arity(name) => super::checks::arity(cx, name),
         }
