@@ -419,8 +419,8 @@ pub(crate) async fn run_one(
         DataCommand::Hashes(c) => c.apply(cx).await,
         DataCommand::Keys(c) => c.apply(cx).await,
         DataCommand::Expiry(c) => c.apply(cx).await,
+        DataCommand::Lists(c) => c.apply(cx).await,
         DataCommand::Untyped(family) => match family {
-            Untyped::Lists => cmd::lists::run(cx, spec, args).await,
             Untyped::Sets => cmd::sets::run(cx, spec, args).await,
             Untyped::ZSets => cmd::zsets::run(cx, spec, args).await,
         },

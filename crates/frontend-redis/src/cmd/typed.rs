@@ -17,6 +17,7 @@ use std::fmt;
 use super::expiry::ExpiryCommand;
 use super::hashes::HashCommand;
 use super::keys::KeyCommand;
+use super::lists::ListCommand;
 use super::strings::StringCommand;
 use super::Args;
 use crate::errors;
@@ -33,6 +34,7 @@ pub enum DataCommand<'a> {
     Hashes(HashCommand<'a>),
     Keys(KeyCommand<'a>),
     Expiry(ExpiryCommand<'a>),
+    Lists(ListCommand<'a>),
     /// A family still parsing its arguments while it applies.
     Untyped(Untyped),
 }
@@ -40,7 +42,6 @@ pub enum DataCommand<'a> {
 /// The families not typed yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Untyped {
-    Lists,
     Sets,
     ZSets,
 }
