@@ -420,8 +420,8 @@ pub(crate) async fn run_one(
         DataCommand::Keys(c) => c.apply(cx).await,
         DataCommand::Expiry(c) => c.apply(cx).await,
         DataCommand::Lists(c) => c.apply(cx).await,
+        DataCommand::Sets(c) => c.apply(cx).await,
         DataCommand::Untyped(family) => match family {
-            Untyped::Sets => cmd::sets::run(cx, spec, args).await,
             Untyped::ZSets => cmd::zsets::run(cx, spec, args).await,
         },
     }

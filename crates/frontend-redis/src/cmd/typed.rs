@@ -18,6 +18,7 @@ use super::expiry::ExpiryCommand;
 use super::hashes::HashCommand;
 use super::keys::KeyCommand;
 use super::lists::ListCommand;
+use super::sets::SetCommand;
 use super::strings::StringCommand;
 use super::Args;
 use crate::errors;
@@ -35,6 +36,7 @@ pub enum DataCommand<'a> {
     Keys(KeyCommand<'a>),
     Expiry(ExpiryCommand<'a>),
     Lists(ListCommand<'a>),
+    Sets(SetCommand<'a>),
     /// A family still parsing its arguments while it applies.
     Untyped(Untyped),
 }
@@ -42,7 +44,6 @@ pub enum DataCommand<'a> {
 /// The families not typed yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Untyped {
-    Sets,
     ZSets,
 }
 
