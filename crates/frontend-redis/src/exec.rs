@@ -25,7 +25,7 @@ use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::{Protocol, Reply};
 
 use crate::cmd::strings::StringCommand;
-use crate::cmd::typed::{DataCommand, Untyped};
+use crate::cmd::typed::DataCommand;
 use crate::cmd::{self, Args, Spec};
 use crate::kill::ClientHandle;
 use crate::replicas::Causal;
@@ -421,8 +421,6 @@ pub(crate) async fn run_one(
         DataCommand::Expiry(c) => c.apply(cx).await,
         DataCommand::Lists(c) => c.apply(cx).await,
         DataCommand::Sets(c) => c.apply(cx).await,
-        DataCommand::Untyped(family) => match family {
-            Untyped::ZSets => cmd::zsets::run(cx, spec, args).await,
-        },
+        DataCommand::ZSets(c) => c.apply(cx).await,
     }
 }

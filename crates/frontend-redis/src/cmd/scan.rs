@@ -188,22 +188,6 @@ pub struct Page {
     pub pattern: Option<Glob>,
 }
 
-/// [`collection_scan`] of a request not parsed yet.
-pub async fn collection_page(
-    cx: &mut Cx<'_>,
-    args: &Args<'_>,
-    kind: u8,
-    sql: &str,
-) -> Result<Option<Page>, StoreError> {
-    match CollectionScan::parse(*args) {
-        Ok(scan) => collection_scan(cx, scan, kind, sql).await,
-        Err(e) => {
-            e.reply(cx);
-            Ok(None)
-        }
-    }
-}
-
 /// A collection's `*SCAN` (of type `kind`), in Redis's order of checks (cursor, key type,
 /// options): reads one page with `sql`, a `SELECT <hash>, ... WHERE kid = ? AND <hash> >= ?
 /// ORDER BY <hash> LIMIT ?`. `None` once replied (an error, or the empty scan of a missing

@@ -8,9 +8,6 @@
 //! after reading the key (say `GETEX`'s expire time, checked after `WRONGTYPE`) stays in the
 //! command's `apply`, which says so. A parse error is the command's reply, in its place in
 //! the batch.
-//!
-//! A family not typed yet parses to [`DataCommand::Untyped`] and runs as before, its
-//! arguments read while it applies.
 
 use std::fmt;
 
@@ -20,6 +17,7 @@ use super::keys::KeyCommand;
 use super::lists::ListCommand;
 use super::sets::SetCommand;
 use super::strings::StringCommand;
+use super::zsets::ZSetCommand;
 use super::Args;
 use crate::errors;
 use crate::exec::Cx;
@@ -37,14 +35,7 @@ pub enum DataCommand<'a> {
     Expiry(ExpiryCommand<'a>),
     Lists(ListCommand<'a>),
     Sets(SetCommand<'a>),
-    /// A family still parsing its arguments while it applies.
-    Untyped(Untyped),
-}
-
-/// The families not typed yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Untyped {
-    ZSets,
+    ZSets(ZSetCommand<'a>),
 }
 
 /// Why a request's arguments are refused before any data is read.
