@@ -414,13 +414,5 @@ pub(crate) async fn run_one(
             return Ok(());
         }
     };
-    match command {
-        DataCommand::Strings(c) => c.apply(cx).await,
-        DataCommand::Hashes(c) => c.apply(cx).await,
-        DataCommand::Keys(c) => c.apply(cx).await,
-        DataCommand::Expiry(c) => c.apply(cx).await,
-        DataCommand::Lists(c) => c.apply(cx).await,
-        DataCommand::Sets(c) => c.apply(cx).await,
-        DataCommand::ZSets(c) => c.apply(cx).await,
-    }
+    command.apply(cx).await
 }

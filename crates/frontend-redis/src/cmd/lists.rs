@@ -25,15 +25,16 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-pub use parse::{ListCommand, MPop, Waited, COMMANDS};
+pub use parse::{BlockingPop, ListCommand, MPop, Waited, COMMANDS};
 
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
 
 use super::checks;
+use super::data::Spec;
 use super::sqltext::{statement, tuples};
+use super::typed::DataCommand;
 use super::Args;
-use crate::errors;
 use crate::exec::Cx;
 use crate::store::keys::{kind, KeyRow};
 use crate::store::{take_bytes, StoreError};
@@ -82,8 +83,8 @@ impl ListCommand<'_> {
                 element,
                 options,
             } => edit::lpos(cx, key, element, options).await,
-            Blocking { name, args, waited } => {
-                if try_blocking(cx, name, args).await? == Served::No {
+            Blocking { pop, waited } => {
+                if try_pop(cx, pop).await? == Served::No {
                     match waited {
                         Waited::Null => cx.reply().null(),
                         Waited::NullArray => cx.reply().null_array(),
@@ -104,21 +105,32 @@ pub enum Served {
 }
 
 /// One attempt of `BLPOP`/`BRPOP`/`BRPOPLPUSH`/`BLMOVE`/`BLMPOP` (timeout already
-/// checked): pops and answers if an element is there, answers an error for a wrong type or
-/// bad arguments, and writes nothing when it would have to wait.
+/// checked), run by [`crate::blocking`]: pops and answers if an element is there, answers
+/// an error for a wrong type or bad arguments, and writes nothing when it would have to
+/// wait. Another command (it never waits) is applied and answers at once.
 pub async fn try_blocking(
     cx: &mut Cx<'_>,
-    name: &str,
+    spec: &'static Spec,
     args: Args<'_>,
 ) -> Result<Served, StoreError> {
-    match name {
-        "blpop" | "brpop" => {
-            let side = if name == "blpop" {
-                Side::Left
-            } else {
-                Side::Right
-            };
-            for i in 1..args.len() - 1 {
+    match (spec.parse)(args) {
+        Ok(DataCommand::Lists(ListCommand::Blocking { pop, .. })) => try_pop(cx, pop).await,
+        Ok(other) => {
+            other.apply(cx).await?;
+            Ok(Served::Yes)
+        }
+        Err(e) => {
+            e.reply(cx);
+            Ok(Served::Yes)
+        }
+    }
+}
+
+/// One attempt of a blocking pop: [`Served::No`] (nothing written) when it would wait.
+async fn try_pop(cx: &mut Cx<'_>, what: BlockingPop<'_>) -> Result<Served, StoreError> {
+    match what {
+        BlockingPop::Pop { args, keys, side } => {
+            for i in keys {
                 let k = args.get(i);
                 let Some(found) = checks::write(cx, k, kind::LIST, false).await? else {
                     return Ok(Served::Yes);
@@ -131,17 +143,8 @@ pub async fn try_blocking(
             }
             Ok(Served::No)
         }
-        "brpoplpush" => lmove_at(cx, args.get(1), args.get(2), Side::Right, Side::Left).await,
-        "blmove" => {
-            let (Some(from), Some(to)) = (Side::parse(args.get(3)), Side::parse(args.get(4)))
-            else {
-                cx.reply().error(errors::SYNTAX);
-                return Ok(Served::Yes);
-            };
-            lmove_at(cx, args.get(1), args.get(2), from, to).await
-        }
-        "blmpop" => lmpop_at(cx, args, 2).await,
-        other => unreachable!("{other} is not a blocking list command"),
+        BlockingPop::Move { src, dst, from, to } => lmove_at(cx, src, dst, from, to).await,
+        BlockingPop::MPop(m) => lmpop_run(cx, m).await,
     }
 }
 
@@ -543,18 +546,6 @@ async fn rotate(
     pushed(cx, k);
     cx.reply().bulk(&v);
     Ok(())
-}
-
-/// `LMPOP` whose `numkeys` is argument `at` (`BLMPOP`: 2), answering nothing when no key
-/// holds a list.
-async fn lmpop_at(cx: &mut Cx<'_>, args: Args<'_>, at: usize) -> Result<Served, StoreError> {
-    match MPop::parse(args, at) {
-        Ok(m) => lmpop_run(cx, m).await,
-        Err(e) => {
-            e.reply(cx);
-            Ok(Served::Yes)
-        }
-    }
 }
 
 /// `LMPOP numkeys key... LEFT|RIGHT [COUNT count]`: pops from the first of the keys that

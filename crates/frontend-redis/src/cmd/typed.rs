@@ -21,6 +21,7 @@ use super::zsets::ZSetCommand;
 use super::Args;
 use crate::errors;
 use crate::exec::Cx;
+use crate::store::StoreError;
 
 /// A command's parser: its arguments (arity checked by the command table) to a typed
 /// command, or the error Redis answers before touching data.
@@ -36,6 +37,22 @@ pub enum DataCommand<'a> {
     Lists(ListCommand<'a>),
     Sets(SetCommand<'a>),
     ZSets(ZSetCommand<'a>),
+}
+
+impl DataCommand<'_> {
+    /// Runs the command in the batch's transaction through its family, appending its
+    /// reply.
+    pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        match self {
+            DataCommand::Strings(c) => c.apply(cx).await,
+            DataCommand::Hashes(c) => c.apply(cx).await,
+            DataCommand::Keys(c) => c.apply(cx).await,
+            DataCommand::Expiry(c) => c.apply(cx).await,
+            DataCommand::Lists(c) => c.apply(cx).await,
+            DataCommand::Sets(c) => c.apply(cx).await,
+            DataCommand::ZSets(c) => c.apply(cx).await,
+        }
+    }
 }
 
 /// Why a request's arguments are refused before any data is read.

@@ -113,17 +113,50 @@ pub static COMMANDS: [Spec; 22] = [
         .into())
     }),
     spec("blpop", -3, true, |a| {
-        blocking(a, "blpop", Waited::NullArray)
+        let keys = 1..a.len() - 1;
+        blocking(a, "blpop", |a| {
+            Ok(BlockingPop::Pop {
+                args: a,
+                keys,
+                side: Side::Left,
+            })
+        })
     }),
     spec("brpop", -3, true, |a| {
-        blocking(a, "brpop", Waited::NullArray)
+        let keys = 1..a.len() - 1;
+        blocking(a, "brpop", |a| {
+            Ok(BlockingPop::Pop {
+                args: a,
+                keys,
+                side: Side::Right,
+            })
+        })
     }),
     spec("brpoplpush", 4, true, |a| {
-        blocking(a, "brpoplpush", Waited::Null)
+        blocking(a, "brpoplpush", |a| {
+            Ok(BlockingPop::Move {
+                src: a.get(1),
+                dst: a.get(2),
+                from: Side::Right,
+                to: Side::Left,
+            })
+        })
     }),
-    spec("blmove", 6, true, |a| blocking(a, "blmove", Waited::Null)),
+    spec("blmove", 6, true, |a| {
+        blocking(a, "blmove", |a| {
+            let (Some(from), Some(to)) = (Side::parse(a.get(3)), Side::parse(a.get(4))) else {
+                return Err(SYNTAX);
+            };
+            Ok(BlockingPop::Move {
+                src: a.get(1),
+                dst: a.get(2),
+                from,
+                to,
+            })
+        })
+    }),
     spec("blmpop", -5, true, |a| {
-        blocking(a, "blmpop", Waited::NullArray)
+        blocking(a, "blmpop", |a| Ok(BlockingPop::MPop(MPop::parse(a, 2)?)))
     }),
 ];
 
@@ -200,12 +233,11 @@ pub enum ListCommand<'a> {
         element: &'a [u8],
         options: LposOptions,
     },
-    /// `BLPOP`, `BRPOP`, `BRPOPLPUSH`, `BLMOVE`, `BLMPOP` inside `EXEC` (outside,
-    /// [`crate::blocking`] runs them): their timeout checked here; they answer as the
-    /// command would without waiting, else `waited` (their timeout reply).
+    /// `BLPOP`, `BRPOP`, `BRPOPLPUSH`, `BLMOVE`, `BLMPOP`, their timeout checked (its value
+    /// is [`crate::blocking`]'s, which makes them wait; inside `EXEC` they answer as the
+    /// command would without waiting, else `waited`, their timeout reply).
     Blocking {
-        name: &'static str,
-        args: Args<'a>,
+        pop: BlockingPop<'a>,
         waited: Waited,
     },
 }
@@ -218,6 +250,26 @@ impl<'a> From<ListCommand<'a>> for DataCommand<'a> {
     fn from(c: ListCommand<'a>) -> Self {
         DataCommand::Lists(c)
     }
+}
+
+/// What a blocking command pops.
+#[derive(Debug, PartialEq)]
+pub enum BlockingPop<'a> {
+    /// `BLPOP`/`BRPOP key... timeout`: from the first of `keys` of `args` holding a list.
+    Pop {
+        args: Args<'a>,
+        keys: std::ops::Range<usize>,
+        side: Side,
+    },
+    /// `BRPOPLPUSH src dst timeout` (right to left), `BLMOVE src dst from to timeout`.
+    Move {
+        src: &'a [u8],
+        dst: &'a [u8],
+        from: Side,
+        to: Side,
+    },
+    /// `BLMPOP timeout numkeys key... LEFT|RIGHT [COUNT count]`.
+    MPop(MPop<'a>),
 }
 
 /// What a blocking command answers when it times out.
@@ -306,15 +358,25 @@ fn pop<'a>(args: Args<'a>, side: Side, name: &'static str) -> Result<DataCommand
     .into())
 }
 
+/// A blocking command: the timeout first (as [`crate::blocking`] checks it), then the
+/// rest (`pop`) in Redis's order.
 fn blocking<'a>(
     args: Args<'a>,
     name: &'static str,
-    waited: Waited,
+    pop: impl FnOnce(Args<'a>) -> Result<BlockingPop<'a>, ParseError>,
 ) -> Result<DataCommand<'a>, ParseError> {
     if crate::blocking::timeout(&args, name).is_err() {
         return Err(ParseError::Text(crate::blocking::timeout_error(
             &args, name,
         )));
     }
-    Ok(Blocking { name, args, waited }.into())
+    let waited = match name {
+        "brpoplpush" | "blmove" => Waited::Null,
+        _ => Waited::NullArray,
+    };
+    Ok(Blocking {
+        pop: pop(args)?,
+        waited,
+    }
+    .into())
 }

@@ -125,21 +125,28 @@ fn lmpop_checks_in_redis_order() {
     assert_eq!(error(b"lmpop 1 a left foo\r\n"), SYNTAX);
     // BLMPOP shares the parser from its numkeys on.
     parsed(b"blmpop 0 1 a left\r\n", |r| assert!(r.is_ok()));
-    let args_of = |bytes: &[u8]| {
+    let mpop = |bytes: &[u8]| {
         parsed(bytes, |r| match r {
-            Ok(DataCommand::Lists(Blocking { args, .. })) => {
-                MPop::parse(args, 2).map(|m| (m.keys, m.side, m.count))
-            }
+            Ok(DataCommand::Lists(Blocking {
+                pop: BlockingPop::MPop(m),
+                ..
+            })) => (m.keys, m.side, m.count),
             other => panic!("{other:?}"),
         })
     };
+    assert_eq!(mpop(b"blmpop 0 2 a b right\r\n"), (3..5, Side::Right, 1));
     assert_eq!(
-        args_of(b"blmpop 0 2 a b right\r\n"),
-        Ok((3..5, Side::Right, 1))
+        mpop(b"blmpop 0 1 a left count 4\r\n"),
+        (3..4, Side::Left, 4)
     );
     assert_eq!(
-        args_of(b"blmpop 0 0 a right\r\n").unwrap_err().text(),
-        b"numkeys should be greater than 0"
+        error(b"blmpop 0 0 a right\r\n"),
+        "numkeys should be greater than 0"
+    );
+    // The timeout is checked before the rest.
+    assert_eq!(
+        error(b"blmpop x 0 a right\r\n"),
+        "timeout is not a float or out of range"
     );
 }
 
@@ -250,6 +257,48 @@ fn lpos_options() {
     assert_eq!(
         error(b"lpos l e count -1 rank 0\r\n"),
         "COUNT can't be negative"
+    );
+}
+
+#[test]
+fn blocking_pops() {
+    let pop = |bytes: &[u8]| {
+        parsed(bytes, |r| match r {
+            Ok(DataCommand::Lists(Blocking { pop, .. })) => format!("{pop:?}"),
+            other => panic!("{other:?}"),
+        })
+    };
+    assert!(pop(b"blpop a b 0\r\n").contains("keys: 1..3, side: Left"));
+    assert!(pop(b"brpop a 0\r\n").contains("keys: 1..2, side: Right"));
+    assert_eq!(
+        pop(b"brpoplpush a b 0\r\n"),
+        format!(
+            "{:?}",
+            BlockingPop::Move {
+                src: b"a",
+                dst: b"b",
+                from: Side::Right,
+                to: Side::Left
+            }
+        )
+    );
+    assert_eq!(
+        pop(b"blmove a b right LEFT 0\r\n"),
+        format!(
+            "{:?}",
+            BlockingPop::Move {
+                src: b"a",
+                dst: b"b",
+                from: Side::Right,
+                to: Side::Left
+            }
+        )
+    );
+    assert_eq!(error(b"blmove a b up left 0\r\n"), SYNTAX);
+    // The timeout before the sides, as the door checks them.
+    assert_eq!(
+        error(b"blmove a b up left x\r\n"),
+        "timeout is not a float or out of range"
     );
 }
 
