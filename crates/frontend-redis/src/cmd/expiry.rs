@@ -43,10 +43,10 @@ pub static COMMANDS: [Spec; 9] = [
     spec("pexpireat", -3, true, |a| {
         parse_expire(a, "pexpireat", true, true)
     }),
-    spec("ttl", 2, false, |a| ttl_of(a, Ttl::Seconds)),
-    spec("pttl", 2, false, |a| ttl_of(a, Ttl::Ms)),
-    spec("expiretime", 2, false, |a| ttl_of(a, Ttl::UnixSeconds)),
-    spec("pexpiretime", 2, false, |a| ttl_of(a, Ttl::UnixMs)),
+    spec("ttl", 2, false, |a| Ok(ttl_of(a, Ttl::Seconds))),
+    spec("pttl", 2, false, |a| Ok(ttl_of(a, Ttl::Ms))),
+    spec("expiretime", 2, false, |a| Ok(ttl_of(a, Ttl::UnixSeconds))),
+    spec("pexpiretime", 2, false, |a| Ok(ttl_of(a, Ttl::UnixMs))),
     spec("persist", 2, true, |a| {
         Ok(ExpiryCommand::Persist { key: a.get(1) }.into())
     }),
@@ -96,12 +96,12 @@ pub enum Ttl {
     UnixMs,
 }
 
-fn ttl_of(args: Args<'_>, unit: Ttl) -> Result<DataCommand<'_>, ParseError> {
-    Ok(ExpiryCommand::Ttl {
+fn ttl_of(args: Args<'_>, unit: Ttl) -> DataCommand<'_> {
+    ExpiryCommand::Ttl {
         key: args.get(1),
         unit,
     }
-    .into())
+    .into()
 }
 
 /// `expireGenericCommand`'s checks before it reads the key, in its order: the options, the

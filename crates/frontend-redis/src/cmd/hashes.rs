@@ -60,7 +60,7 @@ pub const RANDFIELD_MAX: u64 = 1 << 20;
 impl HashCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::*;
+        use parse::{HDel, HIncrBy, HIncrByFloat, HLen, HMGet, HRandField, HScan, HSet, HSetNx};
         match self {
             HSet {
                 key,

@@ -39,7 +39,7 @@ pub use parse::{KeyCommand, COMMANDS};
 impl KeyCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::*;
+        use parse::{Copy, DbSize, Del, Exists, Flush, Keys, RandomKey, Rename, Scan, Type};
         match self {
             Del { keys } => {
                 let mut n = 0;

@@ -50,7 +50,10 @@ const INSERT_BYTES: usize = 1 << 22;
 impl ListCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::*;
+        use parse::{
+            Blocking, LIndex, LInsert, LLen, LMPop, LMove, LPos, LRange, LRem, LSet, LTrim, Pop,
+            Push, Waited,
+        };
         match self {
             Push {
                 key,

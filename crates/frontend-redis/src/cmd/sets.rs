@@ -46,7 +46,10 @@ use crate::store::{take_bytes, StoreError};
 impl SetCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::*;
+        use parse::{
+            Algebra, SAdd, SCard, SInterCard, SIsMember, SMIsMember, SMove, SPop, SRandMember,
+            SRem, SScan,
+        };
         match self {
             SAdd { key, members } => sadd(cx, key, members).await,
             SRem { key, members } => srem(cx, key, members).await,

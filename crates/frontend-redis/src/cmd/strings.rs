@@ -34,7 +34,10 @@ pub use parse::{Cond, Expiry, GetExTtl, Set, StringCommand, COMMANDS};
 impl StringCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::*;
+        use parse::{
+            Append, Get, GetDel, GetEx, GetRange, GetSet, IncrBy, IncrByFloat, MGet, MSet, SetEx,
+            SetNx, SetRange, StrLen,
+        };
         match self {
             Get { key } => get_run(cx, &[key]).await,
             StringCommand::Set(set) => apply_set(cx, set).await,
@@ -383,7 +386,7 @@ async fn getex(cx: &mut Cx<'_>, k: &[u8], ttl: GetExTtl<'_>) -> Result<(), Store
         }
         Some((at, _)) => set_expire(cx, k, Some(at)).await?,
         None if ttl == GetExTtl::Persist && row.expire_at.is_some() => {
-            set_expire(cx, k, None).await?
+            set_expire(cx, k, None).await?;
         }
         None => {}
     }

@@ -48,7 +48,7 @@ const NAN_SCORE: &[u8] = b"resulting score is not a number (NaN)";
 impl ZSetCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::*;
+        use parse::{ZAdd, ZCard, ZCount, ZMScore, ZPop, ZRank, ZRem, ZRemRange, ZScan, ZScore};
         match self {
             ZAdd { key, flags, pairs } => zadd(cx, key, flags, &pairs).await,
             ZRem { key, members } => zrem(cx, key, members).await,

@@ -28,7 +28,7 @@ pub static COMMANDS: [Spec; 16] = [
         }
         .into())
     }),
-    spec("hget", 3, false, |a| field_read(a, FieldRead::Value)),
+    spec("hget", 3, false, |a| Ok(field_read(a, FieldRead::Value))),
     spec("hmget", -3, false, |a| {
         Ok(HMGet {
             key: a.get(1),
@@ -37,7 +37,7 @@ pub static COMMANDS: [Spec; 16] = [
         .into())
     }),
     spec("hmset", -4, true, |a| parse_hset(a, "hmset")),
-    spec("hgetall", 2, false, |a| get_all(a, All::Pairs)),
+    spec("hgetall", 2, false, |a| Ok(get_all(a, All::Pairs))),
     spec("hdel", -3, true, |a| {
         Ok(HDel {
             key: a.get(1),
@@ -45,7 +45,9 @@ pub static COMMANDS: [Spec; 16] = [
         }
         .into())
     }),
-    spec("hexists", 3, false, |a| field_read(a, FieldRead::Exists)),
+    spec("hexists", 3, false, |a| {
+        Ok(field_read(a, FieldRead::Exists))
+    }),
     spec("hincrby", 4, true, |a| {
         Ok(HIncrBy {
             key: a.get(1),
@@ -67,10 +69,12 @@ pub static COMMANDS: [Spec; 16] = [
         }
         .into())
     }),
-    spec("hkeys", 2, false, |a| get_all(a, All::Fields)),
-    spec("hvals", 2, false, |a| get_all(a, All::Values)),
+    spec("hkeys", 2, false, |a| Ok(get_all(a, All::Fields))),
+    spec("hvals", 2, false, |a| Ok(get_all(a, All::Values))),
     spec("hlen", 2, false, |a| Ok(HLen { key: a.get(1) }.into())),
-    spec("hstrlen", 3, false, |a| field_read(a, FieldRead::Length)),
+    spec("hstrlen", 3, false, |a| {
+        Ok(field_read(a, FieldRead::Length))
+    }),
     spec("hrandfield", -2, false, parse_hrandfield),
     spec("hscan", -3, false, |a| {
         Ok(HScan(CollectionScan::parse(a)?).into())
@@ -183,21 +187,21 @@ fn parse_hset<'a>(args: Args<'a>, name: &'static str) -> Result<DataCommand<'a>,
     .into())
 }
 
-fn field_read(args: Args<'_>, read: FieldRead) -> Result<DataCommand<'_>, ParseError> {
-    Ok(HashCommand::Field {
+fn field_read(args: Args<'_>, read: FieldRead) -> DataCommand<'_> {
+    HashCommand::Field {
         key: args.get(1),
         field: args.get(2),
         read,
     }
-    .into())
+    .into()
 }
 
-fn get_all(args: Args<'_>, what: All) -> Result<DataCommand<'_>, ParseError> {
-    Ok(HashCommand::All {
+fn get_all(args: Args<'_>, what: All) -> DataCommand<'_> {
+    HashCommand::All {
         key: args.get(1),
         what,
     }
-    .into())
+    .into()
 }
 
 /// Redis 7.0's `hrandfieldWithCountCommand` checks, in its order: the count an integer, not

@@ -100,7 +100,7 @@ fn field_lists() {
         other => panic!("{other:?}"),
     });
     parsed(b"hdel h a\r\n", |r| {
-        assert!(matches!(r, Ok(DataCommand::Hashes(HDel { key: b"h", .. }))))
+        assert!(matches!(r, Ok(DataCommand::Hashes(HDel { key: b"h", .. }))));
     });
     assert_eq!(
         error(b"hdel h\r\n"),

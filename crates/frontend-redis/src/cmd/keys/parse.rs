@@ -30,8 +30,8 @@ pub static COMMANDS: [Spec; 14] = [
     spec("keys", 2, false, |a| Ok(Keys { pattern: a.get(1) }.into())),
     spec("scan", -2, false, parse_scan),
     spec("randomkey", 1, false, |_| Ok(RandomKey.into())),
-    spec("rename", 3, true, |a| parse_rename(a, false)),
-    spec("renamenx", 3, true, |a| parse_rename(a, true)),
+    spec("rename", 3, true, |a| Ok(parse_rename(a, false))),
+    spec("renamenx", 3, true, |a| Ok(parse_rename(a, true))),
     spec("copy", -3, true, parse_copy),
     spec("flushdb", -1, true, |a| parse_flush(a, false)),
     spec("flushall", -1, true, |a| parse_flush(a, true)),
@@ -96,13 +96,13 @@ fn parse_scan(args: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
     Ok(Scan { cursor, options }.into())
 }
 
-fn parse_rename(args: Args<'_>, nx: bool) -> Result<DataCommand<'_>, ParseError> {
-    Ok(Rename {
+fn parse_rename(args: Args<'_>, nx: bool) -> DataCommand<'_> {
+    Rename {
         from: args.get(1),
         to: args.get(2),
         nx,
     }
-    .into())
+    .into()
 }
 
 /// `COPY`'s options (`DB n`, `REPLACE`) in Redis's order of checks.

@@ -16,7 +16,7 @@ fn debug(c: KeyCommand<'_>) -> String {
 fn key_lists() {
     parsed(b"*3\r\n$3\r\nDEL\r\n$1\r\na\r\n$1\r\nb\r\n", |r| match r {
         Ok(DataCommand::Keys(Del { keys })) => {
-            assert_eq!(keys.from(1).collect::<Vec<_>>(), [b"a", b"b"])
+            assert_eq!(keys.from(1).collect::<Vec<_>>(), [b"a", b"b"]);
         }
         other => panic!("{other:?}"),
     });

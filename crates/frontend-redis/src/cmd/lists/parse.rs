@@ -19,10 +19,10 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
 }
 
 pub static COMMANDS: [Spec; 22] = [
-    spec("lpush", -3, true, |a| push(a, Side::Left, false)),
-    spec("rpush", -3, true, |a| push(a, Side::Right, false)),
-    spec("lpushx", -3, true, |a| push(a, Side::Left, true)),
-    spec("rpushx", -3, true, |a| push(a, Side::Right, true)),
+    spec("lpush", -3, true, |a| Ok(push(a, Side::Left, false))),
+    spec("rpush", -3, true, |a| Ok(push(a, Side::Right, false))),
+    spec("lpushx", -3, true, |a| Ok(push(a, Side::Left, true))),
+    spec("rpushx", -3, true, |a| Ok(push(a, Side::Right, true))),
     spec("lpop", -2, true, |a| pop(a, Side::Left, "lpop")),
     spec("rpop", -2, true, |a| pop(a, Side::Right, "rpop")),
     spec("llen", 2, false, |a| Ok(LLen { key: a.get(1) }.into())),
@@ -325,14 +325,14 @@ impl<'a> MPop<'a> {
     }
 }
 
-fn push(args: Args<'_>, side: Side, only_existing: bool) -> Result<DataCommand<'_>, ParseError> {
-    Ok(Push {
+fn push(args: Args<'_>, side: Side, only_existing: bool) -> DataCommand<'_> {
+    Push {
         key: args.get(1),
         values: args,
         side,
         only_existing,
     }
-    .into())
+    .into()
 }
 
 /// `LPOP`/`RPOP key [count]`: at most one count, not negative (Redis's

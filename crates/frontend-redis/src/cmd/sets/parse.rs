@@ -33,7 +33,7 @@ pub static COMMANDS: [Spec; 17] = [
         }
         .into())
     }),
-    spec("smembers", 2, false, |a| algebra(a, Op::Inter, false)),
+    spec("smembers", 2, false, |a| Ok(algebra(a, Op::Inter, false))),
     spec("sismember", 3, false, |a| {
         Ok(SIsMember {
             key: a.get(1),
@@ -51,12 +51,12 @@ pub static COMMANDS: [Spec; 17] = [
     spec("scard", 2, false, |a| Ok(SCard { key: a.get(1) }.into())),
     spec("spop", -2, true, parse_spop),
     spec("srandmember", -2, false, parse_srandmember),
-    spec("sinter", -2, false, |a| algebra(a, Op::Inter, false)),
-    spec("sunion", -2, false, |a| algebra(a, Op::Union, false)),
-    spec("sdiff", -2, false, |a| algebra(a, Op::Diff, false)),
-    spec("sinterstore", -3, true, |a| algebra(a, Op::Inter, true)),
-    spec("sunionstore", -3, true, |a| algebra(a, Op::Union, true)),
-    spec("sdiffstore", -3, true, |a| algebra(a, Op::Diff, true)),
+    spec("sinter", -2, false, |a| Ok(algebra(a, Op::Inter, false))),
+    spec("sunion", -2, false, |a| Ok(algebra(a, Op::Union, false))),
+    spec("sdiff", -2, false, |a| Ok(algebra(a, Op::Diff, false))),
+    spec("sinterstore", -3, true, |a| Ok(algebra(a, Op::Inter, true))),
+    spec("sunionstore", -3, true, |a| Ok(algebra(a, Op::Union, true))),
+    spec("sdiffstore", -3, true, |a| Ok(algebra(a, Op::Diff, true))),
     spec("sintercard", -3, false, parse_sintercard),
     spec("smove", 4, true, |a| {
         Ok(SMove {
@@ -140,19 +140,19 @@ impl<'a> From<SetCommand<'a>> for DataCommand<'a> {
     }
 }
 
-fn algebra(args: Args<'_>, op: Op, store: bool) -> Result<DataCommand<'_>, ParseError> {
+fn algebra(args: Args<'_>, op: Op, store: bool) -> DataCommand<'_> {
     let (first, dst) = if store {
         (2, Some(args.get(1)))
     } else {
         (1, None)
     };
-    Ok(Algebra {
+    Algebra {
         op,
         args,
         keys: first..args.len(),
         dst,
     }
-    .into())
+    .into()
 }
 
 /// `SINTERCARD`'s checks, in Redis's order (`numkeys`, then `LIMIT` and the syntax).

@@ -112,7 +112,7 @@ fn sintercard_checks_in_redis_order() {
         assert!(matches!(
             r,
             Ok(DataCommand::Sets(SInterCard { limit: 0, .. }))
-        ))
+        ));
     });
     let positive = "numkeys should be greater than 0";
     assert_eq!(error(b"sintercard 0 a\r\n"), positive);

@@ -33,7 +33,7 @@ fn set_plain_and_options() {
     });
     set(b"set k v get\r\n", |s| assert!(s.get && s.cond.is_none()));
     set(b"set k v keepttl\r\n", |s| {
-        assert!(s.keep_ttl && s.expiry.is_none())
+        assert!(s.keep_ttl && s.expiry.is_none());
     });
     set(b"set k v ex 10\r\n", |s| {
         let e = s.expiry.unwrap();
@@ -41,7 +41,7 @@ fn set_plain_and_options() {
         assert_eq!(e.at(5), Ok(10_005));
     });
     set(b"set k v px 10\r\n", |s| {
-        assert_eq!(s.expiry.map(|e| (e.unit, e.ms)), Some((Unit::Px, 10)))
+        assert_eq!(s.expiry.map(|e| (e.unit, e.ms)), Some((Unit::Px, 10)));
     });
     set(b"set k v exat 7\r\n", |s| {
         let e = s.expiry.unwrap();
@@ -51,19 +51,19 @@ fn set_plain_and_options() {
         );
     });
     set(b"set k v pxat 7\r\n", |s| {
-        assert_eq!(s.expiry.unwrap().at(1_000_000), Ok(7))
+        assert_eq!(s.expiry.unwrap().at(1_000_000), Ok(7));
     });
     // A repeated expiry of one unit: the last wins, as in Redis.
     set(b"set k v ex 1 ex 2\r\n", |s| {
-        assert_eq!(s.expiry.unwrap().ms, 2000)
+        assert_eq!(s.expiry.unwrap().ms, 2000);
     });
     // NX twice is taken; options in any order and case.
     set(b"set k v nx NX get Ex 3\r\n", |s| {
-        assert!(s.get && s.cond == Some(Cond::Nx) && s.expiry.is_some())
+        assert!(s.get && s.cond == Some(Cond::Nx) && s.expiry.is_some());
     });
     // The value may look like an option.
     set(b"set k nx\r\n", |s| {
-        assert!(s.value == b"nx" && s.is_plain())
+        assert!(s.value == b"nx" && s.is_plain());
     });
 }
 
@@ -103,7 +103,7 @@ fn expiry_overflow_once_the_clock_is_added() {
         );
     });
     set(b"set k v ex 9223372036854775\r\n", |s| {
-        assert_eq!(s.expiry.unwrap().ms, 9_223_372_036_854_775_000)
+        assert_eq!(s.expiry.unwrap().ms, 9_223_372_036_854_775_000);
     });
 }
 

@@ -62,8 +62,8 @@ pub static COMMANDS: [Spec; 23] = [
     spec("zrevrangebylex", -4, false, |a| {
         parse_zrange(a, false, Some(By::Lex), Some(true))
     }),
-    spec("zrank", 3, false, |a| parse_zrank(a, false)),
-    spec("zrevrank", 3, false, |a| parse_zrank(a, true)),
+    spec("zrank", 3, false, |a| Ok(parse_zrank(a, false))),
+    spec("zrevrank", 3, false, |a| Ok(parse_zrank(a, true))),
     spec("zpopmin", -2, true, |a| parse_zpop(a, false)),
     spec("zpopmax", -2, true, |a| parse_zpop(a, true)),
     spec("zremrangebyrank", 4, true, |a| parse_remove(a, By::Rank)),
@@ -272,13 +272,13 @@ fn parse_zadd(args: Args<'_>, zincrby: bool) -> Result<DataCommand<'_>, ParseErr
     .into())
 }
 
-fn parse_zrank(args: Args<'_>, rev: bool) -> Result<DataCommand<'_>, ParseError> {
-    Ok(ZRank {
+fn parse_zrank(args: Args<'_>, rev: bool) -> DataCommand<'_> {
+    ZRank {
         key: args.get(1),
         member: args.get(2),
         rev,
     }
-    .into())
+    .into()
 }
 
 /// `ZPOPMIN`/`ZPOPMAX key [count]`: a third argument is a syntax error, the count not
