@@ -26,7 +26,7 @@ use manifold_redis_proto::{Protocol, Reply};
 
 use crate::cmd::strings::StringCommand;
 use crate::cmd::typed::DataCommand;
-use crate::cmd::{self, Args, Spec};
+use crate::cmd::{self, Args, Family, Spec};
 use crate::kill::ClientHandle;
 use crate::replicas::Causal;
 use crate::store::{Store, StoreError, Tx};
@@ -218,17 +218,20 @@ pub fn bulk_size(len: usize) -> usize {
     len + digits + 5
 }
 
-/// A plain `SET key value` (no option): it may join a multi-row upsert.
+/// A plain `SET key value` (no option): it may join a multi-row upsert. (Only a string
+/// command is parsed here: the string parsers allocate nothing.)
 fn plain_set(spec: &Spec, args: &Args<'_>) -> bool {
-    matches!((spec.parse)(*args), Ok(DataCommand::Strings(StringCommand::Set(set))) if set.is_plain())
+    spec.family == Family::Strings
+        && matches!((spec.parse)(*args), Ok(DataCommand::Strings(StringCommand::Set(set))) if set.is_plain())
 }
 
 /// A `GET`: it may join a run read with one statement.
 fn is_get(spec: &Spec, args: &Args<'_>) -> bool {
-    matches!(
-        (spec.parse)(*args),
-        Ok(DataCommand::Strings(StringCommand::Get { .. }))
-    )
+    spec.family == Family::Strings
+        && matches!(
+            (spec.parse)(*args),
+            Ok(DataCommand::Strings(StringCommand::Get { .. }))
+        )
 }
 
 /// Runs `cmds` (data commands, arity checked) as one batch and appends their replies, in
