@@ -298,7 +298,7 @@ impl<'w> Blocked<'w> {
                     .saturating_sub(out.len()),
                 client: Some(crate::exec::ReplyOwner::new(&session.info.handle)),
             };
-            let e = match try_blocking(&mut cx, spec.name, args).await {
+            let e = match try_blocking(&mut cx, spec, args).await {
                 Ok(served) => {
                     let Cx { tx, out: reply, .. } = cx;
                     if served == Served::Yes && session.info.handle.is_killed() {

@@ -24,6 +24,8 @@ use manifold_backend::{ConnKey, Param};
 use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::{Protocol, Reply};
 
+use crate::cmd::strings::StringCommand;
+use crate::cmd::typed::DataCommand;
 use crate::cmd::{self, Args, Family, Spec};
 use crate::kill::ClientHandle;
 use crate::replicas::Causal;
@@ -217,13 +219,20 @@ pub fn bulk_size(len: usize) -> usize {
     len + digits + 5
 }
 
-/// A plain `SET key value` (no option): it may join a multi-row upsert.
+/// A plain `SET key value` (no option): it may join a multi-row upsert. (Only a string
+/// command is parsed here: the string parsers allocate nothing.)
 fn plain_set(spec: &Spec, args: &Args<'_>) -> bool {
-    spec.name == "set" && args.len() == 3
+    spec.family == Family::Strings
+        && matches!((spec.parse)(*args), Ok(DataCommand::Strings(StringCommand::Set(set))) if set.is_plain())
 }
 
-fn is_get(spec: &Spec) -> bool {
-    spec.name == "get"
+/// A `GET`: it may join a run read with one statement.
+fn is_get(spec: &Spec, args: &Args<'_>) -> bool {
+    spec.family == Family::Strings
+        && matches!(
+            (spec.parse)(*args),
+            Ok(DataCommand::Strings(StringCommand::Get { .. }))
+        )
 }
 
 /// Runs `cmds` (data commands, arity checked) as one batch and appends their replies, in
@@ -338,8 +347,8 @@ async fn run_all(
             }
             j
         };
-        if is_get(spec) {
-            let j = run_end(&|s, _| is_get(s), RUN_MAX);
+        if is_get(spec, &args) {
+            let j = run_end(&|s, a| is_get(s, a), RUN_MAX);
             let keys: Vec<&[u8]> = cmds[i..j].iter().map(|(_, a)| a.get(1)).collect();
             cmd::strings::get_run(cx, &keys).await.map_err(|e| (i, e))?;
             i = j;
@@ -366,19 +375,19 @@ async fn run_all(
     Ok(())
 }
 
-/// Runs one command through its family.
+/// Runs one command: its arguments parsed into the typed command (a refusal is its reply,
+/// in its place), then applied by its family.
 pub(crate) async fn run_one(
     cx: &mut Cx<'_>,
     spec: &'static Spec,
     args: Args<'_>,
 ) -> Result<(), StoreError> {
-    match spec.family {
-        Family::Strings => cmd::strings::run(cx, spec, args).await,
-        Family::Keys => cmd::keys::run(cx, spec, args).await,
-        Family::Expiry => cmd::expiry::run(cx, spec, args).await,
-        Family::Hashes => cmd::hashes::run(cx, spec, args).await,
-        Family::Lists => cmd::lists::run(cx, spec, args).await,
-        Family::Sets => cmd::sets::run(cx, spec, args).await,
-        Family::ZSets => cmd::zsets::run(cx, spec, args).await,
-    }
+    let command = match (spec.parse)(args) {
+        Ok(command) => command,
+        Err(e) => {
+            e.reply(cx);
+            return Ok(());
+        }
+    };
+    command.apply(cx).await
 }

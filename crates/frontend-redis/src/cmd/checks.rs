@@ -1,7 +1,6 @@
 //! Checks the command families share: each writes Redis's error reply when it fails and
 //! then hands back `None`, so that a command ends with `let Some(..) = .. else { return }`.
 
-use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
 use crate::store::keys::{KeyRow, WrongType};
@@ -34,23 +33,6 @@ pub fn or_wrongtype<T>(cx: &mut Cx<'_>, found: Result<T, WrongType>) -> Option<T
         return None;
     };
     Some(v)
-}
-
-/// The optional count of `LPOP`/`RPOP`, `SPOP`, `ZPOPMIN`/`ZPOPMAX` (`key [count]`):
-/// `Some(None)` without one, `None` once the error is replied: Redis's
-/// `getPositiveLongFromObjectOrReply`, one text for a negative count and for one that is
-/// not an integer.
-pub fn optional_count(cx: &mut Cx<'_>, args: &Args<'_>) -> Option<Option<i64>> {
-    if args.len() < 3 {
-        return Some(None);
-    }
-    match parse_i64(args.get(2)) {
-        Some(n) if n >= 0 => Some(Some(n)),
-        _ => {
-            cx.reply().error(errors::MUST_BE_POSITIVE);
-            None
-        }
-    }
 }
 
 /// Replies `ERR wrong number of arguments for '<name>' command` (an arity a command checks

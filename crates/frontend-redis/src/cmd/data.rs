@@ -24,6 +24,8 @@ pub struct Spec {
     /// It may write: a batch with one runs in a transaction.
     pub write: bool,
     pub family: Family,
+    /// Parses the arguments into the typed command ([`super::typed`]).
+    pub parse: super::typed::Parse,
 }
 
 /// Every family's commands.

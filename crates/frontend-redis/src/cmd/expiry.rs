@@ -15,30 +15,41 @@
 use manifold_backend::Param;
 
 use super::data::{Family, Spec};
-use super::{parse_i64, Args};
-use crate::errors;
+use super::typed::{integer, DataCommand, Parse, ParseError};
+use super::Args;
 use crate::exec::Cx;
 use crate::store::StoreError;
 
-const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
+const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec {
     Spec {
         name,
         arity,
         write,
         family: Family::Expiry,
+        parse,
     }
 }
 
 pub static COMMANDS: [Spec; 9] = [
-    spec("expire", -3, true),
-    spec("pexpire", -3, true),
-    spec("expireat", -3, true),
-    spec("pexpireat", -3, true),
-    spec("ttl", 2, false),
-    spec("pttl", 2, false),
-    spec("expiretime", 2, false),
-    spec("pexpiretime", 2, false),
-    spec("persist", 2, true),
+    spec("expire", -3, true, |a| {
+        parse_expire(a, "expire", false, false)
+    }),
+    spec("pexpire", -3, true, |a| {
+        parse_expire(a, "pexpire", true, false)
+    }),
+    spec("expireat", -3, true, |a| {
+        parse_expire(a, "expireat", false, true)
+    }),
+    spec("pexpireat", -3, true, |a| {
+        parse_expire(a, "pexpireat", true, true)
+    }),
+    spec("ttl", 2, false, |a| Ok(ttl_of(a, Ttl::Seconds))),
+    spec("pttl", 2, false, |a| Ok(ttl_of(a, Ttl::Ms))),
+    spec("expiretime", 2, false, |a| Ok(ttl_of(a, Ttl::UnixSeconds))),
+    spec("pexpiretime", 2, false, |a| Ok(ttl_of(a, Ttl::UnixMs))),
+    spec("persist", 2, true, |a| {
+        Ok(ExpiryCommand::Persist { key: a.get(1) }.into())
+    }),
 ];
 
 /// `EXPIRE` with `NX` and another of `XX`/`GT`/`LT` (`src/expire.c`).
@@ -46,29 +57,111 @@ const NX_AND_OTHERS: &[u8] = b"NX and XX, GT or LT options at the same time are 
 /// `EXPIRE` with `GT` and `LT`.
 const GT_AND_LT: &[u8] = b"GT and LT options at the same time are not compatible";
 
-/// Runs one command of this family.
-pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
-    match spec.name {
-        "expire" => expire(cx, spec, args, false, false).await,
-        "pexpire" => expire(cx, spec, args, true, false).await,
-        "expireat" => expire(cx, spec, args, false, true).await,
-        "pexpireat" => expire(cx, spec, args, true, true).await,
-        "ttl" => ttl(cx, args, false, false).await,
-        "pttl" => ttl(cx, args, true, false).await,
-        "expiretime" => ttl(cx, args, false, true).await,
-        "pexpiretime" => ttl(cx, args, true, true).await,
-        "persist" => persist(cx, args).await,
-        other => unreachable!("{other} is not an expiry command"),
+/// An expiry command, its arguments parsed.
+#[derive(Debug, PartialEq)]
+pub enum ExpiryCommand<'a> {
+    /// `EXPIRE key seconds [NX|XX|GT|LT]` and its `PEXPIRE` / `EXPIREAT` / `PEXPIREAT`
+    /// forms.
+    Expire {
+        key: &'a [u8],
+        /// In ms: absolute, or (`relative`) from the batch's clock.
+        ms: i64,
+        relative: bool,
+        flags: Flags,
+        /// The command's name, for `invalid expire time in '<name>' command`.
+        name: &'static str,
+    },
+    /// `TTL`, `PTTL`, `EXPIRETIME`, `PEXPIRETIME`.
+    Ttl {
+        key: &'a [u8],
+        unit: Ttl,
+    },
+    Persist {
+        key: &'a [u8],
+    },
+}
+
+impl<'a> From<ExpiryCommand<'a>> for DataCommand<'a> {
+    fn from(c: ExpiryCommand<'a>) -> Self {
+        DataCommand::Expiry(c)
+    }
+}
+
+/// What `TTL` and its siblings answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ttl {
+    Seconds,
+    Ms,
+    UnixSeconds,
+    UnixMs,
+}
+
+fn ttl_of(args: Args<'_>, unit: Ttl) -> DataCommand<'_> {
+    ExpiryCommand::Ttl {
+        key: args.get(1),
+        unit,
+    }
+    .into()
+}
+
+/// `expireGenericCommand`'s checks before it reads the key, in its order: the options, the
+/// time an integer, seconds that overflow in ms. The addition of the clock to a relative
+/// time is checked in apply ([`ExpiryCommand::apply`]), still before the key is read.
+fn parse_expire<'a>(
+    args: Args<'a>,
+    name: &'static str,
+    ms: bool,
+    absolute: bool,
+) -> Result<DataCommand<'a>, ParseError> {
+    let flags = flags(&args)?;
+    let mut at = integer(args.get(2))?;
+    if !ms {
+        at = at
+            .checked_mul(1000)
+            .ok_or_else(|| ParseError::Formatted(invalid_expire(name)))?;
+    }
+    Ok(ExpiryCommand::Expire {
+        key: args.get(1),
+        ms: at,
+        relative: !absolute,
+        flags,
+        name,
+    }
+    .into())
+}
+
+impl ExpiryCommand<'_> {
+    /// Runs the command in the batch's transaction, appending its reply.
+    pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        match self {
+            ExpiryCommand::Expire {
+                key,
+                ms,
+                relative,
+                flags,
+                name,
+            } => {
+                let base = if relative { cx.now_ms() } else { 0 };
+                // Redis refuses `when > LLONG_MAX - basetime` (with a non-negative base).
+                let Some(at) = ms.checked_add(base) else {
+                    cx.reply().error(&invalid_expire(name));
+                    return Ok(());
+                };
+                expire(cx, key, at, flags).await
+            }
+            ExpiryCommand::Ttl { key, unit } => ttl(cx, key, unit).await,
+            ExpiryCommand::Persist { key } => persist(cx, key).await,
+        }
     }
 }
 
 /// The `NX`/`XX`/`GT`/`LT` flags of an `EXPIRE`.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Flags {
-    nx: bool,
-    xx: bool,
-    gt: bool,
-    lt: bool,
+pub struct Flags {
+    pub nx: bool,
+    pub xx: bool,
+    pub gt: bool,
+    pub lt: bool,
 }
 
 /// An argument as Redis's C code sees it (`strcasecmp` on the object's string): up to its
@@ -77,9 +170,8 @@ fn c_string(a: &[u8]) -> &[u8] {
     a.iter().position(|&b| b == 0).map_or(a, |end| &a[..end])
 }
 
-/// Parses the options after the time (`parseExtendedExpireArgumentsOrReply`); the error
-/// text on failure.
-fn flags(args: &Args<'_>) -> Result<Flags, Vec<u8>> {
+/// Parses the options after the time (`parseExtendedExpireArgumentsOrReply`).
+fn flags(args: &Args<'_>) -> Result<Flags, ParseError> {
     let mut f = Flags::default();
     for a in args.from(3) {
         let opt = c_string(a);
@@ -98,14 +190,14 @@ fn flags(args: &Args<'_>) -> Result<Flags, Vec<u8>> {
                 opt.iter()
                     .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
             );
-            return Err(text);
+            return Err(ParseError::Formatted(text));
         }
     }
     if f.nx && (f.xx || f.gt || f.lt) {
-        return Err(NX_AND_OTHERS.to_vec());
+        return Err(ParseError::Text(NX_AND_OTHERS));
     }
     if f.gt && f.lt {
-        return Err(GT_AND_LT.to_vec());
+        return Err(ParseError::Text(GT_AND_LT));
     }
     Ok(f)
 }
@@ -115,46 +207,10 @@ fn invalid_expire(name: &str) -> Vec<u8> {
     format!("invalid expire time in '{name}' command").into_bytes()
 }
 
-/// The absolute expiry (Unix ms) an `EXPIRE`-family command asks for, as
-/// `expireGenericCommand` computes it (relative times from `now_ms`); the error text when
-/// the time is not an integer or overflows.
-fn when(spec: &Spec, t: &[u8], ms: bool, absolute: bool, now_ms: i64) -> Result<i64, Vec<u8>> {
-    let mut at = parse_i64(t).ok_or_else(|| errors::NOT_INTEGER.to_vec())?;
-    if !ms {
-        at = at
-            .checked_mul(1000)
-            .ok_or_else(|| invalid_expire(spec.name))?;
-    }
-    let base = if absolute { 0 } else { now_ms };
-    // Redis refuses `when > LLONG_MAX - basetime` (with a non-negative base).
-    at.checked_add(base)
-        .ok_or_else(|| invalid_expire(spec.name))
-}
-
-/// `EXPIRE key seconds [NX|XX|GT|LT]` and its `PEXPIRE` / `EXPIREAT` / `PEXPIREAT` forms.
-async fn expire(
-    cx: &mut Cx<'_>,
-    spec: &'static Spec,
-    args: Args<'_>,
-    ms: bool,
-    absolute: bool,
-) -> Result<(), StoreError> {
-    let f = match flags(&args) {
-        Ok(f) => f,
-        Err(text) => {
-            cx.reply().error(&text);
-            return Ok(());
-        }
-    };
+/// `EXPIRE`'s work once the time is known: `at` (Unix ms) set on the key `k`, or the key
+/// deleted for a time not in the future.
+async fn expire(cx: &mut Cx<'_>, k: &[u8], at: i64, f: Flags) -> Result<(), StoreError> {
     let now = cx.now_ms();
-    let at = match when(spec, args.get(2), ms, absolute, now) {
-        Ok(at) => at,
-        Err(text) => {
-            cx.reply().error(&text);
-            return Ok(());
-        }
-    };
-    let k = args.get(1);
     let Some(row) = cx.tx.key_meta(cx.db, k, true).await? else {
         cx.reply().integer(0);
         return Ok(());
@@ -184,8 +240,14 @@ async fn expire(
 
 /// `TTL`, `PTTL`, `EXPIRETIME`, `PEXPIRETIME`: -2 for a missing key, -1 for one without
 /// expiry; seconds are rounded to the nearest (`(ms + 500) / 1000`).
-async fn ttl(cx: &mut Cx<'_>, args: Args<'_>, ms: bool, absolute: bool) -> Result<(), StoreError> {
-    let Some(row) = cx.tx.key_meta(cx.db, args.get(1), false).await? else {
+async fn ttl(cx: &mut Cx<'_>, k: &[u8], unit: Ttl) -> Result<(), StoreError> {
+    let (ms, absolute) = match unit {
+        Ttl::Seconds => (false, false),
+        Ttl::Ms => (true, false),
+        Ttl::UnixSeconds => (false, true),
+        Ttl::UnixMs => (true, true),
+    };
+    let Some(row) = cx.tx.key_meta(cx.db, k, false).await? else {
         cx.reply().integer(-2);
         return Ok(());
     };
@@ -210,8 +272,8 @@ async fn ttl(cx: &mut Cx<'_>, args: Args<'_>, ms: bool, absolute: bool) -> Resul
 }
 
 /// `PERSIST key`: 1 when it removed an expiry.
-async fn persist(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let removed = match cx.tx.key_meta(cx.db, args.get(1), true).await? {
+async fn persist(cx: &mut Cx<'_>, k: &[u8]) -> Result<(), StoreError> {
+    let removed = match cx.tx.key_meta(cx.db, k, true).await? {
         Some(row) if row.expire_at.is_some() => {
             cx.tx
                 .exec(
@@ -228,41 +290,4 @@ async fn persist(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn c_strings_end_at_nul() {
-        assert_eq!(c_string(b"nx\0zz"), b"nx");
-        assert_eq!(c_string(b"\0"), b"");
-        assert_eq!(c_string(b"gt"), b"gt");
-    }
-
-    #[test]
-    fn times_overflow_as_redis_refuses_them() {
-        let spec = &COMMANDS[0];
-        assert_eq!(when(spec, b"10", false, false, 5), Ok(10_005));
-        assert_eq!(when(spec, b"-10", false, false, 50_000), Ok(40_000));
-        assert_eq!(when(spec, b"10", true, true, 5), Ok(10));
-        assert_eq!(
-            when(spec, b"x", false, false, 0),
-            Err(errors::NOT_INTEGER.to_vec())
-        );
-        assert_eq!(
-            when(spec, b"9223372036854776", false, true, 0),
-            Err(b"invalid expire time in 'expire' command".to_vec())
-        );
-        assert_eq!(
-            when(spec, b"-9223372036854776", false, true, 0),
-            Err(b"invalid expire time in 'expire' command".to_vec())
-        );
-        assert_eq!(
-            when(spec, b"9223372036854775807", true, false, 1),
-            Err(b"invalid expire time in 'expire' command".to_vec())
-        );
-        assert_eq!(
-            when(spec, b"-9223372036854775808", true, false, 1),
-            Ok(i64::MIN + 1)
-        );
-    }
-}
+mod tests;

@@ -34,7 +34,6 @@ use manifold_redis_proto::{Protocol, Reply};
 use std::collections::{HashMap, HashSet};
 
 use super::checks::{self, Absent};
-use super::data::{Family, Spec};
 use super::longdouble::{self, Ld, Parsed};
 use super::rng::Rng;
 use super::scan;
@@ -45,63 +44,45 @@ use crate::exec::{Cx, RUN_MAX};
 use crate::store::keys::{hash, kind, KeyRow};
 use crate::store::{int, take_bytes, StoreError};
 
-const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        family: Family::Hashes,
-    }
-}
+mod parse;
+#[cfg(test)]
+mod tests;
 
-pub static COMMANDS: [Spec; 16] = [
-    spec("hset", -4, true),
-    spec("hsetnx", 4, true),
-    spec("hget", 3, false),
-    spec("hmget", -3, false),
-    spec("hmset", -4, true),
-    spec("hgetall", 2, false),
-    spec("hdel", -3, true),
-    spec("hexists", 3, false),
-    spec("hincrby", 4, true),
-    spec("hincrbyfloat", 4, true),
-    spec("hkeys", 2, false),
-    spec("hvals", 2, false),
-    spec("hlen", 2, false),
-    spec("hstrlen", 3, false),
-    spec("hrandfield", -2, false),
-    spec("hscan", -3, false),
-];
+pub use parse::{All, FieldRead, HashCommand, RandCount, COMMANDS};
 
 const HASH_NOT_INTEGER: &[u8] = b"hash value is not an integer";
 const HASH_NOT_FLOAT: &[u8] = b"hash value is not a float";
-const NAN_OR_INFINITY: &[u8] = b"value is NaN or Infinity";
-const OUT_OF_RANGE: &[u8] = b"value is out of range";
 const TOO_MANY: &[u8] = b"manifold: HRANDFIELD count is too large";
 
 /// Largest negative `HRANDFIELD` count served.
 pub const RANDFIELD_MAX: u64 = 1 << 20;
 
-/// Runs one command of this family.
-pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
-    match spec.name {
-        "hset" | "hmset" => hset(cx, spec, args).await,
-        "hsetnx" => hsetnx(cx, args).await,
-        "hget" | "hexists" | "hstrlen" => field_read(cx, spec.name, args).await,
-        "hmget" => hmget(cx, args).await,
-        "hgetall" | "hkeys" | "hvals" => get_all(cx, spec.name, args).await,
-        "hdel" => hdel(cx, args).await,
-        "hincrby" => hincrby(cx, args).await,
-        "hincrbyfloat" => hincrbyfloat(cx, args).await,
-        "hlen" => {
-            if let Some(row) = checks::read(cx, args.get(1), kind::HASH).await? {
-                cx.reply().integer(row.map_or(0, |r| r.len));
+impl HashCommand<'_> {
+    /// Runs the command in the batch's transaction, appending its reply.
+    pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        use parse::{HDel, HIncrBy, HIncrByFloat, HLen, HMGet, HRandField, HScan, HSet, HSetNx};
+        match self {
+            HSet {
+                key,
+                pairs,
+                count_reply,
+            } => hset(cx, key, pairs, count_reply).await,
+            HSetNx { key, field, value } => hsetnx(cx, key, field, value).await,
+            HashCommand::Field { key, field, read } => field_read(cx, key, field, read).await,
+            HMGet { key, fields } => hmget(cx, key, fields).await,
+            HashCommand::All { key, what } => get_all(cx, key, what).await,
+            HDel { key, fields } => hdel(cx, key, fields).await,
+            HIncrBy { key, field, by } => hincrby(cx, key, field, by).await,
+            HIncrByFloat { key, field, by } => hincrbyfloat(cx, key, field, by).await,
+            HLen { key } => {
+                if let Some(row) = checks::read(cx, key, kind::HASH).await? {
+                    cx.reply().integer(row.map_or(0, |r| r.len));
+                }
+                Ok(())
             }
-            Ok(())
+            HRandField { key, count } => hrandfield(cx, key, count).await,
+            HScan(scan) => hscan(cx, scan).await,
         }
-        "hrandfield" => hrandfield(cx, args).await,
-        "hscan" => hscan(cx, args).await,
-        other => unreachable!("{other} is not a hash command"),
     }
 }
 
@@ -192,12 +173,13 @@ fn distinct_hashes<'a>(fields: impl Iterator<Item = &'a [u8]>) -> Vec<[u8; 32]> 
 }
 
 /// `HSET key field value [field value ...]` (the count of new fields) and `HMSET` (`OK`).
-async fn hset(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
-    if args.len() % 2 == 1 {
-        checks::arity(cx, spec.name);
-        return Ok(());
-    }
-    let k = args.get(1);
+/// `args` is the whole request (the pairs from argument 2 on, counted by the parser).
+async fn hset(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    args: Args<'_>,
+    count_reply: bool,
+) -> Result<(), StoreError> {
     let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
@@ -213,7 +195,7 @@ async fn hset(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<()
     };
     write_pairs(cx, row.kid, &pairs).await?;
     cx.tx.collection_written(cx.db, k, &row, new as i64).await?;
-    if spec.name == "hset" {
+    if count_reply {
         cx.reply().integer(new as i64);
     } else {
         cx.reply().simple(b"OK");
@@ -222,8 +204,7 @@ async fn hset(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<()
 }
 
 /// `HSETNX key field value`.
-async fn hsetnx(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let (k, f, v) = (args.get(1), args.get(2), args.get(3));
+async fn hsetnx(cx: &mut Cx<'_>, k: &[u8], f: &[u8], v: &[u8]) -> Result<(), StoreError> {
     let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
@@ -238,10 +219,14 @@ async fn hsetnx(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `HGET`, `HEXISTS`, `HSTRLEN`: the key row and the field in one statement.
-async fn field_read(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), StoreError> {
-    let (k, f) = (args.get(1), args.get(2));
+async fn field_read(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    f: &[u8],
+    read: FieldRead,
+) -> Result<(), StoreError> {
     let (kh, fh) = (hash(k), hash(f));
-    let sql = if name == "hget" {
+    let sql = if read == FieldRead::Value {
         "SELECT k.type, k.expire_at, h.v FROM {s}.redis_keys k LEFT JOIN {s}.redis_hash h \
          ON h.kid = k.kid AND h.fh = ? WHERE k.db = ? AND k.kh = ?"
     } else {
@@ -271,20 +256,20 @@ async fn field_read(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), S
         _ => Value::Null,
     };
     let present = !matches!(found, Value::Null);
-    match name {
-        "hget" => match found {
+    match read {
+        FieldRead::Value => match found {
             Value::Null => cx.reply().null(),
             mut v => cx.reply().bulk(&take_bytes(&mut v).unwrap_or_default()),
         },
-        "hexists" => cx.reply().integer(i64::from(present)),
-        _ => cx.reply().integer(int(&found).unwrap_or(0)),
+        FieldRead::Exists => cx.reply().integer(i64::from(present)),
+        FieldRead::Length => cx.reply().integer(int(&found).unwrap_or(0)),
     };
     Ok(())
 }
 
-/// `HMGET key field [field ...]`.
-async fn hmget(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(row) = checks::read(cx, args.get(1), kind::HASH).await? else {
+/// `HMGET key field [field ...]` (`args`: the whole request, the fields from argument 2 on).
+async fn hmget(cx: &mut Cx<'_>, k: &[u8], args: Args<'_>) -> Result<(), StoreError> {
+    let Some(row) = checks::read(cx, k, kind::HASH).await? else {
         return Ok(());
     };
     let mut values: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
@@ -314,9 +299,9 @@ async fn hmget(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `HGETALL` (a map in RESP3), `HKEYS`, `HVALS`: written as the fields are read.
-async fn get_all(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), StoreError> {
-    let pairs = name == "hgetall";
-    let Some(row) = checks::read(cx, args.get(1), kind::HASH).await? else {
+async fn get_all(cx: &mut Cx<'_>, k: &[u8], what: All) -> Result<(), StoreError> {
+    let pairs = what == All::Pairs;
+    let Some(row) = checks::read(cx, k, kind::HASH).await? else {
         return Ok(());
     };
     let Some(row) = row else {
@@ -327,10 +312,10 @@ async fn get_all(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), Stor
         }
         return Ok(());
     };
-    let sql = match name {
-        "hgetall" => "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
-        "hkeys" => "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
-        _ => "SELECT v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
+    let sql = match what {
+        All::Pairs => "SELECT field, v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
+        All::Fields => "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
+        All::Values => "SELECT v FROM {s}.redis_hash WHERE kid = ? ORDER BY fh",
     };
     let header = |r: &mut Reply<'_>, n: usize| {
         if pairs {
@@ -352,9 +337,9 @@ pub(crate) fn bulk_columns(reply: &mut Reply<'_>, mut row: Vec<Value>) -> usize 
     1
 }
 
-/// `HDEL key field [field ...]`: the count deleted; the last field takes the key along.
-async fn hdel(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let k = args.get(1);
+/// `HDEL key field [field ...]`: the count deleted; the last field takes the key along
+/// (`args`: the whole request, the fields from argument 2 on).
+async fn hdel(cx: &mut Cx<'_>, k: &[u8], args: Args<'_>) -> Result<(), StoreError> {
     let Some(row) = checks::write_or(cx, k, kind::HASH, Absent::Zero).await? else {
         return Ok(());
     };
@@ -375,12 +360,7 @@ async fn hdel(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `HINCRBY key field increment`.
-async fn hincrby(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let (k, f) = (args.get(1), args.get(2));
-    let Some(incr) = parse_i64(args.get(3)) else {
-        cx.reply().error(errors::NOT_INTEGER);
-        return Ok(());
-    };
+async fn hincrby(cx: &mut Cx<'_>, k: &[u8], f: &[u8], incr: i64) -> Result<(), StoreError> {
     let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
@@ -409,19 +389,7 @@ async fn hincrby(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `HINCRBYFLOAT key field increment`, in `long double` as redis-server computes it.
-async fn hincrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let (k, f) = (args.get(1), args.get(2));
-    let incr = match longdouble::parse(args.get(3)) {
-        None => {
-            cx.reply().error(errors::NOT_FLOAT);
-            return Ok(());
-        }
-        Some(Parsed::Infinite) => {
-            cx.reply().error(NAN_OR_INFINITY);
-            return Ok(());
-        }
-        Some(incr) => incr,
-    };
+async fn hincrbyfloat(cx: &mut Cx<'_>, k: &[u8], f: &[u8], incr: Parsed) -> Result<(), StoreError> {
     let Some(Some(row)) = checks::write(cx, k, kind::HASH, true).await? else {
         return Ok(());
     };
@@ -448,10 +416,14 @@ async fn hincrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError>
     Ok(())
 }
 
-/// `HRANDFIELD key [count [WITHVALUES]]`.
-async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let k = args.get(1);
-    if args.len() == 2 {
+/// `HRANDFIELD key [count [WITHVALUES]]`. A negative count past [`RANDFIELD_MAX`] is
+/// refused here, after the key is read (an absent key answers an empty array first).
+async fn hrandfield(cx: &mut Cx<'_>, k: &[u8], count: Option<RandCount>) -> Result<(), StoreError> {
+    let Some(RandCount {
+        count: l,
+        with_values: values,
+    }) = count
+    else {
         let Some(row) = checks::read_or(cx, k, kind::HASH, Absent::Null).await? else {
             return Ok(());
         };
@@ -472,24 +444,7 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
             None => cx.reply().null(),
         };
         return Ok(());
-    }
-    let Some(l) = parse_i64(args.get(2)) else {
-        cx.reply().error(errors::NOT_INTEGER);
-        return Ok(());
     };
-    if l == i64::MIN {
-        cx.reply().error(errors::COUNT_OUT_OF_RANGE);
-        return Ok(());
-    }
-    if args.len() > 4 || (args.len() == 4 && !args.get(3).eq_ignore_ascii_case(b"withvalues")) {
-        cx.reply().error(errors::SYNTAX);
-        return Ok(());
-    }
-    let values = args.len() == 4;
-    if values && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&l) {
-        cx.reply().error(OUT_OF_RANGE);
-        return Ok(());
-    }
     let Some(row) = checks::read_or(cx, k, kind::HASH, Absent::EmptyArray).await? else {
         return Ok(());
     };
@@ -612,10 +567,10 @@ async fn hrandfield(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `HSCAN key cursor [MATCH pattern] [COUNT count]`.
-async fn hscan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(page) = scan::collection_page(
+async fn hscan(cx: &mut Cx<'_>, scan: scan::CollectionScan<'_>) -> Result<(), StoreError> {
+    let Some(page) = scan::collection_scan(
         cx,
-        &args,
+        scan,
         kind::HASH,
         "SELECT fh, field, v FROM {s}.redis_hash WHERE kid = ? AND fh >= ? ORDER BY fh LIMIT ?",
     )

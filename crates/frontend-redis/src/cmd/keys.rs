@@ -24,83 +24,65 @@ use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::Reply;
 
-use super::data::{Family, Spec};
 use super::glob::Glob;
-use super::scan::{
-    cursor_bound, page_len, parse_cursor, scan_options, split_page, start_reply, INVALID_CURSOR,
-};
-use super::Args;
+use super::scan::{cursor_bound, page_len, split_page, start_reply, ScanOptions};
 use crate::exec::Cx;
 use crate::store::keys::type_name;
 use crate::store::{int, take_bytes, StoreError};
 
-const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        family: Family::Keys,
-    }
-}
+mod parse;
+#[cfg(test)]
+mod tests;
 
-pub static COMMANDS: [Spec; 14] = [
-    spec("del", -2, true),
-    spec("unlink", -2, true),
-    spec("exists", -2, false),
-    spec("type", 2, false),
-    spec("touch", -2, false),
-    spec("dbsize", 1, false),
-    spec("keys", 2, false),
-    spec("scan", -2, false),
-    spec("randomkey", 1, false),
-    spec("rename", 3, true),
-    spec("renamenx", 3, true),
-    spec("copy", -3, true),
-    spec("flushdb", -1, true),
-    spec("flushall", -1, true),
-];
+pub use parse::{KeyCommand, COMMANDS};
 
-/// Runs one key command.
-pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
-    match spec.name {
-        "del" | "unlink" => {
-            let mut n = 0;
-            for k in args.from(1) {
-                if let Some(row) = cx.tx.key_meta(cx.db, k, true).await? {
-                    cx.tx.delete_key(cx.db, k, &row).await?;
-                    n += 1;
+impl KeyCommand<'_> {
+    /// Runs the command in the batch's transaction, appending its reply.
+    pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        use parse::{Copy, DbSize, Del, Exists, Flush, Keys, RandomKey, Rename, Scan, Type};
+        match self {
+            Del { keys } => {
+                let mut n = 0;
+                for k in keys.from(1) {
+                    if let Some(row) = cx.tx.key_meta(cx.db, k, true).await? {
+                        cx.tx.delete_key(cx.db, k, &row).await?;
+                        n += 1;
+                    }
                 }
+                cx.reply().integer(n);
             }
-            cx.reply().integer(n);
-        }
-        // `TOUCH` only counts here: there is no access time to update.
-        "exists" | "touch" => {
-            let mut n = 0;
-            for k in args.from(1) {
-                if cx.tx.key_meta(cx.db, k, false).await?.is_some() {
-                    n += 1;
+            Exists { keys } => {
+                let mut n = 0;
+                for k in keys.from(1) {
+                    if cx.tx.key_meta(cx.db, k, false).await?.is_some() {
+                        n += 1;
+                    }
                 }
+                cx.reply().integer(n);
             }
-            cx.reply().integer(n);
+            Type { key } => {
+                let t = cx
+                    .tx
+                    .key_meta(cx.db, key, false)
+                    .await?
+                    .map_or("none", |r| type_name(r.kind));
+                cx.reply().simple(t.as_bytes());
+            }
+            DbSize => dbsize(cx).await?,
+            Keys { pattern } => keys(cx, pattern).await?,
+            Scan { cursor, options } => scan(cx, cursor, options).await?,
+            RandomKey => randomkey(cx).await?,
+            Rename { from, to, nx } => super::rename::rename(cx, from, to, nx).await?,
+            Copy {
+                from,
+                to,
+                db,
+                replace,
+            } => super::rename::copy(cx, from, to, db, replace).await?,
+            Flush { all } => super::rename::flush(cx, all).await?,
         }
-        "type" => {
-            let t = cx
-                .tx
-                .key_meta(cx.db, args.get(1), false)
-                .await?
-                .map_or("none", |r| type_name(r.kind));
-            cx.reply().simple(t.as_bytes());
-        }
-        "dbsize" => dbsize(cx).await?,
-        "keys" => keys(cx, args.get(1)).await?,
-        "scan" => scan(cx, args).await?,
-        "randomkey" => randomkey(cx).await?,
-        "rename" | "renamenx" => super::rename::rename(cx, args, spec.name == "renamenx").await?,
-        "copy" => super::rename::copy(cx, args).await?,
-        "flushdb" | "flushall" => super::rename::flush(cx, args, spec.name == "flushall").await?,
-        other => unreachable!("{other} is not a key command"),
+        Ok(())
     }
-    Ok(())
 }
 
 /// The live keys of the client's database, `COUNT(*)` over its index range.
@@ -149,18 +131,8 @@ async fn keys(cx: &mut Cx<'_>, pattern: &[u8]) -> Result<(), StoreError> {
 
 /// `SCAN cursor [MATCH p] [COUNT n] [TYPE t]`: `COUNT` live rows from the cursor on in hash
 /// order, filtered by `MATCH` and `TYPE` after the read (a page may be empty).
-async fn scan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(cursor) = parse_cursor(args.get(1)) else {
-        cx.reply().error(INVALID_CURSOR);
-        return Ok(());
-    };
-    let o = match scan_options(&args, 2, true) {
-        Ok(o) => o,
-        Err(text) => {
-            cx.reply().error(text);
-            return Ok(());
-        }
-    };
+async fn scan(cx: &mut Cx<'_>, cursor: u64, o: ScanOptions<'_>) -> Result<(), StoreError> {
+    let glob = o.glob();
     let page = page_len(o.count);
     let mut rows = cx
         .tx
@@ -184,7 +156,7 @@ async fn scan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
                 .and_then(int)
                 .map_or("none", |t| u8::try_from(t).map_or("none", type_name));
             let k = r.get_mut(1).and_then(take_bytes)?;
-            let wanted = o.pattern.as_ref().is_none_or(|g| g.matches(&k))
+            let wanted = glob.as_ref().is_none_or(|g| g.matches(&k))
                 && o.kind
                     .is_none_or(|want| want.eq_ignore_ascii_case(t.as_bytes()));
             wanted.then_some(k)

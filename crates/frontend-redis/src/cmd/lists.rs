@@ -21,57 +21,24 @@
 //! the key row said: the reply then has the rows that were read (never a malformed reply).
 
 mod edit;
+mod parse;
+#[cfg(test)]
+mod tests;
+
+pub use parse::{BlockingPop, ListCommand, MPop, Waited, COMMANDS};
 
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
 
 use super::checks;
-use super::data::{Family, Spec};
+use super::data::Spec;
 use super::sqltext::{statement, tuples};
-use super::{parse_i64, Args};
-use crate::errors;
+use super::typed::DataCommand;
+use super::Args;
 use crate::exec::Cx;
 use crate::store::keys::{kind, KeyRow};
 use crate::store::{take_bytes, StoreError};
 
-const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        family: Family::Lists,
-    }
-}
-
-pub static COMMANDS: [Spec; 22] = [
-    spec("lpush", -3, true),
-    spec("rpush", -3, true),
-    spec("lpushx", -3, true),
-    spec("rpushx", -3, true),
-    spec("lpop", -2, true),
-    spec("rpop", -2, true),
-    spec("llen", 2, false),
-    spec("lmove", 5, true),
-    spec("rpoplpush", 3, true),
-    spec("lmpop", -4, true),
-    spec("lrange", 4, false),
-    spec("lindex", 3, false),
-    spec("lset", 4, true),
-    spec("linsert", 5, true),
-    spec("lrem", 4, true),
-    spec("ltrim", 4, true),
-    spec("lpos", -3, false),
-    spec("blpop", -3, true),
-    spec("brpop", -3, true),
-    spec("brpoplpush", 4, true),
-    spec("blmove", 6, true),
-    spec("blmpop", -5, true),
-];
-
-/// `LMPOP`'s `numkeys`.
-const NUMKEYS: &[u8] = b"numkeys should be greater than 0";
-/// `LMPOP`'s `COUNT`.
-const COUNT_POSITIVE: &[u8] = b"count should be greater than 0";
 /// A list's indexes would leave `BIGINT` (after some 9.2e18 pushes at one end).
 const INDEX_SPACE: &[u8] = b"manifold: the list's index space is exhausted";
 
@@ -80,50 +47,55 @@ const INSERT_MAX: usize = 64;
 /// Bytes of values past which an `INSERT` takes no further row.
 const INSERT_BYTES: usize = 1 << 22;
 
-/// Runs one list command.
-pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
-    match spec.name {
-        "lpush" => push(cx, args, Side::Left, false).await,
-        "rpush" => push(cx, args, Side::Right, false).await,
-        "lpushx" => push(cx, args, Side::Left, true).await,
-        "rpushx" => push(cx, args, Side::Right, true).await,
-        "lpop" => pop_command(cx, args, Side::Left).await,
-        "rpop" => pop_command(cx, args, Side::Right).await,
-        "llen" => llen_command(cx, args).await,
-        "lmove" => {
-            let (Some(from), Some(to)) = (Side::parse(args.get(3)), Side::parse(args.get(4)))
-            else {
-                cx.reply().error(errors::SYNTAX);
-                return Ok(());
-            };
-            lmove(cx, args.get(1), args.get(2), from, to).await
-        }
-        "rpoplpush" => lmove(cx, args.get(1), args.get(2), Side::Right, Side::Left).await,
-        "lmpop" => lmpop(cx, args).await,
-        "lrange" => edit::lrange(cx, args).await,
-        "lindex" => edit::lindex(cx, args).await,
-        "lset" => edit::lset(cx, args).await,
-        "linsert" => edit::linsert(cx, args).await,
-        "lrem" => edit::lrem(cx, args).await,
-        "ltrim" => edit::ltrim(cx, args).await,
-        "lpos" => edit::lpos(cx, args).await,
-        // Inside `EXEC` (outside, [`crate::blocking`] runs them): what the blocking
-        // command does when it need not wait, else its timeout reply, as Redis answers.
-        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" => {
-            if crate::blocking::timeout(&args, spec.name).is_err() {
-                cx.reply()
-                    .error(crate::blocking::timeout_error(&args, spec.name));
-                return Ok(());
+impl ListCommand<'_> {
+    /// Runs the command in the batch's transaction, appending its reply.
+    pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        use parse::{
+            Blocking, LIndex, LInsert, LLen, LMPop, LMove, LPos, LRange, LRem, LSet, LTrim, Pop,
+            Push, Waited,
+        };
+        match self {
+            Push {
+                key,
+                values,
+                side,
+                only_existing,
+            } => push(cx, key, values, side, only_existing).await,
+            Pop { key, side, count } => pop_command(cx, key, side, count).await,
+            LLen { key } => llen_command(cx, key).await,
+            LMove { src, dst, from, to } => lmove(cx, src, dst, from, to).await,
+            LMPop(m) => {
+                if lmpop_run(cx, m).await? == Served::No {
+                    cx.reply().null_array();
+                }
+                Ok(())
             }
-            if try_blocking(cx, spec.name, args).await? == Served::No {
-                match spec.name {
-                    "brpoplpush" | "blmove" => cx.reply().null(),
-                    _ => cx.reply().null_array(),
-                };
+            LRange { key, start, end } => edit::lrange(cx, key, start, end).await,
+            LIndex { key, index } => edit::lindex(cx, key, index).await,
+            LSet { key, index, value } => edit::lset(cx, key, index, value).await,
+            LInsert {
+                key,
+                after,
+                pivot,
+                value,
+            } => edit::linsert(cx, key, after, pivot, value).await,
+            LRem { key, count, value } => edit::lrem(cx, key, count, value).await,
+            LTrim { key, start, end } => edit::ltrim(cx, key, start, end).await,
+            LPos {
+                key,
+                element,
+                options,
+            } => edit::lpos(cx, key, element, options).await,
+            Blocking { pop, waited } => {
+                if try_pop(cx, pop).await? == Served::No {
+                    match waited {
+                        Waited::Null => cx.reply().null(),
+                        Waited::NullArray => cx.reply().null_array(),
+                    };
+                }
+                Ok(())
             }
-            Ok(())
         }
-        other => unreachable!("{other} is not a list command"),
     }
 }
 
@@ -136,21 +108,32 @@ pub enum Served {
 }
 
 /// One attempt of `BLPOP`/`BRPOP`/`BRPOPLPUSH`/`BLMOVE`/`BLMPOP` (timeout already
-/// checked): pops and answers if an element is there, answers an error for a wrong type or
-/// bad arguments, and writes nothing when it would have to wait.
+/// checked), run by [`crate::blocking`]: pops and answers if an element is there, answers
+/// an error for a wrong type or bad arguments, and writes nothing when it would have to
+/// wait. Another command (it never waits) is applied and answers at once.
 pub async fn try_blocking(
     cx: &mut Cx<'_>,
-    name: &str,
+    spec: &'static Spec,
     args: Args<'_>,
 ) -> Result<Served, StoreError> {
-    match name {
-        "blpop" | "brpop" => {
-            let side = if name == "blpop" {
-                Side::Left
-            } else {
-                Side::Right
-            };
-            for i in 1..args.len() - 1 {
+    match (spec.parse)(args) {
+        Ok(DataCommand::Lists(ListCommand::Blocking { pop, .. })) => try_pop(cx, pop).await,
+        Ok(other) => {
+            other.apply(cx).await?;
+            Ok(Served::Yes)
+        }
+        Err(e) => {
+            e.reply(cx);
+            Ok(Served::Yes)
+        }
+    }
+}
+
+/// One attempt of a blocking pop: [`Served::No`] (nothing written) when it would wait.
+async fn try_pop(cx: &mut Cx<'_>, what: BlockingPop<'_>) -> Result<Served, StoreError> {
+    match what {
+        BlockingPop::Pop { args, keys, side } => {
+            for i in keys {
                 let k = args.get(i);
                 let Some(found) = checks::write(cx, k, kind::LIST, false).await? else {
                     return Ok(Served::Yes);
@@ -163,23 +146,14 @@ pub async fn try_blocking(
             }
             Ok(Served::No)
         }
-        "brpoplpush" => lmove_at(cx, args.get(1), args.get(2), Side::Right, Side::Left).await,
-        "blmove" => {
-            let (Some(from), Some(to)) = (Side::parse(args.get(3)), Side::parse(args.get(4)))
-            else {
-                cx.reply().error(errors::SYNTAX);
-                return Ok(Served::Yes);
-            };
-            lmove_at(cx, args.get(1), args.get(2), from, to).await
-        }
-        "blmpop" => lmpop_at(cx, args, 2).await,
-        other => unreachable!("{other} is not a blocking list command"),
+        BlockingPop::Move { src, dst, from, to } => lmove_at(cx, src, dst, from, to).await,
+        BlockingPop::MPop(m) => lmpop_run(cx, m).await,
     }
 }
 
 /// An end of a list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
+pub enum Side {
     Left,
     Right,
 }
@@ -312,13 +286,14 @@ async fn push_values(
 }
 
 /// `LPUSH` / `RPUSH` (`only_existing`: `LPUSHX` / `RPUSHX`) `key element...`.
+/// (`args`: the whole request, the elements from argument 2 on.)
 async fn push(
     cx: &mut Cx<'_>,
+    k: &[u8],
     args: Args<'_>,
     side: Side,
     only_existing: bool,
 ) -> Result<(), StoreError> {
-    let k = args.get(1);
     let Some(row) = checks::write(cx, k, kind::LIST, !only_existing).await? else {
         return Ok(());
     };
@@ -431,15 +406,12 @@ async fn remove_popped(
 }
 
 /// `LPOP` / `RPOP key [count]`.
-async fn pop_command(cx: &mut Cx<'_>, args: Args<'_>, side: Side) -> Result<(), StoreError> {
-    if args.len() > 3 {
-        checks::arity(cx, if side == Side::Left { "lpop" } else { "rpop" });
-        return Ok(());
-    }
-    let Some(count) = checks::optional_count(cx, &args) else {
-        return Ok(());
-    };
-    let k = args.get(1);
+async fn pop_command(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    side: Side,
+    count: Option<i64>,
+) -> Result<(), StoreError> {
     let Some(row) = checks::write(cx, k, kind::LIST, false).await? else {
         return Ok(());
     };
@@ -469,8 +441,8 @@ async fn pop_command(cx: &mut Cx<'_>, args: Args<'_>, side: Side) -> Result<(), 
 }
 
 /// `LLEN key`.
-async fn llen_command(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    if let Some(row) = checks::read(cx, args.get(1), kind::LIST).await? {
+async fn llen_command(cx: &mut Cx<'_>, k: &[u8]) -> Result<(), StoreError> {
+    if let Some(row) = checks::read(cx, k, kind::LIST).await? {
         cx.reply().integer(row.as_ref().map_or(0, llen));
     }
     Ok(())
@@ -580,55 +552,15 @@ async fn rotate(
 }
 
 /// `LMPOP numkeys key... LEFT|RIGHT [COUNT count]`: pops from the first of the keys that
-/// holds a list.
-async fn lmpop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    if lmpop_at(cx, args, 1).await? == Served::No {
-        cx.reply().null_array();
-    }
-    Ok(())
-}
-
-/// `LMPOP` whose `numkeys` is argument `at` (`BLMPOP`: 2), answering nothing when no key
-/// holds a list.
-async fn lmpop_at(cx: &mut Cx<'_>, args: Args<'_>, at: usize) -> Result<Served, StoreError> {
-    let numkeys = match parse_i64(args.get(at)) {
-        Some(n) if n >= 1 => n,
-        _ => {
-            cx.reply().error(NUMKEYS);
-            return Ok(Served::Yes);
-        }
-    };
-    let where_at = numkeys
-        .checked_add(at as i64 + 1)
-        .and_then(|w| usize::try_from(w).ok())
-        .filter(|&w| w < args.len());
-    let Some(where_at) = where_at else {
-        cx.reply().error(errors::SYNTAX);
-        return Ok(Served::Yes);
-    };
-    let Some(side) = Side::parse(args.get(where_at)) else {
-        cx.reply().error(errors::SYNTAX);
-        return Ok(Served::Yes);
-    };
-    let mut count = None;
-    let mut j = where_at + 1;
-    while j < args.len() {
-        if count.is_none() && args.get(j).eq_ignore_ascii_case(b"count") && j + 1 < args.len() {
-            match parse_i64(args.get(j + 1)) {
-                Some(c) if c >= 1 => count = Some(c),
-                _ => {
-                    cx.reply().error(COUNT_POSITIVE);
-                    return Ok(Served::Yes);
-                }
-            }
-            j += 2;
-        } else {
-            cx.reply().error(errors::SYNTAX);
-            return Ok(Served::Yes);
-        }
-    }
-    let count = count.unwrap_or(1);
-    for i in at + 1..where_at {
+/// holds a list; nothing answered when none does.
+async fn lmpop_run(cx: &mut Cx<'_>, m: MPop<'_>) -> Result<Served, StoreError> {
+    let MPop {
+        args,
+        keys,
+        side,
+        count,
+    } = m;
+    for i in keys {
         let k = args.get(i);
         let Some(found) = checks::write(cx, k, kind::LIST, false).await? else {
             return Ok(Served::Yes);

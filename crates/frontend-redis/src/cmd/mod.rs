@@ -25,6 +25,7 @@ pub mod sets;
 pub mod sqltext;
 pub mod strings;
 pub mod table;
+pub mod typed;
 pub mod zsets;
 
 pub use data::{Family, Spec};

@@ -12,9 +12,6 @@
 
 use manifold_backend::Param;
 
-use super::DATABASES;
-use super::{parse_i64, Args};
-use crate::errors;
 use crate::exec::Cx;
 use crate::store::keys::{hash, kind};
 use crate::store::StoreError;
@@ -63,8 +60,7 @@ fn copy_sql(t: u8) -> Option<&'static str> {
 }
 
 /// `RENAME key newkey` (`nx`: `RENAMENX`).
-pub async fn rename(cx: &mut Cx<'_>, args: Args<'_>, nx: bool) -> Result<(), StoreError> {
-    let (src, dst) = (args.get(1), args.get(2));
+pub async fn rename(cx: &mut Cx<'_>, src: &[u8], dst: &[u8], nx: bool) -> Result<(), StoreError> {
     let db = cx.db;
     let Some(row) = cx.tx.key_meta(db, src, true).await? else {
         cx.reply().error(NO_SUCH_KEY);
@@ -104,41 +100,16 @@ pub async fn rename(cx: &mut Cx<'_>, args: Args<'_>, nx: bool) -> Result<(), Sto
     Ok(())
 }
 
-/// Parses `COPY`'s options (`DB n`, `REPLACE`) in Redis's order of checks: the target
-/// database and `REPLACE`, or the error text.
-fn copy_options(args: &Args<'_>, db: u8) -> Result<(u8, bool), &'static [u8]> {
-    let (mut target, mut replace) = (db, false);
-    let mut i = 3;
-    while i < args.len() {
-        let a = args.get(i);
-        if a.eq_ignore_ascii_case(b"replace") {
-            replace = true;
-        } else if a.eq_ignore_ascii_case(b"db") && i + 1 < args.len() {
-            let n = parse_i64(args.get(i + 1)).ok_or(errors::NOT_INTEGER)?;
-            let n = i32::try_from(n).map_err(|_| INT_RANGE)?;
-            if !(0..DATABASES).contains(&i64::from(n)) {
-                return Err(errors::DB_OUT_OF_RANGE);
-            }
-            target = u8::try_from(n).map_err(|_| errors::DB_OUT_OF_RANGE)?;
-            i += 1;
-        } else {
-            return Err(errors::SYNTAX);
-        }
-        i += 1;
-    }
-    Ok((target, replace))
-}
-
-/// `COPY source destination [DB n] [REPLACE]`.
-pub async fn copy(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let (target, replace) = match copy_options(&args, cx.db) {
-        Ok(o) => o,
-        Err(text) => {
-            cx.reply().error(text);
-            return Ok(());
-        }
-    };
-    let (src, dst) = (args.get(1), args.get(2));
+/// `COPY source destination [DB n] [REPLACE]` (`db`: the target database, `None` for the
+/// client's, which the same-object check needs).
+pub async fn copy(
+    cx: &mut Cx<'_>,
+    src: &[u8],
+    dst: &[u8],
+    db: Option<u8>,
+    replace: bool,
+) -> Result<(), StoreError> {
+    let target = db.unwrap_or(cx.db);
     if target == cx.db && src == dst {
         cx.reply().error(SAME_OBJECT);
         return Ok(());
@@ -208,19 +179,8 @@ const FLUSH_ALL: [&str; 5] = [
 ];
 
 /// `FLUSHDB [ASYNC|SYNC]` (`all`: `FLUSHALL [ASYNC|SYNC]`).
-pub async fn flush(cx: &mut Cx<'_>, args: Args<'_>, all: bool) -> Result<(), StoreError> {
-    let mode_ok = match args.len() {
-        1 => true,
-        2 => {
-            let m = args.get(1);
-            m.eq_ignore_ascii_case(b"sync") || m.eq_ignore_ascii_case(b"async")
-        }
-        _ => false,
-    };
-    if !mode_ok {
-        cx.reply().error(errors::SYNTAX);
-        return Ok(());
-    }
+/// (The mode is checked by the parser.)
+pub async fn flush(cx: &mut Cx<'_>, all: bool) -> Result<(), StoreError> {
     if all {
         for sql in FLUSH_ALL {
             cx.tx.exec(sql, &[]).await?;

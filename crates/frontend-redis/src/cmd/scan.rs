@@ -18,6 +18,7 @@ use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::Reply;
 
 use super::glob::Glob;
+use super::typed::ParseError;
 use super::{parse_i64, Args};
 use crate::errors;
 use crate::exec::Cx;
@@ -83,10 +84,19 @@ pub fn parse_cursor(s: &[u8]) -> Option<u64> {
 }
 
 /// What `SCAN`'s options ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScanOptions<'a> {
     pub count: i64,
-    pub pattern: Option<Glob>,
+    /// `MATCH`'s pattern (`None` for none or `*`), compiled by [`ScanOptions::glob`].
+    pub pattern: Option<&'a [u8]>,
     pub kind: Option<&'a [u8]>,
+}
+
+impl ScanOptions<'_> {
+    /// The `MATCH` pattern's matcher.
+    pub fn glob(&self) -> Option<Glob> {
+        self.pattern.map(|p| Glob::new(p, false))
+    }
 }
 
 /// Parses `[MATCH p] [COUNT n]` (and `[TYPE t]` for `SCAN`: `with_type`) from argument
@@ -114,7 +124,7 @@ pub fn scan_options<'a>(
             o.count = n;
         } else if a.eq_ignore_ascii_case(b"match") && more {
             let p = args.get(i + 1);
-            o.pattern = (p != b"*").then(|| Glob::new(p, false));
+            o.pattern = (p != b"*").then_some(p);
         } else if with_type && a.eq_ignore_ascii_case(b"type") && more {
             o.kind = Some(args.get(i + 1));
         } else {
@@ -123,6 +133,28 @@ pub fn scan_options<'a>(
         i += 2;
     }
     Ok(o)
+}
+
+/// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH p] [COUNT n]`, parsed.
+#[derive(Debug, PartialEq)]
+pub struct CollectionScan<'a> {
+    pub key: &'a [u8],
+    pub cursor: u64,
+    /// The options, or their refusal, which is answered only after the key's type (Redis's
+    /// order: cursor, key, options; a missing key's scan is empty whatever they say).
+    pub options: Result<ScanOptions<'a>, ParseError>,
+}
+
+impl<'a> CollectionScan<'a> {
+    /// Parses the request; refuses a bad cursor at once (Redis's first check).
+    pub fn parse(args: Args<'a>) -> Result<Self, ParseError> {
+        let cursor = parse_cursor(args.get(2)).ok_or(ParseError::Text(INVALID_CURSOR))?;
+        Ok(Self {
+            key: args.get(1),
+            cursor,
+            options: scan_options(&args, 3, false).map_err(ParseError::Text),
+        })
+    }
 }
 
 /// Starts a `*SCAN` reply: `[next cursor, [n elements...]]` (the elements to follow).
@@ -156,31 +188,27 @@ pub struct Page {
     pub pattern: Option<Glob>,
 }
 
-/// `HSCAN`/`SSCAN`/`ZSCAN key cursor [MATCH p] [COUNT n]` on a collection of type `kind`,
-/// in Redis's order of checks (cursor, key type, options): reads one page with `sql`, a
-/// `SELECT <hash>, ... WHERE kid = ? AND <hash> >= ? ORDER BY <hash> LIMIT ?`. `None` once
-/// replied (an error, or the empty scan of a missing key).
-pub async fn collection_page(
+/// A collection's `*SCAN` (of type `kind`), in Redis's order of checks (cursor, key type,
+/// options): reads one page with `sql`, a `SELECT <hash>, ... WHERE kid = ? AND <hash> >= ?
+/// ORDER BY <hash> LIMIT ?`. `None` once replied (an error, or the empty scan of a missing
+/// key).
+pub async fn collection_scan(
     cx: &mut Cx<'_>,
-    args: &Args<'_>,
+    scan: CollectionScan<'_>,
     kind: u8,
     sql: &str,
 ) -> Result<Option<Page>, StoreError> {
-    let Some(cursor) = parse_cursor(args.get(2)) else {
-        cx.reply().error(INVALID_CURSOR);
-        return Ok(None);
-    };
-    let Some(row) = super::checks::read(cx, args.get(1), kind).await? else {
+    let Some(row) = super::checks::read(cx, scan.key, kind).await? else {
         return Ok(None);
     };
     let Some(row) = row else {
         start_reply(&mut cx.reply(), 0, 0);
         return Ok(None);
     };
-    let o = match scan_options(args, 3, false) {
+    let o = match scan.options {
         Ok(o) => o,
-        Err(text) => {
-            cx.reply().error(text);
+        Err(e) => {
+            e.reply(cx);
             return Ok(None);
         }
     };
@@ -191,7 +219,7 @@ pub async fn collection_page(
             sql,
             &[
                 Param::UInt(row.kid),
-                Param::Bytes(&cursor_bound(cursor)),
+                Param::Bytes(&cursor_bound(scan.cursor)),
                 Param::UInt(page as u64 + 1),
             ],
         )
@@ -200,7 +228,7 @@ pub async fn collection_page(
     Ok(Some(Page {
         next,
         rows,
-        pattern: o.pattern,
+        pattern: o.glob(),
     }))
 }
 

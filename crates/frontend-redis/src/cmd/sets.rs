@@ -23,14 +23,19 @@
 
 mod algebra;
 mod one_statement;
+mod parse;
 mod random;
 mod scan;
+#[cfg(test)]
+mod tests;
+
+pub use algebra::Op;
+pub use parse::{SetCommand, COMMANDS};
 
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
 
 use super::checks::{self, Absent};
-use super::data::{Family, Spec};
 use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::Args;
 use crate::errors;
@@ -38,50 +43,31 @@ use crate::exec::Cx;
 use crate::store::keys::{hash, kind};
 use crate::store::{take_bytes, StoreError};
 
-const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        family: Family::Sets,
-    }
-}
-
-pub static COMMANDS: [Spec; 17] = [
-    spec("sadd", -3, true),
-    spec("srem", -3, true),
-    spec("smembers", 2, false),
-    spec("sismember", 3, false),
-    spec("smismember", -3, false),
-    spec("scard", 2, false),
-    spec("spop", -2, true),
-    spec("srandmember", -2, false),
-    spec("sinter", -2, false),
-    spec("sunion", -2, false),
-    spec("sdiff", -2, false),
-    spec("sinterstore", -3, true),
-    spec("sunionstore", -3, true),
-    spec("sdiffstore", -3, true),
-    spec("sintercard", -3, false),
-    spec("smove", 4, true),
-    spec("sscan", -3, false),
-];
-
-/// Runs one set command.
-pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
-    match spec.name {
-        "sadd" => sadd(cx, args).await,
-        "srem" => srem(cx, args).await,
-        "scard" => scard(cx, args).await,
-        "sismember" => sismember(cx, args).await,
-        "smismember" => smismember(cx, args).await,
-        "smove" => smove(cx, args).await,
-        "smembers" | "sinter" | "sunion" | "sdiff" | "sinterstore" | "sunionstore"
-        | "sdiffstore" | "sintercard" => algebra::run(cx, spec.name, args).await,
-        "spop" => random::spop(cx, args).await,
-        "srandmember" => random::srandmember(cx, args).await,
-        "sscan" => scan::sscan(cx, args).await,
-        other => unreachable!("{other} is not a set command"),
+impl SetCommand<'_> {
+    /// Runs the command in the batch's transaction, appending its reply.
+    pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        use parse::{
+            Algebra, SAdd, SCard, SInterCard, SIsMember, SMIsMember, SMove, SPop, SRandMember,
+            SRem, SScan,
+        };
+        match self {
+            SAdd { key, members } => sadd(cx, key, members).await,
+            SRem { key, members } => srem(cx, key, members).await,
+            SCard { key } => scard(cx, key).await,
+            SIsMember { key, member } => sismember(cx, key, member).await,
+            SMIsMember { key, members } => smismember(cx, key, members).await,
+            SMove { src, dst, member } => smove(cx, src, dst, member).await,
+            Algebra {
+                op,
+                args,
+                keys,
+                dst,
+            } => algebra::run(cx, op, args, keys, dst).await,
+            SInterCard { args, keys, limit } => algebra::sintercard(cx, args, keys, limit).await,
+            SPop { key, count } => random::spop(cx, key, count).await,
+            SRandMember { key, count } => random::srandmember(cx, key, count).await,
+            SScan(scan) => scan::sscan(cx, scan).await,
+        }
     }
 }
 
@@ -223,9 +209,9 @@ async fn load_hashes(cx: &mut Cx<'_>, kid: u64) -> Result<Vec<Mh>, StoreError> {
         .collect())
 }
 
-/// `SADD key member [member ...]`.
-async fn sadd(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let k = args.get(1);
+/// `SADD key member [member ...]` (`args`: the whole request, the members from argument 2
+/// on).
+async fn sadd(cx: &mut Cx<'_>, k: &[u8], args: Args<'_>) -> Result<(), StoreError> {
     let Some(Some(row)) = checks::write(cx, k, kind::SET, true).await? else {
         return Ok(());
     };
@@ -238,9 +224,8 @@ async fn sadd(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// `SREM key member [member ...]`.
-async fn srem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let k = args.get(1);
+/// `SREM key member [member ...]` (`args`: the whole request).
+async fn srem(cx: &mut Cx<'_>, k: &[u8], args: Args<'_>) -> Result<(), StoreError> {
     let Some(row) = checks::write_or(cx, k, kind::SET, Absent::Zero).await? else {
         return Ok(());
     };
@@ -254,27 +239,27 @@ async fn srem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `SCARD key`.
-async fn scard(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    if let Some(row) = checks::read(cx, args.get(1), kind::SET).await? {
+async fn scard(cx: &mut Cx<'_>, k: &[u8]) -> Result<(), StoreError> {
+    if let Some(row) = checks::read(cx, k, kind::SET).await? {
         cx.reply().integer(row.map_or(0, |r| r.len));
     }
     Ok(())
 }
 
 /// `SISMEMBER key member`.
-async fn sismember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(row) = checks::read_or(cx, args.get(1), kind::SET, Absent::Zero).await? else {
+async fn sismember(cx: &mut Cx<'_>, k: &[u8], member: &[u8]) -> Result<(), StoreError> {
+    let Some(row) = checks::read_or(cx, k, kind::SET, Absent::Zero).await? else {
         return Ok(());
     };
-    let mh = hash(args.get(2));
+    let mh = hash(member);
     let there = present(cx, row.kid, &[mh]).await?.contains(&mh);
     cx.reply().integer(i64::from(there));
     Ok(())
 }
 
-/// `SMISMEMBER key member [member ...]`.
-async fn smismember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(row) = checks::read(cx, args.get(1), kind::SET).await? else {
+/// `SMISMEMBER key member [member ...]` (`args`: the whole request).
+async fn smismember(cx: &mut Cx<'_>, k: &[u8], args: Args<'_>) -> Result<(), StoreError> {
+    let Some(row) = checks::read(cx, k, kind::SET).await? else {
         return Ok(());
     };
     let hashes: Vec<Mh> = args.from(2).map(hash).collect();
@@ -291,8 +276,7 @@ async fn smismember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `SMOVE source destination member`.
-async fn smove(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let (src, dst, member) = (args.get(1), args.get(2), args.get(3));
+async fn smove(cx: &mut Cx<'_>, src: &[u8], dst: &[u8], member: &[u8]) -> Result<(), StoreError> {
     let src_found = cx.tx.typed_key(cx.db, src, kind::SET, true).await?;
     let dst_found = if src == dst {
         src_found.clone()

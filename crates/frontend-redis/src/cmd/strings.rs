@@ -15,11 +15,13 @@
 //! alone in its batch reads them with several statements, not one snapshot.
 
 mod numeric;
+mod parse;
 mod ranges;
+#[cfg(test)]
+mod tests;
 
 use manifold_backend::Param;
 
-use super::data::{Family, Spec};
 use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
@@ -27,70 +29,32 @@ use crate::exec::{Cx, RUN_MAX};
 use crate::store::keys::{hash, kind};
 use crate::store::{int, take_bytes, StoreError};
 
-const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        family: Family::Strings,
-    }
-}
+pub use parse::{Cond, Expiry, GetExTtl, Set, StringCommand, COMMANDS};
 
-pub static COMMANDS: [Spec; 21] = [
-    spec("get", 2, false),
-    spec("set", -3, true),
-    spec("mget", -2, false),
-    spec("mset", -3, true),
-    spec("msetnx", -3, true),
-    spec("setnx", 3, true),
-    spec("setex", 4, true),
-    spec("psetex", 4, true),
-    spec("getset", 3, true),
-    spec("getdel", 2, true),
-    spec("getex", -2, true),
-    spec("append", 3, true),
-    spec("strlen", 2, false),
-    spec("incr", 2, true),
-    spec("decr", 2, true),
-    spec("incrby", 3, true),
-    spec("decrby", 3, true),
-    spec("incrbyfloat", 3, true),
-    spec("getrange", 4, false),
-    spec("substr", 4, false),
-    spec("setrange", 4, true),
-];
-
-/// `SETEX` with a bad expire time.
-const INVALID_EXPIRE_SETEX: &[u8] = b"invalid expire time in 'setex' command";
-/// `PSETEX` with a bad expire time.
-const INVALID_EXPIRE_PSETEX: &[u8] = b"invalid expire time in 'psetex' command";
-/// `GETEX` with a bad expire time.
-const INVALID_EXPIRE_GETEX: &[u8] = b"invalid expire time in 'getex' command";
-
-/// Runs one string command.
-pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
-    match spec.name {
-        "get" => get_run(cx, &[args.get(1)]).await,
-        "set" => set(cx, args).await,
-        "mget" => mget(cx, args).await,
-        "mset" => mset(cx, args, false).await,
-        "msetnx" => mset(cx, args, true).await,
-        "setnx" => setnx(cx, args).await,
-        "setex" => setex(cx, args, true).await,
-        "psetex" => setex(cx, args, false).await,
-        "getset" => getset(cx, args).await,
-        "getdel" => getdel(cx, args).await,
-        "getex" => getex(cx, args).await,
-        "incr" => numeric::incr_by(cx, args.get(1), 1).await,
-        "decr" => numeric::incr_by(cx, args.get(1), -1).await,
-        "incrby" => numeric::incrby(cx, args, false).await,
-        "decrby" => numeric::incrby(cx, args, true).await,
-        "incrbyfloat" => numeric::incrbyfloat(cx, args).await,
-        "append" => ranges::append(cx, args).await,
-        "strlen" => ranges::strlen(cx, args).await,
-        "getrange" | "substr" => ranges::getrange(cx, args).await,
-        "setrange" => ranges::setrange(cx, args).await,
-        other => unreachable!("{other} is not a string command"),
+impl StringCommand<'_> {
+    /// Runs the command in the batch's transaction, appending its reply.
+    pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        use parse::{
+            Append, Get, GetDel, GetEx, GetRange, GetSet, IncrBy, IncrByFloat, MGet, MSet, SetEx,
+            SetNx, SetRange, StrLen,
+        };
+        match self {
+            Get { key } => get_run(cx, &[key]).await,
+            StringCommand::Set(set) => apply_set(cx, set).await,
+            MGet { keys } => mget(cx, keys).await,
+            MSet { pairs, nx } => mset(cx, pairs, nx).await,
+            SetNx { key, value } => setnx(cx, key, value).await,
+            SetEx { key, expiry, value } => setex(cx, key, expiry, value).await,
+            GetSet { key, value } => getset(cx, key, value).await,
+            GetDel { key } => getdel(cx, key).await,
+            GetEx { key, ttl } => getex(cx, key, ttl).await,
+            IncrBy { key, by } => numeric::incr_by(cx, key, by).await,
+            IncrByFloat { key, by } => numeric::incrbyfloat(cx, key, by).await,
+            Append { key, value } => ranges::append(cx, key, value).await,
+            StrLen { key } => ranges::strlen(cx, key).await,
+            GetRange { key, start, end } => ranges::getrange(cx, key, start, end).await,
+            SetRange { key, offset, value } => ranges::setrange(cx, key, offset, value).await,
+        }
     }
 }
 
@@ -276,127 +240,37 @@ async fn set_expire(cx: &mut Cx<'_>, k: &[u8], at: Option<i64>) -> Result<(), St
 
 /// The unit of an expire time: `EX`, `PX`, `EXAT`, `PXAT`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Unit {
+pub enum Unit {
     Ex,
     Px,
     ExAt,
     PxAt,
 }
 
-/// What `SET`'s or `GETEX`'s options ask (Redis 7.0 `parseExtendedStringArgumentsOrReply`).
-#[derive(Debug, Default)]
-struct Options<'a> {
-    nx: bool,
-    xx: bool,
-    get: bool,
-    keep_ttl: bool,
-    persist: bool,
-    /// The expire argument and its unit, not validated yet.
-    expire: Option<(&'a [u8], Unit)>,
-}
-
-/// Parses the options from argument `first` on (`SET`'s if `set`, else `GETEX`'s), as
-/// Redis does: a repeated `EX` is taken (the last wins), a conflicting one is a syntax
-/// error.
-fn parse_options<'a>(
-    args: &Args<'a>,
-    first: usize,
-    set: bool,
-) -> Result<Options<'a>, &'static [u8]> {
-    let mut o = Options::default();
-    let mut i = first;
-    while i < args.len() {
-        let a = args.get(i);
-        let next = (i + 1 < args.len()).then(|| args.get(i + 1));
-        let is = |w: &[u8]| a.eq_ignore_ascii_case(w);
-        let unit = o.expire.map(|(_, u)| u);
-        let other_unit = |u: Unit| unit.is_some_and(|x| x != u);
-        if is(b"nx") && set && !o.xx {
-            o.nx = true;
-        } else if is(b"xx") && set && !o.nx {
-            o.xx = true;
-        } else if is(b"get") && set {
-            o.get = true;
-        } else if is(b"keepttl") && set && !o.persist && unit.is_none() {
-            o.keep_ttl = true;
-        } else if is(b"persist") && !set && unit.is_none() && !o.keep_ttl {
-            o.persist = true;
-        } else if let (Some(u), Some(value)) = (
-            [
-                (&b"ex"[..], Unit::Ex),
-                (b"px", Unit::Px),
-                (b"exat", Unit::ExAt),
-                (b"pxat", Unit::PxAt),
-            ]
-            .into_iter()
-            .find(|(w, _)| is(w))
-            .map(|(_, u)| u),
-            next,
-        ) {
-            if o.keep_ttl || o.persist || other_unit(u) {
-                return Err(errors::SYNTAX);
-            }
-            o.expire = Some((value, u));
-            i += 1;
-        } else {
-            return Err(errors::SYNTAX);
-        }
-        i += 1;
-    }
-    Ok(o)
-}
-
-/// Redis's `getExpireMillisecondsOrReply`: the absolute expiry in Unix ms, or the error text
-/// (`invalid` for a time that is not positive or overflows).
-fn expire_at(
-    value: &[u8],
-    unit: Unit,
-    now_ms: i64,
-    invalid: &'static [u8],
-) -> Result<i64, &'static [u8]> {
-    let n = parse_i64(value).ok_or(errors::NOT_INTEGER)?;
-    let seconds = matches!(unit, Unit::Ex | Unit::ExAt);
-    if n <= 0 || (seconds && n > i64::MAX / 1000) {
-        return Err(invalid);
-    }
-    let ms = if seconds { n * 1000 } else { n };
-    match unit {
-        Unit::Ex | Unit::Px => ms.checked_add(now_ms).ok_or(invalid),
-        Unit::ExAt | Unit::PxAt => Ok(ms),
-    }
-}
-
 /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`.
-async fn set(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let o = match parse_options(&args, 3, true).and_then(|o| {
-        let at = match o.expire {
-            Some((v, u)) => Some(expire_at(v, u, cx.now_ms(), errors::INVALID_EXPIRE_SET)?),
-            None => None,
-        };
-        Ok((o, at))
-    }) {
-        Ok(o) => o,
-        Err(text) => {
-            cx.reply().error(text);
+async fn apply_set(cx: &mut Cx<'_>, set: Set<'_>) -> Result<(), StoreError> {
+    let at = match set.expiry.map(|e| e.at(cx.now_ms())).transpose() {
+        Ok(at) => at,
+        Err(e) => {
+            e.reply(cx);
             return Ok(());
         }
     };
-    let (o, at) = o;
-    let (k, v) = (args.get(1), args.get(2));
+    let (k, v) = (set.key, set.value);
     let old = cx.tx.key(cx.db, k, true).await?;
-    if o.get && old.as_ref().is_some_and(|r| r.kind != kind::STRING) {
+    if set.get && old.as_ref().is_some_and(|r| r.kind != kind::STRING) {
         cx.reply().error(errors::WRONGTYPE);
         return Ok(());
     }
     let exists = old.is_some();
-    if (o.nx && exists) || (o.xx && !exists) {
+    if (set.cond == Some(Cond::Nx) && exists) || (set.cond == Some(Cond::Xx) && !exists) {
         match old {
-            Some(row) if o.get => cx.reply().bulk(row.v.as_deref().unwrap_or_default()),
+            Some(row) if set.get => cx.reply().bulk(row.v.as_deref().unwrap_or_default()),
             _ => cx.reply().null(),
         };
         return Ok(());
     }
-    let at = if o.keep_ttl {
+    let at = if set.keep_ttl {
         old.as_ref().and_then(|r| r.expire_at)
     } else {
         at
@@ -406,7 +280,7 @@ async fn set(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     } else {
         insert_value(cx, k, v, at).await?;
     }
-    if o.get {
+    if set.get {
         match old {
             Some(row) => cx.reply().bulk(row.v.as_deref().unwrap_or_default()),
             None => cx.reply().null(),
@@ -418,48 +292,41 @@ async fn set(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `SETNX key value`: 1 if it set, 0 if the key exists (of any type).
-async fn setnx(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let k = args.get(1);
+async fn setnx(cx: &mut Cx<'_>, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
     if cx.tx.key_meta(cx.db, k, true).await?.is_some() {
         cx.reply().integer(0);
         return Ok(());
     }
-    insert_value(cx, k, args.get(2), None).await?;
+    insert_value(cx, k, v, None).await?;
     cx.reply().integer(1);
     Ok(())
 }
 
-/// `SETEX key seconds value` (`seconds`), `PSETEX key ms value`.
-async fn setex(cx: &mut Cx<'_>, args: Args<'_>, seconds: bool) -> Result<(), StoreError> {
-    let (unit, invalid) = if seconds {
-        (Unit::Ex, INVALID_EXPIRE_SETEX)
-    } else {
-        (Unit::Px, INVALID_EXPIRE_PSETEX)
-    };
-    let at = match expire_at(args.get(2), unit, cx.now_ms(), invalid) {
+/// `SETEX key seconds value`, `PSETEX key ms value`.
+async fn setex(cx: &mut Cx<'_>, k: &[u8], expiry: Expiry, v: &[u8]) -> Result<(), StoreError> {
+    let at = match expiry.at(cx.now_ms()) {
         Ok(at) => at,
-        Err(text) => {
-            cx.reply().error(text);
+        Err(e) => {
+            e.reply(cx);
             return Ok(());
         }
     };
-    write_values(cx, &[(args.get(1), args.get(3))], Some(at)).await?;
+    write_values(cx, &[(k, v)], Some(at)).await?;
     cx.reply().simple(b"OK");
     Ok(())
 }
 
 /// `GETSET key value`: the old string (nil if none), the new value without TTL.
-async fn getset(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let k = args.get(1);
+async fn getset(cx: &mut Cx<'_>, k: &[u8], v: &[u8]) -> Result<(), StoreError> {
     let old = cx.tx.key(cx.db, k, true).await?;
     if old.as_ref().is_some_and(|r| r.kind != kind::STRING) {
         cx.reply().error(errors::WRONGTYPE);
         return Ok(());
     }
     if old.is_some() {
-        write_values(cx, &[(k, args.get(2))], None).await?;
+        write_values(cx, &[(k, v)], None).await?;
     } else {
-        insert_value(cx, k, args.get(2), None).await?;
+        insert_value(cx, k, v, None).await?;
     }
     match old {
         Some(row) => cx.reply().bulk(row.v.as_deref().unwrap_or_default()),
@@ -469,8 +336,7 @@ async fn getset(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `GETDEL key`: the string, deleted.
-async fn getdel(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let k = args.get(1);
+async fn getdel(cx: &mut Cx<'_>, k: &[u8]) -> Result<(), StoreError> {
     match cx.tx.key(cx.db, k, true).await? {
         None => {
             cx.reply().null();
@@ -486,16 +352,10 @@ async fn getdel(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`: the string, its TTL changed.
-async fn getex(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let o = match parse_options(&args, 2, false) {
-        Ok(o) => o,
-        Err(text) => {
-            cx.reply().error(text);
-            return Ok(());
-        }
-    };
-    let k = args.get(1);
+/// `GETEX key [EX s|PX ms|EXAT s|PXAT ms|PERSIST]`: the string, its TTL changed. The time
+/// is checked here, after the key's type: Redis answers a missing key (nil) or one of
+/// another type (`WRONGTYPE`) before a bad time.
+async fn getex(cx: &mut Cx<'_>, k: &[u8], ttl: GetExTtl<'_>) -> Result<(), StoreError> {
     let row = match cx.tx.key(cx.db, k, true).await? {
         None => {
             cx.reply().null();
@@ -507,15 +367,17 @@ async fn getex(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         }
         Some(row) => row,
     };
-    let at = match o.expire {
-        Some((v, u)) => match expire_at(v, u, cx.now_ms(), INVALID_EXPIRE_GETEX) {
-            Ok(at) => Some((at, u)),
-            Err(text) => {
-                cx.reply().error(text);
-                return Ok(());
+    let at = match ttl {
+        GetExTtl::Set(v, u) => {
+            match Expiry::parse(v, u, parse::INVALID_EXPIRE_GETEX).and_then(|e| e.at(cx.now_ms())) {
+                Ok(at) => Some((at, u)),
+                Err(e) => {
+                    e.reply(cx);
+                    return Ok(());
+                }
             }
-        },
-        None => None,
+        }
+        GetExTtl::Keep | GetExTtl::Persist => None,
     };
     cx.reply().bulk(row.v.as_deref().unwrap_or_default());
     match at {
@@ -523,7 +385,9 @@ async fn getex(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
             cx.tx.delete_key(cx.db, k, &row).await?;
         }
         Some((at, _)) => set_expire(cx, k, Some(at)).await?,
-        None if o.persist && row.expire_at.is_some() => set_expire(cx, k, None).await?,
+        None if ttl == GetExTtl::Persist && row.expire_at.is_some() => {
+            set_expire(cx, k, None).await?;
+        }
         None => {}
     }
     Ok(())
@@ -545,12 +409,8 @@ async fn mget(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `MSET key value...` (`+OK`), `MSETNX key value...` (`nx`: 1 if no key existed and all
-/// were set, else 0 and none).
+/// were set, else 0 and none); `args` is the whole request, its pairs counted by the parser.
 async fn mset(cx: &mut Cx<'_>, args: Args<'_>, nx: bool) -> Result<(), StoreError> {
-    if args.len().is_multiple_of(2) {
-        super::checks::arity(cx, if nx { "msetnx" } else { "mset" });
-        return Ok(());
-    }
     let pairs: Vec<(&[u8], &[u8])> = (1..args.len())
         .step_by(2)
         .map(|i| (args.get(i), args.get(i + 1)))

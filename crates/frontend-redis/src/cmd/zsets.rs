@@ -21,8 +21,13 @@
 //!   small set's (`d2string`: integral values as integers), also for sets Redis keeps as a
 //!   skiplist (which it prints `%.17g`: differs for integral scores of 1e17 and more).
 
+mod parse;
 mod range;
 mod score;
+#[cfg(test)]
+mod tests;
+
+pub use parse::{ZSetCommand, COMMANDS};
 
 use std::collections::HashMap;
 
@@ -31,75 +36,37 @@ use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::Reply;
 
 use super::checks::{self, Absent};
-use super::data::{Family, Spec};
 use super::scan;
 use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::Args;
-use crate::errors;
 use crate::exec::{Cx, RUN_MAX};
 use crate::store::keys::{hash, kind};
 use crate::store::{double, int, take_bytes, StoreError};
 
-const fn spec(name: &'static str, arity: i32, write: bool) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        family: Family::ZSets,
-    }
-}
-
-pub static COMMANDS: [Spec; 23] = [
-    spec("zadd", -4, true),
-    spec("zincrby", 4, true),
-    spec("zrem", -3, true),
-    spec("zscore", 3, false),
-    spec("zmscore", -3, false),
-    spec("zcard", 2, false),
-    spec("zcount", 4, false),
-    spec("zlexcount", 4, false),
-    spec("zrange", -4, false),
-    spec("zrangebyscore", -4, false),
-    spec("zrevrange", -4, false),
-    spec("zrevrangebyscore", -4, false),
-    spec("zrangebylex", -4, false),
-    spec("zrevrangebylex", -4, false),
-    spec("zrank", 3, false),
-    spec("zrevrank", 3, false),
-    spec("zpopmin", -2, true),
-    spec("zpopmax", -2, true),
-    spec("zremrangebyrank", 4, true),
-    spec("zremrangebyscore", 4, true),
-    spec("zremrangebylex", 4, true),
-    spec("zrangestore", -5, true),
-    spec("zscan", -3, false),
-];
-
-// Error texts of `src/t_zset.c` and `src/db.c` (7.0).
-const XX_AND_NX: &[u8] = b"XX and NX options at the same time are not compatible";
-const GT_LT_NX: &[u8] = b"GT, LT, and/or NX options at the same time are not compatible";
-const INCR_ONE_PAIR: &[u8] = b"INCR option supports a single increment-element pair";
 const NAN_SCORE: &[u8] = b"resulting score is not a number (NaN)";
-/// Runs one sorted set command.
-pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
-    match spec.name {
-        "zadd" => zadd(cx, args, false).await,
-        "zincrby" => zadd(cx, args, true).await,
-        "zrem" => zrem(cx, args).await,
-        "zscore" => zscore(cx, args).await,
-        "zmscore" => zmscore(cx, args).await,
-        "zcard" => {
-            if let Some(row) = checks::read(cx, args.get(1), kind::ZSET).await? {
-                cx.reply().integer(row.map_or(0, |r| r.len));
+
+impl ZSetCommand<'_> {
+    /// Runs the command in the batch's transaction, appending its reply.
+    pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        use parse::{ZAdd, ZCard, ZCount, ZMScore, ZPop, ZRank, ZRem, ZRemRange, ZScan, ZScore};
+        match self {
+            ZAdd { key, flags, pairs } => zadd(cx, key, flags, &pairs).await,
+            ZRem { key, members } => zrem(cx, key, members).await,
+            ZScore { key, member } => zscore(cx, key, member).await,
+            ZMScore { key, members } => zmscore(cx, key, members).await,
+            ZCard { key } => {
+                if let Some(row) = checks::read(cx, key, kind::ZSET).await? {
+                    cx.reply().integer(row.map_or(0, |r| r.len));
+                }
+                Ok(())
             }
-            Ok(())
+            ZRank { key, member, rev } => zrank(cx, key, member, rev).await,
+            ZPop { key, count, max } => zpop(cx, key, count, max).await,
+            ZCount { key, range } => range::count(cx, key, range).await,
+            ZSetCommand::ZRange(z) => z.apply(cx).await,
+            ZRemRange { key, range } => range::remove(cx, key, range).await,
+            ZScan(scan) => zscan(cx, scan).await,
         }
-        "zrank" => zrank(cx, args, false).await,
-        "zrevrank" => zrank(cx, args, true).await,
-        "zpopmin" => zpop(cx, args, false).await,
-        "zpopmax" => zpop(cx, args, true).await,
-        "zscan" => zscan(cx, args).await,
-        _ => range::run(cx, spec, args).await,
     }
 }
 
@@ -189,56 +156,21 @@ async fn delete_hashes(cx: &mut Cx<'_>, kid: u64, hashes: &[[u8; 32]]) -> Result
 }
 
 /// `ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member...`, and `ZINCRBY key incr member`
-/// (`incr`), which Redis parses the same way (its options included).
-async fn zadd(cx: &mut Cx<'_>, args: Args<'_>, zincrby: bool) -> Result<(), StoreError> {
-    let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
-        (false, false, false, false, false, zincrby);
-    let mut at = 2;
-    while at < args.len() {
-        let o = args.get(at);
-        let is = |w: &[u8]| o.eq_ignore_ascii_case(w);
-        if is(b"nx") {
-            nx = true;
-        } else if is(b"xx") {
-            xx = true;
-        } else if is(b"ch") {
-            ch = true;
-        } else if is(b"incr") {
-            incr = true;
-        } else if is(b"gt") {
-            gt = true;
-        } else if is(b"lt") {
-            lt = true;
-        } else {
-            break;
-        }
-        at += 1;
-    }
-    let elements = args.len() - at;
-    let error = if elements % 2 == 1 || elements == 0 {
-        Some(errors::SYNTAX)
-    } else if nx && xx {
-        Some(XX_AND_NX)
-    } else if (nx && (gt || lt)) || (gt && lt) {
-        Some(GT_LT_NX)
-    } else if incr && elements > 2 {
-        Some(INCR_ONE_PAIR)
-    } else {
-        None
-    };
-    if let Some(e) = error {
-        cx.reply().error(e);
-        return Ok(());
-    }
-    let mut pairs: Vec<(f64, &[u8])> = Vec::with_capacity(elements / 2);
-    for j in 0..elements / 2 {
-        let Some(s) = score::parse_value(args.get(at + 2 * j)) else {
-            cx.reply().error(errors::NOT_FLOAT);
-            return Ok(());
-        };
-        pairs.push((s, args.get(at + 2 * j + 1)));
-    }
-    let k = args.get(1);
+/// (`incr`), their options and scores checked by the parser.
+async fn zadd(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    flags: parse::ZAddFlags,
+    pairs: &[(f64, &[u8])],
+) -> Result<(), StoreError> {
+    let parse::ZAddFlags {
+        nx,
+        xx,
+        gt,
+        lt,
+        ch,
+        incr,
+    } = flags;
     let Some(row) = checks::write(cx, k, kind::ZSET, !xx).await? else {
         return Ok(());
     };
@@ -324,8 +256,8 @@ async fn zadd(cx: &mut Cx<'_>, args: Args<'_>, zincrby: bool) -> Result<(), Stor
 }
 
 /// `ZREM key member...`.
-async fn zrem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let k = args.get(1);
+/// (`args`: the whole request, the members from argument 2 on.)
+async fn zrem(cx: &mut Cx<'_>, k: &[u8], args: Args<'_>) -> Result<(), StoreError> {
     let Some(row) = checks::write_or(cx, k, kind::ZSET, Absent::Zero).await? else {
         return Ok(());
     };
@@ -341,11 +273,11 @@ async fn zrem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `ZSCORE key member`.
-async fn zscore(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(row) = checks::read_or(cx, args.get(1), kind::ZSET, Absent::Null).await? else {
+async fn zscore(cx: &mut Cx<'_>, k: &[u8], member: &[u8]) -> Result<(), StoreError> {
+    let Some(row) = checks::read_or(cx, k, kind::ZSET, Absent::Null).await? else {
         return Ok(());
     };
-    let mh = hash(args.get(2));
+    let mh = hash(member);
     match scores_of(cx, row.kid, &[mh]).await?.get(&mh) {
         Some(&s) => cx.reply().double(s),
         None => cx.reply().null(),
@@ -354,8 +286,9 @@ async fn zscore(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `ZMSCORE key member...`: a missing key is an empty sorted set.
-async fn zmscore(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(row) = checks::read(cx, args.get(1), kind::ZSET).await? else {
+/// (`args`: the whole request, the members from argument 2 on.)
+async fn zmscore(cx: &mut Cx<'_>, k: &[u8], args: Args<'_>) -> Result<(), StoreError> {
+    let Some(row) = checks::read(cx, k, kind::ZSET).await? else {
         return Ok(());
     };
     let hashes: Vec<[u8; 32]> = args.from(2).map(hash).collect();
@@ -375,8 +308,8 @@ async fn zmscore(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `ZRANK` / `ZREVRANK key member`: the members before it (after it, `rev`) in order.
-async fn zrank(cx: &mut Cx<'_>, args: Args<'_>, rev: bool) -> Result<(), StoreError> {
-    let Some(row) = checks::read_or(cx, args.get(1), kind::ZSET, Absent::Null).await? else {
+async fn zrank(cx: &mut Cx<'_>, k: &[u8], member: &[u8], rev: bool) -> Result<(), StoreError> {
+    let Some(row) = checks::read_or(cx, k, kind::ZSET, Absent::Null).await? else {
         return Ok(());
     };
     let sql = if rev {
@@ -388,7 +321,7 @@ async fn zrank(cx: &mut Cx<'_>, args: Args<'_>, rev: bool) -> Result<(), StoreEr
          AND (o.sk < z.sk OR (o.sk = z.sk AND o.member < z.member))) \
          FROM {s}.redis_zset z WHERE z.kid = ? AND z.mh = ?"
     };
-    let mh = hash(args.get(2));
+    let mh = hash(member);
     let rows = cx
         .tx
         .rows(sql, &[Param::UInt(row.kid), Param::Bytes(&mh)])
@@ -401,15 +334,7 @@ async fn zrank(cx: &mut Cx<'_>, args: Args<'_>, rev: bool) -> Result<(), StoreEr
 }
 
 /// `ZPOPMIN` / `ZPOPMAX key [count]`.
-async fn zpop(cx: &mut Cx<'_>, args: Args<'_>, max: bool) -> Result<(), StoreError> {
-    if args.len() > 3 {
-        cx.reply().error(errors::SYNTAX);
-        return Ok(());
-    }
-    let Some(count) = checks::optional_count(cx, &args) else {
-        return Ok(());
-    };
-    let k = args.get(1);
+async fn zpop(cx: &mut Cx<'_>, k: &[u8], count: Option<i64>, max: bool) -> Result<(), StoreError> {
     let Some(row) = checks::write_or(cx, k, kind::ZSET, Absent::EmptyArray).await? else {
         return Ok(());
     };
@@ -463,10 +388,10 @@ async fn zpop(cx: &mut Cx<'_>, args: Args<'_>, max: bool) -> Result<(), StoreErr
 }
 
 /// `ZSCAN key cursor [MATCH pattern] [COUNT count]`.
-async fn zscan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(page) = scan::collection_page(
+async fn zscan(cx: &mut Cx<'_>, scan: scan::CollectionScan<'_>) -> Result<(), StoreError> {
+    let Some(page) = scan::collection_scan(
         cx,
-        &args,
+        scan,
         kind::ZSET,
         "SELECT mh, member, score, sk FROM {s}.redis_zset WHERE kid = ? AND mh >= ? \
          ORDER BY mh LIMIT ?",

@@ -46,22 +46,14 @@ fn position(len: i64, index: i64) -> Option<i64> {
     (0..len).contains(&i).then_some(i)
 }
 
-/// Two integer arguments, or `NOT_INTEGER` replied.
-fn two_integers(cx: &mut Cx<'_>, args: &Args<'_>) -> Option<(i64, i64)> {
-    if let (Some(a), Some(b)) = (parse_i64(args.get(2)), parse_i64(args.get(3))) {
-        Some((a, b))
-    } else {
-        cx.reply().error(errors::NOT_INTEGER);
-        None
-    }
-}
-
 /// `LRANGE key start stop`.
-pub(super) async fn lrange(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some((start, end)) = two_integers(cx, &args) else {
-        return Ok(());
-    };
-    let Some(row) = checks::read_or(cx, args.get(1), kind::LIST, Absent::EmptyArray).await? else {
+pub(super) async fn lrange(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    start: i64,
+    end: i64,
+) -> Result<(), StoreError> {
+    let Some(row) = checks::read_or(cx, k, kind::LIST, Absent::EmptyArray).await? else {
         return Ok(());
     };
     let Some((a, b)) = range(llen(&row), start, end) else {
@@ -99,12 +91,17 @@ async fn element(cx: &mut Cx<'_>, kid: u64, idx: i64) -> Result<Option<Vec<u8>>,
         .map(first_bytes))
 }
 
-/// `LINDEX key index` (the key is looked up before the index is parsed, as in Redis).
-pub(super) async fn lindex(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(row) = checks::read_or(cx, args.get(1), kind::LIST, Absent::Null).await? else {
+/// `LINDEX key index` (`None`: not an integer, refused after the key is looked up, as in
+/// Redis).
+pub(super) async fn lindex(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    index: Option<i64>,
+) -> Result<(), StoreError> {
+    let Some(row) = checks::read_or(cx, k, kind::LIST, Absent::Null).await? else {
         return Ok(());
     };
-    let Some(index) = parse_i64(args.get(2)) else {
+    let Some(index) = index else {
         cx.reply().error(errors::NOT_INTEGER);
         return Ok(());
     };
@@ -119,13 +116,17 @@ pub(super) async fn lindex(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreE
     Ok(())
 }
 
-/// `LSET key index element`.
-pub(super) async fn lset(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let k = args.get(1);
+/// `LSET key index element` (`None`: not an integer, refused after the key, as in Redis).
+pub(super) async fn lset(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    index: Option<i64>,
+    value: &[u8],
+) -> Result<(), StoreError> {
     let Some(row) = checks::write_or(cx, k, kind::LIST, Absent::Error(NO_SUCH_KEY)).await? else {
         return Ok(());
     };
-    let Some(index) = parse_i64(args.get(2)) else {
+    let Some(index) = index else {
         cx.reply().error(errors::NOT_INTEGER);
         return Ok(());
     };
@@ -137,7 +138,7 @@ pub(super) async fn lset(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
         .exec(
             "UPDATE {s}.redis_list SET v = ? WHERE kid = ? AND idx = ?",
             &[
-                Param::Bytes(args.get(3)),
+                Param::Bytes(value),
                 Param::UInt(row.kid),
                 Param::Int(row.lhead + i),
             ],
@@ -181,17 +182,13 @@ async fn open_gap(
 }
 
 /// `LINSERT key BEFORE|AFTER pivot element`.
-pub(super) async fn linsert(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let where_ = args.get(2);
-    let after = if where_.eq_ignore_ascii_case(b"after") {
-        true
-    } else if where_.eq_ignore_ascii_case(b"before") {
-        false
-    } else {
-        cx.reply().error(errors::SYNTAX);
-        return Ok(());
-    };
-    let k = args.get(1);
+pub(super) async fn linsert(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    after: bool,
+    pivot: &[u8],
+    value: &[u8],
+) -> Result<(), StoreError> {
     let Some(row) = checks::write_or(cx, k, kind::LIST, Absent::Zero).await? else {
         return Ok(());
     };
@@ -199,7 +196,7 @@ pub(super) async fn linsert(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), Store
         .tx
         .rows(
             "SELECT idx FROM {s}.redis_list WHERE kid = ? AND v = ? ORDER BY idx LIMIT 1",
-            &[Param::UInt(row.kid), Param::Bytes(args.get(3))],
+            &[Param::UInt(row.kid), Param::Bytes(pivot)],
         )
         .await?
         .first()
@@ -213,7 +210,7 @@ pub(super) async fn linsert(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), Store
         cx.reply().error(super::INDEX_SPACE);
         return Ok(());
     };
-    insert(cx, row.kid, &[(idx, args.get(4))]).await?;
+    insert(cx, row.kid, &[(idx, value)]).await?;
     set_bounds(cx, k, &row, lhead, ltail).await?;
     cx.reply().integer(ltail - lhead);
     Ok(())
@@ -221,12 +218,12 @@ pub(super) async fn linsert(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), Store
 
 /// `LREM key count element`: the matches' `idx` come from SQL; the rows between the first
 /// and the last removed are rewritten, the shorter side beyond them shifted.
-pub(super) async fn lrem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(count) = parse_i64(args.get(2)) else {
-        cx.reply().error(errors::NOT_INTEGER);
-        return Ok(());
-    };
-    let k = args.get(1);
+pub(super) async fn lrem(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    count: i64,
+    value: &[u8],
+) -> Result<(), StoreError> {
     let Some(row) = checks::write_or(cx, k, kind::LIST, Absent::Zero).await? else {
         return Ok(());
     };
@@ -250,7 +247,7 @@ pub(super) async fn lrem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
             sql,
             &[
                 Param::UInt(row.kid),
-                Param::Bytes(args.get(3)),
+                Param::Bytes(value),
                 Param::UInt(limit),
             ],
         )
@@ -323,11 +320,12 @@ pub(super) async fn lrem(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
 }
 
 /// `LTRIM key start stop`.
-pub(super) async fn ltrim(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some((start, end)) = two_integers(cx, &args) else {
-        return Ok(());
-    };
-    let k = args.get(1);
+pub(super) async fn ltrim(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    start: i64,
+    end: i64,
+) -> Result<(), StoreError> {
     let Some(row) = checks::write_or(cx, k, kind::LIST, Absent::Ok).await? else {
         return Ok(());
     };
@@ -349,16 +347,17 @@ pub(super) async fn ltrim(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreEr
 }
 
 /// `LPOS`'s options.
-struct LposOptions {
-    rank: i64,
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LposOptions {
+    pub rank: i64,
     /// `None`: not given (one position or nil); `Some(0)`: all matches.
-    count: Option<i64>,
+    pub count: Option<i64>,
     /// 0: the whole list.
-    maxlen: i64,
+    pub maxlen: i64,
 }
 
 /// Parses `LPOS`'s options (from argument 3); the error text on failure.
-fn lpos_options(args: &Args<'_>) -> Result<LposOptions, &'static [u8]> {
+pub(super) fn lpos_options(args: &Args<'_>) -> Result<LposOptions, &'static [u8]> {
     let mut o = LposOptions {
         rank: 1,
         count: None,
@@ -389,15 +388,13 @@ fn lpos_options(args: &Args<'_>) -> Result<LposOptions, &'static [u8]> {
 }
 
 /// `LPOS key element [RANK rank] [COUNT num] [MAXLEN len]`.
-pub(super) async fn lpos(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let o = match lpos_options(&args) {
-        Ok(o) => o,
-        Err(text) => {
-            cx.reply().error(text);
-            return Ok(());
-        }
-    };
-    let Some(row) = checks::read(cx, args.get(1), kind::LIST).await? else {
+pub(super) async fn lpos(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    element: &[u8],
+    o: LposOptions,
+) -> Result<(), StoreError> {
+    let Some(row) = checks::read(cx, k, kind::LIST).await? else {
         return Ok(());
     };
     let Some(row) = row else {
@@ -440,7 +437,7 @@ pub(super) async fn lpos(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
     };
     let params = [
         Param::UInt(row.kid),
-        Param::Bytes(args.get(2)),
+        Param::Bytes(element),
         Param::Int(from),
         Param::Int(to),
         Param::UInt(limit),

@@ -15,37 +15,28 @@ use std::collections::{BTreeMap, HashSet};
 
 use super::one_statement;
 use super::{insert_members, load_hashes, load_members, present, Mh, CHUNK};
-use crate::cmd::{checks, parse_i64, Args};
-use crate::errors;
+use crate::cmd::{checks, Args};
 use crate::exec::Cx;
 use crate::store::keys::{kind, KeyRow, WrongType};
 use crate::store::StoreError;
 
-/// `SINTERCARD`'s errors (`src/t_set.c`).
-const NUMKEYS_POSITIVE: &[u8] = b"numkeys should be greater than 0";
-const NUMKEYS_TOO_MANY: &[u8] = b"Number of keys can't be greater than number of args";
-const LIMIT_NEGATIVE: &[u8] = b"LIMIT can't be negative";
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Op {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
     Inter,
     Union,
     Diff,
 }
 
-/// Runs one of this module's commands.
-pub(super) async fn run(cx: &mut Cx<'_>, name: &str, args: Args<'_>) -> Result<(), StoreError> {
-    let all: Vec<&[u8]> = args.from(1).collect();
-    let (op, keys, dst) = match name {
-        "smembers" | "sinter" => (Op::Inter, &all[..], None),
-        "sunion" => (Op::Union, &all[..], None),
-        "sdiff" => (Op::Diff, &all[..], None),
-        "sinterstore" => (Op::Inter, &all[1..], Some(all[0])),
-        "sunionstore" => (Op::Union, &all[1..], Some(all[0])),
-        "sdiffstore" => (Op::Diff, &all[1..], Some(all[0])),
-        "sintercard" => return sintercard(cx, args).await,
-        other => unreachable!("{other} is not a set algebra command"),
-    };
+/// `op` over the sets `keys` of `args`, replied, or (`dst`) stored at `dst`.
+pub(super) async fn run(
+    cx: &mut Cx<'_>,
+    op: Op,
+    args: Args<'_>,
+    keys: std::ops::Range<usize>,
+    dst: Option<&[u8]>,
+) -> Result<(), StoreError> {
+    let keys: Vec<&[u8]> = keys.map(|i| args.get(i)).collect();
+    let keys = &keys[..];
     let lock = dst.is_some();
     let found = sets(cx, keys, lock).await?;
     let Some(rows) = checks::or_wrongtype(cx, found) else {
@@ -189,39 +180,13 @@ async fn store(
 }
 
 /// `SINTERCARD numkeys key [key ...] [LIMIT limit]`.
-async fn sintercard(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let numkeys = match parse_i64(args.get(1)) {
-        Some(n) if n >= 1 => n,
-        _ => {
-            cx.reply().error(NUMKEYS_POSITIVE);
-            return Ok(());
-        }
-    };
-    let Some(numkeys) = usize::try_from(numkeys)
-        .ok()
-        .filter(|&n| n <= args.len() - 2)
-    else {
-        cx.reply().error(NUMKEYS_TOO_MANY);
-        return Ok(());
-    };
-    let mut limit = 0i64;
-    let mut i = 2 + numkeys;
-    while i < args.len() {
-        if args.get(i).eq_ignore_ascii_case(b"limit") && i + 1 < args.len() {
-            match parse_i64(args.get(i + 1)) {
-                Some(n) if n >= 0 => limit = n,
-                _ => {
-                    cx.reply().error(LIMIT_NEGATIVE);
-                    return Ok(());
-                }
-            }
-            i += 2;
-        } else {
-            cx.reply().error(errors::SYNTAX);
-            return Ok(());
-        }
-    }
-    let keys: Vec<&[u8]> = args.from(2).take(numkeys).collect();
+pub(super) async fn sintercard(
+    cx: &mut Cx<'_>,
+    args: Args<'_>,
+    keys: std::ops::Range<usize>,
+    limit: i64,
+) -> Result<(), StoreError> {
+    let keys: Vec<&[u8]> = keys.map(|i| args.get(i)).collect();
     let found = sets(cx, &keys, false).await?;
     let Some(rows) = checks::or_wrongtype(cx, found) else {
         return Ok(());

@@ -18,9 +18,8 @@ use manifold_backend::Param;
 use manifold_redis_proto::Reply;
 
 use super::{delete_members, member_row, Mh};
+use crate::cmd::checks;
 use crate::cmd::rng::Rng;
-use crate::cmd::{checks, parse_i64, Args};
-use crate::errors;
 use crate::exec::Cx;
 use crate::store::keys::{kind, KeyRow};
 use crate::store::{take_bytes, StoreError};
@@ -96,15 +95,7 @@ async fn distinct(cx: &mut Cx<'_>, kid: u64, n: u64) -> Result<(Vec<Vec<u8>>, bo
 }
 
 /// `SPOP key [count]`.
-pub(super) async fn spop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    if args.len() > 3 {
-        cx.reply().error(errors::SYNTAX);
-        return Ok(());
-    }
-    let k = args.get(1);
-    let Some(count) = checks::optional_count(cx, &args) else {
-        return Ok(());
-    };
+pub(super) async fn spop(cx: &mut Cx<'_>, k: &[u8], count: Option<i64>) -> Result<(), StoreError> {
     let Some(found) = checks::write(cx, k, kind::SET, false).await? else {
         return Ok(());
     };
@@ -176,27 +167,11 @@ pub(super) async fn spop(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
 }
 
 /// `SRANDMEMBER key [count]`.
-pub(super) async fn srandmember(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    if args.len() > 3 {
-        cx.reply().error(errors::SYNTAX);
-        return Ok(());
-    }
-    let k = args.get(1);
-    let count = if args.len() == 3 {
-        match parse_i64(args.get(2)) {
-            None => {
-                cx.reply().error(errors::NOT_INTEGER);
-                return Ok(());
-            }
-            Some(i64::MIN) => {
-                cx.reply().error(errors::COUNT_OUT_OF_RANGE);
-                return Ok(());
-            }
-            Some(n) => Some(n),
-        }
-    } else {
-        None
-    };
+pub(super) async fn srandmember(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    count: Option<i64>,
+) -> Result<(), StoreError> {
     let Some(found) = checks::read(cx, k, kind::SET).await? else {
         return Ok(());
     };

@@ -2,16 +2,19 @@
 //! ([`crate::cmd::scan`]): in the order of the members' hashes (`mh`).
 
 use super::member_row;
-use crate::cmd::{scan, Args};
+use crate::cmd::scan;
 use crate::exec::Cx;
 use crate::store::keys::kind;
 use crate::store::StoreError;
 
 /// `SSCAN key cursor [MATCH pattern] [COUNT count]`.
-pub(super) async fn sscan(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(page) = scan::collection_page(
+pub(super) async fn sscan(
+    cx: &mut Cx<'_>,
+    scan: scan::CollectionScan<'_>,
+) -> Result<(), StoreError> {
+    let Some(page) = scan::collection_scan(
         cx,
-        &args,
+        scan,
         kind::SET,
         "SELECT mh, member FROM {s}.redis_set WHERE kid = ? AND mh >= ? ORDER BY mh LIMIT ?",
     )

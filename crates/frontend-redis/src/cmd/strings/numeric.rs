@@ -3,32 +3,10 @@
 
 use super::{parse_i64, store_value};
 use crate::cmd::longdouble::{self, Ld, Parsed};
-use crate::cmd::Args;
 use crate::errors;
 use crate::exec::Cx;
 use crate::store::keys::kind;
 use crate::store::StoreError;
-
-/// `DECRBY key -9223372036854775808`.
-const DECR_OVERFLOW: &[u8] = b"decrement would overflow";
-
-/// `INCRBY key n` or (`decr`) `DECRBY key n`.
-pub async fn incrby(cx: &mut Cx<'_>, args: Args<'_>, decr: bool) -> Result<(), StoreError> {
-    let Some(n) = parse_i64(args.get(2)) else {
-        cx.reply().error(errors::NOT_INTEGER);
-        return Ok(());
-    };
-    let by = if decr {
-        let Some(neg) = n.checked_neg() else {
-            cx.reply().error(DECR_OVERFLOW);
-            return Ok(());
-        };
-        neg
-    } else {
-        n
-    };
-    incr_by(cx, args.get(1), by).await
-}
 
 /// Adds `by` to the integer in `k` (0 when absent), replying the sum.
 pub async fn incr_by(cx: &mut Cx<'_>, k: &[u8], by: i64) -> Result<(), StoreError> {
@@ -56,9 +34,10 @@ pub async fn incr_by(cx: &mut Cx<'_>, k: &[u8], by: i64) -> Result<(), StoreErro
     Ok(())
 }
 
-/// `INCRBYFLOAT key increment`: the sum as redis-server computes and writes it.
-pub async fn incrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let k = args.get(1);
+/// `INCRBYFLOAT key increment` (`by`: `None` when the increment is not a number, refused
+/// here after the key's type and value, as Redis orders them): the sum as redis-server
+/// computes and writes it.
+pub async fn incrbyfloat(cx: &mut Cx<'_>, k: &[u8], by: Option<Parsed>) -> Result<(), StoreError> {
     let row = cx.tx.key(cx.db, k, true).await?;
     // Redis's order: the type, the value, then the increment.
     let value = match &row {
@@ -69,7 +48,7 @@ pub async fn incrbyfloat(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErr
         }
         Some(r) => longdouble::parse(r.v.as_deref().unwrap_or_default()),
     };
-    let (Some(value), Some(by)) = (value, longdouble::parse(args.get(2))) else {
+    let (Some(value), Some(by)) = (value, by) else {
         cx.reply().error(errors::NOT_FLOAT);
         return Ok(());
     };

@@ -2,15 +2,12 @@
 
 use manifold_backend::Param;
 
-use super::{insert_value, parse_i64, store_value};
-use crate::cmd::Args;
+use super::{insert_value, store_value};
 use crate::errors;
 use crate::exec::Cx;
 use crate::store::keys::{hash, kind};
 use crate::store::{int, StoreError};
 
-/// `SETRANGE` with a negative offset.
-const OFFSET_RANGE: &[u8] = b"offset is out of range";
 /// A result longer than `proto-max-bulk-len`.
 const TOO_BIG: &[u8] = b"string exceeds maximum allowed size (proto-max-bulk-len)";
 /// Redis's default `proto-max-bulk-len`: 512 MiB.
@@ -22,8 +19,7 @@ fn fits(size: u64, append: u64) -> bool {
 }
 
 /// `APPEND key value`: the new length.
-pub async fn append(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let (k, tail) = (args.get(1), args.get(2));
+pub async fn append(cx: &mut Cx<'_>, k: &[u8], tail: &[u8]) -> Result<(), StoreError> {
     let new = match cx.tx.key(cx.db, k, true).await? {
         None => {
             insert_value(cx, k, tail, None).await?;
@@ -50,8 +46,8 @@ pub async fn append(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `STRLEN key`: the length, read by the server (`LENGTH(v)`).
-pub async fn strlen(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let kh = hash(args.get(1));
+pub async fn strlen(cx: &mut Cx<'_>, k: &[u8]) -> Result<(), StoreError> {
+    let kh = hash(k);
     let rows = cx
         .tx
         .rows(
@@ -76,12 +72,8 @@ pub async fn strlen(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
 }
 
 /// `GETRANGE key start end`: negative indexes count from the end, as Redis.
-pub async fn getrange(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let (Some(start), Some(end)) = (parse_i64(args.get(2)), parse_i64(args.get(3))) else {
-        cx.reply().error(errors::NOT_INTEGER);
-        return Ok(());
-    };
-    let v = match cx.tx.key(cx.db, args.get(1), false).await? {
+pub async fn getrange(cx: &mut Cx<'_>, k: &[u8], start: i64, end: i64) -> Result<(), StoreError> {
+    let v = match cx.tx.key(cx.db, k, false).await? {
         None => {
             cx.reply().bulk(b"");
             return Ok(());
@@ -118,16 +110,12 @@ fn range(v: &[u8], start: i64, end: i64) -> &[u8] {
 }
 
 /// `SETRANGE key offset value`: the new length.
-pub async fn setrange(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
-    let Some(offset) = parse_i64(args.get(2)) else {
-        cx.reply().error(errors::NOT_INTEGER);
-        return Ok(());
-    };
-    let Ok(offset) = u64::try_from(offset) else {
-        cx.reply().error(OFFSET_RANGE);
-        return Ok(());
-    };
-    let (k, part) = (args.get(1), args.get(3));
+pub async fn setrange(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    offset: u64,
+    part: &[u8],
+) -> Result<(), StoreError> {
     let row = cx.tx.key(cx.db, k, true).await?;
     let mut v = match row {
         Some(ref r) if r.kind != kind::STRING => {

@@ -8,45 +8,18 @@
 use manifold_backend::Param;
 use manifold_redis_proto::Reply;
 
-use super::super::{checks, parse_i64, Args};
-use super::{delete_hashes, member_row, score, Spec};
-use crate::cmd::checks::Absent;
-use crate::errors;
+use super::parse::{Range, ZRange};
+use super::{delete_hashes, member_row, score};
+use crate::cmd::checks::{self, Absent};
 use crate::exec::Cx;
 use crate::store::keys::{hash, kind};
 use crate::store::{take_bytes, StoreError};
 
-const NOT_A_FLOAT_RANGE: &[u8] = b"min or max is not a float";
-const NOT_A_LEX_RANGE: &[u8] = b"min or max not valid string range item";
-const LIMIT_NEEDS_BY: &[u8] =
-    b"syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX";
-const WITHSCORES_BYLEX: &[u8] = b"syntax error, WITHSCORES not supported in combination with BYLEX";
-
-/// Runs one range command.
-pub async fn run(cx: &mut Cx<'_>, spec: &'static Spec, args: Args<'_>) -> Result<(), StoreError> {
-    use Kind::{Lex, Rank, Score};
-    match spec.name {
-        "zcount" => count(cx, args, Score).await,
-        "zlexcount" => count(cx, args, Lex).await,
-        "zrange" => zrange(cx, args, false, None, None).await,
-        "zrangestore" => zrange(cx, args, true, None, None).await,
-        "zrangebyscore" => zrange(cx, args, false, Some(Score), Some(false)).await,
-        "zrevrangebyscore" => zrange(cx, args, false, Some(Score), Some(true)).await,
-        "zrevrange" => zrange(cx, args, false, Some(Rank), Some(true)).await,
-        "zrangebylex" => zrange(cx, args, false, Some(Lex), Some(false)).await,
-        "zrevrangebylex" => zrange(cx, args, false, Some(Lex), Some(true)).await,
-        "zremrangebyrank" => remove(cx, args, Rank).await,
-        "zremrangebyscore" => remove(cx, args, Score).await,
-        "zremrangebylex" => remove(cx, args, Lex).await,
-        other => unreachable!("{other} is not a sorted set command"),
+impl ZRange<'_> {
+    /// Runs `ZRANGE` and its forms, `ZRANGESTORE`.
+    pub(super) async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        zrange(cx, self).await
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Rank,
-    Score,
-    Lex,
 }
 
 /// A parsed range: the SQL condition after `kid = ?` and its parameters, or `None` when it
@@ -56,28 +29,26 @@ struct Cond<'a> {
     params: Vec<Param<'a>>,
 }
 
-/// A score range (`zslParseRange`): `sk` against the bounds' order keys.
-fn score_range<'a>(min: &[u8], max: &[u8]) -> Option<Cond<'a>> {
-    let (lo, lo_ex) = score::parse_bound(min)?;
-    let (hi, hi_ex) = score::parse_bound(max)?;
+/// A score range (`zslParseRange`'s bounds): `sk` against the bounds' order keys.
+fn score_range<'a>((lo, lo_ex): (f64, bool), (hi, hi_ex): (f64, bool)) -> Cond<'a> {
     let sql = match (lo_ex, hi_ex) {
         (false, false) => " AND sk >= ? AND sk <= ?",
         (true, false) => " AND sk > ? AND sk <= ?",
         (false, true) => " AND sk >= ? AND sk < ?",
         (true, true) => " AND sk > ? AND sk < ?",
     };
-    Some(Cond {
+    Cond {
         sql,
         params: vec![
             Param::Int(score::order_key(lo)),
             Param::Int(score::order_key(hi)),
         ],
-    })
+    }
 }
 
 /// One bound of a lex range (`zslParseLexRangeItem`).
-#[derive(Clone, Copy)]
-enum Lex<'a> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LexBound<'a> {
     /// `-`
     Least,
     /// `+`
@@ -88,42 +59,41 @@ enum Lex<'a> {
     Ex(&'a [u8]),
 }
 
-fn lex_bound(arg: &[u8]) -> Option<Lex<'_>> {
+pub(super) fn lex_bound(arg: &[u8]) -> Option<LexBound<'_>> {
     // C sees the text up to a NUL: `+` and `-` must be alone.
     let alone = arg.len() == 1 || arg.get(1) == Some(&0);
     match arg.first()? {
-        b'+' if alone => Some(Lex::Most),
-        b'-' if alone => Some(Lex::Least),
-        b'[' => Some(Lex::In(&arg[1..])),
-        b'(' => Some(Lex::Ex(&arg[1..])),
+        b'+' if alone => Some(LexBound::Most),
+        b'-' if alone => Some(LexBound::Least),
+        b'[' => Some(LexBound::In(&arg[1..])),
+        b'(' => Some(LexBound::Ex(&arg[1..])),
         _ => None,
     }
 }
 
-/// A lex range: `Err` when it is not one; `Ok(None)` when it holds nothing.
-fn lex_range<'a>(min: &'a [u8], max: &'a [u8]) -> Result<Option<Cond<'a>>, ()> {
-    let (lo, hi) = (lex_bound(min).ok_or(())?, lex_bound(max).ok_or(())?);
+/// A lex range's condition: `None` when it holds nothing.
+fn lex_range<'a>(lo: LexBound<'a>, hi: LexBound<'a>) -> Option<Cond<'a>> {
     let mut params = Vec::with_capacity(2);
     let lo_sql = match lo {
-        Lex::Least => "",
-        Lex::Most => return Ok(None),
-        Lex::In(v) => {
+        LexBound::Least => "",
+        LexBound::Most => return None,
+        LexBound::In(v) => {
             params.push(Param::Bytes(v));
             ">="
         }
-        Lex::Ex(v) => {
+        LexBound::Ex(v) => {
             params.push(Param::Bytes(v));
             ">"
         }
     };
     let hi_sql = match hi {
-        Lex::Most => "",
-        Lex::Least => return Ok(None),
-        Lex::In(v) => {
+        LexBound::Most => "",
+        LexBound::Least => return None,
+        LexBound::In(v) => {
             params.push(Param::Bytes(v));
             "<="
         }
-        Lex::Ex(v) => {
+        LexBound::Ex(v) => {
             params.push(Param::Bytes(v));
             "<"
         }
@@ -139,7 +109,7 @@ fn lex_range<'a>(min: &'a [u8], max: &'a [u8]) -> Result<Option<Cond<'a>>, ()> {
         (_, "<=") => " AND member > ? AND member <= ?",
         _ => " AND member > ? AND member < ?",
     };
-    Ok(Some(Cond { sql, params }))
+    Some(Cond { sql, params })
 }
 
 /// Redis's index arithmetic for a rank range of a set of `len`: the first index and how
@@ -159,44 +129,22 @@ fn rank_window(len: i64, start: i64, end: i64) -> Option<(i64, i64)> {
     Some((start, end - start + 1))
 }
 
-/// The range `lo`..`hi` of kind `by` (with `LIMIT offset limit` for scores and lex), or
-/// the error text when it is not one.
-fn window<'a>(
-    by: Kind,
-    lo: &'a [u8],
-    hi: &'a [u8],
-    offset: i64,
-    limit: i64,
-) -> Result<Window<'a>, &'static [u8]> {
-    Ok(match by {
-        Kind::Rank => {
-            let (Some(a), Some(b)) = (parse_i64(lo), parse_i64(hi)) else {
-                return Err(errors::NOT_INTEGER);
-            };
-            Window::Rank(a, b)
-        }
-        Kind::Score => {
-            let c = score_range(lo, hi).ok_or(NOT_A_FLOAT_RANGE)?;
-            Window::Cond(Some(c), offset, limit)
-        }
-        Kind::Lex => {
-            let c = lex_range(lo, hi).map_err(|()| NOT_A_LEX_RANGE)?;
-            Window::Cond(c, offset, limit)
-        }
-    })
+/// The rows `range` selects (with `LIMIT offset limit` for scores and lex).
+fn window(range: Range<'_>, offset: i64, limit: i64) -> Window<'_> {
+    match range {
+        Range::Rank(a, b) => Window::Rank(a, b),
+        Range::Score { min, max } => Window::Cond(Some(score_range(min, max)), offset, limit),
+        Range::Lex { min, max } => Window::Cond(lex_range(min, max), offset, limit),
+    }
 }
 
 /// `ZCOUNT` / `ZLEXCOUNT key min max`.
-async fn count(cx: &mut Cx<'_>, args: Args<'_>, k: Kind) -> Result<(), StoreError> {
-    let cond = match window(k, args.get(2), args.get(3), 0, -1) {
-        Err(e) => {
-            cx.reply().error(e);
-            return Ok(());
-        }
-        Ok(Window::Cond(c, ..)) => c,
-        Ok(Window::Rank(..)) => None,
+pub(super) async fn count(cx: &mut Cx<'_>, k: &[u8], range: Range<'_>) -> Result<(), StoreError> {
+    let cond = match window(range, 0, -1) {
+        Window::Cond(c, ..) => c,
+        Window::Rank(..) => None,
     };
-    let Some(row) = checks::read_or(cx, args.get(1), kind::ZSET, Absent::Zero).await? else {
+    let Some(row) = checks::read_or(cx, k, kind::ZSET, Absent::Zero).await? else {
         return Ok(());
     };
     let Some(cond) = cond else {
@@ -226,72 +174,23 @@ enum Window<'a> {
     Cond(Option<Cond<'a>>, i64, i64),
 }
 
-/// `ZRANGE key start stop [BYSCORE|BYLEX] [REV] [LIMIT offset count] [WITHSCORES]`, its
-/// older forms (`by` and `rev` fixed), and `ZRANGESTORE dst src ...` (`store`), parsed as
-/// `zrangeGenericCommand` parses them (errors in its order).
-async fn zrange(
-    cx: &mut Cx<'_>,
-    args: Args<'_>,
-    store: bool,
-    by: Option<Kind>,
-    rev: Option<bool>,
-) -> Result<(), StoreError> {
-    let first = if store { 2 } else { 1 };
-    let (mut by, mut rev) = (by, rev);
-    let (mut withscores, mut offset, mut limit) = (false, 0i64, -1i64);
-    let mut j = first + 3;
-    while j < args.len() {
-        let o = args.get(j);
-        let is = |w: &[u8]| o.eq_ignore_ascii_case(w);
-        if !store && is(b"withscores") {
-            withscores = true;
-        } else if is(b"limit") && args.len() - j > 2 {
-            let (Some(a), Some(b)) = (parse_i64(args.get(j + 1)), parse_i64(args.get(j + 2)))
-            else {
-                cx.reply().error(errors::NOT_INTEGER);
-                return Ok(());
-            };
-            (offset, limit) = (a, b);
-            j += 2;
-        } else if rev.is_none() && is(b"rev") {
-            rev = Some(true);
-        } else if by.is_none() && is(b"bylex") {
-            by = Some(Kind::Lex);
-        } else if by.is_none() && is(b"byscore") {
-            by = Some(Kind::Score);
-        } else {
-            cx.reply().error(errors::SYNTAX);
-            return Ok(());
-        }
-        j += 1;
-    }
-    let rev = rev.unwrap_or(false);
-    let by = by.unwrap_or(Kind::Rank);
-    if limit != -1 && by == Kind::Rank {
-        cx.reply().error(LIMIT_NEEDS_BY);
-        return Ok(());
-    }
-    if withscores && by == Kind::Lex {
-        cx.reply().error(WITHSCORES_BYLEX);
-        return Ok(());
-    }
-    let (mut lo, mut hi) = (args.get(first + 1), args.get(first + 2));
-    if rev && by != Kind::Rank {
-        std::mem::swap(&mut lo, &mut hi);
-    }
-    let window = match window(by, lo, hi, offset, limit) {
-        Ok(w) => w,
-        Err(e) => {
-            cx.reply().error(e);
-            return Ok(());
-        }
-    };
-    let Some(row) = checks::read(cx, args.get(first), kind::ZSET).await? else {
+/// `ZRANGE` and its forms, `ZRANGESTORE` (its options checked by the parser).
+async fn zrange(cx: &mut Cx<'_>, z: ZRange<'_>) -> Result<(), StoreError> {
+    let ZRange {
+        key,
+        dst,
+        range,
+        rev,
+        limit: (offset, limit),
+        withscores,
+    } = z;
+    let window = window(range, offset, limit);
+    let Some(row) = checks::read(cx, key, kind::ZSET).await? else {
         return Ok(());
     };
-    if store {
+    if let Some(dst) = dst {
         let query = row.and_then(|row| window_query(row.kid, row.len, window, rev, STORED));
-        return store_window(cx, args.get(1), query).await;
+        return store_window(cx, dst, query).await;
     }
     let nested = cx.proto == manifold_redis_proto::Protocol::Resp3;
     let query = row.and_then(|row| window_query(row.kid, row.len, window, rev, READ));
@@ -404,16 +303,8 @@ async fn store_window(
 
 /// `ZREMRANGEBYRANK key start stop`, `ZREMRANGEBYSCORE key min max`, `ZREMRANGEBYLEX key
 /// min max`.
-async fn remove(cx: &mut Cx<'_>, args: Args<'_>, by: Kind) -> Result<(), StoreError> {
-    let (lo, hi) = (args.get(2), args.get(3));
-    let window = match window(by, lo, hi, 0, -1) {
-        Ok(w) => w,
-        Err(e) => {
-            cx.reply().error(e);
-            return Ok(());
-        }
-    };
-    let k = args.get(1);
+pub(super) async fn remove(cx: &mut Cx<'_>, k: &[u8], range: Range<'_>) -> Result<(), StoreError> {
+    let window = window(range, 0, -1);
     let Some(row) = checks::write_or(cx, k, kind::ZSET, Absent::Zero).await? else {
         return Ok(());
     };
