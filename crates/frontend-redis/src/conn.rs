@@ -146,7 +146,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                         }
                     }
                     start += used;
-                    if batched >= crate::exec::RUN_MAX * 2 {
+                    if batched >= crate::store::context::RUN_MAX * 2 {
                         run_batch(session, &batch[..batched], &input, &mut out).await;
                         batched = 0;
                     }

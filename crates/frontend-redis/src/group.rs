@@ -22,7 +22,7 @@ use manifold_redis_proto::Protocol;
 use tokio::sync::Notify;
 
 use crate::cmd::strings::{self, Found};
-use crate::exec::{Cx, RUN_MAX};
+use crate::store::context::{Cx, RUN_MAX};
 use crate::store::Retry;
 use crate::worker::Worker;
 

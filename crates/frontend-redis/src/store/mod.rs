@@ -16,6 +16,7 @@
 //!   key as absent, creation, deletion of a key with its members.
 //! - [`sweeper`]: deletes expired keys and collects `gc`, on one worker.
 
+pub mod context;
 mod error;
 pub mod keys;
 pub mod schema;
