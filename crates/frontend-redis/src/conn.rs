@@ -49,7 +49,7 @@ pub async fn serve<S: Stream>(fe: &RedisFrontend, stream: S, info: &ClientInfo) 
         subs: None,
         proto: Protocol::Resp2,
         quit: false,
-        causal: crate::replicas::Causal::default(),
+        causal: crate::store::replicas::Causal::default(),
         auth_failures: 0,
         login_attempt: None,
     };

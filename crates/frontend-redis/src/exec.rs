@@ -9,7 +9,7 @@
 //!   then. A batch that is one statement (a lone `SET`, a run of them, reads) needs no
 //!   transaction: the statement commits itself.
 //! - A batch without a write command may run on a replica (`redis.read_from =
-//!   "replicas"`, [`crate::replicas`]), once it has applied the client's last write; if it
+//!   "replicas"`, [`crate::store::replicas`]), once it has applied the client's last write; if it
 //!   fails there, it runs again on the primary. Every other batch runs on the primary, and
 //!   what it commits becomes the client's last write.
 //! - A command the server refuses (say, a value over `max_allowed_packet`) gets that error
@@ -26,8 +26,8 @@ use crate::cmd::strings::StringCommand;
 use crate::cmd::typed::DataCommand;
 use crate::cmd::{self, Args, Family, Spec};
 use crate::kill::ClientHandle;
-use crate::replicas::Causal;
 use crate::store::context::{Cx, ReplyOwner, RUN_MAX};
+use crate::store::replicas::Causal;
 use crate::store::{pause_before_retry, Attempts, Decision, StoreError};
 use crate::worker::Worker;
 

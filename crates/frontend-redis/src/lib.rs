@@ -54,7 +54,6 @@ pub mod blocking;
 pub mod exec;
 pub mod group;
 pub mod multi;
-pub mod replicas;
 pub mod worker;
 
 // 5. The session.

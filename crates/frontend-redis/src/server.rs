@@ -15,12 +15,7 @@ use manifold_redis_proto::{Limits, Protocol};
 
 use crate::config::RedisConfig;
 
-/// The backend login a Redis user's commands run as.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackendLogin {
-    pub user: String,
-    pub password: String,
-}
+pub use crate::store::BackendLogin;
 
 /// Checks a user name and password against manifold's users.
 pub trait Credentials: Send + Sync {
