@@ -553,7 +553,7 @@ async fn run_batch(session: &Session<'_>, batch: &[Batched], input: &[u8], out: 
         &cmds,
         out,
         out_limit,
-        &session.info.handle,
+        &*session.info.handle,
     )
     .await;
     let slots = batch.iter().map(|b| b.slot);

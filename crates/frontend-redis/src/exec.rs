@@ -25,8 +25,7 @@ use manifold_redis_proto::{Protocol, Reply};
 use crate::cmd::strings::StringCommand;
 use crate::cmd::typed::DataCommand;
 use crate::cmd::{self, Args, Family, Spec};
-use crate::kill::ClientHandle;
-use crate::store::context::{Cx, ReplyOwner, RUN_MAX};
+use crate::store::context::{Cx, ReplyClient, ReplyOwner, RUN_MAX};
 use crate::store::replicas::Causal;
 use crate::store::{pause_before_retry, Attempts, Decision, StoreError};
 use crate::worker::Worker;
@@ -59,7 +58,7 @@ pub async fn run_batch(
     cmds: &[(&'static Spec, Args<'_>)],
     out: &mut Vec<u8>,
     out_limit: usize,
-    client: &ClientHandle,
+    client: &dyn ReplyClient,
 ) {
     // Only GETs, or only plain SETs: one statement with other connections' (group commit).
     if crate::group::run(worker, login, proto, db, causal, cmds, out, out_limit).await {

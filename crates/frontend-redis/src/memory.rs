@@ -12,13 +12,13 @@
 //!   largest clients are closed first, each logged and counted (`evicted_clients`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the clients' memory is summed.
 pub const TICK: Duration = Duration::from_millis(100);
 
 pub use crate::config::{memtoull, ClassLimit, OutputLimits};
+use crate::kill::Registry;
 
 /// The sum of every client's memory and what the budget did, shared by the workers.
 #[derive(Debug, Default)]
@@ -29,32 +29,29 @@ pub struct ClientMemory {
     pub evicted: AtomicU64,
 }
 
-/// Sums the clients' memory every [`TICK`] and, past `budget` (0: no budget, only the sum),
-/// closes the largest clients until the rest fit. Runs until `stop` is notified.
-pub async fn run_budget(
-    shared: Arc<crate::RedisShared>,
-    budget: u64,
-    stop: std::rc::Rc<manifold_engine::WorkerContext>,
-) {
+/// Runs `sum` (an [`enforce_budget`] over every client) every [`TICK`], until `stop`'s
+/// worker drains.
+pub async fn run_budget(sum: impl Fn(), stop: std::rc::Rc<manifold_engine::WorkerContext>) {
     loop {
         tokio::select! {
             biased;
             () = stop.drain().notified() => return,
             () = tokio::time::sleep(TICK) => {}
         }
-        enforce_budget(&shared, budget);
+        sum();
     }
 }
 
-/// One sum, and the evictions it calls for.
-pub fn enforce_budget(shared: &crate::RedisShared, budget: u64) {
-    let total = shared.registry.memory_total();
-    shared.client_memory.used.store(total, Ordering::Relaxed);
+/// Sums the memory of the clients of `registry` into `memory` and, past `budget` (0: no
+/// budget, only the sum), closes the largest clients until the rest fit.
+pub fn enforce_budget(registry: &Registry, memory: &ClientMemory, budget: u64) {
+    let total = registry.memory_total();
+    memory.used.store(total, Ordering::Relaxed);
     if budget == 0 || total <= budget {
         return;
     }
     // Over the budget: the clients themselves, with what they hold now.
-    let mut clients = shared.registry.memory();
+    let mut clients = registry.memory();
     let mut total: u64 = clients.iter().map(|(m, _)| *m).sum();
     // The largest first, as Redis 7 evicts.
     clients.sort_unstable_by_key(|c| std::cmp::Reverse(c.0));
@@ -75,10 +72,10 @@ pub fn enforce_budget(shared: &crate::RedisShared, budget: u64) {
             "redis client evicted: the clients' memory passed redis.max_memory_clients"
         );
         handle.kill();
-        shared.client_memory.evicted.fetch_add(1, Ordering::Relaxed);
+        memory.evicted.fetch_add(1, Ordering::Relaxed);
         total -= mem;
     }
-    shared.client_memory.used.store(total, Ordering::Relaxed);
+    memory.used.store(total, Ordering::Relaxed);
 }
 
 #[cfg(test)]

@@ -200,9 +200,9 @@ impl RedisFrontend {
         if ctx.id() == 0 {
             // One task sums every worker's clients (`max_memory_clients`).
             let budget = shared.config.max_memory_clients;
+            let all = shared.clone();
             tokio::task::spawn_local(crate::memory::run_budget(
-                shared.clone(),
-                budget,
+                move || crate::memory::enforce_budget(&all.registry, &all.client_memory, budget),
                 ctx.clone(),
             ));
         }
