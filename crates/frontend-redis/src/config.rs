@@ -31,7 +31,7 @@ pub struct RedisConfig {
     pub client_query_buffer_limit: u64,
     /// Redis's `client-output-buffer-limit`, in Redis's syntax: `<class> <hard> <soft>
     /// <soft seconds>` for the classes `normal` and `pubsub` (sizes as Redis writes them:
-    /// `32mb`, `8mb`); a class not named keeps its default ([`crate::memory`]).
+    /// `32mb`, `8mb`); a class not named keeps its default ([`OutputLimits`]).
     pub client_output_buffer_limit: String,
     /// All Redis clients' buffers together (Redis 7's `maxmemory-clients`), in bytes; past
     /// it the largest clients are closed first. 0: no budget.
@@ -167,7 +167,7 @@ impl RedisConfig {
                 self.client_query_buffer_limit
             ));
         }
-        crate::memory::OutputLimits::parse(&self.client_output_buffer_limit)
+        OutputLimits::parse(&self.client_output_buffer_limit)
             .map_err(|e| format!("redis.client_output_buffer_limit: {e}"))?;
         if self.schema.is_empty() || self.schema.len() > 64 {
             return Err(format!(
@@ -193,8 +193,8 @@ impl RedisConfig {
     }
 
     /// The output limits (`client_output_buffer_limit`, checked by [`Self::validate`]).
-    pub fn output_limits(&self) -> crate::memory::OutputLimits {
-        crate::memory::OutputLimits::parse(&self.client_output_buffer_limit).unwrap_or_default()
+    pub fn output_limits(&self) -> OutputLimits {
+        OutputLimits::parse(&self.client_output_buffer_limit).unwrap_or_default()
     }
 
     /// The request limits: Redis's with `proto_max_bulk_len` and `client_query_buffer_limit`,
@@ -211,6 +211,136 @@ impl RedisConfig {
         limits.client_query_buffer_limit = limits.client_query_buffer_limit.max(needed);
         limits
     }
+}
+
+/// One class's limits (`0`: no such limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClassLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_seconds: u64,
+}
+
+impl ClassLimit {
+    /// The hard limit as a buffer length (`usize::MAX`: none).
+    pub fn hard_bytes(&self) -> usize {
+        if self.hard == 0 {
+            usize::MAX
+        } else {
+            usize::try_from(self.hard).unwrap_or(usize::MAX)
+        }
+    }
+
+    /// The soft limit as a buffer length (`None`: none).
+    pub fn soft_bytes(&self) -> Option<usize> {
+        (self.soft > 0).then(|| usize::try_from(self.soft).unwrap_or(usize::MAX))
+    }
+}
+
+/// `client-output-buffer-limit` for the classes the door has (it has no replicas: a
+/// `replica`/`slave` class is accepted and ignored, so that a line from redis.conf works).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputLimits {
+    pub normal: ClassLimit,
+    pub pubsub: ClassLimit,
+    /// What a `replica` class said (kept for `CONFIG GET`).
+    pub replica: ClassLimit,
+}
+
+impl OutputLimits {
+    /// Parses Redis's syntax: `<class> <hard> <soft> <soft seconds>`, repeated; classes not
+    /// named keep the door's defaults. Sizes as Redis's `memtoull`: `1k` = 1000, `1kb` =
+    /// 1024, `m`/`mb`, `g`/`gb`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut limits = Self::default();
+        let words: Vec<&str> = s.split_whitespace().collect();
+        if !words.len().is_multiple_of(4) {
+            return Err(format!(
+                "'{s}': expected <class> <hard limit> <soft limit> <soft seconds>, repeated"
+            ));
+        }
+        for w in words.chunks(4) {
+            let class = match w[0].to_ascii_lowercase().as_str() {
+                "normal" => &mut limits.normal,
+                "pubsub" => &mut limits.pubsub,
+                "replica" | "slave" => &mut limits.replica,
+                other => {
+                    return Err(format!(
+                        "'{other}' is not a class (normal, pubsub, replica)"
+                    ))
+                }
+            };
+            let hard = memtoull(w[1]).ok_or_else(|| format!("'{}' is not a size", w[1]))?;
+            let soft = memtoull(w[2]).ok_or_else(|| format!("'{}' is not a size", w[2]))?;
+            let soft_seconds: u64 = w[3]
+                .parse()
+                .map_err(|_| format!("'{}' is not a number of seconds", w[3]))?;
+            *class = ClassLimit {
+                hard,
+                soft,
+                soft_seconds,
+            };
+        }
+        Ok(limits)
+    }
+
+    /// As `CONFIG GET client-output-buffer-limit` shows it (bytes, Redis's order).
+    pub fn redis_form(&self) -> String {
+        let c =
+            |name: &str, l: &ClassLimit| format!("{name} {} {} {}", l.hard, l.soft, l.soft_seconds);
+        format!(
+            "{} {} {}",
+            c("normal", &self.normal),
+            c("slave", &self.replica),
+            c("pubsub", &self.pubsub)
+        )
+    }
+}
+
+impl Default for OutputLimits {
+    /// Redis's `pubsub 32mb 8mb 60` and `replica 256mb 64mb 60`; `normal` is bounded (Redis:
+    /// `0 0 0`, unlimited) at 256 MiB hard, no soft limit: a reply larger than that is
+    /// refused the way Redis refuses one past a configured limit.
+    fn default() -> Self {
+        Self {
+            normal: ClassLimit {
+                hard: 256 << 20,
+                soft: 0,
+                soft_seconds: 0,
+            },
+            pubsub: ClassLimit {
+                hard: 32 << 20,
+                soft: 8 << 20,
+                soft_seconds: 60,
+            },
+            replica: ClassLimit {
+                hard: 256 << 20,
+                soft: 64 << 20,
+                soft_seconds: 60,
+            },
+        }
+    }
+}
+
+/// Redis's `memtoull`: a number with an optional unit, `b`, `k` (1000), `kb` (1024), `m`,
+/// `mb`, `g`, `gb`, any case.
+pub fn memtoull(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (num, unit) = lower.split_at(split);
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
 }
 
 #[cfg(test)]

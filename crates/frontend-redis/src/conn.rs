@@ -49,7 +49,7 @@ pub async fn serve<S: Stream>(fe: &RedisFrontend, stream: S, info: &ClientInfo) 
         subs: None,
         proto: Protocol::Resp2,
         quit: false,
-        causal: crate::replicas::Causal::default(),
+        causal: crate::store::replicas::Causal::default(),
         auth_failures: 0,
         login_attempt: None,
     };
@@ -146,7 +146,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                         }
                     }
                     start += used;
-                    if batched >= crate::exec::RUN_MAX * 2 {
+                    if batched >= crate::store::context::RUN_MAX * 2 {
                         run_batch(session, &batch[..batched], &input, &mut out).await;
                         batched = 0;
                     }
@@ -553,7 +553,7 @@ async fn run_batch(session: &Session<'_>, batch: &[Batched], input: &[u8], out: 
         &cmds,
         out,
         out_limit,
-        &session.info.handle,
+        &*session.info.handle,
     )
     .await;
     let slots = batch.iter().map(|b| b.slot);

@@ -22,7 +22,7 @@ use manifold_redis_proto::Protocol;
 use tokio::sync::Notify;
 
 use crate::cmd::strings::{self, Found};
-use crate::exec::{Cx, RUN_MAX};
+use crate::store::context::{Cx, RUN_MAX};
 use crate::store::Retry;
 use crate::worker::Worker;
 
@@ -53,7 +53,7 @@ pub struct Group {
     items: RefCell<Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>>,
     /// The members' sessions: a `SET` group's commit is each one's last write; a `GET`
     /// group reads where every one's last write is applied.
-    sessions: RefCell<Vec<crate::replicas::Causal>>,
+    sessions: RefCell<Vec<crate::store::replicas::Causal>>,
     /// No more members (the group's task took it).
     closed: Cell<bool>,
     outcome: RefCell<Option<Outcome>>,
@@ -96,7 +96,7 @@ pub async fn run(
     login: &Rc<ConnKey>,
     proto: Protocol,
     db: u8,
-    causal: &crate::replicas::Causal,
+    causal: &crate::store::replicas::Causal,
     cmds: &[(&'static crate::cmd::Spec, crate::cmd::Args<'_>)],
     out: &mut Vec<u8>,
     out_limit: usize,

@@ -98,6 +98,22 @@ impl ClientHandle {
     }
 }
 
+/// A batch's replies publish what they hold on their client's handle, and stop once it is
+/// killed ([`crate::store::context::ReplyOwner`]).
+impl crate::store::context::ReplyClient for ClientHandle {
+    fn memory(&self) -> u64 {
+        ClientHandle::memory(self)
+    }
+
+    fn note_memory(&self, bytes: u64) {
+        ClientHandle::note_memory(self, bytes);
+    }
+
+    fn is_killed(&self) -> bool {
+        ClientHandle::is_killed(self)
+    }
+}
+
 /// Every connected client of the door, by id.
 #[derive(Debug, Default)]
 pub struct Registry {

@@ -2,28 +2,33 @@
 //! manifold's Redis door: clients speaking RESP2/RESP3 on their own port, served on the
 //! engine's workers next to the MySQL front, their keys in InnoDB tables.
 //!
-//! The crate in floors, bottom to top; a floor uses the ones below it (and the session's
-//! state, which every command is applied to).
+//! The crate in floors, bottom to top; a floor names only the ones below it (and the
+//! session's state, which every command is applied to), which the `floors` test checks in
+//! the sources.
 //!
 //! 1. Commands, typed:
 //!    - [`errors`]: the error texts, as Redis 7.0 writes them.
-//!    - [`config`]: the `[redis]` section (`listen`, limits).
+//!    - [`config`]: the `[redis]` section (`listen`, limits, the output buffer limits).
 //!    - [`cmd`]: a request turned once into a typed [`cmd::Command`] (or a [`cmd::Reject`])
 //!      by [`cmd::table`], the one table of every command (name, arity, flags, key
 //!      positions, family, metrics slot); [`cmd::Args`], a request's arguments in place.
 //! 2. Store:
-//!    - [`store`]: SQL state only: the tables, key rows, expiry and its sweeper, statements in
-//!      a [`store::Tx`], and [`store::StoreError`], which carries what a batch it stopped may
-//!      do next ([`store::Retry`], acted on by [`store::Attempts`]).
+//!    - [`store`]: SQL state and the transaction context only: the tables, key rows, expiry
+//!      and its sweeper, statements in a [`store::Tx`] (which reports what is not SQL to
+//!      its worker through [`store::TxHost`]), reads on replicas after the client's own
+//!      writes ([`store::replicas`]), the backend login ([`store::BackendLogin`]),
+//!      [`store::context::Cx`], what a data command runs with (the batch's transaction and
+//!      its reply, bounded by the client's output limit), and [`store::StoreError`], which
+//!      carries what a batch it stopped may do next ([`store::Retry`], acted on by
+//!      [`store::Attempts`]).
 //!    - [`metrics`]: the door's figures (counters, histograms, snapshots), per worker.
 //! 3. Data families: [`cmd`]'s `strings`, `keys`, `expiry`, `hashes`, `lists`, `sets`,
-//!    `zsets` (and `rename`, `scan`...), each run on a batch's transaction.
+//!    `zsets` (and `rename`, `scan`...), each applied on a batch's [`store::context::Cx`].
 //! 4. Running them:
 //!    - [`exec`]: a connection's batch of data commands as one SQL transaction.
 //!    - [`group`]: GET-only or SET-only batches of several connections as one statement.
 //!    - [`multi`]: `MULTI`/`EXEC`/`WATCH`, a transaction as one SQL transaction.
 //!    - [`blocking`]: `BLPOP`... waiting to be woken by pushes.
-//!    - [`replicas`]: read-only batches on replicas, after the client's own writes.
 //!    - [`worker`]: one worker's state: its [`store::Store`], its open groups, its figures and
 //!      its hold on the blocked clients; it begins the batches' transactions.
 //! 5. The session:
@@ -39,6 +44,10 @@
 //!      protocol error ends that connection alone.
 //!    - [`server`]: what the workers share ([`RedisShared`]) and each worker's handler
 //!      ([`RedisFrontend`]), which lists its own clients.
+//!
+//! Still upward: the session holds its worker's handler ([`RedisFrontend`]) and its
+//! `CLIENT LIST` line ([`server::ClientInfo`]), and a blocked client waits on its handler's
+//! worker.
 
 // 1. Commands, typed.
 pub mod cmd;
@@ -54,7 +63,6 @@ pub mod blocking;
 pub mod exec;
 pub mod group;
 pub mod multi;
-pub mod replicas;
 pub mod worker;
 
 // 5. The session.
@@ -66,6 +74,9 @@ pub mod session;
 // 6. Connections.
 pub mod conn;
 pub mod server;
+
+#[cfg(test)]
+mod floors;
 
 pub use config::RedisConfig;
 pub use server::{Account, BackendLogin, Credentials, RedisFrontend, RedisShared, RedisTlsDoor};

@@ -26,8 +26,9 @@ use manifold_redis_proto::{Limits, Reply, Request};
 
 use crate::cmd::{reject_reply, Args, Command, Entry, Kind, Parsed, Reject, Spec};
 use crate::errors;
-use crate::exec::{self, Cx};
+use crate::exec;
 use crate::session::{self, Session};
+use crate::store::context::Cx;
 use crate::store::{pause_before_retry, Attempts, Decision, StoreError};
 
 /// Commands queued since `MULTI`.
@@ -293,7 +294,9 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                 .normal
                 .hard_bytes()
                 .saturating_sub(out.len()),
-            client: Some(crate::exec::ReplyOwner::new(&session.info.handle)),
+            client: Some(crate::store::context::ReplyOwner::new(
+                &*session.info.handle,
+            )),
         };
         // A key WATCH saw absent must stay absent until the commit: its check locks the gap
         // (in read committed another EXEC could create it between this one's check and its

@@ -15,12 +15,7 @@ use manifold_redis_proto::{Limits, Protocol};
 
 use crate::config::RedisConfig;
 
-/// The backend login a Redis user's commands run as.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackendLogin {
-    pub user: String,
-    pub password: String,
-}
+pub use crate::store::BackendLogin;
 
 /// Checks a user name and password against manifold's users.
 pub trait Credentials: Send + Sync {
@@ -205,9 +200,9 @@ impl RedisFrontend {
         if ctx.id() == 0 {
             // One task sums every worker's clients (`max_memory_clients`).
             let budget = shared.config.max_memory_clients;
+            let all = shared.clone();
             tokio::task::spawn_local(crate::memory::run_budget(
-                shared.clone(),
-                budget,
+                move || crate::memory::enforce_budget(&all.registry, &all.client_memory, budget),
                 ctx.clone(),
             ));
         }

@@ -14,7 +14,7 @@ use manifold_backend::ConnKey;
 use crate::blocking::Waiters;
 use crate::group::Groups;
 use crate::metrics::WorkerMetrics;
-use crate::store::{Store, Tx};
+use crate::store::{Store, Tx, TxHost};
 
 /// One worker's door state, owned by its [`crate::RedisFrontend`] (shared with the expiry
 /// sweeper on worker 0 and with the tasks of its groups).
@@ -53,5 +53,25 @@ impl Worker {
     /// its statements run in one transaction committed by [`Tx::commit`].
     pub fn begin<'s>(&'s self, key: &'s ConnKey, write: bool) -> Tx<'s> {
         Tx::new(self, key, write)
+    }
+}
+
+/// A batch's transaction records its statements' time in the worker's figures and wakes
+/// the clients blocked on the lists it pushed to.
+impl TxHost for Worker {
+    fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn metrics(&self) -> &WorkerMetrics {
+        &self.metrics
+    }
+
+    fn pushes_wanted(&self) -> bool {
+        self.waiters.active()
+    }
+
+    fn pushed(&self, db: u8, key: &[u8]) {
+        self.waiters.wake(db, key);
     }
 }

@@ -2,7 +2,7 @@
 //! then hands back `None`, so that a command ends with `let Some(..) = .. else { return }`.
 
 use crate::errors;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::{KeyRow, WrongType};
 use crate::store::StoreError;
 

@@ -17,7 +17,7 @@ use manifold_backend::Param;
 use super::data::{Family, Spec};
 use super::typed::{integer, DataCommand, Parse, ParseError};
 use super::Args;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::StoreError;
 
 const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec {

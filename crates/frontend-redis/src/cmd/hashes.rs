@@ -2,7 +2,7 @@
 //! `redis_hash (kid, fh = SHA-256(field), field, v)` under its key's `kid`.
 //!
 //! SQL (every field found by its hash; IN lists and multi-row inserts padded to a power of
-//! two, at most [`crate::exec::RUN_MAX`] a statement, by repeating the last element):
+//! two, at most [`crate::store::context::RUN_MAX`] a statement, by repeating the last element):
 //! - writes lock the key row first ([`crate::store::Tx::collection`]), then
 //!   `HSET`/`HMSET`: `SELECT fh ... WHERE kid = ? AND fh IN (...) FOR UPDATE` (which fields
 //!   are new; skipped for a new key), then `INSERT ... VALUES (...), ... ON DUPLICATE KEY
@@ -12,7 +12,7 @@
 //!   hash deleted). The key's TTL stays.
 //! - `HGET`, `HEXISTS`, `HSTRLEN`: one `SELECT` of the key row `LEFT JOIN` the field;
 //!   `HMGET`: the key row, then `fh IN (...)`; `HGETALL`/`HKEYS`/`HVALS`: the key row, then
-//!   every field `ORDER BY fh`, written as read ([`crate::exec::Cx::stream_reply`]); `HLEN`: the key row's `len`.
+//!   every field `ORDER BY fh`, written as read ([`crate::store::context::Cx::stream_reply`]); `HLEN`: the key row's `len`.
 //! - `HRANDFIELD`: one field at a random `OFFSET`; with a positive count, the whole hash
 //!   when the count covers it, else `ORDER BY RAND() LIMIT n`, written as read; with a
 //!   negative count, the draws are positions, their distinct ones fetched as a uniform
@@ -40,7 +40,7 @@ use super::scan;
 use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
-use crate::exec::{Cx, RUN_MAX};
+use crate::store::context::{Cx, RUN_MAX};
 use crate::store::keys::{hash, kind, KeyRow};
 use crate::store::{int, take_bytes, StoreError};
 

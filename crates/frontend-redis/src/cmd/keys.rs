@@ -26,7 +26,7 @@ use manifold_redis_proto::Reply;
 
 use super::glob::Glob;
 use super::scan::{cursor_bound, page_len, split_page, start_reply, ScanOptions};
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::type_name;
 use crate::store::{int, take_bytes, StoreError};
 

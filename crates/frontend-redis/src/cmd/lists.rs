@@ -24,8 +24,10 @@ mod edit;
 mod parse;
 #[cfg(test)]
 mod tests;
+mod timeout;
 
 pub use parse::{BlockingPop, ListCommand, MPop, Waited, COMMANDS};
+pub use timeout::{timeout, timeout_error, BadTimeout};
 
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
@@ -35,7 +37,7 @@ use super::data::Spec;
 use super::sqltext::{statement, tuples};
 use super::typed::DataCommand;
 use super::Args;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::{kind, KeyRow};
 use crate::store::{take_bytes, StoreError};
 

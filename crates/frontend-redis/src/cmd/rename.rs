@@ -12,7 +12,7 @@
 
 use manifold_backend::Param;
 
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::{hash, kind};
 use crate::store::StoreError;
 

@@ -21,7 +21,7 @@ use super::glob::Glob;
 use super::typed::ParseError;
 use super::{parse_i64, Args};
 use crate::errors;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::{bytes, StoreError};
 
 /// A `*SCAN` cursor `strtoul` refuses (`src/db.c`).

@@ -7,7 +7,7 @@
 //!   membership probes, whole loads), each batched by up to [`CHUNK`] members padded to a
 //!   power of two (by repeating the chunk's shortest member), so statement shapes are few.
 //! - [`algebra`]: `SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, their `STORE` forms, `SINTERCARD`,
-//!   each one statement in the server ([`one_statement`]) over up to [`crate::exec::RUN_MAX`] sets.
+//!   each one statement in the server ([`one_statement`]) over up to [`crate::store::context::RUN_MAX`] sets.
 //! - [`random`]: `SPOP`, `SRANDMEMBER`.
 //! - [`scan`]: `SSCAN`, paged as every `*SCAN` is.
 //!
@@ -39,7 +39,7 @@ use super::checks::{self, Absent};
 use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::Args;
 use crate::errors;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::{hash, kind};
 use crate::store::{take_bytes, StoreError};
 

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use manifold_backend::Param;
 
-use crate::exec::RUN_MAX;
+use crate::store::context::RUN_MAX;
 
 /// `n` rounded up to a power of two (1 for 0).
 pub fn padded(n: usize) -> usize {

@@ -11,7 +11,7 @@
 //! - [`numeric`]: `INCR`, `DECR`, `INCRBY`, `DECRBY`, `INCRBYFLOAT`.
 //! - [`ranges`]: `APPEND`, `STRLEN`, `GETRANGE`/`SUBSTR`, `SETRANGE`.
 //!
-//! Known differences from redis-server: a `MGET` of more than [`crate::exec::RUN_MAX`] keys
+//! Known differences from redis-server: a `MGET` of more than [`crate::store::context::RUN_MAX`] keys
 //! alone in its batch reads them with several statements, not one snapshot.
 
 mod numeric;
@@ -25,7 +25,7 @@ use manifold_backend::Param;
 use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
-use crate::exec::{Cx, RUN_MAX};
+use crate::store::context::{Cx, RUN_MAX};
 use crate::store::keys::{hash, kind};
 use crate::store::{int, take_bytes, StoreError};
 
@@ -83,7 +83,7 @@ pub enum Found {
     WrongType,
 }
 
-/// Reads the strings `keys` (at most [`crate::exec::RUN_MAX`]) with one statement, in order.
+/// Reads the strings `keys` (at most [`crate::store::context::RUN_MAX`]) with one statement, in order.
 pub async fn fetch(cx: &mut Cx<'_>, keys: &[&[u8]]) -> Result<Vec<Found>, StoreError> {
     let n = padded(keys.len());
     let hashes: Vec<[u8; 32]> = keys.iter().map(|k| hash(k)).collect();
@@ -138,7 +138,7 @@ pub async fn write_values(
     order.sort_unstable_by(|&a, &b| hashes[a].cmp(&hashes[b]).then(b.cmp(&a)));
     order.dedup_by(|later, kept| hashes[*later] == hashes[*kept]);
     // Statements of at most RUN_MAX rows, in that order (a longer run too).
-    for chunk in order.chunks(crate::exec::RUN_MAX) {
+    for chunk in order.chunks(crate::store::context::RUN_MAX) {
         let n = padded(chunk.len());
         let mut params = Vec::with_capacity(n * 5);
         for i in 0..n {

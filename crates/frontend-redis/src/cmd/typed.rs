@@ -20,7 +20,7 @@ use super::strings::StringCommand;
 use super::zsets::ZSetCommand;
 use super::Args;
 use crate::errors;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::StoreError;
 
 /// A command's parser: its arguments (arity checked by the command table) to a typed

@@ -39,7 +39,7 @@ use super::checks::{self, Absent};
 use super::scan;
 use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::Args;
-use crate::exec::{Cx, RUN_MAX};
+use crate::store::context::{Cx, RUN_MAX};
 use crate::store::keys::{hash, kind};
 use crate::store::{double, int, take_bytes, StoreError};
 

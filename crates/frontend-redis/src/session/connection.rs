@@ -149,7 +149,7 @@ fn authenticate(session: &mut Session<'_>, user: Option<&[u8]>, pass: &[u8]) -> 
     logged_in(session, u, &login)
 }
 
-fn logged_in(session: &mut Session<'_>, user: &[u8], login: &crate::server::BackendLogin) -> Auth {
+fn logged_in(session: &mut Session<'_>, user: &[u8], login: &crate::store::BackendLogin) -> Auth {
     session.authenticated = true;
     session.login = Some(std::rc::Rc::new(crate::store::conn_key(login)));
     *session.info.user.borrow_mut() = Some(user.to_vec());

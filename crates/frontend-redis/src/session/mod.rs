@@ -38,7 +38,7 @@ pub struct Session<'s> {
     /// Set by `QUIT`: close once the replies are written.
     pub quit: bool,
     /// The client's last write, which its reads on replicas must see.
-    pub causal: crate::replicas::Causal,
+    pub causal: crate::store::replicas::Causal,
     /// `AUTH` / `HELLO ... AUTH` refused on this connection: it closes at
     /// [`connection::MAX_AUTH_FAILURES`].
     pub auth_failures: u8,

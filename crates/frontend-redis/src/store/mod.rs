@@ -2,7 +2,8 @@
 //! worker's backend pool to the primary, with parameterised SQL only.
 //!
 //! SQL state and the transaction context only: what a worker keeps that is not SQL (its
-//! groups, figures, blocked clients) is on its [`crate::worker::Worker`].
+//! groups, figures, blocked clients) is on its [`crate::worker::Worker`], which a
+//! transaction reports to through [`TxHost`].
 //!
 //! - [`Store`]: one per worker: which pool is the primary's now, the statements prepared
 //!   for the door (each SQL text gets an id once per worker; a connection prepares it the
@@ -16,8 +17,10 @@
 //!   key as absent, creation, deletion of a key with its members.
 //! - [`sweeper`]: deletes expired keys and collects `gc`, on one worker.
 
+pub mod context;
 mod error;
 pub mod keys;
+pub mod replicas;
 pub mod schema;
 pub mod sweeper;
 
@@ -36,8 +39,8 @@ use manifold_backend::{BackendConn, ConnKey, Executed, Lease, Param, Pool};
 use manifold_mysql_proto::packets::{ErrPacket, Value};
 use manifold_router::{NodeId, Topology};
 
-use crate::replicas::Causal;
-use crate::worker::Worker;
+use crate::metrics::WorkerMetrics;
+use replicas::Causal;
 
 /// This worker's way to the nodes of the cluster that keeps the door's keys.
 pub trait Backends {
@@ -144,11 +147,35 @@ impl Store {
     }
 }
 
+/// The backend login a Redis user's commands run as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendLogin {
+    pub user: String,
+    pub password: String,
+}
+
+/// What a batch's transaction runs on and reports to besides SQL: the worker that began it
+/// ([`crate::worker::Worker`] is it). Through it a transaction records its statements' time
+/// in the worker's figures, and has the clients blocked on the lists it pushed to woken
+/// once it committed.
+pub trait TxHost {
+    /// The worker's store.
+    fn store(&self) -> &Store;
+    /// The worker's figures.
+    fn metrics(&self) -> &WorkerMetrics;
+    /// Some client is blocked on some list: pushes are worth noting (nothing is kept
+    /// otherwise).
+    fn pushes_wanted(&self) -> bool;
+    /// The list `key` of `db` got elements in a transaction that committed: the clients
+    /// blocked on it are woken.
+    fn pushed(&self, db: u8, key: &[u8]);
+}
+
 /// The key of the door's backend connections for `login`: binary character set (values
 /// are bytes), no client capabilities of its own, and manifold's own, so TLS whenever the
 /// backend offers it under `backend.tls.mode = as_client` (commands of TLS and plain Redis
 /// clients share the door's connections).
-pub fn conn_key(login: &crate::server::BackendLogin) -> ConnKey {
+pub fn conn_key(login: &BackendLogin) -> ConnKey {
     /// `binary`.
     const BINARY: u8 = 63;
     ConnKey::own(&login.user, &login.password, BINARY)
@@ -165,7 +192,7 @@ pub fn now_ms() -> i64 {
 pub struct Tx<'s> {
     store: &'s Store,
     /// Where its statements' time and its pushes are reported (not SQL state).
-    worker: &'s Worker,
+    host: &'s dyn TxHost,
     key: &'s ConnKey,
     lease: Option<Lease>,
     write: bool,
@@ -187,12 +214,12 @@ pub struct Tx<'s> {
 }
 
 impl<'s> Tx<'s> {
-    /// A transaction for one batch on `worker`, as `key`'s backend login; `write`: the batch
+    /// A transaction for one batch on `host`'s store, as `key`'s backend login; `write`: the batch
     /// writes, so its statements run in one transaction committed by [`Tx::commit`].
-    pub(crate) fn new(worker: &'s Worker, key: &'s ConnKey, write: bool) -> Self {
+    pub fn new(host: &'s dyn TxHost, key: &'s ConnKey, write: bool) -> Self {
         Tx {
-            store: &worker.store,
-            worker,
+            store: host.store(),
+            host,
             key,
             lease: None,
             write,
@@ -241,10 +268,9 @@ impl Tx<'_> {
         if self.writers.is_empty() || session_state.is_empty() {
             return;
         }
-        if let Some(g) = crate::replicas::committed_gtid(session_state) {
+        if let Some(g) = replicas::committed_gtid(session_state) {
             for w in &self.writers {
-                w.borrow_mut()
-                    .note_write(g, crate::replicas::CLUSTER, self.node);
+                w.borrow_mut().note_write(g, replicas::CLUSTER, self.node);
             }
         }
     }
@@ -252,7 +278,7 @@ impl Tx<'_> {
     /// Elements were pushed on the list `key`: clients blocked on it are woken once this
     /// transaction commits (nothing is kept while no client is blocked anywhere).
     pub fn note_push(&mut self, db: u8, key: &[u8]) {
-        if self.worker.waiters.active() {
+        if self.host.pushes_wanted() {
             self.pushed.push((db, key.to_vec()));
         }
     }
@@ -262,7 +288,7 @@ impl Tx<'_> {
             if let Some(sessions) = self.readers.take() {
                 if self.store.shared.ready.load(Ordering::Acquire) {
                     if let Some((lease, node)) =
-                        crate::replicas::acquire(self.store, self.key, &sessions).await
+                        replicas::acquire(self.store, self.key, &sessions).await
                     {
                         self.node = node;
                         self.on_replica = true;
@@ -350,7 +376,7 @@ impl Tx<'_> {
         }
         let from = crate::metrics::now(); // metrics: time in backend statements
         let executed = conn.execute_each(id, &text, params, keep, on_row).await;
-        self.worker.metrics.record(crate::metrics::Stage::Sql, from);
+        self.host.metrics().record(crate::metrics::Stage::Sql, from);
         match executed? {
             Ok(done) => {
                 self.note(&done.session_state);
@@ -382,7 +408,7 @@ impl Tx<'_> {
         if self.write {
             let from = crate::metrics::now(); // metrics: time in backend statements
             let committed = lease.conn().run_ok(b"COMMIT").await;
-            self.worker.metrics.record(crate::metrics::Stage::Sql, from);
+            self.host.metrics().record(crate::metrics::Stage::Sql, from);
             match committed {
                 Ok(Ok(ok)) => self.note(&ok.session_state),
                 // The pool resets the connection (which rolls back) before lending it again.
@@ -392,7 +418,7 @@ impl Tx<'_> {
         }
         lease.mark_clean();
         for (db, key) in &self.pushed {
-            self.worker.waiters.wake(*db, key);
+            self.host.pushed(*db, key);
         }
         Ok(())
     }

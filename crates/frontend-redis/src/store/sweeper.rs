@@ -33,9 +33,8 @@ use manifold_engine::{Drain, WorkerContext};
 use manifold_mysql_proto::packets::Value;
 
 use super::keys::kind;
-use super::{int, Store, StoreError, Tx};
+use super::{int, Store, StoreError, Tx, TxHost};
 use crate::metrics::Counter;
-use crate::worker::Worker;
 
 /// How often the sweeper wakes.
 pub const TICK: Duration = Duration::from_millis(100);
@@ -85,14 +84,14 @@ impl Store {
 }
 
 /// Starts the sweeper on `ctx`'s worker if it is worker 0 (call from within its `LocalSet`).
-pub fn spawn(worker: &Rc<Worker>, ctx: &Rc<WorkerContext>) {
+pub fn spawn<W: TxHost + 'static>(worker: &Rc<W>, ctx: &Rc<WorkerContext>) {
     if ctx.id() == 0 {
         tokio::task::spawn_local(run(worker.clone(), ctx.clone()));
     }
 }
 
 /// Sweeps every [`TICK`] until the worker drains.
-pub async fn run(worker: Rc<Worker>, ctx: Rc<WorkerContext>) {
+pub async fn run<W: TxHost>(worker: Rc<W>, ctx: Rc<WorkerContext>) {
     let mut wait = TICK;
     let mut failing = false;
     loop {
@@ -101,16 +100,16 @@ pub async fn run(worker: Rc<Worker>, ctx: Rc<WorkerContext>) {
             () = ctx.drain().notified() => return,
             () = tokio::time::sleep(wait) => {}
         }
-        let Some(login) = worker.store.sweep_login() else {
+        let Some(login) = worker.store().sweep_login() else {
             continue;
         };
-        match tick(&worker, login, ctx.drain()).await {
+        match tick(&*worker, login, ctx.drain()).await {
             Ok(()) => {
                 wait = TICK;
                 failing = false;
             }
             Err(e) => {
-                add(&worker.metrics.sweep.errors, 1);
+                add(&worker.metrics().sweep.errors, 1);
                 wait = (wait * 2).min(MAX_BACKOFF);
                 let error = String::from_utf8_lossy(&e.reply_text()).into_owned();
                 let retry_ms = wait.as_millis() as u64;
@@ -132,21 +131,21 @@ pub async fn run(worker: Rc<Worker>, ctx: Rc<WorkerContext>) {
 }
 
 /// One tick: expired keys, batch after full batch, then `gc`, within the statement budget.
-pub async fn tick(worker: &Worker, login: &ConnKey, drain: &Drain) -> Result<(), StoreError> {
+pub async fn tick(worker: &dyn TxHost, login: &ConnKey, drain: &Drain) -> Result<(), StoreError> {
     let mut budget = STATEMENTS_PER_TICK;
-    let mut tx = worker.begin(login, false);
+    let mut tx = Tx::new(worker, login, false);
     while budget > 0 && !drain.is_draining() {
         if !expired_batch(worker, login, &mut tx, &mut budget, drain).await? {
             break;
         }
     }
     while budget > 0 && !drain.is_draining() {
-        if !orphans_batch(&mut tx, &worker.metrics.sweep, &mut budget, drain).await? {
+        if !orphans_batch(&mut tx, &worker.metrics().sweep, &mut budget, drain).await? {
             break;
         }
     }
     while budget > 0 && !drain.is_draining() {
-        if !gc_batch(&mut tx, &worker.metrics.sweep, &mut budget, drain).await? {
+        if !gc_batch(&mut tx, &worker.metrics().sweep, &mut budget, drain).await? {
             break;
         }
     }
@@ -191,13 +190,13 @@ impl Candidate {
 /// TTL), and its members are handed to `redis_gc` in the same transaction. They belong to
 /// nobody from then on, and [`orphans_batch`] deletes them in chunks.
 async fn expired_batch(
-    worker: &Worker,
+    worker: &dyn TxHost,
     login: &ConnKey,
     tx: &mut Tx<'_>,
     budget: &mut usize,
     drain: &Drain,
 ) -> Result<bool, StoreError> {
-    let stats = &worker.metrics.sweep;
+    let stats = &worker.metrics().sweep;
     *budget = budget.saturating_sub(1);
     let mut rows = tx.rows(EXPIRED, &[Param::Int(super::now_ms())]).await?;
     if rows.is_empty() {
@@ -213,7 +212,7 @@ async fn expired_batch(
             return Ok(false);
         }
         *budget -= 4;
-        let mut claim = worker.begin(login, true);
+        let mut claim = Tx::new(worker, login, true);
         let key = [
             Param::UInt(u64::from(c.db)),
             Param::Bytes(&c.kh),

@@ -8,7 +8,7 @@ use super::{first_bytes, insert, llen, set_bounds};
 use crate::cmd::checks::Absent;
 use crate::cmd::{checks, parse_i64, Args};
 use crate::errors;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::{kind, KeyRow};
 use crate::store::{int, StoreError};
 

@@ -365,10 +365,8 @@ fn blocking<'a>(
     name: &'static str,
     pop: impl FnOnce(Args<'a>) -> Result<BlockingPop<'a>, ParseError>,
 ) -> Result<DataCommand<'a>, ParseError> {
-    if crate::blocking::timeout(&args, name).is_err() {
-        return Err(ParseError::Text(crate::blocking::timeout_error(
-            &args, name,
-        )));
+    if super::timeout(&args, name).is_err() {
+        return Err(ParseError::Text(super::timeout_error(&args, name)));
     }
     let waited = match name {
         "brpoplpush" | "blmove" => Waited::Null,

@@ -1,6 +1,6 @@
 //! `SMEMBERS`, `SINTER`, `SUNION`, `SDIFF`, `SINTERSTORE`, `SUNIONSTORE`, `SDIFFSTORE`,
 //! `SINTERCARD`: every key is looked up first (a missing one is an empty set, any other
-//! type `WRONGTYPE`, as Redis checks them all); then, over up to [`crate::exec::RUN_MAX`]
+//! type `WRONGTYPE`, as Redis checks them all); then, over up to [`crate::store::context::RUN_MAX`]
 //! sets, one statement computes the result in the server ([`one_statement`]: a reply written
 //! as read, a `STORE` form's `INSERT ... SELECT`, `SINTERCARD`'s `COUNT(*)`), so no set is
 //! held here. Over more sets, members are loaded and combined here:
@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashSet};
 use super::one_statement;
 use super::{insert_members, load_hashes, load_members, present, Mh, CHUNK};
 use crate::cmd::{checks, Args};
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::{kind, KeyRow, WrongType};
 use crate::store::StoreError;
 

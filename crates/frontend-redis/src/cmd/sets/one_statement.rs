@@ -18,7 +18,7 @@ use manifold_redis_proto::Reply;
 
 use super::algebra::Op;
 use crate::cmd::sqltext::{marks, padded, statement};
-use crate::exec::{Cx, RUN_MAX};
+use crate::store::context::{Cx, RUN_MAX};
 use crate::store::keys::{hash, kind, KeyRow};
 use crate::store::{int, StoreError};
 

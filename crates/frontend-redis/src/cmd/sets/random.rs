@@ -20,7 +20,7 @@ use manifold_redis_proto::Reply;
 use super::{delete_members, member_row, Mh};
 use crate::cmd::checks;
 use crate::cmd::rng::Rng;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::{kind, KeyRow};
 use crate::store::{take_bytes, StoreError};
 

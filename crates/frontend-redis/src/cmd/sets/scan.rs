@@ -3,7 +3,7 @@
 
 use super::member_row;
 use crate::cmd::scan;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::kind;
 use crate::store::StoreError;
 

@@ -4,7 +4,7 @@
 use super::{parse_i64, store_value};
 use crate::cmd::longdouble::{self, Ld, Parsed};
 use crate::errors;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::kind;
 use crate::store::StoreError;
 

@@ -4,7 +4,7 @@ use manifold_backend::Param;
 
 use super::{insert_value, store_value};
 use crate::errors;
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::{hash, kind};
 use crate::store::{int, StoreError};
 

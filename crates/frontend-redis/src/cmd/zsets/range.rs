@@ -2,7 +2,7 @@
 //! `WITHSCORES`) and its older forms, `ZRANGESTORE`, `ZCOUNT`, `ZLEXCOUNT`,
 //! `ZREMRANGEBYRANK`/`SCORE`/`LEX`. Every range is one SQL condition on `sk` (scores) or on
 //! `member` (lex), read in `ORDER BY sk, member` (reversed for `REV`) with `LIMIT ?, ?`:
-//! written as its rows are read ([`crate::exec::Cx::stream_reply`]), or copied by the server
+//! written as its rows are read ([`crate::store::context::Cx::stream_reply`]), or copied by the server
 //! for `ZRANGESTORE` (`INSERT ... SELECT`).
 
 use manifold_backend::Param;
@@ -11,7 +11,7 @@ use manifold_redis_proto::Reply;
 use super::parse::{Range, ZRange};
 use super::{delete_hashes, member_row, score};
 use crate::cmd::checks::{self, Absent};
-use crate::exec::Cx;
+use crate::store::context::Cx;
 use crate::store::keys::{hash, kind};
 use crate::store::{take_bytes, StoreError};
 

@@ -25,7 +25,7 @@ use manifold_backend::{ConnKey, Lease, Param, ServerFlavor};
 use manifold_router::causal::{CausalState, Needs};
 use manifold_router::{Gtid, NodeId};
 
-use crate::store::Store;
+use super::Store;
 
 /// One session's causal state, shared with the transactions and groups it runs in.
 pub type Causal = Rc<RefCell<CausalState>>;
@@ -143,7 +143,7 @@ pub(crate) async fn acquire(
             done.rows
                 .first()
                 .and_then(|r| r.first())
-                .and_then(crate::store::int)
+                .and_then(super::int)
                 == Some(0)
         }
         Ok(Err(e)) => {
