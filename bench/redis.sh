@@ -15,7 +15,10 @@
 #   SIZES="128 4096"  value sizes in bytes (-d)
 #   PIPELINES="1 32"  redis-benchmark -P; manifold-sql runs only at 1 (SQL clients do not
 #                     pipeline)
-#   TESTS="set get"   in this order within a round, so the GETs read what the SETs wrote
+#   TESTS="set get"   in this order within a round, so the GETs read what the SETs wrote;
+#                     also: incr (INCR of a counter per key), evalsha (EVALSHA of a script
+#                     doing a GET and an INCR: compare its cost with get's plus incr's),
+#                     xadd (XADD of one field to a stream per key); not on manifold-sql
 #   KEYS=100000       key space (-r); before the runs of a size, every key is written on
 #                     every target with a value of that size, so every GET hits
 #   TARGETS="redis redis-aof manifold manifold-sql"
@@ -81,7 +84,7 @@ for t in $TARGETS; do
     case $t in redis | redis-aof | manifold | manifold-sql | manifold-fixed) ;; *) die "unknown target $t (redis, redis-aof, manifold, manifold-sql, manifold-fixed)" ;; esac
 done
 for t in $TESTS; do
-    case $t in set | get) ;; *) die "unknown test $t (set, get)" ;; esac
+    case $t in set | get | incr | evalsha | xadd) ;; *) die "unknown test $t (set, get, incr, evalsha, xadd)" ;; esac
 done
 [ -n "$PERF" ] && need_tools "apt-get install -y linux-perf" perf
 wanted() { case " $TARGETS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -208,6 +211,19 @@ CSV="$OUT/raw.csv"
 echo "size,round,test,pipeline,target,requests,rps,avg_ms,p99_ms,errors,server_cpu_s,mariadb_cpu_s,server_us_per_req,mariadb_us_per_req,client_us_per_req,other_cpu_s,db_stmts_per_req,db_commits,db_group_commits,db_fsyncs,exit" >"$CSV"
 declare -A RATE=()
 
+# The script the evalsha test runs: a read and a write, as a small script of an application.
+EVAL_SCRIPT="local v = redis.call('GET', KEYS[1]) return redis.call('INCR', KEYS[2])"
+EVAL_SHA=$(printf '%s' "$EVAL_SCRIPT" | sha1sum | cut -d' ' -f1)
+
+# redis-benchmark's arguments for a test: a built-in test (-t) or the command itself.
+bench_command() { # test size
+    case $1 in
+    set | get | incr) echo "-t $1" ;;
+    evalsha) echo "EVALSHA $EVAL_SHA 2 key:__rand_int__ counter:__rand_int__" ;;
+    xadd) echo "XADD stream:__rand_int__ * field $(head -c "$2" /dev/zero | tr '\0' x)" ;;
+    esac
+}
+
 # One run; prints its CSV row (and appends it to raw.csv unless round is "perf").
 run_one() { # target test size pipeline round requests
     local target=$1 test=$2 size=$3 p=$4 round=$5 n=$6 port pid log status=0 cpu0 cpu1 db0 db1
@@ -223,8 +239,8 @@ run_one() { # target test size pipeline round requests
             --kv_keys="$KEYS" run >"$log" 2>&1 || status=$?
     else
         /usr/bin/time -f '%U %S' -o "$log.time" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" \
-            --threads "$BENCH_THREADS" -r "$KEYS" -d "$size" -t "$test" -P "$p" -n "$n" --csv \
-            --user app -a app >"$log" 2>&1 || status=$?
+            --threads "$BENCH_THREADS" -r "$KEYS" -d "$size" -P "$p" -n "$n" --csv \
+            --user app -a app $(bench_command "$test" "$size") >"$log" 2>&1 || status=$?
     fi
     cpu1=$(cpu_sample "$pid")
     db1=$(db_counters)
@@ -232,7 +248,7 @@ run_one() { # target test size pipeline round requests
         -v status="$status" -v cpu0="$cpu0" -v cpu1="$cpu1" -v db0="$db0" -v db1="$db1" -v hz="$CLK_TCK" \
         -v client="$(awk '{print $1 + $2}' "$log.time" 2>/dev/null | tail -1)" '
         # redis-benchmark --csv: "SET","rps","avg","min","p50","p95","p99","max"
-        /^"(SET|GET)"/ { gsub(/"/, ""); split($0, f, ","); reqs = n; rps = f[2]; avg = f[3]; p99 = f[7] }
+        /^"(SET|GET|INCR|EVALSHA|XADD)/ { gsub(/"/, ""); split($0, f, ","); reqs = n; rps = f[2]; avg = f[3]; p99 = f[7] }
         # Errors a server sent back, which redis-benchmark does not count as failures.
         /^(Error|ERR|-ERR)|Error from server/ { errors++ }
         # sysbench
@@ -300,12 +316,21 @@ head -1 "$CSV"
 for size in $SIZES; do
     echo "writing $KEYS keys of $size bytes on every target"
     populate "$size"
+    case " $TESTS " in *" evalsha "*)
+        for t in $TARGETS; do
+            [ "$t" = manifold-sql ] && continue
+            [ "$(redis-cli -p "$(port_of "$t")" --user app -a app --no-auth-warning SCRIPT LOAD "$EVAL_SCRIPT")" = "$EVAL_SHA" ] ||
+                die "SCRIPT LOAD on $t did not answer $EVAL_SHA"
+        done
+        ;;
+    esac
     for round in $(seq 1 "$ROUNDS"); do
         for test in $TESTS; do
             for p in $PIPELINES; do
                 for target in $TARGETS; do
                     # SQL clients do not pipeline.
                     [ "$target" = manifold-sql ] && [ "$p" != 1 ] && continue
+                    [ "$target" = manifold-sql ] && [ "$test" != set ] && [ "$test" != get ] && continue
                     cell "$target" "$test" "$size" "$p" "$round"
                 done
             done
