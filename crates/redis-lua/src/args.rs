@@ -102,20 +102,6 @@ impl Args {
         Ok(self.check_number(lua, i, fname)?.map(c_i64))
     }
 
-    /// `luaL_optinteger`.
-    pub fn opt_integer(
-        &self,
-        lua: &Lua,
-        i: usize,
-        fname: &str,
-        default: i64,
-    ) -> mlua::Result<Result<i64, String>> {
-        if matches!(self.get(i)?, Value::Nil) {
-            return Ok(Ok(default));
-        }
-        self.check_integer(lua, i, fname)
-    }
-
     /// `luaL_checklstring`: a string, or a number converted as Lua prints it.
     pub fn check_bytes(
         &self,
@@ -189,17 +175,6 @@ pub fn c_i32(d: f64) -> i32 {
     }
 }
 
-/// `(uint64_t)d` as gcc compiles it for x86-64: below 2^63 (NaN included, the comparison
-/// being unordered) a signed conversion, else a signed conversion of `d - 2^63` with the top
-/// bit flipped.
-pub fn c_u64(d: f64) -> u64 {
-    if d >= TWO_63 {
-        (c_i64(d - TWO_63) as u64) ^ (1 << 63)
-    } else {
-        c_i64(d) as u64
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,8 +185,5 @@ mod tests {
         assert_eq!(c_i64(1e300), i64::MIN);
         assert_eq!(c_i64(-2.9), -2);
         assert_eq!(c_i32(3e9), i32::MIN);
-        assert_eq!(c_u64(-1.0), u64::MAX);
-        assert_eq!(c_u64(TWO_63), 1 << 63);
-        assert_eq!(c_u64(1.8e19), 18_000_000_000_000_000_000);
     }
 }

@@ -79,15 +79,33 @@ return function(body)
 end
 ";
 
+// `next` whose numbers also come back as plain numbers, which mlua reads exactly as `f64`
+// (see `args`).
+const NEXT_EXACT: &str = r"
+local next, type = next, type
+return function(t, k)
+  local k2, v = next(t, k)
+  return k2, v, type(k2) == 'number' and k2 or nil, type(v) == 'number' and v or nil
+end
+";
+
 /// Makes script functions out of Rust bodies.
+#[derive(Clone)]
 pub struct Shim {
     wrap: Function,
+    next_exact: Function,
 }
 
 impl Shim {
     pub fn new(lua: &Lua) -> mlua::Result<Self> {
         let wrap: Function = lua.load(WRAPPER).set_name("=[C]").eval()?;
-        Ok(Shim { wrap })
+        let next_exact: Function = lua.load(NEXT_EXACT).set_name("=[C]").eval()?;
+        Ok(Shim { wrap, next_exact })
+    }
+
+    /// A table walker: `lua_next` with exact numbers.
+    pub fn walker(&self) -> Walker {
+        Walker(self.next_exact.clone())
     }
 
     /// A script-callable object running `body` on its arguments.
@@ -108,5 +126,22 @@ impl Shim {
         F: Fn(&Lua, &Args) -> mlua::Result<Ret> + 'static,
     {
         t.raw_set(name, self.function(lua, body)?)
+    }
+}
+
+/// `lua_next` over a table, numbers exact.
+#[derive(Clone)]
+pub struct Walker(Function);
+
+impl Walker {
+    /// The entry after `key` (`Nil` to start), or `None` at the end.
+    pub fn next(&self, t: &Table, key: &Value) -> mlua::Result<Option<(Value, Value)>> {
+        let (k, v, kn, vn): (Value, Value, Option<f64>, Option<f64>) = self.0.call((t, key))?;
+        if matches!(k, Value::Nil) {
+            return Ok(None);
+        }
+        let k = kn.map_or(k, Value::Number);
+        let v = vn.map_or(v, Value::Number);
+        Ok(Some((k, v)))
     }
 }

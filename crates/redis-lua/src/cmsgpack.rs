@@ -1,7 +1,0 @@
-use mlua::{Lua, Table};
-
-use crate::shim::Shim;
-
-pub fn module(lua: &Lua, _shim: &Shim) -> mlua::Result<Table> {
-    lua.create_table()
-}
