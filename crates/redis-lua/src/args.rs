@@ -18,7 +18,6 @@ pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Nil => "nil",
         Value::Boolean(_) => "boolean",
-        Value::LightUserData(_) | Value::UserData(_) => "userdata",
         Value::Integer(_) | Value::Number(_) => "number",
         Value::String(_) => "string",
         Value::Table(_) => "table",
@@ -159,19 +158,19 @@ const TWO_63: f64 = 9_223_372_036_854_775_808.0;
 
 /// `(int64_t)d` as x86-64's `cvttsd2si` does it: NaN and out-of-range give `INT64_MIN`.
 pub fn c_i64(d: f64) -> i64 {
-    if d.is_nan() || d >= TWO_63 || d < -TWO_63 {
-        i64::MIN
-    } else {
+    if (-TWO_63..TWO_63).contains(&d) {
         d as i64
+    } else {
+        i64::MIN
     }
 }
 
 /// `(int)d` as x86-64's 32-bit `cvttsd2si` does it: NaN and out-of-range give `INT_MIN`.
 pub fn c_i32(d: f64) -> i32 {
-    if d.is_nan() || d >= 2_147_483_648.0 || d < -2_147_483_648.0 {
-        i32::MIN
-    } else {
+    if (-2_147_483_648.0..2_147_483_648.0).contains(&d) {
         d as i32
+    } else {
+        i32::MIN
     }
 }
 

@@ -243,13 +243,11 @@ fn enum_option(
                 Ok(b) => b,
                 Err(m) => return Ok(Err(m)),
             };
-            match options.iter().position(|o| o.as_bytes() == text.as_slice()) {
-                Some(p) => *setting = p as i32,
-                None => {
-                    let msg = format!("invalid option '{}'", String::from_utf8_lossy(&text));
-                    return Ok(Err(arg_error(i, name, &msg)));
-                }
-            }
+            let Some(p) = options.iter().position(|o| o.as_bytes() == text.as_slice()) else {
+                let msg = format!("invalid option '{}'", String::from_utf8_lossy(&text));
+                return Ok(Err(arg_error(i, name, &msg)));
+            };
+            *setting = p as i32;
         }
     }
     Ok(Ok(if *setting == 0 || *setting == 1 {
@@ -416,7 +414,7 @@ impl Encoder<'_> {
                 _ => None,
             };
             match d {
-                Some(d) if d != 0.0 && d.floor() == d && d >= 1.0 => {
+                Some(d) if d >= 1.0 && d.fract() == 0.0 => {
                     if d > f64::from(max) {
                         max = c_i32(d);
                     }

@@ -73,7 +73,7 @@ mod tests {
             for e in 0..edits {
                 let r = x.rotate_left(e as u32 * 11);
                 let byte = (r >> 8) as u8;
-                if input.is_empty() || r % 3 == 0 {
+                if input.is_empty() || r.is_multiple_of(3) {
                     input.push(byte);
                 } else {
                     let at = (r as usize >> 16) % input.len();

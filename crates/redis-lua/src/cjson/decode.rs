@@ -72,7 +72,7 @@ impl Parser<'_> {
         }
     }
 
-    fn simple(&self, kind: Kind, index: usize) -> Token {
+    fn simple(kind: Kind, index: usize) -> Token {
         Token {
             kind,
             index,
@@ -136,10 +136,10 @@ impl Parser<'_> {
         };
         if let Some(k) = single {
             self.pos += 1;
-            return self.simple(k, index);
+            return Self::simple(k, index);
         }
         if c == 0 {
-            return self.simple(Kind::End, index);
+            return Self::simple(Kind::End, index);
         }
         if !matches!(
             c,
@@ -159,17 +159,17 @@ impl Parser<'_> {
         let rest = &self.data[self.pos..];
         if rest.starts_with(b"true") {
             self.pos += 4;
-            let mut t = self.simple(Kind::Bool, index);
+            let mut t = Self::simple(Kind::Bool, index);
             t.boolean = true;
             return t;
         }
         if rest.starts_with(b"false") {
             self.pos += 5;
-            return self.simple(Kind::Bool, index);
+            return Self::simple(Kind::Bool, index);
         }
         if rest.starts_with(b"null") {
             self.pos += 4;
-            return self.simple(Kind::Null, index);
+            return Self::simple(Kind::Null, index);
         }
         if self.cfg.decode_invalid_numbers && self.is_invalid_number() {
             return self.number();
