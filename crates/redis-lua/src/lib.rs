@@ -9,24 +9,26 @@
 //!   position, as `luaL_error` gives them in Redis's C libraries);
 //! - `args`: reading arguments and table entries with Lua 5.1's conversions, exact numbers,
 //!   and the `bad argument #n to 'f' (...)` texts;
-//! - `bit` (LuaBitOp 1.0.2), `cjson` (+ `cjson/decode.rs`, `numfmt` for `%.14g`/`strtod`):
-//!   each reproduces what Redis 7.0.15 answers, texts included (tests/libs.rs).
-//!   `cmsgpack` and `struct` are still to come.
+//! - `bit` (LuaBitOp 1.0.2), `cjson` (+ `cjson/decode.rs`, `numfmt` for `%.14g`/`strtod`),
+//!   `cmsgpack` (lua-cmsgpack 0.4.0): each reproduces what Redis 7.0.15 answers, texts
+//!   included (tests/libs.rs). `struct` is still to come.
 
 pub use mlua;
 
 mod args;
 mod bit;
 mod cjson;
+mod cmsgpack;
 mod numfmt;
 mod shim;
 
 /// Loads the libraries Redis gives scripts beyond Lua's own into `lua`'s globals: `cjson` and
-/// `bit` so far (`cmsgpack` and `struct` are not built yet: scripts using them fail).
+/// `cmsgpack` and `bit` (`struct` is not built yet: scripts using it fail).
 pub fn install_libs(lua: &mlua::Lua) -> mlua::Result<()> {
     let shim = shim::Shim::new(lua)?;
     let globals = lua.globals();
     globals.raw_set("cjson", cjson::module(lua, &shim)?)?;
+    globals.raw_set("cmsgpack", cmsgpack::module(lua, &shim)?)?;
     globals.raw_set("bit", bit::module(lua, &shim)?)?;
     Ok(())
 }
@@ -87,6 +89,28 @@ mod tests {
             let s = lua.create_string(&input).unwrap();
             let (ok, _v): (bool, mlua::Value) = call.call(s).unwrap();
             let _ = ok;
+        }
+    }
+
+    /// Random bytes never panic: cmsgpack.unpack answers values or a Lua error.
+    #[test]
+    fn msgpack_random_input_gives_values_or_errors() {
+        let lua = state();
+        let call: mlua::Function = lua
+            .load("return function(s) return pcall(cmsgpack.unpack, s) end")
+            .eval()
+            .unwrap();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for round in 0..20_000 {
+            let mut input = Vec::new();
+            for _ in 0..(round % 40) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                input.push((x >> 24) as u8);
+            }
+            let s = lua.create_string(&input).unwrap();
+            let (_ok, _v): (bool, mlua::Value) = call.call(s).unwrap();
         }
     }
 

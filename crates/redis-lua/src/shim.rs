@@ -51,6 +51,12 @@ const WRAPPER: &str = r"
 local error, unpack, select, pcall = error, unpack, select, pcall
 local wrap, yield = coroutine.wrap, coroutine.yield
 local setmetatable, rawset = setmetatable, rawset
+-- `unpack` refuses more results than Lua's C stack limit lets a C function push; the
+-- libraries may return up to that limit, so long lists are spread by Lua calls instead.
+local function spread(a, i, n)
+  if n - i < 100 then return unpack(a, i, n) end
+  return a[i], spread(a, i + 1, n)
+end
 return function(body)
   local mt = {}
   local n, args
@@ -69,7 +75,7 @@ return function(body)
       if status == 0 then
         take(yield(a))
       else
-        take(yield(unpack(a, 1, b)))
+        take(yield(spread(a, 1, b)))
       end
     end
   end

@@ -92,3 +92,8 @@ fn bit_matches_redis() {
 fn cjson_matches_redis() {
     check_file(include_str!("cases/cjson.txt"));
 }
+
+#[test]
+fn cmsgpack_matches_redis() {
+    check_file(include_str!("cases/cmsgpack.txt"));
+}
