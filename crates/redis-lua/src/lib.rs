@@ -10,8 +10,8 @@
 //! - `args`: reading arguments and table entries with Lua 5.1's conversions, exact numbers,
 //!   and the `bad argument #n to 'f' (...)` texts;
 //! - `bit` (LuaBitOp 1.0.2), `cjson` (+ `cjson/decode.rs`, `numfmt` for `%.14g`/`strtod`),
-//!   `cmsgpack` (lua-cmsgpack 0.4.0): each reproduces what Redis 7.0.15 answers, texts
-//!   included (tests/libs.rs). `struct` is still to come.
+//!   `cmsgpack` (lua-cmsgpack 0.4.0), `struct_` (Roberto Ierusalimschy's struct library):
+//!   each reproduces what Redis 7.0.15 answers, texts included (tests/libs.rs).
 
 pub use mlua;
 
@@ -21,13 +21,15 @@ mod cjson;
 mod cmsgpack;
 mod numfmt;
 mod shim;
+mod struct_;
 
-/// Loads the libraries Redis gives scripts beyond Lua's own into `lua`'s globals: `cjson` and
-/// `cmsgpack` and `bit` (`struct` is not built yet: scripts using it fail).
+/// Loads the libraries Redis gives scripts beyond Lua's own (`cjson`, `struct`, `cmsgpack`,
+/// `bit`) into `lua`'s globals.
 pub fn install_libs(lua: &mlua::Lua) -> mlua::Result<()> {
     let shim = shim::Shim::new(lua)?;
     let globals = lua.globals();
     globals.raw_set("cjson", cjson::module(lua, &shim)?)?;
+    globals.raw_set("struct", struct_::module(lua, &shim)?)?;
     globals.raw_set("cmsgpack", cmsgpack::module(lua, &shim)?)?;
     globals.raw_set("bit", bit::module(lua, &shim)?)?;
     Ok(())
@@ -92,12 +94,17 @@ mod tests {
         }
     }
 
-    /// Random bytes never panic: cmsgpack.unpack answers values or a Lua error.
+    /// Random bytes never panic: cmsgpack.unpack and struct.unpack (random bytes as format too)
+    /// answer values or a Lua error.
     #[test]
     fn msgpack_random_input_gives_values_or_errors() {
         let lua = state();
         let call: mlua::Function = lua
             .load("return function(s) return pcall(cmsgpack.unpack, s) end")
+            .eval()
+            .unwrap();
+        let unpack_struct: mlua::Function = lua
+            .load("return function(f, s) return pcall(struct.unpack, f, s) end")
             .eval()
             .unwrap();
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
@@ -110,7 +117,9 @@ mod tests {
                 input.push((x >> 24) as u8);
             }
             let s = lua.create_string(&input).unwrap();
-            let (_ok, _v): (bool, mlua::Value) = call.call(s).unwrap();
+            let (_ok, _v): (bool, mlua::Value) = call.call(&s).unwrap();
+            let fmt = lua.create_string(&input[..input.len() / 2]).unwrap();
+            let (_ok, _v): (bool, mlua::Value) = unpack_struct.call((fmt, s)).unwrap();
         }
     }
 

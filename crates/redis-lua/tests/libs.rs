@@ -97,3 +97,8 @@ fn cjson_matches_redis() {
 fn cmsgpack_matches_redis() {
     check_file(include_str!("cases/cmsgpack.txt"));
 }
+
+#[test]
+fn struct_matches_redis() {
+    check_file(include_str!("cases/struct.txt"));
+}
