@@ -65,7 +65,7 @@ def as_cli_prints(reply):
     return repr(reply).encode()
 
 
-@pytest.mark.parametrize("lib", ["bit", "cjson", "cmsgpack", "struct"])
+@pytest.mark.parametrize("lib", ["bit", "cjson", "cmsgpack", "struct", "numbers"])
 def test_recorded_values_are_what_redis_answers(redis_reference, lib):
     conn = Conn(redis_reference)
     try:

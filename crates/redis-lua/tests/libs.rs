@@ -102,3 +102,9 @@ fn cmsgpack_matches_redis() {
 fn struct_matches_redis() {
     check_file(include_str!("cases/struct.txt"));
 }
+
+/// Random numbers (fixed seed) through cjson and cmsgpack, both ways.
+#[test]
+fn numbers_match_redis() {
+    check_file(include_str!("cases/numbers.txt"));
+}
