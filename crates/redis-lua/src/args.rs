@@ -116,6 +116,7 @@ impl Args {
 }
 
 /// `t[i]` without metamethods, its number exact.
+#[inline(never)]
 pub fn exact_entry(t: &Table, i: usize) -> mlua::Result<Value> {
     match t.raw_get::<Value>(i)? {
         Value::Integer(0) => Ok(Value::Number(t.raw_get::<f64>(i)?)),

@@ -16,6 +16,10 @@ use crate::shim::{Ret, Shim, Walker};
 /// (`lua_checkstack`) fail past it, and so do ours, counting the slots the C code would use.
 pub const MAX_C_STACK: i64 = 8000;
 
+/// The deepest table `encode` enters whatever `encode_max_depth` says (Redis's default):
+/// the encoder recurses, and deeper tables would need more than a 2 MiB thread stack.
+const ENCODE_DEPTH_CAP: i32 = 1000;
+
 /// The settings one `cjson` table shares between its functions.
 #[derive(Clone, Copy)]
 pub struct Config {
@@ -302,6 +306,7 @@ impl Encoder<'_> {
         Ok(Ok(()))
     }
 
+    #[inline(never)]
     fn string(&mut self, s: &[u8]) {
         self.out.push(b'"');
         for &c in s {
@@ -324,6 +329,7 @@ impl Encoder<'_> {
     }
 
     /// `json_append_number`.
+    #[inline(never)]
     fn number(&mut self, v: &Value, d: f64) -> Result<(), String> {
         match self.cfg.encode_invalid_numbers {
             0 if !d.is_finite() => return Err(exception(v, "must not be NaN or Inf")),
@@ -343,7 +349,7 @@ impl Encoder<'_> {
     }
 
     fn table(&mut self, t: &Table, depth: i32, slots: i64) -> mlua::Result<Result<(), String>> {
-        if depth > self.cfg.encode_max_depth || slots + 3 > MAX_C_STACK {
+        if depth > self.cfg.encode_max_depth.min(ENCODE_DEPTH_CAP) || slots + 3 > MAX_C_STACK {
             return Ok(Err(format!(
                 "Cannot serialise, excessive nesting ({depth})"
             )));
@@ -404,6 +410,7 @@ impl Encoder<'_> {
     }
 
     /// `lua_array_length`: the array's length, or -1 (an object).
+    #[inline(never)]
     fn array_length(&mut self, t: &Table) -> mlua::Result<Result<i32, String>> {
         let mut max: i32 = 0;
         let mut items: i32 = 0;

@@ -141,6 +141,7 @@ pub struct Walker(Function);
 
 impl Walker {
     /// The entry after `key` (`Nil` to start), or `None` at the end.
+    #[inline(never)]
     pub fn next(&self, t: &Table, key: &Value) -> mlua::Result<Option<(Value, Value)>> {
         let (k, v, kn, vn): (Value, Value, Option<f64>, Option<f64>) = self.0.call((t, key))?;
         if matches!(k, Value::Nil) {
