@@ -178,6 +178,32 @@ mod tests {
         );
     }
 
+    /// Deeply nested msgpack stops where Redis does (its Lua stack's limit, about 4000 levels)
+    /// within a 1 MiB thread stack, half of tokio's default for workers.
+    #[test]
+    fn deep_msgpack_is_bounded() {
+        let r = std::thread::Builder::new()
+            .stack_size(1 << 20)
+            .spawn(|| {
+                let lua = state();
+                lua.load(
+                    "local ok, e = pcall(cmsgpack.unpack, string.rep('\\145', 100000)) \
+                     local ok2, e2 = pcall(cmsgpack.unpack, string.rep('\\129\\1', 100000)) \
+                     return e .. '|' .. e2",
+                )
+                .eval::<String>()
+                .unwrap()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(
+            r,
+            "stack overflow (in function mp_decode_to_lua_array)|stack overflow (too many return \
+             values at once; use unpack_one or unpack_limit instead.)"
+        );
+    }
+
     /// After an error the function still works (its coroutine is replaced), and `pcall` gets
     /// the message as a string.
     #[test]
