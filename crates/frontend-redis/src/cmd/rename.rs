@@ -47,6 +47,12 @@ const COPY_HASH: &str = copy_members!("redis_hash", "fh, field, v");
 const COPY_SET: &str = copy_members!("redis_set", "mh, member");
 const COPY_ZSET: &str = copy_members!("redis_zset", "mh, member, score, sk");
 const COPY_LIST: &str = copy_members!("redis_list", "idx, v");
+const COPY_STREAM: &str = copy_members!("redis_stream", "ms, seq, fields");
+/// A stream's state (`redis_stream_meta`), copied after its entries.
+const COPY_STREAM_META: &str = copy_members!(
+    "redis_stream_meta",
+    "last_ms, last_seq, max_deleted_ms, max_deleted_seq, entries_added"
+);
 
 /// The statement copying the members of a key of type `t` (`None`: a string).
 fn copy_sql(t: u8) -> Option<&'static str> {
@@ -55,6 +61,7 @@ fn copy_sql(t: u8) -> Option<&'static str> {
         kind::SET => Some(COPY_SET),
         kind::ZSET => Some(COPY_ZSET),
         kind::LIST => Some(COPY_LIST),
+        kind::STREAM => Some(COPY_STREAM),
         _ => None,
     }
 }
@@ -153,6 +160,14 @@ pub async fn copy(
             )
             .await?;
     }
+    if row.kind == kind::STREAM {
+        cx.tx
+            .exec(
+                COPY_STREAM_META,
+                &[Param::UInt(done.last_insert_id), Param::UInt(row.kid)],
+            )
+            .await?;
+    }
     if row.kind == kind::LIST {
         cx.tx.note_push(target, dst);
     }
@@ -161,20 +176,24 @@ pub async fn copy(
 }
 
 /// The members of the keys of one database, then those keys.
-const FLUSH_DB: [&str; 5] = [
+const FLUSH_DB: [&str; 7] = [
     "DELETE FROM {s}.redis_hash WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
     "DELETE FROM {s}.redis_set WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
     "DELETE FROM {s}.redis_zset WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
     "DELETE FROM {s}.redis_list WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_stream WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_stream_meta WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
     "DELETE FROM {s}.redis_keys WHERE db = ?",
 ];
 
 /// Every member, then every key (`DELETE`, not `TRUNCATE`: it stays in the transaction).
-const FLUSH_ALL: [&str; 5] = [
+const FLUSH_ALL: [&str; 7] = [
     "DELETE FROM {s}.redis_hash",
     "DELETE FROM {s}.redis_set",
     "DELETE FROM {s}.redis_zset",
     "DELETE FROM {s}.redis_list",
+    "DELETE FROM {s}.redis_stream",
+    "DELETE FROM {s}.redis_stream_meta",
     "DELETE FROM {s}.redis_keys",
 ];
 

@@ -17,6 +17,7 @@ pub mod kind {
     pub const SET: u8 = 2;
     pub const ZSET: u8 = 3;
     pub const HASH: u8 = 4;
+    pub const STREAM: u8 = 5;
 }
 
 /// What `TYPE` answers for a `redis_keys.type`.
@@ -27,6 +28,7 @@ pub fn type_name(t: u8) -> &'static str {
         kind::SET => "set",
         kind::ZSET => "zset",
         kind::HASH => "hash",
+        kind::STREAM => "stream",
         _ => "none",
     }
 }
@@ -38,6 +40,7 @@ pub fn members_table(t: u8) -> Option<&'static str> {
         kind::SET => Some("redis_set"),
         kind::ZSET => Some("redis_zset"),
         kind::HASH => Some("redis_hash"),
+        kind::STREAM => Some("redis_stream"),
         _ => None,
     }
 }
@@ -175,6 +178,15 @@ impl Tx<'_> {
             kind::SET => "DELETE FROM {s}.redis_set WHERE kid = ?",
             kind::ZSET => "DELETE FROM {s}.redis_zset WHERE kid = ?",
             kind::HASH => "DELETE FROM {s}.redis_hash WHERE kid = ?",
+            kind::STREAM => {
+                // The stream's state first, then its entries.
+                self.exec(
+                    "DELETE FROM {s}.redis_stream_meta WHERE kid = ?",
+                    &[Param::UInt(kid)],
+                )
+                .await?;
+                "DELETE FROM {s}.redis_stream WHERE kid = ?"
+            }
             _ => return Ok(()),
         };
         self.exec(sql, &[Param::UInt(kid)]).await?;

@@ -1,0 +1,1 @@
+//! Parse tests: requests in raw RESP bytes, as the door reads them.

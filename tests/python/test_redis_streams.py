@@ -1,0 +1,339 @@
+"""The Redis door's stream commands (XADD, XLEN, XRANGE, XREVRANGE, XDEL, XTRIM, XREAD and
+its BLOCK, XSETID, and the key commands on stream keys) against Debian's redis-server 7.0:
+the same requests to both, the same replies expected, pipelined and one at a time; RESP3
+replies compared byte for byte.
+
+Intended differences from redis-server (avoided here):
+- Automatic IDs (`*`) come from the clock of each server: the compared sequences use
+  explicit IDs (`ms-seq`, `ms-*`); automatic IDs are checked on the door alone (shape,
+  monotonic, past the last explicit ID).
+- `MAXLEN ~`/`MINID ~` trim exactly (at most LIMIT entries, 10000 by default), where Redis
+  removes whole radix tree nodes only and so may trim fewer: `~` is checked on the door
+  alone; the compared sequences trim with `=` or no operator.
+"""
+
+import random
+import re
+import socket
+import threading
+import time
+
+from redisdiff import AUTH, Conn, cmd, differential, raw_reply, replies
+
+
+def check(door, reference, requests):
+    for pipeline in (True, False):
+        differential(door, reference, requests, pipeline=pipeline)
+
+
+K = "streams:k"
+K2 = "streams:k2"
+STR = "streams:str"
+DST = "streams:dst"
+MISSING = "streams:missing"
+ALL = [K, K2, STR, DST, MISSING]
+RESET = cmd("DEL", *ALL)
+
+
+def test_xadd_ids_and_errors(redis_door, redis_reference):
+    check(redis_door, redis_reference, [
+        RESET,
+        cmd("XADD", K, "1-1", "a", "1"), cmd("XADD", K, "1-2", "b", "2", "c", "3"),
+        cmd("XADD", K, "1-2", "x", "y"), cmd("XADD", K, "1-1", "x", "y"), cmd("XADD", K, "0-5", "x", "y"),
+        cmd("XADD", K, "1", "x", "y"), cmd("XADD", K, "2", "x", "y"), cmd("XADD", K, "2-*", "x", "y"),
+        cmd("XADD", K, "2-*", "x", "y"), cmd("XADD", K, "5-*", "x", "y"), cmd("XADD", K, "3-*", "x", "y"),
+        cmd("XADD", K, "0-0", "x", "y"), cmd("XADD", K, "0", "x", "y"), cmd("XADD", MISSING, "0-0", "x", "y"),
+        cmd("XADD", MISSING, "0-*", "x", "y"), cmd("XRANGE", MISSING, "-", "+"), cmd("DEL", MISSING),
+        cmd("XADD", K, "-", "x", "y"), cmd("XADD", K, "+", "x", "y"), cmd("XADD", K, "a-1", "x", "y"),
+        cmd("XADD", K, "1-a", "x", "y"), cmd("XADD", K, "-1", "x", "y"), cmd("XADD", K, "1--1", "x", "y"),
+        cmd("XADD", K, " 9", "x", "y"), cmd("XADD", K, "+10", "x", "y"), cmd("XADD", K, "11-+3", "x", "y"),
+        cmd("XADD", K, "00012-007", "x", "y"), cmd("XADD", K, "18446744073709551616-0", "x", "y"),
+        cmd("XADD", K, "1" * 130, "x", "y"), cmd("XADD", K, "*-1", "x", "y"), cmd("XADD", K, "13-**", "x", "y"),
+        cmd("XADD", K, "20-1", "x"), cmd("XADD", K, "20-1", "x", "y", "z"), cmd("XADD", K, "20-1"),
+        cmd("XADD", K), cmd("XADD", K, "NOMKSTREAM", "20-1", "x"), cmd("XADD", K, "MAXLEN", "5", "f", "v"),
+        cmd("XADD", K, "MAXLEN", "5"), cmd("XADD", K, "nomkstream", "maxlen", "100", "21-0", "f", "v"),
+        cmd("XADD", MISSING, "NOMKSTREAM", "1-1", "f", "v"), cmd("EXISTS", MISSING),
+        cmd("XADD", MISSING, "NOMKSTREAM", "*", "f", "v"),
+        cmd("XADD", K, "18446744073709551615-18446744073709551614", "f", "v"),
+        cmd("XADD", K, "18446744073709551615-*", "f", "v"), cmd("XADD", K, "18446744073709551615-*", "f", "v"),
+        cmd("XADD", K, "*", "f", "v"), cmd("XLEN", K), cmd("XRANGE", K, "-", "+"),
+        # Binary fields, empty values, repeated fields.
+        cmd("XADD", K2, "1-0", "", "", b"\x00\xff", b"a\r\nb", "f", "1", "f", "2"),
+        cmd("XRANGE", K2, "-", "+"), cmd("xadd", K2, "2-0", "10:x,", "3:abc"), cmd("XRANGE", K2, "2", "2"),
+        # Wrong types.
+        cmd("SET", STR, "v"), cmd("XADD", STR, "1-1", "f", "v"), cmd("XADD", STR, "NOMKSTREAM", "*", "f", "v"),
+        cmd("XLEN", STR), cmd("XRANGE", STR, "-", "+"), cmd("XDEL", STR, "1-1"), cmd("XTRIM", STR, "MAXLEN", "1"),
+        cmd("XSETID", STR, "1-1"), cmd("XREAD", "STREAMS", STR, "0"), cmd("LPUSH", K, "x"), cmd("GET", K),
+        cmd("HSET", K, "f", "v"), cmd("SADD", K, "m"), cmd("ZADD", K, "1", "m"), cmd("INCR", K),
+        cmd("XLEN", MISSING), cmd("XLEN", K, "x"), cmd("XLEN"),
+    ])
+
+
+def test_trimming(redis_door, redis_reference):
+    adds = [cmd("XADD", K, f"{i}-{j}", "f", f"{i}.{j}") for i in range(1, 6) for j in range(3)]
+    check(redis_door, redis_reference, [
+        RESET, *adds,
+        cmd("XTRIM", K, "MAXLEN", "12"), cmd("XLEN", K), cmd("XRANGE", K, "-", "+", "COUNT", "2"),
+        cmd("XTRIM", K, "MAXLEN", "=", "10"), cmd("XTRIM", K, "MINID", "3-1"), cmd("XRANGE", K, "-", "2"),
+        cmd("XTRIM", K, "MINID", "=", "4"), cmd("XLEN", K), cmd("XTRIM", K, "minid", "4"),
+        cmd("XTRIM", K, "MAXLEN", "100"), cmd("XTRIM", MISSING, "MAXLEN", "0"), cmd("EXISTS", MISSING),
+        cmd("XADD", K, "MAXLEN", "4", "9-0", "f", "v"), cmd("XRANGE", K, "-", "+"),
+        cmd("XADD", K, "MINID", "5-2", "9-1", "f", "v"), cmd("XRANGE", K, "-", "+"),
+        cmd("XADD", K, "MAXLEN", "0", "10-0", "f", "v"), cmd("XLEN", K), cmd("EXISTS", K), cmd("TYPE", K),
+        cmd("XRANGE", K, "-", "+"),
+        # Errors, in Redis's order.
+        cmd("XTRIM", K, "MAXLEN", "-1"), cmd("XTRIM", K, "MAXLEN", "x"), cmd("XTRIM", K, "MINID", "x"),
+        cmd("XTRIM", K, "MINID", "-"), cmd("XTRIM", K, "MAXLEN", "1", "MINID", "1"),
+        cmd("XTRIM", K, "MAXLEN", "1", "LIMIT", "10"), cmd("XTRIM", K, "MAXLEN", "=", "1", "LIMIT", "10"),
+        cmd("XTRIM", K, "MAXLEN", "1", "LIMIT", "0"), cmd("XTRIM", K, "MAXLEN", "~", "1", "LIMIT", "-1"),
+        cmd("XTRIM", K, "MAXLEN", "~", "1", "LIMIT", "x"), cmd("XTRIM", K, "LIMIT", "5", "x"),
+        cmd("XTRIM", K, "LIMIT", "0", "x"), cmd("XTRIM", K, "FOO", "1"), cmd("XTRIM", K, "MAXLEN"),
+        cmd("XTRIM", K, "MAXLEN", "1", "x"), cmd("XTRIM", K, "MAXLEN", "~"), cmd("XTRIM", K, "NOMKSTREAM", "1"),
+        cmd("XTRIM", MISSING, "MAXLEN", "x"), cmd("XTRIM", STR, "MAXLEN", "x"),
+        cmd("XADD", K, "MAXLEN", "1", "MINID", "1", "*", "f", "v"), cmd("XADD", K, "LIMIT", "10", "*", "f", "v"),
+        cmd("XADD", K, "MAXLEN", "1", "LIMIT", "10", "*", "f", "v"), cmd("XADD", K, "MAXLEN", "-1", "*", "f", "v"),
+        cmd("XADD", K, "MINID", "x", "*", "f", "v"), cmd("XADD", K, "MAXLEN", "~", "*", "f", "v"),
+        cmd("XADD", K, "LIMIT", "-1", "*", "f", "v"), cmd("XLEN", K),
+    ])
+
+
+def test_ranges_and_xdel(redis_door, redis_reference):
+    adds = [cmd("XADD", K, f"{i}-{j}", "n", f"{i}.{j}") for i in (1, 2, 5, 18446744073709551615) for j in (0, 1, 18446744073709551615)]
+    ranges = []
+    for lo, hi in [("-", "+"), ("2", "5"), ("(2", "5"), ("2-1", "(5-1"), ("(1-0", "(2-1"), ("5", "1"),
+                   ("-", "(-"), ("(+", "+"), ("(-", "+"), ("-", "(+"), ("18446744073709551615", "+"),
+                   ("(18446744073709551615-18446744073709551615", "+"), ("-", "(0-0"), ("0", "0"),
+                   ("x", "+"), ("-", "y"), ("(", "+"), ("(x", "+"), ("((1", "+"), ("1-", "+"), ("-1", "+")]:
+        ranges += [cmd("XRANGE", K, lo, hi), cmd("XREVRANGE", K, hi, lo)]
+    check(redis_door, redis_reference, [
+        RESET, *adds, *ranges,
+        cmd("XRANGE", K, "-", "+", "COUNT", "2"), cmd("XREVRANGE", K, "+", "-", "COUNT", "3"),
+        cmd("XRANGE", K, "-", "+", "COUNT", "0"), cmd("XRANGE", K, "-", "+", "COUNT", "-5"),
+        cmd("XRANGE", K, "-", "+", "count", "1", "COUNT", "4"), cmd("XRANGE", K, "-", "+", "COUNT"),
+        cmd("XRANGE", K, "-", "+", "COUNT", "x"), cmd("XRANGE", K, "-", "+", "LIMIT", "1"),
+        cmd("XRANGE", MISSING, "-", "+", "COUNT", "0"), cmd("XRANGE", MISSING, "x", "+"), cmd("XRANGE", K, "-"),
+        # XDEL: the key first, then every ID before any deletion.
+        cmd("XDEL", MISSING, "x"), cmd("XDEL", K, "1-0", "x"), cmd("XLEN", K), cmd("XDEL", K, "1-0", "1-0", "2-1", "9-9"),
+        cmd("XDEL", K, "-"), cmd("XDEL", K, "5"), cmd("XLEN", K), cmd("XRANGE", K, "-", "+"),
+        cmd("XADD", K, "2-5", "f", "v"), cmd("XDEL", K), cmd("XRANGE", K, "-", "+", "COUNT", "3"),
+    ])
+
+
+def test_xsetid(redis_door, redis_reference):
+    check(redis_door, redis_reference, [
+        RESET,
+        cmd("XSETID", MISSING, "1-1"), cmd("XSETID", MISSING, "x"), cmd("XSETID", K, "-"), cmd("XSETID", K, "1-1", "FOO"),
+        cmd("XADD", K, "5-0", "f", "v"), cmd("XADD", K, "6-0", "f", "v"), cmd("XSETID", K, "5-9"),
+        cmd("XSETID", K, "6-0"), cmd("XADD", K, "6-0", "f", "v"), cmd("XSETID", K, "10-0"),
+        cmd("XADD", K, "9-0", "f", "v"), cmd("XADD", K, "10-*", "f", "v"),
+        cmd("XSETID", K, "20-0", "ENTRIESADDED", "1"), cmd("XSETID", K, "20-0", "ENTRIESADDED", "-1"),
+        cmd("XSETID", K, "20-0", "ENTRIESADDED", "x"), cmd("XSETID", K, "20-0", "ENTRIESADDED", "3", "MAXDELETEDID", "21-0"),
+        cmd("XSETID", K, "20-0", "ENTRIESADDED", "30", "MAXDELETEDID", "15-0"), cmd("XSETID", K, "20-0", "MAXDELETEDID", "x"),
+        cmd("XSETID", K, "14-0"), cmd("XSETID", K, "15-0"), cmd("XSETID", K, "20-0", "ENTRIESADDED"),
+        cmd("XDEL", K, "5-0"), cmd("XDEL", K, "6-0"), cmd("XDEL", K, "10-1"), cmd("XLEN", K), cmd("XSETID", K, "14-0"),
+        cmd("XSETID", K, "15-0", "ENTRIESADDED", "0"), cmd("XADD", K, "15-*", "f", "v"), cmd("XRANGE", K, "-", "+"),
+        cmd("XSETID", K, "18446744073709551615-18446744073709551615"), cmd("XADD", K, "*", "f", "v"),
+        cmd("XADD", K, "18446744073709551615-*", "f", "v"), cmd("XLEN", K), cmd("XSETID", K),
+    ])
+
+
+def test_xread(redis_door, redis_reference):
+    check(redis_door, redis_reference, [
+        RESET,
+        cmd("XADD", K, "1-0", "a", "1"), cmd("XADD", K, "2-0", "b", "2"), cmd("XADD", K2, "3-0", "c", "3"),
+        cmd("XREAD", "STREAMS", K, "0"), cmd("XREAD", "STREAMS", K, K2, "0", "0"), cmd("XREAD", "STREAMS", K, K2, "1", "3"),
+        cmd("XREAD", "COUNT", "1", "STREAMS", K, K2, MISSING, "0-0", "0", "0"), cmd("XREAD", "STREAMS", K, "$"),
+        cmd("XREAD", "STREAMS", MISSING, "$"), cmd("XREAD", "STREAMS", K, "2"), cmd("XREAD", "COUNT", "0", "STREAMS", K, "-"),
+        cmd("XREAD", "COUNT", "-1", "STREAMS", K, "0"), cmd("XREAD", "STREAMS", K, "+"), cmd("XREAD", "STREAMS", K, ">"),
+        cmd("XREAD", "STREAMS", K, "x"), cmd("XREAD", "STREAMS", K, K2), cmd("XREAD", "STREAMS", K, K2, "0"),
+        cmd("XREAD", "STREAMS", STR, "x"), cmd("XREAD", "STREAMS", K, STR, "x", "0"), cmd("SET", STR, "v"),
+        cmd("XREAD", "STREAMS", K, STR, "x", "0"), cmd("XREAD", "STREAMS", K, STR, "0", "x"),
+        cmd("XREAD", "COUNT", "x", "STREAMS", K, "0"), cmd("XREAD", "BLOCK", "x", "STREAMS", K, "0"),
+        cmd("XREAD", "BLOCK", "-1", "STREAMS", K, "0"), cmd("XREAD", "BLOCK", "1.5", "STREAMS", K, "0"),
+        cmd("XREAD", "GROUP", "g", "c", "STREAMS", K, "0"), cmd("XREAD", "NOACK", "STREAMS", K, "0"),
+        cmd("XREAD", "FOO", "STREAMS", K, "0"), cmd("XREAD", "COUNT", "1", "BLOCK", "x", "FOO"),
+        cmd("XREAD", "COUNT", "1", "STREAMS"), cmd("XREAD", "COUNT", "1", "COUNT", "2"), cmd("XREAD", "STREAMS", K),
+        # Served at once with BLOCK when there is something; null at a short timeout.
+        cmd("XREAD", "BLOCK", "0", "STREAMS", K, "0"), cmd("XREAD", "BLOCK", "10", "STREAMS", K, "$"),
+        cmd("XREAD", "BLOCK", "10", "COUNT", "1", "STREAMS", MISSING, K2, "0", "0"),
+        # In a transaction nothing blocks.
+        cmd("MULTI"), cmd("XREAD", "BLOCK", "0", "STREAMS", K, "$"), cmd("XREAD", "STREAMS", K, "0"), cmd("EXEC"),
+    ])
+
+
+def test_key_commands_on_streams(redis_door, redis_reference):
+    check(redis_door, redis_reference, [
+        RESET,
+        cmd("XADD", K, "1-0", "a", "1"), cmd("XADD", K, "2-0", "b", "2"), cmd("TYPE", K), cmd("EXISTS", K),
+        cmd("COPY", K, DST), cmd("XRANGE", DST, "-", "+"), cmd("XADD", DST, "2-0", "f", "v"), cmd("XADD", DST, "3-*", "f", "v"),
+        cmd("XLEN", K), cmd("RENAME", K, K2), cmd("XRANGE", K2, "-", "+"), cmd("EXISTS", K),
+        cmd("XADD", K2, "2-*", "f", "v"), cmd("EXPIRE", K2, "100"), cmd("TTL", K2), cmd("PERSIST", K2),
+        cmd("DEL", K2), cmd("XLEN", K2), cmd("XADD", K2, "1-1", "f", "v"), cmd("XRANGE", K2, "-", "+"),
+        cmd("SET", K2, "str"), cmd("GET", K2), cmd("XADD", K2, "1-1", "f", "v"), cmd("DEL", K2),
+        cmd("XADD", K2, "1-1", "f", "v"), cmd("XRANGE", K2, "-", "+"), cmd("TYPE", DST),
+        cmd("DEL", DST), cmd("XADD", DST, "1-*", "f", "v"), cmd("XDEL", DST, "1-0"), cmd("EXISTS", DST), cmd("TYPE", DST),
+        cmd("XADD", DST, "1-*", "f", "v"),
+    ])
+
+
+def test_resp3_replies_byte_for_byte(redis_door, redis_reference):
+    body = [
+        RESET,
+        cmd("XADD", K, "1-0", "a", "1", "b", ""), cmd("XADD", K, "2-0", "c", "3"), cmd("XADD", K2, "1-5", "d", "4"),
+        cmd("XRANGE", K, "-", "+"), cmd("XREVRANGE", K, "+", "-", "COUNT", "1"), cmd("XRANGE", K, "-", "+", "COUNT", "0"),
+        cmd("XRANGE", MISSING, "-", "+"), cmd("XREAD", "STREAMS", K, K2, "0", "0"), cmd("XREAD", "STREAMS", K, "$"),
+        cmd("XREAD", "COUNT", "1", "STREAMS", K, K2, MISSING, "1", "0", "0"), cmd("XREAD", "BLOCK", "10", "STREAMS", K, "$"),
+        cmd("XADD", MISSING, "NOMKSTREAM", "*", "f", "v"), cmd("XLEN", K), cmd("XDEL", K, "1-0"), cmd("XTRIM", K, "MAXLEN", "0"),
+        cmd("XSETID", K, "5-0"), cmd("XADD", K, "5-*", "f", "v"),
+    ]
+    for hello in (None, cmd("HELLO", "3")):
+        requests = [AUTH] + ([hello] if hello else []) + body
+        for pipeline in (True, False):
+            got = replies(redis_door, requests, pipeline, read=raw_reply)
+            want = replies(redis_reference, requests, pipeline, read=raw_reply)
+            for i, (req, g, w) in enumerate(zip(requests, got, want)):
+                if req == hello:
+                    continue
+                assert g == w, f"request {i} {req!r}: manifold {g!r}, redis-server {w!r}"
+
+
+def _client(port):
+    c = Conn(port)
+    assert c.call("AUTH", "app", "app") == "OK"
+    return c
+
+
+def test_auto_ids_on_the_door(redis_door):
+    c = _client(redis_door)
+    c.call("DEL", K)
+    before = int(time.time() * 1000)
+    ids = [c.call("XADD", K, "*", "f", str(i)) for i in range(20)]
+    after = int(time.time() * 1000)
+    parsed = []
+    for i in ids:
+        assert re.fullmatch(rb"\d+-\d+", i), i
+        ms, seq = map(int, i.split(b"-"))
+        assert before - 1000 <= ms <= after + 1000
+        parsed.append((ms, seq))
+    assert parsed == sorted(parsed) and len(set(parsed)) == 20
+    # An explicit ID in the future: the next automatic one follows it.
+    future = after + 10_000_000
+    assert c.call("XADD", K, f"{future}-7", "f", "v") == f"{future}-7".encode()
+    assert c.call("XADD", K, "*", "f", "v") == f"{future}-8".encode()
+    assert c.call("XADD", K, f"{future}-*", "f", "v") == f"{future}-9".encode()
+    assert c.call("XLEN", K) == 23
+    # `~` trims (here: exactly, within LIMIT).
+    assert c.call("XTRIM", K, "MAXLEN", "~", "10", "LIMIT", "5") == 5
+    assert c.call("XTRIM", K, "MAXLEN", "~", "10") == 8
+    assert c.call("XLEN", K) == 10
+    c.call("XADD", K, "MAXLEN", "~", "3", "*", "f", "v")
+    assert c.call("XLEN", K) == 3
+    c.close()
+
+
+def _blocked_clients(probe):
+    return int(re.search(r"blocked_clients:(\d+)", probe.call("INFO", "clients").decode()).group(1))
+
+
+def _wait_blocked(probe, n):
+    deadline = time.monotonic() + 10
+    while (got := _blocked_clients(probe)) != n:
+        assert time.monotonic() < deadline, f"{got} clients blocked, not {n}"
+        time.sleep(0.02)
+
+
+def _not_answered(c):
+    c.sock.settimeout(0.2)
+    try:
+        assert c.sock.recv(1, socket.MSG_PEEK) == b"", "answered while nothing was added"
+    except socket.timeout:
+        pass
+    finally:
+        c.sock.settimeout(5)
+
+
+def test_xread_block_woken_by_xadd(redis_door):
+    adder = _client(redis_door)
+    adder.call("DEL", "streams:b1", "streams:b2")
+    adder.call("XADD", "streams:b1", "1-0", "old", "1")
+    waiters = [_client(redis_door) for _ in range(4)]
+    base = _blocked_clients(adder)
+    for w in waiters:
+        # `$`: only what arrives after the call.
+        w.send(cmd("XREAD", "BLOCK", "0", "STREAMS", "streams:b1", "streams:b2", "$", "$"))
+    _wait_blocked(adder, base + 4)
+    for w in waiters:
+        _not_answered(w)
+    assert adder.call("XADD", "streams:b2", "5-0", "new", "2") == b"5-0"
+    for w in waiters:
+        from redisdiff import read_reply
+        assert read_reply(w.f) == [[b"streams:b2", [[b"5-0", [b"new", b"2"]]]]]
+    _wait_blocked(adder, base)
+    # A resolved `$` stays what it was when the call came: an entry added between the
+    # call and the wake-up is served too.
+    w = waiters[0]
+    w.send(cmd("XREAD", "COUNT", "10", "BLOCK", "0", "STREAMS", "streams:b1", "$"))
+    _wait_blocked(adder, base + 1)
+    adder.send(cmd("XADD", "streams:b1", "2-0", "a", "1") + cmd("XADD", "streams:b1", "3-0", "b", "2"))
+    from redisdiff import read_reply
+    assert read_reply(adder.f) == b"2-0" and read_reply(adder.f) == b"3-0"
+    got = read_reply(w.f)
+    assert got[0][0] == b"streams:b1" and got[0][1][0] == [b"2-0", [b"a", b"1"]], got
+    # The timeout answers null; a command pipelined behind it answers after it.
+    w.send(cmd("XREAD", "BLOCK", "50", "STREAMS", "streams:b1", "$") + cmd("PING"))
+    assert read_reply(w.f) is None
+    assert read_reply(w.f) == "PONG"
+    for c in [adder, *waiters]:
+        c.close()
+
+
+def random_requests(rng, n):
+    keys = ["streams:r1", "streams:r2"]
+    out = [cmd("DEL", *keys, "streams:rs"), cmd("SET", "streams:rs", "str")]
+    ms = [0]
+
+    def key():
+        return "streams:rs" if rng.random() < 0.05 else rng.choice(keys)
+
+    def some_id():
+        return rng.choice(["-", "+", "0", "1", f"{rng.randint(0, ms[0] + 2)}-{rng.randint(0, 3)}",
+                           f"({rng.randint(0, ms[0] + 2)}", str(rng.randint(0, ms[0] + 2))])
+
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.35:
+            ms[0] += rng.randint(0, 2)
+            idarg = rng.choice([f"{ms[0]}-*", f"{ms[0]}-{rng.randint(0, 5)}", str(ms[0])])
+            opts = rng.choice([[], [], ["MAXLEN", str(rng.randint(0, 8))], ["MAXLEN", "=", str(rng.randint(0, 8))],
+                               ["MINID", f"{max(0, ms[0] - 3)}"], ["NOMKSTREAM"]])
+            fields = [x for i in range(rng.randint(1, 3)) for x in (rng.choice(["f", "g", ""]), str(rng.randint(0, 99)))]
+            out.append(cmd("XADD", key(), *opts, idarg, *fields))
+        elif r < 0.5:
+            a, b = some_id(), some_id()
+            extra = ["COUNT", str(rng.randint(-1, 4))] if rng.random() < 0.4 else []
+            out.append(cmd(rng.choice(["XRANGE", "XREVRANGE"]), key(), a, b, *extra))
+        elif r < 0.6:
+            out.append(cmd("XDEL", key(), *[f"{rng.randint(0, ms[0] + 1)}-{rng.randint(0, 3)}" for _ in range(rng.randint(1, 3))]))
+        elif r < 0.67:
+            out.append(cmd("XTRIM", key(), *rng.choice([["MAXLEN", str(rng.randint(0, 6))], ["MINID", str(rng.randint(0, ms[0] + 1))]])))
+        elif r < 0.8:
+            ks = rng.sample(keys, rng.randint(1, 2))
+            ids = [rng.choice(["0", "$", f"{rng.randint(0, ms[0])}-{rng.randint(0, 2)}"]) for _ in ks]
+            extra = ["COUNT", str(rng.randint(0, 3))] if rng.random() < 0.5 else []
+            out.append(cmd("XREAD", *extra, "STREAMS", *ks, *ids))
+        elif r < 0.87:
+            out.append(cmd("XLEN", key()))
+        elif r < 0.92:
+            out.append(cmd("XSETID", key(), f"{ms[0] + rng.randint(-1, 2)}-{rng.randint(0, 3)}"))
+        elif r < 0.95:
+            out.append(cmd("DEL", rng.choice(keys)))
+        else:
+            out.append(cmd(rng.choice(["TYPE", "EXISTS"]), key()))
+    for k in keys:
+        out.append(cmd("XRANGE", k, "-", "+"))
+    return out
+
+
+def test_random_sequence(redis_door, redis_reference):
+    rng = random.Random(20261128)
+    check(redis_door, redis_reference, random_requests(rng, 400))
