@@ -213,12 +213,7 @@ impl<'w> Blocked<'w> {
         let db = session.info.db.get();
         let fe: &'w crate::server::RedisFrontend = session.fe;
         Some(Blocked {
-            registration: Registration::new(
-                &fe.worker.waiters,
-                session.info.id,
-                db,
-                &keys,
-            ),
+            registration: Registration::new(&fe.worker.waiters, session.info.id, db, &keys),
             // A deadline past what the clock can hold is no deadline.
             deadline: timeout.and_then(|t| tokio::time::Instant::now().checked_add(t)),
             login,

@@ -29,9 +29,9 @@ use manifold_mysql_proto::packets::Value;
 use manifold_redis_proto::{Protocol, Reply};
 
 use super::checks::{self, Absent};
-use super::Args;
 use super::lists::Served;
 use super::typed::DataCommand;
+use super::Args;
 use crate::store::context::Cx;
 use crate::store::keys::{kind, KeyRow};
 use crate::store::{take_bytes, StoreError};
@@ -430,7 +430,11 @@ async fn xdel(cx: &mut Cx<'_>, k: &[u8], args: Args<'_>) -> Result<(), StoreErro
             .tx
             .affected(
                 "DELETE FROM {s}.redis_stream WHERE kid = ? AND ms = ? AND seq = ?",
-                &[Param::UInt(row.kid), Param::UInt(id.ms), Param::UInt(id.seq)],
+                &[
+                    Param::UInt(row.kid),
+                    Param::UInt(id.ms),
+                    Param::UInt(id.seq),
+                ],
             )
             .await?;
         if n > 0 {

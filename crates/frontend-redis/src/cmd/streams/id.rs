@@ -120,4 +120,3 @@ pub fn string2ull(s: &[u8]) -> Option<u64> {
     }
     Some(if negative { v.wrapping_neg() } else { v })
 }
-

@@ -54,7 +54,8 @@ const XTRIM_NO_STRATEGY: &[u8] = b"syntax error, XTRIM must be called with a tri
 const LIMIT_NOT_APPROX: &[u8] = b"syntax error, LIMIT cannot be used without the special ~ option";
 const BAD_START: &[u8] = b"invalid start ID for the interval";
 const BAD_END: &[u8] = b"invalid end ID for the interval";
-const UNBALANCED_XREAD: &[u8] = b"Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.";
+const UNBALANCED_XREAD: &[u8] =
+    b"Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.";
 const GROUP_ONLY_XREADGROUP: &[u8] =
     b"The GROUP option is only supported by XREADGROUP. You called XREAD instead.";
 const NOACK_ONLY_XREADGROUP: &[u8] =
