@@ -337,3 +337,81 @@ def random_requests(rng, n):
 def test_random_sequence(redis_door, redis_reference):
     rng = random.Random(20261128)
     check(redis_door, redis_reference, random_requests(rng, 400))
+
+
+SCHEMA = "manifold_redis"
+
+
+def _stream_rows(topology, kid=None):
+    """The rows of `redis_stream` and `redis_stream_meta` (under `kid`, else of no key)."""
+    conn = topology.root()
+    try:
+        with conn.cursor() as c:
+            out = []
+            for t in ("redis_stream", "redis_stream_meta"):
+                if kid is None:
+                    c.execute(f"SELECT COUNT(*) FROM {SCHEMA}.{t} WHERE kid NOT IN "
+                              f"(SELECT kid FROM {SCHEMA}.redis_keys) AND kid NOT IN "
+                              f"(SELECT kid FROM {SCHEMA}.redis_gc)")
+                else:
+                    c.execute(f"SELECT COUNT(*) FROM {SCHEMA}.{t} WHERE kid = %s", (kid,))
+                out.append(c.fetchone()[0])
+            return out
+    finally:
+        conn.close()
+
+
+def _kid(topology, key):
+    conn = topology.root()
+    try:
+        with conn.cursor() as c:
+            c.execute(f"SELECT kid FROM {SCHEMA}.redis_keys WHERE db = 0 AND k = %s", (key,))
+            row = c.fetchone()
+            return row and row[0]
+    finally:
+        conn.close()
+
+
+def test_storage_readable_and_cleaned(redis_door, topology):
+    """Entries are rows SQL users can read (fields as netstrings); DEL, FLUSHDB, a string
+    written over the stream and the expiry sweeper leave no row behind."""
+    c = _client(redis_door)
+    key = "streams:sql"
+    c.call("DEL", key)
+    c.call("XADD", key, "7-1", "name", "bob", "", "x")
+    c.call("XADD", key, "7-2", "n", "1")
+    c.call("XDEL", key, "7-2")
+    kid = _kid(topology, key)
+    conn = topology.root()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT ms, seq, fields FROM {SCHEMA}.redis_stream WHERE kid = %s", (kid,))
+            assert cur.fetchall() == ((7, 1, b"4:name,3:bob,0:,1:x,"),)
+            cur.execute(f"SELECT last_ms, last_seq, max_deleted_ms, max_deleted_seq, entries_added "
+                        f"FROM {SCHEMA}.redis_stream_meta WHERE kid = %s", (kid,))
+            assert cur.fetchall() == ((7, 2, 7, 2, 2),)
+            cur.execute(f"SELECT type, len FROM {SCHEMA}.redis_keys WHERE kid = %s", (kid,))
+            assert cur.fetchall() == ((5, 1),)
+    finally:
+        conn.close()
+    # DEL.
+    assert c.call("DEL", key) == 1
+    assert _stream_rows(topology, kid) == [0, 0]
+    # A string written over it: its rows are collected (at once by a write, else by the sweeper).
+    c.call("XADD", key, "1-1", "f", "v")
+    kid = _kid(topology, key)
+    c.call("SET", key, "s")
+    c.call("DEL", key)
+    assert _stream_rows(topology, kid) == [0, 0]
+    # Expiry, by the sweeper (nobody touches the key).
+    for i in range(3):
+        c.call("XADD", key, f"1-{i + 1}", "f", "v")
+    kid = _kid(topology, key)
+    c.call("PEXPIRE", key, 50)
+    deadline = time.monotonic() + 10
+    while _stream_rows(topology, kid) != [0, 0]:
+        assert time.monotonic() < deadline, "the sweeper left the stream's rows"
+        time.sleep(0.05)
+    assert c.call("EXISTS", key) == 0
+    assert _stream_rows(topology) == [0, 0]
+    c.close()
