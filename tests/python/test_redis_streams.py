@@ -340,6 +340,9 @@ def test_random_sequence(redis_door, redis_reference):
 
 
 SCHEMA = "manifold_redis"
+STREAM_TABLES = ("redis_stream", "redis_stream_meta", "redis_stream_group", "redis_stream_consumer",
+                 "redis_stream_pending")
+NONE = [0] * len(STREAM_TABLES)
 
 
 def _stream_rows(topology, kid=None):
@@ -348,7 +351,7 @@ def _stream_rows(topology, kid=None):
     try:
         with conn.cursor() as c:
             out = []
-            for t in ("redis_stream", "redis_stream_meta"):
+            for t in STREAM_TABLES:
                 if kid is None:
                     c.execute(f"SELECT COUNT(*) FROM {SCHEMA}.{t} WHERE kid NOT IN "
                               f"(SELECT kid FROM {SCHEMA}.redis_keys) AND kid NOT IN "
@@ -394,24 +397,184 @@ def test_storage_readable_and_cleaned(redis_door, topology):
             assert cur.fetchall() == ((5, 1),)
     finally:
         conn.close()
+    assert c.call("XGROUP", "CREATE", key, "g", "0") == "OK"
+    assert c.call("XREADGROUP", "GROUP", "g", "alice", "STREAMS", key, ">")[0][0] == key.encode()
+    conn = topology.root()
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT g.name, g.last_ms, g.last_seq, c.name, p.ms, p.seq, p.consumer, p.deliveries "
+                        f"FROM {SCHEMA}.redis_stream_group g JOIN {SCHEMA}.redis_stream_consumer c "
+                        f"ON c.kid = g.kid AND c.gh = g.gh JOIN {SCHEMA}.redis_stream_pending p "
+                        f"ON p.kid = g.kid AND p.gh = g.gh AND p.ch = c.ch WHERE g.kid = %s", (kid,))
+            assert cur.fetchall() == ((b"g", 7, 1, b"alice", 7, 1, b"alice", 1),)
+    finally:
+        conn.close()
     # DEL.
     assert c.call("DEL", key) == 1
-    assert _stream_rows(topology, kid) == [0, 0]
+    assert _stream_rows(topology, kid) == NONE
     # A string written over it: its rows are collected (at once by a write, else by the sweeper).
     c.call("XADD", key, "1-1", "f", "v")
+    c.call("XGROUP", "CREATE", key, "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "alice", "STREAMS", key, ">")
     kid = _kid(topology, key)
     c.call("SET", key, "s")
     c.call("DEL", key)
-    assert _stream_rows(topology, kid) == [0, 0]
+    assert _stream_rows(topology, kid) == NONE
     # Expiry, by the sweeper (nobody touches the key).
     for i in range(3):
         c.call("XADD", key, f"1-{i + 1}", "f", "v")
+    c.call("XGROUP", "CREATE", key, "g", "0")
+    c.call("XREADGROUP", "GROUP", "g", "alice", "STREAMS", key, ">")
     kid = _kid(topology, key)
     c.call("PEXPIRE", key, 50)
     deadline = time.monotonic() + 10
-    while _stream_rows(topology, kid) != [0, 0]:
+    while _stream_rows(topology, kid) != NONE:
         assert time.monotonic() < deadline, "the sweeper left the stream's rows"
         time.sleep(0.05)
     assert c.call("EXISTS", key) == 0
-    assert _stream_rows(topology) == [0, 0]
+    assert _stream_rows(topology) == NONE
     c.close()
+
+
+def idle_free(req, reply):
+    """XPENDING's extended form: the idle times (milliseconds since delivery) differ."""
+    if req.split(b"\r\n")[2].upper() == b"XPENDING" and isinstance(reply, list):
+        return [r[:2] + ["idle"] + r[3:] if isinstance(r, list) and len(r) == 4 else r for r in reply]
+    return reply
+
+
+def check_groups(door, reference, requests):
+    for pipeline in (True, False):
+        differential(door, reference, requests, pipeline=pipeline, normalize=idle_free)
+
+
+def test_xgroup(redis_door, redis_reference):
+    check_groups(redis_door, redis_reference, [
+        RESET, cmd("SET", STR, "v"),
+        cmd("XGROUP", "CREATE", K, "g", "$"), cmd("XGROUP", "CREATE", K, "g", "$", "foo"),
+        cmd("XGROUP", "CREATE", STR, "g", "$"), cmd("XGROUP", "CREATE", K, "g", "$", "MKSTREAM"),
+        cmd("EXISTS", K), cmd("TYPE", K), cmd("XLEN", K), cmd("XGROUP", "CREATE", K, "g", "$", "MKSTREAM"),
+        cmd("XGROUP", "CREATE", K, "g2", "bad"), cmd("XGROUP", "CREATECONSUMER", K, "nog", "c"),
+        cmd("XGROUP", "CREATECONSUMER", MISSING, "nog", "c"), cmd("XGROUP", "SETID", MISSING, "g", "0"),
+        cmd("XGROUP", "DESTROY", MISSING, "g"), cmd("XGROUP", "DELCONSUMER", K, "g", "c"),
+        cmd("XGROUP", "CREATE", K, "g3", "0", "ENTRIESREAD", "-2"), cmd("XGROUP", "CREATE", K, "g3", "0", "ENTRIESREAD", "x"),
+        cmd("XGROUP", "CREATE", K, "g3", "0", "ENTRIESREAD", "-1"), cmd("XGROUP", "CREATE", K, "g4", "0", "entriesread", "3"),
+        cmd("XGROUP", "FOO", K, "g"), cmd("XGROUP", "CREATE", K), cmd("XGROUP", "CREATE", K, "g", "0", "1", "2", "3", "4"),
+        cmd("XGROUP", "SETID", K, "g", "0", "ENTRIESREAD", "5"), cmd("XGROUP", "SETID", K, "g", "0", "MKSTREAM"),
+        cmd("XGROUP", "SETID", K, "g", "-"), cmd("XGROUP", "SETID", K, "g", "+"), cmd("XGROUP", "SETID", K, "g", "x"),
+        cmd("XGROUP", "SETID", K, "g", "$"), cmd("XGROUP", "HELP"), cmd("XGROUP", "help", "x"),
+        cmd("XGROUP", "DESTROY", K, "g", "x"), cmd("XGROUP", "CREATE", MISSING, "g", "0", "ENTRIESREAD", "-2"),
+        cmd("XGROUP", "CREATE", K, "g5", "0", "MKSTREAM", "ENTRIESREAD", "1", "MKSTREAM"),
+        cmd("XGROUP", "create", K, "g5", "0", "BAD"), cmd("XGROUP"),
+        cmd("XGROUP", "CREATECONSUMER", K, "g", "c1"), cmd("XGROUP", "CREATECONSUMER", K, "g", "c1"),
+        cmd("XGROUP", "DELCONSUMER", K, "g", "c1"), cmd("XGROUP", "DELCONSUMER", K, "g", "c1"),
+        cmd("XGROUP", "DESTROY", K, "g"), cmd("XGROUP", "DESTROY", K, "g"), cmd("XGROUP", "SETID", K, "g", "0"),
+        cmd("XGROUP", "CREATECONSUMER", STR, "g", "c"), cmd("XGROUP", "DESTROY", STR, "g"),
+    ])
+
+
+def test_xreadgroup_xack_xpending(redis_door, redis_reference):
+    check_groups(redis_door, redis_reference, [
+        RESET, cmd("SET", STR, "v"),
+        cmd("XGROUP", "CREATE", K, "g", "0", "MKSTREAM"), cmd("XREADGROUP", "GROUP", "g", "c1", "STREAMS", K),
+        cmd("XREADGROUP", "GROUP", "g", "c1", "STREAMS", K, ">"), cmd("XPENDING", K, "g"),
+        cmd("XADD", K, "1-0", "f", "v"), cmd("XADD", K, "2-0", "f", "w"),
+        cmd("XREADGROUP", "GROUP", "g", "c2", "COUNT", "1", "STREAMS", K, ">"),
+        cmd("XREADGROUP", "GROUP", "g", "c2", "STREAMS", K, "0"), cmd("XDEL", K, "1-0"),
+        cmd("XREADGROUP", "GROUP", "g", "c2", "STREAMS", K, "0"), cmd("XREADGROUP", "GROUP", "g", "c3", "STREAMS", K, "0"),
+        cmd("XPENDING", K, "g"), cmd("XPENDING", K, "g", "-", "+", "10"),
+        cmd("XREADGROUP", "GROUP", "g", "c1", "STREAMS", K, "$"), cmd("XREADGROUP", "GROUP", "nog", "c1", "STREAMS", K, ">"),
+        cmd("XREADGROUP", "STREAMS", K, ">"), cmd("XREADGROUP", "GROUP", "g", "c", "NOACK", "STREAMS", K, ">"),
+        cmd("XPENDING", K, "g", "-", "+", "10", "nosuch"), cmd("XACK", K, "g", "1-0", "2-0", "x"),
+        cmd("XACK", K, "g", "1-0", "1-0", "9-9"), cmd("XACK", K, "nog", "x"), cmd("XACK", MISSING, "g", "x"),
+        cmd("XACK", STR, "g", "1-0"), cmd("XPENDING", K, "g"),
+        cmd("XREADGROUP", "GROUP", "g", "c", "STREAMS", K, "t", ">"), cmd("XREADGROUP", "COUNT", "1", "STREAMS", K, "t", ">", ">"),
+        cmd("XREADGROUP", "GROUP", "g", "newc", "STREAMS", K, ">"), cmd("XGROUP", "CREATECONSUMER", K, "g", "newc"),
+        cmd("XREADGROUP", "GROUP", "g", "c", "BLOCK", "x", "STREAMS", K, ">"),
+        cmd("XPENDING", K, "g", "IDLE", "5"), cmd("XPENDING", K, "g", "IDLE", "x", "-", "+", "1"),
+        cmd("XPENDING", K, "g", "-", "+", "x"), cmd("XPENDING", K, "g", "x", "+", "1"),
+        cmd("XPENDING", K, "g", "-", "+", "1", "c", "extra"), cmd("XPENDING", MISSING, "g"), cmd("XPENDING", STR, "g"),
+        cmd("XPENDING", K, "g", "-"), cmd("XPENDING", K, "nog"), cmd("XPENDING", K, "g", "(+", "+", "1"),
+        cmd("XREADGROUP", "GROUP", "g", "c", "STREAMS", K, STR, ">", ">"), cmd("XREADGROUP", "GROUP", "g", "c", "STREAMS", STR, K, ">", ">"),
+        cmd("XREADGROUP", "GROUP", "g", "c", "STREAMS", K, "x"),
+        # Set back: entries pending for one consumer move to the one that reads them again.
+        cmd("XADD", K, "3-0", "a", "b"), cmd("XADD", K, "4-0", "c", "d"), cmd("XREADGROUP", "GROUP", "g", "c4", "STREAMS", K, ">"),
+        cmd("XGROUP", "SETID", K, "g", "0"), cmd("XREADGROUP", "GROUP", "g", "c7", "COUNT", "2", "STREAMS", K, ">"),
+        cmd("XPENDING", K, "g", "-", "+", "10"), cmd("XPENDING", K, "g"), cmd("XPENDING", K, "g", "IDLE", "0", "-", "+", "10", "c4"),
+        cmd("XPENDING", K, "g", "IDLE", "-5", "(3-0", "+", "10"), cmd("XPENDING", K, "g", "-", "+", "0"),
+        cmd("XPENDING", K, "g", "IDLE", "100000", "-", "+", "10"),
+        # Delivered again: the count grows.
+        cmd("XREADGROUP", "GROUP", "g", "c7", "STREAMS", K, "0"), cmd("XREADGROUP", "GROUP", "g", "c7", "COUNT", "1", "STREAMS", K, "2-0"),
+        cmd("XPENDING", K, "g", "-", "+", "10"), cmd("XGROUP", "DELCONSUMER", K, "g", "c7"), cmd("XPENDING", K, "g"),
+        # Two streams, RESP2.
+        cmd("XGROUP", "CREATE", K2, "g", "$", "MKSTREAM"), cmd("XADD", K2, "5-0", "x", "y"),
+        cmd("XREADGROUP", "GROUP", "g", "c", "STREAMS", K, K2, ">", ">"), cmd("XREADGROUP", "GROUP", "g", "c", "STREAMS", K, K2, "0", "0"),
+        cmd("XREADGROUP", "GROUP", "g", "c", "STREAMS", K, K2, ">", ">"),
+        # The key's type, COPY, RENAME and DEL carry the groups.
+        cmd("COPY", K2, DST), cmd("XPENDING", DST, "g"), cmd("XGROUP", "CREATE", DST, "g", "0"), cmd("DEL", K2),
+        cmd("XPENDING", K2, "g"), cmd("RENAME", DST, K2), cmd("XPENDING", K2, "g"), cmd("XACK", K2, "g", "5-0"),
+        cmd("XREADGROUP", "GROUP", "g", "c", "BLOCK", "10", "STREAMS", K2, ">"),
+        cmd("MULTI"), cmd("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", K2, ">"), cmd("EXEC"),
+    ])
+
+
+def test_groups_resp3_byte_for_byte(redis_door, redis_reference):
+    body = [
+        RESET, cmd("XADD", K, "1-0", "a", "1"), cmd("XADD", K, "2-0", "b", "2"), cmd("XGROUP", "CREATE", K, "g", "0"),
+        cmd("XREADGROUP", "GROUP", "g", "c", "STREAMS", K, ">"), cmd("XDEL", K, "1-0"),
+        cmd("XREADGROUP", "GROUP", "g", "c", "STREAMS", K, "0"), cmd("XREADGROUP", "GROUP", "g", "c", "STREAMS", K, ">"),
+        cmd("XPENDING", K, "g"), cmd("XACK", K, "g", "1-0", "2-0"), cmd("XPENDING", K, "g"), cmd("XGROUP", "HELP"),
+    ]
+    for hello in (None, cmd("HELLO", "3")):
+        requests = [AUTH] + ([hello] if hello else []) + body
+        for pipeline in (True, False):
+            got = replies(redis_door, requests, pipeline, read=raw_reply)
+            want = replies(redis_reference, requests, pipeline, read=raw_reply)
+            for i, (req, g, w) in enumerate(zip(requests, got, want)):
+                if req == hello:
+                    continue
+                assert g == w, f"request {i} {req!r}: manifold {g!r}, redis-server {w!r}"
+
+
+def test_xreadgroup_block_woken_by_xadd(redis_door):
+    from redisdiff import read_reply
+    adder = _client(redis_door)
+    adder.call("DEL", "streams:bg")
+    assert adder.call("XGROUP", "CREATE", "streams:bg", "g", "$", "MKSTREAM") == "OK"
+    waiters = [_client(redis_door) for _ in range(3)]
+    base = _blocked_clients(adder)
+    for i, w in enumerate(waiters):
+        w.send(cmd("XREADGROUP", "GROUP", "g", f"c{i}", "BLOCK", "0", "STREAMS", "streams:bg", ">"))
+    _wait_blocked(adder, base + 3)
+    for w in waiters:
+        _not_answered(w)
+    # One entry: one consumer gets it, the others wait on.
+    assert adder.call("XADD", "streams:bg", "1-0", "f", "v") == b"1-0"
+    deadline = time.monotonic() + 10
+    answered = []
+    while not answered:
+        assert time.monotonic() < deadline
+        for w in waiters:
+            w.sock.settimeout(0.05)
+            try:
+                if w.sock.recv(1, socket.MSG_PEEK):
+                    answered.append(w)
+            except socket.timeout:
+                pass
+            finally:
+                w.sock.settimeout(5)
+    assert len(answered) == 1
+    got = read_reply(answered[0].f)
+    assert got == [[b"streams:bg", [[b"1-0", [b"f", b"v"]]]]]
+    _wait_blocked(adder, base + 2)
+    summary = adder.call("XPENDING", "streams:bg", "g")
+    assert summary[0] == 1
+    for _ in range(2):
+        adder.call("XADD", "streams:bg", "*", "f", "v")
+    rest = [w for w in waiters if w is not answered[0]]
+    for w in rest:
+        assert read_reply(w.f)[0][0] == b"streams:bg"
+    _wait_blocked(adder, base)
+    assert adder.call("XPENDING", "streams:bg", "g")[0] == 3
+    for c in [adder, *waiters]:
+        c.close()

@@ -150,7 +150,7 @@ impl Drop for Registration<'_> {
 pub fn is_blocking(spec: &Spec) -> bool {
     matches!(
         spec.name,
-        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" | "xread"
+        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" | "xread" | "xreadgroup"
     )
 }
 

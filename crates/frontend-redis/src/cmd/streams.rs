@@ -16,6 +16,7 @@
 //!   Redis removes only whole nodes of its radix tree, so it may trim fewer.
 //! - `XADD`'s automatic IDs take the batch's clock (`ms` of the batch's start).
 
+mod groups;
 mod id;
 mod parse;
 #[cfg(test)]
@@ -40,7 +41,7 @@ use parse::{AddId, Trim, TrimBy};
 impl StreamCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::{XAdd, XDel, XLen, XRange, XRead, XSetId, XTrim};
+        use parse::{XAck, XAdd, XDel, XGroup, XLen, XPending, XRange, XRead, XSetId, XTrim};
         match self {
             XAdd {
                 key,
@@ -61,14 +62,26 @@ impl StreamCommand<'_> {
             XDel { key, args } => xdel(cx, key, args).await,
             XTrim { key, trim } => xtrim(cx, key, trim).await,
             XRead {
-                args, keys, count, ..
+                args,
+                keys,
+                count,
+                group,
+                noack,
+                ..
             } => {
                 let mut resolved = Vec::new();
-                if read(cx, args, keys, count, &mut resolved).await? == Read::Nothing {
+                let read = match group {
+                    Some((g, c)) => groups::read_group(cx, args, keys, count, g, c, noack).await?,
+                    None => read(cx, args, keys, count, &mut resolved).await?,
+                };
+                if read == Read::Nothing {
                     cx.reply().null_array();
                 }
                 Ok(())
             }
+            XGroup(op) => groups::xgroup(cx, op).await,
+            XAck { key, group, args } => groups::xack(cx, key, group, args).await,
+            XPending { key, group, range } => groups::xpending(cx, key, group, range).await,
             XSetId {
                 key,
                 last,
@@ -624,7 +637,12 @@ pub async fn try_blocking(
             keys,
             count,
             block,
-        })) => match read(cx, args, keys, count, resolved).await? {
+            group,
+            noack,
+        })) => match match group {
+            Some((g, c)) => groups::read_group(cx, args, keys, count, g, c, noack).await?,
+            None => read(cx, args, keys, count, resolved).await?,
+        } {
             Read::Answered => Ok(Served::Yes),
             Read::Nothing if block.is_some() => Ok(Served::No),
             Read::Nothing => {

@@ -375,7 +375,7 @@ fn data_keys(name: &str) -> Keys {
         // Their keys follow a count (`LMPOP numkeys key...`), or they have none.
         "lmpop" | "blmpop" | "sintercard" | "keys" | "scan" | "randomkey" | "dbsize"
         | "flushdb" | "flushall" => (0, 0, 0),
-        "xread" => (0, 0, 0),
+        "xread" | "xreadgroup" | "xgroup" => (0, 0, 0),
         _ => (1, 1, 1),
     };
     Keys { first, last, step }

@@ -45,6 +45,15 @@ pub fn members_table(t: u8) -> Option<&'static str> {
     }
 }
 
+/// A stream's rows beside its entries (`redis_stream`), deleted with them: its state, its
+/// consumer groups, their consumers and pending entries.
+pub const STREAM_STATE_DELETES: [&str; 4] = [
+    "DELETE FROM {s}.redis_stream_pending WHERE kid = ?",
+    "DELETE FROM {s}.redis_stream_consumer WHERE kid = ?",
+    "DELETE FROM {s}.redis_stream_group WHERE kid = ?",
+    "DELETE FROM {s}.redis_stream_meta WHERE kid = ?",
+];
+
 /// SHA-256 of a key, field or member: what the tables index (`UNHEX(SHA2(x, 256))` in SQL).
 pub fn hash(b: &[u8]) -> [u8; 32] {
     Sha256::digest(b).into()
@@ -179,12 +188,10 @@ impl Tx<'_> {
             kind::ZSET => "DELETE FROM {s}.redis_zset WHERE kid = ?",
             kind::HASH => "DELETE FROM {s}.redis_hash WHERE kid = ?",
             kind::STREAM => {
-                // The stream's state first, then its entries.
-                self.exec(
-                    "DELETE FROM {s}.redis_stream_meta WHERE kid = ?",
-                    &[Param::UInt(kid)],
-                )
-                .await?;
+                // The stream's state and groups first, then its entries.
+                for sql in STREAM_STATE_DELETES {
+                    self.exec(sql, &[Param::UInt(kid)]).await?;
+                }
                 "DELETE FROM {s}.redis_stream WHERE kid = ?"
             }
             _ => return Ok(()),

@@ -87,6 +87,35 @@ const TABLES: &[&str] = &[
   max_deleted_seq BIGINT UNSIGNED NOT NULL DEFAULT 0,
   entries_added BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'entries ever added'
 ) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {s}.redis_stream_group (
+  kid BIGINT UNSIGNED NOT NULL,
+  gh BINARY(32) NOT NULL COMMENT 'UNHEX(SHA2(name, 256))',
+  name LONGBLOB NOT NULL COMMENT 'the consumer group',
+  last_ms BIGINT UNSIGNED NOT NULL COMMENT 'the last ID delivered to the group',
+  last_seq BIGINT UNSIGNED NOT NULL,
+  entries_read BIGINT NULL COMMENT 'entries the group read; NULL: unknown',
+  PRIMARY KEY (kid, gh)
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {s}.redis_stream_consumer (
+  kid BIGINT UNSIGNED NOT NULL,
+  gh BINARY(32) NOT NULL COMMENT 'the group',
+  ch BINARY(32) NOT NULL COMMENT 'UNHEX(SHA2(name, 256))',
+  name LONGBLOB NOT NULL COMMENT 'the consumer',
+  seen_ms BIGINT NOT NULL COMMENT 'Unix ms of its last read',
+  PRIMARY KEY (kid, gh, ch)
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {s}.redis_stream_pending (
+  kid BIGINT UNSIGNED NOT NULL,
+  gh BINARY(32) NOT NULL COMMENT 'the group',
+  ms BIGINT UNSIGNED NOT NULL COMMENT 'the entry ID',
+  seq BIGINT UNSIGNED NOT NULL,
+  ch BINARY(32) NOT NULL COMMENT 'the consumer it was delivered to',
+  consumer LONGBLOB NOT NULL COMMENT 'that consumer''s name',
+  delivered_ms BIGINT NOT NULL COMMENT 'Unix ms of its last delivery',
+  deliveries BIGINT UNSIGNED NOT NULL COMMENT 'times delivered',
+  PRIMARY KEY (kid, gh, ms, seq),
+  KEY by_consumer (kid, gh, ch, ms, seq)
+) ENGINE=InnoDB",
 ];
 
 /// Creates the schema and its tables if they are missing, and checks their version.

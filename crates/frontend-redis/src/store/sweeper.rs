@@ -366,12 +366,10 @@ async fn delete_members(
         add(&stats.members, n);
         if n < CHUNK {
             if t == kind::STREAM {
-                // The stream's state goes with its last entries.
-                tx.exec(
-                    "DELETE FROM {s}.redis_stream_meta WHERE kid = ?",
-                    &[Param::UInt(kid)],
-                )
-                .await?;
+                // The stream's state and groups go with its last entries.
+                for sql in super::keys::STREAM_STATE_DELETES {
+                    tx.exec(sql, &[Param::UInt(kid)]).await?;
+                }
             }
             return Ok(true);
         }

@@ -20,7 +20,7 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
     }
 }
 
-pub static COMMANDS: [Spec; 8] = [
+pub static COMMANDS: [Spec; 12] = [
     spec("xadd", -5, true, parse_xadd),
     spec("xlen", 2, false, |a| Ok(XLen { key: a.get(1) }.into())),
     spec("xrange", -4, false, |a| parse_xrange(a, false)),
@@ -35,6 +35,17 @@ pub static COMMANDS: [Spec; 8] = [
     spec("xtrim", -4, true, parse_xtrim),
     spec("xread", -4, false, parse_xread),
     spec("xsetid", -3, true, parse_xsetid),
+    spec("xgroup", -2, true, super::groups::parse::xgroup),
+    spec("xreadgroup", -7, true, parse_xread),
+    spec("xack", -4, true, |a| {
+        Ok(XAck {
+            key: a.get(1),
+            group: a.get(2),
+            args: a,
+        }
+        .into())
+    }),
+    spec("xpending", -3, false, super::groups::parse::xpending),
 ];
 
 /// Redis's texts (`src/t_stream.c`).
@@ -52,10 +63,12 @@ const LIMIT_NO_STRATEGY: &[u8] =
     b"syntax error, LIMIT cannot be used without specifying a trimming strategy";
 const XTRIM_NO_STRATEGY: &[u8] = b"syntax error, XTRIM must be called with a trimming strategy";
 const LIMIT_NOT_APPROX: &[u8] = b"syntax error, LIMIT cannot be used without the special ~ option";
-const BAD_START: &[u8] = b"invalid start ID for the interval";
-const BAD_END: &[u8] = b"invalid end ID for the interval";
+pub const BAD_START: &[u8] = b"invalid start ID for the interval";
+pub const BAD_END: &[u8] = b"invalid end ID for the interval";
+/// (The same text for `XREADGROUP` in Redis 7.0.15.)
 const UNBALANCED_XREAD: &[u8] =
     b"Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.";
+const MISSING_GROUP: &[u8] = b"Missing GROUP option for XREADGROUP";
 const GROUP_ONLY_XREADGROUP: &[u8] =
     b"The GROUP option is only supported by XREADGROUP. You called XREAD instead.";
 const NOACK_ONLY_XREADGROUP: &[u8] =
@@ -113,6 +126,21 @@ pub enum StreamCommand<'a> {
         keys: std::ops::Range<usize>,
         count: u64,
         block: Option<Option<Duration>>,
+        /// `XREADGROUP GROUP group consumer`.
+        group: Option<(&'a [u8], &'a [u8])>,
+        noack: bool,
+    },
+    XGroup(super::groups::parse::GroupOp<'a>),
+    /// `XACK key group id...` (the IDs checked once the group is found).
+    XAck {
+        key: &'a [u8],
+        group: &'a [u8],
+        args: Args<'a>,
+    },
+    XPending {
+        key: &'a [u8],
+        group: &'a [u8],
+        range: Option<super::groups::parse::PendingRange<'a>>,
     },
     XSetId {
         key: &'a [u8],
@@ -122,7 +150,7 @@ pub enum StreamCommand<'a> {
     },
 }
 
-pub use StreamCommand::{XAdd, XDel, XLen, XRange, XRead, XSetId, XTrim};
+pub use StreamCommand::{XAck, XAdd, XDel, XGroup, XLen, XPending, XRange, XRead, XSetId, XTrim};
 
 impl<'a> From<StreamCommand<'a>> for DataCommand<'a> {
     fn from(c: StreamCommand<'a>) -> Self {
@@ -297,7 +325,7 @@ fn parse_xtrim(args: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
 
 /// An interval bound (Redis's `streamParseIntervalIDOrReply`): `(` excludes (strict ID
 /// after it), else `-`, `+` or an ID whose missing sequence is `missing_seq`.
-fn interval(arg: &[u8], missing_seq: u64) -> Result<(StreamId, bool), ParseError> {
+pub fn interval(arg: &[u8], missing_seq: u64) -> Result<(StreamId, bool), ParseError> {
     let exclude = arg.len() > 1 && arg[0] == b'(';
     let parsed = if exclude {
         id::parse(&arg[1..], missing_seq, true, false)
@@ -356,7 +384,11 @@ fn block_timeout(arg: &[u8]) -> Result<Option<Duration>, ParseError> {
     }
 }
 
+/// `XREAD` and `XREADGROUP` (Redis's `xreadCommand`).
 fn parse_xread(args: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
+    let xreadgroup = args.get(0).eq_ignore_ascii_case(b"xreadgroup");
+    let mut group = None;
+    let mut noack = false;
     let mut count = 0u64;
     let mut block = None;
     let mut streams = None;
@@ -380,20 +412,32 @@ fn parse_xread(args: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
             streams = Some(first..first + rest / 2);
             break;
         } else if o.eq_ignore_ascii_case(b"group") && more >= 2 {
-            return Err(ParseError::Text(GROUP_ONLY_XREADGROUP));
+            if !xreadgroup {
+                return Err(ParseError::Text(GROUP_ONLY_XREADGROUP));
+            }
+            group = Some((args.get(i + 1), args.get(i + 2)));
+            i += 2;
         } else if o.eq_ignore_ascii_case(b"noack") {
-            return Err(ParseError::Text(NOACK_ONLY_XREADGROUP));
+            if !xreadgroup {
+                return Err(ParseError::Text(NOACK_ONLY_XREADGROUP));
+            }
+            noack = true;
         } else {
             return Err(SYNTAX);
         }
         i += 1;
     }
     let keys = streams.ok_or(SYNTAX)?;
+    if xreadgroup && group.is_none() {
+        return Err(ParseError::Text(MISSING_GROUP));
+    }
     Ok(XRead {
         args,
         keys,
         count,
         block,
+        group,
+        noack,
     }
     .into())
 }

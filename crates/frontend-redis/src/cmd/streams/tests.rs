@@ -229,3 +229,127 @@ fn fields_round_trip_as_netstrings() {
     assert_eq!(super::decode_fields(&blob), pairs.to_vec());
     assert_eq!(super::decode_fields(b"3:ab"), Vec::<&[u8]>::new());
 }
+
+#[test]
+fn xgroup_xpending_xreadgroup_parse() {
+    let c = command(&req(&[
+        b"XGROUP",
+        b"CREATE",
+        b"s",
+        b"g",
+        b"$",
+        b"MKSTREAM",
+        b"ENTRIESREAD",
+        b"-1",
+    ]));
+    assert!(
+        c.contains("mkstream: true")
+            && c.contains("entries_read: Some(-1)")
+            && c.contains("argc_ok: true"),
+        "{c}"
+    );
+    let c = command(&req(&[
+        b"XGROUP",
+        b"CREATE",
+        b"s",
+        b"g",
+        b"0",
+        b"MKSTREAM",
+        b"ENTRIESREAD",
+        b"1",
+        b"MKSTREAM",
+    ]));
+    assert!(c.contains("argc_ok: false"), "{c}");
+    assert_eq!(
+        error(&req(&[b"XGROUP", b"FOO", b"s"])),
+        "unknown subcommand 'FOO'. Try XGROUP HELP."
+    );
+    assert_eq!(
+        error(&req(&[b"XGROUP", b"create", b"s"])),
+        "wrong number of arguments for 'xgroup|create' command"
+    );
+    assert_eq!(
+        error(&req(&[b"XGROUP", b"destroy", b"s", b"g", b"x"])),
+        "wrong number of arguments for 'xgroup|destroy' command"
+    );
+    assert_eq!(
+        error(&req(&[b"XGROUP", b"SetId", b"s", b"g", b"0", b"MKSTREAM"])),
+        "unknown subcommand or wrong number of arguments for 'SetId'. Try XGROUP HELP."
+    );
+    assert_eq!(
+        error(&req(&[
+            b"XGROUP",
+            b"CREATE",
+            b"s",
+            b"g",
+            b"0",
+            b"ENTRIESREAD",
+            b"-2"
+        ])),
+        "value for ENTRIESREAD must be positive or -1"
+    );
+    assert!(command(&req(&[b"XGROUP", b"HELP"])).contains("Help"));
+    let c = command(&req(&[
+        b"XPENDING",
+        b"s",
+        b"g",
+        b"IDLE",
+        b"10",
+        b"(1",
+        b"+",
+        b"5",
+        b"alice",
+    ]));
+    assert!(
+        c.contains("min_idle: 10")
+            && c.contains("count: 5")
+            && c.contains("start: StreamId { ms: 1, seq: 1 }"),
+        "{c}"
+    );
+    assert!(command(&req(&[b"XPENDING", b"s", b"g"])).contains("range: None"));
+    assert_eq!(
+        error(&req(&[b"XPENDING", b"s", b"g", b"-"])),
+        "syntax error"
+    );
+    assert_eq!(
+        error(&req(&[b"XPENDING", b"s", b"g", b"IDLE", b"5", b"-", b"+"])),
+        "syntax error"
+    );
+    assert_eq!(
+        error(&req(&[b"XPENDING", b"s", b"g", b"-", b"+", b"x"])),
+        "value is not an integer or out of range"
+    );
+    let c = command(&req(&[
+        b"XREADGROUP",
+        b"GROUP",
+        b"g",
+        b"c",
+        b"NOACK",
+        b"COUNT",
+        b"3",
+        b"STREAMS",
+        b"s",
+        b">",
+    ]));
+    assert!(
+        c.contains("noack: true") && c.contains("count: 3") && c.contains("group: Some"),
+        "{c}"
+    );
+    assert_eq!(
+        error(&req(&[
+            b"XREADGROUP",
+            b"COUNT",
+            b"1",
+            b"STREAMS",
+            b"s",
+            b"t",
+            b">",
+            b">"
+        ])),
+        "Missing GROUP option for XREADGROUP"
+    );
+    assert_eq!(
+        error(&req(&[b"XACK", b"s", b"g"])),
+        "wrong number of arguments for 'xack' command"
+    );
+}
