@@ -604,13 +604,16 @@ pub async fn read(
     Ok(Read::Answered)
 }
 
+/// A blocking read's timeout (`None`: forever) and keys.
+pub type BlockingKeys<'a> = (Option<std::time::Duration>, Vec<&'a [u8]>);
+
 /// What [`crate::blocking`] needs of `XREAD` before its first attempt: its timeout (`None`
 /// forever) and the keys it waits on (none without `BLOCK`: it answers at once), or the
 /// error it is refused with.
 pub fn blocking_keys<'a>(
     spec: &'static crate::cmd::Spec,
     args: &Args<'a>,
-) -> Result<(Option<std::time::Duration>, Vec<&'a [u8]>), Vec<u8>> {
+) -> Result<BlockingKeys<'a>, Vec<u8>> {
     match (spec.parse)(*args) {
         Ok(DataCommand::Streams(StreamCommand::XRead {
             args,

@@ -242,13 +242,11 @@ pub async fn xgroup(cx: &mut Cx<'_>, op: GroupOp<'_>) -> Result<(), StoreError> 
             let id = if id == b"$" {
                 load_meta(cx, row.kid).await?.last
             } else {
-                match super::id::parse(id, 0, false, false) {
-                    Some((id, _)) => id,
-                    None => {
-                        cx.reply().error(super::parse::INVALID_ID);
-                        return Ok(());
-                    }
-                }
+                let Some((id, _)) = super::id::parse(id, 0, false, false) else {
+                    cx.reply().error(super::parse::INVALID_ID);
+                    return Ok(());
+                };
+                id
             };
             let g = Group {
                 last: id,

@@ -406,7 +406,7 @@ fn parse_xread(args: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
         } else if o.eq_ignore_ascii_case(b"streams") && more > 0 {
             let first = i + 1;
             let rest = n - first;
-            if rest % 2 != 0 {
+            if !rest.is_multiple_of(2) {
                 return Err(ParseError::Text(UNBALANCED_XREAD));
             }
             streams = Some(first..first + rest / 2);
