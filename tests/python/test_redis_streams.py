@@ -544,7 +544,9 @@ def test_xreadgroup_block_woken_by_xadd(redis_door):
     waiters = [_client(redis_door) for _ in range(3)]
     base = _blocked_clients(adder)
     for i, w in enumerate(waiters):
-        w.send(cmd("XREADGROUP", "GROUP", "g", f"c{i}", "BLOCK", "0", "STREAMS", "streams:bg", ">"))
+        # COUNT 1: a consumer woken by the first of two entries added back to back may find
+        # both; each takes one here, so the two waiters left get one each.
+        w.send(cmd("XREADGROUP", "GROUP", "g", f"c{i}", "COUNT", "1", "BLOCK", "0", "STREAMS", "streams:bg", ">"))
     _wait_blocked(adder, base + 3)
     for w in waiters:
         _not_answered(w)
@@ -578,3 +580,38 @@ def test_xreadgroup_block_woken_by_xadd(redis_door):
     assert adder.call("XPENDING", "streams:bg", "g")[0] == 3
     for c in [adder, *waiters]:
         c.close()
+
+
+def test_xclaim_xautoclaim(redis_door, redis_reference):
+    """Claims with explicit times (IDLE 0, TIME) so that both servers agree without a clock."""
+    check_groups(redis_door, redis_reference, [
+        RESET, cmd("SET", STR, "v"),
+        cmd("XADD", K, "1-0", "a", "1"), cmd("XADD", K, "2-0", "b", "2"), cmd("XADD", K, "3-0", "c", "3"),
+        cmd("XGROUP", "CREATE", K, "g", "0"),
+        cmd("XCLAIM", K, "g", "c", "0", "1-0", "FORCE", "JUSTID"), cmd("XPENDING", K, "g", "-", "+", "10"),
+        cmd("XCLAIM", K, "g", "c", "0", "2-0", "FORCE"), cmd("XPENDING", K, "g", "-", "+", "10"),
+        cmd("XCLAIM", K, "g", "c", "x", "1-0"), cmd("XCLAIM", K, "g", "c", "0", "1-0", "FOO"),
+        cmd("XCLAIM", K, "g", "c", "0", "1-0", "IDLE", "x"), cmd("XCLAIM", K, "g", "c", "0", "x", "1-0"),
+        cmd("XCLAIM", K, "g", "c", "0", "1-0", "TIME", "x"), cmd("XCLAIM", K, "g", "c", "0", "1-0", "RETRYCOUNT", "x"),
+        cmd("XCLAIM", K, "g", "c", "0", "1-0", "LASTID", "x"), cmd("XCLAIM", K, "g", "c", "0", "1-0", "IDLE"),
+        cmd("XCLAIM", K, "g", "d", "0", "1-0", "2-0", "1-0", "TIME", "5", "RETRYCOUNT", "7"),
+        cmd("XPENDING", K, "g", "-", "+", "10"), cmd("XPENDING", K, "g"),
+        cmd("XCLAIM", MISSING, "g", "c", "0", "1-0"), cmd("XCLAIM", K, "nog", "c", "x", "1-0"), cmd("XCLAIM", STR, "g", "c", "0", "1-0"),
+        cmd("XCLAIM", K, "g", "e", "100000000", "1-0"), cmd("XCLAIM", K, "g", "e", "0", "3-0"), cmd("XCLAIM", K, "g", "e", "0", "9-0", "FORCE"),
+        cmd("XCLAIM", K, "g", "e", "0", "1-0", "IDLE", "0", "JUSTID", "LASTID", "5-0"), cmd("XPENDING", K, "g", "-", "+", "10"),
+        cmd("XREADGROUP", "GROUP", "g", "f", "STREAMS", K, ">"), cmd("XADD", K, "6-0", "d", "4"),
+        cmd("XREADGROUP", "GROUP", "g", "f", "STREAMS", K, ">"), cmd("XPENDING", K, "g"),
+        cmd("XCLAIM", K, "g", "f", "-5", "1-0", "IDLE", "-3"), cmd("XCLAIM", K, "g", "f", "0", "1-0", "TIME", "99999999999999"),
+        cmd("XPENDING", K, "g", "-", "+", "10"),
+        # XAUTOCLAIM.
+        cmd("XAUTOCLAIM", K, "g", "c", "0", "0", "COUNT", "0"), cmd("XAUTOCLAIM", K, "g", "c", "x", "0"),
+        cmd("XAUTOCLAIM", K, "g", "c", "0", "x"), cmd("XAUTOCLAIM", K, "g", "c", "0", "0", "FOO"),
+        cmd("XAUTOCLAIM", K, "g", "c", "0", "0", "COUNT"), cmd("XAUTOCLAIM", MISSING, "g", "c", "0", "0"),
+        cmd("XAUTOCLAIM", STR, "g", "c", "0", "0"), cmd("XAUTOCLAIM", STR, "g", "c", "x", "0"),
+        cmd("XAUTOCLAIM", K, "g", "h", "0", "0", "count", "1"), cmd("XAUTOCLAIM", K, "g", "h", "0", "(1-0", "JUSTID"),
+        cmd("XAUTOCLAIM", K, "g", "h", "100000000", "0"), cmd("XPENDING", K, "g", "-", "+", "10"),
+        cmd("XDEL", K, "1-0", "2-0"), cmd("XAUTOCLAIM", K, "g", "i", "0", "0", "COUNT", "1"),
+        cmd("XAUTOCLAIM", K, "g", "i", "0", "0"), cmd("XPENDING", K, "g", "-", "+", "10"), cmd("XPENDING", K, "g"),
+        cmd("XDEL", K, "3-0"), cmd("XCLAIM", K, "g", "j", "0", "3-0", "6-0"), cmd("XPENDING", K, "g"),
+        cmd("XAUTOCLAIM", K, "g", "i", "0", "(18446744073709551615-18446744073709551615"),
+    ])

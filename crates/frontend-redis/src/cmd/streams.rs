@@ -41,7 +41,10 @@ use parse::{AddId, Trim, TrimBy};
 impl StreamCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::{XAck, XAdd, XDel, XGroup, XLen, XPending, XRange, XRead, XSetId, XTrim};
+        use parse::{
+            XAck, XAdd, XAutoClaim, XClaim, XDel, XGroup, XLen, XPending, XRange, XRead, XSetId,
+            XTrim,
+        };
         match self {
             XAdd {
                 key,
@@ -82,6 +85,8 @@ impl StreamCommand<'_> {
             XGroup(op) => groups::xgroup(cx, op).await,
             XAck { key, group, args } => groups::xack(cx, key, group, args).await,
             XPending { key, group, range } => groups::xpending(cx, key, group, range).await,
+            XClaim { args } => groups::xclaim(cx, args).await,
+            XAutoClaim { args } => groups::xautoclaim(cx, args).await,
             XSetId {
                 key,
                 last,

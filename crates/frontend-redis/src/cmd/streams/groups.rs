@@ -7,7 +7,10 @@
 //! delivered_ms, deliveries)`, one per entry ID: the group's PEL, each row naming the
 //! consumer whose PEL holds it. All of them go with the stream's key.
 
+mod claim;
 pub mod parse;
+
+pub use claim::{xautoclaim, xclaim};
 
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;

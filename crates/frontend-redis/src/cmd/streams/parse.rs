@@ -20,7 +20,7 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
     }
 }
 
-pub static COMMANDS: [Spec; 12] = [
+pub static COMMANDS: [Spec; 14] = [
     spec("xadd", -5, true, parse_xadd),
     spec("xlen", 2, false, |a| Ok(XLen { key: a.get(1) }.into())),
     spec("xrange", -4, false, |a| parse_xrange(a, false)),
@@ -46,6 +46,13 @@ pub static COMMANDS: [Spec; 12] = [
         .into())
     }),
     spec("xpending", -3, false, super::groups::parse::xpending),
+    spec("xclaim", -6, true, |a| Ok(XClaim { args: a }.into())),
+    spec(
+        "xautoclaim",
+        -6,
+        true,
+        |a| Ok(XAutoClaim { args: a }.into()),
+    ),
 ];
 
 /// Redis's texts (`src/t_stream.c`).
@@ -137,6 +144,14 @@ pub enum StreamCommand<'a> {
         group: &'a [u8],
         args: Args<'a>,
     },
+    /// `XCLAIM`: every argument checked after the key and group (as Redis does).
+    XClaim {
+        args: Args<'a>,
+    },
+    /// `XAUTOCLAIM`: its arguments checked before the key (as Redis does), by the command.
+    XAutoClaim {
+        args: Args<'a>,
+    },
     XPending {
         key: &'a [u8],
         group: &'a [u8],
@@ -150,7 +165,9 @@ pub enum StreamCommand<'a> {
     },
 }
 
-pub use StreamCommand::{XAck, XAdd, XDel, XGroup, XLen, XPending, XRange, XRead, XSetId, XTrim};
+pub use StreamCommand::{
+    XAck, XAdd, XAutoClaim, XClaim, XDel, XGroup, XLen, XPending, XRange, XRead, XSetId, XTrim,
+};
 
 impl<'a> From<StreamCommand<'a>> for DataCommand<'a> {
     fn from(c: StreamCommand<'a>) -> Self {

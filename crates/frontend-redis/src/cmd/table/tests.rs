@@ -150,6 +150,8 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("watch", -2, false, false, false, (1, -1, 1)),
     ("xack", -4, true, false, false, (1, 1, 1)),
     ("xadd", -5, true, false, false, (1, 1, 1)),
+    ("xautoclaim", -6, true, false, false, (1, 1, 1)),
+    ("xclaim", -6, true, false, false, (1, 1, 1)),
     ("xdel", -3, true, false, false, (1, 1, 1)),
     ("xgroup", -2, true, false, false, (0, 0, 0)),
     ("xlen", 2, false, false, false, (1, 1, 1)),
