@@ -42,8 +42,8 @@ impl StreamCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
         use parse::{
-            XAck, XAdd, XAutoClaim, XClaim, XDel, XGroup, XLen, XPending, XRange, XRead, XSetId,
-            XTrim,
+            XAck, XAdd, XAutoClaim, XClaim, XDel, XGroup, XInfo, XLen, XPending, XRange, XRead,
+            XSetId, XTrim,
         };
         match self {
             XAdd {
@@ -87,6 +87,7 @@ impl StreamCommand<'_> {
             XPending { key, group, range } => groups::xpending(cx, key, group, range).await,
             XClaim { args } => groups::xclaim(cx, args).await,
             XAutoClaim { args } => groups::xautoclaim(cx, args).await,
+            XInfo { args } => groups::xinfo(cx, args).await,
             XSetId {
                 key,
                 last,

@@ -374,7 +374,7 @@ fn data_keys(name: &str) -> Keys {
         "blpop" | "brpop" => (1, -2, 1),
         // Their keys follow a count (`LMPOP numkeys key...`), or they have none.
         "lmpop" | "blmpop" | "sintercard" | "keys" | "scan" | "randomkey" | "dbsize"
-        | "flushdb" | "flushall" | "xread" | "xreadgroup" | "xgroup" => (0, 0, 0),
+        | "flushdb" | "flushall" | "xread" | "xreadgroup" | "xgroup" | "xinfo" => (0, 0, 0),
         _ => (1, 1, 1),
     };
     Keys { first, last, step }

@@ -8,9 +8,11 @@
 //! consumer whose PEL holds it. All of them go with the stream's key.
 
 mod claim;
+mod info;
 pub mod parse;
 
 pub use claim::{xautoclaim, xclaim};
+pub use info::{parse as info_parse, xinfo};
 
 use manifold_backend::Param;
 use manifold_mysql_proto::packets::Value;
@@ -843,7 +845,12 @@ async fn new_entries(
 
 /// Redis's `streamEstimateDistanceFromFirstEverEntry`: the read counter of `id`, `None`
 /// when it cannot be known.
-fn estimate_read(meta: &super::Meta, first: StreamId, length: i64, id: StreamId) -> Option<i64> {
+pub(super) fn estimate_read(
+    meta: &super::Meta,
+    first: StreamId,
+    length: i64,
+    id: StreamId,
+) -> Option<i64> {
     let added = i64::try_from(meta.entries_added).unwrap_or(i64::MAX);
     if meta.entries_added == 0 {
         return Some(0);

@@ -20,7 +20,7 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
     }
 }
 
-pub static COMMANDS: [Spec; 14] = [
+pub static COMMANDS: [Spec; 15] = [
     spec("xadd", -5, true, parse_xadd),
     spec("xlen", 2, false, |a| Ok(XLen { key: a.get(1) }.into())),
     spec("xrange", -4, false, |a| parse_xrange(a, false)),
@@ -53,6 +53,10 @@ pub static COMMANDS: [Spec; 14] = [
         true,
         |a| Ok(XAutoClaim { args: a }.into()),
     ),
+    spec("xinfo", -2, false, |a| {
+        super::groups::info_parse(&a)?;
+        Ok(XInfo { args: a }.into())
+    }),
 ];
 
 /// Redis's texts (`src/t_stream.c`).
@@ -152,6 +156,10 @@ pub enum StreamCommand<'a> {
     XAutoClaim {
         args: Args<'a>,
     },
+    /// `XINFO`: the subcommand and its count checked.
+    XInfo {
+        args: Args<'a>,
+    },
     XPending {
         key: &'a [u8],
         group: &'a [u8],
@@ -166,7 +174,8 @@ pub enum StreamCommand<'a> {
 }
 
 pub use StreamCommand::{
-    XAck, XAdd, XAutoClaim, XClaim, XDel, XGroup, XLen, XPending, XRange, XRead, XSetId, XTrim,
+    XAck, XAdd, XAutoClaim, XClaim, XDel, XGroup, XInfo, XLen, XPending, XRange, XRead, XSetId,
+    XTrim,
 };
 
 impl<'a> From<StreamCommand<'a>> for DataCommand<'a> {

@@ -154,6 +154,7 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("xclaim", -6, true, false, false, (1, 1, 1)),
     ("xdel", -3, true, false, false, (1, 1, 1)),
     ("xgroup", -2, true, false, false, (0, 0, 0)),
+    ("xinfo", -2, false, false, false, (0, 0, 0)),
     ("xlen", 2, false, false, false, (1, 1, 1)),
     ("xpending", -3, false, false, false, (1, 1, 1)),
     ("xrange", -4, false, false, false, (1, 1, 1)),
