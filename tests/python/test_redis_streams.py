@@ -628,6 +628,15 @@ def info_normal(req, reply):
     return reply
 
 
+def times_free(req, reply):
+    """XINFO STREAM FULL: seen and delivery times (Unix ms) are each server's clock."""
+    def walk(v):
+        if isinstance(v, list):
+            return [walk(x) for x in v]
+        return "time" if isinstance(v, int) and v > 10**12 else v
+    return walk(info_normal(req, reply))
+
+
 def test_xinfo(redis_door, redis_reference):
     requests = [
         RESET, cmd("SET", STR, "v"),
@@ -649,16 +658,20 @@ def test_xinfo(redis_door, redis_reference):
         cmd("XADD", K, "5-0", "d", "4"), cmd("XINFO", "GROUPS", K), cmd("XGROUP", "SETID", K, "g", "0"),
         cmd("XINFO", "GROUPS", K), cmd("XSETID", K, "9-0", "ENTRIESADDED", "20", "MAXDELETEDID", "4-0"),
         cmd("XINFO", "GROUPS", K), cmd("XINFO", "STREAM", K), cmd("XINFO", "STREAM", K, "x"),
-        cmd("XINFO", "STREAM", K, "FULL", "COUNT", "x"),
+        cmd("XINFO", "STREAM", K, "FULL", "COUNT", "x"), cmd("XINFO", "STREAM", K, "FULL"),
+        cmd("XINFO", "STREAM", K, "full", "count", "1"), cmd("XINFO", "STREAM", K, "FULL", "COUNT", "0"),
+        cmd("XINFO", "STREAM", K, "FULL", "COUNT", "-3"), cmd("XINFO", "STREAM", K, "FULL", "LIMIT", "1"),
+        cmd("XINFO", "STREAM", K, "FULL", "COUNT"), cmd("XINFO", "STREAM", K2, "FULL"),
+        cmd("XADD", K2, "1-1", "f", "v"), cmd("XINFO", "STREAM", K2, "FULL"),
     ]
     for pipeline in (True, False):
-        differential(redis_door, redis_reference, requests, pipeline=pipeline, normalize=info_normal)
+        differential(redis_door, redis_reference, requests, pipeline=pipeline, normalize=times_free)
     body = requests + [cmd("XINFO", "CONSUMERS", K, "g1")]
     for hello in (None, cmd("HELLO", "3")):
         reqs = [AUTH] + ([hello] if hello else []) + body
         got = replies(redis_door, reqs, True, read=raw_reply)
         want = replies(redis_reference, reqs, True, read=raw_reply)
         for i, (req, g, w) in enumerate(zip(reqs, got, want)):
-            if req == hello or b"CONSUMERS" in req:
+            if req == hello or b"CONSUMERS" in req or b"FULL" in req.upper():
                 continue
             assert g == w, f"request {i} {req!r}: manifold {g!r}, redis-server {w!r}"

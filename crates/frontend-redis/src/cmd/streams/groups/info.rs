@@ -1,4 +1,4 @@
-//! `XINFO STREAM|GROUPS|CONSUMERS|HELP` (Redis 7.0.15's fields). `radix-tree-keys` and
+//! `XINFO STREAM [FULL [COUNT n]]|GROUPS|CONSUMERS|HELP` (Redis 7.0.15's fields). `radix-tree-keys` and
 //! `radix-tree-nodes` describe Redis's memory layout, which the tables do not have: they
 //! are estimated as Redis's layout of nodes of 100 entries would give them.
 
@@ -218,13 +218,16 @@ pub async fn xinfo(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
             cx.reply().error(&syntax(sub));
             return Ok(());
         }
-        if args.len() == 6 && crate::cmd::parse_i64(args.get(5)).is_none() {
-            cx.reply().error(crate::errors::NOT_INTEGER);
-            return Ok(());
+        let mut count = 10u64;
+        if args.len() == 6 {
+            let Some(n) = crate::cmd::parse_i64(args.get(5)) else {
+                cx.reply().error(crate::errors::NOT_INTEGER);
+                return Ok(());
+            };
+            count = if n < 0 { 10 } else { n as u64 };
         }
-        cx.reply()
-            .error(b"manifold: XINFO STREAM FULL is not supported (use XINFO STREAM, GROUPS, CONSUMERS and XPENDING)");
-        return Ok(());
+        let first = first.unwrap_or_default();
+        return full(cx, kid, &meta, first, length, count).await;
     }
     let groups = cx
         .tx
@@ -272,6 +275,160 @@ pub async fn xinfo(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
             None => {
                 r.null();
             }
+        }
+    }
+    Ok(())
+}
+
+/// `XINFO STREAM key FULL [COUNT n]`: the stream's fields, then up to `count` entries (0:
+/// all), and each group with up to `count` of its pending entries and its consumers with
+/// up to `count` of theirs.
+async fn full(
+    cx: &mut Cx<'_>,
+    kid: u64,
+    meta: &Meta,
+    first: StreamId,
+    length: i64,
+    count: u64,
+) -> Result<(), StoreError> {
+    let limit = if count == 0 { u64::MAX } else { count };
+    let (entries, _) = cx
+        .rows_for_reply(
+            "SELECT ms, seq, fields FROM {s}.redis_stream WHERE kid = ? ORDER BY ms, seq LIMIT ?",
+            &[Param::UInt(kid), Param::UInt(limit)],
+            8,
+        )
+        .await?;
+    let groups = cx
+        .tx
+        .rows(
+            "SELECT g.gh, g.name, g.last_ms, g.last_seq, g.entries_read, \
+             (SELECT COUNT(*) FROM {s}.redis_stream_pending p WHERE p.kid = g.kid AND p.gh = g.gh) \
+             FROM {s}.redis_stream_group g WHERE g.kid = ?",
+            &[Param::UInt(kid)],
+        )
+        .await?;
+    let mut groups: Vec<(Vec<u8>, Vec<u8>, Group, i64)> = groups
+        .into_iter()
+        .map(|mut r| {
+            (
+                r.get_mut(1).and_then(take_bytes).unwrap_or_default(),
+                r.get_mut(0).and_then(take_bytes).unwrap_or_default(),
+                Group {
+                    last: id_of(&r, 2),
+                    entries_read: r.get(4).and_then(int),
+                },
+                r.get(5).and_then(int).unwrap_or(0),
+            )
+        })
+        .collect();
+    groups.sort_by(|a, b| a.0.cmp(&b.0));
+    let nodes = (length.max(0) + 99) / 100;
+    {
+        let mut r = cx.reply();
+        map(&mut r, 9);
+        r.bulk(b"length").integer(length);
+        r.bulk(b"radix-tree-keys").integer(nodes);
+        r.bulk(b"radix-tree-nodes").integer(nodes + 1);
+        r.bulk(b"last-generated-id")
+            .bulk(meta.last.text().as_bytes());
+        r.bulk(b"max-deleted-entry-id")
+            .bulk(meta.max_deleted.text().as_bytes());
+        r.bulk(b"entries-added")
+            .integer(i64::try_from(meta.entries_added).unwrap_or(i64::MAX));
+        r.bulk(b"recorded-first-entry-id")
+            .bulk(first.text().as_bytes());
+        r.bulk(b"entries").array_len(entries.len());
+        for e in entries {
+            entry_reply(&mut r, e);
+        }
+        r.bulk(b"groups").array_len(groups.len());
+    }
+    for (name, gh, g, pel) in groups {
+        let pending = cx
+            .tx
+            .rows(
+                "SELECT ms, seq, consumer, delivered_ms, deliveries FROM {s}.redis_stream_pending \
+                 WHERE kid = ? AND gh = ? ORDER BY ms, seq LIMIT ?",
+                &[Param::UInt(kid), Param::Bytes(&gh), Param::UInt(limit)],
+            )
+            .await?;
+        let consumers = cx
+            .tx
+            .rows(
+                "SELECT c.ch, c.name, c.seen_ms, (SELECT COUNT(*) FROM {s}.redis_stream_pending p \
+                 WHERE p.kid = c.kid AND p.gh = c.gh AND p.ch = c.ch) \
+                 FROM {s}.redis_stream_consumer c WHERE c.kid = ? AND c.gh = ?",
+                &[Param::UInt(kid), Param::Bytes(&gh)],
+            )
+            .await?;
+        let mut consumers: Vec<(Vec<u8>, Vec<u8>, i64, i64)> = consumers
+            .into_iter()
+            .map(|mut r| {
+                (
+                    r.get_mut(1).and_then(take_bytes).unwrap_or_default(),
+                    r.get_mut(0).and_then(take_bytes).unwrap_or_default(),
+                    r.get(2).and_then(int).unwrap_or(0),
+                    r.get(3).and_then(int).unwrap_or(0),
+                )
+            })
+            .collect();
+        consumers.sort_by(|a, b| a.0.cmp(&b.0));
+        {
+            let mut r = cx.reply();
+            map(&mut r, 7);
+            r.bulk(b"name").bulk(&name);
+            r.bulk(b"last-delivered-id").bulk(g.last.text().as_bytes());
+            r.bulk(b"entries-read");
+            match g.entries_read {
+                Some(n) => r.integer(n),
+                None => r.null(),
+            };
+            r.bulk(b"lag");
+            match lag(meta, first, length, g) {
+                Some(n) => r.integer(n),
+                None => r.null(),
+            };
+            r.bulk(b"pel-count").integer(pel);
+            r.bulk(b"pending").array_len(pending.len());
+            for mut p in pending {
+                let consumer = p.get_mut(2).and_then(take_bytes).unwrap_or_default();
+                r.array_len(4)
+                    .bulk(id_of(&p, 0).text().as_bytes())
+                    .bulk(&consumer);
+                r.integer(p.get(3).and_then(int).unwrap_or(0));
+                r.integer(p.get(4).and_then(int).unwrap_or(0));
+            }
+            r.bulk(b"consumers").array_len(consumers.len());
+        }
+        for (cname, ch, seen, cpel) in consumers {
+            let theirs = cx
+                .tx
+                .rows(
+                    "SELECT ms, seq, delivered_ms, deliveries FROM {s}.redis_stream_pending \
+                     WHERE kid = ? AND gh = ? AND ch = ? ORDER BY ms, seq LIMIT ?",
+                    &[
+                        Param::UInt(kid),
+                        Param::Bytes(&gh),
+                        Param::Bytes(&ch),
+                        Param::UInt(limit),
+                    ],
+                )
+                .await?;
+            let mut r = cx.reply();
+            map(&mut r, 4);
+            r.bulk(b"name").bulk(&cname);
+            r.bulk(b"seen-time").integer(seen);
+            r.bulk(b"pel-count").integer(cpel);
+            r.bulk(b"pending").array_len(theirs.len());
+            for p in theirs {
+                r.array_len(3).bulk(id_of(&p, 0).text().as_bytes());
+                r.integer(p.get(2).and_then(int).unwrap_or(0));
+                r.integer(p.get(3).and_then(int).unwrap_or(0));
+            }
+        }
+        if cx.over_limit() {
+            break;
         }
     }
     Ok(())
