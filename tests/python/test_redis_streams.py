@@ -675,3 +675,60 @@ def test_xinfo(redis_door, redis_reference):
             if req == hello or b"CONSUMERS" in req or b"FULL" in req.upper():
                 continue
             assert g == w, f"request {i} {req!r}: manifold {g!r}, redis-server {w!r}"
+
+
+def random_group_requests(rng, n):
+    keys = ["streams:g1", "streams:g2"]
+    groups = ["ga", "gb"]
+    consumers = ["alice", "bob", "carol"]
+    out = [cmd("DEL", *keys)]
+    ms = [0]
+    for k in keys:
+        out += [cmd("XADD", k, "1-0", "f", "0"), cmd("XGROUP", "CREATE", k, "ga", "0"), cmd("XGROUP", "CREATE", k, "gb", "$")]
+
+    def some_id():
+        return f"{rng.randint(0, ms[0] + 2)}-{rng.randint(0, 2)}"
+
+    for _ in range(n):
+        k, g, c = rng.choice(keys), rng.choice(groups), rng.choice(consumers)
+        r = rng.random()
+        if r < 0.25:
+            ms[0] += rng.randint(1, 2)
+            out.append(cmd("XADD", k, f"{ms[0]}-*", "f", str(rng.randint(0, 9))))
+        elif r < 0.45:
+            extra = ["COUNT", str(rng.randint(1, 3))] if rng.random() < 0.5 else []
+            noack = ["NOACK"] if rng.random() < 0.1 else []
+            ids = [rng.choice([">", ">", "0", some_id()])]
+            out.append(cmd("XREADGROUP", "GROUP", g, c, *extra, *noack, "STREAMS", k, *ids))
+        elif r < 0.55:
+            out.append(cmd("XACK", k, g, *[some_id() for _ in range(rng.randint(1, 3))]))
+        elif r < 0.65:
+            out.append(rng.choice([cmd("XPENDING", k, g), cmd("XPENDING", k, g, "-", "+", "10"),
+                                   cmd("XPENDING", k, g, "-", "+", "10", c)]))
+        elif r < 0.72:
+            out.append(cmd("XCLAIM", k, g, c, "0", *[some_id() for _ in range(rng.randint(1, 3))],
+                           *rng.choice([[], ["JUSTID"], ["FORCE"], ["RETRYCOUNT", "3"]])))
+        elif r < 0.78:
+            out.append(cmd("XAUTOCLAIM", k, g, c, "0", rng.choice(["0", "-", some_id()]), "COUNT", str(rng.randint(1, 3)),
+                           *rng.choice([[], ["JUSTID"]])))
+        elif r < 0.83:
+            out.append(cmd("XDEL", k, some_id()))
+        elif r < 0.86:
+            out.append(cmd("XTRIM", k, "MAXLEN", str(rng.randint(1, 5))))
+        elif r < 0.9:
+            out.append(rng.choice([cmd("XGROUP", "SETID", k, g, rng.choice(["0", "$", some_id()])),
+                                   cmd("XGROUP", "DELCONSUMER", k, g, c), cmd("XGROUP", "CREATECONSUMER", k, g, c)]))
+        elif r < 0.95:
+            out.append(rng.choice([cmd("XINFO", "GROUPS", k), cmd("XINFO", "STREAM", k)]))
+        else:
+            out.append(rng.choice([cmd("XGROUP", "DESTROY", k, g), cmd("XGROUP", "CREATE", k, g, rng.choice(["0", "$"]))]))
+    for k in keys:
+        out += [cmd("XINFO", "GROUPS", k), cmd("XPENDING", k, "ga", "-", "+", "100"), cmd("XPENDING", k, "gb", "-", "+", "100")]
+    return out
+
+
+def test_random_group_sequence(redis_door, redis_reference):
+    rng = random.Random(20261129)
+    requests = random_group_requests(rng, 400)
+    for pipeline in (True, False):
+        differential(redis_door, redis_reference, requests, pipeline=pipeline, normalize=times_free)

@@ -802,14 +802,18 @@ async fn new_entries(
     if noack {
         return Ok(());
     }
-    // Entries another consumer had pending (the group's ID was set back) move to this one.
+    // Entries another consumer had pending (the group's ID was set back) move to this one:
+    // the delivered ones are every entry of the range (pending rows of entries no longer
+    // in the stream stay, as in Redis).
     cx.tx
         .exec(
-            "DELETE FROM {s}.redis_stream_pending WHERE kid = ? AND gh = ? \
-             AND (ms > ? OR (ms = ? AND seq >= ?)) AND (ms < ? OR (ms = ? AND seq <= ?))",
+            "DELETE FROM {s}.redis_stream_pending WHERE kid = ? AND gh = ? AND (ms, seq) IN \
+             (SELECT ms, seq FROM {s}.redis_stream WHERE kid = ? \
+             AND (ms > ? OR (ms = ? AND seq >= ?)) AND (ms < ? OR (ms = ? AND seq <= ?)))",
             &[
                 Param::UInt(kid),
                 Param::Bytes(gh),
+                Param::UInt(kid),
                 Param::UInt(start.ms),
                 Param::UInt(start.ms),
                 Param::UInt(start.seq),
