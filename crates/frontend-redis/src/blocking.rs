@@ -1,4 +1,5 @@
-//! Blocking list commands: `BLPOP`, `BRPOP`, `BRPOPLPUSH`, `BLMOVE`, `BLMPOP`.
+//! Blocking list commands: `BLPOP`, `BRPOP`, `BRPOPLPUSH`, `BLMOVE`, `BLMPOP`; and
+//! `XREAD` (with `BLOCK`, woken by `XADD`; without it, one attempt).
 //!
 //! A blocked client registers on its keys in [`Waiters`] (shared by every worker) *before*
 //! each attempt, then tries the command in a transaction of its own
@@ -149,7 +150,7 @@ impl Drop for Registration<'_> {
 pub fn is_blocking(spec: &Spec) -> bool {
     matches!(
         spec.name,
-        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop"
+        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" | "xread" | "xreadgroup"
     )
 }
 
@@ -176,6 +177,8 @@ pub struct Blocked<'w> {
     db: u8,
     /// The conflicts of this wake-up's attempt.
     attempts: Attempts,
+    /// `XREAD`'s IDs as its first attempt resolved them (`$`).
+    stream_ids: Vec<crate::cmd::streams::StreamId>,
 }
 
 impl<'w> Blocked<'w> {
@@ -188,9 +191,20 @@ impl<'w> Blocked<'w> {
         out: &mut Vec<u8>,
     ) -> Option<Blocked<'w>> {
         let proto = session.proto;
-        let Ok(timeout) = timeout(args, spec.name) else {
-            Reply::new(out, proto).error(timeout_error(args, spec.name));
-            return None;
+        let (timeout, keys) = if spec.family == crate::cmd::data::Family::Streams {
+            match crate::cmd::streams::blocking_keys(spec, args) {
+                Ok(found) => found,
+                Err(text) => {
+                    Reply::new(out, proto).error(&text);
+                    return None;
+                }
+            }
+        } else {
+            let Ok(timeout) = timeout(args, spec.name) else {
+                Reply::new(out, proto).error(timeout_error(args, spec.name));
+                return None;
+            };
+            (timeout, keys(args, spec.name))
         };
         let Some(login) = session.login.clone() else {
             Reply::new(out, proto).error(b"manifold: no backend login for this client");
@@ -199,17 +213,13 @@ impl<'w> Blocked<'w> {
         let db = session.info.db.get();
         let fe: &'w crate::server::RedisFrontend = session.fe;
         Some(Blocked {
-            registration: Registration::new(
-                &fe.worker.waiters,
-                session.info.id,
-                db,
-                &keys(args, spec.name),
-            ),
+            registration: Registration::new(&fe.worker.waiters, session.info.id, db, &keys),
             // A deadline past what the clock can hold is no deadline.
             deadline: timeout.and_then(|t| tokio::time::Instant::now().checked_add(t)),
             login,
             db,
             attempts: Attempts::new(0),
+            stream_ids: Vec::new(),
         })
     }
 
@@ -243,7 +253,12 @@ impl<'w> Blocked<'w> {
                     &*session.info.handle,
                 )),
             };
-            let e = match try_blocking(&mut cx, spec, args).await {
+            let tried = if spec.family == crate::cmd::data::Family::Streams {
+                crate::cmd::streams::try_blocking(&mut cx, spec, args, &mut self.stream_ids).await
+            } else {
+                try_blocking(&mut cx, spec, args).await
+            };
+            let e = match tried {
                 Ok(served) => {
                     let Cx { tx, out: reply, .. } = cx;
                     if served == Served::Yes && session.info.handle.is_killed() {

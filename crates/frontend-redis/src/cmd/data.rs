@@ -12,6 +12,7 @@ pub enum Family {
     Lists,
     Sets,
     ZSets,
+    Streams,
 }
 
 /// One data command.
@@ -38,6 +39,7 @@ pub fn families() -> impl Iterator<Item = &'static Spec> {
         .chain(super::lists::COMMANDS.iter())
         .chain(super::sets::COMMANDS.iter())
         .chain(super::zsets::COMMANDS.iter())
+        .chain(super::streams::COMMANDS.iter())
 }
 
 /// Data commands the door knows.

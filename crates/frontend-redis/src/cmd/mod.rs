@@ -23,6 +23,7 @@ pub mod rng;
 pub mod scan;
 pub mod sets;
 pub mod sqltext;
+pub mod streams;
 pub mod strings;
 pub mod table;
 pub mod typed;

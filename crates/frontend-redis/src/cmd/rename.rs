@@ -47,6 +47,23 @@ const COPY_HASH: &str = copy_members!("redis_hash", "fh, field, v");
 const COPY_SET: &str = copy_members!("redis_set", "mh, member");
 const COPY_ZSET: &str = copy_members!("redis_zset", "mh, member, score, sk");
 const COPY_LIST: &str = copy_members!("redis_list", "idx, v");
+const COPY_STREAM: &str = copy_members!("redis_stream", "ms, seq, fields");
+/// A stream's state and consumer groups, copied after its entries.
+const COPY_STREAM_STATE: [&str; 4] = [
+    copy_members!(
+        "redis_stream_meta",
+        "last_ms, last_seq, max_deleted_ms, max_deleted_seq, entries_added"
+    ),
+    copy_members!(
+        "redis_stream_group",
+        "gh, name, last_ms, last_seq, entries_read"
+    ),
+    copy_members!("redis_stream_consumer", "gh, ch, name, seen_ms"),
+    copy_members!(
+        "redis_stream_pending",
+        "gh, ms, seq, ch, consumer, delivered_ms, deliveries"
+    ),
+];
 
 /// The statement copying the members of a key of type `t` (`None`: a string).
 fn copy_sql(t: u8) -> Option<&'static str> {
@@ -55,6 +72,7 @@ fn copy_sql(t: u8) -> Option<&'static str> {
         kind::SET => Some(COPY_SET),
         kind::ZSET => Some(COPY_ZSET),
         kind::LIST => Some(COPY_LIST),
+        kind::STREAM => Some(COPY_STREAM),
         _ => None,
     }
 }
@@ -153,6 +171,16 @@ pub async fn copy(
             )
             .await?;
     }
+    if row.kind == kind::STREAM {
+        for sql in COPY_STREAM_STATE {
+            cx.tx
+                .exec(
+                    sql,
+                    &[Param::UInt(done.last_insert_id), Param::UInt(row.kid)],
+                )
+                .await?;
+        }
+    }
     if row.kind == kind::LIST {
         cx.tx.note_push(target, dst);
     }
@@ -161,20 +189,30 @@ pub async fn copy(
 }
 
 /// The members of the keys of one database, then those keys.
-const FLUSH_DB: [&str; 5] = [
+const FLUSH_DB: [&str; 10] = [
     "DELETE FROM {s}.redis_hash WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
     "DELETE FROM {s}.redis_set WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
     "DELETE FROM {s}.redis_zset WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
     "DELETE FROM {s}.redis_list WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_stream WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_stream_meta WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_stream_group WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_stream_consumer WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
+    "DELETE FROM {s}.redis_stream_pending WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",
     "DELETE FROM {s}.redis_keys WHERE db = ?",
 ];
 
 /// Every member, then every key (`DELETE`, not `TRUNCATE`: it stays in the transaction).
-const FLUSH_ALL: [&str; 5] = [
+const FLUSH_ALL: [&str; 10] = [
     "DELETE FROM {s}.redis_hash",
     "DELETE FROM {s}.redis_set",
     "DELETE FROM {s}.redis_zset",
     "DELETE FROM {s}.redis_list",
+    "DELETE FROM {s}.redis_stream",
+    "DELETE FROM {s}.redis_stream_meta",
+    "DELETE FROM {s}.redis_stream_group",
+    "DELETE FROM {s}.redis_stream_consumer",
+    "DELETE FROM {s}.redis_stream_pending",
     "DELETE FROM {s}.redis_keys",
 ];
 

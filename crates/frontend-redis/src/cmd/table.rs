@@ -67,6 +67,7 @@ impl Group {
             Group::Data(Family::Lists) => "lists",
             Group::Data(Family::Sets) => "sets",
             Group::Data(Family::ZSets) => "zsets",
+            Group::Data(Family::Streams) => "streams",
             Group::Pubsub => "pubsub",
             Group::Transactions => "transactions",
             Group::Connection => "connection",
@@ -373,7 +374,7 @@ fn data_keys(name: &str) -> Keys {
         "blpop" | "brpop" => (1, -2, 1),
         // Their keys follow a count (`LMPOP numkeys key...`), or they have none.
         "lmpop" | "blmpop" | "sintercard" | "keys" | "scan" | "randomkey" | "dbsize"
-        | "flushdb" | "flushall" => (0, 0, 0),
+        | "flushdb" | "flushall" | "xread" | "xreadgroup" | "xgroup" | "xinfo" => (0, 0, 0),
         _ => (1, 1, 1),
     };
     Keys { first, last, step }

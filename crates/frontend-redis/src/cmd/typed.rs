@@ -16,6 +16,7 @@ use super::hashes::HashCommand;
 use super::keys::KeyCommand;
 use super::lists::ListCommand;
 use super::sets::SetCommand;
+use super::streams::StreamCommand;
 use super::strings::StringCommand;
 use super::zsets::ZSetCommand;
 use super::Args;
@@ -37,6 +38,7 @@ pub enum DataCommand<'a> {
     Lists(ListCommand<'a>),
     Sets(SetCommand<'a>),
     ZSets(ZSetCommand<'a>),
+    Streams(StreamCommand<'a>),
 }
 
 impl DataCommand<'_> {
@@ -51,6 +53,7 @@ impl DataCommand<'_> {
             DataCommand::Lists(c) => c.apply(cx).await,
             DataCommand::Sets(c) => c.apply(cx).await,
             DataCommand::ZSets(c) => c.apply(cx).await,
+            DataCommand::Streams(c) => c.apply(cx).await,
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod kind {
     pub const SET: u8 = 2;
     pub const ZSET: u8 = 3;
     pub const HASH: u8 = 4;
+    pub const STREAM: u8 = 5;
 }
 
 /// What `TYPE` answers for a `redis_keys.type`.
@@ -27,6 +28,7 @@ pub fn type_name(t: u8) -> &'static str {
         kind::SET => "set",
         kind::ZSET => "zset",
         kind::HASH => "hash",
+        kind::STREAM => "stream",
         _ => "none",
     }
 }
@@ -38,9 +40,19 @@ pub fn members_table(t: u8) -> Option<&'static str> {
         kind::SET => Some("redis_set"),
         kind::ZSET => Some("redis_zset"),
         kind::HASH => Some("redis_hash"),
+        kind::STREAM => Some("redis_stream"),
         _ => None,
     }
 }
+
+/// A stream's rows beside its entries (`redis_stream`), deleted with them: its state, its
+/// consumer groups, their consumers and pending entries.
+pub const STREAM_STATE_DELETES: [&str; 4] = [
+    "DELETE FROM {s}.redis_stream_pending WHERE kid = ?",
+    "DELETE FROM {s}.redis_stream_consumer WHERE kid = ?",
+    "DELETE FROM {s}.redis_stream_group WHERE kid = ?",
+    "DELETE FROM {s}.redis_stream_meta WHERE kid = ?",
+];
 
 /// SHA-256 of a key, field or member: what the tables index (`UNHEX(SHA2(x, 256))` in SQL).
 pub fn hash(b: &[u8]) -> [u8; 32] {
@@ -175,6 +187,13 @@ impl Tx<'_> {
             kind::SET => "DELETE FROM {s}.redis_set WHERE kid = ?",
             kind::ZSET => "DELETE FROM {s}.redis_zset WHERE kid = ?",
             kind::HASH => "DELETE FROM {s}.redis_hash WHERE kid = ?",
+            kind::STREAM => {
+                // The stream's state and groups first, then its entries.
+                for sql in STREAM_STATE_DELETES {
+                    self.exec(sql, &[Param::UInt(kid)]).await?;
+                }
+                "DELETE FROM {s}.redis_stream WHERE kid = ?"
+            }
             _ => return Ok(()),
         };
         self.exec(sql, &[Param::UInt(kid)]).await?;

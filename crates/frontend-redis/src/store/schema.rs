@@ -26,7 +26,7 @@ const TABLES: &[&str] = &[
   kh BINARY(32) NOT NULL COMMENT 'UNHEX(SHA2(k, 256))',
   k LONGBLOB NOT NULL COMMENT 'the key',
   kid BIGINT UNSIGNED NOT NULL AUTO_INCREMENT COMMENT 'names the members of a collection; new at each creation',
-  type TINYINT UNSIGNED NOT NULL COMMENT '0 string, 1 list, 2 set, 3 zset, 4 hash',
+  type TINYINT UNSIGNED NOT NULL COMMENT '0 string, 1 list, 2 set, 3 zset, 4 hash, 5 stream',
   v LONGBLOB NULL COMMENT 'a string''s value',
   expire_at BIGINT NULL COMMENT 'Unix time in ms; NULL: no expiry',
   len BIGINT NOT NULL DEFAULT 0 COMMENT 'members of a collection',
@@ -71,6 +71,50 @@ const TABLES: &[&str] = &[
   idx BIGINT NOT NULL COMMENT 'position; the key row''s lhead..ltail',
   v LONGBLOB NOT NULL,
   PRIMARY KEY (kid, idx)
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {s}.redis_stream (
+  kid BIGINT UNSIGNED NOT NULL,
+  ms BIGINT UNSIGNED NOT NULL COMMENT 'the entry ID''s milliseconds',
+  seq BIGINT UNSIGNED NOT NULL COMMENT 'the entry ID''s sequence number',
+  fields LONGBLOB NOT NULL COMMENT 'field, value, ... as netstrings: <length>:<bytes>, each',
+  PRIMARY KEY (kid, ms, seq)
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {s}.redis_stream_meta (
+  kid BIGINT UNSIGNED NOT NULL PRIMARY KEY,
+  last_ms BIGINT UNSIGNED NOT NULL COMMENT 'the last ID given (XADD, XSETID)',
+  last_seq BIGINT UNSIGNED NOT NULL,
+  max_deleted_ms BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'the largest ID XDEL removed',
+  max_deleted_seq BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  entries_added BIGINT UNSIGNED NOT NULL DEFAULT 0 COMMENT 'entries ever added'
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {s}.redis_stream_group (
+  kid BIGINT UNSIGNED NOT NULL,
+  gh BINARY(32) NOT NULL COMMENT 'UNHEX(SHA2(name, 256))',
+  name LONGBLOB NOT NULL COMMENT 'the consumer group',
+  last_ms BIGINT UNSIGNED NOT NULL COMMENT 'the last ID delivered to the group',
+  last_seq BIGINT UNSIGNED NOT NULL,
+  entries_read BIGINT NULL COMMENT 'entries the group read; NULL: unknown',
+  PRIMARY KEY (kid, gh)
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {s}.redis_stream_consumer (
+  kid BIGINT UNSIGNED NOT NULL,
+  gh BINARY(32) NOT NULL COMMENT 'the group',
+  ch BINARY(32) NOT NULL COMMENT 'UNHEX(SHA2(name, 256))',
+  name LONGBLOB NOT NULL COMMENT 'the consumer',
+  seen_ms BIGINT NOT NULL COMMENT 'Unix ms of its last read',
+  PRIMARY KEY (kid, gh, ch)
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {s}.redis_stream_pending (
+  kid BIGINT UNSIGNED NOT NULL,
+  gh BINARY(32) NOT NULL COMMENT 'the group',
+  ms BIGINT UNSIGNED NOT NULL COMMENT 'the entry ID',
+  seq BIGINT UNSIGNED NOT NULL,
+  ch BINARY(32) NOT NULL COMMENT 'the consumer it was delivered to',
+  consumer LONGBLOB NOT NULL COMMENT 'that consumer''s name',
+  delivered_ms BIGINT NOT NULL COMMENT 'Unix ms of its last delivery',
+  deliveries BIGINT UNSIGNED NOT NULL COMMENT 'times delivered',
+  PRIMARY KEY (kid, gh, ms, seq),
+  KEY by_consumer (kid, gh, ch, ms, seq)
 ) ENGINE=InnoDB",
 ];
 

@@ -339,6 +339,7 @@ fn chunk_delete(t: u8) -> Option<&'static str> {
         kind::SET => "DELETE FROM {s}.redis_set WHERE kid = ? LIMIT 1000",
         kind::ZSET => "DELETE FROM {s}.redis_zset WHERE kid = ? LIMIT 1000",
         kind::HASH => "DELETE FROM {s}.redis_hash WHERE kid = ? LIMIT 1000",
+        kind::STREAM => "DELETE FROM {s}.redis_stream WHERE kid = ? LIMIT 1000",
         _ => return None,
     })
 }
@@ -364,6 +365,12 @@ async fn delete_members(
         let n = tx.affected(sql, &[Param::UInt(kid)]).await?;
         add(&stats.members, n);
         if n < CHUNK {
+            if t == kind::STREAM {
+                // The stream's state and groups go with its last entries.
+                for sql in super::keys::STREAM_STATE_DELETES {
+                    tx.exec(sql, &[Param::UInt(kid)]).await?;
+                }
+            }
             return Ok(true);
         }
     }
@@ -399,7 +406,7 @@ mod tests {
     #[test]
     fn statements_take_the_sizes_the_loops_count_on() {
         // A chunk shorter than CHUNK ends the loop: the LIMIT must be CHUNK.
-        for t in [kind::LIST, kind::SET, kind::ZSET, kind::HASH] {
+        for t in [kind::LIST, kind::SET, kind::ZSET, kind::HASH, kind::STREAM] {
             let sql = chunk_delete(t).expect("a members table");
             assert!(sql.ends_with(&format!("LIMIT {CHUNK}")), "{sql}");
             let table = super::super::keys::members_table(t).expect("a members table");
