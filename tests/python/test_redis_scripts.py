@@ -237,7 +237,7 @@ def lock_story(r):
     except LockError as e:
         out.append(type(e).__name__)
     # A second client blocks until the first releases.
-    lock = r.lock(P + "lock", timeout=30)
+    lock = r.lock(P + "lock", timeout=30, thread_local=False)
     out.append(lock.acquire())
     threading.Timer(0.3, lock.release).start()
     waiter = r.lock(P + "lock", timeout=30, sleep=0.05)

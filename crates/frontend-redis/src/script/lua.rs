@@ -27,6 +27,8 @@ pub const KILLED: &str = "Script killed by user with SCRIPT KILL...";
 pub const TIMED_OUT: &str = "Script killed by manifold: it ran past script_time_limit...";
 /// Raised in a script whose worker aborted it (it is run again, or fails, with no reply).
 const ABORTED: &str = "manifold: script aborted";
+/// Marks an error `redis.call` raised: its text is the command's error, without `ERR `.
+const RAISED: &str = "\u{1}redis.call:";
 
 /// Compiled scripts a thread keeps (beyond it, they are compiled again).
 const COMPILED_MAX: usize = 1024;
@@ -76,11 +78,6 @@ fn error_text(e: &mlua::Error) -> String {
 
 const PRELUDE: &str = r#"
 local raw_call, redis, real = ...
-redis.call = function(...)
-  local r, failed = raw_call(...)
-  if failed then error(r, 0) end
-  return r
-end
 redis.pcall = function(...)
   local r = raw_call(...)
   return r
@@ -117,11 +114,26 @@ impl State {
         }
         let redis = redis_table(&lua)?;
         g.raw_set("redis", redis.clone())?;
-        let raw_call = lua.create_function(raw_call)?;
+        let pcall = lua.create_function(raw_call)?;
+        // `redis.call` is a Rust function, not a Lua one: a script's `return
+        // redis.call(...)` would be a tail call and lose the script's line in the error.
+        redis.raw_set(
+            "call",
+            lua.create_function(|lua, args: Variadic<Value>| match raw_call(lua, args)? {
+                (Value::Table(t), true) => {
+                    let err = t.raw_get::<mlua::String>("err")?;
+                    Err(mlua::Error::RuntimeError(format!(
+                        "{RAISED}{}",
+                        err.to_string_lossy()
+                    )))
+                }
+                (v, _) => Ok(v),
+            })?,
+        )?;
         let (env, runner): (Table, Function) = lua
             .load(PRELUDE)
             .set_name("=redis_prelude")
-            .call((raw_call, redis, g.clone()))?;
+            .call((pcall, redis, g.clone()))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_hook(HookTriggers::new().every_nth_instruction(10_000), |lua, _| {
             let Some(mut cur) = lua.app_data_mut::<Current>() else {
@@ -329,7 +341,12 @@ fn error_value_reply(err: &Value, sha: &str, out: &mut Vec<u8>) {
 /// before a message that is not already such a table, the place being the script's frame
 /// that was running.
 fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
+    let raised = match &err {
+        Value::Error(e) => error_text(e).strip_prefix(RAISED).map(str::to_string),
+        _ => None,
+    };
     let t = match err {
+        _ if raised.is_some() => error_table(lua, raised.unwrap_or_default().as_bytes())?,
         Value::Table(t) if t.raw_get::<Value>("err").is_ok_and(|v| !v.is_nil()) => t,
         other => {
             let msg = match &other {
