@@ -59,8 +59,9 @@ pub struct RedisConfig {
     /// Memory one script's Lua state may use, in bytes; past it the script fails.
     #[serde(deserialize_with = "manifold_engine::size_serde::deserialize")]
     pub script_memory_limit: u64,
-    /// A script running this long is stopped, its writes rolled back (its client gets
-    /// Redis's text for a killed script); 0: no limit (as Redis, `SCRIPT KILL` stops one).
+    /// A script running this long is stopped, its writes rolled back; 0: no limit (Redis
+    /// has none, but blocks every client past `busy-reply-threshold`; here a script holds a
+    /// script thread and its SQL transaction's locks, so it is bounded by default).
     #[serde(with = "manifold_engine::duration_serde")]
     pub script_time_limit: Duration,
     /// Addresses of the door's TLS port (as Redis's `tls-port`: TLS from the first byte, the
@@ -140,7 +141,7 @@ impl Default for RedisConfig {
             schema: "manifold_redis".into(),
             max_running_scripts: 16,
             script_memory_limit: 64 << 20,
-            script_time_limit: Duration::ZERO,
+            script_time_limit: Duration::from_secs(60),
             tls_listen: String::new(),
             read_from: "primary".into(),
             user: None,
