@@ -30,7 +30,7 @@ pub fn frame_to_lua(lua: &Lua, frame: Frame) -> mlua::Result<Value> {
         Frame::Integer(n) => Value::Number(n as f64),
         Frame::Bulk(b) => Value::String(lua.create_string(&b)?),
         Frame::NullBulk | Frame::NullArray => Value::Boolean(false),
-        Frame::Null => Value::Nil,
+        Frame::Null | Frame::Attribute(_) => Value::Nil,
         Frame::Array(items) | Frame::Push(items) => {
             let t = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.into_iter().enumerate() {
@@ -79,7 +79,6 @@ pub fn frame_to_lua(lua: &Lua, frame: Frame) -> mlua::Result<Value> {
             t.raw_set("verbatim_string", inner)?;
             Value::Table(t)
         }
-        Frame::Attribute(_) => Value::Nil,
     })
 }
 
@@ -94,7 +93,10 @@ pub fn error_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
 /// line breaks made spaces.
 pub fn error_reply(out: &mut Vec<u8>, text: &[u8]) {
     out.push(b'-');
-    out.extend(text.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+    out.extend(
+        text.iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
     out.extend_from_slice(b"\r\n");
 }
 
@@ -117,7 +119,7 @@ pub fn lua_to_reply(
             reply.integer(*n as i64);
         }
         Value::Integer(n) => {
-            reply.integer(*n as i64);
+            reply.integer(*n);
         }
         Value::Boolean(b) => {
             if script_proto == Protocol::Resp2 {
@@ -174,7 +176,8 @@ fn table_to_reply(
         return Ok(());
     }
     if let Ok(Value::Table(map)) = t.raw_get::<Value>("map") {
-        let pairs: Vec<(Value, Value)> = map.pairs::<Value, Value>().filter_map(Result::ok).collect();
+        let pairs: Vec<(Value, Value)> =
+            map.pairs::<Value, Value>().filter_map(Result::ok).collect();
         reply.map_len(pairs.len());
         for (k, v) in &pairs {
             lua_to_reply(k, reply, script_proto, depth + 1)?;

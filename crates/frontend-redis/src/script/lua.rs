@@ -8,6 +8,7 @@
 //! `debug`, `package`, `require`, `module` are not there.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
@@ -15,7 +16,9 @@ use std::time::Instant;
 
 use manifold_redis_proto::frame::Frame;
 use manifold_redis_proto::{Protocol, Reply};
-use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic, VmState};
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic, VmState,
+};
 use sha1::{Digest, Sha1};
 
 use super::convert::{error_table, frame_to_lua, lua_to_reply};
@@ -61,7 +64,7 @@ pub fn sha1hex(bytes: &[u8]) -> String {
     let digest = Sha1::digest(bytes);
     let mut s = String::with_capacity(40);
     for b in digest {
-        s.push_str(&format!("{b:02x}"));
+        let _ = write!(s, "{b:02x}");
     }
     s
 }
@@ -107,8 +110,8 @@ impl State {
         manifold_redis_lua::install_libs(&lua)?;
         let g = lua.globals();
         for name in [
-            "print", "dofile", "loadfile", "setfenv", "getfenv", "newproxy", "os", "io",
-            "debug", "package", "require", "module",
+            "print", "dofile", "loadfile", "setfenv", "getfenv", "newproxy", "os", "io", "debug",
+            "package", "require", "module",
         ] {
             g.raw_remove(name)?;
         }
@@ -135,24 +138,27 @@ impl State {
             .set_name("=redis_prelude")
             .call((pcall, redis, g.clone()))?;
         let handler = lua.create_function(error_handler)?;
-        lua.set_hook(HookTriggers::new().every_nth_instruction(10_000), |lua, _| {
-            let Some(mut cur) = lua.app_data_mut::<Current>() else {
-                return Ok(VmState::Continue);
-            };
-            if cur.aborted || cur.to_worker.is_closed() {
-                cur.aborted = true;
-                return Err(mlua::Error::RuntimeError(ABORTED.into()));
-            }
-            if cur.deadline.is_some_and(|d| Instant::now() >= d) {
-                cur.timed_out = true;
-                cur.killed.store(true, Ordering::Relaxed);
-                return Err(mlua::Error::RuntimeError(TIMED_OUT.into()));
-            }
-            if cur.killed.load(Ordering::Relaxed) {
-                return Err(mlua::Error::RuntimeError(KILLED.into()));
-            }
-            Ok(VmState::Continue)
-        });
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(10_000),
+            |lua, _| {
+                let Some(mut cur) = lua.app_data_mut::<Current>() else {
+                    return Ok(VmState::Continue);
+                };
+                if cur.aborted || cur.to_worker.is_closed() {
+                    cur.aborted = true;
+                    return Err(mlua::Error::RuntimeError(ABORTED.into()));
+                }
+                if cur.deadline.is_some_and(|d| Instant::now() >= d) {
+                    cur.timed_out = true;
+                    cur.killed.store(true, Ordering::Relaxed);
+                    return Err(mlua::Error::RuntimeError(TIMED_OUT.into()));
+                }
+                if cur.killed.load(Ordering::Relaxed) {
+                    return Err(mlua::Error::RuntimeError(KILLED.into()));
+                }
+                Ok(VmState::Continue)
+            },
+        );
         if memory_limit > 0 {
             lua.set_memory_limit(memory_limit)?;
         }
@@ -182,7 +188,10 @@ impl State {
         // A shebang line (`#!lua flags=...`) is not Lua: it is blanked, the lines keep
         // their numbers.
         let body: std::borrow::Cow<'_, [u8]> = if source.starts_with(b"#!") {
-            let end = source.iter().position(|&b| b == b'\n').unwrap_or(source.len());
+            let end = source
+                .iter()
+                .position(|&b| b == b'\n')
+                .unwrap_or(source.len());
             let mut b = source.to_vec();
             b[..end].fill(b' ');
             b.into()
@@ -209,9 +218,8 @@ impl State {
                     other => error_text(other),
                 };
                 let mut out = Vec::new();
-                Reply::new(&mut out, Protocol::Resp2).error(
-                    format!("Error compiling script (new function): {text}").as_bytes(),
-                );
+                Reply::new(&mut out, Protocol::Resp2)
+                    .error(format!("Error compiling script (new function): {text}").as_bytes());
                 Err(out)
             }
         }
@@ -263,10 +271,7 @@ impl State {
         });
         let result = set_list("KEYS", &keys)
             .and_then(|()| set_list("ARGV", &argv))
-            .and_then(|()| {
-                self.runner
-                    .call::<MultiValue>((f, self.handler.clone()))
-            });
+            .and_then(|()| self.runner.call::<MultiValue>((f, self.handler.clone())));
         let cur = self.lua.remove_app_data::<Current>();
         let aborted = cur.as_ref().is_some_and(|c| c.aborted);
         let script_proto = cur.as_ref().map_or(Protocol::Resp2, |c| c.proto);
@@ -310,8 +315,7 @@ fn error_value_reply(err: &Value, sha: &str, out: &mut Vec<u8>) {
         Value::Table(t) => {
             let msg = t
                 .raw_get::<mlua::String>("err")
-                .map(|s| s.as_bytes().to_vec())
-                .unwrap_or_else(|_| b"ERR unknown error".to_vec());
+                .map_or_else(|_| b"ERR unknown error".to_vec(), |s| s.as_bytes().to_vec());
             text.extend_from_slice(&msg);
             let source = t.raw_get::<mlua::String>("source").ok();
             let line = t.raw_get::<i64>("line").ok();
@@ -376,6 +380,7 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
 
 /// `redis.call`/`redis.pcall`'s work: the command's reply as a Lua value, and whether it
 /// is an error (`redis.call` raises it).
+#[allow(clippy::needless_pass_by_value)] // mlua hands the arguments over by value
 fn raw_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(Value, bool)> {
     let fail = |text: &str| -> mlua::Result<(Value, bool)> {
         Ok((Value::Table(error_table(lua, text.as_bytes())?), true))
@@ -389,7 +394,9 @@ fn raw_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(Value, bool)> {
             Value::String(s) => argv.push(s.as_bytes().to_vec()),
             Value::Number(_) | Value::Integer(_) => match lua.coerce_string(a.clone())? {
                 Some(s) => argv.push(s.as_bytes().to_vec()),
-                None => return fail("ERR Lua redis lib command arguments must be strings or integers"),
+                None => {
+                    return fail("ERR Lua redis lib command arguments must be strings or integers")
+                }
             },
             _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
         }
@@ -399,7 +406,12 @@ fn raw_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(Value, bool)> {
             return Err(mlua::Error::RuntimeError(ABORTED.into()));
         };
         let proto = cur.proto;
-        if cur.aborted || cur.to_worker.send(FromScript::Call { args: argv, proto }).is_err() {
+        if cur.aborted
+            || cur
+                .to_worker
+                .send(FromScript::Call { args: argv, proto })
+                .is_err()
+        {
             cur.aborted = true;
             return Err(mlua::Error::RuntimeError(ABORTED.into()));
         }
@@ -411,9 +423,8 @@ fn raw_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(Value, bool)> {
             }
         }
     };
-    let frame = match Frame::parse(&answer) {
-        Ok(Some((frame, _))) => frame,
-        _ => return fail("ERR manifold: an unreadable reply"),
+    let Ok(Some((frame, _))) = Frame::parse(&answer) else {
+        return fail("ERR manifold: an unreadable reply");
     };
     let failed = matches!(frame, Frame::Error(_) | Frame::BlobError(_));
     Ok((frame_to_lua(lua, frame)?, failed))
@@ -449,7 +460,9 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
         "sha1hex",
         lua.create_function(|lua, v: Variadic<Value>| {
             if v.len() != 1 {
-                return Err(mlua::Error::RuntimeError("wrong number of arguments".into()));
+                return Err(mlua::Error::RuntimeError(
+                    "wrong number of arguments".into(),
+                ));
             }
             let bytes = match lua.coerce_string(v[0].clone())? {
                 Some(s) => s.as_bytes().to_vec(),
@@ -476,7 +489,7 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
             }
             let level = match &v[0] {
                 Value::Number(n) => *n as i64,
-                Value::Integer(n) => *n as i64,
+                Value::Integer(n) => *n,
                 _ => -1,
             };
             if !(0..=3).contains(&level) {
@@ -507,11 +520,15 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
                     "redis.setresp() requires one argument.".into(),
                 ));
             }
-            let proto = match &v[0] {
-                Value::Number(n) if *n == 2.0 => Protocol::Resp2,
-                Value::Number(n) if *n == 3.0 => Protocol::Resp3,
-                Value::Integer(2) => Protocol::Resp2,
-                Value::Integer(3) => Protocol::Resp3,
+            // Redis reads it as an int (`lua_tonumber`, truncated).
+            let version = match &v[0] {
+                Value::Number(n) => *n as i64,
+                Value::Integer(n) => *n,
+                _ => 0,
+            };
+            let proto = match version {
+                2 => Protocol::Resp2,
+                3 => Protocol::Resp3,
                 _ => {
                     return Err(mlua::Error::RuntimeError(
                         "RESP version must be 2 or 3.".into(),
@@ -543,7 +560,7 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
             }
             let flags = match &v[0] {
                 Value::Number(n) => *n as i64,
-                Value::Integer(n) => *n as i64,
+                Value::Integer(n) => *n,
                 _ => -1,
             };
             if !(0..=3).contains(&flags) {
@@ -555,11 +572,11 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
             Ok(())
         })?,
     )?;
-    redis.raw_set(
-        "replicate_commands",
-        lua.create_function(|_, ()| Ok(true))?,
-    )?;
+    redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
     redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
-    redis.raw_set("debug", lua.create_function(|_, _: Variadic<Value>| Ok(()))?)?;
+    redis.raw_set(
+        "debug",
+        lua.create_function(|_, _: Variadic<Value>| Ok(()))?,
+    )?;
     Ok(redis)
 }

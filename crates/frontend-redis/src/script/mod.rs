@@ -137,14 +137,21 @@ pub async fn handle(session: &mut Session<'_>, parsed: Parsed<'_>, out: &mut Vec
             let body = args.get(2);
             let sha = lua::sha1hex(body);
             let source = Arc::new(body.to_vec());
-            match run_job(session, &sha, source.clone(), Vec::new(), Vec::new(), true, false)
-                .await
+            if let Ok(Outcome::CompileError(reply)) = run_job(
+                session,
+                &sha,
+                source.clone(),
+                Vec::new(),
+                Vec::new(),
+                true,
+                false,
+            )
+            .await
             {
-                Ok(Outcome::CompileError(reply)) => out.extend_from_slice(&reply),
-                _ => {
-                    session.fe.shared.scripts.cache(sha.clone(), source);
-                    Reply::new(out, proto).bulk(sha.as_bytes());
-                }
+                out.extend_from_slice(&reply);
+            } else {
+                session.fe.shared.scripts.cache(sha.clone(), source);
+                Reply::new(out, proto).bulk(sha.as_bytes());
             }
         }
         "script|exists" => {
@@ -243,13 +250,11 @@ async fn eval(
     let scripts = &fe.shared.scripts;
     let (sha, source) = if by_sha {
         let sha = String::from_utf8_lossy(parsed.body).to_ascii_lowercase();
-        match (sha.len() == 40).then(|| scripts.source(&sha)).flatten() {
-            Some(source) => (sha, source),
-            None => {
-                Reply::new(out, proto).error(NOSCRIPT);
-                return;
-            }
-        }
+        let Some(source) = (sha.len() == 40).then(|| scripts.source(&sha)).flatten() else {
+            Reply::new(out, proto).error(NOSCRIPT);
+            return;
+        };
+        (sha, source)
     } else {
         (lua::sha1hex(parsed.body), Arc::new(parsed.body.to_vec()))
     };
@@ -268,7 +273,12 @@ async fn eval(
     let keys: Vec<Vec<u8>> = parsed.keys.iter().map(|k| k.to_vec()).collect();
     let argv: Vec<Vec<u8>> = parsed.argv.iter().map(|a| a.to_vec()).collect();
     let db0 = session.info.db.get();
-    let out_limit = fe.shared.output.normal.hard_bytes().saturating_sub(out.len());
+    let out_limit = fe
+        .shared
+        .output
+        .normal
+        .hard_bytes()
+        .saturating_sub(out.len());
     let mut attempts = Attempts::new(1);
     loop {
         let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
@@ -357,12 +367,11 @@ async fn eval(
                 Err(e) => e,
             },
         };
-        match attempts.next(None, &e) {
-            Decision::Again(pause) => pause_before_retry(pause).await,
-            _ => {
-                Reply::new(out, proto).error(&e.reply_text());
-                return;
-            }
+        if let Decision::Again(pause) = attempts.next(None, &e) {
+            pause_before_retry(pause).await;
+        } else {
+            Reply::new(out, proto).error(&e.reply_text());
+            return;
         }
     }
 }
@@ -407,7 +416,10 @@ async fn call(
             return Ok(reply);
         }
         Err(Reject::Arity(_)) => {
-            err(b"Wrong number of args calling Redis command from script", &mut reply);
+            err(
+                b"Wrong number of args calling Redis command from script",
+                &mut reply,
+            );
             return Ok(reply);
         }
     };
@@ -428,7 +440,7 @@ async fn call(
             match parse_i64(db) {
                 None => err(b"value is not an integer or out of range", &mut reply),
                 Some(n) if !(0..cmd::DATABASES).contains(&n) => {
-                    err(b"DB index is out of range", &mut reply)
+                    err(b"DB index is out of range", &mut reply);
                 }
                 Some(n) => {
                     cx.db = n as u8;

@@ -243,9 +243,13 @@ impl Scripts {
                     state.run(job);
                     let used = state.used_memory();
                     if used >= own_memory {
-                        inner.lua_memory.fetch_add(used - own_memory, Ordering::Relaxed);
+                        inner
+                            .lua_memory
+                            .fetch_add(used - own_memory, Ordering::Relaxed);
                     } else {
-                        inner.lua_memory.fetch_sub(own_memory - used, Ordering::Relaxed);
+                        inner
+                            .lua_memory
+                            .fetch_sub(own_memory - used, Ordering::Relaxed);
                     }
                     own_memory = used;
                     lock(&inner.idle).push(me.clone());

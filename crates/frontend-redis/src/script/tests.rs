@@ -22,7 +22,10 @@ fn eval_arguments() {
         assert_eq!(p.argv, vec![&b"a"[..]]);
     });
     with_args(&[b"EVAL", b"return 1", b"-1"], |args| {
-        assert_eq!(parse_eval(args).unwrap_err(), b"Number of keys can't be negative");
+        assert_eq!(
+            parse_eval(args).unwrap_err(),
+            b"Number of keys can't be negative"
+        );
     });
     with_args(&[b"EVAL", b"return 1", b"2", b"k"], |args| {
         assert_eq!(
@@ -49,7 +52,9 @@ fn shebang_flags() {
         parse_shebang(b"#!lua\nreturn 1").unwrap(),
         Some(Shebang { no_writes: false })
     );
-    assert!(parse_shebang(b"#!lua flags=bogus\n").unwrap_err().contains("bogus"));
+    assert!(parse_shebang(b"#!lua flags=bogus\n")
+        .unwrap_err()
+        .contains("bogus"));
     assert!(parse_shebang(b"#!python\n").is_err());
 }
 
@@ -74,7 +79,10 @@ fn lua_to_redis() {
     assert_eq!(reply_of("false", r3, r2), b"_\r\n");
     assert_eq!(reply_of("false", r3, r3), b"#f\r\n");
     assert_eq!(reply_of("nil", r2, r2), b"$-1\r\n");
-    assert_eq!(reply_of("{1,'a',nil,4}", r2, r2), b"*2\r\n:1\r\n$1\r\na\r\n");
+    assert_eq!(
+        reply_of("{1,'a',nil,4}", r2, r2),
+        b"*2\r\n:1\r\n$1\r\na\r\n"
+    );
     assert_eq!(reply_of("{ok='fine'}", r2, r2), b"+fine\r\n");
     assert_eq!(reply_of("{err='My Error'}", r2, r2), b"-My Error\r\n");
     assert_eq!(reply_of("{err='a\\nb'}", r2, r2), b"-a b\r\n");
@@ -96,7 +104,8 @@ fn redis_to_lua() {
     let lua = mlua::Lua::new();
     let g = lua.globals();
     let set = |name: &str, f: Frame| {
-        g.set(name, super::convert::frame_to_lua(&lua, f).unwrap()).unwrap();
+        g.set(name, super::convert::frame_to_lua(&lua, f).unwrap())
+            .unwrap();
     };
     set("a", Frame::Integer(7));
     set("b", Frame::NullBulk);
@@ -110,7 +119,10 @@ fn redis_to_lua() {
     set("g", Frame::Double(b"2.5".to_vec()));
     set(
         "h",
-        Frame::Map(vec![(Frame::Bulk(b"k".to_vec()), Frame::Bulk(b"v".to_vec()))]),
+        Frame::Map(vec![(
+            Frame::Bulk(b"k".to_vec()),
+            Frame::Bulk(b"v".to_vec()),
+        )]),
     );
     let ok: bool = lua
         .load(
