@@ -53,6 +53,17 @@ pub struct RedisConfig {
     pub auth_timeout: Duration,
     /// The schema of the primary that keeps the keys' tables (created on first use).
     pub schema: String,
+    /// Scripts (`EVAL`...) running at once, each on its own script thread; past it a script
+    /// waits for one to end.
+    pub max_running_scripts: usize,
+    /// Memory one script's Lua state may use, in bytes; past it the script fails.
+    #[serde(deserialize_with = "manifold_engine::size_serde::deserialize")]
+    pub script_memory_limit: u64,
+    /// A script running this long is stopped, its writes rolled back; 0: no limit (Redis
+    /// has none, but blocks every client past `busy-reply-threshold`; here a script holds a
+    /// script thread and its SQL transaction's locks, so it is bounded by default).
+    #[serde(with = "manifold_engine::duration_serde")]
+    pub script_time_limit: Duration,
     /// Addresses of the door's TLS port (as Redis's `tls-port`: TLS from the first byte, the
     /// MySQL port's certificate), written as `listen`; empty: none.
     #[serde(deserialize_with = "address_list")]
@@ -128,6 +139,9 @@ impl Default for RedisConfig {
             idle_timeout: Duration::ZERO,
             auth_timeout: Duration::from_secs(10),
             schema: "manifold_redis".into(),
+            max_running_scripts: 16,
+            script_memory_limit: 64 << 20,
+            script_time_limit: Duration::from_secs(60),
             tls_listen: String::new(),
             read_from: "primary".into(),
             user: None,

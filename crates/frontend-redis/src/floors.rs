@@ -17,6 +17,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("exec", 4),
     ("group", 4),
     ("multi", 4),
+    ("script", 4),
     ("blocking", 4),
     ("worker", 4),
     ("session", 5),
@@ -45,6 +46,7 @@ const ALLOWED: &[(&str, &str)] = &[
     // and `EXEC` run on it.
     ("blocking", "session"),
     ("multi", "session"),
+    ("script", "session"),
     // The session is served by its worker's handler ([`crate::RedisFrontend`]) and shows
     // the client's `CLIENT LIST` line ([`crate::server::ClientInfo`]); a blocked client
     // waits on its handler's worker.

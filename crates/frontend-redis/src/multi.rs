@@ -100,6 +100,7 @@ pub async fn handle(
                     Reply::new(out, session.proto).error(b"DISCARD without MULTI");
                 }
                 Command::Watch(keys) => watch(session, keys, out).await,
+                Command::Script(_) => crate::script::handle(session, p, out).await,
                 Command::Unwatch => {
                     session.watched.clear();
                     Reply::new(out, session.proto).simple(b"OK");

@@ -75,6 +75,8 @@ pub struct RedisShared {
     started: Instant,
     /// Every client, for `CLIENT KILL` from any worker.
     pub registry: crate::kill::Registry,
+    /// The script cache and script threads ([`crate::script`]).
+    pub scripts: crate::script::Scripts,
 }
 
 impl std::fmt::Debug for RedisShared {
@@ -95,6 +97,7 @@ impl RedisShared {
         own_login: &BackendLogin,
         keep_statements: usize,
     ) -> Arc<Self> {
+        let scripts = crate::script::Scripts::new(&config);
         Arc::new(Self {
             store: crate::store::StoreShared::new(
                 &config.schema,
@@ -114,6 +117,7 @@ impl RedisShared {
             next_id: AtomicU64::new(1),
             started: Instant::now(),
             registry: crate::kill::Registry::default(),
+            scripts,
         })
     }
 

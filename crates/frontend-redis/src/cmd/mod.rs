@@ -130,6 +130,9 @@ pub enum Command<'a> {
     PubsubNumsub(Args<'a>),
     PubsubNumpat,
     PubsubHelp,
+    /// `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO`, `SCRIPT ...`: the whole request
+    /// ([`crate::script`]).
+    Script(Args<'a>),
 }
 
 /// Refused before running, as Redis's command lookup refuses.
@@ -245,6 +248,7 @@ impl<'a> Command<'a> {
             Kind::PubsubNumsub => Self::PubsubNumsub(args),
             Kind::PubsubNumpat => Self::PubsubNumpat,
             Kind::PubsubHelp => Self::PubsubHelp,
+            Kind::Script => Self::Script(args),
             // Its arity asks for a subcommand, so `parse` never builds it.
             Kind::Container => unreachable!("{} without a subcommand", entry.name),
             Kind::Data(spec) => Self::Data(spec, args),

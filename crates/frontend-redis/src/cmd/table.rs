@@ -52,6 +52,7 @@ pub enum Group {
     Pubsub,
     Transactions,
     Connection,
+    Scripting,
 }
 
 impl Group {
@@ -71,6 +72,7 @@ impl Group {
             Group::Pubsub => "pubsub",
             Group::Transactions => "transactions",
             Group::Connection => "connection",
+            Group::Scripting => "scripting",
         }
     }
 }
@@ -117,6 +119,8 @@ pub enum Kind {
     PubsubNumsub,
     PubsubNumpat,
     PubsubHelp,
+    /// `EVAL`, `EVALSHA`, their `_RO`s and `SCRIPT`'s subcommands ([`crate::script`]).
+    Script,
     /// A command that is only a container of subcommands (`CLIENT`, `CONFIG`, `PUBSUB`).
     Container,
     Data(&'static Spec),
@@ -176,14 +180,15 @@ impl Entry {
 struct Def(&'static str, i32, u8, Keys, Group, Kind);
 
 use flags::{ADMIN, NO_AUTH, SUBSCRIBED};
-use Group::{Connection, Pubsub, Transactions};
+use Group::{Connection, Pubsub, Scripting, Transactions};
 
 /// Containers of subcommands, and the name their unknown subcommand error gives.
-const CONTAINERS: [(&str, &str); 4] = [
+const CONTAINERS: [(&str, &str); 5] = [
     ("client", "CLIENT"),
     ("command", "COMMAND"),
     ("config", "CONFIG"),
     ("pubsub", "PUBSUB"),
+    ("script", "SCRIPT"),
 ];
 
 /// Arities, flags and key positions are Redis 7.0.15's (`COMMAND INFO`), `client|setinfo`
@@ -361,6 +366,16 @@ const SESSION_COMMANDS: &[Def] = &[
     Def("pubsub|numsub", -2, 0, NO_KEYS, Pubsub, Kind::PubsubNumsub),
     Def("pubsub|numpat", 2, 0, NO_KEYS, Pubsub, Kind::PubsubNumpat),
     Def("pubsub|help", 2, 0, NO_KEYS, Pubsub, Kind::PubsubHelp),
+    Def("eval", -3, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("evalsha", -3, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("eval_ro", -3, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("evalsha_ro", -3, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("script", -2, 0, NO_KEYS, Scripting, Kind::Container),
+    Def("script|load", 3, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("script|exists", -3, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("script|flush", -2, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("script|kill", 2, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("script|help", 2, 0, NO_KEYS, Scripting, Kind::Script),
 ];
 
 /// Where a data command's keys are (Redis 7.0's first, last, step).

@@ -128,6 +128,11 @@ pub fn apply(
         Command::Multi | Command::Exec | Command::Discard | Command::Watch(_) => {
             Reply::new(out, session.proto).error(b"Command not allowed inside a transaction");
         }
+        // Run by `crate::multi` before they get here; inside `MULTI` not yet.
+        Command::Script(_) => {
+            Reply::new(out, session.proto)
+                .error(b"manifold: scripts inside MULTI are not supported yet");
+        }
         Command::Unwatch => {
             session.watched.clear();
             Reply::new(out, session.proto).simple(b"OK");

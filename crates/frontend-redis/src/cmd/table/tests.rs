@@ -102,6 +102,16 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("pubsub", -2, false, false, false, (0, 0, 0)),
     ("pubsub|channels", -2, false, false, false, (0, 0, 0)),
     ("pubsub|help", 2, false, false, false, (0, 0, 0)),
+    ("eval", -3, false, false, false, (0, 0, 0)),
+    ("evalsha", -3, false, false, false, (0, 0, 0)),
+    ("eval_ro", -3, false, false, false, (0, 0, 0)),
+    ("evalsha_ro", -3, false, false, false, (0, 0, 0)),
+    ("script", -2, false, false, false, (0, 0, 0)),
+    ("script|load", 3, false, false, false, (0, 0, 0)),
+    ("script|exists", -3, false, false, false, (0, 0, 0)),
+    ("script|flush", -2, false, false, false, (0, 0, 0)),
+    ("script|kill", 2, false, false, false, (0, 0, 0)),
+    ("script|help", 2, false, false, false, (0, 0, 0)),
     ("pubsub|numpat", 2, false, false, false, (0, 0, 0)),
     ("pubsub|numsub", -2, false, false, false, (0, 0, 0)),
     ("punsubscribe", -1, false, false, false, (0, 0, 0)),
@@ -288,6 +298,7 @@ fn flags_and_groups() {
 
 #[test]
 fn command_count_is_the_commands_without_subcommands() {
-    // 23 connection, server, Pub/Sub and transaction commands, and the data commands.
-    assert_eq!(table().count(), 23 + super::data::families().count());
+    // 23 connection, server, Pub/Sub and transaction commands, 5 scripting ones (`EVAL`,
+    // `EVALSHA`, their `_RO`s, `SCRIPT`), and the data commands.
+    assert_eq!(table().count(), 23 + 5 + super::data::families().count());
 }

@@ -1,0 +1,221 @@
+//! Values between Redis and Lua, both ways, as Redis 7.0's `script_lua.c` converts them.
+//!
+//! Redis -> Lua (a `redis.call`'s reply, in the protocol the script chose with
+//! `redis.setresp`): integer -> number, bulk -> string, RESP2 null -> `false`, status ->
+//! `{ok=...}`, error -> `{err=...}`, array -> table; RESP3: null -> `nil`, boolean ->
+//! boolean, map -> `{map={...}}`, set -> `{set={member=true}}`, double -> `{double=n}`,
+//! big number -> `{big_number=s}`, verbatim -> `{verbatim_string={format=, string=}}`.
+//!
+//! Lua -> Redis (the script's reply, in the client's protocol): string -> bulk, number ->
+//! integer (truncated), boolean -> `1`/null (RESP3 booleans once the script chose RESP3),
+//! `nil` -> null, a table with `err` -> error, `ok` -> status, `double`, `big_number`,
+//! `map`, `set`, `verbatim_string`, else an array up to its first `nil`.
+
+use manifold_redis_proto::frame::Frame;
+use manifold_redis_proto::{Protocol, Reply};
+use mlua::{Lua, Table, Value};
+
+/// Deepest nesting of tables converted to a reply (Redis stops at Lua's C stack).
+const MAX_DEPTH: usize = 256;
+
+/// A reply frame as a Lua value.
+pub fn frame_to_lua(lua: &Lua, frame: Frame) -> mlua::Result<Value> {
+    Ok(match frame {
+        Frame::Simple(s) => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", lua.create_string(&s)?)?;
+            Value::Table(t)
+        }
+        Frame::Error(s) | Frame::BlobError(s) => Value::Table(error_table(lua, &s)?),
+        Frame::Integer(n) => Value::Number(n as f64),
+        Frame::Bulk(b) => Value::String(lua.create_string(&b)?),
+        Frame::NullBulk | Frame::NullArray => Value::Boolean(false),
+        Frame::Null | Frame::Attribute(_) => Value::Nil,
+        Frame::Array(items) | Frame::Push(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.into_iter().enumerate() {
+                t.raw_set(i + 1, frame_to_lua(lua, item)?)?;
+            }
+            Value::Table(t)
+        }
+        Frame::Map(pairs) => {
+            let inner = lua.create_table()?;
+            for (k, v) in pairs {
+                inner.raw_set(frame_to_lua(lua, k)?, frame_to_lua(lua, v)?)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("map", inner)?;
+            Value::Table(t)
+        }
+        Frame::Set(items) => {
+            let inner = lua.create_table()?;
+            for k in items {
+                inner.raw_set(frame_to_lua(lua, k)?, true)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("set", inner)?;
+            Value::Table(t)
+        }
+        Frame::Double(text) => {
+            let n = std::str::from_utf8(&text)
+                .ok()
+                .and_then(|s| s.parse::<f64>().ok())
+                .unwrap_or(0.0);
+            let t = lua.create_table()?;
+            t.raw_set("double", n)?;
+            Value::Table(t)
+        }
+        Frame::Boolean(b) => Value::Boolean(b),
+        Frame::BigNumber(digits) => {
+            let t = lua.create_table()?;
+            t.raw_set("big_number", lua.create_string(&digits)?)?;
+            Value::Table(t)
+        }
+        Frame::Verbatim { format, text } => {
+            let inner = lua.create_table()?;
+            inner.raw_set("string", lua.create_string(&text)?)?;
+            inner.raw_set("format", lua.create_string(format)?)?;
+            let t = lua.create_table()?;
+            t.raw_set("verbatim_string", inner)?;
+            Value::Table(t)
+        }
+    })
+}
+
+/// `{err = text}`.
+pub fn error_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set("err", lua.create_string(text)?)?;
+    Ok(t)
+}
+
+/// Writes an error reply as Redis's `addReplyErrorFormat("%s")`: `-` and the text, its
+/// line breaks made spaces.
+pub fn error_reply(out: &mut Vec<u8>, text: &[u8]) {
+    out.push(b'-');
+    out.extend(
+        text.iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+    );
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes the Lua value `v` as the script's reply; `script_proto`: the protocol the script
+/// chose (`redis.setresp`), which decides how a boolean is answered.
+pub fn lua_to_reply(
+    v: &Value,
+    reply: &mut Reply<'_>,
+    script_proto: Protocol,
+    depth: usize,
+) -> Result<(), &'static str> {
+    if depth > MAX_DEPTH {
+        return Err("reached lua stack limit");
+    }
+    match v {
+        Value::String(s) => {
+            reply.bulk(&s.as_bytes());
+        }
+        Value::Number(n) => {
+            reply.integer(*n as i64);
+        }
+        Value::Integer(n) => {
+            reply.integer(*n);
+        }
+        Value::Boolean(b) => {
+            if script_proto == Protocol::Resp2 {
+                if *b {
+                    reply.integer(1);
+                } else {
+                    reply.null();
+                }
+            } else {
+                reply.boolean(*b);
+            }
+        }
+        Value::Table(t) => table_to_reply(t, reply, script_proto, depth)?,
+        _ => {
+            reply.null();
+        }
+    }
+    Ok(())
+}
+
+fn table_to_reply(
+    t: &Table,
+    reply: &mut Reply<'_>,
+    script_proto: Protocol,
+    depth: usize,
+) -> Result<(), &'static str> {
+    if let Ok(Value::String(err)) = t.raw_get::<Value>("err") {
+        // `-` and the text as it is (`Reply::error` adds no `ERR` to a text with its `-`).
+        let mut text = Vec::with_capacity(err.as_bytes().len() + 1);
+        text.push(b'-');
+        text.extend(
+            err.as_bytes()
+                .iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+        reply.error(&text);
+        return Ok(());
+    }
+    if let Ok(Value::String(ok)) = t.raw_get::<Value>("ok") {
+        let s: Vec<u8> = ok
+            .as_bytes()
+            .iter()
+            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+            .collect();
+        reply.simple(&s);
+        return Ok(());
+    }
+    if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
+        reply.double(d);
+        return Ok(());
+    }
+    if let Ok(Value::String(n)) = t.raw_get::<Value>("big_number") {
+        reply.big_number(&n.as_bytes());
+        return Ok(());
+    }
+    if let Ok(Value::Table(map)) = t.raw_get::<Value>("map") {
+        let pairs: Vec<(Value, Value)> =
+            map.pairs::<Value, Value>().filter_map(Result::ok).collect();
+        reply.map_len(pairs.len());
+        for (k, v) in &pairs {
+            lua_to_reply(k, reply, script_proto, depth + 1)?;
+            lua_to_reply(v, reply, script_proto, depth + 1)?;
+        }
+        return Ok(());
+    }
+    if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
+        let members: Vec<Value> = set
+            .pairs::<Value, Value>()
+            .filter_map(Result::ok)
+            .map(|(k, _)| k)
+            .collect();
+        reply.set_len(members.len());
+        for k in &members {
+            lua_to_reply(k, reply, script_proto, depth + 1)?;
+        }
+        return Ok(());
+    }
+    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
+        if let (Ok(Value::String(format)), Ok(Value::String(s))) =
+            (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
+        {
+            reply.verbatim(&format.as_bytes(), &s.as_bytes());
+            return Ok(());
+        }
+    }
+    // An array, up to its first nil.
+    let mut items = Vec::new();
+    loop {
+        match t.raw_get::<Value>(items.len() + 1) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => items.push(v),
+        }
+    }
+    reply.array_len(items.len());
+    for item in &items {
+        lua_to_reply(item, reply, script_proto, depth + 1)?;
+    }
+    Ok(())
+}

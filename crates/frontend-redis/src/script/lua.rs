@@ -1,0 +1,582 @@
+//! A script thread's Lua state: the libraries Redis 7.0 loads, the `redis` table, the
+//! globals protection, and running one [`Job`].
+//!
+//! Globals, as Redis 7.0.15 behaves: a script runs with an environment of its own that reads
+//! the state's globals; reading an undefined global fails (`Script attempted to access
+//! nonexistent global variable 'x'`) and assigning one fails (`Attempt to modify a readonly
+//! table`); `print`, `dofile`, `loadfile`, `setfenv`, `getfenv`, `newproxy`, `os`, `io`,
+//! `debug`, `package`, `require`, `module` are not there.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::Instant;
+
+use manifold_redis_proto::frame::Frame;
+use manifold_redis_proto::{Protocol, Reply};
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic, VmState,
+};
+use sha1::{Digest, Sha1};
+
+use super::convert::{error_table, frame_to_lua, lua_to_reply};
+use super::pool::{Answer, FromScript, Job, Outcome};
+
+/// Redis's text for a script stopped by `SCRIPT KILL`.
+pub const KILLED: &str = "Script killed by user with SCRIPT KILL...";
+/// A script stopped by `script_time_limit`.
+pub const TIMED_OUT: &str = "Script killed by manifold: it ran past script_time_limit...";
+/// Raised in a script whose worker aborted it (it is run again, or fails, with no reply).
+const ABORTED: &str = "manifold: script aborted";
+/// Marks an error `redis.call` raised: its text is the command's error, without `ERR `.
+const RAISED: &str = "\u{1}redis.call:";
+
+/// Compiled scripts a thread keeps (beyond it, they are compiled again).
+const COMPILED_MAX: usize = 1024;
+
+/// The job running now, as the `redis` functions and the hook see it.
+struct Current {
+    to_worker: tokio::sync::mpsc::UnboundedSender<FromScript>,
+    answers: Receiver<Answer>,
+    killed: Arc<std::sync::atomic::AtomicBool>,
+    deadline: Option<Instant>,
+    /// `redis.setresp`.
+    proto: Protocol,
+    aborted: bool,
+    timed_out: bool,
+}
+
+pub struct State {
+    lua: Lua,
+    /// The scripts' environment (a read-only view of the globals).
+    env: Table,
+    /// `function(f, h) return xpcall(f, h) end`
+    runner: Function,
+    /// The error handler: the error as Redis's `{err=..., source=..., line=...}`.
+    handler: Function,
+    compiled: HashMap<String, Function>,
+}
+
+/// The SHA1 of `bytes`, lowercase hex.
+pub fn sha1hex(bytes: &[u8]) -> String {
+    let digest = Sha1::digest(bytes);
+    let mut s = String::with_capacity(40);
+    for b in digest {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// The text of a Lua error raised in Rust (the innermost cause).
+fn error_text(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::RuntimeError(s) => s.clone(),
+        mlua::Error::CallbackError { cause, .. } => error_text(cause),
+        mlua::Error::MemoryError(_) => "not enough memory".into(),
+        other => other.to_string(),
+    }
+}
+
+const PRELUDE: &str = r#"
+local raw_call, redis, real = ...
+redis.pcall = function(...)
+  local r = raw_call(...)
+  return r
+end
+local env = {}
+setmetatable(env, {
+  __index = function(_, k)
+    local v = real[k]
+    if v == nil then
+      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+  end,
+  __newindex = function() error("Attempt to modify a readonly table", 2) end,
+  __metatable = false,
+})
+real._G = env
+return env, function(f, h) return xpcall(f, h) end
+"#;
+
+impl State {
+    pub fn new(memory_limit: usize) -> mlua::Result<Self> {
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::new(),
+        )?;
+        manifold_redis_lua::install_libs(&lua)?;
+        let g = lua.globals();
+        for name in [
+            "print", "dofile", "loadfile", "setfenv", "getfenv", "newproxy", "os", "io", "debug",
+            "package", "require", "module",
+        ] {
+            g.raw_remove(name)?;
+        }
+        let redis = redis_table(&lua)?;
+        g.raw_set("redis", redis.clone())?;
+        let pcall = lua.create_function(raw_call)?;
+        // `redis.call` is a Rust function, not a Lua one: a script's `return
+        // redis.call(...)` would be a tail call and lose the script's line in the error.
+        redis.raw_set(
+            "call",
+            lua.create_function(|lua, args: Variadic<Value>| match raw_call(lua, args)? {
+                (Value::Table(t), true) => {
+                    let err = t.raw_get::<mlua::String>("err")?;
+                    Err(mlua::Error::RuntimeError(format!(
+                        "{RAISED}{}",
+                        err.to_string_lossy()
+                    )))
+                }
+                (v, _) => Ok(v),
+            })?,
+        )?;
+        let (env, runner): (Table, Function) = lua
+            .load(PRELUDE)
+            .set_name("=redis_prelude")
+            .call((pcall, redis, g.clone()))?;
+        let handler = lua.create_function(error_handler)?;
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(10_000),
+            |lua, _| {
+                let Some(mut cur) = lua.app_data_mut::<Current>() else {
+                    return Ok(VmState::Continue);
+                };
+                if cur.aborted || cur.to_worker.is_closed() {
+                    cur.aborted = true;
+                    return Err(mlua::Error::RuntimeError(ABORTED.into()));
+                }
+                if cur.deadline.is_some_and(|d| Instant::now() >= d) {
+                    cur.timed_out = true;
+                    cur.killed.store(true, Ordering::Relaxed);
+                    return Err(mlua::Error::RuntimeError(TIMED_OUT.into()));
+                }
+                if cur.killed.load(Ordering::Relaxed) {
+                    return Err(mlua::Error::RuntimeError(KILLED.into()));
+                }
+                Ok(VmState::Continue)
+            },
+        );
+        if memory_limit > 0 {
+            lua.set_memory_limit(memory_limit)?;
+        }
+        Ok(Self {
+            lua,
+            env,
+            runner,
+            handler,
+            compiled: HashMap::new(),
+        })
+    }
+
+    pub fn forget_scripts(&mut self) {
+        self.compiled.clear();
+        self.lua.gc_collect().ok();
+    }
+
+    pub fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// Compiles `source` as Redis names it (`@user_script`), or the error reply.
+    fn compile(&mut self, sha: &str, source: &[u8]) -> Result<Function, Vec<u8>> {
+        if let Some(f) = self.compiled.get(sha) {
+            return Ok(f.clone());
+        }
+        // A shebang line (`#!lua flags=...`) is not Lua: it is blanked, the lines keep
+        // their numbers.
+        let body: std::borrow::Cow<'_, [u8]> = if source.starts_with(b"#!") {
+            let end = source
+                .iter()
+                .position(|&b| b == b'\n')
+                .unwrap_or(source.len());
+            let mut b = source.to_vec();
+            b[..end].fill(b' ');
+            b.into()
+        } else {
+            source.into()
+        };
+        match self
+            .lua
+            .load(&*body)
+            .set_name("@user_script")
+            .set_environment(self.env.clone())
+            .into_function()
+        {
+            Ok(f) => {
+                if self.compiled.len() >= COMPILED_MAX {
+                    self.compiled.clear();
+                }
+                self.compiled.insert(sha.to_string(), f.clone());
+                Ok(f)
+            }
+            Err(e) => {
+                let text = match &e {
+                    mlua::Error::SyntaxError { message, .. } => message.clone(),
+                    other => error_text(other),
+                };
+                let mut out = Vec::new();
+                Reply::new(&mut out, Protocol::Resp2)
+                    .error(format!("Error compiling script (new function): {text}").as_bytes());
+                Err(out)
+            }
+        }
+    }
+
+    /// Runs (or only compiles) `job`, sending its outcome to its worker.
+    pub fn run(&mut self, job: Job) {
+        let Job {
+            sha,
+            source,
+            keys,
+            argv,
+            proto,
+            out_limit,
+            compile_only,
+            to_worker,
+            answers,
+            killed,
+            deadline,
+        } = job;
+        let f = match self.compile(&sha, &source) {
+            Ok(f) => f,
+            Err(reply) => {
+                let _ = to_worker.send(FromScript::Done(Outcome::CompileError(reply)));
+                return;
+            }
+        };
+        if compile_only {
+            let _ = to_worker.send(FromScript::Done(Outcome::Compiled));
+            return;
+        }
+        let g = self.lua.globals();
+        let set_list = |name: &str, items: &[Vec<u8>]| -> mlua::Result<()> {
+            let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, self.lua.create_string(item)?)?;
+            }
+            g.raw_set(name, t)
+        };
+        let done = to_worker.clone();
+        self.lua.set_app_data(Current {
+            to_worker,
+            answers,
+            killed,
+            deadline,
+            proto: Protocol::Resp2,
+            aborted: false,
+            timed_out: false,
+        });
+        let result = set_list("KEYS", &keys)
+            .and_then(|()| set_list("ARGV", &argv))
+            .and_then(|()| self.runner.call::<MultiValue>((f, self.handler.clone())));
+        let cur = self.lua.remove_app_data::<Current>();
+        let aborted = cur.as_ref().is_some_and(|c| c.aborted);
+        let script_proto = cur.as_ref().map_or(Protocol::Resp2, |c| c.proto);
+        drop(cur);
+        if aborted {
+            let _ = done.send(FromScript::Done(Outcome::Aborted));
+            return;
+        }
+        let mut out = Vec::new();
+        match result {
+            Ok(values) => {
+                let mut values = values.into_iter();
+                let ok = matches!(values.next(), Some(Value::Boolean(true)));
+                let value = values.next().unwrap_or(Value::Nil);
+                let mut reply = Reply::limited(&mut out, proto, out_limit);
+                if ok {
+                    if let Err(text) = lua_to_reply(&value, &mut reply, script_proto, 0) {
+                        out.clear();
+                        Reply::new(&mut out, proto).error(text.as_bytes());
+                    }
+                } else {
+                    error_value_reply(&value, &sha, &mut out);
+                }
+            }
+            Err(e) => {
+                Reply::new(&mut out, proto).error(error_text(&e).as_bytes());
+            }
+        }
+        let _ = done.send(FromScript::Done(Outcome::Reply(out)));
+        // What the script left (its tables, its strings) is freed now, not in the next
+        // script's time.
+        self.lua.gc_collect().ok();
+    }
+}
+
+/// The reply of a script that raised `err` (the handler's table, or a bare value when the
+/// handler itself could not run): Redis's `<err> script: <sha>, on <source>:<line>.`.
+fn error_value_reply(err: &Value, sha: &str, out: &mut Vec<u8>) {
+    let mut text = Vec::new();
+    match err {
+        Value::Table(t) => {
+            let msg = t
+                .raw_get::<mlua::String>("err")
+                .map_or_else(|_| b"ERR unknown error".to_vec(), |s| s.as_bytes().to_vec());
+            text.extend_from_slice(&msg);
+            let source = t.raw_get::<mlua::String>("source").ok();
+            let line = t.raw_get::<i64>("line").ok();
+            text.extend_from_slice(format!(" script: {sha}").as_bytes());
+            if let (Some(source), Some(line)) = (source, line) {
+                text.extend_from_slice(b", on ");
+                text.extend_from_slice(&source.as_bytes());
+                text.extend_from_slice(format!(":{line}.").as_bytes());
+            } else {
+                text.push(b'.');
+            }
+        }
+        Value::String(s) => {
+            text.extend_from_slice(b"ERR ");
+            text.extend_from_slice(&s.as_bytes());
+        }
+        Value::Error(e) => {
+            text.extend_from_slice(b"ERR ");
+            text.extend_from_slice(error_text(e).as_bytes());
+        }
+        _ => text.extend_from_slice(b"ERR unknown error"),
+    }
+    super::convert::error_reply(out, &text);
+}
+
+/// Redis's `__redis__err__handler`: the error as a table `{err=, source=, line=}`, `ERR `
+/// before a message that is not already such a table, the place being the script's frame
+/// that was running.
+fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
+    let raised = match &err {
+        Value::Error(e) => error_text(e).strip_prefix(RAISED).map(str::to_string),
+        _ => None,
+    };
+    let t = match err {
+        _ if raised.is_some() => error_table(lua, raised.unwrap_or_default().as_bytes())?,
+        Value::Table(t) if t.raw_get::<Value>("err").is_ok_and(|v| !v.is_nil()) => t,
+        other => {
+            let msg = match &other {
+                Value::String(s) => s.as_bytes().to_vec(),
+                Value::Error(e) => error_text(e).into_bytes(),
+                Value::Nil => b"nil".to_vec(),
+                v => v.to_string().unwrap_or_default().into_bytes(),
+            };
+            let mut text = b"ERR ".to_vec();
+            text.extend_from_slice(&msg);
+            error_table(lua, &text)?
+        }
+    };
+    for level in 1..64 {
+        let Some(d) = lua.inspect_stack(level) else {
+            break;
+        };
+        let source = d.source();
+        if source.source.as_deref() == Some("@user_script") {
+            t.raw_set("source", "@user_script")?;
+            t.raw_set("line", d.curr_line())?;
+            break;
+        }
+    }
+    Ok(t)
+}
+
+/// `redis.call`/`redis.pcall`'s work: the command's reply as a Lua value, and whether it
+/// is an error (`redis.call` raises it).
+#[allow(clippy::needless_pass_by_value)] // mlua hands the arguments over by value
+fn raw_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(Value, bool)> {
+    let fail = |text: &str| -> mlua::Result<(Value, bool)> {
+        Ok((Value::Table(error_table(lua, text.as_bytes())?), true))
+    };
+    if args.is_empty() {
+        return fail("ERR Please specify at least one argument for this redis lib call");
+    }
+    let mut argv = Vec::with_capacity(args.len());
+    for a in args.iter() {
+        match a {
+            Value::String(s) => argv.push(s.as_bytes().to_vec()),
+            Value::Number(_) | Value::Integer(_) => match lua.coerce_string(a.clone())? {
+                Some(s) => argv.push(s.as_bytes().to_vec()),
+                None => {
+                    return fail("ERR Lua redis lib command arguments must be strings or integers")
+                }
+            },
+            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    let answer = {
+        let Some(mut cur) = lua.app_data_mut::<Current>() else {
+            return Err(mlua::Error::RuntimeError(ABORTED.into()));
+        };
+        let proto = cur.proto;
+        if cur.aborted
+            || cur
+                .to_worker
+                .send(FromScript::Call { args: argv, proto })
+                .is_err()
+        {
+            cur.aborted = true;
+            return Err(mlua::Error::RuntimeError(ABORTED.into()));
+        }
+        match cur.answers.recv() {
+            Ok(Answer::Reply(bytes)) => bytes,
+            Ok(Answer::Abort) | Err(_) => {
+                cur.aborted = true;
+                return Err(mlua::Error::RuntimeError(ABORTED.into()));
+            }
+        }
+    };
+    let Ok(Some((frame, _))) = Frame::parse(&answer) else {
+        return fail("ERR manifold: an unreadable reply");
+    };
+    let failed = matches!(frame, Frame::Error(_) | Frame::BlobError(_));
+    Ok((frame_to_lua(lua, frame)?, failed))
+}
+
+/// The `redis` table but `call`/`pcall` (the prelude adds them).
+fn redis_table(lua: &Lua) -> mlua::Result<Table> {
+    let redis = lua.create_table()?;
+    redis.raw_set(
+        "error_reply",
+        lua.create_function(|lua, v: Variadic<Value>| match v.first() {
+            Some(Value::String(s)) if v.len() == 1 => {
+                let b = s.as_bytes();
+                let text = b.strip_prefix(b"-").unwrap_or(&b);
+                error_table(lua, text)
+            }
+            // Returned, not raised, as Redis does.
+            _ => error_table(lua, b"ERR wrong number or type of arguments"),
+        })?,
+    )?;
+    redis.raw_set(
+        "status_reply",
+        lua.create_function(|lua, v: Variadic<Value>| match v.first() {
+            Some(Value::String(s)) if v.len() == 1 => {
+                let t = lua.create_table()?;
+                t.raw_set("ok", s.clone())?;
+                Ok(t)
+            }
+            _ => error_table(lua, b"ERR wrong number or type of arguments"),
+        })?,
+    )?;
+    redis.raw_set(
+        "sha1hex",
+        lua.create_function(|lua, v: Variadic<Value>| {
+            if v.len() != 1 {
+                return Err(mlua::Error::RuntimeError(
+                    "wrong number of arguments".into(),
+                ));
+            }
+            let bytes = match lua.coerce_string(v[0].clone())? {
+                Some(s) => s.as_bytes().to_vec(),
+                None => Vec::new(),
+            };
+            Ok(sha1hex(&bytes))
+        })?,
+    )?;
+    for (name, level) in [
+        ("LOG_DEBUG", 0),
+        ("LOG_VERBOSE", 1),
+        ("LOG_NOTICE", 2),
+        ("LOG_WARNING", 3),
+    ] {
+        redis.raw_set(name, level)?;
+    }
+    redis.raw_set(
+        "log",
+        lua.create_function(|lua, v: Variadic<Value>| {
+            if v.len() < 2 {
+                return Err(mlua::Error::RuntimeError(
+                    "redis.log() requires two arguments or more.".into(),
+                ));
+            }
+            let level = match &v[0] {
+                Value::Number(n) => *n as i64,
+                Value::Integer(n) => *n,
+                _ => -1,
+            };
+            if !(0..=3).contains(&level) {
+                return Err(mlua::Error::RuntimeError("Invalid debug level.".into()));
+            }
+            let mut msg = String::new();
+            for (i, a) in v.iter().skip(1).enumerate() {
+                if i > 0 {
+                    msg.push(' ');
+                }
+                if let Some(s) = lua.coerce_string(a.clone())? {
+                    msg.push_str(&s.to_string_lossy());
+                }
+            }
+            match level {
+                0 | 1 => tracing::debug!(target: "redis_script", "{msg}"),
+                2 => tracing::info!(target: "redis_script", "{msg}"),
+                _ => tracing::warn!(target: "redis_script", "{msg}"),
+            }
+            Ok(())
+        })?,
+    )?;
+    redis.raw_set(
+        "setresp",
+        lua.create_function(|lua, v: Variadic<Value>| {
+            if v.len() != 1 {
+                return Err(mlua::Error::RuntimeError(
+                    "redis.setresp() requires one argument.".into(),
+                ));
+            }
+            // Redis reads it as an int (`lua_tonumber`, truncated).
+            let version = match &v[0] {
+                Value::Number(n) => *n as i64,
+                Value::Integer(n) => *n,
+                _ => 0,
+            };
+            let proto = match version {
+                2 => Protocol::Resp2,
+                3 => Protocol::Resp3,
+                _ => {
+                    return Err(mlua::Error::RuntimeError(
+                        "RESP version must be 2 or 3.".into(),
+                    ))
+                }
+            };
+            if let Some(mut cur) = lua.app_data_mut::<Current>() {
+                cur.proto = proto;
+            }
+            Ok(())
+        })?,
+    )?;
+    for (name, flag) in [
+        ("REPL_NONE", 0),
+        ("REPL_AOF", 1),
+        ("REPL_SLAVE", 2),
+        ("REPL_REPLICA", 2),
+        ("REPL_ALL", 3),
+    ] {
+        redis.raw_set(name, flag)?;
+    }
+    redis.raw_set(
+        "set_repl",
+        lua.create_function(|_, v: Variadic<Value>| {
+            if v.len() != 1 {
+                return Err(mlua::Error::RuntimeError(
+                    "redis.set_repl() requires two arguments.".into(),
+                ));
+            }
+            let flags = match &v[0] {
+                Value::Number(n) => *n as i64,
+                Value::Integer(n) => *n,
+                _ => -1,
+            };
+            if !(0..=3).contains(&flags) {
+                return Err(mlua::Error::RuntimeError(
+                    "Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE."
+                        .into(),
+                ));
+            }
+            Ok(())
+        })?,
+    )?;
+    redis.raw_set("replicate_commands", lua.create_function(|_, ()| Ok(true))?)?;
+    redis.raw_set("breakpoint", lua.create_function(|_, ()| Ok(false))?)?;
+    redis.raw_set(
+        "debug",
+        lua.create_function(|_, _: Variadic<Value>| Ok(()))?,
+    )?;
+    Ok(redis)
+}

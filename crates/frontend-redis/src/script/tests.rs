@@ -1,0 +1,143 @@
+//! Argument parsing and conversions, without a database.
+
+use manifold_redis_proto::{Protocol, Reply, Request};
+
+use super::convert::lua_to_reply;
+use super::*;
+
+fn with_args<R>(argv: &[&[u8]], f: impl FnOnce(Args<'_>) -> R) -> R {
+    let mut buf = Vec::new();
+    let owned: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
+    encode_request(&mut buf, &owned);
+    let mut req = Request::new();
+    req.parse(&buf, &Limits::default()).unwrap().unwrap();
+    f(Args::new(&req, &buf))
+}
+
+#[test]
+fn eval_arguments() {
+    with_args(&[b"EVAL", b"return 1", b"2", b"k1", b"k2", b"a"], |args| {
+        let p = parse_eval(args).unwrap();
+        assert_eq!(p.keys, vec![&b"k1"[..], b"k2"]);
+        assert_eq!(p.argv, vec![&b"a"[..]]);
+    });
+    with_args(&[b"EVAL", b"return 1", b"-1"], |args| {
+        assert_eq!(
+            parse_eval(args).unwrap_err(),
+            b"Number of keys can't be negative"
+        );
+    });
+    with_args(&[b"EVAL", b"return 1", b"2", b"k"], |args| {
+        assert_eq!(
+            parse_eval(args).unwrap_err(),
+            b"Number of keys can't be greater than number of args"
+        );
+    });
+    with_args(&[b"EVAL", b"return 1", b"x"], |args| {
+        assert_eq!(
+            parse_eval(args).unwrap_err(),
+            b"value is not an integer or out of range"
+        );
+    });
+}
+
+#[test]
+fn shebang_flags() {
+    assert_eq!(parse_shebang(b"return 1").unwrap(), None);
+    assert_eq!(
+        parse_shebang(b"#!lua flags=no-writes,allow-oom\nreturn 1").unwrap(),
+        Some(Shebang { no_writes: true })
+    );
+    assert_eq!(
+        parse_shebang(b"#!lua\nreturn 1").unwrap(),
+        Some(Shebang { no_writes: false })
+    );
+    assert!(parse_shebang(b"#!lua flags=bogus\n")
+        .unwrap_err()
+        .contains("bogus"));
+    assert!(parse_shebang(b"#!python\n").is_err());
+}
+
+/// Evaluates `expr` in a plain Lua state and converts it to a reply.
+fn reply_of(expr: &str, proto: Protocol, script_proto: Protocol) -> Vec<u8> {
+    let lua = mlua::Lua::new();
+    let v: mlua::Value = lua.load(expr).eval().unwrap();
+    let mut out = Vec::new();
+    lua_to_reply(&v, &mut Reply::new(&mut out, proto), script_proto, 0).unwrap();
+    out
+}
+
+#[test]
+fn lua_to_redis() {
+    let r2 = Protocol::Resp2;
+    let r3 = Protocol::Resp3;
+    assert_eq!(reply_of("3.99", r2, r2), b":3\r\n");
+    assert_eq!(reply_of("-3.99", r2, r2), b":-3\r\n");
+    assert_eq!(reply_of("'x'", r2, r2), b"$1\r\nx\r\n");
+    assert_eq!(reply_of("true", r2, r2), b":1\r\n");
+    assert_eq!(reply_of("false", r2, r2), b"$-1\r\n");
+    assert_eq!(reply_of("false", r3, r2), b"_\r\n");
+    assert_eq!(reply_of("false", r3, r3), b"#f\r\n");
+    assert_eq!(reply_of("nil", r2, r2), b"$-1\r\n");
+    assert_eq!(
+        reply_of("{1,'a',nil,4}", r2, r2),
+        b"*2\r\n:1\r\n$1\r\na\r\n"
+    );
+    assert_eq!(reply_of("{ok='fine'}", r2, r2), b"+fine\r\n");
+    assert_eq!(reply_of("{err='My Error'}", r2, r2), b"-My Error\r\n");
+    assert_eq!(reply_of("{err='a\\nb'}", r2, r2), b"-a b\r\n");
+    assert_eq!(reply_of("{map={a=1}}", r2, r2), b"*2\r\n$1\r\na\r\n:1\r\n");
+    assert_eq!(reply_of("{map={a=1}}", r3, r2), b"%1\r\n$1\r\na\r\n:1\r\n");
+    assert_eq!(reply_of("{set={a=true}}", r3, r2), b"~1\r\n$1\r\na\r\n");
+    assert_eq!(reply_of("{double=1.5}", r3, r3), b",1.5\r\n");
+    assert_eq!(reply_of("{big_number='123'}", r3, r3), b"(123\r\n");
+    // A table inside itself stops at the depth limit.
+    let lua = mlua::Lua::new();
+    let v: mlua::Value = lua.load("local t = {} t[1] = t return t").eval().unwrap();
+    let mut out = Vec::new();
+    assert!(lua_to_reply(&v, &mut Reply::new(&mut out, r2), r2, 0).is_err());
+}
+
+#[test]
+fn redis_to_lua() {
+    use manifold_redis_proto::frame::Frame;
+    let lua = mlua::Lua::new();
+    let g = lua.globals();
+    let set = |name: &str, f: Frame| {
+        g.set(name, super::convert::frame_to_lua(&lua, f).unwrap())
+            .unwrap();
+    };
+    set("a", Frame::Integer(7));
+    set("b", Frame::NullBulk);
+    set("c", Frame::Simple(b"OK".to_vec()));
+    set("d", Frame::Error(b"ERR x".to_vec()));
+    set(
+        "e",
+        Frame::Array(vec![Frame::Bulk(b"x".to_vec()), Frame::Integer(2)]),
+    );
+    set("f", Frame::Null);
+    set("g", Frame::Double(b"2.5".to_vec()));
+    set(
+        "h",
+        Frame::Map(vec![(
+            Frame::Bulk(b"k".to_vec()),
+            Frame::Bulk(b"v".to_vec()),
+        )]),
+    );
+    let ok: bool = lua
+        .load(
+            "return a == 7 and b == false and c.ok == 'OK' and d.err == 'ERR x' \
+             and e[1] == 'x' and e[2] == 2 and f == nil and g.double == 2.5 and h.map.k == 'v'",
+        )
+        .eval()
+        .unwrap();
+    assert!(ok);
+}
+
+#[test]
+fn sha1_of_a_script() {
+    assert_eq!(
+        lua::sha1hex(b"return 1"),
+        "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+    );
+}

@@ -1,0 +1,332 @@
+"""The Redis door's scripts (EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP)
+against Debian's redis-server 7.0: the same requests to both, the same replies expected byte for
+byte, RESP2 and RESP3, pipelined and one at a time; redis-py's Lock and register_script run the
+same way against both; SCRIPT KILL of a script that never returns.
+
+Intended differences from redis-server (avoided here):
+- A killed script's writes are rolled back (Redis refuses to kill a script that wrote:
+  UNKILLABLE); SCRIPT KILL kills at once (Redis waits for busy-reply-threshold) and other
+  clients are never blocked meanwhile (Redis answers them BUSY).
+- EVAL inside MULTI is refused for now.
+"""
+
+import asyncio
+import random
+import threading
+import time
+
+from redisdiff import AUTH, Conn, cmd, raw_reply, redis_py, replies
+
+
+P = "scripts:"
+RESET = cmd("DEL", *[P + s for s in ("s", "h", "l", "set", "z", "n", "e", "x")])
+SCRIPT_FLUSH = cmd("SCRIPT", "FLUSH")
+
+
+def check(door, reference, body, hellos=(None, cmd("HELLO", "3"))):
+    for hello in hellos:
+        requests = [AUTH] + ([hello] if hello else []) + body
+        for pipeline in (True, False):
+            got = replies(door, requests, pipeline, read=raw_reply)
+            want = replies(reference, requests, pipeline, read=raw_reply)
+            for i, (req, g, w) in enumerate(zip(requests, got, want)):
+                if req == hello:
+                    continue
+                assert g == w, f"request {i} {req!r}: manifold {g!r}, redis-server {w!r}"
+
+
+def ev(script, keys=(), args=()):
+    return cmd("EVAL", script, len(keys), *keys, *args)
+
+
+def test_families_through_scripts(redis_door, redis_reference):
+    s, h, l, st, z = (P + x for x in ("s", "h", "l", "set", "z"))
+    check(redis_door, redis_reference, [
+        RESET,
+        ev("return redis.call('SET', KEYS[1], ARGV[1])", [s], ["v1"]),
+        ev("return redis.call('GET', KEYS[1])", [s]),
+        ev("return redis.call('INCR', KEYS[1])", [P + "n"]),
+        ev("return redis.call('INCRBY', KEYS[1], 5)", [P + "n"]),
+        ev("return redis.call('APPEND', KEYS[1], 'x')", [s]),
+        ev("return redis.call('MGET', KEYS[1], KEYS[2], KEYS[3])", [s, P + "n", P + "e"]),
+        ev("redis.call('HSET', KEYS[1], 'a', 1, 'b', 2) return redis.call('HMGET', KEYS[1], 'a', 'b', 'c')", [h]),
+        ev("return redis.call('HINCRBY', KEYS[1], 'a', 10)", [h]),
+        ev("return redis.call('HGET', KEYS[1], 'nope')", [h]),
+        ev("redis.call('RPUSH', KEYS[1], 'a', 'b', 'c') return redis.call('LRANGE', KEYS[1], 0, -1)", [l]),
+        ev("return redis.call('LPOP', KEYS[1])", [l]),
+        ev("return redis.call('LPOP', KEYS[1], 5)", [P + "e"]),
+        ev("return redis.call('SADD', KEYS[1], 'a', 'b', 'a')", [st]),
+        ev("return redis.call('SISMEMBER', KEYS[1], 'a')", [st]),
+        ev("return redis.call('SCARD', KEYS[1])", [st]),
+        ev("redis.call('ZADD', KEYS[1], 1, 'a', 2.5, 'b') return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')", [z]),
+        ev("return redis.call('ZSCORE', KEYS[1], 'b')", [z]),
+        ev("return redis.call('ZINCRBY', KEYS[1], 0.5, 'a')", [z]),
+        ev("return redis.call('EXPIRE', KEYS[1], 100)", [s]),
+        ev("local t = redis.call('TTL', KEYS[1]) return t > 90 and t <= 100", [s]),
+        ev("return redis.call('PERSIST', KEYS[1])", [s]),
+        ev("return redis.call('TYPE', KEYS[1])", [h]),
+        ev("return redis.call('EXISTS', KEYS[1], KEYS[2])", [s, P + "e"]),
+        ev("return redis.call('DEL', KEYS[1])", [s]),
+        ev("return redis.call('GET', KEYS[1])", [s]),
+        ev("return redis.call('PING')"), ev("return redis.call('PING', 'x')"),
+        ev("return redis.call('ECHO', 'hi')"),
+        ev("redis.call('SELECT', 1) redis.call('SET', KEYS[1], 'in1') return redis.call('GET', KEYS[1])", [P + "x"]),
+        cmd("GET", P + "x"), cmd("SELECT", "1"), cmd("GET", P + "x"), cmd("DEL", P + "x"), cmd("SELECT", "0"),
+        # Wrong types through call (raises) and pcall (a table).
+        ev("return redis.call('GET', KEYS[1])", [h]),
+        ev("return redis.pcall('GET', KEYS[1])", [h]),
+        ev("local r = redis.pcall('LPUSH', KEYS[1], 'x') return r.err", [h]),
+        ev("return redis.pcall('INCR', KEYS[1])", [h]),
+    ])
+
+
+def test_conversions(redis_door, redis_reference):
+    check(redis_door, redis_reference, [
+        RESET,
+        ev("return 1"), ev("return 3.99"), ev("return -3.99"), ev("return 'x'"), ev("return true"),
+        ev("return false"), ev("return nil"), ev("return {1,2,3.7,'x',nil,5}"), ev("return {}"),
+        ev("return {ok='fine'}"), ev("return {err='My Error'}"), ev("return {err='ERR x\\ny'}"),
+        ev("return redis.status_reply('GOOD')"), ev("return redis.error_reply('x y')"),
+        ev("return redis.error_reply('ERR x')"), ev("return redis.error_reply('-E x')"),
+        ev("return redis.error_reply()"), ev("return redis.status_reply(1)"),
+        ev("return {1, {2, {3, 'deep'}}, false, true}"),
+        ev("return {double=1.5}"), ev("return {big_number='1234567890123456789012'}"),
+        ev("return {map={a=1}}"), ev("return {set={a=true}}"),
+        ev("redis.setresp(3) return {double=1.5}"), ev("redis.setresp(3) return true"),
+        ev("redis.setresp(3) return false"), ev("redis.setresp(3) return {map={k='v'}}"),
+        ev("redis.setresp(3) return {set={m=true}}"),
+        ev("redis.setresp(3) return {big_number='12345'}"),
+        ev("return redis.call('SET', KEYS[1], 'v')", [P + "s"]),
+        ev("local r = redis.call('SET', KEYS[1], 'v') return r.ok", [P + "s"]),
+        ev("return type(redis.call('GET', KEYS[1]))", [P + "e"]),
+        ev("redis.setresp(3) return type(redis.call('GET', KEYS[1]))", [P + "e"]),
+        ev("redis.setresp(3) return redis.call('HGETALL', KEYS[1])", [P + "e"]),
+        ev("redis.call('HSET', KEYS[1], 'f', 'v') redis.setresp(3) local m = redis.call('HGETALL', KEYS[1]) return m.map.f", [P + "h"]),
+        ev("redis.call('HSET', KEYS[1], 'f', 'v') redis.setresp(3) return redis.call('HGETALL', KEYS[1])", [P + "h"]),
+        ev("redis.call('ZADD', KEYS[1], 1.5, 'a') redis.setresp(3) local d = redis.call('ZSCORE', KEYS[1], 'a') return d.double", [P + "z"]),
+        ev("redis.setresp(3) return redis.call('ZSCORE', KEYS[1], 'a')", [P + "z"]),
+        ev("redis.call('SADD', KEYS[1], 'm') redis.setresp(3) local s = redis.call('SMEMBERS', KEYS[1]) return s.set.m", [P + "set"]),
+        ev("return redis.sha1hex('')"), ev("return redis.sha1hex('abc')"), ev("return redis.sha1hex()"),
+        ev("return redis.setresp(4)"), ev("return redis.setresp()"),
+        ev("return redis.log(redis.LOG_WARNING, 'from a test')"), ev("return redis.log()"),
+        ev("return redis.log(1)"), ev("return redis.log(99, 'x')"),
+        ev("return redis.set_repl(redis.REPL_ALL)"), ev("return redis.set_repl(9)"), ev("return redis.set_repl()"),
+        ev("return redis.replicate_commands()"), ev("return {redis.LOG_DEBUG, redis.LOG_NOTICE, redis.REPL_NONE, redis.REPL_AOF}"),
+        ev("return #KEYS + #ARGV", ["a", "b"], ["c"]), ev("return {KEYS[1], ARGV[1], ARGV[2]}", ["k"], ["a1", "a2"]),
+        ev("return ARGV[1] + 1", [], ["41"]),
+    ])
+
+
+def test_errors(redis_door, redis_reference):
+    check(redis_door, redis_reference, [
+        RESET,
+        ev("return x"), ev("x = 1"), ev("return os"), ev("return print"), ev("return dofile"),
+        ev("return debug"), ev("return io"), ev("return require"), ev("return setfenv"),
+        ev("return type(loadstring)"), ev("return type(unpack)"), ev("return type(coroutine)"),
+        ev("return type(_G)"), ev("_G.x = 1"),
+        ev("error('boom')"), ev("\n\nerror('line three')"), ev("error({err='TABLE err'})"),
+        ev("syntax error here"), ev("return"), ev("return redis.call('nosuch')"), ev("return redis.pcall('nosuch')"),
+        ev("return redis.call('get')"), ev("return redis.pcall('get')"), ev("return redis.call()"),
+        ev("return redis.call({})"), ev("return redis.call('get', {})"),
+        ev("return redis.call('multi')"), ev("return redis.call('exec')"), ev("return redis.call('watch', 'a')"),
+        ev("return redis.call('subscribe', 'a')"), ev("return redis.call('eval', 'return 1', 0)"),
+        ev("return redis.call('script', 'load', 'return 1')"), ev("return redis.call('client', 'list')"),
+        ev("return redis.call('blpop', 'scripts:nol', 0)"), ev("return redis.call('brpop', 'scripts:nol', 1)"),
+        ev("return redis.call('incr', KEYS[1])", [P + "s"]),
+        ev("redis.call('SET', KEYS[1], 'kept') error('after the write')", [P + "s"]),
+        cmd("GET", P + "s"),
+        cmd("EVAL", "return 1", "-1"), cmd("EVAL", "return 1", "2", "a"), cmd("EVAL", "return 1", "x"),
+        cmd("EVAL", "return 1"), cmd("EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "0"),
+        cmd("EVALSHA", "abc", "0"), cmd("EVAL_RO", "return redis.call('set', KEYS[1], 'v')", "1", P + "s"),
+        cmd("EVAL_RO", "return redis.call('get', KEYS[1])", "1", P + "s"),
+        cmd("EVAL", "#!lua flags=no-writes\nreturn redis.call('set', KEYS[1], 'v')", "1", P + "s"),
+        cmd("EVAL", "#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", "1", P + "s"),
+        cmd("EVAL", "#!lua\nreturn 1", "0"), cmd("EVAL", "#!lua flags=bogus\nreturn 1", "0"),
+        cmd("EVAL", "#!lua flags=allow-oom,allow-stale,no-cluster,allow-cross-slot-keys\nreturn 2", "0"),
+    ])
+
+
+def test_script_cache(redis_door, redis_reference):
+    sha = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"  # return 1
+    check(redis_door, redis_reference, [
+        SCRIPT_FLUSH,
+        cmd("EVALSHA", sha, "0"), cmd("SCRIPT", "EXISTS", sha, "nope"),
+        cmd("SCRIPT", "LOAD", "return 1"), cmd("SCRIPT", "EXISTS", sha, sha.upper(), "nope"),
+        cmd("EVALSHA", sha, "0"), cmd("EVALSHA", sha.upper(), "0"), cmd("EVALSHA_RO", sha, "0"),
+        cmd("SCRIPT", "LOAD", "x x"), cmd("SCRIPT", "LOAD"), cmd("SCRIPT", "EXISTS"),
+        cmd("SCRIPT", "FLUSH", "bad"), cmd("SCRIPT", "FLUSH", "ASYNC"), cmd("EVALSHA", sha, "0"),
+        ev("return 2"), cmd("EVALSHA", "7f923f79fe76194c868d7e1d0820de36700eb649", "0"),
+        cmd("SCRIPT", "FLUSH", "sync"), cmd("SCRIPT", "EXISTS", "7f923f79fe76194c868d7e1d0820de36700eb649"),
+        cmd("SCRIPT", "KILL"), cmd("SCRIPT", "HELP"), cmd("SCRIPT", "NOPE"), cmd("SCRIPT"),
+        cmd("EVAL", "bad script", "0"), cmd("SCRIPT", "EXISTS", "a3b8c31a0a2d3e0b3e2a1f17e0aeb1ae3ed6d0fb"),
+        SCRIPT_FLUSH,
+    ])
+
+
+def random_requests(rng, n):
+    keys = [P + "r1", P + "r2", P + "r3"]
+    scripts = [
+        ("return redis.call('SET', KEYS[1], ARGV[1])", 1, 1),
+        ("return redis.call('GET', KEYS[1])", 1, 0),
+        ("return redis.call('INCRBY', KEYS[1], ARGV[1])", 1, 1),
+        ("return redis.call('RPUSH', KEYS[1], ARGV[1])", 1, 1),
+        ("return redis.call('LRANGE', KEYS[1], 0, -1)", 1, 0),
+        ("return redis.pcall('HSET', KEYS[1], 'f', ARGV[1])", 1, 1),
+        ("return redis.call('SADD', KEYS[1], ARGV[1])", 1, 1),
+        ("local v = redis.call('GET', KEYS[1]) if v then redis.call('SET', KEYS[2], v) end return v", 2, 0),
+        ("return redis.call('DEL', KEYS[1])", 1, 0),
+        ("return redis.call('TYPE', KEYS[1])", 1, 0),
+        ("return {redis.pcall('GET', KEYS[1]), redis.call('EXISTS', KEYS[1])}", 1, 0),
+    ]
+    values = ["1", "2", "-3", "x", "", "10"]
+    out = [cmd("DEL", *keys)]
+    for _ in range(n):
+        body, nk, na = rng.choice(scripts)
+        out.append(ev(body, rng.sample(keys, nk), [rng.choice(values) for _ in range(na)]))
+    return out
+
+
+def test_random_sequences(redis_door, redis_reference):
+    rng = random.Random(27)
+    for _ in range(3):
+        check(redis_door, redis_reference, random_requests(rng, 60), hellos=(None,))
+
+
+def run_both(redis_door, redis_reference, fn):
+    """Runs `fn(client)` with redis-py against the door and against redis-server; their
+    results must be equal."""
+    redis = redis_py()
+    from conftest import USER, PASSWORD  # noqa: PLC0415
+    got = fn(redis.Redis(port=redis_door, username=USER, password=PASSWORD))
+    want = fn(redis.Redis(port=redis_reference, username=USER, password=PASSWORD))
+    assert got == want
+    return got
+
+
+def lock_story(r):
+    from redis.exceptions import LockError, LockNotOwnedError  # noqa: PLC0415
+    r.delete(P + "lock")
+    out = []
+    lock = r.lock(P + "lock", timeout=30)
+    out.append(lock.acquire(blocking=False))
+    other = r.lock(P + "lock", timeout=30)
+    out.append(other.acquire(blocking=False))
+    out.append(other.acquire(blocking=True, blocking_timeout=0.2))
+    out.append(lock.owned())
+    out.append(other.owned())
+    out.append(lock.extend(10))
+    out.append(0 < r.pttl(P + "lock") <= 40_000)
+    out.append(lock.extend(100, replace_ttl=True))
+    out.append(90_000 < r.pttl(P + "lock") <= 100_000)
+    try:
+        other.release()
+        out.append("released by another")
+    except LockError as e:
+        out.append(type(e).__name__)
+    try:
+        other.extend(10)
+    except LockError as e:
+        out.append(type(e).__name__)
+    out.append(lock.reacquire())
+    lock.release()
+    out.append(r.exists(P + "lock"))
+    try:
+        lock.release()
+    except LockNotOwnedError as e:
+        out.append(type(e).__name__)
+    except LockError as e:
+        out.append(type(e).__name__)
+    # A second client blocks until the first releases.
+    lock = r.lock(P + "lock", timeout=30, thread_local=False)
+    out.append(lock.acquire())
+    threading.Timer(0.3, lock.release).start()
+    waiter = r.lock(P + "lock", timeout=30, sleep=0.05)
+    out.append(waiter.acquire(blocking=True, blocking_timeout=20))
+    waiter.release()
+    return out
+
+
+def test_redis_py_lock(redis_door, redis_reference):
+    got = run_both(redis_door, redis_reference, lock_story)
+    assert got[0] is True and got[1] is False
+
+
+def test_redis_py_lock_asyncio(redis_door, redis_reference):
+    redis = redis_py()
+    from conftest import USER, PASSWORD  # noqa: PLC0415
+
+    async def story(port):
+        r = redis.asyncio.Redis(port=port, username=USER, password=PASSWORD)
+        await r.delete(P + "alock")
+        out = []
+        lock = r.lock(P + "alock", timeout=30)
+        out.append(await lock.acquire(blocking=False))
+        other = r.lock(P + "alock", timeout=30)
+        out.append(await other.acquire(blocking=False))
+        out.append(await lock.owned())
+        out.append(await lock.extend(5))
+        out.append(await lock.reacquire())
+        try:
+            await other.release()
+        except redis.exceptions.LockError as e:
+            out.append(type(e).__name__)
+        await lock.release()
+        out.append(await r.exists(P + "alock"))
+        out.append(await other.acquire(blocking=True, blocking_timeout=5))
+        await other.release()
+        await r.aclose()
+        return out
+
+    got = asyncio.run(story(redis_door))
+    want = asyncio.run(story(redis_reference))
+    assert got == want
+    assert got[0] is True and got[1] is False
+
+
+def test_register_script(redis_door, redis_reference):
+    def story(r):
+        r.script_flush()
+        s = r.register_script("return {KEYS[1], ARGV[1], redis.call('INCR', KEYS[1])}")
+        r.delete(P + "cnt")
+        out = [s(keys=[P + "cnt"], args=["a"]), s(keys=[P + "cnt"], args=["b"])]
+        r.script_flush()
+        out.append(s(keys=[P + "cnt"], args=["c"]))  # NOSCRIPT, then EVAL
+        out.append(r.script_exists(s.sha))
+        return out
+
+    run_both(redis_door, redis_reference, story)
+
+
+def test_script_kill(redis_door):
+    """A script that never returns is killed by SCRIPT KILL from another client; its client
+    gets Redis's text, its writes are rolled back, and other clients run meanwhile."""
+    busy = Conn(redis_door)
+    busy.call("AUTH", *args_auth())
+    other = Conn(redis_door)
+    other.call("AUTH", *args_auth())
+    other.call("DEL", P + "killed")
+    assert other.call("SCRIPT", "KILL") == "NOTBUSY No scripts in execution right now."
+    busy.send(ev("redis.call('SET', KEYS[1], 'w') while true do end", [P + "killed"]))
+    # Other clients keep running; poll until the script is there to kill.
+    for _ in range(1000):
+        assert other.call("PING") == "PONG"
+        assert other.call("SET", P + "x", "free") == "OK"
+        r = other.call("SCRIPT", "KILL")
+        if r == "OK":
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("the script never ran")
+    from redisdiff import read_reply  # noqa: PLC0415
+    reply = read_reply(busy.f)
+    assert reply.startswith("ERR Script killed by user with SCRIPT KILL... script: "), reply
+    assert reply.endswith(", on @user_script:1."), reply
+    assert other.call("EXISTS", P + "killed") == 0
+    assert busy.call("PING") == "PONG"
+    busy.close()
+    other.close()
+
+
+def args_auth():
+    from conftest import USER, PASSWORD  # noqa: PLC0415
+    return USER, PASSWORD
