@@ -38,6 +38,7 @@ pub fn families() -> impl Iterator<Item = &'static Spec> {
         .chain(super::lists::COMMANDS.iter())
         .chain(super::sets::COMMANDS.iter())
         .chain(super::zsets::COMMANDS.iter())
+        .chain(super::strings::pf::COMMANDS.iter())
 }
 
 /// Data commands the door knows.

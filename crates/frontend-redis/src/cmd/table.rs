@@ -368,6 +368,7 @@ fn data_keys(name: &str) -> Keys {
         "del" | "unlink" | "exists" | "touch" | "mget" | "sinter" | "sunion" | "sdiff"
         | "sinterstore" | "sunionstore" | "sdiffstore" => (1, -1, 1),
         "mset" | "msetnx" => (1, -1, 2),
+        "pfcount" | "pfmerge" => (1, -1, 1),
         "rename" | "renamenx" | "copy" | "lmove" | "rpoplpush" | "smove" | "brpoplpush"
         | "blmove" | "zrangestore" => (1, 2, 1),
         "blpop" | "brpop" => (1, -2, 1),

@@ -16,6 +16,7 @@ use super::hashes::HashCommand;
 use super::keys::KeyCommand;
 use super::lists::ListCommand;
 use super::sets::SetCommand;
+use super::strings::pf::HllCommand;
 use super::strings::StringCommand;
 use super::zsets::ZSetCommand;
 use super::Args;
@@ -37,6 +38,8 @@ pub enum DataCommand<'a> {
     Lists(ListCommand<'a>),
     Sets(SetCommand<'a>),
     ZSets(ZSetCommand<'a>),
+    /// `PFADD`, `PFCOUNT`, `PFMERGE` (of the strings family).
+    Hll(HllCommand<'a>),
 }
 
 impl DataCommand<'_> {
@@ -51,6 +54,7 @@ impl DataCommand<'_> {
             DataCommand::Lists(c) => c.apply(cx).await,
             DataCommand::Sets(c) => c.apply(cx).await,
             DataCommand::ZSets(c) => c.apply(cx).await,
+            DataCommand::Hll(c) => c.apply(cx).await,
         }
     }
 }

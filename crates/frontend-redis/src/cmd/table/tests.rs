@@ -94,6 +94,10 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("pexpire", -3, true, false, false, (1, 1, 1)),
     ("pexpireat", -3, true, false, false, (1, 1, 1)),
     ("pexpiretime", 2, false, false, false, (1, 1, 1)),
+    ("pfadd", -2, true, false, false, (1, 1, 1)),
+    // Redis: readonly; the door stores the count it computes, as Redis does, in a transaction.
+    ("pfcount", -2, true, false, false, (1, -1, 1)),
+    ("pfmerge", -2, true, false, false, (1, -1, 1)),
     ("ping", -1, false, false, false, (0, 0, 0)),
     ("psetex", 4, true, false, false, (1, 1, 1)),
     ("psubscribe", -2, false, false, false, (0, 0, 0)),
