@@ -237,3 +237,22 @@ async fn pfmerge(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     cx.reply().simple(b"OK");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::cmd::typed::testing::{command, error};
+
+    #[test]
+    fn parse_forms_and_arity() {
+        assert!(command(b"PFADD k\r\n").starts_with("Hll(PfAdd"));
+        assert!(command(b"pfadd k a b\r\n").starts_with("Hll(PfAdd"));
+        assert!(command(b"pfcount k1 k2\r\n").starts_with("Hll(PfCount"));
+        assert!(command(b"PFMERGE d\r\n").starts_with("Hll(PfMerge"));
+        for name in ["pfadd", "pfcount", "pfmerge"] {
+            assert_eq!(
+                error(format!("{name}\r\n").as_bytes()),
+                format!("wrong number of arguments for '{name}' command")
+            );
+        }
+    }
+}
