@@ -39,6 +39,7 @@ pub fn families() -> impl Iterator<Item = &'static Spec> {
         .chain(super::sets::COMMANDS.iter())
         .chain(super::zsets::COMMANDS.iter())
         .chain(super::strings::pf::COMMANDS.iter())
+        .chain(super::zsets::geo::COMMANDS.iter())
 }
 
 /// Data commands the door knows.

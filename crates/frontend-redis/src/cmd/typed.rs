@@ -18,6 +18,7 @@ use super::lists::ListCommand;
 use super::sets::SetCommand;
 use super::strings::pf::HllCommand;
 use super::strings::StringCommand;
+use super::zsets::geo::GeoCommand;
 use super::zsets::ZSetCommand;
 use super::Args;
 use crate::errors;
@@ -40,6 +41,8 @@ pub enum DataCommand<'a> {
     ZSets(ZSetCommand<'a>),
     /// `PFADD`, `PFCOUNT`, `PFMERGE` (of the strings family).
     Hll(HllCommand<'a>),
+    /// `GEOADD`, `GEOPOS`, `GEODIST`, `GEOHASH` (of the sorted sets family).
+    Geo(GeoCommand<'a>),
 }
 
 impl DataCommand<'_> {
@@ -55,6 +58,7 @@ impl DataCommand<'_> {
             DataCommand::Sets(c) => c.apply(cx).await,
             DataCommand::ZSets(c) => c.apply(cx).await,
             DataCommand::Hll(c) => c.apply(cx).await,
+            DataCommand::Geo(c) => c.apply(cx).await,
         }
     }
 }

@@ -296,7 +296,6 @@ fn sparse_set(v: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Corrupt>
         scan -= 1;
         match opcode(v, p) {
             (_, 2, _) => p += 2,
-            (_, _, Op::Zero) => p += 1,
             (len1, _, Op::Val(v1)) => {
                 if p + 1 < v.len() {
                     if let (len2, _, Op::Val(v2)) = opcode(v, p + 1) {
@@ -393,7 +392,8 @@ pub fn store_merged(
     Ok(())
 }
 
-/// Redis's `hllSigma`.
+/// Redis's `hllSigma` (its exact comparisons kept).
+#[allow(clippy::float_cmp)]
 fn sigma(mut x: f64) -> f64 {
     if x == 1.0 {
         return f64::INFINITY;
@@ -411,7 +411,8 @@ fn sigma(mut x: f64) -> f64 {
     }
 }
 
-/// Redis's `hllTau`.
+/// Redis's `hllTau` (its exact comparisons kept).
+#[allow(clippy::float_cmp)]
 fn tau(mut x: f64) -> f64 {
     if x == 0.0 || x == 1.0 {
         return 0.0;
@@ -550,8 +551,8 @@ mod tests {
                 0x40,
                 99,
                 val_op(3, 1),
-                0x40 | (16282 >> 8) as u8,
-                (16282 & 0xff) as u8
+                0x40 | (0x3f9a >> 8) as u8,
+                (0x3f9a & 0xff) as u8
             ]
         );
         assert_eq!(sparse_set(&mut v, 100, 2), Ok(false));

@@ -6,7 +6,7 @@
 //! when a register or the cached count changed. `PFCOUNT` of one key stores the count it
 //! computed in the header, as Redis does (so it is a write here: it runs in a transaction).
 
-use super::hll::{self, Corrupt, REGISTERS};
+use super::hll::{self, REGISTERS};
 use super::{fetch, insert_value, update_value, Found};
 use crate::cmd::data::{Family, Spec};
 use crate::cmd::typed::{DataCommand, Parse};
@@ -109,17 +109,15 @@ async fn pfadd(cx: &mut Cx<'_>, k: &[u8], args: Args<'_>) -> Result<(), StoreErr
     let before = existed.then(|| v.clone());
     let mut updated = !existed;
     for element in args.from(2) {
-        match hll::add(&mut v, element) {
-            Ok(changed) => updated |= changed,
-            Err(Corrupt) => {
-                // Redis changed the value in place up to the corrupt opcode: so here.
-                if before.as_deref() != Some(&v[..]) {
-                    update_value(cx, k, &v).await?;
-                }
-                cx.reply().error(CORRUPT);
-                return Ok(());
+        let Ok(changed) = hll::add(&mut v, element) else {
+            // Redis changed the value in place up to the corrupt opcode: so here.
+            if before.as_deref() != Some(&v[..]) {
+                update_value(cx, k, &v).await?;
             }
-        }
+            cx.reply().error(CORRUPT);
+            return Ok(());
+        };
+        updated |= changed;
     }
     if updated {
         hll::invalidate(&mut v);
@@ -142,17 +140,16 @@ async fn pfcount_one(cx: &mut Cx<'_>, k: &[u8]) -> Result<(), StoreError> {
         cx.reply().integer(0);
         return Ok(());
     };
-    let card = match hll::cached(&v) {
-        Some(card) => card,
-        None => {
-            let Ok(card) = hll::count(&v) else {
-                cx.reply().error(CORRUPT);
-                return Ok(());
-            };
-            hll::set_cached(&mut v, card);
-            update_value(cx, k, &v).await?;
-            card
-        }
+    let card = if let Some(card) = hll::cached(&v) {
+        card
+    } else {
+        let Ok(card) = hll::count(&v) else {
+            cx.reply().error(CORRUPT);
+            return Ok(());
+        };
+        hll::set_cached(&mut v, card);
+        update_value(cx, k, &v).await?;
+        card
     };
     cx.reply().integer(i64::try_from(card).unwrap_or(i64::MAX));
     Ok(())
