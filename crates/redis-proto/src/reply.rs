@@ -295,6 +295,22 @@ impl<'a> Reply<'a> {
         self
     }
 
+    /// A double already written as text (`text`, as Redis formats it for the command):
+    /// `,<text>` (RESP3) or a bulk string (RESP2).
+    pub fn double_text(&mut self, text: &[u8]) -> &mut Self {
+        if self.over_limit() {
+            return self;
+        }
+        if self.resp3() {
+            self.out.push(b',');
+            self.out.extend_from_slice(text);
+            self.out.extend_from_slice(b"\r\n");
+            self
+        } else {
+            self.bulk(text)
+        }
+    }
+
     /// `#t` / `#f` (RESP3), `:1` / `:0` (RESP2).
     pub fn boolean(&mut self, b: bool) -> &mut Self {
         if self.over_limit() {

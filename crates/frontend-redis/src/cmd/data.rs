@@ -40,6 +40,8 @@ pub fn families() -> impl Iterator<Item = &'static Spec> {
         .chain(super::sets::COMMANDS.iter())
         .chain(super::zsets::COMMANDS.iter())
         .chain(super::streams::COMMANDS.iter())
+        .chain(super::strings::pf::COMMANDS.iter())
+        .chain(super::zsets::geo::COMMANDS.iter())
 }
 
 /// Data commands the door knows.

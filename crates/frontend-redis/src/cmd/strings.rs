@@ -14,8 +14,10 @@
 //! Known differences from redis-server: a `MGET` of more than [`crate::store::context::RUN_MAX`] keys
 //! alone in its batch reads them with several statements, not one snapshot.
 
+pub mod hll;
 mod numeric;
 mod parse;
+pub mod pf;
 mod ranges;
 #[cfg(test)]
 mod tests;

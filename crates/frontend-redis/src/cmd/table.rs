@@ -382,7 +382,7 @@ const SESSION_COMMANDS: &[Def] = &[
 fn data_keys(name: &str) -> Keys {
     let (first, last, step) = match name {
         "del" | "unlink" | "exists" | "touch" | "mget" | "sinter" | "sunion" | "sdiff"
-        | "sinterstore" | "sunionstore" | "sdiffstore" => (1, -1, 1),
+        | "sinterstore" | "sunionstore" | "sdiffstore" | "pfcount" | "pfmerge" => (1, -1, 1),
         "mset" | "msetnx" => (1, -1, 2),
         "rename" | "renamenx" | "copy" | "lmove" | "rpoplpush" | "smove" | "brpoplpush"
         | "blmove" | "zrangestore" => (1, 2, 1),

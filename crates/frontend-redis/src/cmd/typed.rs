@@ -17,7 +17,9 @@ use super::keys::KeyCommand;
 use super::lists::ListCommand;
 use super::sets::SetCommand;
 use super::streams::StreamCommand;
+use super::strings::pf::HllCommand;
 use super::strings::StringCommand;
+use super::zsets::geo::GeoCommand;
 use super::zsets::ZSetCommand;
 use super::Args;
 use crate::errors;
@@ -39,6 +41,10 @@ pub enum DataCommand<'a> {
     Sets(SetCommand<'a>),
     ZSets(ZSetCommand<'a>),
     Streams(StreamCommand<'a>),
+    /// `PFADD`, `PFCOUNT`, `PFMERGE` (of the strings family).
+    Hll(HllCommand<'a>),
+    /// `GEOADD`, `GEOPOS`, `GEODIST`, `GEOHASH` (of the sorted sets family).
+    Geo(GeoCommand<'a>),
 }
 
 impl DataCommand<'_> {
@@ -54,6 +60,8 @@ impl DataCommand<'_> {
             DataCommand::Sets(c) => c.apply(cx).await,
             DataCommand::ZSets(c) => c.apply(cx).await,
             DataCommand::Streams(c) => c.apply(cx).await,
+            DataCommand::Hll(c) => c.apply(cx).await,
+            DataCommand::Geo(c) => c.apply(cx).await,
         }
     }
 }

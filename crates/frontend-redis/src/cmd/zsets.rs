@@ -21,6 +21,8 @@
 //!   small set's (`d2string`: integral values as integers), also for sets Redis keeps as a
 //!   skiplist (which it prints `%.17g`: differs for integral scores of 1e17 and more).
 
+pub mod geo;
+mod geohash;
 mod parse;
 mod range;
 mod score;
