@@ -4,8 +4,9 @@ crates/redis-lua/tests/cases/<lib>.txt records, for each script (`S` line), what
 7.0.15 answered (`E` line: the reply as redis-cli prints it; an error as its text without Redis's
 ` script: <sha>, on @user_script:N.` suffix). The Rust test (crates/redis-lua/tests/libs.rs)
 runs the scripts on our libraries and compares with these lines; this test runs them on the
-reference, in the same order after SCRIPT FLUSH (the libraries' settings carry over from one
-script to the next, as in one Lua state), so the recorded values cannot drift from Redis.
+reference and through the door's EVAL, in the same order after SCRIPT FLUSH (the libraries'
+settings carry over from one script to the next, as in one Lua state), so the recorded values
+cannot drift from Redis and the door's scripts answer them too.
 
 Intended differences (not in the files): a library function called straight from `pcall`
 (`pcall(cjson.decode, x)`) names itself in "bad argument" texts where Redis says '?', and
@@ -66,8 +67,9 @@ def as_cli_prints(reply):
 
 
 @pytest.mark.parametrize("lib", ["bit", "cjson", "cmsgpack", "struct", "numbers"])
-def test_recorded_values_are_what_redis_answers(redis_reference, lib):
-    conn = Conn(redis_reference)
+@pytest.mark.parametrize("server", ["redis-server", "door"])
+def test_recorded_values_are_what_redis_and_the_door_answer(request, server, lib):
+    conn = Conn(request.getfixturevalue("redis_reference" if server == "redis-server" else "redis_door"))
     try:
         assert conn.call("AUTH", USER, PASSWORD) == "OK"
         assert conn.call("SCRIPT", "FLUSH") == "OK"

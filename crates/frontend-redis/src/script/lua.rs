@@ -225,8 +225,9 @@ impl State {
         }
     }
 
-    /// Runs (or only compiles) `job`, sending its outcome to its worker.
-    pub fn run(&mut self, job: Job) {
+    /// Runs (or only compiles) `job`; returns its outcome, for the thread to send its worker
+    /// once it is ready for the next script.
+    pub fn run(&mut self, job: Job) -> Finished {
         let Job {
             sha,
             source,
@@ -243,13 +244,17 @@ impl State {
         let f = match self.compile(&sha, &source) {
             Ok(f) => f,
             Err(reply) => {
-                let _ = to_worker.send(FromScript::Done(Outcome::CompileError(reply)));
-                return;
+                return Finished {
+                    to: to_worker,
+                    outcome: Outcome::CompileError(reply),
+                };
             }
         };
         if compile_only {
-            let _ = to_worker.send(FromScript::Done(Outcome::Compiled));
-            return;
+            return Finished {
+                to: to_worker,
+                outcome: Outcome::Compiled,
+            };
         }
         let g = self.lua.globals();
         let set_list = |name: &str, items: &[Vec<u8>]| -> mlua::Result<()> {
@@ -277,8 +282,10 @@ impl State {
         let script_proto = cur.as_ref().map_or(Protocol::Resp2, |c| c.proto);
         drop(cur);
         if aborted {
-            let _ = done.send(FromScript::Done(Outcome::Aborted));
-            return;
+            return Finished {
+                to: done,
+                outcome: Outcome::Aborted,
+            };
         }
         let mut out = Vec::new();
         match result {
@@ -300,10 +307,13 @@ impl State {
                 Reply::new(&mut out, proto).error(error_text(&e).as_bytes());
             }
         }
-        let _ = done.send(FromScript::Done(Outcome::Reply(out)));
         // What the script left (its tables, its strings) is freed now, not in the next
         // script's time.
         self.lua.gc_collect().ok();
+        Finished {
+            to: done,
+            outcome: Outcome::Reply(out),
+        }
     }
 }
 
@@ -579,4 +589,18 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
         lua.create_function(|_, _: Variadic<Value>| Ok(()))?,
     )?;
     Ok(redis)
+}
+
+/// A script's outcome, sent to its worker by [`Finished::send`] once its thread is back
+/// among the idle ones: the client's next script then finds that thread (and the state
+/// this one left, as one Lua state in Redis) rather than starting another.
+pub struct Finished {
+    to: tokio::sync::mpsc::UnboundedSender<FromScript>,
+    outcome: Outcome,
+}
+
+impl Finished {
+    pub fn send(self) {
+        let _ = self.to.send(FromScript::Done(self.outcome));
+    }
 }

@@ -237,10 +237,16 @@ impl Scripts {
                 while let Ok((job, permit)) = rx.recv() {
                     let now = inner.epoch.load(Ordering::Relaxed);
                     if now != epoch {
-                        state.forget_scripts();
+                        // `SCRIPT FLUSH` gives scripts a new Lua state, as Redis's does: what
+                        // earlier scripts left in it (the libraries' settings, say
+                        // `cjson.encode_number_precision`) is gone too.
+                        match super::lua::State::new(inner.memory_limit) {
+                            Ok(fresh) => state = fresh,
+                            Err(_) => state.forget_scripts(),
+                        }
                         epoch = now;
                     }
-                    state.run(job);
+                    let finished = state.run(job);
                     let used = state.used_memory();
                     if used >= own_memory {
                         inner
@@ -253,6 +259,7 @@ impl Scripts {
                     }
                     own_memory = used;
                     lock(&inner.idle).push(me.clone());
+                    finished.send();
                     drop(permit);
                 }
             })
