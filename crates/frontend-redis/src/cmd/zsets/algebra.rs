@@ -129,38 +129,35 @@ impl Algebra<'_> {
                 .cmp(&score::order_key(b.1))
                 .then_with(|| a.0.cmp(&b.0))
         });
-        match self.dst {
-            Some(dst) => {
-                if let Some(old) = cx.tx.key_meta(cx.db, dst, true).await? {
-                    cx.tx.delete_key(cx.db, dst, &old).await?;
-                }
-                if !result.is_empty() {
-                    let row = cx.tx.create_key(cx.db, dst, kind::ZSET).await?;
-                    let writes: Vec<(&[u8], f64)> =
-                        result.iter().map(|(m, s)| (m.as_slice(), *s)).collect();
-                    upsert(cx, row.kid, &writes).await?;
-                    let n = writes.len() as i64;
-                    cx.tx.collection_written(cx.db, dst, &row, n).await?;
-                }
-                cx.reply().integer(result.len() as i64);
+        if let Some(dst) = self.dst {
+            if let Some(old) = cx.tx.key_meta(cx.db, dst, true).await? {
+                cx.tx.delete_key(cx.db, dst, &old).await?;
             }
-            None => {
-                let nested = cx.proto == manifold_redis_proto::Protocol::Resp3;
-                let ws = options.withscores;
-                let mut r = cx.reply();
-                r.array_len(if ws && !nested {
-                    result.len() * 2
-                } else {
-                    result.len()
-                });
-                for (m, s) in &result {
-                    if ws && nested {
-                        r.array_len(2);
-                    }
-                    r.bulk(m);
-                    if ws {
-                        r.double(*s);
-                    }
+            if !result.is_empty() {
+                let row = cx.tx.create_key(cx.db, dst, kind::ZSET).await?;
+                let writes: Vec<(&[u8], f64)> =
+                    result.iter().map(|(m, s)| (m.as_slice(), *s)).collect();
+                upsert(cx, row.kid, &writes).await?;
+                let n = writes.len() as i64;
+                cx.tx.collection_written(cx.db, dst, &row, n).await?;
+            }
+            cx.reply().integer(result.len() as i64);
+        } else {
+            let nested = cx.proto == manifold_redis_proto::Protocol::Resp3;
+            let ws = options.withscores;
+            let mut r = cx.reply();
+            r.array_len(if ws && !nested {
+                result.len() * 2
+            } else {
+                result.len()
+            });
+            for (m, s) in &result {
+                if ws && nested {
+                    r.array_len(2);
+                }
+                r.bulk(m);
+                if ws {
+                    r.double(*s);
                 }
             }
         }
@@ -186,12 +183,11 @@ fn combine(op: SetOp, inputs: &mut [Input], how: Aggregate) -> Vec<(Vec<u8>, f64
                     if v.is_nan() {
                         v = 0.0;
                     }
-                    match acc.get_mut(&m) {
-                        Some(t) => aggregate(t, v, how),
-                        None => {
-                            order.push(m.clone());
-                            acc.insert(m, v);
-                        }
+                    if let Some(t) = acc.get_mut(&m) {
+                        aggregate(t, v, how);
+                    } else {
+                        order.push(m.clone());
+                        acc.insert(m, v);
                     }
                 }
             }
