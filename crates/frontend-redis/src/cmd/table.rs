@@ -388,8 +388,9 @@ fn data_keys(name: &str) -> Keys {
         | "blmove" | "zrangestore" => (1, 2, 1),
         "blpop" | "brpop" => (1, -2, 1),
         // Their keys follow a count (`LMPOP numkeys key...`), or they have none.
-        "lmpop" | "blmpop" | "sintercard" | "keys" | "scan" | "randomkey" | "dbsize"
-        | "flushdb" | "flushall" | "xread" | "xreadgroup" | "xgroup" | "xinfo" => (0, 0, 0),
+        "lmpop" | "blmpop" | "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard"
+        | "keys" | "scan" | "randomkey" | "dbsize" | "flushdb" | "flushall" | "xread"
+        | "xreadgroup" | "xgroup" | "xinfo" => (0, 0, 0),
         _ => (1, 1, 1),
     };
     Keys { first, last, step }

@@ -21,6 +21,7 @@
 //!   small set's (`d2string`: integral values as integers), also for sets Redis keeps as a
 //!   skiplist (which it prints `%.17g`: differs for integral scores of 1e17 and more).
 
+mod algebra;
 pub mod geo;
 mod geohash;
 mod parse;
@@ -68,6 +69,7 @@ impl ZSetCommand<'_> {
             ZSetCommand::ZRange(z) => z.apply(cx).await,
             ZRemRange { key, range } => range::remove(cx, key, range).await,
             ZScan(scan) => zscan(cx, scan).await,
+            ZSetCommand::Algebra(a) => a.apply(cx).await,
         }
     }
 }

@@ -19,7 +19,7 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
     }
 }
 
-pub static COMMANDS: [Spec; 23] = [
+pub static COMMANDS: [Spec; 30] = [
     spec("zadd", -4, true, |a| parse_zadd(a, false)),
     spec("zincrby", 4, true, |a| parse_zadd(a, true)),
     spec("zrem", -3, true, |a| {
@@ -74,6 +74,27 @@ pub static COMMANDS: [Spec; 23] = [
     }),
     spec("zscan", -3, false, |a| {
         Ok(ZScan(CollectionScan::parse(a)?).into())
+    }),
+    spec("zunion", -3, false, |a| {
+        parse_algebra(a, "zunion", SetOp::Union, false)
+    }),
+    spec("zinter", -3, false, |a| {
+        parse_algebra(a, "zinter", SetOp::Inter, false)
+    }),
+    spec("zdiff", -3, false, |a| {
+        parse_algebra(a, "zdiff", SetOp::Diff, false)
+    }),
+    spec("zunionstore", -4, true, |a| {
+        parse_algebra(a, "zunionstore", SetOp::Union, true)
+    }),
+    spec("zinterstore", -4, true, |a| {
+        parse_algebra(a, "zinterstore", SetOp::Inter, true)
+    }),
+    spec("zdiffstore", -4, true, |a| {
+        parse_algebra(a, "zdiffstore", SetOp::Diff, true)
+    }),
+    spec("zintercard", -3, false, |a| {
+        parse_algebra(a, "zintercard", SetOp::Inter, false)
     }),
 ];
 
@@ -137,6 +158,8 @@ pub enum ZSetCommand<'a> {
         range: Range<'a>,
     },
     ZScan(CollectionScan<'a>),
+    /// `ZUNION`, `ZINTER`, `ZDIFF`, their `STORE` forms, `ZINTERCARD`.
+    Algebra(Algebra<'a>),
 }
 
 pub use ZSetCommand::{ZAdd, ZCard, ZCount, ZMScore, ZPop, ZRank, ZRem, ZRemRange, ZScan, ZScore};
@@ -376,4 +399,135 @@ fn parse_zrange(
         withscores,
     })
     .into())
+}
+
+/// How `ZUNION`/`ZINTER`/`ZDIFF` combine their inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetOp {
+    Union,
+    Inter,
+    Diff,
+}
+
+/// `AGGREGATE SUM|MIN|MAX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregate {
+    Sum,
+    Min,
+    Max,
+}
+
+/// The options after the keys (Redis refuses them only after it has looked the keys up).
+#[derive(Debug, PartialEq)]
+pub struct AlgebraOptions {
+    /// One per key, or empty (all 1).
+    pub weights: Vec<f64>,
+    pub aggregate: Aggregate,
+    pub withscores: bool,
+    /// `ZINTERCARD`: the count is answered (`limit`, 0 for none).
+    pub card: bool,
+    pub limit: i64,
+}
+
+/// `ZUNION numkeys key... [WEIGHTS w...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]` and the
+/// others (`dst` for the `STORE` forms).
+#[derive(Debug, PartialEq)]
+pub struct Algebra<'a> {
+    pub op: SetOp,
+    pub dst: Option<&'a [u8]>,
+    /// The whole request: the keys are arguments `keys`.
+    pub args: Args<'a>,
+    pub keys: std::ops::Range<usize>,
+    pub options: Result<AlgebraOptions, ParseError>,
+}
+
+const WEIGHT_NOT_FLOAT: &[u8] = b"weight value is not a float";
+const LIMIT_NEGATIVE: &[u8] = b"LIMIT can't be negative";
+
+/// As `zunionInterDiffGenericCommand` parses its arguments: `numkeys` now, the options
+/// (their error kept) after the keys are read.
+fn parse_algebra<'a>(
+    args: Args<'a>,
+    name: &'static str,
+    op: SetOp,
+    store: bool,
+) -> Result<DataCommand<'a>, ParseError> {
+    let card = name == "zintercard";
+    let at = if store { 2 } else { 1 };
+    let n = parse_i64(args.get(at)).ok_or(NOT_INTEGER)?;
+    if n < 1 {
+        return Err(ParseError::Formatted(
+            format!("at least 1 input key is needed for '{name}' command").into_bytes(),
+        ));
+    }
+    let first = at + 1;
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    if n > args.len() - first {
+        return Err(SYNTAX);
+    }
+    let keys = first..first + n;
+    let options = algebra_options(&args, keys.end, n, op, store, card);
+    Ok(ZSetCommand::Algebra(Algebra {
+        op,
+        dst: store.then(|| args.get(1)),
+        args,
+        keys,
+        options,
+    })
+    .into())
+}
+
+fn algebra_options(
+    args: &Args<'_>,
+    mut j: usize,
+    n: usize,
+    op: SetOp,
+    store: bool,
+    card: bool,
+) -> Result<AlgebraOptions, ParseError> {
+    let mut o = AlgebraOptions {
+        weights: Vec::new(),
+        aggregate: Aggregate::Sum,
+        withscores: false,
+        card,
+        limit: 0,
+    };
+    while j < args.len() {
+        let remaining = args.len() - j;
+        let is = |w: &[u8]| args.get(j).eq_ignore_ascii_case(w);
+        if op != SetOp::Diff && !card && remaining > n && is(b"weights") {
+            j += 1;
+            o.weights.clear();
+            for _ in 0..n {
+                let w =
+                    score::parse_value(args.get(j)).ok_or(ParseError::Text(WEIGHT_NOT_FLOAT))?;
+                o.weights.push(w);
+                j += 1;
+            }
+        } else if op != SetOp::Diff && !card && remaining >= 2 && is(b"aggregate") {
+            let a = args.get(j + 1);
+            o.aggregate = if a.eq_ignore_ascii_case(b"sum") {
+                Aggregate::Sum
+            } else if a.eq_ignore_ascii_case(b"min") {
+                Aggregate::Min
+            } else if a.eq_ignore_ascii_case(b"max") {
+                Aggregate::Max
+            } else {
+                return Err(SYNTAX);
+            };
+            j += 2;
+        } else if !store && !card && is(b"withscores") {
+            o.withscores = true;
+            j += 1;
+        } else if card && remaining >= 2 && is(b"limit") {
+            match parse_i64(args.get(j + 1)) {
+                Some(l) if l >= 0 => o.limit = l,
+                _ => return Err(ParseError::Text(LIMIT_NEGATIVE)),
+            }
+            j += 2;
+        } else {
+            return Err(SYNTAX);
+        }
+    }
+    Ok(o)
 }

@@ -326,3 +326,64 @@ fn zscan_cursor_first() {
         other => panic!("{other:?}"),
     });
 }
+
+/// The options of a `ZUNION`-like request (numkeys accepted), or their kept error.
+fn algebra_options(bytes: &[u8]) -> Result<AlgebraOptions, String> {
+    parsed(bytes, |r| match r {
+        Ok(DataCommand::ZSets(ZSetCommand::Algebra(a))) => {
+            a.options.map_err(|e| String::from_utf8(e.text()).unwrap())
+        }
+        other => panic!("{other:?}"),
+    })
+}
+
+#[test]
+fn algebra_numkeys_then_options_after_the_keys() {
+    assert_eq!(
+        error(b"zunion 0 a\r\n"),
+        "at least 1 input key is needed for 'zunion' command"
+    );
+    assert_eq!(
+        error(b"zunionstore d -1 a\r\n"),
+        "at least 1 input key is needed for 'zunionstore' command"
+    );
+    assert_eq!(error(b"zinter x a\r\n"), NOT_INTEGER);
+    assert_eq!(error(b"zdiff 3 a b\r\n"), SYNTAX);
+    assert_eq!(error(b"zintercard 2 a\r\n"), SYNTAX);
+    // Option errors are kept for after the keys' type checks.
+    let o = algebra_options(b"zunion 2 a b weights 2 -inf aggregate max withscores\r\n").unwrap();
+    assert_eq!(o.weights, [2.0, f64::NEG_INFINITY]);
+    assert_eq!(o.aggregate, Aggregate::Max);
+    assert!(o.withscores);
+    let not_float = "weight value is not a float";
+    assert_eq!(
+        algebra_options(b"zinter 1 a weights nan\r\n").unwrap_err(),
+        not_float
+    );
+    assert_eq!(
+        algebra_options(b"zinter 2 a b weights 1\r\n").unwrap_err(),
+        SYNTAX
+    );
+    assert_eq!(
+        algebra_options(b"zdiff 1 a weights 1\r\n").unwrap_err(),
+        SYNTAX
+    );
+    assert_eq!(
+        algebra_options(b"zunionstore d 1 a withscores\r\n").unwrap_err(),
+        SYNTAX
+    );
+    assert_eq!(
+        algebra_options(b"zunion 1 a aggregate avg\r\n").unwrap_err(),
+        SYNTAX
+    );
+    let o = algebra_options(b"zintercard 1 a limit 3\r\n").unwrap();
+    assert!(o.card && o.limit == 3);
+    assert_eq!(
+        algebra_options(b"zintercard 1 a limit -1\r\n").unwrap_err(),
+        "LIMIT can't be negative"
+    );
+    assert_eq!(
+        algebra_options(b"zintercard 1 a withscores\r\n").unwrap_err(),
+        SYNTAX
+    );
+}
