@@ -15,6 +15,8 @@ import random
 import threading
 import time
 
+import pytest
+
 from redisdiff import AUTH, Conn, cmd, raw_reply, redis_py, replies
 
 
@@ -297,7 +299,16 @@ def test_register_script(redis_door, redis_reference):
     run_both(redis_door, redis_reference, story)
 
 
-def test_script_kill(redis_door):
+LOOPS = [
+    "redis.call('SET', KEYS[1], 'w') while true do end",
+    # A Lua pcall catches the kill's error: the script must end all the same.
+    "redis.call('SET', KEYS[1], 'w') while true do pcall(function() local x = 0 "
+    "for i = 1, 50 do x = x + i end end) end",
+]
+
+
+@pytest.mark.parametrize("loop", LOOPS, ids=["plain", "inside-pcall"])
+def test_script_kill(redis_door, loop):
     """A script that never returns is killed by SCRIPT KILL from another client; its client
     gets Redis's text, its writes are rolled back, and other clients run meanwhile."""
     busy = Conn(redis_door)
@@ -306,7 +317,7 @@ def test_script_kill(redis_door):
     other.call("AUTH", *args_auth())
     other.call("DEL", P + "killed")
     assert other.call("SCRIPT", "KILL") == "NOTBUSY No scripts in execution right now."
-    busy.send(ev("redis.call('SET', KEYS[1], 'w') while true do end", [P + "killed"]))
+    busy.send(ev(loop, [P + "killed"]))
     # Other clients keep running; poll until the script is there to kill.
     for _ in range(1000):
         assert other.call("PING") == "PONG"

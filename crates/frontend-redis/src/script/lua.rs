@@ -79,6 +79,9 @@ fn error_text(e: &mlua::Error) -> String {
     }
 }
 
+/// The prelude's chunk name, as the hook sees it.
+const PRELUDE_NAME: &str = "=redis_prelude";
+
 const PRELUDE: &str = r#"
 local raw_call, redis, real = ...
 redis.pcall = function(...)
@@ -133,31 +136,14 @@ impl State {
                 (v, _) => Ok(v),
             })?,
         )?;
-        let (env, runner): (Table, Function) = lua
-            .load(PRELUDE)
-            .set_name("=redis_prelude")
-            .call((pcall, redis, g.clone()))?;
+        let (env, runner): (Table, Function) =
+            lua.load(PRELUDE)
+                .set_name(PRELUDE_NAME)
+                .call((pcall, redis, g.clone()))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_hook(
-            HookTriggers::new().every_nth_instruction(10_000),
-            |lua, _| {
-                let Some(mut cur) = lua.app_data_mut::<Current>() else {
-                    return Ok(VmState::Continue);
-                };
-                if cur.aborted || cur.to_worker.is_closed() {
-                    cur.aborted = true;
-                    return Err(mlua::Error::RuntimeError(ABORTED.into()));
-                }
-                if cur.deadline.is_some_and(|d| Instant::now() >= d) {
-                    cur.timed_out = true;
-                    cur.killed.store(true, Ordering::Relaxed);
-                    return Err(mlua::Error::RuntimeError(TIMED_OUT.into()));
-                }
-                if cur.killed.load(Ordering::Relaxed) {
-                    return Err(mlua::Error::RuntimeError(KILLED.into()));
-                }
-                Ok(VmState::Continue)
-            },
+            HookTriggers::new().every_nth_instruction(CHECK_EVERY),
+            check_hook,
         );
         if memory_limit > 0 {
             lua.set_memory_limit(memory_limit)?;
@@ -265,6 +251,11 @@ impl State {
             g.raw_set(name, t)
         };
         let done = to_worker.clone();
+        // The previous script may have left the check at every instruction.
+        self.lua.set_hook(
+            HookTriggers::new().every_nth_instruction(CHECK_EVERY),
+            check_hook,
+        );
         self.lua.set_app_data(Current {
             to_worker,
             answers,
@@ -589,6 +580,41 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
         lua.create_function(|_, _: Variadic<Value>| Ok(()))?,
     )?;
     Ok(redis)
+}
+
+/// Instructions between two checks of a running script (killed, timed out, its client gone).
+const CHECK_EVERY: u32 = 10_000;
+
+/// The check made every [`CHECK_EVERY`] instructions. A script told to stop gets an error;
+/// and since a Lua `pcall` in the script could catch it (`while true do pcall(f) end`),
+/// the check is then made at every instruction: each one raises the error again, so the
+/// first instruction outside any `pcall` ends the script.
+#[allow(clippy::needless_pass_by_value)] // mlua's hook signature
+fn check_hook(lua: &Lua, debug: mlua::Debug<'_>) -> mlua::Result<VmState> {
+    let stop = {
+        let Some(mut cur) = lua.app_data_mut::<Current>() else {
+            return Ok(VmState::Continue);
+        };
+        if cur.aborted || cur.to_worker.is_closed() {
+            cur.aborted = true;
+            ABORTED
+        } else if cur.timed_out || cur.deadline.is_some_and(|d| Instant::now() >= d) {
+            cur.timed_out = true;
+            cur.killed.store(true, Ordering::Relaxed);
+            TIMED_OUT
+        } else if cur.killed.load(Ordering::Relaxed) {
+            KILLED
+        } else {
+            return Ok(VmState::Continue);
+        }
+    };
+    // Not in the prelude's own code: the runner that catches the script's error must be
+    // let return it (with its position) rather than fail itself.
+    if debug.source().source.as_deref() == Some(PRELUDE_NAME) {
+        return Ok(VmState::Continue);
+    }
+    lua.set_hook(HookTriggers::new().every_nth_instruction(1), check_hook);
+    Err(mlua::Error::RuntimeError(stop.into()))
 }
 
 /// A script's outcome, sent to its worker by [`Finished::send`] once its thread is back
