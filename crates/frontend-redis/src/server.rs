@@ -75,6 +75,8 @@ pub struct RedisShared {
     started: Instant,
     /// Every client, for `CLIENT KILL` from any worker.
     pub registry: crate::kill::Registry,
+    /// What clients set with `CONFIG SET`.
+    pub settings: crate::session::settings::Settings,
 }
 
 impl std::fmt::Debug for RedisShared {
@@ -114,6 +116,7 @@ impl RedisShared {
             next_id: AtomicU64::new(1),
             started: Instant::now(),
             registry: crate::kill::Registry::default(),
+            settings: Default::default(),
         })
     }
 

@@ -179,7 +179,8 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
         }
         let _ = write!(
             t,
-            "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_clients_slaves:0\r\nmem_clients_normal:{}\r\n",
+            "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:{}\r\nmem_clients_slaves:0\r\nmem_clients_normal:{}\r\n",
+            shared.settings.maxmemory_policy(),
             shared
                 .client_memory
                 .used
