@@ -159,3 +159,75 @@ def test_clients_start_up_probes(redis_door):
         finally:
             r.config_set("notify-keyspace-events", "")
             r.close()
+
+
+def headers(text):
+    return [line for line in text.split("\r\n") if line.startswith("#")]
+
+
+def fields(text):
+    return dict(line.split(":", 1) for line in text.split("\r\n") if line and not line.startswith("#"))
+
+
+INFO_ARGS = [(), ("default",), ("all",), ("everything",), ("server", "cpu"), ("CPU", "Server"),
+             ("default", "commandstats"), ("errorstats",), ("modules",), ("cluster",),
+             ("latencystats",), ("nope",), ("keyspace", "memory"), ("persistence", "replication")]
+
+
+def test_info_sections_as_redis(redis_door, redis_reference):
+    """The same sections, in the same order, for each way of asking (7.0: several at once)."""
+    for args in INFO_ARGS:
+        got = [Conn(redis_door), Conn(redis_reference)]
+        try:
+            texts = []
+            for c in got:
+                assert c.call("AUTH", USER, PASSWORD) == "OK"
+                texts.append(c.call("INFO", *args).decode())
+            assert headers(texts[0]) == headers(texts[1]), args
+            if args == ("nope",):
+                assert texts[0] == texts[1] == ""
+        finally:
+            for c in got:
+                c.close()
+
+
+def test_info_fields_clients_read(redis_door):
+    c = Conn(redis_door)
+    try:
+        assert c.call("AUTH", USER, PASSWORD) == "OK"
+        assert c.call("DEL", "srvmore:k", "srvmore:t") == 0 or True
+        assert c.call("SET", "srvmore:k", "v") == "OK"
+        assert c.call("SET", "srvmore:t", "v", "EX", "1000") == "OK"
+        c.call("NOPE")
+        c.call("GET")
+        c.call("LPUSH", "srvmore:k", "x")
+        f = fields(c.call("INFO", "everything").decode())
+        ints = ["blocked_clients", "used_memory", "used_memory_peak", "used_memory_rss", "maxmemory",
+                "connected_clients", "uptime_in_seconds", "process_id", "rdb_last_save_time",
+                "master_repl_offset", "server_time_usec", "total_error_replies"]
+        for name in ints:
+            assert int(f[name]) >= 0, name
+        assert int(f["used_memory"]) > 0 and int(f["used_memory_peak"]) >= int(f["used_memory"])
+        assert f["used_memory_human"][-1] in "BKMGTP" and f["used_memory_peak_human"][-1] in "BKMGTP"
+        assert float(f["mem_fragmentation_ratio"]) > 0
+        assert f["loading"] == "0" and f["aof_enabled"] == "0" and f["rdb_bgsave_in_progress"] == "0"
+        assert f["rdb_last_bgsave_status"] == "ok" and f["aof_last_write_status"] == "ok"
+        assert f["role"] == "master" and f["connected_slaves"] == "0"
+        assert len(f["master_replid"]) == 40 and len(f["run_id"]) == 40 and f["run_id"] == f["master_replid"]
+        assert f["cluster_enabled"] == "0"
+        for name in ("used_cpu_sys", "used_cpu_user", "used_cpu_sys_children", "used_cpu_user_children"):
+            assert float(f[name]) >= 0, name
+        assert int(f["errorstat_ERR"].removeprefix("count=")) >= 2
+        assert int(f["errorstat_WRONGTYPE"].removeprefix("count=")) >= 1
+        assert f["cmdstat_get"].startswith("calls=")
+        db0 = dict(kv.split("=") for kv in f["db0"].split(","))
+        assert int(db0["keys"]) >= 2 and int(db0["expires"]) >= 1
+        assert 0 < int(db0["avg_ttl"]) <= 1000 * 1000 * 1000
+        # The errors counted go up by one per error reply, under their code.
+        before = int(fields(c.call("INFO", "errorstats").decode())["errorstat_WRONGTYPE"][6:])
+        c.call("LPUSH", "srvmore:k", "x")
+        after = int(fields(c.call("INFO", "errorstats").decode())["errorstat_WRONGTYPE"][6:])
+        assert after == before + 1
+        c.call("DEL", "srvmore:k", "srvmore:t")
+    finally:
+        c.close()

@@ -178,7 +178,7 @@ pub async fn handle(
             let refused = reply.starts_with(crate::errors::NOAUTH)
                 || (crate::metrics::is_error(reply) && reply.starts_with(b"-ERR Can't execute"));
             if refused {
-                m.rejected(Some(entry.slot));
+                m.rejected_with(entry.slot, reply);
                 return;
             }
             m.call(entry.slot, reply, ns);
