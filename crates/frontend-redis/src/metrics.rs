@@ -141,6 +141,8 @@ pub struct WorkerMetrics {
     reads: Counter,
     writes: Counter,
     error_replies: Counter,
+    /// Error replies by their first word ([`ERROR_KINDS`]; `INFO errorstats`).
+    error_kinds: [Counter; ERROR_KINDS.len()],
     /// `PUBLISH`es, and the subscribers' queues their messages went to.
     published: Counter,
     delivered: Counter,
@@ -169,6 +171,7 @@ impl Default for WorkerMetrics {
             reads: Counter::default(),
             writes: Counter::default(),
             error_replies: Counter::default(),
+            error_kinds: Default::default(),
             published: Counter::default(),
             delivered: Counter::default(),
             sweep: sweeper::Stats::default(),
@@ -180,6 +183,50 @@ impl Default for WorkerMetrics {
 #[inline]
 pub fn now() -> u64 {
     clock::now()
+}
+
+/// The error codes `INFO errorstats` counts apart (an error reply's first word, as Redis
+/// counts them); another code is counted in `total_error_replies` only.
+pub const ERROR_KINDS: [&str; 20] = [
+    "ERR",
+    "WRONGTYPE",
+    "NOAUTH",
+    "WRONGPASS",
+    "NOPROTO",
+    "EXECABORT",
+    "NOSCRIPT",
+    "BUSY",
+    "BUSYKEY",
+    "NOTBUSY",
+    "OOM",
+    "LOADING",
+    "READONLY",
+    "NOREPLICAS",
+    "MISCONF",
+    "UNBLOCKED",
+    "NOPERM",
+    "NOGROUP",
+    "BUSYGROUP",
+    "UNKILLABLE",
+];
+
+/// The place in [`ERROR_KINDS`] of an error reply's code (`-CODE text`, or RESP3's blob
+/// error `!len\r\nCODE text`).
+fn error_kind(reply: &[u8]) -> Option<usize> {
+    let text = match reply.first()? {
+        b'-' => &reply[1..],
+        _ => {
+            let start = reply.iter().position(|&b| b == b'\n')? + 1;
+            reply.get(start..)?
+        }
+    };
+    let end = text
+        .iter()
+        .position(|&b| b == b' ' || b == b'\r')
+        .unwrap_or(text.len());
+    ERROR_KINDS
+        .iter()
+        .position(|k| k.as_bytes() == &text[..end])
 }
 
 /// Whether a reply starts with an error (RESP2/RESP3 simple or blob error).
@@ -209,6 +256,7 @@ impl WorkerMetrics {
         let failed = is_error(reply);
         if failed {
             self.error_replies.add(1);
+            self.count_error_kind(reply);
         }
         if let Some(c) = self.commands.get(slot) {
             c.calls.add(1);
@@ -223,8 +271,25 @@ impl WorkerMetrics {
     /// subcommand).
     pub fn rejected(&self, slot: Option<usize>) {
         self.error_replies.add(1);
+        // Unknown commands and subcommands, wrong arities.
+        self.error_kinds[0].add(1);
         if let Some(c) = slot.and_then(|s| self.commands.get(s)) {
             c.rejected.add(1);
+        }
+    }
+
+    /// A command (at `slot`) refused by an error other than `ERR` (`NOAUTH`) before it ran.
+    pub fn rejected_with(&self, slot: usize, reply: &[u8]) {
+        self.error_replies.add(1);
+        self.count_error_kind(reply);
+        if let Some(c) = self.commands.get(slot) {
+            c.rejected.add(1);
+        }
+    }
+
+    fn count_error_kind(&self, reply: &[u8]) {
+        if let Some(k) = error_kind(reply) {
+            self.error_kinds[k].add(1);
         }
     }
 
@@ -311,6 +376,8 @@ pub struct Snapshot {
     pub reads: u64,
     pub writes: u64,
     pub error_replies: u64,
+    /// Error replies by code, as [`ERROR_KINDS`].
+    pub error_kinds: [u64; ERROR_KINDS.len()],
     pub published: u64,
     pub delivered: u64,
     pub expired_keys: u64,
@@ -394,6 +461,9 @@ impl Metrics {
             s.reads += w.reads.get();
             s.writes += w.writes.get();
             s.error_replies += w.error_replies.get();
+            for (k, wk) in s.error_kinds.iter_mut().zip(&w.error_kinds) {
+                *k += wk.get();
+            }
             s.published += w.published.get();
             s.delivered += w.delivered.get();
             s.expired_keys += w.sweep.keys.get();

@@ -77,6 +77,8 @@ pub struct RedisShared {
     pub registry: crate::kill::Registry,
     /// The script cache and script threads ([`crate::script`]).
     pub scripts: crate::script::Scripts,
+    /// What clients set with `CONFIG SET`.
+    pub settings: crate::session::settings::Settings,
 }
 
 impl std::fmt::Debug for RedisShared {
@@ -118,6 +120,7 @@ impl RedisShared {
             started: Instant::now(),
             registry: crate::kill::Registry::default(),
             scripts,
+            settings: Default::default(),
         })
     }
 

@@ -109,6 +109,10 @@ pub enum Command<'a> {
     /// `CONFIG GET pattern...`: the whole request.
     ConfigGet(Args<'a>),
     ConfigHelp,
+    /// `CONFIG SET name value...`: the whole request.
+    ConfigSet(Args<'a>),
+    ConfigResetStat,
+    ConfigRewrite,
     /// `INFO [section...]`: the whole request.
     Info(Args<'a>),
     Time,
@@ -232,6 +236,9 @@ impl<'a> Command<'a> {
             Kind::CommandHelp => Self::CommandHelp,
             Kind::ConfigGet => Self::ConfigGet(args),
             Kind::ConfigHelp => Self::ConfigHelp,
+            Kind::ConfigSet => Self::ConfigSet(args),
+            Kind::ConfigResetStat => Self::ConfigResetStat,
+            Kind::ConfigRewrite => Self::ConfigRewrite,
             Kind::Info => Self::Info(args),
             Kind::Time => Self::Time,
             Kind::Multi => Self::Multi,

@@ -53,6 +53,8 @@ fn names_in_any_case_multibulk_and_inline() {
     assert_eq!(name_of(b"command docs get set\r\n"), "command|docs");
     assert_eq!(name_of(b"COMMAND\r\n"), "command");
     assert_eq!(name_of(b"config get save\r\n"), "config|get");
+    assert_eq!(name_of(b"config set timeout 0\r\n"), "config|set");
+    assert_eq!(name_of(b"CONFIG RESETSTAT\r\n"), "config|resetstat");
     assert_eq!(name_of(b"HELLO 3 AUTH u p SETNAME n\r\n"), "hello");
     assert_eq!(name_of(b"info\r\n"), "info");
     assert_eq!(name_of(b"quit extra args\r\n"), "quit");
@@ -149,8 +151,8 @@ fn refusals_are_redis_texts() {
         "unknown subcommand 'FOO'. Try COMMAND HELP."
     );
     assert_eq!(
-        refusal(b"CONFIG SET a b\r\n"),
-        "unknown subcommand 'SET'. Try CONFIG HELP."
+        refusal(b"CONFIG SETX a b\r\n"),
+        "unknown subcommand 'SETX'. Try CONFIG HELP."
     );
     assert_eq!(
         refusal(b"TIME x\r\n"),
@@ -191,6 +193,14 @@ fn refusals_of_every_container_and_the_transactions() {
     assert_eq!(
         refusal(b"COMMAND COUNT x\r\n"),
         "wrong number of arguments for 'command|count' command"
+    );
+    assert_eq!(
+        refusal(b"CONFIG SET timeout\r\n"),
+        "wrong number of arguments for 'config|set' command"
+    );
+    assert_eq!(
+        refusal(b"CONFIG REWRITE x\r\n"),
+        "wrong number of arguments for 'config|rewrite' command"
     );
     assert_eq!(
         refusal(b"CONFIG GET\r\n"),

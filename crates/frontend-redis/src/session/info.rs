@@ -1,24 +1,24 @@
 //! `INFO [section...]`, with Redis 7.0's section names and field formats.
 //!
-//! Sections: `server`, `clients`, `persistence`, `stats`, `replication`, `commandstats`,
-//! `keyspace`; no argument and `default` give them all but `commandstats` (as Redis), `all`
-//! and `everything` all of them. The figures come from [`crate::metrics`] (every worker's,
-//! summed). `keyspace` counts the keys in SQL (`SELECT db, COUNT(*), COUNT(expire_at) FROM
-//! {s}.redis_keys WHERE expire_at IS NULL OR expire_at > ? GROUP BY db`): an `INFO` that
-//! shows it runs asynchronously ([`super::handle`]), between the batches of its
+//! Sections: `server`, `clients`, `memory`, `persistence`, `stats`, `replication`, `cpu`,
+//! `modules`, `commandstats`, `errorstats`, `latencystats`, `cluster`, `keyspace`; no
+//! argument and `default` give Redis 7.0's default ones (not `commandstats` nor
+//! `latencystats`), `all` and `everything` all of them; several may be named at once. The
+//! figures come from [`crate::metrics`] (every worker's, summed). `keyspace` counts the keys
+//! in SQL (`SELECT db, COUNT(*), COUNT(expire_at), AVG(expire_at - now) ... GROUP BY db`): an
+//! `INFO` that shows it runs asynchronously ([`super::handle`]), between the batches of its
 //! connection, or inside `EXEC`'s transaction; one without it answers at once.
 //!
-//! `memory` has what manifold knows: the process's resident memory (`used_memory_rss`), its
-//! Redis clients' buffers (`mem_clients_normal`), and `maxmemory:0` with `noeviction` (keys
-//! live in InnoDB tables: none is ever evicted); `used_memory` and the allocator's figures
-//! are absent, as nothing in manifold holds the data set.
+//! `memory`: nothing in manifold holds the data set, so `used_memory` is the process's
+//! resident memory (`used_memory_peak` its peak), with its Redis clients' buffers
+//! (`mem_clients_normal`), and `maxmemory:0` (keys live in InnoDB tables: none is ever
+//! evicted) with the policy a client set.
 //!
-//! Differences from Redis: fields manifold cannot know are absent (`cpu`,
-//! `errorstats`, `latencystats`, `cluster` sections; `client_recent_max_*`, `keyspace_hits`,
-//! `keyspace_misses`, `expired_stale_perc`, the replication and fork fields...);
-//! `instantaneous_ops_per_sec` is 0; `expired_keys` counts the keys the sweeper deleted
-//! (not those a write found expired); `avg_ttl` is 0; a keyspace that cannot be read (the
-//! database down) shows no database.
+//! Differences from Redis: fields manifold cannot know are absent (the allocator's,
+//! `client_recent_max_*`, `keyspace_hits`, `keyspace_misses`, `expired_stale_perc`, the fork
+//! fields...); `latencystats` is empty; `instantaneous_ops_per_sec` is 0; `expired_keys`
+//! counts the keys the sweeper deleted (not those a write found expired); `avg_ttl` is exact;
+//! a keyspace that cannot be read (the database down) shows no database.
 
 use std::io::Write;
 
@@ -30,14 +30,19 @@ use crate::cmd::Args;
 use crate::store::{int, StoreError, Tx};
 
 /// Sections in Redis's order, and whether a bare `INFO` (or `default`) shows each.
-const SECTIONS: [(&str, bool); 8] = [
+const SECTIONS: [(&str, bool); 13] = [
     ("server", true),
     ("clients", true),
     ("memory", true),
     ("persistence", true),
     ("stats", true),
     ("replication", true),
+    ("cpu", true),
+    ("modules", true),
     ("commandstats", false),
+    ("errorstats", true),
+    ("latencystats", false),
+    ("cluster", true),
     ("keyspace", true),
 ];
 
@@ -69,14 +74,18 @@ pub fn needs_keyspace(parsed: &crate::cmd::Parsed<'_>) -> bool {
     matches!(parsed.cmd, crate::cmd::Command::Info(args) if wanted(args, "keyspace"))
 }
 
-/// `(db, keys, keys with an expiry)` of each database holding live keys, in order.
-async fn keyspace(tx: &mut Tx<'_>) -> Result<Vec<(u8, u64, u64)>, StoreError> {
+/// One database's figures: `(db, keys, keys with an expiry, their average TTL in ms)`.
+type DbFigures = (u8, u64, u64, u64);
+
+/// The figures of each database holding live keys, in order.
+async fn keyspace(tx: &mut Tx<'_>) -> Result<Vec<DbFigures>, StoreError> {
     let now = tx.now_ms;
     let rows = tx
         .rows(
-            "SELECT db, COUNT(*), COUNT(expire_at) FROM {s}.redis_keys \
+            "SELECT db, COUNT(*), COUNT(expire_at), \
+             CAST(COALESCE(AVG(expire_at - ?), 0) AS SIGNED) FROM {s}.redis_keys \
              WHERE expire_at IS NULL OR expire_at > ? GROUP BY db ORDER BY db",
-            &[Param::Int(now)],
+            &[Param::Int(now), Param::Int(now)],
         )
         .await?;
     Ok(rows
@@ -85,7 +94,8 @@ async fn keyspace(tx: &mut Tx<'_>) -> Result<Vec<(u8, u64, u64)>, StoreError> {
             let db = u8::try_from(int(r.first()?)?).ok()?;
             let keys = u64::try_from(int(r.get(1)?)?).ok()?;
             let expires = u64::try_from(int(r.get(2)?)?).ok()?;
-            Some((db, keys, expires))
+            let avg_ttl = u64::try_from(int(r.get(3)?)?).unwrap_or(0);
+            Some((db, keys, expires, avg_ttl))
         })
         .collect())
 }
@@ -131,10 +141,11 @@ pub fn reply(session: &Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
 }
 
 /// The text of `INFO args`; `dbs`: the keyspace figures, when read.
-pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]>) -> Vec<u8> {
+pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[DbFigures]>) -> Vec<u8> {
     let shared = &session.fe.shared;
     let wanted = |section: &str| wanted(args, section);
-    let figures = (wanted("stats") || wanted("commandstats")).then(|| shared.metrics.snapshot());
+    let figures = (wanted("stats") || wanted("commandstats") || wanted("errorstats"))
+        .then(|| shared.metrics.snapshot());
     let mut t = Vec::with_capacity(1024);
     let sep = |t: &mut Vec<u8>| {
         if !t.is_empty() {
@@ -145,14 +156,19 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
         sep(&mut t);
         let _ = write!(
             t,
-            "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\nmanifold_version:{}\r\nos:{} {}\r\narch_bits:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\n",
+            "# Server\r\nredis_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\nmanifold_version:{}\r\nos:{} {}\r\narch_bits:{}\r\nmultiplexing_api:epoll\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:10\r\nconfigured_hz:10\r\nconfig_file:\r\nio_threads_active:0\r\n",
             crate::REDIS_VERSION,
             env!("CARGO_PKG_VERSION"),
             std::env::consts::OS,
             std::env::consts::ARCH,
             usize::BITS,
             std::process::id(),
+            run_id(),
             session.info.laddr.port(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_micros(),
             shared.uptime_secs(),
             shared.uptime_secs() / 86_400,
         );
@@ -170,16 +186,21 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
     if wanted("memory") {
         sep(&mut t);
         t.extend_from_slice(b"# Memory\r\n");
-        if let Some(rss) = resident_bytes() {
-            let _ = write!(
-                t,
-                "used_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\n",
-                bytes_human(rss)
-            );
-        }
+        // Nothing in manifold holds the data set: `used_memory` is the process's resident
+        // memory, its peak the resident peak.
+        let (rss, peak) = resident_bytes();
+        let peak = peak.max(rss);
         let _ = write!(
             t,
-            "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_clients_slaves:0\r\nmem_clients_normal:{}\r\n",
+            "used_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_lua:0\r\nused_memory_scripts:0\r\nmem_fragmentation_ratio:1.00\r\nmem_allocator:libc\r\n",
+            bytes_human(rss),
+            bytes_human(rss),
+            bytes_human(peak),
+        );
+        let _ = write!(
+            t,
+            "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:{}\r\nmem_clients_slaves:0\r\nmem_clients_normal:{}\r\n",
+            shared.settings.maxmemory_policy(),
             shared
                 .client_memory
                 .used
@@ -188,7 +209,16 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
     }
     if wanted("persistence") {
         sep(&mut t);
-        t.extend_from_slice(b"# Persistence\r\nloading:0\r\nasync_loading:0\r\n");
+        // Keys are in InnoDB: no snapshot, no append-only file, nothing ever loading.
+        let _ = write!(
+            t,
+            "# Persistence\r\nloading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\nrdb_current_bgsave_time_sec:-1\r\nrdb_saves:0\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_last_write_status:ok\r\n",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs()
+                .saturating_sub(shared.uptime_secs()),
+        );
     }
     if let (true, Some(f)) = (wanted("stats"), &figures) {
         sep(&mut t);
@@ -214,7 +244,25 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
     }
     if wanted("replication") {
         sep(&mut t);
-        t.extend_from_slice(b"# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
+        let _ = write!(
+            t,
+            "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+            run_id()
+        );
+    }
+    if wanted("cpu") {
+        sep(&mut t);
+        t.extend_from_slice(b"# CPU\r\n");
+        if let Some([user, sys, cuser, csys]) = cpu_seconds() {
+            let _ = write!(
+                t,
+                "used_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:{csys:.6}\r\nused_cpu_user_children:{cuser:.6}\r\n"
+            );
+        }
+    }
+    if wanted("modules") {
+        sep(&mut t);
+        t.extend_from_slice(b"# Modules\r\n");
     }
     if let (true, Some(f)) = (wanted("commandstats"), &figures) {
         sep(&mut t);
@@ -232,22 +280,74 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[(u8, u64, u64)]
             );
         }
     }
+    if let (true, Some(f)) = (wanted("errorstats"), &figures) {
+        sep(&mut t);
+        t.extend_from_slice(b"# Errorstats\r\n");
+        for (kind, n) in crate::metrics::ERROR_KINDS.iter().zip(f.error_kinds) {
+            if n > 0 {
+                let _ = write!(t, "errorstat_{kind}:count={n}\r\n");
+            }
+        }
+    }
+    if wanted("latencystats") {
+        sep(&mut t);
+        t.extend_from_slice(b"# Latencystats\r\n");
+    }
+    if wanted("cluster") {
+        sep(&mut t);
+        t.extend_from_slice(b"# Cluster\r\ncluster_enabled:0\r\n");
+    }
     if wanted("keyspace") {
         sep(&mut t);
         t.extend_from_slice(b"# Keyspace\r\n");
-        for (db, keys, expires) in dbs.unwrap_or_default() {
-            let _ = write!(t, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+        for (db, keys, expires, avg_ttl) in dbs.unwrap_or_default() {
+            let _ = write!(
+                t,
+                "db{db}:keys={keys},expires={expires},avg_ttl={avg_ttl}\r\n"
+            );
         }
     }
     t
 }
 
-/// The process's resident memory (`VmRSS` of `/proc/self/status`), where the system tells it.
-fn resident_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+/// The process's resident memory and its peak (`VmRSS`, `VmHWM` of `/proc/self/status`),
+/// 0 where the system does not tell them.
+fn resident_bytes() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The process's CPU seconds (user, system, children's user, children's system) from
+/// `/proc/self/stat` (in clock ticks of 1/100 s, Linux's `USER_HZ`).
+fn cpu_seconds() -> Option<[f64; 4]> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // After the command name (in parentheses, which may hold spaces): fields from `state`.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime, stime, cutime, cstime are fields 14-17 of the line, 12-15 after the name.
+    let tick = |i: usize| -> Option<f64> { Some(f.get(i)?.parse::<f64>().ok()? / 100.0) };
+    Some([tick(11)?, tick(12)?, tick(13)?, tick(14)?])
+}
+
+/// This run's 40 hexadecimal digits (`run_id`, `master_replid`), chosen at the first `INFO`.
+fn run_id() -> &'static str {
+    use sha2::Digest;
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let digest = sha2::Sha256::digest(format!("{now} {}", std::process::id()));
+        digest.iter().take(20).map(|b| format!("{b:02x}")).collect()
+    })
 }
 
 /// Redis's `bytesToHuman`: `B`, then `K`, `M`, `G`, `T`, `P` with two decimals.

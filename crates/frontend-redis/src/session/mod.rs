@@ -13,6 +13,7 @@ pub mod connection;
 pub mod info;
 pub mod pubsub;
 pub mod server;
+pub mod settings;
 
 use manifold_engine::clock;
 use manifold_redis_proto::{Protocol, Reply};
@@ -118,6 +119,9 @@ pub fn apply(
         | Command::ConfigHelp
         | Command::Info(_)
         | Command::Time => server::apply(session, cmd, out),
+        Command::ConfigSet(_) | Command::ConfigResetStat | Command::ConfigRewrite => {
+            settings::apply(session, cmd, out);
+        }
         Command::Data(spec, _) => {
             if session.login.is_some() {
                 return Some(spec);
@@ -179,7 +183,7 @@ pub async fn handle(
             let refused = reply.starts_with(crate::errors::NOAUTH)
                 || (crate::metrics::is_error(reply) && reply.starts_with(b"-ERR Can't execute"));
             if refused {
-                m.rejected(Some(entry.slot));
+                m.rejected_with(entry.slot, reply);
                 return;
             }
             m.call(entry.slot, reply, ns);

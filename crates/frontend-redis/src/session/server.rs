@@ -82,7 +82,7 @@ fn one(pattern: &[u8], p: usize, c: u8) -> Option<usize> {
 }
 
 /// The parameters `CONFIG GET` knows, with their values now.
-fn parameters(session: &Session<'_>) -> [(&'static str, String); 10] {
+fn parameters(session: &Session<'_>) -> [(&'static str, String); 11] {
     let cfg = &session.fe.shared.config;
     let shared = &session.fe.shared;
     [
@@ -99,8 +99,24 @@ fn parameters(session: &Session<'_>) -> [(&'static str, String); 10] {
             shared.limits.client_query_buffer_limit.to_string(),
         ),
         ("maxmemory-clients", cfg.max_memory_clients.to_string()),
+        ("maxmemory", "0".into()),
     ]
 }
+
+/// `CONFIG HELP`, as Redis 7.0.15 writes it.
+const CONFIG_HELP: [&str; 11] = [
+    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET <pattern>",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+    "SET <directive> <value>",
+    "    Set the configuration <directive> to <value>.",
+    "RESETSTAT",
+    "    Reset statistics reported by the INFO command.",
+    "REWRITE",
+    "    Rewrite the configuration file.",
+    "HELP",
+    "    Prints this help.",
+];
 
 /// `COMMAND INFO [name...]`: each command's name, arity, flags, key positions and ACL
 /// categories as Redis 7.0 lays them out (flags `write` or `readonly` only; no tips, key
@@ -158,7 +174,14 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
         Command::CommandDocs => {
             Reply::new(out, session.proto).map_len(0);
         }
-        Command::CommandHelp | Command::ConfigHelp => {
+        Command::ConfigHelp => {
+            let mut r = Reply::new(out, session.proto);
+            r.array_len(CONFIG_HELP.len());
+            for line in CONFIG_HELP {
+                r.simple(line.as_bytes());
+            }
+        }
+        Command::CommandHelp => {
             let (head, line): (&[u8], &[u8]) = if matches!(cmd, Command::CommandHelp) {
                 (
                     b"COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -176,7 +199,8 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
                 .simple(line);
         }
         Command::ConfigGet(args) => {
-            let params = parameters(session);
+            let mut params = parameters(session).to_vec();
+            params.extend(session.fe.shared.settings.parameters());
             let hit: Vec<&(&str, String)> = params
                 .iter()
                 .filter(|(name, _)| args.from(2).any(|p| glob(p, name.as_bytes())))
