@@ -186,29 +186,34 @@ pub fn now() -> u64 {
 }
 
 /// The error codes `INFO errorstats` counts apart (an error reply's first word, as Redis
-/// counts them); another code is counted in `total_error_replies` only.
+/// counts them); another code is counted in `total_error_replies` only. Sorted: `INFO`
+/// lists them in this order, as Redis lists its (a radix tree's order).
 pub const ERROR_KINDS: [&str; 20] = [
-    "ERR",
-    "WRONGTYPE",
-    "NOAUTH",
-    "WRONGPASS",
-    "NOPROTO",
-    "EXECABORT",
-    "NOSCRIPT",
     "BUSY",
+    "BUSYGROUP",
     "BUSYKEY",
+    "ERR",
+    "EXECABORT",
+    "LOADING",
+    "MISCONF",
+    "NOAUTH",
+    "NOGROUP",
+    "NOPERM",
+    "NOPROTO",
+    "NOREPLICAS",
+    "NOSCRIPT",
     "NOTBUSY",
     "OOM",
-    "LOADING",
     "READONLY",
-    "NOREPLICAS",
-    "MISCONF",
     "UNBLOCKED",
-    "NOPERM",
-    "NOGROUP",
-    "BUSYGROUP",
     "UNKILLABLE",
+    "WRONGPASS",
+    "WRONGTYPE",
 ];
+
+/// The place of `ERR` in [`ERROR_KINDS`].
+const ERR_KIND: usize = 3;
+const _: () = assert!(matches!(ERROR_KINDS[ERR_KIND].as_bytes(), b"ERR"));
 
 /// The place in [`ERROR_KINDS`] of an error reply's code (`-CODE text`, or RESP3's blob
 /// error `!len\r\nCODE text`).
@@ -271,8 +276,8 @@ impl WorkerMetrics {
     /// subcommand).
     pub fn rejected(&self, slot: Option<usize>) {
         self.error_replies.add(1);
-        // Unknown commands and subcommands, wrong arities.
-        self.error_kinds[0].add(1);
+        // Unknown commands and subcommands, wrong arities: `ERR`.
+        self.error_kinds[ERR_KIND].add(1);
         if let Some(c) = slot.and_then(|s| self.commands.get(s)) {
             c.rejected.add(1);
         }

@@ -192,14 +192,18 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[DbFigures]>) ->
         let peak = peak.max(rss);
         let _ = write!(
             t,
-            "used_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_lua:0\r\nused_memory_scripts:0\r\nmem_fragmentation_ratio:1.00\r\nmem_allocator:libc\r\n",
+            "used_memory:{rss}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_lua:{lua}\r\nnumber_of_cached_scripts:{cached}\r\nused_memory_scripts:0\r\n",
             bytes_human(rss),
             bytes_human(rss),
             bytes_human(peak),
+            lua = shared.scripts.lua_memory(),
+            cached = shared.scripts.cached(),
         );
+        // In Redis's order: `maxmemory*`, then the fragmentation, the clients' buffers and
+        // the allocator.
         let _ = write!(
             t,
-            "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:{}\r\nmem_clients_slaves:0\r\nmem_clients_normal:{}\r\n",
+            "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:{}\r\nmem_fragmentation_ratio:1.00\r\nmem_clients_slaves:0\r\nmem_clients_normal:{}\r\nmem_allocator:libc\r\n",
             shared.settings.maxmemory_policy(),
             shared
                 .client_memory
