@@ -120,7 +120,7 @@ impl RedisShared {
             started: Instant::now(),
             registry: crate::kill::Registry::default(),
             scripts,
-            settings: Default::default(),
+            settings: crate::session::settings::Settings::default(),
         })
     }
 

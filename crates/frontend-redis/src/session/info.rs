@@ -350,7 +350,10 @@ fn run_id() -> &'static str {
             .unwrap_or_default()
             .as_nanos();
         let digest = sha2::Sha256::digest(format!("{now} {}", std::process::id()));
-        digest.iter().take(20).map(|b| format!("{b:02x}")).collect()
+        digest.iter().take(20).fold(String::new(), |mut hex, b| {
+            let _ = std::fmt::Write::write_fmt(&mut hex, format_args!("{b:02x}"));
+            hex
+        })
     })
 }
 

@@ -145,7 +145,9 @@ pub struct Settings(Mutex<Values>);
 
 impl Settings {
     fn lock(&self) -> MutexGuard<'_, Values> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// `maxmemory-policy` now (`INFO memory`'s `maxmemory_policy`).
@@ -304,7 +306,7 @@ fn check(how: Check, value: &[u8]) -> Result<Checked, String> {
             .ok_or_else(|| "argument must be a memory value".to_string()),
         Check::Save => {
             let words: Vec<&[u8]> = value
-                .split(|b| b.is_ascii_whitespace())
+                .split(u8::is_ascii_whitespace)
                 .filter(|w| !w.is_empty())
                 .collect();
             let numbers: Option<Vec<i64>> = words
