@@ -1,3 +1,4 @@
+#![forbid(unsafe_code)]
 //! The libraries against what redis-server 7.0.15 answered for the same scripts.
 //!
 //! `tests/cases/<lib>.txt` holds pairs of lines: `S <script>` and `E <expected>` (the script's
