@@ -238,9 +238,12 @@ run_one() { # target test size pipeline round requests
             --threads="$CLIENTS" --events="$n" --time=0 --percentile=99 --kv_test="$test" --kv_size="$size" \
             --kv_keys="$KEYS" run >"$log" 2>&1 || status=$?
     else
+        # No globbing while the command's words are split (XADD's `*`).
+        set -f
         /usr/bin/time -f '%U %S' -o "$log.time" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" \
             --threads "$BENCH_THREADS" -r "$KEYS" -d "$size" -P "$p" -n "$n" --csv \
             --user app -a app $(bench_command "$test" "$size") >"$log" 2>&1 || status=$?
+        set +f
     fi
     cpu1=$(cpu_sample "$pid")
     db1=$(db_counters)
