@@ -124,7 +124,7 @@ def test_errors(redis_door, redis_reference):
         RESET,
         ev("return x"), ev("x = 1"), ev("return os"), ev("return print"), ev("return dofile"),
         ev("return debug"), ev("return io"), ev("return require"), ev("return setfenv"),
-        ev("return type(loadstring)"), ev("return type(unpack)"), ev("return type(coroutine)"),
+        ev("return type(loadstring)"), ev("return type(unpack)"),
         ev("return type(_G)"), ev("_G.x = 1"),
         ev("error('boom')"), ev("\n\nerror('line three')"), ev("error({err='TABLE err'})"),
         ev("syntax error here"), ev("return"), ev("return redis.call('nosuch')"), ev("return redis.pcall('nosuch')"),
@@ -297,6 +297,64 @@ def test_register_script(redis_door, redis_reference):
         return out
 
     run_both(redis_door, redis_reference, story)
+
+
+def test_no_bytecode_is_ever_loaded(redis_door, redis_reference):
+    """Precompiled Lua bytecode is never loaded (Lua 5.1 does not check it: crafted bytecode
+    reads and writes memory): an EVAL body, `loadstring` and `load` read it as text and fail
+    as Redis's patched Lua does."""
+    c = Conn(redis_reference)
+    c.call("AUTH", *args_auth())
+    code = c.call("EVAL", "return string.dump(function() return 1 end)", "0")
+    c.close()
+    assert code[:4] == b"\x1bLua", code
+    check(redis_door, redis_reference, [
+        cmd("EVAL", code, "0"),
+        ev("local f, e = loadstring(ARGV[1]) return {tostring(f), e}", [], [code]),
+        ev("return loadstring('return 1 + 1')()"),
+        ev("return loadstring(ARGV[1])", [], [b" " + code]),
+    ], hellos=(None,))
+
+
+# A script that changes what scripts share, then one that looks: the second must see the
+# state as it was (Redis refuses the change; manifold gives the next script a new state).
+TAMPERING = [
+    ("string.upper = function() return 'owned' end return 1", "return string.upper('a')"),
+    ("getmetatable('').__index = {upper = function() return 'owned' end} return 1", "return ('a'):upper()"),
+    ("redis.call = function() return 'owned' end return 1", "return redis.call('PING')"),
+    ("cjson.encode = function() return 'owned' end return 1", "return cjson.encode({1})"),
+    ("rawset(_G, 'KEYS', {'victim'}) return 1", "return KEYS[1]"),
+    ("rawset(_G, 'planted', 'x') return 1", "return rawget(_G, 'planted')"),
+]
+
+
+@pytest.mark.parametrize("tamper,probe", TAMPERING)
+def test_a_script_cannot_change_what_the_next_scripts_see(redis_door, redis_reference, tamper, probe):
+    for port in (redis_door, redis_reference):
+        c = Conn(port)
+        c.call("AUTH", *args_auth())
+        c.call("EVAL", tamper, "0")
+        c.close()
+    check(redis_door, redis_reference, [ev(probe, [P + "mine"])], hellos=(None,))
+
+
+def test_patterns_are_bounded_and_coroutines_absent(redis_door):
+    """Lua 5.1's pattern matcher recurses per quantifier without a bound: a pattern of
+    thousands overflows the script thread's stack. Past Lua 5.2's bound it is refused, and
+    the door keeps serving. Coroutines are absent: the hook that stops scripts does not reach
+    code running in one."""
+    c = Conn(redis_door)
+    c.call("AUTH", *args_auth())
+    for fn in ("find", "match", "gmatch", "gsub"):
+        extra = ", ''" if fn == "gsub" else ""
+        r = c.call("EVAL", f"return string.{fn}('a', string.rep('a*', 100000){extra})", "0")
+        assert "pattern too complex" in str(r), (fn, r)
+    assert c.call("EVAL", "return string.find('aaa', string.rep('a?', 150))", "0") == 1
+    assert c.call("EVAL", "return ('abc'):gsub('b', 'x')", "0") == b"axc"
+    r = c.call("EVAL", "return coroutine.wrap(function() while true do end end)()", "0")
+    assert "nonexistent global variable 'coroutine'" in str(r), r
+    assert c.call("PING") == "PONG"
+    c.close()
 
 
 LOOPS = [

@@ -46,12 +46,19 @@ struct Current {
     proto: Protocol,
     aborted: bool,
     timed_out: bool,
+    /// The hook stopped the script (killed, timed out, its client gone): its writes are
+    /// not kept.
+    stopped: bool,
 }
 
 pub struct State {
     lua: Lua,
     /// The scripts' environment (a read-only view of the globals).
     env: Table,
+    /// The prelude's check that no script changed the state (see `PRELUDE`).
+    changed: Function,
+    /// A script changed the state: it is not to run another script.
+    tampered: bool,
     /// `function(f, h) return xpcall(f, h) end`
     runner: Function,
     /// The error handler: the error as Redis's `{err=..., source=..., line=...}`.
@@ -83,7 +90,7 @@ fn error_text(e: &mlua::Error) -> String {
 const PRELUDE_NAME: &str = "=redis_prelude";
 
 const PRELUDE: &str = r#"
-local raw_call, redis, real = ...
+local raw_call, redis, real, setfenv = ...
 redis.pcall = function(...)
   local r = raw_call(...)
   return r
@@ -101,7 +108,97 @@ setmetatable(env, {
   __metatable = false,
 })
 real._G = env
-return env, function(f, h) return xpcall(f, h) end
+
+-- Only source text is loaded, never precompiled bytecode (Lua 5.1 does not check it:
+-- crafted bytecode reads and writes memory), as Redis's patched Lua does: a chunk starting
+-- with the bytecode mark is read as text, which fails as Redis's does ("unexpected symbol
+-- near 'char(27)'"). Loaded chunks see the scripts' environment, not the real globals.
+local loadstring, concat, byte = real.loadstring, table.concat, string.byte
+local function text_only(s, name)
+  if type(s) == "string" and byte(s, 1) == 27 then
+    name = name or s
+    s = " " .. s
+  end
+  local f, e = loadstring(s, name)
+  if f then setfenv(f, env) end
+  return f, e
+end
+real.loadstring = text_only
+real.load = function(reader, name)
+  if type(reader) ~= "function" then
+    return loadstring(reader, name)
+  end
+  local parts = {}
+  while true do
+    local piece = reader()
+    if piece == nil or piece == "" then break end
+    if type(piece) ~= "string" then return nil, "reader function must return a string" end
+    parts[#parts + 1] = piece
+  end
+  return text_only(concat(parts), name or "=(load)")
+end
+
+-- Lua 5.1's pattern matcher recurses once per quantifier or capture, with no bound (5.2
+-- added one): a pattern of thousands of them overflows the script thread's stack and ends
+-- the process. Patterns past 5.2's bound are refused with 5.2's error.
+local find, match, gmatch, gsub = string.find, string.match, string.gmatch, string.gsub
+local PATTERN_ITEMS = 200
+local function check(p)
+  if type(p) == "string" and #p > PATTERN_ITEMS then
+    local n = 0
+    for i = 1, #p do
+      local c = byte(p, i)
+      -- * + - ? ( )
+      if c == 42 or c == 43 or c == 45 or c == 63 or c == 40 or c == 41 then n = n + 1 end
+    end
+    if n > PATTERN_ITEMS then error("pattern too complex", 3) end
+  end
+end
+-- Not tail calls: an argument error still names the function ('find'...).
+local function pass(...) return ... end
+string.find = function(s, p, ...) check(p) return pass(find(s, p, ...)) end
+string.match = function(s, p, ...) check(p) return pass(match(s, p, ...)) end
+string.gmatch = function(s, p, ...) check(p) return pass(gmatch(s, p, ...)) end
+string.gsub = function(s, p, ...) check(p) return pass(gsub(s, p, ...)) end
+
+-- One state serves every client's scripts, one after the other: what a script changes in
+-- it (a library's function, the string metatable, a global set with rawset) would reach
+-- the next scripts, another user's included. Redis makes these tables read-only; here
+-- everything reachable from the globals is noted now and compared after each script, and
+-- a state that changed is thrown away (`changed` answers true).
+local per_script = { KEYS = true, ARGV = true }
+local watched = {}
+local function watch(t)
+  if type(t) ~= "table" or watched[t] then return end
+  local copy = {}
+  watched[t] = { copy, getmetatable(t) }
+  for k, v in next, t do
+    if not (t == real and per_script[k]) then
+      copy[k] = v
+      watch(v)
+    end
+  end
+  watch(getmetatable(t))
+end
+watch(real)
+watch(getmetatable(""))
+local string_meta = getmetatable("")
+local function changed()
+  if next(env) ~= nil or getmetatable("") ~= string_meta then return true end
+  for t, w in next, watched do
+    local copy = w[1]
+    if getmetatable(t) ~= w[2] then return true end
+    for k, v in next, t do
+      if not (t == real and per_script[k]) and not rawequal(copy[k], v) then return true end
+    end
+    for k, v in next, copy do
+      if not rawequal(rawget(t, k), v) then return true end
+    end
+  end
+  return false
+end
+
+return env, function(f, h) return xpcall(f, h) end, changed
 "#;
 
 impl State {
@@ -112,9 +209,23 @@ impl State {
         )?;
         manifold_redis_lua::install_libs(&lua)?;
         let g = lua.globals();
+        let setfenv: Function = g.raw_get("setfenv")?;
+        // `coroutine` too, unlike Redis: mlua's instruction hook (`SCRIPT KILL`, the time
+        // limit) does not reach code running in a coroutine, which could never be stopped.
         for name in [
-            "print", "dofile", "loadfile", "setfenv", "getfenv", "newproxy", "os", "io", "debug",
-            "package", "require", "module",
+            "print",
+            "dofile",
+            "loadfile",
+            "setfenv",
+            "getfenv",
+            "newproxy",
+            "os",
+            "io",
+            "debug",
+            "package",
+            "require",
+            "module",
+            "coroutine",
         ] {
             g.raw_remove(name)?;
         }
@@ -136,10 +247,10 @@ impl State {
                 (v, _) => Ok(v),
             })?,
         )?;
-        let (env, runner): (Table, Function) =
-            lua.load(PRELUDE)
-                .set_name(PRELUDE_NAME)
-                .call((pcall, redis, g.clone()))?;
+        let (env, runner, changed): (Table, Function, Function) = lua
+            .load(PRELUDE)
+            .set_name(PRELUDE_NAME)
+            .call((pcall, redis, g.clone(), setfenv))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(CHECK_EVERY),
@@ -152,6 +263,8 @@ impl State {
             lua,
             env,
             runner,
+            changed,
+            tampered: false,
             handler,
             compiled: HashMap::new(),
         })
@@ -160,6 +273,12 @@ impl State {
     pub fn forget_scripts(&mut self) {
         self.compiled.clear();
         self.lua.gc_collect().ok();
+    }
+
+    /// A script changed what the state's scripts share (see `PRELUDE`): the state must be
+    /// replaced before the next script.
+    pub fn tampered(&self) -> bool {
+        self.tampered
     }
 
     pub fn used_memory(&self) -> usize {
@@ -181,12 +300,19 @@ impl State {
             let mut b = source.to_vec();
             b[..end].fill(b' ');
             b.into()
+        } else if source.first() == Some(&0x1b) {
+            // Bytecode's mark: read as text, as Redis does (a syntax error).
+            let mut b = Vec::with_capacity(source.len() + 1);
+            b.push(b' ');
+            b.extend_from_slice(source);
+            b.into()
         } else {
             source.into()
         };
         match self
             .lua
             .load(&*body)
+            .set_mode(mlua::ChunkMode::Text)
             .set_name("@user_script")
             .set_environment(self.env.clone())
             .into_function()
@@ -264,12 +390,14 @@ impl State {
             proto: Protocol::Resp2,
             aborted: false,
             timed_out: false,
+            stopped: false,
         });
         let result = set_list("KEYS", &keys)
             .and_then(|()| set_list("ARGV", &argv))
             .and_then(|()| self.runner.call::<MultiValue>((f, self.handler.clone())));
         let cur = self.lua.remove_app_data::<Current>();
         let aborted = cur.as_ref().is_some_and(|c| c.aborted);
+        let stopped = cur.as_ref().is_some_and(|c| c.stopped);
         let script_proto = cur.as_ref().map_or(Protocol::Resp2, |c| c.proto);
         drop(cur);
         if aborted {
@@ -298,12 +426,17 @@ impl State {
                 Reply::new(&mut out, proto).error(error_text(&e).as_bytes());
             }
         }
+        self.tampered = !matches!(self.changed.call::<bool>(()), Ok(false));
         // What the script left (its tables, its strings) is freed now, not in the next
         // script's time.
         self.lua.gc_collect().ok();
         Finished {
             to: done,
-            outcome: Outcome::Reply(out),
+            outcome: if stopped {
+                Outcome::Stopped(out)
+            } else {
+                Outcome::Reply(out)
+            },
         }
     }
 }
@@ -612,6 +745,9 @@ fn check_hook(lua: &Lua, debug: mlua::Debug<'_>) -> mlua::Result<VmState> {
     // let return it (with its position) rather than fail itself.
     if debug.source().source.as_deref() == Some(PRELUDE_NAME) {
         return Ok(VmState::Continue);
+    }
+    if let Some(mut cur) = lua.app_data_mut::<Current>() {
+        cur.stopped = true;
     }
     lua.set_hook(HookTriggers::new().every_nth_instruction(1), check_hook);
     Err(mlua::Error::RuntimeError(stop.into()))

@@ -22,7 +22,6 @@ pub mod convert;
 pub mod lua;
 pub mod pool;
 
-use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
 use manifold_redis_proto::{Limits, Protocol, Reply, Request};
@@ -330,16 +329,18 @@ async fn eval(
                 None => break Outcome::Aborted,
             }
         };
-        let killed = running.killed.load(Ordering::Relaxed);
         drop(running);
-        let reply = match outcome {
+        // Only a script the hook stopped loses its writes: one that returned before a
+        // `SCRIPT KILL` reached it commits, as its client is told.
+        let (reply, stopped) = match outcome {
             Outcome::CompileError(reply) => {
                 cx.tx.abandon();
                 out.extend_from_slice(&reply);
                 return;
             }
-            Outcome::Reply(reply) => reply,
-            Outcome::Compiled | Outcome::Aborted => Vec::new(),
+            Outcome::Reply(reply) => (reply, false),
+            Outcome::Stopped(reply) => (reply, true),
+            Outcome::Compiled | Outcome::Aborted => (Vec::new(), true),
         };
         if !by_sha {
             scripts.cache(sha.clone(), source.clone());
@@ -349,7 +350,7 @@ async fn eval(
                 cx.tx.abandon();
                 e
             }
-            None if killed || reply.is_empty() => {
+            None if stopped || reply.is_empty() => {
                 // Killed (`SCRIPT KILL`, the time limit): nothing it wrote is kept.
                 cx.tx.abandon();
                 if reply.is_empty() {

@@ -32,6 +32,9 @@ pub enum FromScript {
 pub enum Outcome {
     /// Its reply (a value or an error), in the client's protocol.
     Reply(Vec<u8>),
+    /// It was stopped (`SCRIPT KILL`, the time limit, its client gone): the error reply;
+    /// its writes are rolled back.
+    Stopped(Vec<u8>),
     /// It did not compile: the error reply; the script is not cached.
     CompileError(Vec<u8>),
     /// `SCRIPT LOAD`: it compiled.
@@ -247,6 +250,12 @@ impl Scripts {
                         epoch = now;
                     }
                     let finished = state.run(job);
+                    if state.tampered() {
+                        // A script changed what scripts share: the next gets a new state.
+                        if let Ok(fresh) = super::lua::State::new(inner.memory_limit) {
+                            state = fresh;
+                        }
+                    }
                     let used = state.used_memory();
                     if used >= own_memory {
                         inner
