@@ -287,6 +287,49 @@ def test_xread_block_woken_by_xadd(redis_door):
         c.close()
 
 
+def test_xread_block_woken_by_rename_and_copy(redis_door):
+    """A stream renamed or copied onto a key serves the clients blocked on it, as Redis
+    signals the key ready."""
+    adder = _client(redis_door)
+    adder.call("DEL", "streams:rn-src", "streams:rn-dst", "streams:cp-dst")
+    base = _blocked_clients(adder)
+    renamed, copied = _client(redis_door), _client(redis_door)
+    renamed.send(cmd("XREAD", "BLOCK", "0", "STREAMS", "streams:rn-dst", "0-0"))
+    copied.send(cmd("XREAD", "BLOCK", "0", "STREAMS", "streams:cp-dst", "0-0"))
+    _wait_blocked(adder, base + 2)
+    assert adder.call("XADD", "streams:rn-src", "1-0", "a", "1") == b"1-0"
+    assert adder.call("COPY", "streams:rn-src", "streams:cp-dst") == 1
+    assert adder.call("RENAME", "streams:rn-src", "streams:rn-dst") == "OK"
+    from redisdiff import read_reply
+    assert read_reply(copied.f) == [[b"streams:cp-dst", [[b"1-0", [b"a", b"1"]]]]]
+    assert read_reply(renamed.f) == [[b"streams:rn-dst", [[b"1-0", [b"a", b"1"]]]]]
+    for c in (adder, renamed, copied):
+        c.close()
+
+
+def test_xread_block_waits_for_an_xadd_not_yet_committed(redis_door):
+    """An XADD whose transaction is still open when a client blocks (here a script's, held
+    open ~1.5 s) found no waiter to wake when it ran: the blocked client's attempt must wait
+    for its commit and serve the entry, not sleep past it."""
+    from redisdiff import read_reply
+    adder, sub, reader = _client(redis_door), _client(redis_door), _client(redis_door)
+    adder.call("DEL", "streams:open")
+    sub.send(cmd("SUBSCRIBE", "streams:open-ready"))
+    assert read_reply(sub.f)[0] == b"subscribe"
+    adder.send(cmd("EVAL", "redis.call('XADD', KEYS[1], '1-0', 'a', '1') "
+                   "redis.call('PUBLISH', 'streams:open-ready', 'x') "
+                   "local t0 = redis.call('TIME') "
+                   "repeat local t = redis.call('TIME') "
+                   "until (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 1500000 "
+                   "return 1", "1", "streams:open"))
+    assert read_reply(sub.f) == [b"message", b"streams:open-ready", b"x"]
+    reader.send(cmd("XREAD", "BLOCK", "20000", "STREAMS", "streams:open", "0-0"))
+    assert read_reply(adder.f) == 1
+    assert read_reply(reader.f) == [[b"streams:open", [[b"1-0", [b"a", b"1"]]]]]
+    for c in (adder, sub, reader):
+        c.close()
+
+
 def random_requests(rng, n):
     keys = ["streams:r1", "streams:r2"]
     out = [cmd("DEL", *keys, "streams:rs"), cmd("SET", "streams:rs", "str")]
@@ -596,6 +639,9 @@ def test_xclaim_xautoclaim(redis_door, redis_reference):
         cmd("XCLAIM", K, "g", "c", "0", "1-0", "LASTID", "x"), cmd("XCLAIM", K, "g", "c", "0", "1-0", "IDLE"),
         cmd("XCLAIM", K, "g", "d", "0", "1-0", "2-0", "1-0", "TIME", "5", "RETRYCOUNT", "7"),
         cmd("XPENDING", K, "g", "-", "+", "10"), cmd("XPENDING", K, "g"),
+        # A negative RETRYCOUNT is as none: the count goes up by one.
+        cmd("XCLAIM", K, "g", "d", "0", "1-0", "TIME", "5", "RETRYCOUNT", "-1"),
+        cmd("XPENDING", K, "g", "-", "+", "10"),
         cmd("XCLAIM", MISSING, "g", "c", "0", "1-0"), cmd("XCLAIM", K, "nog", "c", "x", "1-0"), cmd("XCLAIM", STR, "g", "c", "0", "1-0"),
         cmd("XCLAIM", K, "g", "e", "100000000", "1-0"), cmd("XCLAIM", K, "g", "e", "0", "3-0"), cmd("XCLAIM", K, "g", "e", "0", "9-0", "FORCE"),
         cmd("XCLAIM", K, "g", "e", "0", "1-0", "IDLE", "0", "JUSTID", "LASTID", "5-0"), cmd("XPENDING", K, "g", "-", "+", "10"),

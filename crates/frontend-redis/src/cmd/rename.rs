@@ -106,8 +106,9 @@ pub async fn rename(cx: &mut Cx<'_>, src: &[u8], dst: &[u8], nx: bool) -> Result
             &[Param::Bytes(&kh), Param::Bytes(dst), Param::UInt(row.kid)],
         )
         .await?;
-    if row.kind == kind::LIST {
-        // A list arrived at `dst`: clients blocked on it are woken, as a push wakes them.
+    if wakes_waiters(row.kind) {
+        // A list or stream arrived at `dst`: clients blocked on it are woken, as a push
+        // (or `XADD`) wakes them.
         cx.tx.note_push(db, dst);
     }
     if nx {
@@ -181,7 +182,7 @@ pub async fn copy(
                 .await?;
         }
     }
-    if row.kind == kind::LIST {
+    if wakes_waiters(row.kind) {
         cx.tx.note_push(target, dst);
     }
     cx.reply().integer(1);
@@ -231,4 +232,10 @@ pub async fn flush(cx: &mut Cx<'_>, all: bool) -> Result<(), StoreError> {
     }
     cx.reply().simple(b"OK");
     Ok(())
+}
+
+/// Whether a key of this type arriving somewhere serves clients blocked on that key (Redis
+/// signals the key ready): lists (`BLPOP`...) and streams (`XREAD`/`XREADGROUP BLOCK`).
+fn wakes_waiters(t: u8) -> bool {
+    t == kind::LIST || t == kind::STREAM
 }

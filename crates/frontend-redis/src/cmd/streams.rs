@@ -75,7 +75,7 @@ impl StreamCommand<'_> {
                 let mut resolved = Vec::new();
                 let read = match group {
                     Some((g, c)) => groups::read_group(cx, args, keys, count, g, c, noack).await?,
-                    None => read(cx, args, keys, count, &mut resolved).await?,
+                    None => read(cx, args, keys, count, &mut resolved, false).await?,
                 };
                 if read == Read::Nothing {
                     cx.reply().null_array();
@@ -526,19 +526,25 @@ pub enum Read {
 /// after them): the IDs are resolved on the first attempt into `resolved` (`$` the
 /// stream's last ID then), which later attempts (a blocked client's) keep. Replies with the
 /// entries after each ID, or writes nothing when there are none.
+///
+/// With `lock` (a blocking read) each key row is read locked, so the attempt waits for an
+/// `XADD` not yet committed: that `XADD` may have found no waiter to note when it ran, and
+/// its commit would wake nobody (see [`crate::blocking`]).
 pub async fn read(
     cx: &mut Cx<'_>,
     args: Args<'_>,
     keys: std::ops::Range<usize>,
     count: u64,
     resolved: &mut Vec<StreamId>,
+    lock: bool,
 ) -> Result<Read, StoreError> {
     let n = keys.len();
     let first_attempt = resolved.is_empty();
     let mut rows = Vec::with_capacity(n);
     for ki in keys.clone() {
         let k = args.get(ki);
-        let Some(row) = checks::read(cx, k, kind::STREAM).await? else {
+        let found = cx.tx.typed_key(cx.db, k, kind::STREAM, lock).await?;
+        let Some(row) = checks::or_wrongtype(cx, found) else {
             return Ok(Read::Answered);
         };
         if first_attempt {
@@ -650,7 +656,7 @@ pub async fn try_blocking(
             noack,
         })) => match match group {
             Some((g, c)) => groups::read_group(cx, args, keys, count, g, c, noack).await?,
-            None => read(cx, args, keys, count, resolved).await?,
+            None => read(cx, args, keys, count, resolved, block.is_some()).await?,
         } {
             Read::Answered => Ok(Served::Yes),
             Read::Nothing if block.is_some() => Ok(Served::No),
