@@ -50,7 +50,7 @@ def test_geoadd_pos_dist_hash(redis_door, redis_reference):
         # Errors.
         cmd("GEOADD", G, "1", "2"), cmd("GEOADD", G, "x", "2", "m"), cmd("GEOADD", G, "1", "y", "m"),
         cmd("GEOADD", G, "200", "2", "m"), cmd("GEOADD", G, "1", "86", "m"), cmd("GEOADD", G, "-180.5", "-86", "m"),
-        cmd("GEOADD", G, "inf", "2", "m"), cmd("GEOADD", G, "NX", "XX", "1", "2", "m"), cmd("GEOADD", G, "CH", "1", "2"),
+        cmd("GEOADD", G, "inf", "2", "m"), cmd("GEOADD", G, "NX", "XX", "1", "2", "m"), cmd("GEOADD", G, "CH", "1", "2"), cmd("GEOADD", G, "CH", "CH", "CH"), cmd("GEOADD", STR, "NX", "CH", "XX"),
         cmd("GEOADD", G, "1", "2", "m", "1", "2"), cmd("GEODIST", G, "a", "b", "yards"), cmd("GEODIST", G, "a", "b", "m", "x"),
         cmd("GEODIST", G, "a"), cmd("GEOPOS"), cmd("GEOHASH"),
         cmd("SET", STR, "x"), cmd("GEOADD", STR, "1", "2", "m"), cmd("GEOPOS", STR, "m"),

@@ -111,7 +111,9 @@ fn parse_geoadd(a: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
         }
         at += 1;
     }
-    if !(a.len() - at).is_multiple_of(3) || (nx && xx) {
+    // No point left after the flags (`GEOADD k CH CH CH`) is a syntax error too, as Redis
+    // answers it.
+    if at == a.len() || !(a.len() - at).is_multiple_of(3) || (nx && xx) {
         return Err(SYNTAX);
     }
     let mut pairs = Vec::with_capacity((a.len() - at) / 3);

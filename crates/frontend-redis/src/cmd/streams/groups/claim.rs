@@ -104,7 +104,8 @@ pub async fn xclaim(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
             int_opt(j, "TIME").map(|t| delivery = Some(t))
         } else if opt.eq_ignore_ascii_case(b"retrycount") && more > 0 {
             j += 1;
-            int_opt(j, "RETRYCOUNT").map(|n| retry = Some(n))
+            // A negative count is as none, as Redis takes it (`retrycount >= 0` only).
+            int_opt(j, "RETRYCOUNT").map(|n| retry = (n >= 0).then_some(n))
         } else if opt.eq_ignore_ascii_case(b"lastid") && more > 0 {
             j += 1;
             match super::super::parse::strict_id(args.get(j)) {
