@@ -238,7 +238,7 @@ async fn expired_batch(
             )
             .await?;
         for t in types.into_iter().flatten() {
-            if chunk_delete(u8::try_from(t).unwrap_or(kind::STRING)).is_some() {
+            if !chunk_deletes(u8::try_from(t).unwrap_or(kind::STRING)).is_empty() {
                 claim
                     .exec(
                         "INSERT IGNORE INTO {s}.redis_gc (kid, type) VALUES (?, ?)",
@@ -332,20 +332,30 @@ async fn gc_batch(
     Ok(full)
 }
 
-/// The statement deleting [`CHUNK`] members of type `t` under a `kid` (none for a string).
-fn chunk_delete(t: u8) -> Option<&'static str> {
-    Some(match t {
-        kind::LIST => "DELETE FROM {s}.redis_list WHERE kid = ? LIMIT 1000",
-        kind::SET => "DELETE FROM {s}.redis_set WHERE kid = ? LIMIT 1000",
-        kind::ZSET => "DELETE FROM {s}.redis_zset WHERE kid = ? LIMIT 1000",
-        kind::HASH => "DELETE FROM {s}.redis_hash WHERE kid = ? LIMIT 1000",
-        kind::STREAM => "DELETE FROM {s}.redis_stream WHERE kid = ? LIMIT 1000",
-        _ => return None,
-    })
+/// The statements deleting [`CHUNK`] rows of type `t` under a `kid`, one table each (none
+/// for a string).
+fn chunk_deletes(t: u8) -> &'static [&'static str] {
+    match t {
+        kind::LIST => &["DELETE FROM {s}.redis_list WHERE kid = ? LIMIT 1000"],
+        kind::SET => &["DELETE FROM {s}.redis_set WHERE kid = ? LIMIT 1000"],
+        kind::ZSET => &["DELETE FROM {s}.redis_zset WHERE kid = ? LIMIT 1000"],
+        kind::HASH => &["DELETE FROM {s}.redis_hash WHERE kid = ? LIMIT 1000"],
+        // A stream's pending entries, consumers and groups may be as many as its entries:
+        // each table in chunks too, its state last.
+        kind::STREAM => &[
+            "DELETE FROM {s}.redis_stream_pending WHERE kid = ? LIMIT 1000",
+            "DELETE FROM {s}.redis_stream_consumer WHERE kid = ? LIMIT 1000",
+            "DELETE FROM {s}.redis_stream_group WHERE kid = ? LIMIT 1000",
+            "DELETE FROM {s}.redis_stream WHERE kid = ? LIMIT 1000",
+            "DELETE FROM {s}.redis_stream_meta WHERE kid = ? LIMIT 1000",
+        ],
+        _ => &[],
+    }
 }
 
-/// Deletes the members of type `t` under `kid` in chunks; whether all are gone (`false`:
-/// the budget ran out or the worker drains first).
+/// Deletes the members of type `t` under `kid` (and a stream's other rows) in chunks of
+/// [`CHUNK`], each chunk one statement of the budget; whether all are gone (`false`: the
+/// budget ran out or the worker drains first, and the next tick starts again).
 async fn delete_members(
     tx: &mut Tx<'_>,
     stats: &Stats,
@@ -354,26 +364,20 @@ async fn delete_members(
     budget: &mut usize,
     drain: &Drain,
 ) -> Result<bool, StoreError> {
-    let Some(sql) = chunk_delete(t) else {
-        return Ok(true);
-    };
-    loop {
-        if *budget == 0 || drain.is_draining() {
-            return Ok(false);
-        }
-        *budget -= 1;
-        let n = tx.affected(sql, &[Param::UInt(kid)]).await?;
-        add(&stats.members, n);
-        if n < CHUNK {
-            if t == kind::STREAM {
-                // The stream's state and groups go with its last entries.
-                for sql in super::keys::STREAM_STATE_DELETES {
-                    tx.exec(sql, &[Param::UInt(kid)]).await?;
-                }
+    for &sql in chunk_deletes(t) {
+        loop {
+            if *budget == 0 || drain.is_draining() {
+                return Ok(false);
             }
-            return Ok(true);
+            *budget -= 1;
+            let n = tx.affected(sql, &[Param::UInt(kid)]).await?;
+            add(&stats.members, n);
+            if n < CHUNK {
+                break;
+            }
         }
     }
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -407,12 +411,28 @@ mod tests {
     fn statements_take_the_sizes_the_loops_count_on() {
         // A chunk shorter than CHUNK ends the loop: the LIMIT must be CHUNK.
         for t in [kind::LIST, kind::SET, kind::ZSET, kind::HASH, kind::STREAM] {
-            let sql = chunk_delete(t).expect("a members table");
-            assert!(sql.ends_with(&format!("LIMIT {CHUNK}")), "{sql}");
+            let sqls = chunk_deletes(t);
+            for sql in sqls {
+                assert!(sql.ends_with(&format!("LIMIT {CHUNK}")), "{sql}");
+            }
             let table = super::super::keys::members_table(t).expect("a members table");
-            assert!(sql.contains(&format!("{{s}}.{table} ")), "{sql}");
+            assert!(
+                sqls.iter()
+                    .any(|sql| sql.contains(&format!("{{s}}.{table} "))),
+                "{sqls:?}"
+            );
         }
-        assert_eq!(chunk_delete(kind::STRING), None);
+        // Every table a stream's rows are in, each deleted in chunks.
+        for sql in super::super::keys::STREAM_STATE_DELETES {
+            let table = sql.split_whitespace().nth(2).unwrap();
+            assert!(
+                chunk_deletes(kind::STREAM)
+                    .iter()
+                    .any(|c| c.split_whitespace().nth(2) == Some(table)),
+                "{table}"
+            );
+        }
+        assert!(chunk_deletes(kind::STRING).is_empty());
         // A batch of BATCH rows is full: another follows at once.
         assert!(EXPIRED.ends_with(&format!("LIMIT {BATCH}")));
         assert!(GC.ends_with(&format!("LIMIT {BATCH}")));
