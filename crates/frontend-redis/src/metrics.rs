@@ -213,12 +213,11 @@ pub const ERROR_KINDS: [&str; 20] = [
 /// The place in [`ERROR_KINDS`] of an error reply's code (`-CODE text`, or RESP3's blob
 /// error `!len\r\nCODE text`).
 fn error_kind(reply: &[u8]) -> Option<usize> {
-    let text = match reply.first()? {
-        b'-' => &reply[1..],
-        _ => {
-            let start = reply.iter().position(|&b| b == b'\n')? + 1;
-            reply.get(start..)?
-        }
+    let text = if reply.first()? == &b'-' {
+        &reply[1..]
+    } else {
+        let start = reply.iter().position(|&b| b == b'\n')? + 1;
+        reply.get(start..)?
     };
     let end = text
         .iter()

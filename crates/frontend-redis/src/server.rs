@@ -116,7 +116,7 @@ impl RedisShared {
             next_id: AtomicU64::new(1),
             started: Instant::now(),
             registry: crate::kill::Registry::default(),
-            settings: Default::default(),
+            settings: crate::session::settings::Settings::default(),
         })
     }
 

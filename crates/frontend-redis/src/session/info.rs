@@ -346,7 +346,11 @@ fn run_id() -> &'static str {
             .unwrap_or_default()
             .as_nanos();
         let digest = sha2::Sha256::digest(format!("{now} {}", std::process::id()));
-        digest.iter().take(20).map(|b| format!("{b:02x}")).collect()
+        let mut hex = String::with_capacity(40);
+        for b in digest.iter().take(20) {
+            let _ = std::fmt::Write::write_fmt(&mut hex, format_args!("{b:02x}"));
+        }
+        hex
     })
 }
 

@@ -145,7 +145,9 @@ pub struct Settings(Mutex<Values>);
 
 impl Settings {
     fn lock(&self) -> MutexGuard<'_, Values> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// `maxmemory-policy` now (`INFO memory`'s `maxmemory_policy`).
@@ -156,6 +158,11 @@ impl Settings {
     /// `busy-reply-threshold` now, in milliseconds.
     pub fn busy_reply_threshold_ms(&self) -> i64 {
         self.lock().busy_reply_threshold
+    }
+
+    /// `latency-monitor-threshold` now (0: off).
+    pub fn latency_monitor_threshold(&self) -> i64 {
+        self.lock().latency_monitor_threshold
     }
 
     /// The settable parameters with their values, for `CONFIG GET`.
@@ -304,7 +311,7 @@ fn check(how: Check, value: &[u8]) -> Result<Checked, String> {
             .ok_or_else(|| "argument must be a memory value".to_string()),
         Check::Save => {
             let words: Vec<&[u8]> = value
-                .split(|b| b.is_ascii_whitespace())
+                .split(u8::is_ascii_whitespace)
                 .filter(|w| !w.is_empty())
                 .collect();
             let numbers: Option<Vec<i64>> = words
