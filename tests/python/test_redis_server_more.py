@@ -231,3 +231,28 @@ def test_info_fields_clients_read(redis_door):
         c.call("DEL", "srvmore:k", "srvmore:t")
     finally:
         c.close()
+
+
+def test_slowlog_and_latency_as_an_empty_redis(redis_door, redis_reference):
+    """Nothing recorded on either side (the reference's thresholds are not reached by these
+    requests: slowlog-log-slower-than 10 ms, latency monitor off)."""
+    body = [
+        cmd("SLOWLOG", "GET"), cmd("SLOWLOG", "GET", "5"), cmd("SLOWLOG", "GET", "-1"),
+        cmd("SLOWLOG", "GET", "-2"), cmd("SLOWLOG", "GET", "x"), cmd("SLOWLOG", "GET", "01"),
+        cmd("SLOWLOG", "get", "1", "2"), cmd("SLOWLOG", "LEN"), cmd("SLOWLOG", "LEN", "x"),
+        cmd("SLOWLOG", "RESET"), cmd("SLOWLOG", "HELP"), cmd("SLOWLOG", "NOPE"), cmd("SLOWLOG"),
+        cmd("LATENCY", "LATEST"), cmd("LATENCY", "LATEST", "x"), cmd("LATENCY", "HISTORY", "command"),
+        cmd("LATENCY", "HISTORY"), cmd("LATENCY", "RESET"), cmd("LATENCY", "RESET", "a", "b"),
+        cmd("LATENCY", "DOCTOR"), cmd("CONFIG", "SET", "latency-monitor-threshold", "100"),
+        cmd("LATENCY", "DOCTOR"), RESTORE, cmd("LATENCY", "HELP"), cmd("LATENCY", "GRAPH", "command"),
+        cmd("LATENCY", "NOPE"), cmd("LATENCY"),
+    ]
+    check(redis_door, redis_reference, body)
+    for hello in (None, cmd("HELLO", "3")):
+        requests = [AUTH] + ([hello] if hello else []) + body
+        for pipeline in (True, False):
+            got = replies(redis_door, requests, pipeline, read=raw_reply)
+            want = replies(redis_reference, requests, pipeline, read=raw_reply)
+            for i, (req, g, w) in enumerate(zip(requests, got, want)):
+                if req != hello:
+                    assert g == w, f"request {i} {req!r}: manifold {g!r}, redis-server {w!r}"

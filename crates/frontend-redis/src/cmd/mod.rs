@@ -113,6 +113,8 @@ pub enum Command<'a> {
     ConfigSet(Args<'a>),
     ConfigResetStat,
     ConfigRewrite,
+    /// `SLOWLOG ...`, `LATENCY ...`: the subcommand's full name and the whole request.
+    Diagnostics(&'static str, Args<'a>),
     /// `INFO [section...]`: the whole request.
     Info(Args<'a>),
     Time,
@@ -239,6 +241,7 @@ impl<'a> Command<'a> {
             Kind::ConfigSet => Self::ConfigSet(args),
             Kind::ConfigResetStat => Self::ConfigResetStat,
             Kind::ConfigRewrite => Self::ConfigRewrite,
+            Kind::Diagnostics => Self::Diagnostics(entry.name, args),
             Kind::Info => Self::Info(args),
             Kind::Time => Self::Time,
             Kind::Multi => Self::Multi,

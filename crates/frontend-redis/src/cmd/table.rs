@@ -106,6 +106,8 @@ pub enum Kind {
     ConfigSet,
     ConfigResetStat,
     ConfigRewrite,
+    /// `SLOWLOG ...`, `LATENCY ...` (`crate::session::diagnostics`).
+    Diagnostics,
     Info,
     Time,
     Multi,
@@ -186,12 +188,14 @@ use flags::{ADMIN, NO_AUTH, SUBSCRIBED};
 use Group::{Connection, Pubsub, Scripting, Transactions};
 
 /// Containers of subcommands, and the name their unknown subcommand error gives.
-const CONTAINERS: [(&str, &str); 5] = [
+const CONTAINERS: [(&str, &str); 7] = [
     ("client", "CLIENT"),
     ("command", "COMMAND"),
     ("config", "CONFIG"),
     ("pubsub", "PUBSUB"),
     ("script", "SCRIPT"),
+    ("slowlog", "SLOWLOG"),
+    ("latency", "LATENCY"),
 ];
 
 /// Arities, flags and key positions are Redis 7.0.15's (`COMMAND INFO`), `client|setinfo`
@@ -331,6 +335,74 @@ const SESSION_COMMANDS: &[Def] = &[
         Kind::ConfigRewrite,
     ),
     Def("info", -1, 0, NO_KEYS, Connection, Kind::Info),
+    Def("slowlog", -2, 0, NO_KEYS, Connection, Kind::Container),
+    Def(
+        "slowlog|get",
+        -2,
+        ADMIN,
+        NO_KEYS,
+        Connection,
+        Kind::Diagnostics,
+    ),
+    Def(
+        "slowlog|len",
+        2,
+        ADMIN,
+        NO_KEYS,
+        Connection,
+        Kind::Diagnostics,
+    ),
+    Def(
+        "slowlog|reset",
+        2,
+        ADMIN,
+        NO_KEYS,
+        Connection,
+        Kind::Diagnostics,
+    ),
+    Def("slowlog|help", 2, 0, NO_KEYS, Connection, Kind::Diagnostics),
+    Def("latency", -2, 0, NO_KEYS, Connection, Kind::Container),
+    Def(
+        "latency|latest",
+        2,
+        ADMIN,
+        NO_KEYS,
+        Connection,
+        Kind::Diagnostics,
+    ),
+    Def(
+        "latency|history",
+        3,
+        ADMIN,
+        NO_KEYS,
+        Connection,
+        Kind::Diagnostics,
+    ),
+    Def(
+        "latency|reset",
+        -2,
+        ADMIN,
+        NO_KEYS,
+        Connection,
+        Kind::Diagnostics,
+    ),
+    Def(
+        "latency|doctor",
+        2,
+        ADMIN,
+        NO_KEYS,
+        Connection,
+        Kind::Diagnostics,
+    ),
+    Def(
+        "latency|graph",
+        3,
+        ADMIN,
+        NO_KEYS,
+        Connection,
+        Kind::Diagnostics,
+    ),
+    Def("latency|help", 2, 0, NO_KEYS, Connection, Kind::Diagnostics),
     Def("time", 1, 0, NO_KEYS, Connection, Kind::Time),
     Def("multi", 1, 0, NO_KEYS, Transactions, Kind::Multi),
     Def("exec", 1, 0, NO_KEYS, Transactions, Kind::Exec),

@@ -10,6 +10,7 @@
 //! (transactions, queueing inside `MULTI`) to [`apply`].
 
 pub mod connection;
+pub mod diagnostics;
 pub mod info;
 pub mod pubsub;
 pub mod server;
@@ -119,6 +120,7 @@ pub fn apply(
         | Command::ConfigHelp
         | Command::Info(_)
         | Command::Time => server::apply(session, cmd, out),
+        Command::Diagnostics(name, args) => diagnostics::apply(session, name, args, out),
         Command::ConfigSet(_) | Command::ConfigResetStat | Command::ConfigRewrite => {
             settings::apply(session, cmd, out);
         }

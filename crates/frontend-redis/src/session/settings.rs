@@ -160,6 +160,11 @@ impl Settings {
         self.lock().busy_reply_threshold
     }
 
+    /// `latency-monitor-threshold` now (0: off).
+    pub fn latency_monitor_threshold(&self) -> i64 {
+        self.lock().latency_monitor_threshold
+    }
+
     /// The settable parameters with their values, for `CONFIG GET`.
     pub fn parameters(&self) -> Vec<(&'static str, String)> {
         let v = self.lock().clone();

@@ -79,6 +79,18 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("incrby", 3, true, false, false, (1, 1, 1)),
     ("incrbyfloat", 3, true, false, false, (1, 1, 1)),
     ("info", -1, false, false, false, (0, 0, 0)),
+    ("slowlog", -2, false, false, false, (0, 0, 0)),
+    ("slowlog|get", -2, false, true, false, (0, 0, 0)),
+    ("slowlog|len", 2, false, true, false, (0, 0, 0)),
+    ("slowlog|reset", 2, false, true, false, (0, 0, 0)),
+    ("slowlog|help", 2, false, false, false, (0, 0, 0)),
+    ("latency", -2, false, false, false, (0, 0, 0)),
+    ("latency|latest", 2, false, true, false, (0, 0, 0)),
+    ("latency|history", 3, false, true, false, (0, 0, 0)),
+    ("latency|reset", -2, false, true, false, (0, 0, 0)),
+    ("latency|doctor", 2, false, true, false, (0, 0, 0)),
+    ("latency|graph", 3, false, true, false, (0, 0, 0)),
+    ("latency|help", 2, false, false, false, (0, 0, 0)),
     ("keys", 2, false, false, false, (0, 0, 0)),
     ("lindex", 3, false, false, false, (1, 1, 1)),
     ("linsert", 5, true, false, false, (1, 1, 1)),
@@ -316,7 +328,8 @@ fn flags_and_groups() {
 
 #[test]
 fn command_count_is_the_commands_without_subcommands() {
-    // 23 connection, server, Pub/Sub and transaction commands, 5 scripting ones (`EVAL`,
-    // `EVALSHA`, their `_RO`s, `SCRIPT`), and the data commands.
-    assert_eq!(table().count(), 23 + 5 + super::data::families().count());
+    // 25 connection, server, Pub/Sub and transaction commands (SLOWLOG and LATENCY
+    // included), 5 scripting ones (`EVAL`, `EVALSHA`, their `_RO`s, `SCRIPT`), and the data
+    // commands.
+    assert_eq!(table().count(), 25 + 5 + super::data::families().count());
 }
