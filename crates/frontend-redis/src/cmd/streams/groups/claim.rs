@@ -7,7 +7,7 @@ use super::{bump, id_of, load_group, nogroup, save_group, touch_consumer, Group}
 use crate::cmd::checks;
 use crate::cmd::streams::id::StreamId;
 use crate::cmd::Args;
-use crate::store::context::Cx;
+use crate::store::context::{bulk_size, Cx};
 use crate::store::keys::{hash, kind, KeyRow};
 use crate::store::{int, take_bytes, StoreError};
 
@@ -255,6 +255,53 @@ async fn entry_fields(
         .map(|v| take_bytes(v).unwrap_or_default()))
 }
 
+/// Reads the fields of the `claimed` entries (all still in the stream: the scan saw them),
+/// in ID order, up to the client's output limit: returns how many got theirs.
+async fn claimed_fields(
+    cx: &mut Cx<'_>,
+    kid: u64,
+    claimed: &mut [Claimable],
+) -> Result<usize, StoreError> {
+    // The claimed IDs by chunks of point reads (entries between them may be many and not
+    // claimed); the first entry past the output limit is the last one read.
+    let budget = cx.out_limit.saturating_sub(cx.out.len());
+    let mut held = 0usize;
+    let mut at = 0;
+    for chunk in (0..claimed.len()).step_by(FIELDS_CHUNK) {
+        let ids = &claimed[chunk..claimed.len().min(chunk + FIELDS_CHUNK)];
+        let mut sql =
+            String::from("SELECT ms, seq, fields FROM {s}.redis_stream WHERE kid = ? AND (");
+        let mut params = vec![Param::UInt(kid)];
+        for (n, p) in ids.iter().enumerate() {
+            sql.push_str(if n == 0 {
+                "(ms = ? AND seq = ?)"
+            } else {
+                " OR (ms = ? AND seq = ?)"
+            });
+            params.extend([Param::UInt(p.id.ms), Param::UInt(p.id.seq)]);
+        }
+        sql.push_str(") ORDER BY ms, seq");
+        for mut r in cx.tx.rows(&sql, &params).await? {
+            if at == claimed.len() || held > budget {
+                return Ok(at);
+            }
+            if id_of(&r, 0) == claimed[at].id {
+                let fields = r.get_mut(2).and_then(take_bytes).unwrap_or_default();
+                held += 24 + bulk_size(fields.len());
+                claimed[at].fields = Some(fields);
+                at += 1;
+            }
+        }
+        if held > budget {
+            break;
+        }
+    }
+    Ok(at)
+}
+
+/// How many claimed entries' fields one query reads.
+const FIELDS_CHUNK: usize = 256;
+
 /// `XAUTOCLAIM`'s most attempts per entry asked for (Redis's `attempts_factor`).
 const ATTEMPTS_FACTOR: u64 = 10;
 
@@ -312,9 +359,12 @@ pub async fn xautoclaim(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErro
         return Ok(());
     };
     let attempts = count.saturating_mul(ATTEMPTS_FACTOR);
-    let (rows, _) = cx
+    // The scan reads IDs only (up to COUNT × 10 of them, most maybe not idle enough): the
+    // fields are read for the claimed entries alone, below. Past the client's output limit
+    // it stops early, and the cursor resumes where it stopped.
+    let (rows, whole) = cx
         .rows_for_reply(
-            "SELECT p.ms, p.seq, p.delivered_ms, s.fields FROM {s}.redis_stream_pending p \
+            "SELECT p.ms, p.seq, p.delivered_ms, s.ms IS NOT NULL FROM {s}.redis_stream_pending p \
              LEFT JOIN {s}.redis_stream s ON s.kid = p.kid AND s.ms = p.ms AND s.seq = p.seq \
              WHERE p.kid = ? AND p.gh = ? AND (p.ms > ? OR (p.ms = ? AND p.seq >= ?)) \
              ORDER BY p.ms, p.seq LIMIT ?",
@@ -326,32 +376,48 @@ pub async fn xautoclaim(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErro
                 Param::UInt(start.seq),
                 Param::UInt(attempts.saturating_add(1)),
             ],
-            8,
+            if justid { 8 } else { 24 },
         )
         .await?;
     let now = cx.now_ms();
-    let mut rows = rows.into_iter().map(claimable);
+    let scanned = rows.len();
+    let mut rows = rows.into_iter().map(|r| {
+        let present = r.get(3).and_then(int) == Some(1);
+        (id_of(&r, 0), r.get(2).and_then(int).unwrap_or(0), present)
+    });
     let (mut left, mut room) = (attempts, count);
-    let mut claimed = Vec::new();
+    let mut claimed: Vec<Claimable> = Vec::new();
     let mut deleted = Vec::new();
     let mut next = None;
     loop {
-        if left == 0 || room == 0 {
-            next = rows.next();
+        // The last row read when the scan stopped early is where the next call resumes.
+        let stopped = !whole && scanned - (attempts - left) as usize <= 1;
+        if left == 0 || room == 0 || stopped {
+            next = rows.next().map(|(id, _, _)| id);
             break;
         }
         left -= 1;
-        let Some(p) = rows.next() else { break };
-        match p.fields {
-            None => {
-                deleted.push(p.id);
-                room -= 1;
-            }
-            Some(_) if min_idle > 0 && now - p.delivered_ms < min_idle => {}
-            Some(_) => {
-                claimed.push(p);
-                room -= 1;
-            }
+        let Some((id, delivered_ms, present)) = rows.next() else {
+            break;
+        };
+        if !present {
+            deleted.push(id);
+            room -= 1;
+        } else if min_idle == 0 || now - delivered_ms >= min_idle {
+            claimed.push(Claimable {
+                id,
+                delivered_ms,
+                fields: None,
+            });
+            room -= 1;
+        }
+    }
+    if !justid && !claimed.is_empty() {
+        let cut = claimed_fields(cx, row.kid, &mut claimed).await?;
+        if cut < claimed.len() {
+            // The fields of the rest would pass the output limit: they stay for the next call.
+            next = Some(claimed[cut].id);
+            claimed.truncate(cut);
         }
     }
     for id in &deleted {
@@ -397,7 +463,7 @@ pub async fn xautoclaim(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErro
     if !claimed.is_empty() || !deleted.is_empty() {
         bump(cx, &row).await?;
     }
-    let cursor = next.map_or(StreamId::ZERO, |p| p.id);
+    let cursor = next.unwrap_or(StreamId::ZERO);
     let mut reply = cx.reply();
     reply.array_len(3).bulk(cursor.text().as_bytes());
     reply.array_len(claimed.len());
