@@ -395,6 +395,20 @@ impl Tx<'_> {
         Ok(self.exec(sql, params).await?.rows)
     }
 
+    /// The integer in the first column of the first row `sql` returns (`None`: no row, or
+    /// not an integer).
+    pub async fn int(
+        &mut self,
+        sql: &str,
+        params: &[Param<'_>],
+    ) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .rows(sql, params)
+            .await?
+            .first()
+            .and_then(|r| r.first().and_then(int)))
+    }
+
     /// The affected rows of `sql`.
     pub async fn affected(&mut self, sql: &str, params: &[Param<'_>]) -> Result<u64, StoreError> {
         Ok(self.exec(sql, params).await?.affected)

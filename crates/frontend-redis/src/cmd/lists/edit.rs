@@ -194,13 +194,11 @@ pub(super) async fn linsert(
     };
     let pivot = cx
         .tx
-        .rows(
+        .int(
             "SELECT idx FROM {s}.redis_list WHERE kid = ? AND v = ? ORDER BY idx LIMIT 1",
             &[Param::UInt(row.kid), Param::Bytes(pivot)],
         )
-        .await?
-        .first()
-        .and_then(|r| r.first().and_then(int));
+        .await?;
     let Some(pivot) = pivot else {
         cx.reply().integer(-1);
         return Ok(());

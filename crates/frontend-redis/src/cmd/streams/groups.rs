@@ -386,6 +386,19 @@ pub async fn xack(
     Ok(())
 }
 
+/// The ID of the stream's first entry (`None`: it has none).
+async fn first_id(cx: &mut Cx<'_>, kid: u64) -> Result<Option<StreamId>, StoreError> {
+    Ok(cx
+        .tx
+        .rows(
+            "SELECT ms, seq FROM {s}.redis_stream WHERE kid = ? ORDER BY ms, seq LIMIT 1",
+            &[Param::UInt(kid)],
+        )
+        .await?
+        .first()
+        .map(|r| id_of(r, 0)))
+}
+
 fn id_of(r: &[Value], at: usize) -> StreamId {
     StreamId::new(
         r.get(at).and_then(uint).unwrap_or(0),
@@ -764,25 +777,14 @@ async fn new_entries(
     };
     // The read counter, as Redis keeps it (`XINFO`'s lag).
     let meta = load_meta(cx, kid).await?;
-    let first = cx
-        .tx
-        .rows(
-            "SELECT ms, seq FROM {s}.redis_stream WHERE kid = ? ORDER BY ms, seq LIMIT 1",
-            &[Param::UInt(kid)],
-        )
-        .await?
-        .first()
-        .map(|r| id_of(r, 0))
-        .unwrap_or_default();
+    let first = first_id(cx, kid).await?.unwrap_or_default();
     let length = cx
         .tx
-        .rows(
+        .int(
             "SELECT len FROM {s}.redis_keys WHERE kid = ?",
             &[Param::UInt(kid)],
         )
         .await?
-        .first()
-        .and_then(|r| r.first().and_then(int))
         .unwrap_or(0);
     for &id in &ids {
         if id > group.last {

@@ -5,7 +5,7 @@
 use manifold_backend::Param;
 use manifold_redis_proto::{Protocol, Reply};
 
-use super::{estimate_read, id_of, load_group, Group};
+use super::{estimate_read, first_id, id_of, load_group, Group};
 use crate::cmd::checks::{self, Absent};
 use crate::cmd::streams::id::StreamId;
 use crate::cmd::streams::{entry_reply, load_meta, Meta};
@@ -152,15 +152,7 @@ pub async fn xinfo(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         return Ok(());
     }
     let meta = load_meta(cx, kid).await?;
-    let first = cx
-        .tx
-        .rows(
-            "SELECT ms, seq FROM {s}.redis_stream WHERE kid = ? ORDER BY ms, seq LIMIT 1",
-            &[Param::UInt(kid)],
-        )
-        .await?
-        .first()
-        .map(|r| id_of(r, 0));
+    let first = first_id(cx, kid).await?;
     let length = row.len;
     if sub.eq_ignore_ascii_case(b"groups") {
         let rows = cx
@@ -231,13 +223,11 @@ pub async fn xinfo(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     }
     let groups = cx
         .tx
-        .rows(
+        .int(
             "SELECT COUNT(*) FROM {s}.redis_stream_group WHERE kid = ?",
             &[Param::UInt(kid)],
         )
         .await?
-        .first()
-        .and_then(|r| r.first().and_then(int))
         .unwrap_or(0);
     let edge = |desc: bool| {
         if desc {
@@ -248,20 +238,9 @@ pub async fn xinfo(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
     };
     let first_entry = cx.tx.rows(edge(false), &[Param::UInt(kid)]).await?;
     let last_entry = cx.tx.rows(edge(true), &[Param::UInt(kid)]).await?;
-    let nodes = (length.max(0) + 99) / 100;
     let mut r = cx.reply();
     map(&mut r, 10);
-    r.bulk(b"length").integer(length);
-    r.bulk(b"radix-tree-keys").integer(nodes);
-    r.bulk(b"radix-tree-nodes").integer(nodes + 1);
-    r.bulk(b"last-generated-id")
-        .bulk(meta.last.text().as_bytes());
-    r.bulk(b"max-deleted-entry-id")
-        .bulk(meta.max_deleted.text().as_bytes());
-    r.bulk(b"entries-added")
-        .integer(i64::try_from(meta.entries_added).unwrap_or(i64::MAX));
-    r.bulk(b"recorded-first-entry-id")
-        .bulk(first.unwrap_or_default().text().as_bytes());
+    stream_head(&mut r, &meta, length, first.unwrap_or_default());
     r.bulk(b"groups").integer(groups);
     for (name, rows) in [
         (&b"first-entry"[..], first_entry),
@@ -278,6 +257,24 @@ pub async fn xinfo(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
         }
     }
     Ok(())
+}
+
+/// The fields `XINFO STREAM` and its `FULL` form open with: the length, Redis's radix tree
+/// figures (a node per 100 entries, its default `stream-node-max-entries`) and the IDs and
+/// counters of the stream's meta row.
+fn stream_head(r: &mut Reply<'_>, meta: &Meta, length: i64, first: StreamId) {
+    let nodes = (length.max(0) + 99) / 100;
+    r.bulk(b"length").integer(length);
+    r.bulk(b"radix-tree-keys").integer(nodes);
+    r.bulk(b"radix-tree-nodes").integer(nodes + 1);
+    r.bulk(b"last-generated-id")
+        .bulk(meta.last.text().as_bytes());
+    r.bulk(b"max-deleted-entry-id")
+        .bulk(meta.max_deleted.text().as_bytes());
+    r.bulk(b"entries-added")
+        .integer(i64::try_from(meta.entries_added).unwrap_or(i64::MAX));
+    r.bulk(b"recorded-first-entry-id")
+        .bulk(first.text().as_bytes());
 }
 
 /// `XINFO STREAM key FULL [COUNT n]`: the stream's fields, then up to `count` entries (0:
@@ -323,21 +320,10 @@ async fn full(
         })
         .collect();
     groups.sort_by(|a, b| a.0.cmp(&b.0));
-    let nodes = (length.max(0) + 99) / 100;
     {
         let mut r = cx.reply();
         map(&mut r, 9);
-        r.bulk(b"length").integer(length);
-        r.bulk(b"radix-tree-keys").integer(nodes);
-        r.bulk(b"radix-tree-nodes").integer(nodes + 1);
-        r.bulk(b"last-generated-id")
-            .bulk(meta.last.text().as_bytes());
-        r.bulk(b"max-deleted-entry-id")
-            .bulk(meta.max_deleted.text().as_bytes());
-        r.bulk(b"entries-added")
-            .integer(i64::try_from(meta.entries_added).unwrap_or(i64::MAX));
-        r.bulk(b"recorded-first-entry-id")
-            .bulk(first.text().as_bytes());
+        stream_head(&mut r, meta, length, first);
         r.bulk(b"entries").array_len(entries.len());
         for e in entries {
             entry_reply(&mut r, e);
