@@ -2,7 +2,8 @@
 // connects with RESP3 (Protocol: 3, HELLO 3 AUTH user pass), runs each family's commands,
 // pipelines, MULTI/EXEC, WATCH retry loops under contention and Pub/Sub, and prints one
 // line per check. tests/python/test_redis_clients.py runs it against both servers and
-// compares the outputs line by line.
+// compares the outputs line by line. Scripts (a Script object: EVALSHA, then EVAL on
+// NOSCRIPT), streams with a consumer group, HyperLogLog, geo and the sorted-set algebra too.
 //
 //	go-redis-check ADDR USER PASSWORD PREFIX
 package main
@@ -70,7 +71,8 @@ func main() {
 	defer rdb.Close()
 
 	k := func(s string) string { return p + s }
-	keys := []string{k("s"), k("n"), k("h"), k("l"), k("set"), k("z"), k("w"), k("tx1"), k("tx2"), k("p1"), k("p2")}
+	keys := []string{k("s"), k("n"), k("h"), k("l"), k("set"), k("z"), k("w"), k("tx1"), k("tx2"), k("p1"), k("p2"),
+		k("sc"), k("x"), k("hll1"), k("hll2"), k("hll"), k("geo"), k("za"), k("zb"), k("zu")}
 	check("del", 0, rdb.Del(ctx, keys...).Err())
 
 	// Connection.
@@ -273,6 +275,10 @@ func main() {
 	check("unsubscribe", "", sub.Close())
 	check("punsubscribe", "", psub.Close())
 
+	scripts(ctx, rdb, k)
+	streams(ctx, rdb, k)
+	moreTypes(ctx, rdb, k)
+
 	// SCAN through the iterator.
 	var scanned []string
 	iter := rdb.Scan(ctx, 0, p+"*", 2).Iterator()
@@ -285,4 +291,158 @@ func main() {
 	if failed {
 		os.Exit(1)
 	}
+}
+
+// Scripts as go-redis's users (rate limiters, locks) run them: a Script object sends
+// EVALSHA and falls back to EVAL on NOSCRIPT.
+func scripts(ctx context.Context, rdb *redis.Client, k func(string) string) {
+	incr := redis.NewScript(`
+local v = redis.call('INCRBY', KEYS[1], ARGV[1])
+if v > tonumber(ARGV[2]) then return redis.error_reply('over the limit') end
+return {v, redis.call('TYPE', KEYS[1])['ok'], redis.pcall('HGET', KEYS[1], 'x')['err']}`)
+	check("script flush", "", rdb.ScriptFlush(ctx).Err())
+	v, err := incr.Run(ctx, rdb, []string{k("sc")}, 5, 100).Result()
+	check("script run", v, err)
+	v, err = incr.Run(ctx, rdb, []string{k("sc")}, 200, 100).Result()
+	check("script over", v, err)
+	ex, err := incr.Exists(ctx, rdb).Result()
+	check("script exists", ex, err)
+	sha, err := rdb.ScriptLoad(ctx, "return {ARGV[1], #KEYS, 3.99, true, false}").Result()
+	check("script load", sha, err)
+	v, err = rdb.EvalSha(ctx, sha, []string{k("a"), k("b")}, "x").Result()
+	check("evalsha", v, err)
+	_, err = rdb.EvalSha(ctx, "ffffffffffffffffffffffffffffffffffffffff", nil).Result()
+	check("evalsha unknown", "", err)
+	v, err = rdb.EvalRO(ctx, "return redis.call('GET', KEYS[1])", []string{k("sc")}).Result()
+	check("eval_ro", v, err)
+	_, err = rdb.EvalRO(ctx, "return redis.call('SET', KEYS[1], 1)", []string{k("sc")}).Result()
+	check("eval_ro write", "", err)
+	v, err = rdb.Eval(ctx, "redis.setresp(3); return redis.call('HELLO', 3)['proto']", nil).Result()
+	check("eval resp3", v, err)
+	v, err = rdb.Eval(ctx, "return cjson.encode({a = {1, 2}, b = cjson.decode('[true]')})", nil).Result()
+	check("eval cjson", v, err)
+	_, err = rdb.Eval(ctx, "return nosuch.x", nil).Result()
+	check("eval runtime error", "", err)
+	_, err = rdb.Eval(ctx, "return (", nil).Result()
+	check("eval compile error", "", err)
+}
+
+// Streams and consumer groups as go-redis's users run them: a producer, a group's
+// consumers reading, acknowledging and claiming, and a blocked reader woken by an XADD.
+func streams(ctx context.Context, rdb *redis.Client, k func(string) string) {
+	x := k("x")
+	for i, id := range []string{"1-1", "2-1", "3-1"} {
+		got, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: x, ID: id, Values: []string{"n", fmt.Sprint(i), "f", "v"}}).Result()
+		check("xadd", got, err)
+	}
+	_, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: x, ID: "1-0", Values: []string{"a", "b"}}).Result()
+	check("xadd smaller id", "", err)
+	l, err := rdb.XLen(ctx, x).Result()
+	check("xlen", l, err)
+	r, err := rdb.XRange(ctx, x, "-", "+").Result()
+	check("xrange", r, err)
+	r, err = rdb.XRevRangeN(ctx, x, "+", "-", 2).Result()
+	check("xrevrange", r, err)
+	rd, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{x, "1-1"}, Count: 1}).Result()
+	check("xread", rd, err)
+	check("xgroup create", "", rdb.XGroupCreate(ctx, x, "g", "0").Err())
+	check("xgroup create again", "", rdb.XGroupCreate(ctx, x, "g", "0").Err())
+	rd, err = rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c1", Streams: []string{x, ">"}, Count: 2}).Result()
+	check("xreadgroup", rd, err)
+	pend, err := rdb.XPending(ctx, x, "g").Result()
+	if err == nil {
+		check("xpending", fmt.Sprintf("%d %s %s %v", pend.Count, pend.Lower, pend.Higher, pend.Consumers), nil)
+	} else {
+		check("xpending", "", err)
+	}
+	ext, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: x, Group: "g", Start: "-", End: "+", Count: 10}).Result()
+	for _, e := range ext {
+		check("xpending ext", fmt.Sprintf("%s %s %d", e.ID, e.Consumer, e.RetryCount), nil)
+	}
+	check("xpending ext", len(ext), err)
+	n, err := rdb.XAck(ctx, x, "g", "1-1", "9-9").Result()
+	check("xack", n, err)
+	cl, err := rdb.XClaim(ctx, &redis.XClaimArgs{Stream: x, Group: "g", Consumer: "c2", Messages: []string{"2-1"}}).Result()
+	check("xclaim", cl, err)
+	ac, next, err := rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: x, Group: "g", Consumer: "c3", Start: "0", Count: 5}).Result()
+	check("xautoclaim", fmt.Sprintf("%v next %s", ac, next), err)
+	groups, err := rdb.XInfoGroups(ctx, x).Result()
+	check("xinfo groups", groups, err)
+	info, err := rdb.XInfoStream(ctx, x).Result()
+	if err == nil {
+		check("xinfo stream", fmt.Sprintf("%d %s %d %v %v %d", info.Length, info.LastGeneratedID, info.EntriesAdded,
+			info.FirstEntry, info.LastEntry, info.Groups), nil)
+	} else {
+		check("xinfo stream", "", err)
+	}
+	// A consumer blocked on the group is woken by an XADD from another connection.
+	woken := make(chan string, 1)
+	go func() {
+		got, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: "c4", Streams: []string{x, ">"},
+			Count: 1, Block: 20 * time.Second}).Result()
+		woken <- fmt.Sprint(got, err)
+	}()
+	for {
+		cs, err := rdb.XInfoConsumers(ctx, x, "g").Result()
+		seen := false
+		for _, c := range cs {
+			seen = seen || c.Name == "c4"
+		}
+		if seen || err != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err = rdb.XAdd(ctx, &redis.XAddArgs{Stream: x, ID: "4-1", Values: []string{"late", "1"}}).Result()
+	check("xadd wakes", "", err)
+	check("xreadgroup block", <-woken, nil)
+	n, err = rdb.XTrimMaxLen(ctx, x, 2).Result()
+	check("xtrim", n, err)
+	n, err = rdb.XDel(ctx, x, "4-1", "8-8").Result()
+	check("xdel", n, err)
+	n, err = rdb.XGroupDestroy(ctx, x, "g").Result()
+	check("xgroup destroy", n, err)
+}
+
+// HyperLogLog, geo and the sorted-set algebra.
+func moreTypes(ctx context.Context, rdb *redis.Client, k func(string) string) {
+	for i := 0; i < 3; i++ {
+		vals := make([]any, 0, 200)
+		for j := 0; j < 200; j++ {
+			vals = append(vals, fmt.Sprintf("e%d", i*100+j))
+		}
+		n, err := rdb.PFAdd(ctx, k(fmt.Sprintf("hll%d", i%2+1)), vals...).Result()
+		check("pfadd", n, err)
+	}
+	c, err := rdb.PFCount(ctx, k("hll1"), k("hll2")).Result()
+	check("pfcount union", c, err)
+	check("pfmerge", "", rdb.PFMerge(ctx, k("hll"), k("hll1"), k("hll2")).Err())
+	c, err = rdb.PFCount(ctx, k("hll")).Result()
+	check("pfcount", c, err)
+	raw, err := rdb.Get(ctx, k("hll")).Result()
+	check("hll bytes", fmt.Sprintf("%x", raw), err)
+
+	n, err := rdb.GeoAdd(ctx, k("geo"),
+		&redis.GeoLocation{Name: "Palermo", Longitude: 13.361389, Latitude: 38.115556},
+		&redis.GeoLocation{Name: "Catania", Longitude: 15.087269, Latitude: 37.502669}).Result()
+	check("geoadd", n, err)
+	pos, err := rdb.GeoPos(ctx, k("geo"), "Palermo", "nowhere").Result()
+	check("geopos", fmt.Sprint(*pos[0], pos[1]), err)
+	d, err := rdb.GeoDist(ctx, k("geo"), "Palermo", "Catania", "km").Result()
+	check("geodist", d, err)
+	h, err := rdb.GeoHash(ctx, k("geo"), "Palermo", "Catania").Result()
+	check("geohash", h, err)
+
+	rdb.ZAdd(ctx, k("za"), redis.Z{Score: 1, Member: "a"}, redis.Z{Score: 2, Member: "b"})
+	rdb.ZAdd(ctx, k("zb"), redis.Z{Score: 10, Member: "b"}, redis.Z{Score: 20, Member: "c"})
+	n, err = rdb.ZUnionStore(ctx, k("zu"), &redis.ZStore{Keys: []string{k("za"), k("zb")}, Weights: []float64{2, 1}}).Result()
+	check("zunionstore", n, err)
+	zs, err := rdb.ZRangeWithScores(ctx, k("zu"), 0, -1).Result()
+	check("zunion result", zs, err)
+	zs, err = rdb.ZInterWithScores(ctx, &redis.ZStore{Keys: []string{k("za"), k("zb")}, Aggregate: "MAX"}).Result()
+	check("zinter", zs, err)
+	diff, err := rdb.ZDiff(ctx, k("za"), k("zb")).Result()
+	check("zdiff", diff, err)
+	n, err = rdb.ZInterCard(ctx, 0, k("za"), k("zb")).Result()
+	check("zintercard", n, err)
 }

@@ -609,6 +609,12 @@ def test_go_redis(servers, tmp_path):
         assert d == r
     assert len(door) == len(ref)
     assert "watch increments: 40 of 40, errors []" in door
+    # Scripts, streams with a group (a blocked reader woken by an XADD), HLL, geo and the
+    # sorted-set algebra ran, not only answered errors alike.
+    for line in ["script run: [5 string WRONGTYPE", "script exists: [true]", "xpending: 2 1-1 2-1 map[c1:2]",
+                 "xreadgroup block: [{" + P + "go:x [{3-1", "pfcount: 403", "geodist: 166.2742",
+                 "zunion result: [{2 a} {14 b} {20 c}]"]:
+        assert any(d.startswith(line) for d in door), line
 
 
 # --- redis-benchmark --------------------------------------------------------------------
