@@ -251,3 +251,61 @@ def test_groups_read_their_members_writes(replicas_door, topology):
     for t in threads:
         t.join(600)
     assert errors == [], errors[:10]
+
+
+# --- WAIT ---------------------------------------------------------------------------------
+
+def test_wait_counts_the_replicas_that_applied_the_clients_write(primary_door, topology, redis_reference):
+    """`WAIT numreplicas timeout` counts the replicas in service that have applied the
+    client's last write (its GTID): both once they have it; one while the other stopped
+    applying, after the timeout; the stopped one again as soon as it catches up, for a
+    `WAIT` with no timeout that was waiting meanwhile. A client that leaves while it waits
+    harms no one. Inside MULTI it answers at once, from scripts it is refused; argument
+    errors are redis-server's."""
+    c = _client(primary_door)
+    ref = _client(redis_reference)
+    # Argument errors, as redis-server words them (and in its order: numreplicas first).
+    for args in [("x", "0"), ("0", "x"), ("0", "-1"), ("x", "-1"), ("0", "1.5"), ("1",)]:
+        assert c.call("WAIT", *args) == ref.call("WAIT", *args), args
+    script = "return redis.call('WAIT', 0, 0)"
+    assert c.call("EVAL", script, "0") == ref.call("EVAL", script, "0")
+    # Nothing written yet: every replica in service counts (Redis counts every replica).
+    assert c.call("WAIT", "0", "0") == 2
+    assert c.call("SET", "wait:k", "1") == "OK"
+    assert c.call("WAIT", "2", "0") == 2
+    stopped = topology.replica_ports[1]
+    with topology.root(stopped) as r:
+        r.cursor().execute("STOP SLAVE")
+        try:
+            assert c.call("SET", "wait:k", "2") == "OK"
+            # One replica has it; the other never will while stopped.
+            assert c.call("WAIT", "2", "300") == 1
+            assert c.call("WAIT", "1", "0") == 1
+            # Inside MULTI: no waiting (Redis does not block there), what is known now.
+            c.send(cmd("MULTI") + cmd("WAIT", "2", "0") + cmd("EXEC"))
+            assert read_reply(c.f) == "OK" and read_reply(c.f) == "QUEUED"
+            known = read_reply(c.f)[0]
+            assert isinstance(known, int) and known < 2
+            # A client that leaves while it waits: the door goes on serving the others.
+            gone = _client(primary_door)
+            assert gone.call("SET", "wait:gone", "1") == "OK"
+            gone.send(cmd("WAIT", "2", "0"))
+            time.sleep(0.2)
+            gone.close()
+            # WAITs with no timeout, answered once the stopped replica catches up: more of
+            # them than a worker asks replicas for at once (the rest follow the monitor).
+            waiters = [_client(primary_door) for _ in range(40)]
+            for i, w in enumerate(waiters):
+                assert w.call("SET", f"wait:w{i}", "3") == "OK"
+                w.send(cmd("WAIT", "2", "0"))
+            assert c.call("GET", "wait:w39") == b"3"
+            time.sleep(0.3)
+        finally:
+            r.cursor().execute("START SLAVE")
+    for w in waiters:
+        assert read_reply(w.f) == 2
+        w.close()
+    assert c.call("WAIT", "2", "0") == 2
+    c.close()
+    ref.close()
+

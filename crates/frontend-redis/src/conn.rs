@@ -23,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
 impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> Stream for S {}
 
-use crate::cmd::{Args, Command, Spec};
+use crate::cmd::{Args, Command, Parsed, Reject, Spec};
 use crate::server::{ClientInfo, RedisFrontend};
 use crate::session::{self, Session};
 
@@ -139,6 +139,15 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                             std::mem::swap(&mut req, &mut b.req);
                             (b.at, b.spec, b.slot) = (start, spec, entry.slot);
                             batched += 1;
+                        } else if waits(session, &parsed) {
+                            run_batch(session, &batch[..batched], &input, &mut out).await;
+                            batched = 0;
+                            let Some(side) =
+                                until_answered(session, &mut stream, parsed, &mut out).await
+                            else {
+                                return;
+                            };
+                            input.extend_from_slice(&side);
                         } else {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
@@ -321,24 +330,11 @@ async fn block<S: Stream>(
     // An attempt is never cut short; between attempts the client leaving (what it sends
     // meanwhile is kept), a kill or a drain end the wait.
     while !blocked.attempt(session, spec, args, out).await {
-        let gone = async {
-            loop {
-                if side.len() >= limit {
-                    // Held back by its own socket until the command answers.
-                    std::future::pending::<()>().await;
-                }
-                side.reserve(READ_CHUNK);
-                match stream.read_buf(&mut side).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {}
-                }
-            }
-        };
         let woken = tokio::select! {
             biased;
             () = fe.ctx.drain().notified() => None,
             () = session.info.handle.killed() => None,
-            () = gone => None,
+            () = client_gone(stream, &mut side, limit) => None,
             w = blocked.wait(session.proto, out) => Some(w),
         };
         match woken {
@@ -351,6 +347,57 @@ async fn block<S: Stream>(
         return None;
     }
     Some(side)
+}
+
+/// Ends when the client leaves; what it sends meanwhile goes to `side` (up to `limit`,
+/// then it is held back by its own socket).
+async fn client_gone<S: Stream>(stream: &mut S, side: &mut Vec<u8>, limit: usize) {
+    loop {
+        if side.len() >= limit {
+            std::future::pending::<()>().await;
+        }
+        side.reserve(READ_CHUNK);
+        match stream.read_buf(side).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// The request waits on something other than a key (`WAIT`, outside `MULTI`): it runs
+/// through [`until_answered`].
+fn waits(session: &Session<'_>, parsed: &Result<Parsed<'_>, Reject<'_>>) -> bool {
+    session.authenticated
+        && session.multi.is_none()
+        && matches!(
+            parsed,
+            Ok(Parsed {
+                cmd: Command::Wait(_),
+                ..
+            })
+        )
+}
+
+/// Runs a request that may wait long ([`waits`]) until it answers, reading (and keeping)
+/// what the client sends meanwhile; `None` when the client left, was killed or the worker
+/// drains (the wait is dropped: it changed nothing).
+async fn until_answered<S: Stream>(
+    session: &mut Session<'_>,
+    stream: &mut S,
+    parsed: Result<Parsed<'_>, Reject<'_>>,
+    out: &mut Vec<u8>,
+) -> Option<Vec<u8>> {
+    let (fe, info) = (session.fe, session.info);
+    let limit = fe.shared.limits.client_query_buffer_limit;
+    let mut side = Vec::new();
+    let answered = tokio::select! {
+        biased;
+        () = fe.ctx.drain().notified() => false,
+        () = info.handle.killed() => false,
+        () = client_gone(stream, &mut side, limit) => false,
+        () = session::handle(session, parsed, out) => true,
+    };
+    answered.then_some(side)
 }
 
 /// Reads what `stream` holds now, without waiting: `None` when nothing is there yet.

@@ -118,6 +118,8 @@ pub enum Command<'a> {
     /// `INFO [section...]`: the whole request.
     Info(Args<'a>),
     Time,
+    /// `WAIT numreplicas timeout` (`crate::session::wait`).
+    Wait(Args<'a>),
     /// A command on the keys (`GET`, `HSET`...): run in a batch, in SQL ([`crate::exec`]).
     Data(&'static Spec, Args<'a>),
     /// `MULTI`, `EXEC`, `DISCARD`, `WATCH key...`, `UNWATCH` ([`crate::multi`]).
@@ -244,6 +246,7 @@ impl<'a> Command<'a> {
             Kind::Diagnostics => Self::Diagnostics(entry.name, args),
             Kind::Info => Self::Info(args),
             Kind::Time => Self::Time,
+            Kind::Wait => Self::Wait(args),
             Kind::Multi => Self::Multi,
             Kind::Exec => Self::Exec,
             Kind::Discard => Self::Discard,

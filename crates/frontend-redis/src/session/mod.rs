@@ -15,6 +15,7 @@ pub mod info;
 pub mod pubsub;
 pub mod server;
 pub mod settings;
+pub mod wait;
 
 use manifold_engine::clock;
 use manifold_redis_proto::{Protocol, Reply};
@@ -121,6 +122,7 @@ pub fn apply(
         | Command::Info(_)
         | Command::Time => server::apply(session, cmd, out),
         Command::Diagnostics(name, args) => diagnostics::apply(session, name, args, out),
+        Command::Wait(args) => wait::apply_now(session, args, out),
         Command::ConfigSet(_) | Command::ConfigResetStat | Command::ConfigRewrite => {
             settings::apply(session, cmd, out);
         }
@@ -165,6 +167,12 @@ pub async fn handle(
             ..
         }) if info::runs_async(session, info) => {
             info::reply_async(session, info, out).await;
+        }
+        Ok(Parsed {
+            cmd: Command::Wait(args),
+            ..
+        }) if session.authenticated && session.multi.is_none() => {
+            wait::apply(session, args, out).await;
         }
         Ok(Parsed { cmd: ref login, .. })
             if connection::is_login(login) && session.multi.is_none() =>

@@ -116,6 +116,9 @@ pub struct Store {
     pub(crate) backends: Rc<dyn Backends>,
     /// SQL text (with `{s}`) → its id and its text for the server.
     statements: RefCell<HashMap<Box<str>, Prepared>>,
+    /// `WAIT`s of this worker asking replicas now, on a connection each
+    /// ([`replicas::replicas_with_write`]).
+    pub(crate) wait_asks: std::cell::Cell<usize>,
 }
 
 impl std::fmt::Debug for Store {
@@ -132,6 +135,7 @@ impl Store {
             shared,
             backends,
             statements: RefCell::new(HashMap::new()),
+            wait_asks: std::cell::Cell::new(0),
         }
     }
 

@@ -171,6 +171,171 @@ pub(crate) async fn acquire(
     None
 }
 
+/// What `WAIT` counts: the replicas in service that have applied the last write of
+/// `causal` (all of them when it wrote nothing yet, as Redis counts its replicas' acks).
+/// With `wait`, those not known to have it are asked at once, concurrently, each on a
+/// connection of its own (`MASTER_GTID_WAIT`, `WAIT_FOR_EXECUTED_GTID_SET` on MySQL),
+/// until `want` have it or `deadline` passes (`None`: no deadline); without, only what the
+/// monitor already knows counts. A write whose GTID cannot be read counts on no replica.
+/// Cancel-safe: a wait dropped on its way drops its connection.
+pub(crate) async fn replicas_with_write(
+    store: &Store,
+    key: &ConnKey,
+    causal: &Causal,
+    want: i64,
+    deadline: Option<std::time::Instant>,
+    wait: bool,
+) -> i64 {
+    let (mut have, asks) = known(store, causal, wait);
+    if have >= want || asks.is_empty() {
+        return have;
+    }
+    if store.wait_asks.get() + asks.len() > MAX_WAIT_ASKS {
+        // Enough replica connections wait already: this one follows the monitor's view
+        // (checked every `routing.monitor.interval`) and holds none.
+        loop {
+            tokio::time::sleep(MONITOR_POLL).await;
+            let have = known(store, causal, false).0;
+            if have >= want || deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                return have;
+            }
+        }
+    }
+    let _asking = Asking::new(&store.wait_asks, asks.len());
+    let mut waits: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Option<NodeId>> + '_>>> =
+        asks.into_iter()
+            .map(|(node, g)| {
+                Box::pin(async move {
+                    replica_reached(store, key, node, g, deadline)
+                        .await
+                        .then_some(node)
+                })
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = Option<NodeId>> + '_>>
+            })
+            .collect();
+    std::future::poll_fn(|cx| {
+        waits.retain_mut(|w| match w.as_mut().poll(cx) {
+            std::task::Poll::Ready(reached) => {
+                if let Some(node) = reached {
+                    causal.borrow_mut().seen(node);
+                    have += 1;
+                }
+                false
+            }
+            std::task::Poll::Pending => true,
+        });
+        if have >= want || waits.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    have
+}
+
+/// Most replica connections the `WAIT`s of one worker hold at once: past it a `WAIT` polls
+/// the monitor's view instead, so waiting clients cannot take the replicas' pools from
+/// reads.
+const MAX_WAIT_ASKS: usize = 16;
+
+/// How often a `WAIT` past [`MAX_WAIT_ASKS`] looks at the monitor's view.
+const MONITOR_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Counts a `WAIT`'s asks in [`Store::wait_asks`] while it lives (dropped when the wait
+/// ends or is abandoned).
+struct Asking<'a> {
+    count: &'a std::cell::Cell<usize>,
+    n: usize,
+}
+
+impl<'a> Asking<'a> {
+    fn new(count: &'a std::cell::Cell<usize>, n: usize) -> Self {
+        count.set(count.get() + n);
+        Asking { count, n }
+    }
+}
+
+impl Drop for Asking<'_> {
+    fn drop(&mut self) {
+        self.count.set(self.count.get() - self.n);
+    }
+}
+
+/// The replicas in service known to have the last write of `causal`, and (with `ask`)
+/// those to ask, with the write.
+fn known(store: &Store, causal: &Causal, ask: bool) -> (i64, Vec<(NodeId, Gtid)>) {
+    let topology = store.backends.topology();
+    let primary = topology.primary();
+    let mut have = 0i64;
+    let mut asks = Vec::new();
+    for node in (0..topology.nodes.len()).filter(|&n| n != primary) {
+        if !topology.nodes[node].in_service() {
+            continue;
+        }
+        match causal
+            .borrow()
+            .needs(CLUSTER, node, |g| topology.has_applied(node, g))
+        {
+            Needs::Nothing => have += 1,
+            Needs::Write(g) if ask => asks.push((node, g)),
+            Needs::Write(_) | Needs::Primary => {}
+        }
+    }
+    (have, asks)
+}
+
+/// `WAIT` inside `MULTI`: the replicas in service known now to have the last write of
+/// `causal`.
+pub(crate) fn replicas_known_with_write(store: &Store, causal: &Causal) -> i64 {
+    known(store, causal, false).0
+}
+
+/// Whether replica `node` applies `g` by `deadline` (`None`: whenever it does).
+async fn replica_reached(
+    store: &Store,
+    key: &ConnKey,
+    node: NodeId,
+    g: Gtid,
+    deadline: Option<std::time::Instant>,
+) -> bool {
+    let Ok(mut lease) = store.backends.pool(node).acquire(key, None, 0).await else {
+        return false;
+    };
+    // A year stands for no deadline (MariaDB has no "forever" but a missing argument).
+    let secs = deadline.map_or(365.0 * 86_400.0, |d| {
+        d.saturating_duration_since(std::time::Instant::now())
+            .as_secs_f64()
+            .max(0.001)
+    });
+    let sql = match lease.conn().flavor() {
+        ServerFlavor::MariaDb => "SELECT MASTER_GTID_WAIT(?, ?)",
+        ServerFlavor::MySql => "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, ?)",
+    };
+    let (id, text) = store.statement(sql);
+    let pos = g.to_string();
+    let params = [Param::Bytes(pos.as_bytes()), Param::Double(secs)];
+    let keep = store.shared.keep_statements;
+    match lease.conn().execute(id, &text, &params, keep).await {
+        Ok(Ok(done)) => {
+            lease.mark_clean();
+            done.rows
+                .first()
+                .and_then(|r| r.first())
+                .and_then(super::int)
+                == Some(0)
+        }
+        Ok(Err(_)) => {
+            lease.mark_clean();
+            false
+        }
+        Err(_) => {
+            lease.discard();
+            false
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -174,6 +174,7 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("sunion", -2, false, false, false, (1, -1, 1)),
     ("sunionstore", -3, true, false, false, (1, -1, 1)),
     ("time", 1, false, false, false, (0, 0, 0)),
+    ("wait", 3, false, false, false, (0, 0, 0)),
     ("touch", -2, false, false, false, (1, -1, 1)),
     ("ttl", 2, false, false, false, (1, 1, 1)),
     ("type", 2, false, false, false, (1, 1, 1)),
@@ -328,8 +329,8 @@ fn flags_and_groups() {
 
 #[test]
 fn command_count_is_the_commands_without_subcommands() {
-    // 25 connection, server, Pub/Sub and transaction commands (SLOWLOG and LATENCY
+    // 26 connection, server, Pub/Sub and transaction commands (SLOWLOG, LATENCY and WAIT
     // included), 5 scripting ones (`EVAL`, `EVALSHA`, their `_RO`s, `SCRIPT`), and the data
     // commands.
-    assert_eq!(table().count(), 25 + 5 + super::data::families().count());
+    assert_eq!(table().count(), 26 + 5 + super::data::families().count());
 }
