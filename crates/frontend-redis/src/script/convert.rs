@@ -100,122 +100,178 @@ pub fn error_reply(out: &mut Vec<u8>, text: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Most values one script reply may hold, counting each time a shared table is written
+/// again (`t = {t, t}` doubles it each level): past it the reply is an error, not a walk
+/// of exponential length (some 4 s of a script thread at the most).
+pub const MAX_REPLY_VALUES: u64 = 4 << 20;
+
 /// Writes the Lua value `v` as the script's reply; `script_proto`: the protocol the script
-/// chose (`redis.setresp`), which decides how a boolean is answered.
+/// chose (`redis.setresp`), which decides how a boolean is answered. Holds no Lua
+/// reference per element (mlua has room for some 8,000): each is read, written and let go.
+/// Stops early once `reply` passes its limit (the client is closed for it) and fails past
+/// `max_values` values.
 pub fn lua_to_reply(
+    lua: &Lua,
     v: &Value,
     reply: &mut Reply<'_>,
     script_proto: Protocol,
-    depth: usize,
+    max_values: u64,
 ) -> Result<(), &'static str> {
-    if depth > MAX_DEPTH {
-        return Err("reached lua stack limit");
-    }
-    match v {
-        Value::String(s) => {
-            reply.bulk(&s.as_bytes());
-        }
-        Value::Number(n) => {
-            reply.integer(*n as i64);
-        }
-        Value::Integer(n) => {
-            reply.integer(*n);
-        }
-        Value::Boolean(b) => {
-            if script_proto == Protocol::Resp2 {
-                if *b {
-                    reply.integer(1);
-                } else {
-                    reply.null();
-                }
-            } else {
-                reply.boolean(*b);
-            }
-        }
-        Value::Table(t) => table_to_reply(t, reply, script_proto, depth)?,
-        _ => {
-            reply.null();
-        }
-    }
-    Ok(())
+    let name = |n: &str| {
+        lua.create_string(n)
+            .map_err(|_| "manifold: out of Lua memory")
+    };
+    let mut w = Writer {
+        script_proto,
+        budget: max_values,
+        err: name("err")?,
+        ok: name("ok")?,
+        double: name("double")?,
+        big_number: name("big_number")?,
+        map: name("map")?,
+        set: name("set")?,
+        verbatim_string: name("verbatim_string")?,
+        format: name("format")?,
+        string: name("string")?,
+    };
+    w.value(v, reply, 0)
 }
 
-fn table_to_reply(
-    t: &Table,
-    reply: &mut Reply<'_>,
+/// One reply's conversion: its protocol, what is left of its budget, and the field names
+/// a table is looked up by, made Lua strings once.
+struct Writer {
     script_proto: Protocol,
-    depth: usize,
-) -> Result<(), &'static str> {
-    if let Ok(Value::String(err)) = t.raw_get::<Value>("err") {
-        // `-` and the text as it is (`Reply::error` adds no `ERR` to a text with its `-`).
-        let mut text = Vec::with_capacity(err.as_bytes().len() + 1);
-        text.push(b'-');
-        text.extend(
-            err.as_bytes()
-                .iter()
-                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-        );
-        reply.error(&text);
-        return Ok(());
-    }
-    if let Ok(Value::String(ok)) = t.raw_get::<Value>("ok") {
-        let s: Vec<u8> = ok
-            .as_bytes()
-            .iter()
-            .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
-            .collect();
-        reply.simple(&s);
-        return Ok(());
-    }
-    if let Ok(Value::Number(d)) = t.raw_get::<Value>("double") {
-        reply.double(d);
-        return Ok(());
-    }
-    if let Ok(Value::String(n)) = t.raw_get::<Value>("big_number") {
-        reply.big_number(&n.as_bytes());
-        return Ok(());
-    }
-    if let Ok(Value::Table(map)) = t.raw_get::<Value>("map") {
-        let pairs: Vec<(Value, Value)> =
-            map.pairs::<Value, Value>().filter_map(Result::ok).collect();
-        reply.map_len(pairs.len());
-        for (k, v) in &pairs {
-            lua_to_reply(k, reply, script_proto, depth + 1)?;
-            lua_to_reply(v, reply, script_proto, depth + 1)?;
+    budget: u64,
+    err: mlua::String,
+    ok: mlua::String,
+    double: mlua::String,
+    big_number: mlua::String,
+    map: mlua::String,
+    set: mlua::String,
+    verbatim_string: mlua::String,
+    format: mlua::String,
+    string: mlua::String,
+}
+
+impl Writer {
+    fn value(
+        &mut self,
+        v: &Value,
+        reply: &mut Reply<'_>,
+        depth: usize,
+    ) -> Result<(), &'static str> {
+        if depth > MAX_DEPTH {
+            return Err("reached lua stack limit");
         }
-        return Ok(());
-    }
-    if let Ok(Value::Table(set)) = t.raw_get::<Value>("set") {
-        let members: Vec<Value> = set
-            .pairs::<Value, Value>()
-            .filter_map(Result::ok)
-            .map(|(k, _)| k)
-            .collect();
-        reply.set_len(members.len());
-        for k in &members {
-            lua_to_reply(k, reply, script_proto, depth + 1)?;
+        if self.budget == 0 {
+            return Err("manifold: the script's reply holds too many values");
         }
-        return Ok(());
-    }
-    if let Ok(Value::Table(v)) = t.raw_get::<Value>("verbatim_string") {
-        if let (Ok(Value::String(format)), Ok(Value::String(s))) =
-            (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
-        {
-            reply.verbatim(&format.as_bytes(), &s.as_bytes());
+        self.budget -= 1;
+        if reply.over_limit() {
             return Ok(());
         }
-    }
-    // An array, up to its first nil.
-    let mut items = Vec::new();
-    loop {
-        match t.raw_get::<Value>(items.len() + 1) {
-            Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(v),
+        match v {
+            Value::String(s) => {
+                reply.bulk(&s.as_bytes());
+            }
+            Value::Number(n) => {
+                reply.integer(*n as i64);
+            }
+            Value::Integer(n) => {
+                reply.integer(*n);
+            }
+            Value::Boolean(b) => {
+                if self.script_proto == Protocol::Resp2 {
+                    if *b {
+                        reply.integer(1);
+                    } else {
+                        reply.null();
+                    }
+                } else {
+                    reply.boolean(*b);
+                }
+            }
+            Value::Table(t) => self.table(t, reply, depth)?,
+            _ => {
+                reply.null();
+            }
         }
+        Ok(())
     }
-    reply.array_len(items.len());
-    for item in &items {
-        lua_to_reply(item, reply, script_proto, depth + 1)?;
+
+    fn table(
+        &mut self,
+        t: &Table,
+        reply: &mut Reply<'_>,
+        depth: usize,
+    ) -> Result<(), &'static str> {
+        if let Ok(Value::String(err)) = t.raw_get::<Value>(&self.err) {
+            // `-` and the text as it is (`Reply::error` adds no `ERR` to a text with its `-`).
+            let mut text = Vec::with_capacity(err.as_bytes().len() + 1);
+            text.push(b'-');
+            text.extend(
+                err.as_bytes()
+                    .iter()
+                    .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+            );
+            reply.error(&text);
+            return Ok(());
+        }
+        if let Ok(Value::String(ok)) = t.raw_get::<Value>(&self.ok) {
+            let s: Vec<u8> = ok
+                .as_bytes()
+                .iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b })
+                .collect();
+            reply.simple(&s);
+            return Ok(());
+        }
+        if let Ok(Value::Number(d)) = t.raw_get::<Value>(&self.double) {
+            reply.double(d);
+            return Ok(());
+        }
+        if let Ok(Value::String(n)) = t.raw_get::<Value>(&self.big_number) {
+            reply.big_number(&n.as_bytes());
+            return Ok(());
+        }
+        if let Ok(Value::Table(map)) = t.raw_get::<Value>(&self.map) {
+            // Counted first, then written pair by pair (in the same order: nothing changes
+            // the table between the two walks).
+            reply.map_len(map.pairs::<Value, Value>().count());
+            for pair in map.pairs::<Value, Value>() {
+                let (k, v) = pair.map_err(|_| "manifold: the script's map could not be read")?;
+                self.value(&k, reply, depth + 1)?;
+                self.value(&v, reply, depth + 1)?;
+            }
+            return Ok(());
+        }
+        if let Ok(Value::Table(set)) = t.raw_get::<Value>(&self.set) {
+            reply.set_len(set.pairs::<Value, Value>().count());
+            for pair in set.pairs::<Value, Value>() {
+                let (k, _) = pair.map_err(|_| "manifold: the script's set could not be read")?;
+                self.value(&k, reply, depth + 1)?;
+            }
+            return Ok(());
+        }
+        if let Ok(Value::Table(v)) = t.raw_get::<Value>(&self.verbatim_string) {
+            if let (Ok(Value::String(format)), Ok(Value::String(s))) = (
+                v.raw_get::<Value>(&self.format),
+                v.raw_get::<Value>(&self.string),
+            ) {
+                reply.verbatim(&format.as_bytes(), &s.as_bytes());
+                return Ok(());
+            }
+        }
+        // An array, up to its first nil: its length first, then each element read again.
+        let mut len = 0usize;
+        while !matches!(t.raw_get::<Value>(len + 1), Ok(Value::Nil) | Err(_)) {
+            len += 1;
+        }
+        reply.array_len(len);
+        for i in 1..=len {
+            let item = t.raw_get::<Value>(i).unwrap_or(Value::Nil);
+            self.value(&item, reply, depth + 1)?;
+        }
+        Ok(())
     }
-    Ok(())
 }

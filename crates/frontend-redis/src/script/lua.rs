@@ -21,7 +21,7 @@ use mlua::{
 };
 use sha1::{Digest, Sha1};
 
-use super::convert::{error_table, frame_to_lua, lua_to_reply};
+use super::convert::{error_table, frame_to_lua, lua_to_reply, MAX_REPLY_VALUES};
 use super::pool::{Answer, FromScript, Job, Outcome};
 
 /// Redis's text for a script stopped by `SCRIPT KILL`.
@@ -414,7 +414,13 @@ impl State {
                 let value = values.next().unwrap_or(Value::Nil);
                 let mut reply = Reply::limited(&mut out, proto, out_limit);
                 if ok {
-                    if let Err(text) = lua_to_reply(&value, &mut reply, script_proto, 0) {
+                    if let Err(text) = lua_to_reply(
+                        &self.lua,
+                        &value,
+                        &mut reply,
+                        script_proto,
+                        MAX_REPLY_VALUES,
+                    ) {
                         out.clear();
                         Reply::new(&mut out, proto).error(text.as_bytes());
                     }

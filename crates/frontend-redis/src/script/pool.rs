@@ -249,7 +249,22 @@ impl Scripts {
                         }
                         epoch = now;
                     }
-                    let finished = state.run(job);
+                    // A panic inside a run (a bug: none is known) costs that script its
+                    // reply (its client hears it stopped, its writes are rolled back) and
+                    // the state, never the thread nor the permit.
+                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        state.run(job)
+                    }));
+                    let Ok(finished) = run else {
+                        tracing::error!("redis: a script's run failed inside manifold; its Lua state is replaced");
+                        match super::lua::State::new(inner.memory_limit) {
+                            Ok(fresh) => state = fresh,
+                            Err(_) => return,
+                        }
+                        lock(&inner.idle).push(me.clone());
+                        drop(permit);
+                        continue;
+                    };
                     if state.tampered() {
                         // A script changed what scripts share: the next gets a new state.
                         if let Ok(fresh) = super::lua::State::new(inner.memory_limit) {

@@ -63,7 +63,14 @@ fn reply_of(expr: &str, proto: Protocol, script_proto: Protocol) -> Vec<u8> {
     let lua = mlua::Lua::new();
     let v: mlua::Value = lua.load(expr).eval().unwrap();
     let mut out = Vec::new();
-    lua_to_reply(&v, &mut Reply::new(&mut out, proto), script_proto, 0).unwrap();
+    lua_to_reply(
+        &lua,
+        &v,
+        &mut Reply::new(&mut out, proto),
+        script_proto,
+        u64::MAX,
+    )
+    .unwrap();
     out
 }
 
@@ -95,7 +102,23 @@ fn lua_to_redis() {
     let lua = mlua::Lua::new();
     let v: mlua::Value = lua.load("local t = {} t[1] = t return t").eval().unwrap();
     let mut out = Vec::new();
-    assert!(lua_to_reply(&v, &mut Reply::new(&mut out, r2), r2, 0).is_err());
+    assert!(lua_to_reply(&lua, &v, &mut Reply::new(&mut out, r2), r2, u64::MAX).is_err());
+    // A table shared at every level (2^40 leaves) stops at the values budget, at once.
+    let v: mlua::Value = lua
+        .load("local t = {} for i = 1, 40 do t = {t, t} end return t")
+        .eval()
+        .unwrap();
+    let mut out = Vec::new();
+    let err = lua_to_reply(&lua, &v, &mut Reply::new(&mut out, r2), r2, 1000).unwrap_err();
+    assert!(err.contains("too many values"), "{err}");
+    // A long array of strings and tables needs no Lua reference per element.
+    let v: mlua::Value = lua
+        .load("local t = {} for i = 1, 100000 do t[i] = {'s' .. i} end return t")
+        .eval()
+        .unwrap();
+    let mut out = Vec::new();
+    lua_to_reply(&lua, &v, &mut Reply::new(&mut out, r2), r2, u64::MAX).unwrap();
+    assert!(out.starts_with(b"*100000\r\n*1\r\n$2\r\ns1\r\n"));
 }
 
 #[test]
