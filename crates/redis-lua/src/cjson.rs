@@ -265,6 +265,7 @@ fn encode(lua: &Lua, args: &Args, cfg: Config, walker: &Walker) -> mlua::Result<
     if args.len() != 1 {
         return Ok(Ret::err(arg_error(1, "encode", "expected 1 argument")));
     }
+    walker.start();
     let mut out = Vec::new();
     let mut enc = Encoder {
         cfg,
@@ -290,6 +291,9 @@ fn exception(v: &Value, reason: &str) -> String {
 impl Encoder<'_> {
     /// `json_append_data`: `slots` counts the Lua stack slots the C encoder would hold.
     fn value(&mut self, v: &Value, depth: i32, slots: i64) -> mlua::Result<Result<(), String>> {
+        if self.out.len() > crate::MAX_ENCODED {
+            return Ok(Err(crate::TOO_LONG.to_string()));
+        }
         match v {
             Value::String(s) => self.string(&s.as_bytes()),
             Value::Integer(_) | Value::Number(_) => {

@@ -67,6 +67,7 @@ fn pack(lua: &Lua, args: &Args, walker: &Walker) -> mlua::Result<Ret> {
             "MessagePack pack needs input.",
         )));
     }
+    walker.start();
     let mut out = Vec::new();
     for i in 1..=args.len() {
         encode(&mut out, &args.get(i)?, 0, walker)?;
@@ -75,6 +76,9 @@ fn pack(lua: &Lua, args: &Args, walker: &Walker) -> mlua::Result<Ret> {
 }
 
 fn encode(out: &mut Vec<u8>, v: &Value, level: u32, walker: &Walker) -> mlua::Result<()> {
+    if out.len() > crate::MAX_ENCODED {
+        return Err(mlua::Error::RuntimeError(crate::TOO_LONG.to_string()));
+    }
     match v {
         Value::String(s) => encode_bytes(out, &s.as_bytes()),
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),

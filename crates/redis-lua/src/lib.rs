@@ -23,6 +23,15 @@ mod numfmt;
 mod shim;
 mod struct_;
 
+/// Longest text `cjson.encode` or `cmsgpack.pack` makes: the default script memory could
+/// not hold more, and a table shared at every level (`t = {t, t}`, again and again) would
+/// otherwise make the walk, and the Rust memory behind it, exponential, out of reach of the
+/// hook that stops scripts.
+pub const MAX_ENCODED: usize = 64 << 20;
+
+/// The error past [`MAX_ENCODED`]: Lua's own for memory it cannot have.
+pub(crate) const TOO_LONG: &str = "not enough memory";
+
 /// Loads the libraries Redis gives scripts beyond Lua's own (`cjson`, `struct`, `cmsgpack`,
 /// `bit`) into `lua`'s globals.
 pub fn install_libs(lua: &mlua::Lua) -> mlua::Result<()> {

@@ -111,7 +111,7 @@ impl Shim {
 
     /// A table walker: `lua_next` with exact numbers.
     pub fn walker(&self) -> Walker {
-        Walker(self.next_exact.clone())
+        Walker(self.next_exact.clone(), std::cell::Cell::new(MAX_ENTRIES))
     }
 
     /// A script-callable object running `body` on its arguments.
@@ -137,12 +137,28 @@ impl Shim {
 
 /// `lua_next` over a table, numbers exact.
 #[derive(Clone)]
-pub struct Walker(Function);
+pub struct Walker(Function, std::cell::Cell<u32>);
+
+/// Most table entries one `cjson.encode` or `cmsgpack.pack` visits (some 3 s of a script
+/// thread): a table shared at every level makes the walk exponential, out of reach of the
+/// hook that stops scripts.
+pub const MAX_ENTRIES: u32 = 2 << 20;
 
 impl Walker {
-    /// The entry after `key` (`Nil` to start), or `None` at the end.
+    /// A new walk (an encoder's call) may visit [`MAX_ENTRIES`] entries.
+    pub fn start(&self) {
+        self.1.set(MAX_ENTRIES);
+    }
+
+    /// The entry after `key` (`Nil` to start), or `None` at the end; past [`MAX_ENTRIES`]
+    /// in this walk, Lua's error for memory it cannot have.
     #[inline(never)]
     pub fn next(&self, t: &Table, key: &Value) -> mlua::Result<Option<(Value, Value)>> {
+        let left = self.1.get();
+        if left == 0 {
+            return Err(mlua::Error::RuntimeError(crate::TOO_LONG.to_string()));
+        }
+        self.1.set(left - 1);
         let (k, v, kn, vn): (Value, Value, Option<f64>, Option<f64>) = self.0.call((t, key))?;
         if matches!(k, Value::Nil) {
             return Ok(None);

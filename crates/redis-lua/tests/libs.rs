@@ -109,3 +109,27 @@ fn struct_matches_redis() {
 fn numbers_match_redis() {
     check_file(include_str!("cases/numbers.txt"));
 }
+
+/// A table shared at every level (eight times itself, forty levels deep) is walked by the
+/// encoders only up to their most entries (or longest text), then fails as Lua does without
+/// memory: neither Rust memory nor the walk's time grows without bound (the hook that stops
+/// scripts does not reach inside a library call).
+#[test]
+fn encoders_stop_at_their_longest_text() {
+    let lua = Lua::new_with(
+        StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+        LuaOptions::default(),
+    )
+    .unwrap();
+    install_libs(&lua).unwrap();
+    for (lib, wide) in [("cjson.encode", 40), ("cmsgpack.pack", 15)] {
+        // cmsgpack stops at 16 levels: a wider table makes it exponential all the same.
+        let script = format!(
+            "local t = {{}} for i = 1, {wide} do local n = {{}} for j = 1, 8 do n[j] = t end t = n end \
+             return {lib}(t)"
+        );
+        let got = run(&lua, script.as_bytes());
+        let got = String::from_utf8_lossy(&got);
+        assert!(got.contains("not enough memory"), "{lib}: {got}");
+    }
+}
