@@ -391,6 +391,24 @@ def test_big_replies_both_ways(redis_door, redis_reference):
     c.close()
 
 
+def test_math_random_is_redis_s(redis_door, redis_reference):
+    """math.random and math.randomseed are Redis's (its rand48): the same seed gives the same
+    numbers as redis-server, and the same argument errors."""
+    check(redis_door, redis_reference, [
+        ev("math.randomseed(-77) local t = {} for i = 1, 50 do t[i] = math.random(1000000) end "
+           "t[51] = tostring(math.random()) t[52] = math.random(-5, -1) t[53] = math.random(3, 3) return t"),
+        ev("math.randomseed(2^40) local t = {math.random(10), math.random('7'), math.random(2.7), "
+           "math.random(-2.7, 3), math.random(1e10)} return t"),
+        ev("math.randomseed(7.9) local x = math.random(0) return x"),
+        ev("math.randomseed(7) local x = math.random(5, 2) return x"),
+        ev("local x = math.random(1, 2, 3) return x"),
+        ev("local x = math.random('x') return x"),
+        ev("local x = math.random(nil) return x"),
+        ev("math.randomseed()"), ev("math.randomseed('x')"), ev("return math.randomseed(3)"),
+        ev("return type(math.random)"),
+    ], hellos=(None,))
+
+
 LOOPS = [
     "redis.call('SET', KEYS[1], 'w') while true do end",
     # A Lua pcall catches the kill's error: the script must end all the same.

@@ -91,6 +91,60 @@ const PRELUDE_NAME: &str = "=redis_prelude";
 
 const PRELUDE: &str = r#"
 local raw_call, redis, real, setfenv = ...
+-- Redis's math.random and math.randomseed: its rand48 (48-bit x = a * x + c, in 16-bit
+-- limbs so that every product is exact), one sequence per state from Redis's start value,
+-- the same numbers for the same seed; a number is drawn before the arguments are checked.
+do
+  local floor, tonumber, type, select, error = math.floor, tonumber, type, select, error
+  local x0, x1, x2 = 0x330E, 0xABCD, 0x1234
+  local function lrand48()
+    local p = 0xE66D * x0 + 0xB
+    local n0 = p % 65536
+    p = 0xE66D * x1 + 0xDEEC * x0 + (p - n0) / 65536
+    local n1 = p % 65536
+    p = 0xE66D * x2 + 0xDEEC * x1 + 0x5 * x0 + (p - n1) / 65536
+    x0, x1, x2 = n0, n1, p % 65536
+    return x2 * 32768 + floor(x1 / 2)
+  end
+  -- luaL_checkint: a number or a numeric string, truncated, then cast to a C int.
+  local function checkint(fname, n, nargs, v)
+    local d = (type(v) == 'number' or type(v) == 'string') and tonumber(v) or nil
+    if d == nil then
+      local got = n > nargs and 'no value' or type(v)
+      return nil, "bad argument #" .. n .. " to '" .. fname .. "' (number expected, got " .. got .. ")"
+    end
+    if not (d > -9.2233720368547758e18 and d < 9.2233720368547758e18) then
+      return 0
+    end
+    d = d >= 0 and floor(d) or -floor(-d)
+    d = d % 4294967296
+    if d >= 2147483648 then d = d - 4294967296 end
+    return d
+  end
+  math.random = function(...)
+    local nargs = select('#', ...)
+    local r = (lrand48() % 2147483647) / 2147483647
+    if nargs == 0 then return r end
+    if nargs > 2 then error("wrong number of arguments", 2) end
+    local a, b = ...
+    local l, e = checkint('random', 1, nargs, a)
+    if not l then error(e, 2) end
+    if nargs == 1 then
+      if l < 1 then error("bad argument #1 to 'random' (interval is empty)", 2) end
+      return floor(r * l) + 1
+    end
+    local u, e2 = checkint('random', 2, nargs, b)
+    if not u then error(e2, 2) end
+    if l > u then error("bad argument #2 to 'random' (interval is empty)", 2) end
+    return floor(r * (u - l + 1)) + l
+  end
+  math.randomseed = function(...)
+    local s, e = checkint('randomseed', 1, select('#', ...), (...))
+    if not s then error(e, 2) end
+    if s < 0 then s = s + 4294967296 end
+    x0, x1, x2 = 0x330E, s % 65536, floor(s / 65536)
+  end
+end
 redis.pcall = function(...)
   local r = raw_call(...)
   return r
