@@ -391,6 +391,23 @@ def test_big_replies_both_ways(redis_door, redis_reference):
     c.close()
 
 
+def test_pcall_gives_redis_s_error_values(redis_door, redis_reference):
+    """A script's pcall of redis.call (or of a library function) gets the error as the string
+    Redis gives, not the door's internal error object."""
+    s = P + "pcall-s"
+    check(redis_door, redis_reference, [
+        cmd("SET", s, "x"),
+        ev("return {pcall(redis.call, 'nosuchcmd')}"),
+        ev("local ok, e = pcall(redis.call, 'nosuchcmd') return type(e)"),
+        ev("local ok, e = pcall(redis.call, 'GET') return e"),
+        ev("local ok, e = pcall(redis.call, 'INCR', KEYS[1]) return {type(e), tostring(e), e}", [s]),
+        ev("local ok, e = pcall(function() return redis.call('INCR', KEYS[1]) end) return {type(e), e}", [s]),
+        ev("local ok, e = pcall(cjson.decode, '{') return {type(e), tostring(e)}"),
+        ev("local ok, e = pcall(error, 'plain') return {ok, e}"),
+        ev("return pcall(function() return 1, 2 end)"),
+    ], hellos=(None,))
+
+
 def test_math_random_is_redis_s(redis_door, redis_reference):
     """math.random and math.randomseed are Redis's (its rand48): the same seed gives the same
     numbers as redis-server, and the same argument errors."""

@@ -86,11 +86,34 @@ fn error_text(e: &mlua::Error) -> String {
     }
 }
 
+/// An error value as a script's `pcall` sees it: mlua's error object (a Rust function's
+/// error) as its text, `redis.call`'s without its mark; any other value as it is.
+fn error_value(lua: &Lua, v: Value) -> mlua::Result<Value> {
+    match v {
+        Value::Error(e) => {
+            let text = error_text(&e);
+            let text = text.strip_prefix(RAISED).unwrap_or(&text);
+            Ok(Value::String(lua.create_string(text)?))
+        }
+        other => Ok(other),
+    }
+}
+
 /// The prelude's chunk name, as the hook sees it.
 const PRELUDE_NAME: &str = "=redis_prelude";
 
 const PRELUDE: &str = r#"
-local raw_call, redis, real, setfenv = ...
+local raw_call, redis, real, setfenv, error_value = ...
+-- pcall gives a script the error of a Rust function (`redis.call`'s) as the value Redis
+-- gives, not mlua's error object.
+do
+  local pcall, error_value = pcall, error_value
+  local function plain(ok, ...)
+    if ok then return ok, ... end
+    return false, error_value((...))
+  end
+  real.pcall = function(...) return plain(pcall(...)) end
+end
 -- Redis's math.random and math.randomseed: its rand48 (48-bit x = a * x + c, in 16-bit
 -- limbs so that every product is exact), one sequence per state from Redis's start value,
 -- the same numbers for the same seed; a number is drawn before the arguments are checked.
@@ -301,10 +324,14 @@ impl State {
                 (v, _) => Ok(v),
             })?,
         )?;
-        let (env, runner, changed): (Table, Function, Function) = lua
-            .load(PRELUDE)
-            .set_name(PRELUDE_NAME)
-            .call((pcall, redis, g.clone(), setfenv))?;
+        let (env, runner, changed): (Table, Function, Function) =
+            lua.load(PRELUDE).set_name(PRELUDE_NAME).call((
+                pcall,
+                redis,
+                g.clone(),
+                setfenv,
+                lua.create_function(error_value)?,
+            ))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(CHECK_EVERY),
