@@ -230,6 +230,20 @@ def differential(door, reference, requests, pipeline=True, normalize=None):
         assert g == w, f"request {i} {req!r}: manifold {g!r}, redis-server {w!r}"
 
 
+def byte_for_byte(door, reference, body, hellos=(None, cmd("HELLO", "3"))):
+    """The same requests (after `AUTH` and each of `hellos`: RESP2, then RESP3) to the door
+    and to redis-server, pipelined and one at a time: their replies' bytes must be equal,
+    the `HELLO`'s aside."""
+    for hello in hellos:
+        requests = [AUTH] + ([hello] if hello else []) + body
+        for pipeline in (True, False):
+            got = replies(door, requests, pipeline, read=raw_reply)
+            want = replies(reference, requests, pipeline, read=raw_reply)
+            for i, (req, g, w) in enumerate(zip(requests, got, want)):
+                if req != hello:
+                    assert g == w, f"request {i} {req!r}: manifold {g!r}, redis-server {w!r}"
+
+
 # --- normalizers for the documented differences, shared by the test files -----------------
 
 def args_of(req):

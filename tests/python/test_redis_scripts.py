@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from redisdiff import AUTH, Conn, cmd, raw_reply, redis_py, replies
+from redisdiff import Conn, byte_for_byte, cmd, redis_py
 
 
 P = "scripts:"
@@ -26,16 +26,7 @@ SCRIPT_FLUSH = cmd("SCRIPT", "FLUSH")
 
 
 def check(door, reference, body, hellos=(None, cmd("HELLO", "3"))):
-    for hello in hellos:
-        requests = [AUTH] + ([hello] if hello else []) + body
-        for pipeline in (True, False):
-            got = replies(door, requests, pipeline, read=raw_reply)
-            want = replies(reference, requests, pipeline, read=raw_reply)
-            for i, (req, g, w) in enumerate(zip(requests, got, want)):
-                if req == hello:
-                    continue
-                assert g == w, f"request {i} {req!r}: manifold {g!r}, redis-server {w!r}"
-
+    byte_for_byte(door, reference, body, hellos)
 
 def ev(script, keys=(), args=()):
     return cmd("EVAL", script, len(keys), *keys, *args)
