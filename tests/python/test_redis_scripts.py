@@ -459,3 +459,42 @@ def test_script_kill(redis_door, loop):
 def args_auth():
     from conftest import USER, PASSWORD  # noqa: PLC0415
     return USER, PASSWORD
+
+
+def test_a_script_s_messages_go_out_when_it_commits(redis_door, redis_reference):
+    """PUBLISH inside a script answers the subscribers it reaches, as redis-server; the
+    messages go out once the script's writes commit: a killed script (rolled back) sends
+    none, one that failed after its writes (kept, as in Redis) sends them."""
+    from redisdiff import read_reply  # noqa: PLC0415
+    ch = P + "chan"
+    check(redis_door, redis_reference, [
+        ev("return redis.call('PUBLISH', KEYS[1], 'nobody')", [P + "nobody-listens"]),
+    ], hellos=(None,))
+    sub = Conn(redis_door)
+    sub.call("AUTH", *args_auth())
+    sub.send(cmd("SUBSCRIBE", ch))
+    assert read_reply(sub.f) == [b"subscribe", ch.encode(), 1]
+    busy = Conn(redis_door)
+    busy.call("AUTH", *args_auth())
+    other = Conn(redis_door)
+    other.call("AUTH", *args_auth())
+    # Killed after publishing: the message never goes out.
+    busy.send(ev("redis.call('SET', KEYS[1], 'w') redis.call('PUBLISH', KEYS[2], 'killed') while true do end",
+                 [P + "pub-w", ch]))
+    for _ in range(1000):
+        if other.call("SCRIPT", "KILL") == "OK":
+            break
+        time.sleep(0.01)
+    else:
+        raise AssertionError("the script never ran")
+    assert read_reply(busy.f).startswith("ERR Script killed by user")
+    # A runtime error after the write and the publish: both kept, as in Redis.
+    r = busy.call("EVAL", "redis.call('SET', KEYS[1], 'kept') redis.call('PUBLISH', KEYS[2], 'after-error') "
+                          "error('boom')", "2", P + "pub-w", ch)
+    assert "boom" in str(r), r
+    assert busy.call("EVAL", "return redis.call('PUBLISH', KEYS[1], 'committed')", "1", ch) == 1
+    assert read_reply(sub.f) == [b"message", ch.encode(), b"after-error"]
+    assert read_reply(sub.f) == [b"message", ch.encode(), b"committed"]
+    assert other.call("GET", P + "pub-w") == b"kept"
+    for c in (sub, busy, other):
+        c.close()

@@ -251,6 +251,20 @@ impl Hub {
             .collect()
     }
 
+    /// How many subscribers a message on `channel` would reach now (channel and pattern
+    /// subscriptions, as [`Hub::publish`] counts them), delivering nothing.
+    pub fn receivers(&self, channel: &[u8]) -> i64 {
+        let subs = self.lock();
+        let direct = subs.channels.get(channel).map_or(0, HashMap::len);
+        let by_pattern: usize = subs
+            .patterns
+            .iter()
+            .filter(|(p, _)| crate::cmd::glob::glob_match(p, channel))
+            .map(|(_, clients)| clients.len())
+            .sum();
+        (direct + by_pattern) as i64
+    }
+
     /// Subscribers of `channel` (patterns not counted, as in Redis).
     pub fn numsub(&self, channel: &[u8]) -> usize {
         self.lock().channels.get(channel).map_or(0, HashMap::len)

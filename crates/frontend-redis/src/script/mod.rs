@@ -307,6 +307,7 @@ async fn eval(
             client: None,
         };
         let mut failed: Option<StoreError> = None;
+        let mut published = Published::default();
         let outcome = loop {
             match from_script.recv().await {
                 Some(FromScript::Call { args, proto }) => {
@@ -315,7 +316,7 @@ async fn eval(
                         continue;
                     }
                     cx.proto = proto;
-                    match call(session, &mut cx, &args, read_only).await {
+                    match call(session, &mut cx, &args, read_only, &mut published).await {
                         Ok(reply) => {
                             let _ = answer.send(Answer::Reply(reply));
                         }
@@ -362,6 +363,7 @@ async fn eval(
             }
             None => match cx.tx.commit().await {
                 Ok(()) => {
+                    published.deliver(session);
                     out.extend_from_slice(&reply);
                     return;
                 }
@@ -387,11 +389,61 @@ fn refused_in_scripts(name: &str) -> bool {
 
 /// One `redis.call`: its reply bytes in the script's protocol, or the store error that
 /// stops the script.
+/// The messages a script publishes, held until its transaction commits: a script rolled
+/// back (killed, timed out, failed) delivers none, and one run again after a deadlock
+/// delivers only its last run's. Redis delivers at once, and never rolls back.
+#[derive(Default)]
+struct Published {
+    messages: Vec<(Vec<u8>, Vec<u8>)>,
+    bytes: usize,
+}
+
+/// Most bytes of messages one script may hold back until it commits.
+const MAX_PUBLISHED: usize = 16 << 20;
+
+impl Published {
+    /// `PUBLISH` from a script: the subscribers it reaches now (as Redis answers); the
+    /// message is kept for the commit only when there are some, as Redis would have
+    /// delivered it to them alone.
+    fn publish(
+        &mut self,
+        session: &Session<'_>,
+        channel: &[u8],
+        message: &[u8],
+        out: &mut Vec<u8>,
+        proto: Protocol,
+    ) {
+        let n = session.fe.shared.pubsub.receivers(channel);
+        if n > 0 {
+            let size = channel.len() + message.len();
+            if self.bytes + size > MAX_PUBLISHED {
+                Reply::new(out, proto).error(
+                    b"manifold: a script may hold back at most 16 MiB of messages until it commits",
+                );
+                return;
+            }
+            self.bytes += size;
+            self.messages.push((channel.to_vec(), message.to_vec()));
+        }
+        Reply::new(out, proto).integer(n);
+    }
+
+    /// Delivers the messages, in order, once the script's writes are committed.
+    fn deliver(self, session: &Session<'_>) {
+        let m = &session.fe.worker.metrics;
+        for (channel, message) in self.messages {
+            let receivers = session.fe.shared.pubsub.publish(&channel, &message);
+            m.published(u64::try_from(receivers).unwrap_or(0));
+        }
+    }
+}
+
 async fn call(
     session: &mut Session<'_>,
     cx: &mut Cx<'_>,
     argv: &[Vec<u8>],
     read_only: bool,
+    published: &mut Published,
 ) -> Result<Vec<u8>, StoreError> {
     let mut buf = Vec::new();
     encode_request(&mut buf, argv);
@@ -450,10 +502,13 @@ async fn call(
             }
             Ok(reply)
         }
+        Command::Publish(channel, message) => {
+            published.publish(session, channel, message, &mut reply, cx.proto);
+            Ok(reply)
+        }
         Command::Ping(_)
         | Command::Echo(_)
         | Command::Time
-        | Command::Publish(..)
         | Command::PubsubChannels(_)
         | Command::PubsubNumsub(_)
         | Command::PubsubNumpat => {
