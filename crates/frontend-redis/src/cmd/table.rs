@@ -490,6 +490,7 @@ fn data_keys(name: &str) -> Keys {
         "lmpop" | "blmpop" | "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard"
         | "keys" | "scan" | "randomkey" | "dbsize" | "flushdb" | "flushall" | "xread"
         | "xreadgroup" | "xgroup" | "xinfo" => (0, 0, 0),
+        "zmpop" => (0, 0, 0),
         _ => (1, 1, 1),
     };
     Keys { first, last, step }
