@@ -24,6 +24,7 @@
 mod algebra;
 pub mod geo;
 mod geohash;
+mod mpop;
 mod parse;
 mod range;
 mod score;
@@ -69,6 +70,7 @@ impl ZSetCommand<'_> {
             ZSetCommand::ZRange(z) => z.apply(cx).await,
             ZRemRange { key, range } => range::remove(cx, key, range).await,
             ZScan(scan) => zscan(cx, scan).await,
+            ZSetCommand::ZMPop(m) => m.apply(cx).await,
             ZSetCommand::Algebra(a) => a.apply(cx).await,
         }
     }
@@ -347,6 +349,20 @@ async fn zpop(cx: &mut Cx<'_>, k: &[u8], count: Option<i64>, max: bool) -> Resul
         cx.reply().array_len(0);
         return Ok(());
     }
+    let nested = count.is_some() && cx.proto == manifold_redis_proto::Protocol::Resp3;
+    pop_members(cx, k, &row, n, max, nested).await
+}
+
+/// Pops the `n` (> 0) lowest (highest: `max`) members of the sorted set `row` at `k`,
+/// replying them as an array of member, score (of pairs: `nested`).
+async fn pop_members(
+    cx: &mut Cx<'_>,
+    k: &[u8],
+    row: &crate::store::keys::KeyRow,
+    n: i64,
+    max: bool,
+    nested: bool,
+) -> Result<(), StoreError> {
     let sql = if max {
         "SELECT member, score, sk FROM {s}.redis_zset WHERE kid = ? \
          ORDER BY sk DESC, member DESC LIMIT ?"
@@ -358,7 +374,6 @@ async fn zpop(cx: &mut Cx<'_>, k: &[u8], count: Option<i64>, max: bool) -> Resul
     // within this transaction (the key, when the count takes the whole set): nothing of
     // them is kept here, whatever the count.
     let whole = n >= row.len;
-    let nested = count.is_some() && cx.proto == manifold_redis_proto::Protocol::Resp3;
     let header = |r: &mut Reply<'_>, n: usize| {
         r.array_len(if nested { n } else { n * 2 });
     };
@@ -375,7 +390,7 @@ async fn zpop(cx: &mut Cx<'_>, k: &[u8], count: Option<i64>, max: bool) -> Resul
     let params = [Param::UInt(row.kid), Param::UInt(n as u64)];
     cx.stream_reply(sql, &params, header, element).await?;
     if whole {
-        cx.tx.delete_key(cx.db, k, &row).await?;
+        cx.tx.delete_key(cx.db, k, row).await?;
         return Ok(());
     }
     let delete = if max {
@@ -386,7 +401,7 @@ async fn zpop(cx: &mut Cx<'_>, k: &[u8], count: Option<i64>, max: bool) -> Resul
     let deleted = cx.tx.affected(delete, &params).await?;
     let deleted = i64::try_from(deleted).unwrap_or(i64::MAX);
     if deleted > 0 {
-        cx.tx.collection_written(cx.db, k, &row, -deleted).await?;
+        cx.tx.collection_written(cx.db, k, row, -deleted).await?;
     }
     Ok(())
 }

@@ -203,6 +203,7 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("zincrby", 4, true, false, false, (1, 1, 1)),
     ("zlexcount", 4, false, false, false, (1, 1, 1)),
     ("zmscore", -3, false, false, false, (1, 1, 1)),
+    ("zmpop", -4, true, false, false, (0, 0, 0)),
     ("zpopmax", -2, true, false, false, (1, 1, 1)),
     ("zpopmin", -2, true, false, false, (1, 1, 1)),
     ("zrange", -4, false, false, false, (1, 1, 1)),

@@ -19,7 +19,7 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
     }
 }
 
-pub static COMMANDS: [Spec; 30] = [
+pub static COMMANDS: [Spec; 31] = [
     spec("zadd", -4, true, |a| parse_zadd(a, false)),
     spec("zincrby", 4, true, |a| parse_zadd(a, true)),
     spec("zrem", -3, true, |a| {
@@ -66,6 +66,9 @@ pub static COMMANDS: [Spec; 30] = [
     spec("zrevrank", 3, false, |a| Ok(parse_zrank(a, true))),
     spec("zpopmin", -2, true, |a| parse_zpop(a, false)),
     spec("zpopmax", -2, true, |a| parse_zpop(a, true)),
+    spec("zmpop", -4, true, |a| {
+        Ok(ZSetCommand::ZMPop(super::mpop::ZMPop::parse(a, 1)?).into())
+    }),
     spec("zremrangebyrank", 4, true, |a| parse_remove(a, By::Rank)),
     spec("zremrangebyscore", 4, true, |a| parse_remove(a, By::Score)),
     spec("zremrangebylex", 4, true, |a| parse_remove(a, By::Lex)),
@@ -158,6 +161,8 @@ pub enum ZSetCommand<'a> {
         range: Range<'a>,
     },
     ZScan(CollectionScan<'a>),
+    /// `ZMPOP numkeys key... MIN|MAX [COUNT count]`.
+    ZMPop(super::mpop::ZMPop<'a>),
     /// `ZUNION`, `ZINTER`, `ZDIFF`, their `STORE` forms, `ZINTERCARD`.
     Algebra(Algebra<'a>),
 }

@@ -387,3 +387,21 @@ fn algebra_numkeys_then_options_after_the_keys() {
         SYNTAX
     );
 }
+
+#[test]
+fn zmpop_arguments_in_redis_order_of_checks() {
+    let c = command(b"zmpop 2 a b MAX count 3\r\n");
+    assert!(c.starts_with("ZSets(ZMPop"), "{c}");
+    assert!(c.contains("max: true") && c.contains("count: 3") && c.contains("keys: 2..4"));
+    assert!(command(b"zmpop 1 a min\r\n").contains("count: 1"));
+    let numkeys = "numkeys should be greater than 0";
+    assert_eq!(error(b"zmpop 0 a min\r\n"), numkeys);
+    assert_eq!(error(b"zmpop x a min\r\n"), numkeys);
+    assert_eq!(error(b"zmpop 3 a min\r\n"), SYNTAX);
+    assert_eq!(error(b"zmpop 1 a left\r\n"), SYNTAX);
+    let count = "count should be greater than 0";
+    assert_eq!(error(b"zmpop 1 a min count 0\r\n"), count);
+    assert_eq!(error(b"zmpop 1 a min count x\r\n"), count);
+    assert_eq!(error(b"zmpop 1 a min count\r\n"), SYNTAX);
+    assert_eq!(error(b"zmpop 1 a min count 1 count 2\r\n"), SYNTAX);
+}

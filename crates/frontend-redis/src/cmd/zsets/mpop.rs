@@ -1,0 +1,82 @@
+//! `ZMPOP numkeys key... MIN|MAX [COUNT count]`: pops from the first of the keys that holds
+//! a sorted set (`src/t_zset.c`, `zmpopGenericCommand`).
+
+use super::pop_members;
+use crate::cmd::checks;
+use crate::cmd::typed::{ParseError, SYNTAX};
+use crate::cmd::{parse_i64, Args};
+use crate::store::context::Cx;
+use crate::store::keys::kind;
+use crate::store::StoreError;
+
+const NUMKEYS: &[u8] = b"numkeys should be greater than 0";
+const COUNT_POSITIVE: &[u8] = b"count should be greater than 0";
+
+/// `ZMPOP`'s arguments (and, later, `BZMPOP`'s from `numkeys` on).
+#[derive(Debug, PartialEq)]
+pub struct ZMPop<'a> {
+    /// The whole request: the keys are arguments `keys`.
+    pub args: Args<'a>,
+    pub keys: std::ops::Range<usize>,
+    /// `MAX` (else `MIN`).
+    pub max: bool,
+    pub count: i64,
+}
+
+impl<'a> ZMPop<'a> {
+    /// Parses `numkeys` at argument `at` and what follows, in Redis's order of checks.
+    pub fn parse(args: Args<'a>, at: usize) -> Result<Self, ParseError> {
+        let numkeys = match parse_i64(args.get(at)) {
+            Some(n) if n >= 1 => n,
+            _ => return Err(ParseError::Text(NUMKEYS)),
+        };
+        let where_at = numkeys
+            .checked_add(at as i64 + 1)
+            .and_then(|w| usize::try_from(w).ok())
+            .filter(|&w| w < args.len())
+            .ok_or(SYNTAX)?;
+        let side = args.get(where_at);
+        let max = if side.eq_ignore_ascii_case(b"max") {
+            true
+        } else if side.eq_ignore_ascii_case(b"min") {
+            false
+        } else {
+            return Err(SYNTAX);
+        };
+        let mut count = None;
+        let mut j = where_at + 1;
+        while j < args.len() {
+            if count.is_none() && args.get(j).eq_ignore_ascii_case(b"count") && j + 1 < args.len() {
+                match parse_i64(args.get(j + 1)) {
+                    Some(c) if c >= 1 => count = Some(c),
+                    _ => return Err(ParseError::Text(COUNT_POSITIVE)),
+                }
+                j += 2;
+            } else {
+                return Err(SYNTAX);
+            }
+        }
+        Ok(Self {
+            args,
+            keys: at + 1..where_at,
+            max,
+            count: count.unwrap_or(1),
+        })
+    }
+
+    /// Pops from the first key holding a sorted set: `[key, [[member, score]...]]`, a null
+    /// array when none does, `WRONGTYPE` at the first key of another type before it.
+    pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        for i in self.keys.clone() {
+            let k = self.args.get(i);
+            let Some(found) = checks::write(cx, k, kind::ZSET, false).await? else {
+                return Ok(());
+            };
+            let Some(row) = found else { continue };
+            cx.reply().array_len(2).bulk(k);
+            return pop_members(cx, k, &row, self.count, self.max, true).await;
+        }
+        cx.reply().null_array();
+        Ok(())
+    }
+}
