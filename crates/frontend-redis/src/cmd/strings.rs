@@ -10,7 +10,7 @@
 //!
 //! - [`numeric`]: `INCR`, `DECR`, `INCRBY`, `DECRBY`, `INCRBYFLOAT`.
 //! - [`ranges`]: `APPEND`, `STRLEN`, `GETRANGE`/`SUBSTR`, `SETRANGE`.
-//! - [`lcs`]: `LCS`.
+//! - [`lcs`]: `LCS`, its table bounded.
 //!
 //! Known differences from redis-server: a `MGET` of more than [`crate::store::context::RUN_MAX`] keys
 //! alone in its batch reads them with several statements, not one snapshot.
