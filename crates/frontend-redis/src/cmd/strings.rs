@@ -10,11 +10,13 @@
 //!
 //! - [`numeric`]: `INCR`, `DECR`, `INCRBY`, `DECRBY`, `INCRBYFLOAT`.
 //! - [`ranges`]: `APPEND`, `STRLEN`, `GETRANGE`/`SUBSTR`, `SETRANGE`.
+//! - [`lcs`]: `LCS`, its table bounded.
 //!
 //! Known differences from redis-server: a `MGET` of more than [`crate::store::context::RUN_MAX`] keys
 //! alone in its batch reads them with several statements, not one snapshot.
 
 pub mod hll;
+pub(crate) mod lcs;
 mod numeric;
 mod parse;
 pub mod pf;
@@ -37,8 +39,8 @@ impl StringCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
         use parse::{
-            Append, Get, GetDel, GetEx, GetRange, GetSet, IncrBy, IncrByFloat, MGet, MSet, SetEx,
-            SetNx, SetRange, StrLen,
+            Append, Get, GetDel, GetEx, GetRange, GetSet, IncrBy, IncrByFloat, Lcs, MGet, MSet,
+            SetEx, SetNx, SetRange, StrLen,
         };
         match self {
             Get { key } => get_run(cx, &[key]).await,
@@ -56,6 +58,7 @@ impl StringCommand<'_> {
             StrLen { key } => ranges::strlen(cx, key).await,
             GetRange { key, start, end } => ranges::getrange(cx, key, start, end).await,
             SetRange { key, offset, value } => ranges::setrange(cx, key, offset, value).await,
+            Lcs { k1, k2, opts } => lcs::lcs(cx, k1, k2, opts).await,
         }
     }
 }

@@ -18,7 +18,7 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
     }
 }
 
-pub static COMMANDS: [Spec; 21] = [
+pub static COMMANDS: [Spec; 22] = [
     spec("get", 2, false, |a| Ok(Get { key: a.get(1) }.into())),
     spec("set", -3, true, parse_set),
     spec("mget", -2, false, |a| Ok(MGet { keys: a }.into())),
@@ -84,6 +84,15 @@ pub static COMMANDS: [Spec; 21] = [
         Ok(IncrByFloat { key: a.get(1), by }.into())
     }),
     spec("getrange", 4, false, parse_getrange),
+    spec("lcs", -3, false, |a| {
+        let rest: Vec<&[u8]> = (3..a.len()).map(|i| a.get(i)).collect();
+        Ok(Lcs {
+            k1: a.get(1),
+            k2: a.get(2),
+            opts: super::lcs::parse_options(&rest),
+        }
+        .into())
+    }),
     spec("substr", 4, false, parse_getrange),
     spec("setrange", 4, true, |a| {
         let offset =
@@ -175,11 +184,17 @@ pub enum StringCommand<'a> {
         offset: u64,
         value: &'a [u8],
     },
+    /// `LCS key1 key2 [options]`: the options' error is answered after the keys' types.
+    Lcs {
+        k1: &'a [u8],
+        k2: &'a [u8],
+        opts: Result<super::lcs::LcsOptions, &'static [u8]>,
+    },
 }
 
 pub use StringCommand::{
-    Append, Get, GetDel, GetEx, GetRange, GetSet, IncrBy, IncrByFloat, MGet, MSet, SetEx, SetNx,
-    SetRange, StrLen,
+    Append, Get, GetDel, GetEx, GetRange, GetSet, IncrBy, IncrByFloat, Lcs, MGet, MSet, SetEx,
+    SetNx, SetRange, StrLen,
 };
 
 impl<'a> From<StringCommand<'a>> for DataCommand<'a> {

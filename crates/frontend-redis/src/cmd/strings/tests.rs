@@ -327,3 +327,59 @@ fn single_key_forms() {
         "wrong number of arguments for 'get' command"
     );
 }
+
+#[test]
+fn lcs_options_are_kept_for_after_the_type_check() {
+    use super::lcs::LcsOptions;
+    let opts = LcsOptions {
+        idx: true,
+        min_match_len: 0,
+        with_match_len: true,
+        len: false,
+    };
+    assert_eq!(
+        command(b"*6\r\n$3\r\nLCS\r\n$1\r\na\r\n$1\r\nb\r\n$3\r\nidx\r\n$11\r\nMINMATCHLEN\r\n$2\r\n-3\r\n"),
+        format!(
+            "{:?}",
+            DataCommand::Strings(Lcs {
+                k1: b"a",
+                k2: b"b",
+                opts: Ok(LcsOptions { with_match_len: false, ..opts }),
+            })
+        )
+    );
+    for (bytes, text) in [
+        (
+            &b"lcs a b len idx\r\n"[..],
+            &b"If you want both the length and indexes, please just use IDX."[..],
+        ),
+        (b"lcs a b minmatchlen\r\n", b"syntax error"),
+        (
+            b"lcs a b minmatchlen x\r\n",
+            b"value is not an integer or out of range",
+        ),
+    ] {
+        assert_eq!(
+            command(bytes),
+            format!(
+                "{:?}",
+                DataCommand::Strings(Lcs {
+                    k1: b"a",
+                    k2: b"b",
+                    opts: Err(text)
+                })
+            )
+        );
+    }
+    assert_eq!(
+        error(b"lcs a\r\n"),
+        "wrong number of arguments for 'lcs' command"
+    );
+}
+
+#[test]
+fn lcs_matches_come_last_first_as_in_redis() {
+    let (len, s, ranges) = super::lcs::compute(b"ohmytext", b"mynewtext", true);
+    assert_eq!((len, &s[..]), (6, &b"mytext"[..]));
+    assert_eq!(ranges, vec![(4, 7, 5, 8), (2, 3, 0, 1)]);
+}
