@@ -92,6 +92,7 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("latency|graph", 3, false, true, false, (0, 0, 0)),
     ("latency|help", 2, false, false, false, (0, 0, 0)),
     ("keys", 2, false, false, false, (0, 0, 0)),
+    ("lcs", -3, false, false, false, (1, 2, 1)),
     ("lindex", 3, false, false, false, (1, 1, 1)),
     ("linsert", 5, true, false, false, (1, 1, 1)),
     ("llen", 2, false, false, false, (1, 1, 1)),
