@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from redisdiff import Conn, byte_for_byte, cmd, redis_py
+from redisdiff import Conn, byte_for_byte, cmd, read_reply, redis_py
 
 
 P = "scripts:"
@@ -459,3 +459,59 @@ def test_script_kill(redis_door, loop):
 def args_auth():
     from conftest import USER, PASSWORD  # noqa: PLC0415
     return USER, PASSWORD
+
+
+def poll(what, check, seconds=30):
+    """Polls `check` until it is true (a behaviour, not a timing: the bound is generous)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.02)
+
+
+def subscriber(port, channel):
+    s = Conn(port)
+    s.call("AUTH", *args_auth())
+    assert s.call("SUBSCRIBE", channel) == [b"subscribe", channel.encode(), 1]
+    return s
+
+
+def test_publish_in_a_script(redis_door, redis_reference):
+    """PUBLISH inside a script answers the subscribers it reaches, as redis-server does; the
+    messages of a script that raised an error after them are delivered too (its writes
+    before stay, as in Redis)."""
+    ch = P + "pub"
+    for port in (redis_door, redis_reference):
+        s = subscriber(port, ch)
+        c = Conn(port)
+        c.call("AUTH", *args_auth())
+        assert c.call("EVAL", "local n = redis.call('PUBLISH', KEYS[1], 'one') "
+                      "return {n, redis.call('PUBLISH', KEYS[1] .. 'x', 'nobody')}", "1", ch) == [1, 0]
+        r = c.call("EVAL", "redis.call('PUBLISH', KEYS[1], 'two') return redis.call('INCR', 'x', 'y')", "1", ch)
+        assert r.startswith("ERR Wrong number of args"), r
+        assert read_reply(s.f) == [b"message", ch.encode(), b"one"]
+        assert read_reply(s.f) == [b"message", ch.encode(), b"two"]
+        s.close()
+        c.close()
+
+
+def test_a_killed_script_publishes_nothing(redis_door):
+    """What a script publishes is sent when its transaction commits, in order: a script killed
+    (rolled back) after publishing sends nothing (Redis has sent it at once, but would refuse
+    to kill a script that wrote), and the next script's messages arrive in order."""
+    ch = P + "pub-killed"
+    s = subscriber(redis_door, ch)
+    busy = Conn(redis_door)
+    busy.call("AUTH", *args_auth())
+    other = Conn(redis_door)
+    other.call("AUTH", *args_auth())
+    busy.send(ev("redis.call('PUBLISH', KEYS[1], 'from the killed script') while true do end", [ch]))
+    poll("the script runs", lambda: other.call("SCRIPT", "KILL") == "OK")
+    assert read_reply(busy.f).startswith("ERR Script killed by user with SCRIPT KILL...")
+    assert other.call("EVAL", "redis.call('PUBLISH', KEYS[1], 'a') redis.call('PUBLISH', KEYS[1], 'b') "
+                      "return redis.call('PUBLISH', KEYS[1], 'c')", "1", ch) == 1
+    for m in (b"a", b"b", b"c"):
+        assert read_reply(s.f) == [b"message", ch.encode(), m]
+    for c in (s, busy, other):
+        c.close()

@@ -260,6 +260,21 @@ impl Hub {
     pub fn numpat(&self) -> usize {
         self.lock().patterns.len()
     }
+
+    /// Subscribers a message on `channel` would reach now (its channel's and every matching
+    /// pattern's), as [`Hub::publish`] counts them: a script's `PUBLISH`, sent only once
+    /// the script commits, answers this.
+    pub fn receivers(&self, channel: &[u8]) -> i64 {
+        let subs = self.lock();
+        let direct = subs.channels.get(channel).map_or(0, HashMap::len);
+        let by_pattern: usize = subs
+            .patterns
+            .iter()
+            .filter(|(p, _)| crate::cmd::glob::glob_match(p, channel))
+            .map(|(_, clients)| clients.len())
+            .sum();
+        (direct + by_pattern) as i64
+    }
 }
 
 /// A connection's subscriptions.

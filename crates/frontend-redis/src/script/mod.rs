@@ -10,7 +10,8 @@
 //! - Atomicity: the script's writes commit together when it returns; when it raises an
 //!   error, the writes made before stay (committed, then the error reply), as in Redis. A
 //!   deadlock or lock wait timeout runs the whole script again from the start (nothing was
-//!   committed or answered).
+//!   committed or answered). What it publishes is sent after its commit, in order, and only
+//!   then (Redis sends at once; it never runs a script twice nor rolls one back).
 //! - `SCRIPT KILL` stops every running script of this manifold at once (Redis waits for
 //!   `busy-reply-threshold`: here no other client waits for a script), and the killed
 //!   script's transaction is rolled back, so even a script that wrote can be killed
@@ -307,6 +308,8 @@ async fn eval(
             client: None,
         };
         let mut failed: Option<StoreError> = None;
+        // Messages the script publishes, sent once its writes commit (see `call`).
+        let mut published = Published::default();
         let outcome = loop {
             match from_script.recv().await {
                 Some(FromScript::Call { args, proto }) => {
@@ -315,7 +318,7 @@ async fn eval(
                         continue;
                     }
                     cx.proto = proto;
-                    match call(session, &mut cx, &args, read_only).await {
+                    match call(session, &mut cx, &args, read_only, &mut published).await {
                         Ok(reply) => {
                             let _ = answer.send(Answer::Reply(reply));
                         }
@@ -362,6 +365,7 @@ async fn eval(
             }
             None => match cx.tx.commit().await {
                 Ok(()) => {
+                    published.send(&fe.shared.pubsub);
                     out.extend_from_slice(&reply);
                     return;
                 }
@@ -385,6 +389,40 @@ fn refused_in_scripts(name: &str) -> bool {
     )
 }
 
+/// Most bytes of messages one script may hold to publish at its commit: past it its
+/// `PUBLISH` fails (a script publishing in a loop must not take the gateway's memory).
+pub const MAX_PUBLISHED_BYTES: usize = 64 << 20;
+
+/// The messages a script published, in order, held until its transaction commits: a
+/// script that is run again (deadlock) publishes once, and one rolled back (killed, its
+/// client gone, its transaction failed) publishes nothing. Redis delivers at once, but
+/// never rolls a script back.
+#[derive(Default)]
+struct Published {
+    messages: Vec<(Vec<u8>, Vec<u8>)>,
+    bytes: usize,
+}
+
+impl Published {
+    /// Holds a message; `false` past [`MAX_PUBLISHED_BYTES`].
+    fn hold(&mut self, channel: &[u8], message: &[u8]) -> bool {
+        let size = channel.len() + message.len();
+        if self.bytes + size > MAX_PUBLISHED_BYTES {
+            return false;
+        }
+        self.bytes += size;
+        self.messages.push((channel.to_vec(), message.to_vec()));
+        true
+    }
+
+    /// Sends the messages, in the order they were published (after the commit).
+    fn send(self, hub: &crate::pubsub::Hub) {
+        for (channel, message) in self.messages {
+            hub.publish(&channel, &message);
+        }
+    }
+}
+
 /// One `redis.call`: its reply bytes in the script's protocol, or the store error that
 /// stops the script.
 async fn call(
@@ -392,6 +430,7 @@ async fn call(
     cx: &mut Cx<'_>,
     argv: &[Vec<u8>],
     read_only: bool,
+    published: &mut Published,
 ) -> Result<Vec<u8>, StoreError> {
     let mut buf = Vec::new();
     encode_request(&mut buf, argv);
@@ -450,10 +489,22 @@ async fn call(
             }
             Ok(reply)
         }
+        Command::Publish(channel, message) => {
+            // Answered with the subscribers it would reach now; sent at the commit.
+            if published.hold(channel, message) {
+                let n = session.fe.shared.pubsub.receivers(channel);
+                Reply::new(&mut reply, cx.proto).integer(n);
+            } else {
+                err(
+                    b"manifold: a script may hold at most 64 MiB of messages to publish at its commit",
+                    &mut reply,
+                );
+            }
+            Ok(reply)
+        }
         Command::Ping(_)
         | Command::Echo(_)
         | Command::Time
-        | Command::Publish(..)
         | Command::PubsubChannels(_)
         | Command::PubsubNumsub(_)
         | Command::PubsubNumpat => {
