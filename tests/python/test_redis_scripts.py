@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from redisdiff import Conn, byte_for_byte, cmd, read_reply, redis_py
+from redisdiff import Conn, byte_for_byte, cmd, read_reply, redis_py, start_door
 
 
 P = "scripts:"
@@ -461,6 +461,16 @@ def args_auth():
     return USER, PASSWORD
 
 
+@pytest.fixture(scope="module")
+def small_door(topology, tmp_path_factory):
+    """A door with one worker (so that CLIENT LIST, which lists its worker's clients, sees
+    every client) and one script thread."""
+    cfg = tmp_path_factory.mktemp("scripts") / "small.toml"
+    cfg.write_text("[engine]\nthreads = 1\n[redis]\nmax_running_scripts = 1\n")
+    with start_door(topology, ["--config", str(cfg)]) as port:
+        yield port
+
+
 def poll(what, check, seconds=30):
     """Polls `check` until it is true (a behaviour, not a timing: the bound is generous)."""
     deadline = time.monotonic() + seconds
@@ -468,6 +478,13 @@ def poll(what, check, seconds=30):
         if time.monotonic() > deadline:
             raise AssertionError(f"never happened: {what}")
         time.sleep(0.02)
+
+
+def client_line(conn, name):
+    """`name`'s line of CLIENT LIST, or None."""
+    listing = conn.call("CLIENT", "LIST")
+    listing = listing.decode() if isinstance(listing, bytes) else listing
+    return next((line for line in listing.splitlines() if f" name={name} " in line), None)
 
 
 def subscriber(port, channel):
@@ -515,3 +532,36 @@ def test_a_killed_script_publishes_nothing(redis_door):
         assert read_reply(s.f) == [b"message", ch.encode(), m]
     for c in (s, busy, other):
         c.close()
+
+
+@pytest.mark.parametrize("how", ["disconnect", "client-kill"])
+def test_a_script_stops_when_its_client_goes(small_door, how):
+    """A script whose client disconnects, or is CLIENT KILLed, is stopped and rolled back at
+    once (Redis runs it to its end): the client leaves CLIENT LIST, no script is left to
+    SCRIPT KILL, and what it wrote is gone."""
+    redis_door = small_door
+    name = f"script-{how}"
+    key = P + "gone-" + how
+    busy = Conn(redis_door)
+    busy.call("AUTH", *args_auth())
+    busy.call("CLIENT", "SETNAME", name)
+    other = Conn(redis_door)
+    other.call("AUTH", *args_auth())
+    other.call("DEL", key)
+    busy.send(ev("redis.call('SET', KEYS[1], 'w') while true do end", [key]))
+    try:
+        poll("the script runs", lambda: " cmd=eval " in (client_line(other, name) or ""))
+        if how == "disconnect":
+            busy.close()
+        else:
+            client_id = client_line(other, name).split(" ")[0].split("=")[1]
+            assert other.call("CLIENT", "KILL", "ID", client_id) == 1
+        poll("the client is gone", lambda: client_line(other, name) is None)
+        assert other.call("SCRIPT", "KILL") == "NOTBUSY No scripts in execution right now."
+        assert other.call("EXISTS", key) == 0
+        if how == "client-kill":
+            assert busy.closed()
+    finally:
+        other.call("SCRIPT", "KILL")
+        busy.close()
+        other.close()
