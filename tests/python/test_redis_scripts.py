@@ -565,3 +565,28 @@ def test_a_script_stops_when_its_client_goes(small_door, how):
         other.call("SCRIPT", "KILL")
         busy.close()
         other.close()
+
+
+def test_script_load_takes_no_script_thread(small_door):
+    """SCRIPT LOAD only compiles: it answers while every script thread is busy (the door here
+    has one) and is no running script for SCRIPT KILL."""
+    busy = Conn(small_door)
+    busy.call("AUTH", *args_auth())
+    busy.call("CLIENT", "SETNAME", "script-load-busy")
+    other = Conn(small_door)
+    other.call("AUTH", *args_auth())
+    busy.send(ev("while true do end"))
+    try:
+        poll("the script runs", lambda: " cmd=eval " in (client_line(other, "script-load-busy") or ""))
+        sha = other.call("SCRIPT", "LOAD", "return 'loaded'")
+        assert sha == b"b534286061d4b9e4026607613b95c06c06015ae8", sha
+        r = other.call("SCRIPT", "LOAD", "return +")
+        assert r.startswith("ERR Error compiling script (new function): user_script:1:"), r
+        assert other.call("SCRIPT", "KILL") == "OK"
+        assert read_reply(busy.f).startswith("ERR Script killed by user with SCRIPT KILL...")
+        assert other.call("SCRIPT", "KILL") == "NOTBUSY No scripts in execution right now."
+        assert other.call("EVALSHA", sha, "0") == b"loaded"
+    finally:
+        other.call("SCRIPT", "KILL")
+        busy.close()
+        other.close()

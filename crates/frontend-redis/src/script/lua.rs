@@ -99,6 +99,57 @@ fn error_value(lua: &Lua, v: Value) -> mlua::Result<Value> {
     }
 }
 
+/// The Lua text of a script: a shebang line (`#!lua flags=...`) is not Lua, it is blanked
+/// (the lines keep their numbers); a chunk starting with bytecode's mark is read as text, as
+/// Redis does (a syntax error).
+fn script_text(source: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if source.starts_with(b"#!") {
+        let end = source
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(source.len());
+        let mut b = source.to_vec();
+        b[..end].fill(b' ');
+        b.into()
+    } else if source.first() == Some(&0x1b) {
+        let mut b = Vec::with_capacity(source.len() + 1);
+        b.push(b' ');
+        b.extend_from_slice(source);
+        b.into()
+    } else {
+        source.into()
+    }
+}
+
+/// Redis's reply to a script that does not compile.
+fn compile_error(e: &mlua::Error) -> Vec<u8> {
+    let text = match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        other => error_text(other),
+    };
+    let mut out = Vec::new();
+    Reply::new(&mut out, Protocol::Resp2)
+        .error(format!("Error compiling script (new function): {text}").as_bytes());
+    out
+}
+
+/// Whether `source` compiles (`SCRIPT LOAD`), in a bare Lua state of its own with
+/// `memory_limit` (0: none): the compiler's answer does not depend on the libraries, and
+/// checking takes no script thread and runs nothing. `Err`: the error reply.
+pub fn check_syntax(source: &[u8], memory_limit: usize) -> Result<(), Vec<u8>> {
+    let lua = Lua::new_with(StdLib::NONE, LuaOptions::new()).map_err(|e| compile_error(&e))?;
+    if memory_limit > 0 {
+        lua.set_memory_limit(memory_limit)
+            .map_err(|e| compile_error(&e))?;
+    }
+    lua.load(&*script_text(source))
+        .set_mode(mlua::ChunkMode::Text)
+        .set_name("@user_script")
+        .into_function()
+        .map(drop)
+        .map_err(|e| compile_error(&e))
+}
+
 /// The prelude's chunk name, as the hook sees it.
 const PRELUDE_NAME: &str = "=redis_prelude";
 
@@ -371,28 +422,9 @@ impl State {
         if let Some(f) = self.compiled.get(sha) {
             return Ok(f.clone());
         }
-        // A shebang line (`#!lua flags=...`) is not Lua: it is blanked, the lines keep
-        // their numbers.
-        let body: std::borrow::Cow<'_, [u8]> = if source.starts_with(b"#!") {
-            let end = source
-                .iter()
-                .position(|&b| b == b'\n')
-                .unwrap_or(source.len());
-            let mut b = source.to_vec();
-            b[..end].fill(b' ');
-            b.into()
-        } else if source.first() == Some(&0x1b) {
-            // Bytecode's mark: read as text, as Redis does (a syntax error).
-            let mut b = Vec::with_capacity(source.len() + 1);
-            b.push(b' ');
-            b.extend_from_slice(source);
-            b.into()
-        } else {
-            source.into()
-        };
         match self
             .lua
-            .load(&*body)
+            .load(&*script_text(source))
             .set_mode(mlua::ChunkMode::Text)
             .set_name("@user_script")
             .set_environment(self.env.clone())
@@ -405,16 +437,7 @@ impl State {
                 self.compiled.insert(sha.to_string(), f.clone());
                 Ok(f)
             }
-            Err(e) => {
-                let text = match &e {
-                    mlua::Error::SyntaxError { message, .. } => message.clone(),
-                    other => error_text(other),
-                };
-                let mut out = Vec::new();
-                Reply::new(&mut out, Protocol::Resp2)
-                    .error(format!("Error compiling script (new function): {text}").as_bytes());
-                Err(out)
-            }
+            Err(e) => Err(compile_error(&e)),
         }
     }
 

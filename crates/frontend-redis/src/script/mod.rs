@@ -142,21 +142,12 @@ pub async fn handle(session: &mut Session<'_>, parsed: Parsed<'_>, out: &mut Vec
             let body = args.get(2);
             let sha = lua::sha1hex(body);
             let source = Arc::new(body.to_vec());
-            if let Ok(Outcome::CompileError(reply)) = run_job(
-                session,
-                &sha,
-                source.clone(),
-                Vec::new(),
-                Vec::new(),
-                true,
-                false,
-            )
-            .await
-            {
-                out.extend_from_slice(&reply);
-            } else {
-                session.fe.shared.scripts.cache(sha.clone(), source);
-                Reply::new(out, proto).bulk(sha.as_bytes());
+            match scripts.check_syntax(source.clone()).await {
+                Ok(()) => {
+                    scripts.cache(sha.clone(), source);
+                    Reply::new(out, proto).bulk(sha.as_bytes());
+                }
+                Err(reply) => out.extend_from_slice(&reply),
             }
         }
         "script|exists" => {
@@ -193,44 +184,6 @@ pub async fn handle(session: &mut Session<'_>, parsed: Parsed<'_>, out: &mut Vec
             for line in HELP {
                 r.simple(line.as_bytes());
             }
-        }
-    }
-}
-
-/// Runs a job to its end, serving no call (compiling only).
-async fn run_job(
-    session: &Session<'_>,
-    sha: &str,
-    source: Arc<Vec<u8>>,
-    keys: Vec<Vec<u8>>,
-    argv: Vec<Vec<u8>>,
-    compile_only: bool,
-    _read_only: bool,
-) -> Result<Outcome, ()> {
-    let scripts = &session.fe.shared.scripts;
-    let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
-    let (_answer, answers) = mpsc::channel();
-    let running = scripts.register();
-    scripts
-        .start(Job {
-            sha: sha.to_string(),
-            source,
-            keys,
-            argv,
-            proto: session.proto,
-            out_limit: usize::MAX,
-            compile_only,
-            to_worker,
-            answers,
-            killed: running.killed.clone(),
-            deadline: None,
-        })
-        .await;
-    loop {
-        match from_script.recv().await {
-            Some(FromScript::Done(o)) => return Ok(o),
-            Some(FromScript::Call { .. }) => {}
-            None => return Err(()),
         }
     }
 }
