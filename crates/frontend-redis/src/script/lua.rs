@@ -36,6 +36,12 @@ const RAISED: &str = "\u{1}redis.call:";
 /// Compiled scripts a thread keeps (beyond it, they are compiled again).
 const COMPILED_MAX: usize = 1024;
 
+/// Compiled scripts live in the state's Lua memory, under `script_memory_limit`: once the
+/// state holds more than this share of the limit between two scripts, the compiled scripts
+/// are dropped (compiled again when next run), so that they never leave a script less than
+/// half the limit.
+const COMPILED_SHARE_DIVISOR: usize = 2;
+
 /// The job running now, as the `redis` functions and the hook see it.
 struct Current {
     to_worker: tokio::sync::mpsc::UnboundedSender<FromScript>,
@@ -64,6 +70,8 @@ pub struct State {
     /// The error handler: the error as Redis's `{err=..., source=..., line=...}`.
     handler: Function,
     compiled: HashMap<String, Function>,
+    /// `script_memory_limit` (0: none).
+    memory_limit: usize,
 }
 
 /// The SHA1 of `bytes`, lowercase hex.
@@ -399,6 +407,7 @@ impl State {
             tampered: false,
             handler,
             compiled: HashMap::new(),
+            memory_limit,
         })
     }
 
@@ -417,11 +426,24 @@ impl State {
         self.lua.used_memory()
     }
 
+    /// Drops the compiled scripts once the state holds more than its share of the memory
+    /// limit ([`COMPILED_SHARE_DIVISOR`]).
+    fn bound_compiled(&mut self) {
+        if self.memory_limit > 0
+            && !self.compiled.is_empty()
+            && self.lua.used_memory() > self.memory_limit / COMPILED_SHARE_DIVISOR
+        {
+            self.compiled.clear();
+            self.lua.gc_collect().ok();
+        }
+    }
+
     /// Compiles `source` as Redis names it (`@user_script`), or the error reply.
     fn compile(&mut self, sha: &str, source: &[u8]) -> Result<Function, Vec<u8>> {
         if let Some(f) = self.compiled.get(sha) {
             return Ok(f.clone());
         }
+        self.bound_compiled();
         match self
             .lua
             .load(&*script_text(source))
@@ -540,6 +562,7 @@ impl State {
         // What the script left (its tables, its strings) is freed now, not in the next
         // script's time.
         self.lua.gc_collect().ok();
+        self.bound_compiled();
         Finished {
             to: done,
             outcome: if stopped {
