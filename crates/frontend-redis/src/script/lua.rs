@@ -21,7 +21,7 @@ use mlua::{
 };
 use sha1::{Digest, Sha1};
 
-use super::convert::{error_table, frame_to_lua, lua_to_reply, MAX_REPLY_VALUES};
+use super::convert::{error_table, frame_to_lua, lua_to_reply_until, MAX_REPLY_VALUES};
 use super::pool::{Answer, FromScript, Job, Outcome};
 
 /// Redis's text for a script stopped by `SCRIPT KILL`.
@@ -503,6 +503,7 @@ impl State {
             g.raw_set(name, t)
         };
         let done = to_worker.clone();
+        let kill_flag = killed.clone();
         // The previous script may have left the check at every instruction.
         self.lua.set_hook(
             HookTriggers::new().every_nth_instruction(CHECK_EVERY),
@@ -523,7 +524,7 @@ impl State {
             .and_then(|()| self.runner.call::<MultiValue>((f, self.handler.clone())));
         let cur = self.lua.remove_app_data::<Current>();
         let aborted = cur.as_ref().is_some_and(|c| c.aborted);
-        let stopped = cur.as_ref().is_some_and(|c| c.stopped);
+        let mut stopped = cur.as_ref().is_some_and(|c| c.stopped);
         let script_proto = cur.as_ref().map_or(Protocol::Resp2, |c| c.proto);
         drop(cur);
         if aborted {
@@ -539,16 +540,42 @@ impl State {
                 let ok = matches!(values.next(), Some(Value::Boolean(true)));
                 let value = values.next().unwrap_or(Value::Nil);
                 let mut reply = Reply::limited(&mut out, proto, out_limit);
+                // The hook no longer watches: converting a big reply (seconds) asks itself.
+                let stop = || {
+                    if done.is_closed() {
+                        Some(ABORTED)
+                    } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                        kill_flag.store(true, Ordering::Relaxed);
+                        Some(TIMED_OUT)
+                    } else if kill_flag.load(Ordering::Relaxed) {
+                        Some(KILLED)
+                    } else {
+                        None
+                    }
+                };
                 if ok {
-                    if let Err(text) = lua_to_reply(
+                    if let Err(text) = lua_to_reply_until(
                         &self.lua,
                         &value,
                         &mut reply,
                         script_proto,
                         MAX_REPLY_VALUES,
+                        &stop,
                     ) {
                         out.clear();
-                        Reply::new(&mut out, proto).error(text.as_bytes());
+                        if text == ABORTED {
+                            return Finished {
+                                to: done,
+                                outcome: Outcome::Aborted,
+                            };
+                        }
+                        if text == KILLED || text == TIMED_OUT {
+                            stopped = true;
+                            Reply::new(&mut out, proto)
+                                .error(format!("{text} script: {sha}.").as_bytes());
+                        } else {
+                            Reply::new(&mut out, proto).error(text.as_bytes());
+                        }
                     }
                 } else {
                     error_value_reply(&value, &sha, &mut out);

@@ -202,3 +202,42 @@ fn compiled_scripts_never_fill_the_state() {
         assert!(state.used_memory() <= 8 << 20);
     }
 }
+
+/// A big reply's conversion asks whether to stop (SCRIPT KILL, the time limit) as it goes,
+/// and stops when told; a small one is never cut short.
+#[test]
+fn a_big_reply_stops_when_told() {
+    let lua = mlua::Lua::new();
+    let big: mlua::Value = lua
+        .load("local t = {} for i = 1, 100000 do t[i] = i end return t")
+        .eval()
+        .unwrap();
+    let asked = std::cell::Cell::new(0);
+    let stop = || {
+        asked.set(asked.get() + 1);
+        Some("stopped")
+    };
+    let mut out = Vec::new();
+    let r = super::convert::lua_to_reply_until(
+        &lua,
+        &big,
+        &mut Reply::new(&mut out, Protocol::Resp2),
+        Protocol::Resp2,
+        u64::MAX,
+        &stop,
+    );
+    assert_eq!(r, Err("stopped"));
+    assert_eq!(asked.get(), 1);
+    let small: mlua::Value = lua.load("return {1, 2, 3}").eval().unwrap();
+    let mut out = Vec::new();
+    super::convert::lua_to_reply_until(
+        &lua,
+        &small,
+        &mut Reply::new(&mut out, Protocol::Resp2),
+        Protocol::Resp2,
+        u64::MAX,
+        &stop,
+    )
+    .unwrap();
+    assert_eq!(out, b"*3\r\n:1\r\n:2\r\n:3\r\n");
+}
