@@ -590,3 +590,30 @@ def test_script_load_takes_no_script_thread(small_door):
         other.call("SCRIPT", "KILL")
         busy.close()
         other.close()
+
+
+def test_200k_values_both_ways(redis_door, redis_reference):
+    """200,000 values cross between Lua and Redis both ways (a reply table, nested tables, a
+    redis.call reply of a 200,000-element list returned as it is), as redis-server answers."""
+    key = P + "list200k"
+    scripts = [
+        "local t = {} for i = 1, 200000 do t[i] = i end return t",
+        "local t = {} for i = 1, 1000 do local r = {} for j = 1, 200 do r[j] = 's' .. j end t[i] = r end return t",
+        "return redis.call('LRANGE', KEYS[1], 0, -1)",
+        "local l = redis.call('LRANGE', KEYS[1], 0, -1) return {#l, l[1], l[200000]}",
+    ]
+    got = {}
+    for port in (redis_door, redis_reference):
+        c = Conn(port)
+        c.call("AUTH", *args_auth())
+        c.call("DEL", key)
+        for start in range(0, 200000, 50000):
+            c.call("RPUSH", key, *range(start, start + 50000))
+        got[port] = [c.call("EVAL", s, "1", key) for s in scripts]
+        assert c.call("PING") == "PONG"
+        c.call("DEL", key)
+        c.close()
+    for i, s in enumerate(scripts):
+        assert got[redis_door][i] == got[redis_reference][i], s
+    assert len(got[redis_door][0]) == 200000
+    assert got[redis_door][3] == [200000, b"0", b"199999"]
