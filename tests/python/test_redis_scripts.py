@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from redisdiff import Conn, byte_for_byte, cmd, read_reply, redis_py, start_door
+from redisdiff import AUTH, Conn, byte_for_byte, cmd, read_reply, redis_py, replies, start_door, start_reference
 
 
 P = "scripts:"
@@ -617,3 +617,18 @@ def test_200k_values_both_ways(redis_door, redis_reference):
         assert got[redis_door][i] == got[redis_reference][i], s
     assert len(got[redis_door][0]) == 200000
     assert got[redis_door][3] == [200000, b"0", b"199999"]
+
+
+def test_math_random_is_one_sequence_as_in_redis(topology):
+    """Unseeded, math.random draws from one sequence per process from Redis's start value, as
+    redis-server 7.0 does: neither an EVAL nor SCRIPT FLUSH reseeds it (a fresh door and a
+    fresh redis-server give the same numbers), and a script's math.randomseed goes on for the
+    scripts after it."""
+    draw = ev("return {tostring(math.random()), math.random(1000000)}")
+    requests = [draw, draw, cmd("SCRIPT", "FLUSH"), draw, draw,
+                ev("math.randomseed(42) return math.random(1000)"), draw]
+    with start_door(topology) as door, start_reference() as reference:
+        door_replies = replies(door, [AUTH, *requests], pipeline=False)
+        reference_replies = replies(reference, [AUTH, *requests], pipeline=False)
+    assert door_replies[1:] == reference_replies[1:]
+    assert door_replies[1] != door_replies[2]

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
@@ -158,11 +158,33 @@ pub fn check_syntax(source: &[u8], memory_limit: usize) -> Result<(), Vec<u8>> {
         .map_err(|e| compile_error(&e))
 }
 
+/// Redis's rand48 state (`redisLrand48`): one per process, as redis-server has one, so the
+/// scripts of every thread draw from one sequence that no `EVAL` nor `SCRIPT FLUSH`
+/// reseeds. Only `math.random`/`math.randomseed` touch it (not a hot path).
+static RAND48: AtomicU64 = AtomicU64::new(RAND48_START);
+const RAND48_START: u64 = 0x1234_ABCD_330E;
+const RAND48_MASK: u64 = (1 << 48) - 1;
+
+/// The next number of the sequence (31 bits), as `redisLrand48`.
+fn lrand48() -> f64 {
+    let step = |x: u64| x.wrapping_mul(0x5_DEEC_E66D).wrapping_add(0xB) & RAND48_MASK;
+    let Ok(old) = RAND48.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| Some(step(x)))
+    else {
+        return 0.0;
+    };
+    (step(old) >> 17) as f64
+}
+
+/// `redisSrand48(seed)`.
+fn srand48(seed: u32) {
+    RAND48.store((u64::from(seed) << 16) | 0x330E, Ordering::Relaxed);
+}
+
 /// The prelude's chunk name, as the hook sees it.
 const PRELUDE_NAME: &str = "=redis_prelude";
 
 const PRELUDE: &str = r#"
-local raw_call, redis, real, setfenv, error_value = ...
+local raw_call, redis, real, setfenv, error_value, lrand48, srand48 = ...
 -- pcall gives a script the error of a Rust function (`redis.call`'s) as the value Redis
 -- gives, not mlua's error object.
 do
@@ -173,21 +195,12 @@ do
   end
   real.pcall = function(...) return plain(pcall(...)) end
 end
--- Redis's math.random and math.randomseed: its rand48 (48-bit x = a * x + c, in 16-bit
--- limbs so that every product is exact), one sequence per state from Redis's start value,
--- the same numbers for the same seed; a number is drawn before the arguments are checked.
+-- Redis's math.random and math.randomseed: its rand48, one sequence for every script of
+-- the process from Redis's start value, as redis-server has (neither an EVAL nor SCRIPT
+-- FLUSH reseeds it), the same numbers for the same seed; a number is drawn before the
+-- arguments are checked.
 do
   local floor, tonumber, type, select, error = math.floor, tonumber, type, select, error
-  local x0, x1, x2 = 0x330E, 0xABCD, 0x1234
-  local function lrand48()
-    local p = 0xE66D * x0 + 0xB
-    local n0 = p % 65536
-    p = 0xE66D * x1 + 0xDEEC * x0 + (p - n0) / 65536
-    local n1 = p % 65536
-    p = 0xE66D * x2 + 0xDEEC * x1 + 0x5 * x0 + (p - n1) / 65536
-    x0, x1, x2 = n0, n1, p % 65536
-    return x2 * 32768 + floor(x1 / 2)
-  end
   -- luaL_checkint: a number or a numeric string, truncated, then cast to a C int.
   local function checkint(fname, n, nargs, v)
     local d = (type(v) == 'number' or type(v) == 'string') and tonumber(v) or nil
@@ -224,7 +237,7 @@ do
     local s, e = checkint('randomseed', 1, select('#', ...), (...))
     if not s then error(e, 2) end
     if s < 0 then s = s + 4294967296 end
-    x0, x1, x2 = 0x330E, s % 65536, floor(s / 65536)
+    srand48(s)
   end
 end
 redis.pcall = function(...)
@@ -390,6 +403,11 @@ impl State {
                 g.clone(),
                 setfenv,
                 lua.create_function(error_value)?,
+                lua.create_function(|_, ()| Ok(lrand48()))?,
+                lua.create_function(|_, seed: f64| {
+                    srand48(seed as u32);
+                    Ok(())
+                })?,
             ))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_hook(
