@@ -190,7 +190,7 @@ impl Writer<'_> {
         }
         self.budget -= 1;
         self.written += 1;
-        if self.written % STOP_CHECK_EVERY == 0 {
+        if self.written.is_multiple_of(STOP_CHECK_EVERY) {
             if let Some(text) = (self.stop)() {
                 return Err(text);
             }
