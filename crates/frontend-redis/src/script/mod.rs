@@ -352,7 +352,9 @@ async fn eval(
             }
             None => match cx.tx.commit().await {
                 Ok(()) => {
-                    published.send(&fe.shared.pubsub);
+                    published.send(|channel, message| {
+                        fe.shared.pubsub.publish(channel, message);
+                    });
                     out.extend_from_slice(&reply);
                     return;
                 }
@@ -402,10 +404,11 @@ impl Published {
         true
     }
 
-    /// Sends the messages, in the order they were published (after the commit).
-    fn send(self, hub: &crate::pubsub::Hub) {
+    /// Sends the messages through `publish`, in the order they were published (after the
+    /// commit).
+    fn send(self, mut publish: impl FnMut(&[u8], &[u8])) {
         for (channel, message) in self.messages {
-            hub.publish(&channel, &message);
+            publish(&channel, &message);
         }
     }
 }
