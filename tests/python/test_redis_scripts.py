@@ -8,6 +8,8 @@ Intended differences from redis-server (avoided here):
   UNKILLABLE); SCRIPT KILL kills at once (Redis waits for busy-reply-threshold) and other
   clients are never blocked meanwhile (Redis answers them BUSY).
 - EVAL inside MULTI is refused for now.
+- PUBLISH inside a script is sent after the script commits (Redis sends at once); a script
+  whose client leaves or is CLIENT KILLed is stopped and rolled back (Redis runs it on).
 """
 
 import asyncio
