@@ -8,6 +8,8 @@ Intended differences from redis-server (avoided here):
   UNKILLABLE); SCRIPT KILL kills at once (Redis waits for busy-reply-threshold) and other
   clients are never blocked meanwhile (Redis answers them BUSY).
 - EVAL inside MULTI is refused for now.
+- PUBLISH inside a script is sent after the script commits (Redis sends at once); a script
+  whose client leaves or is CLIENT KILLed is stopped and rolled back (Redis runs it on).
 """
 
 import asyncio
@@ -17,7 +19,7 @@ import time
 
 import pytest
 
-from redisdiff import Conn, byte_for_byte, cmd, redis_py
+from redisdiff import AUTH, Conn, byte_for_byte, cmd, read_reply, redis_py, replies, start_door, start_reference
 
 
 P = "scripts:"
@@ -498,3 +500,176 @@ def test_a_script_s_messages_go_out_when_it_commits(redis_door, redis_reference)
     assert other.call("GET", P + "pub-w") == b"kept"
     for c in (sub, busy, other):
         c.close()
+
+
+@pytest.fixture(scope="module")
+def small_door(topology, tmp_path_factory):
+    """A door with one worker (so that CLIENT LIST, which lists its worker's clients, sees
+    every client) and one script thread."""
+    cfg = tmp_path_factory.mktemp("scripts") / "small.toml"
+    cfg.write_text("[engine]\nthreads = 1\n[redis]\nmax_running_scripts = 1\n")
+    with start_door(topology, ["--config", str(cfg)]) as port:
+        yield port
+
+
+def poll(what, check, seconds=30):
+    """Polls `check` until it is true (a behaviour, not a timing: the bound is generous)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        time.sleep(0.02)
+
+
+def client_line(conn, name):
+    """`name`'s line of CLIENT LIST, or None."""
+    listing = conn.call("CLIENT", "LIST")
+    listing = listing.decode() if isinstance(listing, bytes) else listing
+    return next((line for line in listing.splitlines() if f" name={name} " in line), None)
+
+
+def subscriber(port, channel):
+    s = Conn(port)
+    s.call("AUTH", *args_auth())
+    assert s.call("SUBSCRIBE", channel) == [b"subscribe", channel.encode(), 1]
+    return s
+
+
+def test_publish_in_a_script(redis_door, redis_reference):
+    """PUBLISH inside a script answers the subscribers it reaches, as redis-server does; the
+    messages of a script that raised an error after them are delivered too (its writes
+    before stay, as in Redis)."""
+    ch = P + "pub"
+    for port in (redis_door, redis_reference):
+        s = subscriber(port, ch)
+        c = Conn(port)
+        c.call("AUTH", *args_auth())
+        assert c.call("EVAL", "local n = redis.call('PUBLISH', KEYS[1], 'one') "
+                      "return {n, redis.call('PUBLISH', KEYS[1] .. 'x', 'nobody')}", "1", ch) == [1, 0]
+        r = c.call("EVAL", "redis.call('PUBLISH', KEYS[1], 'two') return redis.call('INCR', 'x', 'y')", "1", ch)
+        assert r.startswith("ERR Wrong number of args"), r
+        assert read_reply(s.f) == [b"message", ch.encode(), b"one"]
+        assert read_reply(s.f) == [b"message", ch.encode(), b"two"]
+        s.close()
+        c.close()
+
+
+def test_a_killed_script_publishes_nothing(redis_door):
+    """What a script publishes is sent when its transaction commits, in order: a script killed
+    (rolled back) after publishing sends nothing (Redis has sent it at once, but would refuse
+    to kill a script that wrote), and the next script's messages arrive in order."""
+    ch = P + "pub-killed"
+    s = subscriber(redis_door, ch)
+    busy = Conn(redis_door)
+    busy.call("AUTH", *args_auth())
+    other = Conn(redis_door)
+    other.call("AUTH", *args_auth())
+    busy.send(ev("redis.call('PUBLISH', KEYS[1], 'from the killed script') while true do end", [ch]))
+    poll("the script runs", lambda: other.call("SCRIPT", "KILL") == "OK")
+    assert read_reply(busy.f).startswith("ERR Script killed by user with SCRIPT KILL...")
+    assert other.call("EVAL", "redis.call('PUBLISH', KEYS[1], 'a') redis.call('PUBLISH', KEYS[1], 'b') "
+                      "return redis.call('PUBLISH', KEYS[1], 'c')", "1", ch) == 1
+    for m in (b"a", b"b", b"c"):
+        assert read_reply(s.f) == [b"message", ch.encode(), m]
+    for c in (s, busy, other):
+        c.close()
+
+
+@pytest.mark.parametrize("how", ["disconnect", "client-kill"])
+def test_a_script_stops_when_its_client_goes(small_door, how):
+    """A script whose client disconnects, or is CLIENT KILLed, is stopped and rolled back at
+    once (Redis runs it to its end): the client leaves CLIENT LIST, no script is left to
+    SCRIPT KILL, and what it wrote is gone."""
+    redis_door = small_door
+    name = f"script-{how}"
+    key = P + "gone-" + how
+    busy = Conn(redis_door)
+    busy.call("AUTH", *args_auth())
+    busy.call("CLIENT", "SETNAME", name)
+    other = Conn(redis_door)
+    other.call("AUTH", *args_auth())
+    other.call("DEL", key)
+    busy.send(ev("redis.call('SET', KEYS[1], 'w') while true do end", [key]))
+    try:
+        poll("the script runs", lambda: " cmd=eval " in (client_line(other, name) or ""))
+        if how == "disconnect":
+            busy.close()
+        else:
+            client_id = client_line(other, name).split(" ")[0].split("=")[1]
+            assert other.call("CLIENT", "KILL", "ID", client_id) == 1
+        poll("the client is gone", lambda: client_line(other, name) is None)
+        assert other.call("SCRIPT", "KILL") == "NOTBUSY No scripts in execution right now."
+        assert other.call("EXISTS", key) == 0
+        if how == "client-kill":
+            assert busy.closed()
+    finally:
+        other.call("SCRIPT", "KILL")
+        busy.close()
+        other.close()
+
+
+def test_script_load_takes_no_script_thread(small_door):
+    """SCRIPT LOAD only compiles: it answers while every script thread is busy (the door here
+    has one) and is no running script for SCRIPT KILL."""
+    busy = Conn(small_door)
+    busy.call("AUTH", *args_auth())
+    busy.call("CLIENT", "SETNAME", "script-load-busy")
+    other = Conn(small_door)
+    other.call("AUTH", *args_auth())
+    busy.send(ev("while true do end"))
+    try:
+        poll("the script runs", lambda: " cmd=eval " in (client_line(other, "script-load-busy") or ""))
+        sha = other.call("SCRIPT", "LOAD", "return 'loaded'")
+        assert sha == b"b534286061d4b9e4026607613b95c06c06015ae8", sha
+        r = other.call("SCRIPT", "LOAD", "return +")
+        assert r.startswith("ERR Error compiling script (new function): user_script:1:"), r
+        assert other.call("SCRIPT", "KILL") == "OK"
+        assert read_reply(busy.f).startswith("ERR Script killed by user with SCRIPT KILL...")
+        assert other.call("SCRIPT", "KILL") == "NOTBUSY No scripts in execution right now."
+        assert other.call("EVALSHA", sha, "0") == b"loaded"
+    finally:
+        other.call("SCRIPT", "KILL")
+        busy.close()
+        other.close()
+
+
+def test_200k_values_both_ways(redis_door, redis_reference):
+    """200,000 values cross between Lua and Redis both ways (a reply table, nested tables, a
+    redis.call reply of a 200,000-element list returned as it is), as redis-server answers."""
+    key = P + "list200k"
+    scripts = [
+        "local t = {} for i = 1, 200000 do t[i] = i end return t",
+        "local t = {} for i = 1, 1000 do local r = {} for j = 1, 200 do r[j] = 's' .. j end t[i] = r end return t",
+        "return redis.call('LRANGE', KEYS[1], 0, -1)",
+        "local l = redis.call('LRANGE', KEYS[1], 0, -1) return {#l, l[1], l[200000]}",
+    ]
+    got = {}
+    for port in (redis_door, redis_reference):
+        c = Conn(port)
+        c.call("AUTH", *args_auth())
+        c.call("DEL", key)
+        for start in range(0, 200000, 50000):
+            c.call("RPUSH", key, *range(start, start + 50000))
+        got[port] = [c.call("EVAL", s, "1", key) for s in scripts]
+        assert c.call("PING") == "PONG"
+        c.call("DEL", key)
+        c.close()
+    for i, s in enumerate(scripts):
+        assert got[redis_door][i] == got[redis_reference][i], s
+    assert len(got[redis_door][0]) == 200000
+    assert got[redis_door][3] == [200000, b"0", b"199999"]
+
+
+def test_math_random_is_one_sequence_as_in_redis(topology):
+    """Unseeded, math.random draws from one sequence per process from Redis's start value, as
+    redis-server 7.0 does: neither an EVAL nor SCRIPT FLUSH reseeds it (a fresh door and a
+    fresh redis-server give the same numbers), and a script's math.randomseed goes on for the
+    scripts after it."""
+    draw = ev("return {tostring(math.random()), math.random(1000000)}")
+    requests = [draw, draw, cmd("SCRIPT", "FLUSH"), draw, draw,
+                ev("math.randomseed(42) return math.random(1000)"), draw]
+    with start_door(topology) as door, start_reference() as reference:
+        door_replies = replies(door, [AUTH, *requests], pipeline=False)
+        reference_replies = replies(reference, [AUTH, *requests], pipeline=False)
+    assert door_replies[1:] == reference_replies[1:]
+    assert door_replies[1] != door_replies[2]

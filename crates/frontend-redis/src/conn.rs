@@ -148,6 +148,15 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                                 return;
                             };
                             input.extend_from_slice(&side);
+                        } else if runs_script(session, &parsed) {
+                            run_batch(session, &batch[..batched], &input, &mut out).await;
+                            batched = 0;
+                            let Some(side) =
+                                until_script_ends(session, &mut stream, parsed, &mut out).await
+                            else {
+                                return;
+                            };
+                            input.extend_from_slice(&side);
                         } else {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
@@ -398,6 +407,47 @@ async fn until_answered<S: Stream>(
         () = session::handle(session, parsed, out) => true,
     };
     answered.then_some(side)
+}
+
+/// The request runs a script (`EVAL`..., outside `MULTI`): it runs through
+/// [`until_script_ends`].
+fn runs_script(session: &Session<'_>, parsed: &Result<Parsed<'_>, Reject<'_>>) -> bool {
+    session.authenticated
+        && session.multi.is_none()
+        && matches!(
+            parsed,
+            Ok(Parsed {
+                cmd: Command::Script(_),
+                ..
+            })
+        )
+}
+
+/// Runs a script's request to its end, reading (and keeping) what the client sends
+/// meanwhile. A client that leaves is marked killed, as `CLIENT KILL` marks it, which stops
+/// its script and rolls it back at once ([`crate::script`]) rather than letting it run on
+/// with no one to answer; the script's end is still awaited (its transaction is ended,
+/// never dropped half-way). `None` when the client left or was killed.
+async fn until_script_ends<S: Stream>(
+    session: &mut Session<'_>,
+    stream: &mut S,
+    parsed: Result<Parsed<'_>, Reject<'_>>,
+    out: &mut Vec<u8>,
+) -> Option<Vec<u8>> {
+    let (fe, info) = (session.fe, session.info);
+    let limit = fe.shared.limits.client_query_buffer_limit;
+    let mut side = Vec::new();
+    let mut run = std::pin::pin!(session::handle(session, parsed, out));
+    let left = tokio::select! {
+        biased;
+        () = &mut run => false,
+        () = client_gone(stream, &mut side, limit) => true,
+    };
+    if left {
+        info.handle.kill();
+        run.await;
+    }
+    (!info.handle.is_killed()).then_some(side)
 }
 
 /// Reads what `stream` holds now, without waiting: `None` when nothing is there yet.

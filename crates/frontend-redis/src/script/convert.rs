@@ -117,6 +117,23 @@ pub fn lua_to_reply(
     script_proto: Protocol,
     max_values: u64,
 ) -> Result<(), &'static str> {
+    lua_to_reply_until(lua, v, reply, script_proto, max_values, &|| None)
+}
+
+/// Values written between two calls of a conversion's `stop`.
+pub const STOP_CHECK_EVERY: u64 = 4096;
+
+/// [`lua_to_reply`], asking `stop` every [`STOP_CHECK_EVERY`] values whether to give up
+/// (`SCRIPT KILL`, the time limit: a big reply takes seconds, after the script's own hook
+/// has stopped watching); `stop`'s text is then the error.
+pub fn lua_to_reply_until(
+    lua: &Lua,
+    v: &Value,
+    reply: &mut Reply<'_>,
+    script_proto: Protocol,
+    max_values: u64,
+    stop: &dyn Fn() -> Option<&'static str>,
+) -> Result<(), &'static str> {
     let name = |n: &str| {
         lua.create_string(n)
             .map_err(|_| "manifold: out of Lua memory")
@@ -124,6 +141,8 @@ pub fn lua_to_reply(
     let mut w = Writer {
         script_proto,
         budget: max_values,
+        written: 0,
+        stop,
         err: name("err")?,
         ok: name("ok")?,
         double: name("double")?,
@@ -139,9 +158,12 @@ pub fn lua_to_reply(
 
 /// One reply's conversion: its protocol, what is left of its budget, and the field names
 /// a table is looked up by, made Lua strings once.
-struct Writer {
+struct Writer<'s> {
     script_proto: Protocol,
     budget: u64,
+    /// Values written so far.
+    written: u64,
+    stop: &'s dyn Fn() -> Option<&'static str>,
     err: mlua::String,
     ok: mlua::String,
     double: mlua::String,
@@ -153,7 +175,7 @@ struct Writer {
     string: mlua::String,
 }
 
-impl Writer {
+impl Writer<'_> {
     fn value(
         &mut self,
         v: &Value,
@@ -167,6 +189,12 @@ impl Writer {
             return Err("manifold: the script's reply holds too many values");
         }
         self.budget -= 1;
+        self.written += 1;
+        if self.written.is_multiple_of(STOP_CHECK_EVERY) {
+            if let Some(text) = (self.stop)() {
+                return Err(text);
+            }
+        }
         if reply.over_limit() {
             return Ok(());
         }

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,7 +21,7 @@ use mlua::{
 };
 use sha1::{Digest, Sha1};
 
-use super::convert::{error_table, frame_to_lua, lua_to_reply, MAX_REPLY_VALUES};
+use super::convert::{error_table, frame_to_lua, lua_to_reply_until, MAX_REPLY_VALUES};
 use super::pool::{Answer, FromScript, Job, Outcome};
 
 /// Redis's text for a script stopped by `SCRIPT KILL`.
@@ -35,6 +35,12 @@ const RAISED: &str = "\u{1}redis.call:";
 
 /// Compiled scripts a thread keeps (beyond it, they are compiled again).
 const COMPILED_MAX: usize = 1024;
+
+/// Compiled scripts live in the state's Lua memory, under `script_memory_limit`: once the
+/// state holds more than this share of the limit between two scripts, the compiled scripts
+/// are dropped (compiled again when next run), so that they never leave a script less than
+/// half the limit.
+const COMPILED_SHARE_DIVISOR: usize = 2;
 
 /// The job running now, as the `redis` functions and the hook see it.
 struct Current {
@@ -64,6 +70,8 @@ pub struct State {
     /// The error handler: the error as Redis's `{err=..., source=..., line=...}`.
     handler: Function,
     compiled: HashMap<String, Function>,
+    /// `script_memory_limit` (0: none).
+    memory_limit: usize,
 }
 
 /// The SHA1 of `bytes`, lowercase hex.
@@ -99,11 +107,84 @@ fn error_value(lua: &Lua, v: Value) -> mlua::Result<Value> {
     }
 }
 
+/// The Lua text of a script: a shebang line (`#!lua flags=...`) is not Lua, it is blanked
+/// (the lines keep their numbers); a chunk starting with bytecode's mark is read as text, as
+/// Redis does (a syntax error).
+fn script_text(source: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if source.starts_with(b"#!") {
+        let end = source
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(source.len());
+        let mut b = source.to_vec();
+        b[..end].fill(b' ');
+        b.into()
+    } else if source.first() == Some(&0x1b) {
+        let mut b = Vec::with_capacity(source.len() + 1);
+        b.push(b' ');
+        b.extend_from_slice(source);
+        b.into()
+    } else {
+        source.into()
+    }
+}
+
+/// Redis's reply to a script that does not compile.
+fn compile_error(e: &mlua::Error) -> Vec<u8> {
+    let text = match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        other => error_text(other),
+    };
+    let mut out = Vec::new();
+    Reply::new(&mut out, Protocol::Resp2)
+        .error(format!("Error compiling script (new function): {text}").as_bytes());
+    out
+}
+
+/// Whether `source` compiles (`SCRIPT LOAD`), in a bare Lua state of its own with
+/// `memory_limit` (0: none): the compiler's answer does not depend on the libraries, and
+/// checking takes no script thread and runs nothing. `Err`: the error reply.
+pub fn check_syntax(source: &[u8], memory_limit: usize) -> Result<(), Vec<u8>> {
+    let lua = Lua::new_with(StdLib::NONE, LuaOptions::new()).map_err(|e| compile_error(&e))?;
+    if memory_limit > 0 {
+        lua.set_memory_limit(memory_limit)
+            .map_err(|e| compile_error(&e))?;
+    }
+    lua.load(&*script_text(source))
+        .set_mode(mlua::ChunkMode::Text)
+        .set_name("@user_script")
+        .into_function()
+        .map(drop)
+        .map_err(|e| compile_error(&e))
+}
+
+/// Redis's rand48 state (`redisLrand48`): one per process, as redis-server has one, so the
+/// scripts of every thread draw from one sequence that no `EVAL` nor `SCRIPT FLUSH`
+/// reseeds. Only `math.random`/`math.randomseed` touch it (not a hot path).
+static RAND48: AtomicU64 = AtomicU64::new(RAND48_START);
+const RAND48_START: u64 = 0x1234_ABCD_330E;
+const RAND48_MASK: u64 = (1 << 48) - 1;
+
+/// The next number of the sequence (31 bits), as `redisLrand48`.
+fn lrand48() -> f64 {
+    let step = |x: u64| x.wrapping_mul(0x5_DEEC_E66D).wrapping_add(0xB) & RAND48_MASK;
+    let Ok(old) = RAND48.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| Some(step(x)))
+    else {
+        return 0.0;
+    };
+    (step(old) >> 17) as f64
+}
+
+/// `redisSrand48(seed)`.
+fn srand48(seed: u32) {
+    RAND48.store((u64::from(seed) << 16) | 0x330E, Ordering::Relaxed);
+}
+
 /// The prelude's chunk name, as the hook sees it.
 const PRELUDE_NAME: &str = "=redis_prelude";
 
 const PRELUDE: &str = r#"
-local raw_call, redis, real, setfenv, error_value = ...
+local raw_call, redis, real, setfenv, error_value, lrand48, srand48 = ...
 -- pcall gives a script the error of a Rust function (`redis.call`'s) as the value Redis
 -- gives, not mlua's error object.
 do
@@ -114,21 +195,12 @@ do
   end
   real.pcall = function(...) return plain(pcall(...)) end
 end
--- Redis's math.random and math.randomseed: its rand48 (48-bit x = a * x + c, in 16-bit
--- limbs so that every product is exact), one sequence per state from Redis's start value,
--- the same numbers for the same seed; a number is drawn before the arguments are checked.
+-- Redis's math.random and math.randomseed: its rand48, one sequence for every script of
+-- the process from Redis's start value, as redis-server has (neither an EVAL nor SCRIPT
+-- FLUSH reseeds it), the same numbers for the same seed; a number is drawn before the
+-- arguments are checked.
 do
   local floor, tonumber, type, select, error = math.floor, tonumber, type, select, error
-  local x0, x1, x2 = 0x330E, 0xABCD, 0x1234
-  local function lrand48()
-    local p = 0xE66D * x0 + 0xB
-    local n0 = p % 65536
-    p = 0xE66D * x1 + 0xDEEC * x0 + (p - n0) / 65536
-    local n1 = p % 65536
-    p = 0xE66D * x2 + 0xDEEC * x1 + 0x5 * x0 + (p - n1) / 65536
-    x0, x1, x2 = n0, n1, p % 65536
-    return x2 * 32768 + floor(x1 / 2)
-  end
   -- luaL_checkint: a number or a numeric string, truncated, then cast to a C int.
   local function checkint(fname, n, nargs, v)
     local d = (type(v) == 'number' or type(v) == 'string') and tonumber(v) or nil
@@ -165,7 +237,7 @@ do
     local s, e = checkint('randomseed', 1, select('#', ...), (...))
     if not s then error(e, 2) end
     if s < 0 then s = s + 4294967296 end
-    x0, x1, x2 = 0x330E, s % 65536, floor(s / 65536)
+    srand48(s)
   end
 end
 redis.pcall = function(...)
@@ -331,6 +403,11 @@ impl State {
                 g.clone(),
                 setfenv,
                 lua.create_function(error_value)?,
+                lua.create_function(|_, ()| Ok(lrand48()))?,
+                lua.create_function(|_, seed: f64| {
+                    srand48(seed as u32);
+                    Ok(())
+                })?,
             ))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_hook(
@@ -348,6 +425,7 @@ impl State {
             tampered: false,
             handler,
             compiled: HashMap::new(),
+            memory_limit,
         })
     }
 
@@ -366,33 +444,27 @@ impl State {
         self.lua.used_memory()
     }
 
+    /// Drops the compiled scripts once the state holds more than its share of the memory
+    /// limit ([`COMPILED_SHARE_DIVISOR`]).
+    fn bound_compiled(&mut self) {
+        if self.memory_limit > 0
+            && !self.compiled.is_empty()
+            && self.lua.used_memory() > self.memory_limit / COMPILED_SHARE_DIVISOR
+        {
+            self.compiled.clear();
+            self.lua.gc_collect().ok();
+        }
+    }
+
     /// Compiles `source` as Redis names it (`@user_script`), or the error reply.
     fn compile(&mut self, sha: &str, source: &[u8]) -> Result<Function, Vec<u8>> {
         if let Some(f) = self.compiled.get(sha) {
             return Ok(f.clone());
         }
-        // A shebang line (`#!lua flags=...`) is not Lua: it is blanked, the lines keep
-        // their numbers.
-        let body: std::borrow::Cow<'_, [u8]> = if source.starts_with(b"#!") {
-            let end = source
-                .iter()
-                .position(|&b| b == b'\n')
-                .unwrap_or(source.len());
-            let mut b = source.to_vec();
-            b[..end].fill(b' ');
-            b.into()
-        } else if source.first() == Some(&0x1b) {
-            // Bytecode's mark: read as text, as Redis does (a syntax error).
-            let mut b = Vec::with_capacity(source.len() + 1);
-            b.push(b' ');
-            b.extend_from_slice(source);
-            b.into()
-        } else {
-            source.into()
-        };
+        self.bound_compiled();
         match self
             .lua
-            .load(&*body)
+            .load(&*script_text(source))
             .set_mode(mlua::ChunkMode::Text)
             .set_name("@user_script")
             .set_environment(self.env.clone())
@@ -405,16 +477,7 @@ impl State {
                 self.compiled.insert(sha.to_string(), f.clone());
                 Ok(f)
             }
-            Err(e) => {
-                let text = match &e {
-                    mlua::Error::SyntaxError { message, .. } => message.clone(),
-                    other => error_text(other),
-                };
-                let mut out = Vec::new();
-                Reply::new(&mut out, Protocol::Resp2)
-                    .error(format!("Error compiling script (new function): {text}").as_bytes());
-                Err(out)
-            }
+            Err(e) => Err(compile_error(&e)),
         }
     }
 
@@ -458,6 +521,7 @@ impl State {
             g.raw_set(name, t)
         };
         let done = to_worker.clone();
+        let kill_flag = killed.clone();
         // The previous script may have left the check at every instruction.
         self.lua.set_hook(
             HookTriggers::new().every_nth_instruction(CHECK_EVERY),
@@ -478,7 +542,7 @@ impl State {
             .and_then(|()| self.runner.call::<MultiValue>((f, self.handler.clone())));
         let cur = self.lua.remove_app_data::<Current>();
         let aborted = cur.as_ref().is_some_and(|c| c.aborted);
-        let stopped = cur.as_ref().is_some_and(|c| c.stopped);
+        let mut stopped = cur.as_ref().is_some_and(|c| c.stopped);
         let script_proto = cur.as_ref().map_or(Protocol::Resp2, |c| c.proto);
         drop(cur);
         if aborted {
@@ -494,16 +558,42 @@ impl State {
                 let ok = matches!(values.next(), Some(Value::Boolean(true)));
                 let value = values.next().unwrap_or(Value::Nil);
                 let mut reply = Reply::limited(&mut out, proto, out_limit);
+                // The hook no longer watches: converting a big reply (seconds) asks itself.
+                let stop = || {
+                    if done.is_closed() {
+                        Some(ABORTED)
+                    } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                        kill_flag.store(true, Ordering::Relaxed);
+                        Some(TIMED_OUT)
+                    } else if kill_flag.load(Ordering::Relaxed) {
+                        Some(KILLED)
+                    } else {
+                        None
+                    }
+                };
                 if ok {
-                    if let Err(text) = lua_to_reply(
+                    if let Err(text) = lua_to_reply_until(
                         &self.lua,
                         &value,
                         &mut reply,
                         script_proto,
                         MAX_REPLY_VALUES,
+                        &stop,
                     ) {
                         out.clear();
-                        Reply::new(&mut out, proto).error(text.as_bytes());
+                        if text == ABORTED {
+                            return Finished {
+                                to: done,
+                                outcome: Outcome::Aborted,
+                            };
+                        }
+                        if text == KILLED || text == TIMED_OUT {
+                            stopped = true;
+                            Reply::new(&mut out, proto)
+                                .error(format!("{text} script: {sha}.").as_bytes());
+                        } else {
+                            Reply::new(&mut out, proto).error(text.as_bytes());
+                        }
                     }
                 } else {
                     error_value_reply(&value, &sha, &mut out);
@@ -517,6 +607,7 @@ impl State {
         // What the script left (its tables, its strings) is freed now, not in the next
         // script's time.
         self.lua.gc_collect().ok();
+        self.bound_compiled();
         Finished {
             to: done,
             outcome: if stopped {

@@ -10,7 +10,10 @@
 //! - Atomicity: the script's writes commit together when it returns; when it raises an
 //!   error, the writes made before stay (committed, then the error reply), as in Redis. A
 //!   deadlock or lock wait timeout runs the whole script again from the start (nothing was
-//!   committed or answered).
+//!   committed or answered). What it publishes is sent after its commit, in order, and only
+//!   then (Redis sends at once; it never runs a script twice nor rolls one back).
+//! - A script whose client leaves or is killed (`CLIENT KILL`) is stopped and rolled back
+//!   at once (the connection marks a client that left as killed: `crate::conn`).
 //! - `SCRIPT KILL` stops every running script of this manifold at once (Redis waits for
 //!   `busy-reply-threshold`: here no other client waits for a script), and the killed
 //!   script's transaction is rolled back, so even a script that wrote can be killed
@@ -22,6 +25,7 @@ pub mod convert;
 pub mod lua;
 pub mod pool;
 
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
 use manifold_redis_proto::{Limits, Protocol, Reply, Request};
@@ -35,6 +39,8 @@ pub use pool::Scripts;
 use pool::{Answer, FromScript, Job, Outcome};
 
 const NOSCRIPT: &[u8] = b"-NOSCRIPT No matching script. Please use EVAL.";
+/// The reply (never read) of a script whose client was killed or left before it ran.
+const KILLED_WAITING: &[u8] = b"manifold: the client was killed before its script ran";
 const NOT_ALLOWED: &[u8] = b"This Redis command is not allowed from script";
 
 const HELP: &[&str] = &[
@@ -136,21 +142,12 @@ pub async fn handle(session: &mut Session<'_>, parsed: Parsed<'_>, out: &mut Vec
             let body = args.get(2);
             let sha = lua::sha1hex(body);
             let source = Arc::new(body.to_vec());
-            if let Ok(Outcome::CompileError(reply)) = run_job(
-                session,
-                &sha,
-                source.clone(),
-                Vec::new(),
-                Vec::new(),
-                true,
-                false,
-            )
-            .await
-            {
-                out.extend_from_slice(&reply);
-            } else {
-                session.fe.shared.scripts.cache(sha.clone(), source);
-                Reply::new(out, proto).bulk(sha.as_bytes());
+            match scripts.check_syntax(source.clone()).await {
+                Ok(()) => {
+                    scripts.cache(sha.clone(), source);
+                    Reply::new(out, proto).bulk(sha.as_bytes());
+                }
+                Err(reply) => out.extend_from_slice(&reply),
             }
         }
         "script|exists" => {
@@ -187,44 +184,6 @@ pub async fn handle(session: &mut Session<'_>, parsed: Parsed<'_>, out: &mut Vec
             for line in HELP {
                 r.simple(line.as_bytes());
             }
-        }
-    }
-}
-
-/// Runs a job to its end, serving no call (compiling only).
-async fn run_job(
-    session: &Session<'_>,
-    sha: &str,
-    source: Arc<Vec<u8>>,
-    keys: Vec<Vec<u8>>,
-    argv: Vec<Vec<u8>>,
-    compile_only: bool,
-    _read_only: bool,
-) -> Result<Outcome, ()> {
-    let scripts = &session.fe.shared.scripts;
-    let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
-    let (_answer, answers) = mpsc::channel();
-    let running = scripts.register();
-    scripts
-        .start(Job {
-            sha: sha.to_string(),
-            source,
-            keys,
-            argv,
-            proto: session.proto,
-            out_limit: usize::MAX,
-            compile_only,
-            to_worker,
-            answers,
-            killed: running.killed.clone(),
-            deadline: None,
-        })
-        .await;
-    loop {
-        match from_script.recv().await {
-            Some(FromScript::Done(o)) => return Ok(o),
-            Some(FromScript::Call { .. }) => {}
-            None => return Err(()),
         }
     }
 }
@@ -283,21 +242,29 @@ async fn eval(
         let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
         let (answer, answers) = mpsc::channel();
         let running = scripts.register();
-        scripts
-            .start(Job {
-                sha: sha.clone(),
-                source: source.clone(),
-                keys: keys.clone(),
-                argv: argv.clone(),
-                proto,
-                out_limit,
-                compile_only: false,
-                to_worker,
-                answers,
-                killed: running.killed.clone(),
-                deadline: scripts.deadline(),
-            })
-            .await;
+        let start = scripts.start(Job {
+            sha: sha.clone(),
+            source: source.clone(),
+            keys: keys.clone(),
+            argv: argv.clone(),
+            proto,
+            out_limit,
+            compile_only: false,
+            to_worker,
+            answers,
+            killed: running.killed.clone(),
+            deadline: scripts.deadline(),
+        });
+        // A client killed (or gone) while its script waits for a script thread: it never
+        // runs.
+        tokio::select! {
+            biased;
+            () = start => {}
+            () = session.info.handle.killed() => {
+                Reply::new(out, proto).error(KILLED_WAITING);
+                return;
+            }
+        }
         let mut cx = Cx {
             tx: fe.worker.begin(&login, true).noting(&session.causal),
             out: Vec::new(),
@@ -307,11 +274,28 @@ async fn eval(
             client: None,
         };
         let mut failed: Option<StoreError> = None;
+        // Messages the script publishes, sent once its writes commit (see `call`).
         let mut published = Published::default();
+        let handle = &session.info.handle;
+        let mut client_gone = handle.is_killed();
         let outcome = loop {
-            match from_script.recv().await {
+            if client_gone {
+                // Its client was killed (`CLIENT KILL`) or left (the connection marks it
+                // killed): the script is stopped and rolled back now, not left running
+                // with no one to answer.
+                running.killed.store(true, Ordering::Relaxed);
+            }
+            let from = tokio::select! {
+                biased;
+                from = from_script.recv() => from,
+                () = handle.killed(), if !client_gone => {
+                    client_gone = true;
+                    continue;
+                }
+            };
+            match from {
                 Some(FromScript::Call { args, proto }) => {
-                    if failed.is_some() {
+                    if failed.is_some() || client_gone {
                         let _ = answer.send(Answer::Abort);
                         continue;
                     }
@@ -347,6 +331,11 @@ async fn eval(
             scripts.cache(sha.clone(), source.clone());
         }
         let e = match failed {
+            Some(e) if client_gone => {
+                cx.tx.abandon();
+                Reply::new(out, proto).error(&e.reply_text());
+                return;
+            }
             Some(e) => {
                 cx.tx.abandon();
                 e

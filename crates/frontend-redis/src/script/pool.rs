@@ -90,7 +90,12 @@ struct Inner {
     time_limit: Duration,
     /// Lua memory of every script thread, summed at each script's end (`used_memory_lua`).
     lua_memory: AtomicUsize,
+    /// `SCRIPT LOAD`s compiling at once (see [`Scripts::check_syntax`]).
+    syntax_checks: Semaphore,
 }
+
+/// Most `SCRIPT LOAD`s compiling at once; more wait for one to end.
+const SYNTAX_CHECKS: usize = 2;
 
 /// The script cache and the script threads.
 pub struct Scripts {
@@ -135,6 +140,7 @@ impl Scripts {
                 memory_limit: usize::try_from(config.script_memory_limit).unwrap_or(usize::MAX),
                 time_limit: config.script_time_limit,
                 lua_memory: AtomicUsize::new(0),
+                syntax_checks: Semaphore::new(SYNTAX_CHECKS),
             }),
         }
     }
@@ -175,6 +181,19 @@ impl Scripts {
             flag.store(true, Ordering::Relaxed);
         }
         !running.is_empty()
+    }
+
+    /// `SCRIPT LOAD`'s check that `source` compiles (`Err`: the error reply). It runs on a
+    /// blocking thread (parsing a big script must not stall a worker), at most
+    /// [`SYNTAX_CHECKS`] at once, in a Lua state of its own: it takes no script thread and
+    /// is no running script (`SCRIPT KILL` does not see it), as Redis only compiles it.
+    pub async fn check_syntax(&self, source: Arc<Vec<u8>>) -> Result<(), Vec<u8>> {
+        let _permit = self.inner.syntax_checks.acquire().await;
+        let limit = self.inner.memory_limit;
+        let check = tokio::task::spawn_blocking(move || super::lua::check_syntax(&source, limit));
+        check.await.unwrap_or_else(|_| {
+            Err(b"-ERR manifold: the script could not be compiled\r\n".to_vec())
+        })
     }
 
     /// Registers a script about to run, for `SCRIPT KILL`.

@@ -164,3 +164,80 @@ fn sha1_of_a_script() {
         "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
     );
 }
+
+/// Runs `source` on `state` as a script with no keys, its reply's bytes (RESP2).
+fn run_script(state: &mut lua::State, source: &str) -> Vec<u8> {
+    let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
+    let (_answer, answers) = std::sync::mpsc::channel();
+    state
+        .run(pool::Job {
+            sha: lua::sha1hex(source.as_bytes()),
+            source: std::sync::Arc::new(source.as_bytes().to_vec()),
+            keys: Vec::new(),
+            argv: Vec::new(),
+            proto: Protocol::Resp2,
+            out_limit: usize::MAX,
+            compile_only: false,
+            to_worker,
+            answers,
+            killed: std::sync::Arc::default(),
+            deadline: None,
+        })
+        .send();
+    match from_script.try_recv() {
+        Ok(pool::FromScript::Done(pool::Outcome::Reply(r))) => r,
+        other => panic!("unexpected outcome {other:?}"),
+    }
+}
+
+/// Compiled scripts are kept in the state's Lua memory but never fill it: many distinct big
+/// scripts (about 30 MiB of compiled code in all) each run under an 8 MiB limit.
+#[test]
+fn compiled_scripts_never_fill_the_state() {
+    let mut state = lua::State::new(8 << 20).unwrap();
+    let body = "1,".repeat(20_000);
+    for i in 0..200 {
+        let source = format!("-- {i}\nlocal t = {{{body}}} return #t");
+        assert_eq!(run_script(&mut state, &source), b":20000\r\n", "script {i}");
+        assert!(state.used_memory() <= 8 << 20);
+    }
+}
+
+/// A big reply's conversion asks whether to stop (SCRIPT KILL, the time limit) as it goes,
+/// and stops when told; a small one is never cut short.
+#[test]
+fn a_big_reply_stops_when_told() {
+    let lua = mlua::Lua::new();
+    let big: mlua::Value = lua
+        .load("local t = {} for i = 1, 100000 do t[i] = i end return t")
+        .eval()
+        .unwrap();
+    let asked = std::cell::Cell::new(0);
+    let stop = || {
+        asked.set(asked.get() + 1);
+        Some("stopped")
+    };
+    let mut out = Vec::new();
+    let r = super::convert::lua_to_reply_until(
+        &lua,
+        &big,
+        &mut Reply::new(&mut out, Protocol::Resp2),
+        Protocol::Resp2,
+        u64::MAX,
+        &stop,
+    );
+    assert_eq!(r, Err("stopped"));
+    assert_eq!(asked.get(), 1);
+    let small: mlua::Value = lua.load("return {1, 2, 3}").eval().unwrap();
+    let mut out = Vec::new();
+    super::convert::lua_to_reply_until(
+        &lua,
+        &small,
+        &mut Reply::new(&mut out, Protocol::Resp2),
+        Protocol::Resp2,
+        u64::MAX,
+        &stop,
+    )
+    .unwrap();
+    assert_eq!(out, b"*3\r\n:1\r\n:2\r\n:3\r\n");
+}
