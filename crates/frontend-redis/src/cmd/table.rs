@@ -485,6 +485,7 @@ fn data_keys(name: &str) -> Keys {
         "mset" | "msetnx" => (1, -1, 2),
         "rename" | "renamenx" | "copy" | "lmove" | "rpoplpush" | "smove" | "brpoplpush"
         | "blmove" | "zrangestore" => (1, 2, 1),
+        "geosearchstore" => (1, 2, 1),
         "blpop" | "brpop" => (1, -2, 1),
         // Their keys follow a count (`LMPOP numkeys key...`), or they have none.
         "lmpop" | "blmpop" | "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard"
