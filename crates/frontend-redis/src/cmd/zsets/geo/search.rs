@@ -333,7 +333,7 @@ fn cells_sql(n: usize) -> &'static str {
             let parts: Vec<String> = (0..n)
                 .map(|c| {
                     format!(
-                        "SELECT {c} AS cell, member, score, sk FROM {{s}}.redis_zset \
+                        "SELECT member, score, sk, {c} AS cell FROM {{s}}.redis_zset \
                          WHERE kid = ? AND sk >= ? AND sk < ?"
                     )
                 })
