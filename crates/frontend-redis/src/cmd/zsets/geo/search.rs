@@ -11,9 +11,10 @@
 //! The search itself is Redis's ([`area`]): up to nine geohash cells around the centre, each
 //! one range scan of the set's score index (`kid, sk`), in one statement (one per cell with
 //! `ANY`, which stops once it has `COUNT` points), their points kept when Redis keeps them,
-//! in Redis's order (cell by cell, by score then member in each), then sorted as Redis sorts
-//! them ([`sort`]).
+//! put in Redis's order (cell by cell, by score then member in each), then sorted as Redis
+//! sorts them ([`sort`]). Like Redis, it holds the points kept, not the rows read.
 
+use std::cmp::Ordering;
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::sync::OnceLock;
@@ -31,7 +32,7 @@ use crate::cmd::Args;
 use crate::errors;
 use crate::store::context::Cx;
 use crate::store::keys::{hash, kind};
-use crate::store::StoreError;
+use crate::store::{int, StoreError};
 
 const NO_MEMBER: &[u8] = b"could not decode requested zset member";
 const COUNT_NOT_POSITIVE: &[u8] = b"COUNT must be > 0";
@@ -310,9 +311,11 @@ fn parse_into<'a>(s: &mut Search<'a>, a: Args<'a>, form: Form) -> Result<(), Par
     Ok(())
 }
 
-/// A point found: its member, score, position (its cell's centre) and distance in metres.
+/// A point found: the cell it was found in, its member, score, position (its cell's
+/// centre) and distance in metres.
 #[derive(Clone)]
 struct Point {
+    cell: i64,
     member: Vec<u8>,
     score: f64,
     lon: f64,
@@ -323,8 +326,18 @@ struct Point {
 /// The most cells a search reads.
 const CELLS: usize = 9;
 
+/// Redis's order of the points found: cell by cell, by score then member bytes in each.
+fn found_order(a: &Point, b: &Point) -> Ordering {
+    a.cell
+        .cmp(&b.cell)
+        .then(a.score.partial_cmp(&b.score).unwrap_or(Ordering::Equal))
+        .then_with(|| a.member.cmp(&b.member))
+}
+
 /// `SELECT ... UNION ALL ...` of `n` cells (a power of two, padded with empty ranges): the
-/// members of each score range, cell by cell, by score then member in each.
+/// members of each score range (a range scan of the score index), with the cell's number.
+/// Unordered: the points kept are put in Redis's order here ([`found_order`]), which spares
+/// the server sorting the rows dropped and compares members whole.
 fn cells_sql(n: usize) -> &'static str {
     static SQL: OnceLock<Vec<String>> = OnceLock::new();
     shape(
@@ -338,7 +351,7 @@ fn cells_sql(n: usize) -> &'static str {
                     )
                 })
                 .collect();
-            format!("{} ORDER BY cell, sk, member", parts.join(" UNION ALL "))
+            parts.join(" UNION ALL ")
         },
         n,
     )
@@ -461,33 +474,32 @@ async fn find(
     area: &Area,
     limit: usize,
 ) -> Result<Vec<Point>, StoreError> {
-    let ranges: Vec<(u64, u64)> = area.ranges().into_iter().flatten().collect();
+    let ranges = area.ranges();
+    let ranges: Vec<(u64, u64)> = ranges.iter().flatten().copied().collect();
     let mut points = Vec::new();
     // With `ANY` a cell at a time: Redis reads no cell past the `COUNT`th point.
-    let runs: Vec<&[(u64, u64)]> = if limit > 0 {
-        ranges.chunks(1).collect()
-    } else {
-        vec![&ranges[..]]
-    };
-    for run in runs {
+    let run_len = if limit > 0 { 1 } else { CELLS };
+    for (at, run) in ranges.chunks(run_len).enumerate() {
         if limit > 0 && points.len() >= limit {
             break;
         }
         let n = padded(run.len());
-        let kid = Param::UInt(kid);
         let mut params = Vec::with_capacity(3 * n);
         for c in 0..n {
             // Padding: empty ranges.
             let (lo, hi) = run.get(c).copied().unwrap_or((0, 0));
-            params.push(kid);
+            params.push(Param::UInt(kid));
             params.push(Param::Int(score::order_key(lo as f64)));
             params.push(Param::Int(score::order_key(hi as f64)));
         }
+        let first = points.len();
         cx.tx
             .exec_each(cells_sql(n), &params, |row| {
+                let cell = row.get(3).and_then(int).unwrap_or(0);
                 if let Some(m) = member_row(row) {
                     if let Some((lon, lat, dist)) = area.within(m.score) {
                         points.push(Point {
+                            cell: (at * run_len) as i64 + cell,
                             member: m.member,
                             score: m.score,
                             lon,
@@ -496,15 +508,14 @@ async fn find(
                         });
                     }
                 }
-                if limit > 0 && points.len() >= limit {
-                    ControlFlow::Break(())
-                } else {
-                    ControlFlow::Continue(())
-                }
+                ControlFlow::Continue(())
             })
             .await?;
+        points[first..].sort_by(found_order);
+        if limit > 0 {
+            points.truncate(limit);
+        }
     }
-    debug_assert!(ranges.len() <= CELLS);
     Ok(points)
 }
 
