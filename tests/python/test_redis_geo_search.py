@@ -145,6 +145,18 @@ def test_palermo_catania_every_form(redis_door, redis_reference):
         cmd("GEOSEARCH", G2, "FROMMEMBER", "big", "BYRADIUS", "100", "km", "WITHCOORD", "WITHHASH"),
         cmd("GEOSEARCH", G2, "FROMMEMBER", "frac", "BYRADIUS", "100", "km", "WITHCOORD", "WITHHASH", "WITHDIST"),
         cmd("GEOPOS", G2, "neg", "big", "frac"), cmd("GEODIST", G2, "neg", "big"),
+        # In MULTI (errors in EXEC's reply) and in scripts.
+        cmd("MULTI"), cmd("GEOSEARCH", G, "FROMMEMBER", "Palermo", "BYRADIUS", "200", "km", "WITHDIST", "ASC"),
+        cmd("GEOSEARCH", G, "FROMMEMBER", "nobody", "BYRADIUS", "200", "km"),
+        cmd("GEOSEARCH", G, "FROMLONLAT", "0", "0", "BYRADIUS", "1", "m", "COUNT", "0"),
+        cmd("GEORADIUS", G, "15", "37", "200", "km", "STOREDIST", D, "ASC"), cmd("ZRANGE", D, "0", "-1", "WITHSCORES"),
+        cmd("EXEC"),
+        cmd("EVAL", "return redis.call('GEOSEARCH', KEYS[1], 'FROMLONLAT', 15, 37, 'BYRADIUS', 200, 'km', "
+            "'WITHDIST', 'WITHCOORD', 'WITHHASH', 'ASC')", "1", G),
+        cmd("EVAL", "return redis.call('GEORADIUS', KEYS[1], 15, 37, 200, 'km', 'STORE', KEYS[2])", "2", G, D),
+        cmd("EVAL_RO", "return redis.pcall('GEORADIUS', KEYS[1], 15, 37, 200, 'km')", "1", G),
+        cmd("EVAL_RO", "return redis.call('GEORADIUS_RO', KEYS[1], 15, 37, 200, 'km', 'DESC')", "1", G),
+        cmd("EVAL", "return redis.pcall('GEOSEARCH', KEYS[1], 'FROMMEMBER', 'nobody', 'BYRADIUS', 1, 'm')", "1", G),
     ]
     check(redis_door, redis_reference, reqs)
 

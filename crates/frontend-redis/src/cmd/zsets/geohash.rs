@@ -73,11 +73,13 @@ pub fn decode(score: f64) -> (f64, f64) {
     (lon, lat)
 }
 
+/// 2^63, past `i64`.
+const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+
 /// C's `(uint64_t)d` as gcc compiles it for x86-64 (Redis's `decodeGeohash`): a negative
 /// score wraps (`-5` is `2^64 - 5`), one of `2^64` or more is 0. Rust's `as` saturates, which
 /// would put such a member (a plain `ZADD` score) at the other corner of the map.
 pub(super) fn c_u64(d: f64) -> u64 {
-    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
     // `cvttsd2si` gives `i64::MIN` for what it cannot convert, as Rust's saturation gives
     // for the negative side.
     let cvt = |x: f64| {
@@ -134,9 +136,7 @@ pub fn distance_text(d: f64, buf: &mut [u8; 32]) -> usize {
         return 6;
     }
     let scaled = (d * 10_000.0).round_ties_even();
-    let v = if scaled.is_nan()
-        || !(-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&scaled)
-    {
+    let v = if scaled.is_nan() || !(-TWO_63..TWO_63).contains(&scaled) {
         i64::MIN
     } else {
         scaled as i64

@@ -293,7 +293,9 @@ impl Area {
     }
 }
 
+// Cell bounds are compared exactly: they are Redis's arithmetic.
 #[cfg(test)]
+#[allow(clippy::float_cmp)]
 mod tests {
     use super::*;
 

@@ -432,37 +432,34 @@ impl Search<'_> {
         }
         points.truncate(returned);
         let conversion = area.conversion;
-        match self.dst {
-            Some(dst) => store(cx, dst, &points, self.storedist.then_some(conversion)).await,
-            None => {
-                let options = usize::from(self.withdist)
-                    + usize::from(self.withhash)
-                    + usize::from(self.withcoord);
-                let mut r = cx.reply();
-                r.array_len(points.len());
-                let mut text = [0u8; 32];
-                for p in &points {
-                    if options > 0 {
-                        r.array_len(options + 1);
-                    }
-                    r.bulk(&p.member);
-                    if self.withdist {
-                        let n = geohash::distance_text(p.dist / conversion, &mut text);
-                        r.bulk(&text[..n]);
-                    }
-                    if self.withhash {
-                        // C's conversion of the score to `long long`.
-                        r.integer(p.score as i64);
-                    }
-                    if self.withcoord {
-                        r.array_len(2)
-                            .double_text(geohash::human(p.lon).as_bytes())
-                            .double_text(geohash::human(p.lat).as_bytes());
-                    }
-                }
-                Ok(())
+        if let Some(dst) = self.dst {
+            return store(cx, dst, &points, self.storedist.then_some(conversion)).await;
+        }
+        let options =
+            usize::from(self.withdist) + usize::from(self.withhash) + usize::from(self.withcoord);
+        let mut r = cx.reply();
+        r.array_len(points.len());
+        let mut text = [0u8; 32];
+        for p in &points {
+            if options > 0 {
+                r.array_len(options + 1);
+            }
+            r.bulk(&p.member);
+            if self.withdist {
+                let n = geohash::distance_text(p.dist / conversion, &mut text);
+                r.bulk(&text[..n]);
+            }
+            if self.withhash {
+                // C's conversion of the score to `long long`.
+                r.integer(p.score as i64);
+            }
+            if self.withcoord {
+                r.array_len(2)
+                    .double_text(geohash::human(p.lon).as_bytes())
+                    .double_text(geohash::human(p.lat).as_bytes());
             }
         }
+        Ok(())
     }
 }
 

@@ -9,13 +9,7 @@ use std::cmp::Ordering;
 
 /// `sort_gp_asc`: 1, 0 or -1 as `a` is farther, as far or (also when one is NaN) nearer.
 pub fn asc(a: f64, b: f64) -> Ordering {
-    if a > b {
-        Ordering::Greater
-    } else if a == b {
-        Ordering::Equal
-    } else {
-        Ordering::Less
-    }
+    a.partial_cmp(&b).unwrap_or(Ordering::Less)
 }
 
 /// `sort_gp_desc`.
@@ -43,12 +37,12 @@ fn merge_sort_with<T: Clone>(v: &mut [T], tmp: &mut [T], cmp: &impl Fn(&T, &T) -
     merge_sort_with(&mut v[n1..], &mut tmp[n1..], cmp);
     let (mut i, mut j, mut out) = (0, n1, 0);
     while i < n1 && j < n {
-        if cmp(&v[i], &v[j]) != Ordering::Greater {
-            tmp[out] = v[i].clone();
-            i += 1;
-        } else {
+        if cmp(&v[i], &v[j]) == Ordering::Greater {
             tmp[out] = v[j].clone();
             j += 1;
+        } else {
+            tmp[out] = v[i].clone();
+            i += 1;
         }
         out += 1;
     }

@@ -1,11 +1,14 @@
 //! The geo searches' parsers, from raw request bytes, without a database: every argument
 //! error is kept for the command to reply after `WRONGTYPE` and the members (Redis's order).
 
+// The values parsed are compared exactly: they are what Redis computes with.
+#![allow(clippy::float_cmp)]
+
 use super::area::Shape;
 use super::search::{Search, Sort};
 use super::GeoCommand;
 use crate::cmd::typed::testing::parsed;
-use crate::cmd::typed::DataCommand;
+use crate::cmd::typed::{DataCommand, ParseError};
 
 /// What a request parses to: the search's fields as `check` reads them.
 fn search<R>(bytes: &[u8], check: impl FnOnce(&Search<'_>) -> R) -> R {
@@ -170,11 +173,11 @@ fn members_before_the_error_are_kept() {
     // read either way.
     search(b"georadiusbymember g m x m count 0\r\n", |s| {
         assert_eq!(
-            s.radius_error.clone().map(|e| e.text()),
+            s.radius_error.clone().map(ParseError::text),
             Some(b"need numeric radius".to_vec())
         );
         assert_eq!(
-            s.error.clone().map(|e| e.text()),
+            s.error.clone().map(ParseError::text),
             Some(b"COUNT must be > 0".to_vec())
         );
     });
