@@ -145,6 +145,14 @@ def test_palermo_catania_every_form(redis_door, redis_reference):
         cmd("GEOSEARCH", G2, "FROMMEMBER", "big", "BYRADIUS", "100", "km", "WITHCOORD", "WITHHASH"),
         cmd("GEOSEARCH", G2, "FROMMEMBER", "frac", "BYRADIUS", "100", "km", "WITHCOORD", "WITHHASH", "WITHDIST"),
         cmd("GEOPOS", G2, "neg", "big", "frac"), cmd("GEODIST", G2, "neg", "big"),
+        # Odd sizes: infinite, overflowing in metres, negative zero, denormal.
+        cmd("GEOSEARCH", G, "FROMLONLAT", "0", "0", "BYBOX", "inf", "inf", "m", "WITHDIST"),
+        cmd("GEOSEARCH", G, "FROMLONLAT", "0", "0", "BYBOX", "inf", "1", "m", "WITHDIST"),
+        cmd("GEOSEARCH", G, "FROMLONLAT", "180", "-85.05112878", "BYRADIUS", "1e308", "km", "WITHDIST", "DESC"),
+        cmd("GEOSEARCH", G, "FROMMEMBER", "Palermo", "BYRADIUS", "-0", "m", "WITHDIST", "WITHHASH"),
+        cmd("GEOSEARCH", G, "FROMMEMBER", "Palermo", "BYBOX", "4.9e-324", "0", "ft", "WITHDIST"),
+        cmd("GEOSEARCH", G, "FROMLONLAT", "15", "37", "BYBOX", "1e6", "20", "km", "WITHDIST"),
+        cmd("GEOSEARCH", G, "FROMLONLAT", "15", "37", "BYBOX", "20", "1e6", "km", "WITHDIST"),
         # In MULTI (errors in EXEC's reply) and in scripts.
         cmd("MULTI"), cmd("GEOSEARCH", G, "FROMMEMBER", "Palermo", "BYRADIUS", "200", "km", "WITHDIST", "ASC"),
         cmd("GEOSEARCH", G, "FROMMEMBER", "nobody", "BYRADIUS", "200", "km"),
