@@ -1,10 +1,8 @@
 """The Redis door's geo commands (GEOADD, GEOPOS, GEODIST, GEOHASH) against Debian's
 redis-server 7.0: the same requests to both, the same replies expected (RESP2 and RESP3
 bytes), pipelined and one at a time. Points are members of a sorted set scored by their
-52-bit geohash, so ZSCORE/ZRANGE are compared too.
-
-Not served yet (differences): GEOSEARCH, GEOSEARCHSTORE, GEORADIUS, GEORADIUSBYMEMBER and
-their _RO forms.
+52-bit geohash, so ZSCORE/ZRANGE are compared too. The searches are in
+test_redis_geo_search.py.
 """
 
 import random

@@ -486,7 +486,7 @@ fn data_keys(name: &str) -> Keys {
         | "sinterstore" | "sunionstore" | "sdiffstore" | "pfcount" | "pfmerge" => (1, -1, 1),
         "mset" | "msetnx" => (1, -1, 2),
         "rename" | "renamenx" | "copy" | "lmove" | "rpoplpush" | "smove" | "brpoplpush"
-        | "blmove" | "zrangestore" | "lcs" => (1, 2, 1),
+        | "blmove" | "zrangestore" | "lcs" | "geosearchstore" => (1, 2, 1),
         "blpop" | "brpop" => (1, -2, 1),
         // Their keys follow a count (`LMPOP numkeys key...`), or they have none.
         "lmpop" | "blmpop" | "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard"

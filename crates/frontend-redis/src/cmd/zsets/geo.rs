@@ -1,6 +1,15 @@
 //! `GEOADD`, `GEOPOS`, `GEODIST`, `GEOHASH`: points kept as Redis keeps them, members of a
 //! sorted set whose score is the point's 52-bit geohash ([`super::geohash`]), so `ZSCORE`
 //! and `ZRANGE` answer what redis-server answers and the zset commands work on them.
+//! The searches (`GEOSEARCH`, `GEORADIUS`...) are in [`search`].
+
+mod area;
+mod search;
+mod sort;
+#[cfg(test)]
+mod tests;
+
+pub use search::COMMANDS as SEARCH_COMMANDS;
 
 use std::collections::HashMap;
 
@@ -71,6 +80,8 @@ pub enum GeoCommand<'a> {
         key: &'a [u8],
         members: Args<'a>,
     },
+    /// `GEOSEARCH`, `GEOSEARCHSTORE`, `GEORADIUS*`.
+    Search(search::Search<'a>),
 }
 
 impl<'a> From<GeoCommand<'a>> for DataCommand<'a> {
@@ -175,6 +186,7 @@ impl GeoCommand<'_> {
                 per_unit,
             } => geodist(cx, key, a, b, per_unit).await,
             GeoCommand::GeoHash { key, members } => geohash_texts(cx, key, members).await,
+            GeoCommand::Search(s) => s.apply(cx).await,
         }
     }
 }
@@ -236,7 +248,7 @@ async fn geohash_texts(cx: &mut Cx<'_>, key: &[u8], members: Args<'_>) -> Result
     Ok(())
 }
 
-/// `GEODIST key m1 m2 [unit]`: the distance (`%.4f`), null when a member is missing.
+/// `GEODIST key m1 m2 [unit]`: the distance (4 decimals, [`geohash::distance_text`]), null when a member is missing.
 async fn geodist(
     cx: &mut Cx<'_>,
     key: &[u8],
@@ -255,6 +267,8 @@ async fn geodist(
     };
     let (pa, pb) = (geohash::decode(sa), geohash::decode(sb));
     let d = geohash::distance(pa.0, pa.1, pb.0, pb.1) / per_unit;
-    cx.reply().bulk(format!("{d:.4}").as_bytes());
+    let mut text = [0u8; 32];
+    let n = geohash::distance_text(d, &mut text);
+    cx.reply().bulk(&text[..n]);
     Ok(())
 }

@@ -10,7 +10,7 @@ pub const LAT_MIN: f64 = -85.051_128_78;
 pub const LAT_MAX: f64 = 85.051_128_78;
 /// Steps of each coordinate (26 each: 52 bits, exact in a double).
 pub const STEP: u32 = 26;
-const EARTH_RADIUS_IN_METERS: f64 = 6_372_797.560_856;
+pub(super) const EARTH_RADIUS_IN_METERS: f64 = 6_372_797.560_856;
 
 /// Whether Redis accepts the point (`GEOADD`'s range check).
 pub fn valid(lon: f64, lat: f64) -> bool {
@@ -18,7 +18,7 @@ pub fn valid(lon: f64, lat: f64) -> bool {
 }
 
 /// Bit `i` of `v` to bit `2i`.
-fn spread(v: u32) -> u64 {
+pub(super) fn spread(v: u32) -> u64 {
     let mut out = 0u64;
     for i in 0..32 {
         out |= u64::from((v >> i) & 1) << (2 * i);
@@ -27,7 +27,7 @@ fn spread(v: u32) -> u64 {
 }
 
 /// Bits `2i` of `v` to bit `i`.
-fn squash(v: u64) -> u32 {
+pub(super) fn squash(v: u64) -> u32 {
     let mut out = 0u32;
     for i in 0..32 {
         out |= (((v >> (2 * i)) & 1) as u32) << i;
@@ -58,7 +58,7 @@ pub fn encode(lon: f64, lat: f64) -> Option<u64> {
 /// answers it (clamped to the valid range), its arithmetic as Redis's.
 #[allow(clippy::manual_midpoint)]
 pub fn decode(score: f64) -> (f64, f64) {
-    let bits = score as u64;
+    let bits = c_u64(score);
     let ilat = f64::from(squash(bits));
     let ilon = f64::from(squash(bits >> 1));
     let cells = (1u64 << STEP) as f64;
@@ -73,7 +73,30 @@ pub fn decode(score: f64) -> (f64, f64) {
     (lon, lat)
 }
 
-fn deg_rad(d: f64) -> f64 {
+/// 2^63, past `i64`.
+const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+
+/// C's `(uint64_t)d` as gcc compiles it for x86-64 (Redis's `decodeGeohash`): a negative
+/// score wraps (`-5` is `2^64 - 5`), one of `2^64` or more is 0. Rust's `as` saturates, which
+/// would put such a member (a plain `ZADD` score) at the other corner of the map.
+pub(super) fn c_u64(d: f64) -> u64 {
+    // `cvttsd2si` gives `i64::MIN` for what it cannot convert, as Rust's saturation gives
+    // for the negative side.
+    let cvt = |x: f64| {
+        if x.is_nan() || x >= TWO_63 {
+            i64::MIN
+        } else {
+            x as i64
+        }
+    };
+    if d < TWO_63 {
+        cvt(d) as u64
+    } else {
+        (cvt(d - TWO_63) as u64) ^ (1 << 63)
+    }
+}
+
+pub(super) fn deg_rad(d: f64) -> f64 {
     d * (std::f64::consts::PI / 180.0)
 }
 
@@ -101,6 +124,29 @@ pub fn text(score: f64) -> [u8; 11] {
         *c = ALPHABET[((bits >> (52 - (i + 1) * 5)) & 0x1f) as usize];
     }
     out
+}
+
+/// A distance as Redis 7.0 writes it (`addReplyDoubleDistance`, `fixedpoint_d2string` with
+/// 4 digits): `llrint(d * 10000)` (ties to even, `i64::MIN` for what does not fit) as a
+/// fixed-point number, into `buf`; returns the text's length.
+pub fn distance_text(d: f64, buf: &mut [u8; 32]) -> usize {
+    use std::io::Write;
+    if d == 0.0 {
+        buf[..6].copy_from_slice(b"0.0000");
+        return 6;
+    }
+    let scaled = (d * 10_000.0).round_ties_even();
+    let v = if scaled.is_nan() || !(-TWO_63..TWO_63).contains(&scaled) {
+        i64::MIN
+    } else {
+        scaled as i64
+    };
+    let a = v.unsigned_abs();
+    let mut w = &mut buf[..];
+    let sign = if v < 0 { "-" } else { "" };
+    let _ = write!(w, "{sign}{}.{:04}", a / 10_000, a % 10_000);
+    let left = w.len();
+    32 - left
 }
 
 /// A coordinate as `GEOPOS` writes it (`%.17Lf`, trailing zeros and dot dropped).
@@ -148,5 +194,41 @@ mod tests {
         assert!(encode(0.0, 85.06).is_none());
         assert!(encode(-180.0, -85.051_128_78).is_some());
         assert_eq!(squash(spread(0xdead_beef)), 0xdead_beef);
+    }
+
+    fn dist(d: f64) -> String {
+        let mut buf = [0u8; 32];
+        let n = distance_text(d, &mut buf);
+        String::from_utf8(buf[..n].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn distances_as_fixedpoint_d2string_writes_them() {
+        assert_eq!(dist(0.0), "0.0000");
+        assert_eq!(dist(166_274.151_6), "166274.1516");
+        assert_eq!(dist(0.000_04), "0.0000");
+        assert_eq!(dist(0.000_06), "0.0001");
+        // Ties go to even, as llrint rounds them.
+        assert_eq!(dist(0.000_25), "0.0002");
+        assert_eq!(dist(0.775), "0.7750");
+        assert_eq!(dist(12.0), "12.0000");
+        // llrint of NaN: LLONG_MIN, written as its magnitude.
+        assert_eq!(dist(f64::NAN), "-922337203685477.5808");
+    }
+
+    #[test]
+    fn scores_convert_as_gcc_converts_them() {
+        // redis-server 7.0.15: ZADD k -5 neg 1e30 big; GEOPOS k neg big.
+        assert_eq!(c_u64(-5.0), u64::MAX - 4);
+        assert_eq!(c_u64(1e30), 0);
+        assert_eq!(c_u64(5.7), 5);
+        let (lon, lat) = decode(-5.0);
+        assert_eq!(
+            (human(lon).as_str(), human(lat).as_str()),
+            ("180", "85.0511287799999991")
+        );
+        let (lon, lat) = decode(1e30);
+        assert_eq!(human(lon), "-179.99999731779098511");
+        assert_eq!(human(lat), "-85.05112751263942528");
     }
 }
