@@ -742,6 +742,29 @@ fn raw_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(Value, bool)> {
     Ok((frame_to_lua(lua, frame)?, failed))
 }
 
+/// `redis.error_reply(text)`'s error, as Redis's `luaPushErrorBuff`: a first word after an
+/// optional `-` is the code when a space follows it, else the code is `ERR`; the message's
+/// line breaks at either end are trimmed.
+fn error_reply_text(text: &[u8]) -> Vec<u8> {
+    let text = text.strip_prefix(b"-").unwrap_or(text);
+    let (code, message) = match text.iter().position(|&b| b == b' ') {
+        Some(i) => (&text[..i], &text[i + 1..]),
+        None => (&b"ERR"[..], text),
+    };
+    let start = message
+        .iter()
+        .position(|b| !b"\r\n".contains(b))
+        .unwrap_or(message.len());
+    let end = message
+        .iter()
+        .rposition(|b| !b"\r\n".contains(b))
+        .map_or(start, |i| i + 1);
+    let mut out = code.to_vec();
+    out.push(b' ');
+    out.extend_from_slice(&message[start..end]);
+    out
+}
+
 /// The `redis` table but `call`/`pcall` (the prelude adds them).
 fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     let redis = lua.create_table()?;
@@ -749,9 +772,7 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
         "error_reply",
         lua.create_function(|lua, v: Variadic<Value>| match v.first() {
             Some(Value::String(s)) if v.len() == 1 => {
-                let b = s.as_bytes();
-                let text = b.strip_prefix(b"-").unwrap_or(&b);
-                error_table(lua, text)
+                error_table(lua, &error_reply_text(&s.as_bytes()))
             }
             // Returned, not raised, as Redis does.
             _ => error_table(lua, b"ERR wrong number or type of arguments"),
