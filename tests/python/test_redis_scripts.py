@@ -7,7 +7,8 @@ Intended differences from redis-server (avoided here):
 - A killed script's writes are rolled back (Redis refuses to kill a script that wrote:
   UNKILLABLE); SCRIPT KILL kills at once (Redis waits for busy-reply-threshold) and other
   clients are never blocked meanwhile (Redis answers them BUSY).
-- EVAL inside MULTI is refused for now.
+- A script stopped inside EXEC (SCRIPT KILL, the time limit) rolls back the whole transaction
+  and EXEC answers the script's error (Redis keeps the other commands' writes).
 - PUBLISH inside a script is sent after the script commits (Redis sends at once); a script
   whose client leaves or is CLIENT KILLed is stopped and rolled back (Redis runs it on).
 """
@@ -673,3 +674,72 @@ def test_math_random_is_one_sequence_as_in_redis(topology):
         reference_replies = replies(reference, [AUTH, *requests], pipeline=False)
     assert door_replies[1:] == reference_replies[1:]
     assert door_replies[1] != door_replies[2]
+
+
+def test_scripts_inside_multi(redis_door, redis_reference):
+    """EVAL, EVALSHA and SCRIPT queued in MULTI run in EXEC's transaction, in their place, as
+    redis-server runs them: they see the writes queued before them, their errors (NOSCRIPT,
+    a runtime error, a script's error reply) answer in place, and the other commands run."""
+    k = P + "multi"
+    body = "redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1])"
+    sha = "%040x" % 0
+    check(redis_door, redis_reference, [
+        SCRIPT_FLUSH, cmd("DEL", k),
+        *[ev("return redis.error_reply(ARGV[1])", [], [e])
+          for e in ("mine", "-mine", "MY code", "-MY code\r\n", "two words\r\n", "", "-", "- x", "a\r\nb c")],
+        cmd("MULTI"), cmd("SET", k, "10"), ev(body, [k]), cmd("SCRIPT", "LOAD", body),
+        cmd("EVALSHA", "c0b7ba3ea0ba5b4ba1fe82c3fc4b4d6eeac6f1ec", "1", k), cmd("EVALSHA", sha, "0"),
+        ev("return redis.call('NOSUCH')"), ev("return redis.error_reply('mine')"),
+        ev("redis.call('SET', KEYS[1], 'kept') error('boom')", [k]), cmd("GET", k),
+        cmd("EVAL_RO", "return redis.call('SET', KEYS[1], 'x')", "1", k), ev("return +"),
+        cmd("EVAL", "return 1", "-1"), cmd("SCRIPT", "EXISTS", sha), cmd("SELECT", "2"),
+        ev("redis.call('SELECT', 1) return 'selected'"), cmd("GET", k), cmd("SELECT", "0"),
+        ev("redis.setresp(3) return redis.call('HGETALL', KEYS[1])", [k + "h"]),
+        cmd("EXEC"), cmd("GET", k),
+        cmd("MULTI"), cmd("EVAL", "return 1"), cmd("EXEC"),
+        cmd("WATCH", k), cmd("SET", k, "changed"), cmd("MULTI"), ev(body, [k]), cmd("EXEC"), cmd("GET", k),
+        cmd("DEL", k, k + "h"),
+    ])
+
+
+def test_publish_inside_multi_goes_out_at_exec(redis_door, redis_reference):
+    """PUBLISH queued in MULTI, directly or from a script, answers the subscribers it reaches
+    and is delivered by EXEC, in order, as redis-server delivers it."""
+    ch = P + "multi-pub"
+    for port in (redis_door, redis_reference):
+        s = subscriber(port, ch)
+        c = Conn(port)
+        c.call("AUTH", *args_auth())
+        c.send(cmd("MULTI") + cmd("PUBLISH", ch, "one")
+               + ev("return redis.call('PUBLISH', KEYS[1], 'two')", [ch]) + cmd("PUBLISH", ch, "three")
+               + cmd("EXEC"))
+        assert [read_reply(c.f) for _ in range(5)] == ["OK", "QUEUED", "QUEUED", "QUEUED", [1, 1, 1]], port
+        for m in (b"one", b"two", b"three"):
+            assert read_reply(s.f) == [b"message", ch.encode(), m]
+        s.close()
+        c.close()
+
+
+def test_a_script_killed_inside_exec_rolls_the_transaction_back(redis_door):
+    """A script stopped inside EXEC takes the whole transaction with it: EXEC answers the kill's
+    error, no write of the transaction stays and nothing it published goes out; the
+    connection goes on."""
+    k = P + "multi-killed"
+    ch = P + "multi-killed-pub"
+    s = subscriber(redis_door, ch)
+    busy = Conn(redis_door)
+    busy.call("AUTH", *args_auth())
+    other = Conn(redis_door)
+    other.call("AUTH", *args_auth())
+    other.call("DEL", k, k + "2")
+    busy.send(cmd("MULTI") + cmd("SET", k + "2", "before") + cmd("PUBLISH", ch, "never")
+              + ev("redis.call('SET', KEYS[1], 'w') while true do end", [k]))
+    assert [read_reply(busy.f) for _ in range(4)] == ["OK", "QUEUED", "QUEUED", "QUEUED"]
+    busy.send(cmd("EXEC"))
+    poll("the script runs", lambda: other.call("SCRIPT", "KILL") == "OK")
+    assert read_reply(busy.f).startswith("ERR Script killed by user with SCRIPT KILL...")
+    assert other.call("EXISTS", k, k + "2") == 0
+    assert busy.call("PUBLISH", ch, "after") == 1
+    assert read_reply(s.f) == [b"message", ch.encode(), b"after"]
+    for c in (s, busy, other):
+        c.close()

@@ -27,6 +27,7 @@ use manifold_redis_proto::{Limits, Reply, Request};
 use crate::cmd::{reject_reply, Args, Command, Entry, Kind, Parsed, Reject, Spec};
 use crate::errors;
 use crate::exec;
+use crate::script::{self, Published};
 use crate::session::{self, Session};
 use crate::store::context::Cx;
 use crate::store::{pause_before_retry, Attempts, Decision, StoreError};
@@ -100,7 +101,7 @@ pub async fn handle(
                     Reply::new(out, session.proto).error(b"DISCARD without MULTI");
                 }
                 Command::Watch(keys) => watch(session, keys, out).await,
-                Command::Script(_) => crate::script::handle(session, p, out).await,
+                Command::Script(_) => script::handle(session, p, out).await,
                 Command::Unwatch => {
                     session.watched.clear();
                     Reply::new(out, session.proto).simple(b"OK");
@@ -305,19 +306,35 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
         if watched.iter().any(|w| w.seen.is_none()) {
             cx.tx.gap_locks();
         }
-        let result = run_steps(session, &mut cx, &steps, &watched, attempts.failed()).await;
+        let mut published = Published::default();
+        let result = run_steps(
+            session,
+            &mut cx,
+            &steps,
+            &watched,
+            attempts.failed(),
+            &mut published,
+        )
+        .await;
         let (at, e) = match result {
-            Ok(false) => {
+            Ok(Ran::WatchedChanged) => {
                 cx.tx.abandon();
                 Reply::new(out, proto0).null_array();
                 return;
             }
-            Ok(true) => {
+            Ok(Ran::ScriptStopped(reply)) => {
+                cx.tx.abandon();
+                restore(session, db0, proto0);
+                out.extend_from_slice(&reply);
+                return;
+            }
+            Ok(Ran::All) => {
                 let Cx {
                     tx, out: replies, ..
                 } = cx;
                 match tx.commit().await {
                     Ok(()) => {
+                        published.deliver(session);
                         // metrics: the calls EXEC ran.
                         session::exec_ran(
                             &fe.worker.metrics,
@@ -353,14 +370,27 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
     }
 }
 
-/// Checks the watched keys, then runs the steps; `Ok(false)`: a watched key changed.
+/// How far an `EXEC`'s steps ran.
+enum Ran {
+    /// Every step: commit.
+    All,
+    /// None: a watched key changed.
+    WatchedChanged,
+    /// A script was stopped (`SCRIPT KILL`, the time limit, its client gone): the
+    /// transaction is rolled back and `EXEC` answers this error.
+    ScriptStopped(Vec<u8>),
+}
+
+/// Checks the watched keys, then runs the steps; what scripts and `PUBLISH`es publish
+/// waits in `published` for the commit.
 async fn run_steps(
     session: &mut Session<'_>,
     cx: &mut Cx<'_>,
     steps: &[Step<'_>],
     watched: &[Watched],
     failed: &[Option<Vec<u8>>],
-) -> Result<bool, (Option<usize>, StoreError)> {
+    published: &mut Published,
+) -> Result<Ran, (Option<usize>, StoreError)> {
     for w in watched {
         let now = cx
             .tx
@@ -369,7 +399,7 @@ async fn run_steps(
             .map_err(|e| (None, e))?
             .map(|r| (r.kid, r.version));
         if now != w.seen {
-            return Ok(false);
+            return Ok(Ran::WatchedChanged);
         }
     }
     for (i, step) in steps.iter().enumerate() {
@@ -389,6 +419,23 @@ async fn run_steps(
                     .await
                     .map_err(|e| (Some(i), e))?;
             }
+            Step::Session(parsed) if matches!(parsed.cmd, Command::Script(_)) => {
+                let ran = script::in_exec(session, cx, parsed, published)
+                    .await
+                    .map_err(|e| (Some(i), e))?;
+                if let Err(reply) = ran {
+                    return Ok(Ran::ScriptStopped(reply));
+                }
+            }
+            // Sent after the commit, as a script's (never for a transaction rolled back,
+            // once when it runs again).
+            Step::Session(Parsed {
+                cmd: Command::Publish(channel, message),
+                ..
+            }) => {
+                let proto = cx.proto;
+                published.publish(session, channel, message, &mut cx.out, proto);
+            }
             Step::Session(parsed) => {
                 session::apply(session, Ok(parsed), &mut cx.out);
                 cx.db = session.info.db.get();
@@ -396,5 +443,5 @@ async fn run_steps(
             }
         }
     }
-    Ok(true)
+    Ok(Ran::All)
 }

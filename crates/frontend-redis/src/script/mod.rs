@@ -188,49 +188,91 @@ pub async fn handle(session: &mut Session<'_>, parsed: Parsed<'_>, out: &mut Vec
     }
 }
 
-/// `EVAL`/`EVALSHA` (and their `_RO`s).
+/// A script `EVAL`/`EVALSHA` (and their `_RO`s) names, found and checked before it runs.
+struct Script {
+    sha: String,
+    source: Arc<Vec<u8>>,
+    keys: Vec<Vec<u8>>,
+    argv: Vec<Vec<u8>>,
+    read_only: bool,
+    /// Named by its SHA1 (`EVALSHA`): already cached.
+    by_sha: bool,
+}
+
+impl Script {
+    /// The script `args` name; `Err`: Redis's error text.
+    fn find(
+        session: &Session<'_>,
+        args: Args<'_>,
+        mut read_only: bool,
+        by_sha: bool,
+    ) -> Result<Self, Vec<u8>> {
+        let parsed = parse_eval(args).map_err(<[u8]>::to_vec)?;
+        let scripts = &session.fe.shared.scripts;
+        let (sha, source) = if by_sha {
+            let sha = String::from_utf8_lossy(parsed.body).to_ascii_lowercase();
+            let Some(source) = (sha.len() == 40).then(|| scripts.source(&sha)).flatten() else {
+                return Err(NOSCRIPT.to_vec());
+            };
+            (sha, source)
+        } else {
+            (lua::sha1hex(parsed.body), Arc::new(parsed.body.to_vec()))
+        };
+        match parse_shebang(&source) {
+            Ok(Some(flags)) => read_only |= flags.no_writes,
+            Ok(None) => {}
+            Err(text) => return Err(text.into_bytes()),
+        }
+        Ok(Script {
+            sha,
+            source,
+            keys: parsed.keys.iter().map(|k| k.to_vec()).collect(),
+            argv: parsed.argv.iter().map(|a| a.to_vec()).collect(),
+            read_only,
+            by_sha,
+        })
+    }
+}
+
+/// What one run of a script came to on the transaction it was given, which it neither
+/// commits nor rolls back.
+enum Ran {
+    /// It returned, or raised an error after writes that stay (as in Redis): commit, then
+    /// answer this.
+    Reply(Vec<u8>),
+    /// It did not compile: nothing ran.
+    CompileError(Vec<u8>),
+    /// `SCRIPT KILL` or the time limit stopped it (or it ended with no reply): nothing it
+    /// wrote is kept; its client gets this reply.
+    Stopped(Vec<u8>),
+    /// Its client was killed or left before or while it ran: nothing it wrote is kept,
+    /// and no one reads the answer.
+    ClientGone(Vec<u8>),
+    /// A store error stopped it (its retry decision says what next).
+    Failed(StoreError),
+}
+
+/// `EVAL`/`EVALSHA` (and their `_RO`s): the script in a transaction of its own.
 async fn eval(
     session: &mut Session<'_>,
     args: Args<'_>,
-    mut read_only: bool,
+    read_only: bool,
     by_sha: bool,
     out: &mut Vec<u8>,
 ) {
     let proto = session.proto;
-    let parsed = match parse_eval(args) {
-        Ok(p) => p,
+    let script = match Script::find(session, args, read_only, by_sha) {
+        Ok(s) => s,
         Err(text) => {
-            Reply::new(out, proto).error(text);
+            Reply::new(out, proto).error(&text);
             return;
         }
     };
-    let fe = session.fe;
-    let scripts = &fe.shared.scripts;
-    let (sha, source) = if by_sha {
-        let sha = String::from_utf8_lossy(parsed.body).to_ascii_lowercase();
-        let Some(source) = (sha.len() == 40).then(|| scripts.source(&sha)).flatten() else {
-            Reply::new(out, proto).error(NOSCRIPT);
-            return;
-        };
-        (sha, source)
-    } else {
-        (lua::sha1hex(parsed.body), Arc::new(parsed.body.to_vec()))
-    };
-    match parse_shebang(&source) {
-        Ok(Some(flags)) => read_only |= flags.no_writes,
-        Ok(None) => {}
-        Err(text) => {
-            Reply::new(out, proto).error(text.as_bytes());
-            return;
-        }
-    }
     let Some(login) = session.login.clone() else {
         Reply::new(out, proto).error(b"manifold: no backend login for this client");
         return;
     };
-    let keys: Vec<Vec<u8>> = parsed.keys.iter().map(|k| k.to_vec()).collect();
-    let argv: Vec<Vec<u8>> = parsed.argv.iter().map(|a| a.to_vec()).collect();
-    let db0 = session.info.db.get();
+    let fe = session.fe;
     let out_limit = fe
         .shared
         .output
@@ -239,118 +281,26 @@ async fn eval(
         .saturating_sub(out.len());
     let mut attempts = Attempts::new(1);
     loop {
-        let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
-        let (answer, answers) = mpsc::channel();
-        let running = scripts.register();
-        let start = scripts.start(Job {
-            sha: sha.clone(),
-            source: source.clone(),
-            keys: keys.clone(),
-            argv: argv.clone(),
-            proto,
-            out_limit,
-            compile_only: false,
-            to_worker,
-            answers,
-            killed: running.killed.clone(),
-            deadline: scripts.deadline(),
-        });
-        // A client killed (or gone) while its script waits for a script thread: it never
-        // runs.
-        tokio::select! {
-            biased;
-            () = start => {}
-            () = session.info.handle.killed() => {
-                Reply::new(out, proto).error(KILLED_WAITING);
-                return;
-            }
-        }
         let mut cx = Cx {
             tx: fe.worker.begin(&login, true).noting(&session.causal),
             out: Vec::new(),
             proto: Protocol::Resp2,
-            db: db0,
+            db: session.info.db.get(),
             out_limit,
             client: None,
         };
-        let mut failed: Option<StoreError> = None;
-        // Messages the script publishes, sent once its writes commit (see `call`).
         let mut published = Published::default();
-        let handle = &session.info.handle;
-        let mut client_gone = handle.is_killed();
-        let outcome = loop {
-            if client_gone {
-                // Its client was killed (`CLIENT KILL`) or left (the connection marks it
-                // killed): the script is stopped and rolled back now, not left running
-                // with no one to answer.
-                running.killed.store(true, Ordering::Relaxed);
-            }
-            let from = tokio::select! {
-                biased;
-                from = from_script.recv() => from,
-                () = handle.killed(), if !client_gone => {
-                    client_gone = true;
-                    continue;
-                }
-            };
-            match from {
-                Some(FromScript::Call { args, proto }) => {
-                    if failed.is_some() || client_gone {
-                        let _ = answer.send(Answer::Abort);
-                        continue;
-                    }
-                    cx.proto = proto;
-                    match call(session, &mut cx, &args, read_only, &mut published).await {
-                        Ok(reply) => {
-                            let _ = answer.send(Answer::Reply(reply));
-                        }
-                        Err(e) => {
-                            failed = Some(e);
-                            let _ = answer.send(Answer::Abort);
-                        }
-                    }
-                }
-                Some(FromScript::Done(o)) => break o,
-                None => break Outcome::Aborted,
-            }
-        };
-        drop(running);
-        // Only a script the hook stopped loses its writes: one that returned before a
-        // `SCRIPT KILL` reached it commits, as its client is told.
-        let (reply, stopped) = match outcome {
-            Outcome::CompileError(reply) => {
+        let e = match run(session, &mut cx, &script, proto, &mut published).await {
+            Ran::CompileError(reply) | Ran::Stopped(reply) | Ran::ClientGone(reply) => {
                 cx.tx.abandon();
                 out.extend_from_slice(&reply);
                 return;
             }
-            Outcome::Reply(reply) => (reply, false),
-            Outcome::Stopped(reply) => (reply, true),
-            Outcome::Compiled | Outcome::Aborted => (Vec::new(), true),
-        };
-        if !by_sha {
-            scripts.cache(sha.clone(), source.clone());
-        }
-        let e = match failed {
-            Some(e) if client_gone => {
-                cx.tx.abandon();
-                Reply::new(out, proto).error(&e.reply_text());
-                return;
-            }
-            Some(e) => {
+            Ran::Failed(e) => {
                 cx.tx.abandon();
                 e
             }
-            None if stopped || reply.is_empty() => {
-                // Killed (`SCRIPT KILL`, the time limit): nothing it wrote is kept.
-                cx.tx.abandon();
-                if reply.is_empty() {
-                    Reply::new(out, proto).error(b"manifold: the script stopped without a reply");
-                } else {
-                    out.extend_from_slice(&reply);
-                }
-                return;
-            }
-            None => match cx.tx.commit().await {
+            Ran::Reply(reply) => match cx.tx.commit().await {
                 Ok(()) => {
                     published.deliver(session);
                     out.extend_from_slice(&reply);
@@ -368,6 +318,162 @@ async fn eval(
     }
 }
 
+/// Runs `script` once on `cx`'s transaction, serving its `redis.call`s there; its reply is
+/// in `proto`, within `cx.out_limit` bytes. `cx.out`, `cx.proto` and `cx.db` are the
+/// script's meanwhile (each call's reply, the protocol it set, the database it selected).
+async fn run(
+    session: &mut Session<'_>,
+    cx: &mut Cx<'_>,
+    script: &Script,
+    proto: Protocol,
+    published: &mut Published,
+) -> Ran {
+    let scripts = &session.fe.shared.scripts;
+    let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
+    let (answer, answers) = mpsc::channel();
+    let running = scripts.register();
+    let start = scripts.start(Job {
+        sha: script.sha.clone(),
+        source: script.source.clone(),
+        keys: script.keys.clone(),
+        argv: script.argv.clone(),
+        proto,
+        out_limit: cx.out_limit,
+        compile_only: false,
+        to_worker,
+        answers,
+        killed: running.killed.clone(),
+        deadline: scripts.deadline(),
+    });
+    // A client killed (or gone) while its script waits for a script thread: it never
+    // runs.
+    tokio::select! {
+        biased;
+        () = start => {}
+        () = session.info.handle.killed() => {
+            let mut reply = Vec::new();
+            Reply::new(&mut reply, proto).error(KILLED_WAITING);
+            return Ran::ClientGone(reply);
+        }
+    }
+    let mut failed: Option<StoreError> = None;
+    let handle = session.info.handle.clone();
+    let mut client_gone = handle.is_killed();
+    let outcome = loop {
+        if client_gone {
+            // Its client was killed (`CLIENT KILL`) or left (the connection marks it
+            // killed): the script is stopped and rolled back now, not left running
+            // with no one to answer.
+            running.killed.store(true, Ordering::Relaxed);
+        }
+        let from = tokio::select! {
+            biased;
+            from = from_script.recv() => from,
+            () = handle.killed(), if !client_gone => {
+                client_gone = true;
+                continue;
+            }
+        };
+        match from {
+            Some(FromScript::Call { args, proto }) => {
+                if failed.is_some() || client_gone {
+                    let _ = answer.send(Answer::Abort);
+                    continue;
+                }
+                cx.proto = proto;
+                match call(session, cx, &args, script.read_only, published).await {
+                    Ok(reply) => {
+                        let _ = answer.send(Answer::Reply(reply));
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        let _ = answer.send(Answer::Abort);
+                    }
+                }
+            }
+            Some(FromScript::Done(o)) => break o,
+            None => break Outcome::Aborted,
+        }
+    };
+    drop(running);
+    // Only a script the hook stopped loses its writes: one that returned before a
+    // `SCRIPT KILL` reached it commits, as its client is told.
+    let (reply, stopped) = match outcome {
+        Outcome::CompileError(reply) => return Ran::CompileError(reply),
+        Outcome::Reply(reply) => (reply, false),
+        Outcome::Stopped(reply) => (reply, true),
+        Outcome::Compiled | Outcome::Aborted => (Vec::new(), true),
+    };
+    if !script.by_sha {
+        scripts.cache(script.sha.clone(), script.source.clone());
+    }
+    match failed {
+        Some(e) if client_gone => {
+            let mut reply = Vec::new();
+            Reply::new(&mut reply, proto).error(&e.reply_text());
+            Ran::ClientGone(reply)
+        }
+        Some(e) => Ran::Failed(e),
+        None if reply.is_empty() => {
+            let mut reply = Vec::new();
+            Reply::new(&mut reply, proto).error(b"manifold: the script stopped without a reply");
+            Ran::Stopped(reply)
+        }
+        // Killed (`SCRIPT KILL`, the time limit): nothing it wrote is kept.
+        None if stopped => Ran::Stopped(reply),
+        None => Ran::Reply(reply),
+    }
+}
+
+/// `EVAL`... or `SCRIPT ...` queued in `MULTI`, run by `EXEC` on its transaction `cx`: the
+/// script's reply goes in its place in `EXEC`'s array and what it publishes waits with
+/// `published` for `EXEC`'s commit. A store error stops the whole `EXEC` (its retry
+/// decision says what next), as for any queued command. A script stopped (`SCRIPT KILL`,
+/// the time limit, its client gone) rolls back the whole transaction, so `EXEC` answers
+/// the script's error alone (`Err`'s bytes): Redis would keep the rest, but nothing here
+/// can undo the script's writes alone.
+pub async fn in_exec(
+    session: &mut Session<'_>,
+    cx: &mut Cx<'_>,
+    parsed: Parsed<'_>,
+    published: &mut Published,
+) -> Result<Result<(), Vec<u8>>, StoreError> {
+    let (read_only, by_sha) = match parsed.entry.name {
+        "eval" => (false, false),
+        "eval_ro" => (true, false),
+        "evalsha" => (false, true),
+        "evalsha_ro" => (true, true),
+        _ => {
+            handle(session, parsed, &mut cx.out).await;
+            return Ok(Ok(()));
+        }
+    };
+    session.info.cmd.set(parsed.entry.name);
+    let script = match Script::find(session, parsed.args, read_only, by_sha) {
+        Ok(s) => s,
+        Err(text) => {
+            cx.reply().error(&text);
+            return Ok(Ok(()));
+        }
+    };
+    // The script's calls use `cx` as their own: EXEC's replies so far, its protocol and
+    // database are put back after it.
+    let replies = std::mem::take(&mut cx.out);
+    let (proto, db, limit) = (cx.proto, cx.db, cx.out_limit);
+    cx.out_limit = limit.saturating_sub(replies.len());
+    let ran = run(session, cx, &script, proto, published).await;
+    cx.out = replies;
+    (cx.proto, cx.db, cx.out_limit) = (proto, db, limit);
+    match ran {
+        Ran::Reply(reply) | Ran::CompileError(reply) => {
+            cx.out.extend_from_slice(&reply);
+            Ok(Ok(()))
+        }
+        Ran::Stopped(reply) | Ran::ClientGone(reply) => Ok(Err(reply)),
+        Ran::Failed(e) => Err(e),
+    }
+}
+
 /// Commands a script may not call (Redis's `noscript` flag, and blocking commands).
 fn refused_in_scripts(name: &str) -> bool {
     matches!(
@@ -382,7 +488,7 @@ fn refused_in_scripts(name: &str) -> bool {
 /// back (killed, timed out, failed) delivers none, and one run again after a deadlock
 /// delivers only its last run's. Redis delivers at once, and never rolls back.
 #[derive(Default)]
-struct Published {
+pub struct Published {
     messages: Vec<(Vec<u8>, Vec<u8>)>,
     bytes: usize,
 }
@@ -394,7 +500,7 @@ impl Published {
     /// `PUBLISH` from a script: the subscribers it reaches now (as Redis answers); the
     /// message is kept for the commit only when there are some, as Redis would have
     /// delivered it to them alone.
-    fn publish(
+    pub fn publish(
         &mut self,
         session: &Session<'_>,
         channel: &[u8],
@@ -418,7 +524,7 @@ impl Published {
     }
 
     /// Delivers the messages, in order, once the script's writes are committed.
-    fn deliver(self, session: &Session<'_>) {
+    pub fn deliver(self, session: &Session<'_>) {
         let m = &session.fe.worker.metrics;
         for (channel, message) in self.messages {
             let receivers = session.fe.shared.pubsub.publish(&channel, &message);

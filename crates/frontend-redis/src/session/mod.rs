@@ -136,10 +136,9 @@ pub fn apply(
         Command::Multi | Command::Exec | Command::Discard | Command::Watch(_) => {
             Reply::new(out, session.proto).error(b"Command not allowed inside a transaction");
         }
-        // Run by `crate::multi` before they get here; inside `MULTI` not yet.
+        // Run by `crate::multi` before they get here (by `EXEC` when queued).
         Command::Script(_) => {
-            Reply::new(out, session.proto)
-                .error(b"manifold: scripts inside MULTI are not supported yet");
+            Reply::new(out, session.proto).error(b"manifold: a script cannot run here");
         }
         Command::Unwatch => {
             session.watched.clear();
