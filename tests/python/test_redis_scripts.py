@@ -288,6 +288,15 @@ def test_register_script(redis_door, redis_reference):
         r.script_flush()
         out.append(s(keys=[P + "cnt"], args=["c"]))  # NOSCRIPT, then EVAL
         out.append(r.script_exists(s.sha))
+        # In a transactional pipeline (MULTI/EXEC): redis-py loads the script first, then
+        # queues its EVALSHA among the other commands.
+        r.script_flush()
+        with r.pipeline(transaction=True) as p:
+            p.set(P + "cnt", 40)
+            s(keys=[P + "cnt"], args=["d"], client=p)
+            s(keys=[P + "cnt"], args=["e"], client=p)
+            p.get(P + "cnt")
+            out.append(p.execute())
         return out
 
     run_both(redis_door, redis_reference, story)
