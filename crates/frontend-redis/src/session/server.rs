@@ -125,7 +125,14 @@ fn command_info(session: &Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
     let mut r = Reply::new(out, session.proto);
     r.array_len(args.len().saturating_sub(2));
     for name in args.from(2) {
-        let Some(e) = table().command(name) else {
+        // `container|sub` names a subcommand, as in Redis 7.0.
+        let found = match name.iter().position(|&b| b == b'|') {
+            Some(bar) => table()
+                .command(&name[..bar])
+                .and_then(|c| table().subcommand(c, &name[bar + 1..])),
+            None => table().command(name),
+        };
+        let Some(e) = found else {
             r.null();
             continue;
         };
