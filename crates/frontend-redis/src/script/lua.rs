@@ -72,7 +72,15 @@ pub struct State {
     compiled: HashMap<String, Function>,
     /// `script_memory_limit` (0: none).
     memory_limit: usize,
+    /// Scripts run since the collector's last explicit step (see [`State::collect`]).
+    since_step: u32,
 }
+
+/// Scripts between two explicit steps of the collector, as Redis's `LUA_GC_CYCLE_PERIOD`.
+const GC_CYCLE_PERIOD: u32 = 50;
+/// Bytes a script may leave in its state beyond what it held at its start before they are
+/// collected at once, at its end.
+const GARBAGE_COLLECTED_AT_ONCE: usize = 1 << 20;
 
 /// The SHA1 of `bytes`, lowercase hex.
 pub fn sha1hex(bytes: &[u8]) -> String {
@@ -426,7 +434,28 @@ impl State {
             handler,
             compiled: HashMap::new(),
             memory_limit,
+            since_step: 0,
         })
+    }
+
+    /// Frees what a script left (its tables, its strings). A full collection marks and
+    /// sweeps the whole state (every library table, every compiled script): after each
+    /// small script it was the largest part of the script's cost. So, as Redis does, the
+    /// collector takes one explicit step every [`GC_CYCLE_PERIOD`] scripts (on top of the
+    /// steps Lua takes as it allocates); a script that left more than
+    /// [`GARBAGE_COLLECTED_AT_ONCE`] bytes is collected at once, so its garbage never
+    /// takes the next script's memory or time.
+    fn collect(&mut self, used_at_start: usize) {
+        if self.lua.used_memory() > used_at_start + GARBAGE_COLLECTED_AT_ONCE {
+            self.lua.gc_collect().ok();
+            self.since_step = 0;
+            return;
+        }
+        self.since_step += 1;
+        if self.since_step >= GC_CYCLE_PERIOD {
+            self.since_step = 0;
+            self.lua.gc_step_kbytes(GC_CYCLE_PERIOD as i32).ok();
+        }
     }
 
     pub fn forget_scripts(&mut self) {
@@ -512,6 +541,7 @@ impl State {
                 outcome: Outcome::Compiled,
             };
         }
+        let used_at_start = self.lua.used_memory();
         let g = self.lua.globals();
         let set_list = |name: &str, items: &[Vec<u8>]| -> mlua::Result<()> {
             let t = self.lua.create_table_with_capacity(items.len(), 0)?;
@@ -604,9 +634,7 @@ impl State {
             }
         }
         self.tampered = !matches!(self.changed.call::<bool>(()), Ok(false));
-        // What the script left (its tables, its strings) is freed now, not in the next
-        // script's time.
-        self.lua.gc_collect().ok();
+        self.collect(used_at_start);
         self.bound_compiled();
         Finished {
             to: done,

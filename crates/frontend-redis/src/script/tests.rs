@@ -241,3 +241,40 @@ fn a_big_reply_stops_when_told() {
     .unwrap();
     assert_eq!(out, b"*3\r\n:1\r\n:2\r\n:3\r\n");
 }
+
+/// Small scripts leave their garbage to the collector's steps, yet scripts that each leave
+/// most of the memory limit in garbage all run: a script's big garbage is collected at its
+/// end, never left to fail the next one.
+#[test]
+fn garbage_never_fails_the_next_script() {
+    let mut state = lua::State::new(16 << 20).unwrap();
+    let baseline = state.used_memory();
+    for i in 0..300 {
+        let small = format!("local t = {{}} for j = 1, 100 do t[j] = {{j, {i}}} end return #t");
+        assert_eq!(
+            run_script(&mut state, &small),
+            b":100\r\n",
+            "small script {i}"
+        );
+    }
+    // 300 small scripts' garbage is collected as they go (Lua's steps and ours).
+    assert!(
+        state.used_memory() < baseline + (4 << 20),
+        "{} bytes held",
+        state.used_memory()
+    );
+    for i in 0..20 {
+        // About 10 MiB of tables each, under a 16 MiB limit: two at once would not fit.
+        let big = format!("local t = {{}} for j = 1, 100000 do t[j] = {{j, {i}, j}} end return #t");
+        assert_eq!(
+            run_script(&mut state, &big),
+            b":100000\r\n",
+            "big script {i}"
+        );
+        assert!(
+            state.used_memory() < baseline + (4 << 20),
+            "{} bytes held",
+            state.used_memory()
+        );
+    }
+}
