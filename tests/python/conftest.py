@@ -208,6 +208,22 @@ class Manifold:
         self.log.close()
 
 
+def start_on_free_port(start, what="manifold's Redis door"):
+    """`start(port)` starts a Manifold listening (also) on `port`, a free port chosen here;
+    another process (a client's ephemeral port) may take it before manifold binds it: then
+    manifold exits saying so, and it is started again on another. Returns (manifold, port)."""
+    for attempt in range(3):
+        port = free_port()
+        m = start(port)
+        try:
+            wait_port(port, m.proc, what)
+            return m, port
+        except pytest.fail.Exception:
+            m.stop()
+            if attempt == 2 or "Address already in use" not in m.log_path.read_text():
+                raise
+
+
 def configured(topology, tmp_path, toml, name, **kw):
     """A manifold of its own with extra TOML configuration (the fixture's flags still apply).
     Its monitor logs in as root, so that the backend connections of the test's own account

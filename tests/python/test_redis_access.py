@@ -24,7 +24,7 @@ import pymysql
 import pytest
 
 import conftest
-from conftest import USER, PASSWORD, Manifold, configured, free_port, native_hash, wait_port
+from conftest import USER, PASSWORD, Manifold, configured, free_port, native_hash, start_on_free_port, wait_port
 from redisdiff import Conn, Err, cmd, read_reply
 
 
@@ -141,10 +141,9 @@ def test_redis_listen_opens_it_where_it_names(topology):
     each; an optional address the host lacks is left out with a warning."""
     others = [a for a in network_addresses() if ":" not in a]
     assert others, "this machine has no non-loopback IPv4 address to try"
-    port = free_port()
-    m = Manifold(topology, ["--redis-listen", f"0.0.0.0:{port}"], log_name="redis-open")
+    m, port = start_on_free_port(
+        lambda port: Manifold(topology, ["--redis-listen", f"0.0.0.0:{port}"], log_name="redis-open"))
     try:
-        wait_port(port, m.proc, "manifold's Redis door")
         assert listening(m.proc.pid, port) == {"0.0.0.0"}
         for host in ["127.0.0.1", *others]:
             assert ping(host, port) == ("OK", "PONG"), host
@@ -153,12 +152,11 @@ def test_redis_listen_opens_it_where_it_names(topology):
     finally:
         m.stop_and_check()
 
-    port = free_port()
     # 192.0.2.254 / fd00::dead: documentation addresses this host does not have.
-    m = Manifold(topology, ["--redis-listen", f"127.0.0.1:{port}", "--redis-listen",
-                            f"[::1]:{port},-[fd00::dead]:{port}"], log_name="redis-list")
+    m, port = start_on_free_port(
+        lambda port: Manifold(topology, ["--redis-listen", f"127.0.0.1:{port}", "--redis-listen",
+                                         f"[::1]:{port},-[fd00::dead]:{port}"], log_name="redis-list"))
     try:
-        wait_port(port, m.proc, "manifold's Redis door")
         assert listening(m.proc.pid, port) == {"127.0.0.1", "::1"}
         assert ping("::1", port) == ("OK", "PONG")
         log = m.log_text()
