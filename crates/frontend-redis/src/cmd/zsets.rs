@@ -22,15 +22,18 @@
 //!   skiplist (which it prints `%.17g`: differs for integral scores of 1e17 and more).
 
 mod algebra;
+mod blocking;
 pub mod geo;
 mod geohash;
 mod mpop;
 mod parse;
+mod random;
 mod range;
 mod score;
 #[cfg(test)]
 mod tests;
 
+pub use blocking::{try_blocking, BlockingZPop};
 pub use parse::{ZSetCommand, COMMANDS};
 
 use std::collections::HashMap;
@@ -72,6 +75,13 @@ impl ZSetCommand<'_> {
             ZScan(scan) => zscan(cx, scan).await,
             ZSetCommand::ZMPop(m) => m.apply(cx).await,
             ZSetCommand::Algebra(a) => a.apply(cx).await,
+            ZSetCommand::ZRandMember { key, count } => random::zrandmember(cx, key, count).await,
+            ZSetCommand::Blocking(pop) => {
+                if pop.try_pop(cx).await? == crate::cmd::lists::Served::No {
+                    cx.reply().null_array();
+                }
+                Ok(())
+            }
         }
     }
 }

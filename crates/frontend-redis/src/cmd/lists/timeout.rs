@@ -7,7 +7,7 @@ use crate::cmd::Args;
 
 /// The argument holding a blocking command's timeout.
 fn timeout_arg<'a>(args: &Args<'a>, name: &str) -> &'a [u8] {
-    if name == "blmpop" {
+    if name == "blmpop" || name == "bzmpop" {
         args.get(1)
     } else {
         args.get(args.len() - 1)
