@@ -9,6 +9,8 @@
 //! - [`score`]: scores parsed as Redis parses them (`strtod`), their order key, `ZSCAN`'s
 //!   text of them; [`range`]: the range commands (`ZRANGE` and its older forms, `ZCOUNT`,
 //!   `ZLEXCOUNT`, `ZREMRANGEBY*`, `ZRANGESTORE`).
+//! - [`random`]: `ZRANDMEMBER`; [`blocking`]: `BZPOPMIN`, `BZPOPMAX`, `BZMPOP` (one attempt
+//!   each, waited by [`crate::blocking`]); [`mpop`]: `ZMPOP`.
 //!
 //! Intended differences from Redis 7.0:
 //! - Members tied on score are ordered by SQL on their first `max_sort_length` bytes (1024
