@@ -172,7 +172,8 @@ def test_zrandmember_huge_negative_counts_stop_at_the_output_limit(topology, tmp
         wait_port(port, m.proc, "manifold's Redis door")
         c = Conn(port)
         assert c.call("AUTH", USER, PASSWORD) == "OK"
-        c.call("DEL", K)
+        c.sock.settimeout(60)
+        c.call("DEL", K, K2)
         assert c.call("ZADD", K, "1", "a", "2", "b", "3", "c") == 3
         # 100,000 * 7 bytes: under 1 MiB.
         got = c.call("ZRANDMEMBER", K, "-100000")
@@ -189,6 +190,16 @@ def test_zrandmember_huge_negative_counts_stop_at_the_output_limit(topology, tmp
                 pass
             d.close()
         assert c.call("ZRANDMEMBER", K, "-9223372036854775807", "WITHSCORES") == "ERR value is out of range"
+        # More draws than are simulated one by one, from a set larger than the limit (40,000
+        # members of 30 bytes, 37 in a reply): refused, nothing read past the limit.
+        for start in range(0, 40_000, 2_000):
+            flat = []
+            for i in range(start, start + 2_000):
+                flat += ["1", "m%029d" % i]
+            c.call("ZADD", K2, *flat)
+        assert c.call("ZCARD", K2) == 40_000
+        assert c.call("ZRANDMEMBER", K2, "-2000000") == "ERR manifold: ZRANDMEMBER count is too large"
+        c.call("DEL", K2)
         assert c.call("ZCARD", K) == 3
         c.call("DEL", K)
         c.close()
@@ -363,3 +374,32 @@ def test_blocked_pop_behind_pipeline_and_client_gone(redis_door):
     probe.call("DEL", K)
     for c in waiters + [probe]:
         c.close()
+
+
+def test_blocking_pops_and_zrandmember_random_sequences(redis_door, redis_reference):
+    """Random ZADDs, non-waiting blocking pops (short timeouts where nothing is there) and
+    ZRANDMEMBER with counts covering the set, compared byte for byte."""
+    rng = random.Random(2707)
+    requests = [RESET]
+    for _ in range(120):
+        r = rng.random()
+        key = rng.choice([K, K2])
+        if r < 0.4:
+            pairs = []
+            for _ in range(rng.randint(1, 4)):
+                pairs += [str(rng.choice([rng.randint(-3, 3), rng.uniform(-5, 5)])), "m%d" % rng.randint(0, 12)]
+            requests.append(cmd("ZADD", key, *pairs))
+        elif r < 0.55:
+            keys = rng.sample([K, K2, MISSING], rng.randint(1, 3))
+            requests.append(cmd(rng.choice(["BZPOPMIN", "BZPOPMAX"]), *keys, "0.01"))
+        elif r < 0.7:
+            keys = rng.sample([K, K2, MISSING], rng.randint(1, 3))
+            extra = ["COUNT", str(rng.randint(1, 5))] if rng.random() < 0.6 else []
+            requests.append(cmd("BZMPOP", "0.01", str(len(keys)), *keys, rng.choice(["MIN", "MAX"]), *extra))
+        elif r < 0.9:
+            extra = ["WITHSCORES"] if rng.random() < 0.5 else []
+            requests.append(cmd("ZRANDMEMBER", key, str(rng.choice([0, 13, 20, 1000])), *extra))
+        else:
+            requests.append(cmd("ZRANGE", key, "0", "-1", "WITHSCORES"))
+    requests.append(RESET)
+    check(redis_door, redis_reference, requests)
