@@ -226,6 +226,12 @@ def test_blocking_pops_when_not_waiting(redis_door, redis_reference):
         # Errors: the timeout's texts; BZMPOP checks numkeys, the side and COUNT first.
         cmd("BZPOPMIN", K, "x"), cmd("BZPOPMIN", K, "-1"), cmd("BZPOPMIN", K, "inf"), cmd("BZPOPMAX", K, "nan"),
         cmd("BZPOPMIN", K, "1e20"), cmd("BZPOPMIN", K, "99999999999999999999"), cmd("BZPOPMIN", K, ""),
+        # Timeouts read as Redis's string2ld reads them (hexadecimal, a long double's range),
+        # for the list pops too.
+        cmd("BZPOPMIN", MISSING, "0x1p-4"), cmd("BZPOPMAX", MISSING, "0x.1"), cmd("BLPOP", MISSING, "0x.1"),
+        cmd("BZPOPMIN", K, "1e5000"), cmd("BZPOPMIN", K, "1e-5000"), cmd("BLPOP", K, "1e-5000"),
+        cmd("BZPOPMIN", K, "1e400"), cmd("BZPOPMIN", K, "-1e400"), cmd("BZPOPMIN", K, "0x"), cmd("BZPOPMIN", K, "1 "),
+        cmd("BZMPOP", "1e5000", "1", K, "MIN"), cmd("BZMPOP", "0x.01", "1", K, "MIN"),
         cmd("BZPOPMIN", STR, "-1"), cmd("BZMPOP", "-1", "1", K, "MIN"), cmd("BZMPOP", "x", "1", K, "MIN"),
         cmd("BZMPOP", "inf", "1", K, "MIN"), cmd("BZMPOP", "-1", "0", K, "MIN"), cmd("BZMPOP", "-1", "1", K, "foo"),
         cmd("BZMPOP", "x", "1", K, "MIN", "COUNT", "0"), cmd("BZMPOP", "0", "2", K, "MIN"),

@@ -484,6 +484,13 @@ fn blocking_pops_check_their_timeout_and_bzmpop_its_arguments_first() {
     assert_eq!(error(b"bzpopmin a -1\r\n"), negative);
     assert_eq!(error(b"bzpopmax a inf\r\n"), negative);
     assert_eq!(error(b"bzpopmax a 1e20\r\n"), negative);
+    // As string2ld reads them: hexadecimal, and a long double's range.
+    assert!(pop(b"bzpopmin a 0x1p-4\r\n").starts_with("Pop"));
+    assert!(pop(b"bzpopmin a 1e-400\r\n").starts_with("Pop"));
+    assert_eq!(error(b"bzpopmin a 1e5000\r\n"), not_float);
+    assert_eq!(error(b"bzpopmin a 1e-5000\r\n"), not_float);
+    assert_eq!(error(b"bzpopmin a 1e400\r\n"), negative);
+    assert_eq!(error(b"bzpopmin a 0x\r\n"), not_float);
     assert_eq!(error(b"bzmpop x 1 a min\r\n"), not_float);
     assert_eq!(error(b"bzmpop -1 1 a min\r\n"), negative);
     // BZMPOP: numkeys, the side and COUNT are checked before the timeout (as Redis does).
