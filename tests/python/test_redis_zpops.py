@@ -235,6 +235,7 @@ def test_blocking_pops_when_not_waiting(redis_door, redis_reference):
         cmd("BZPOPMIN", STR, "-1"), cmd("BZMPOP", "-1", "1", K, "MIN"), cmd("BZMPOP", "x", "1", K, "MIN"),
         cmd("BZMPOP", "inf", "1", K, "MIN"), cmd("BZMPOP", "-1", "0", K, "MIN"), cmd("BZMPOP", "-1", "1", K, "foo"),
         cmd("BZMPOP", "x", "1", K, "MIN", "COUNT", "0"), cmd("BZMPOP", "0", "2", K, "MIN"),
+        cmd("BLMPOP", "-1", "0", K, "LEFT"), cmd("BLMPOP", "x", "1", K, "MIN"), cmd("BLMPOP", "-1", "1", K, "LEFT"),
         cmd("BZMPOP", "0", "1", K, "MIN", "COUNT"), cmd("BZMPOP", "0", "1", K, "MIN", "COUNT", "1", "COUNT", "2"),
         cmd("BZMPOP", "0", "x", K, "MIN"), cmd("BZMPOP", "0", "1", K, "MIN", "COUNT", "-1"),
         cmd("BZPOPMIN", K), cmd("BZPOPMAX"), cmd("BZMPOP", "0", "1", K),

@@ -216,8 +216,8 @@ impl<'w> Blocked<'w> {
     ) -> Option<Blocked<'w>> {
         let proto = session.proto;
         let zset = spec.family == crate::cmd::data::Family::ZSets;
-        if zset {
-            // `BZMPOP` checks its numkeys, side and count before its timeout.
+        if zset || spec.name == "blmpop" {
+            // `BZMPOP` and `BLMPOP` check their numkeys, side and count before their timeout.
             if let Err(e) = (spec.parse)(*args) {
                 Reply::new(out, proto).error(&e.text());
                 return None;
