@@ -1,5 +1,10 @@
 //! Blocking list commands: `BLPOP`, `BRPOP`, `BRPOPLPUSH`, `BLMOVE`, `BLMPOP`; and
-//! `XREAD` (with `BLOCK`, woken by `XADD`; without it, one attempt).
+//! `XREAD` (with `BLOCK`, woken by `XADD`; without it, one attempt); and the sorted set
+//! pops `BZPOPMIN`, `BZPOPMAX`, `BZMPOP`, woken by a sorted set created at their keys.
+//!
+//! As in Redis 7.0 (`signalKeyAsReady` with the key's type), a key made ready wakes only
+//! the clients waiting for its type: a sorted set wakes `BZ*` clients, a list or stream the
+//! others (so a `ZADD` never answers a `BLPOP` waiting on that key with `WRONGTYPE`).
 //!
 //! A blocked client registers on its keys in [`Waiters`] (shared by every worker) *before*
 //! each attempt, then tries the command in a transaction of its own
@@ -28,8 +33,9 @@ use crate::session::Session;
 use crate::store::context::Cx;
 use crate::store::{pause_before_retry, Attempts, Decision};
 
-/// The clients blocked on each `(db, key)`: their ids and wake-ups.
-type ByKey = HashMap<(u8, Vec<u8>), Vec<(u64, Arc<Notify>)>>;
+/// The clients blocked on each `(db, key)`: their ids, whether they wait for a sorted
+/// set, and wake-ups.
+type ByKey = HashMap<(u8, Vec<u8>), Vec<(u64, bool, Arc<Notify>)>>;
 
 /// Clients blocked on lists, by `(db, key)`.
 #[derive(Default)]
@@ -62,12 +68,16 @@ impl Waiters {
         self.active.load(Ordering::SeqCst) > 0
     }
 
-    /// Wakes the clients blocked on `key` of `db`.
-    pub fn wake(&self, db: u8, key: &[u8]) {
+    /// Wakes the clients blocked on `key` of `db` for a value of type `kind` (a sorted
+    /// set wakes the `BZ*` pops, another type the other commands).
+    pub fn wake(&self, db: u8, key: &[u8], kind: u8) {
+        let zset = kind == crate::store::keys::kind::ZSET;
         let map = self.lock();
         if let Some(list) = map.get(&(db, key.to_vec())) {
-            for (_, n) in list {
-                n.notify_one();
+            for (_, for_zset, n) in list {
+                if *for_zset == zset {
+                    n.notify_one();
+                }
             }
         }
     }
@@ -110,13 +120,15 @@ struct Registration<'w> {
 }
 
 impl<'w> Registration<'w> {
-    fn new(waiters: &'w Waiters, id: u64, db: u8, keys: &[&[u8]]) -> Self {
+    fn new(waiters: &'w Waiters, id: u64, db: u8, keys: &[&[u8]], zset: bool) -> Self {
         let notify = Arc::new(Notify::new());
         let keys: Vec<(u8, Vec<u8>)> = keys.iter().map(|k| (db, k.to_vec())).collect();
         {
             let mut map = waiters.lock();
             for k in &keys {
-                map.entry(k.clone()).or_default().push((id, notify.clone()));
+                map.entry(k.clone())
+                    .or_default()
+                    .push((id, zset, notify.clone()));
             }
         }
         waiters.active.fetch_add(keys.len(), Ordering::SeqCst);
@@ -134,7 +146,7 @@ impl Drop for Registration<'_> {
         let mut map = self.waiters.lock();
         for k in &self.keys {
             if let Some(list) = map.get_mut(k) {
-                list.retain(|(id, n)| *id != self.id || !Arc::ptr_eq(n, &self.notify));
+                list.retain(|(id, _, n)| *id != self.id || !Arc::ptr_eq(n, &self.notify));
                 if list.is_empty() {
                     map.remove(k);
                 }
@@ -150,16 +162,28 @@ impl Drop for Registration<'_> {
 pub fn is_blocking(spec: &Spec) -> bool {
     matches!(
         spec.name,
-        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" | "xread" | "xreadgroup"
+        "blpop"
+            | "brpop"
+            | "brpoplpush"
+            | "blmove"
+            | "blmpop"
+            | "xread"
+            | "xreadgroup"
+            | "bzpopmin"
+            | "bzpopmax"
+            | "bzmpop"
     )
 }
 
 /// The keys a blocking command waits on.
 fn keys<'a>(args: &Args<'a>, name: &str) -> Vec<&'a [u8]> {
     match name {
-        "blpop" | "brpop" => (1..args.len() - 1).map(|i| args.get(i)).collect(),
+        "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => {
+            (1..args.len() - 1).map(|i| args.get(i)).collect()
+        }
         "brpoplpush" | "blmove" => vec![args.get(1)],
-        // BLMPOP timeout numkeys key...: a bad numkeys is answered by the first attempt.
+        // BLMPOP/BZMPOP timeout numkeys key...: a bad numkeys is answered by the first
+        // attempt.
         _ => {
             let n = crate::cmd::parse_i64(args.get(2))
                 .and_then(|n| usize::try_from(n).ok())
@@ -191,6 +215,14 @@ impl<'w> Blocked<'w> {
         out: &mut Vec<u8>,
     ) -> Option<Blocked<'w>> {
         let proto = session.proto;
+        let zset = spec.family == crate::cmd::data::Family::ZSets;
+        if zset || spec.name == "blmpop" {
+            // `BZMPOP` and `BLMPOP` check their numkeys, side and count before their timeout.
+            if let Err(e) = (spec.parse)(*args) {
+                Reply::new(out, proto).error(&e.text());
+                return None;
+            }
+        }
         let (timeout, keys) = if spec.family == crate::cmd::data::Family::Streams {
             match crate::cmd::streams::blocking_keys(spec, args) {
                 Ok(found) => found,
@@ -213,7 +245,7 @@ impl<'w> Blocked<'w> {
         let db = session.info.db.get();
         let fe: &'w crate::server::RedisFrontend = session.fe;
         Some(Blocked {
-            registration: Registration::new(&fe.worker.waiters, session.info.id, db, &keys),
+            registration: Registration::new(&fe.worker.waiters, session.info.id, db, &keys, zset),
             // A deadline past what the clock can hold is no deadline.
             deadline: timeout.and_then(|t| tokio::time::Instant::now().checked_add(t)),
             login,
@@ -255,6 +287,8 @@ impl<'w> Blocked<'w> {
             };
             let tried = if spec.family == crate::cmd::data::Family::Streams {
                 crate::cmd::streams::try_blocking(&mut cx, spec, args, &mut self.stream_ids).await
+            } else if spec.family == crate::cmd::data::Family::ZSets {
+                crate::cmd::zsets::try_blocking(&mut cx, spec, args).await
             } else {
                 try_blocking(&mut cx, spec, args).await
             };

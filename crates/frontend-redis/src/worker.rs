@@ -71,7 +71,7 @@ impl TxHost for Worker {
         self.waiters.active()
     }
 
-    fn pushed(&self, db: u8, key: &[u8]) {
-        self.waiters.wake(db, key);
+    fn pushed(&self, db: u8, key: &[u8], kind: u8) {
+        self.waiters.wake(db, key, kind);
     }
 }

@@ -288,6 +288,25 @@ pub fn format(v: Ld) -> Vec<u8> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Big(Vec<u32>);
 
+impl Ld {
+    /// The nearest `f64` for what a caller converts on (a blocking command's timeout):
+    /// infinite past `f64`'s range, zero far below a millisecond.
+    pub fn to_f64(self) -> f64 {
+        let v = if self.m == 0 || self.e < -1200 {
+            0.0
+        } else if self.e > 1100 {
+            f64::INFINITY
+        } else {
+            (self.m as f64) * 2f64.powi(self.e as i32)
+        };
+        if self.neg {
+            -v
+        } else {
+            v
+        }
+    }
+}
+
 impl Big {
     fn zero() -> Self {
         Big(Vec::new())

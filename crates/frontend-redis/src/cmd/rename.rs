@@ -107,9 +107,9 @@ pub async fn rename(cx: &mut Cx<'_>, src: &[u8], dst: &[u8], nx: bool) -> Result
         )
         .await?;
     if wakes_waiters(row.kind) {
-        // A list or stream arrived at `dst`: clients blocked on it are woken, as a push
-        // (or `XADD`) wakes them.
-        cx.tx.note_push(db, dst);
+        // A list, stream or sorted set arrived at `dst`: clients blocked on it are woken,
+        // as a push (or `XADD`, `ZADD`) wakes them.
+        cx.tx.note_ready(db, dst, row.kind);
     }
     if nx {
         cx.reply().integer(1);
@@ -183,7 +183,7 @@ pub async fn copy(
         }
     }
     if wakes_waiters(row.kind) {
-        cx.tx.note_push(target, dst);
+        cx.tx.note_ready(target, dst, row.kind);
     }
     cx.reply().integer(1);
     Ok(())
@@ -235,7 +235,8 @@ pub async fn flush(cx: &mut Cx<'_>, all: bool) -> Result<(), StoreError> {
 }
 
 /// Whether a key of this type arriving somewhere serves clients blocked on that key (Redis
-/// signals the key ready): lists (`BLPOP`...) and streams (`XREAD`/`XREADGROUP BLOCK`).
+/// signals the key ready): lists (`BLPOP`...), streams (`XREAD`/`XREADGROUP BLOCK`) and
+/// sorted sets (`BZPOPMIN`...).
 fn wakes_waiters(t: u8) -> bool {
-    t == kind::LIST || t == kind::STREAM
+    t == kind::LIST || t == kind::STREAM || t == kind::ZSET
 }

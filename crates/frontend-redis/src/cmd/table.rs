@@ -487,11 +487,11 @@ fn data_keys(name: &str) -> Keys {
         "mset" | "msetnx" => (1, -1, 2),
         "rename" | "renamenx" | "copy" | "lmove" | "rpoplpush" | "smove" | "brpoplpush"
         | "blmove" | "zrangestore" | "lcs" | "geosearchstore" => (1, 2, 1),
-        "blpop" | "brpop" => (1, -2, 1),
+        "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => (1, -2, 1),
         // Their keys follow a count (`LMPOP numkeys key...`), or they have none.
         "lmpop" | "blmpop" | "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard"
         | "keys" | "scan" | "randomkey" | "dbsize" | "flushdb" | "flushall" | "xread"
-        | "xreadgroup" | "xgroup" | "xinfo" | "zmpop" => (0, 0, 0),
+        | "xreadgroup" | "xgroup" | "xinfo" | "zmpop" | "bzmpop" => (0, 0, 0),
         _ => (1, 1, 1),
     };
     Keys { first, last, step }

@@ -9,6 +9,8 @@
 //! - [`score`]: scores parsed as Redis parses them (`strtod`), their order key, `ZSCAN`'s
 //!   text of them; [`range`]: the range commands (`ZRANGE` and its older forms, `ZCOUNT`,
 //!   `ZLEXCOUNT`, `ZREMRANGEBY*`, `ZRANGESTORE`).
+//! - [`random`]: `ZRANDMEMBER`; [`blocking`]: `BZPOPMIN`, `BZPOPMAX`, `BZMPOP` (one attempt
+//!   each, waited by [`crate::blocking`]); [`mpop`]: `ZMPOP`.
 //!
 //! Intended differences from Redis 7.0:
 //! - Members tied on score are ordered by SQL on their first `max_sort_length` bytes (1024
@@ -22,15 +24,18 @@
 //!   skiplist (which it prints `%.17g`: differs for integral scores of 1e17 and more).
 
 mod algebra;
+mod blocking;
 pub mod geo;
 mod geohash;
 mod mpop;
 mod parse;
+mod random;
 mod range;
 mod score;
 #[cfg(test)]
 mod tests;
 
+pub use blocking::{try_blocking, BlockingZPop};
 pub use parse::{ZSetCommand, COMMANDS};
 
 use std::collections::HashMap;
@@ -72,6 +77,13 @@ impl ZSetCommand<'_> {
             ZScan(scan) => zscan(cx, scan).await,
             ZSetCommand::ZMPop(m) => m.apply(cx).await,
             ZSetCommand::Algebra(a) => a.apply(cx).await,
+            ZSetCommand::ZRandMember { key, count } => random::zrandmember(cx, key, count).await,
+            ZSetCommand::Blocking(pop) => {
+                if pop.try_pop(cx).await? == crate::cmd::lists::Served::No {
+                    cx.reply().null_array();
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -474,11 +474,12 @@ pub async fn in_exec(
     }
 }
 
-/// Commands a script may not call (Redis's `noscript` flag, and blocking commands).
+/// Commands a script may not call (Redis 7.0's `noscript` flag: the blocking commands but
+/// `BLMPOP` and `BZMPOP`, which a script calls as their non-blocking forms).
 fn refused_in_scripts(name: &str) -> bool {
     matches!(
         name,
-        "blpop" | "brpop" | "brpoplpush" | "blmove" | "blmpop" | "bzpopmin" | "bzpopmax" | "bzmpop"
+        "blpop" | "brpop" | "brpoplpush" | "blmove" | "bzpopmin" | "bzpopmax"
     )
 }
 

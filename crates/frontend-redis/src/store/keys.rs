@@ -214,6 +214,10 @@ impl Tx<'_> {
                 ],
             )
             .await?;
+        if t == kind::ZSET {
+            // Clients blocked in `BZPOPMIN`... on `k` are woken once this commits.
+            self.note_ready(db, k, t);
+        }
         Ok(KeyRow {
             kid: done.last_insert_id,
             kind: t,

@@ -170,9 +170,9 @@ pub trait TxHost {
     /// Some client is blocked on some list: pushes are worth noting (nothing is kept
     /// otherwise).
     fn pushes_wanted(&self) -> bool;
-    /// The list `key` of `db` got elements in a transaction that committed: the clients
-    /// blocked on it are woken.
-    fn pushed(&self, db: u8, key: &[u8]);
+    /// The list `key` of `db` got elements (or a value of type `kind` arrived there) in a
+    /// transaction that committed: the clients blocked on it for that type are woken.
+    fn pushed(&self, db: u8, key: &[u8], kind: u8);
 }
 
 /// The key of the door's backend connections for `login`: binary character set (values
@@ -204,8 +204,9 @@ pub struct Tx<'s> {
     gap_locks: bool,
     /// The batch's clock: every command of the batch sees the same time.
     pub now_ms: i64,
-    /// Lists pushed to while clients were blocked on some list: woken after the commit.
-    pushed: Vec<(u8, Vec<u8>)>,
+    /// Lists pushed to (and other keys made ready, with their type) while clients were
+    /// blocked on some key: woken after the commit.
+    pushed: Vec<(u8, Vec<u8>, u8)>,
     /// The sessions whose writes this transaction's commits are: each remembers the
     /// commit's GTID, which its later reads on replicas wait for.
     writers: Vec<Causal>,
@@ -282,8 +283,15 @@ impl Tx<'_> {
     /// Elements were pushed on the list `key`: clients blocked on it are woken once this
     /// transaction commits (nothing is kept while no client is blocked anywhere).
     pub fn note_push(&mut self, db: u8, key: &[u8]) {
+        self.note_ready(db, key, keys::kind::LIST);
+    }
+
+    /// A value of type `kind` arrived at `key` (a sorted set created, a key renamed or
+    /// copied there): the clients blocked on it for that type are woken once this
+    /// transaction commits (Redis's `signalKeyAsReady`).
+    pub fn note_ready(&mut self, db: u8, key: &[u8], kind: u8) {
         if self.host.pushes_wanted() {
-            self.pushed.push((db, key.to_vec()));
+            self.pushed.push((db, key.to_vec(), kind));
         }
     }
 
@@ -435,8 +443,8 @@ impl Tx<'_> {
             }
         }
         lease.mark_clean();
-        for (db, key) in &self.pushed {
-            self.host.pushed(*db, key);
+        for (db, key, kind) in &self.pushed {
+            self.host.pushed(*db, key, *kind);
         }
         Ok(())
     }

@@ -156,7 +156,9 @@ pub static COMMANDS: [Spec; 22] = [
         })
     }),
     spec("blmpop", -5, true, |a| {
-        blocking(a, "blmpop", |a| Ok(BlockingPop::MPop(MPop::parse(a, 2)?)))
+        // numkeys, the side and COUNT before the timeout (`lmpopGenericCommand`).
+        let m = MPop::parse(a, 2)?;
+        blocking(a, "blmpop", |_| Ok(BlockingPop::MPop(m)))
     }),
 ];
 

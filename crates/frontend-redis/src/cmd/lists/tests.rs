@@ -143,9 +143,14 @@ fn lmpop_checks_in_redis_order() {
         error(b"blmpop 0 0 a right\r\n"),
         "numkeys should be greater than 0"
     );
-    // The timeout is checked before the rest.
+    // numkeys, the side and COUNT are checked before the timeout (as redis-server 7.0.15
+    // does: `lmpopGenericCommand` parses them first).
     assert_eq!(
         error(b"blmpop x 0 a right\r\n"),
+        "numkeys should be greater than 0"
+    );
+    assert_eq!(
+        error(b"blmpop x 1 a right\r\n"),
         "timeout is not a float or out of range"
     );
 }

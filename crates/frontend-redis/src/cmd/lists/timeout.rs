@@ -3,11 +3,12 @@
 
 use std::time::Duration;
 
+use crate::cmd::longdouble::{self, Parsed};
 use crate::cmd::Args;
 
 /// The argument holding a blocking command's timeout.
 fn timeout_arg<'a>(args: &Args<'a>, name: &str) -> &'a [u8] {
-    if name == "blmpop" {
+    if name == "blmpop" || name == "bzmpop" {
         args.get(1)
     } else {
         args.get(args.len() - 1)
@@ -26,18 +27,16 @@ pub enum BadTimeout {
 }
 
 /// The timeout of a blocking command (`None`: wait forever), as Redis reads it: seconds
-/// as a float, times 1000 truncated to an integer the way C converts (out of range becomes
-/// the most negative value, hence "negative" for `inf` or huge values).
+/// as a long double (`string2ld`: hexadecimal too, exponents up to the long double's range,
+/// refused past it or when it underflows to zero), times 1000 truncated to an integer the
+/// way C converts (out of range becomes the most negative value, hence "negative" for `inf`
+/// or huge values).
 pub fn timeout(args: &Args<'_>, name: &str) -> Result<Option<Duration>, BadTimeout> {
-    let text = timeout_arg(args, name);
-    let s = std::str::from_utf8(text).map_err(|_| BadTimeout::NotFloat)?;
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) {
-        return Err(BadTimeout::NotFloat);
-    }
-    let v: f64 = s.parse().map_err(|_| BadTimeout::NotFloat)?;
-    if v.is_nan() {
-        return Err(BadTimeout::NotFloat);
-    }
+    let v = match longdouble::parse(timeout_arg(args, name)) {
+        None => return Err(BadTimeout::NotFloat),
+        Some(Parsed::Infinite) => return Err(BadTimeout::Negative),
+        Some(Parsed::Finite(v)) => v.to_f64(),
+    };
     let ms = v * 1000.0;
     let ms = if (-TWO_63..TWO_63).contains(&ms) {
         ms as i64

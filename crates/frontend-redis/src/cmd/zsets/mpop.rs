@@ -3,6 +3,7 @@
 
 use super::pop_members;
 use crate::cmd::checks;
+use crate::cmd::lists::Served;
 use crate::cmd::typed::{ParseError, SYNTAX};
 use crate::cmd::{parse_i64, Args};
 use crate::store::context::Cx;
@@ -12,7 +13,7 @@ use crate::store::StoreError;
 const NUMKEYS: &[u8] = b"numkeys should be greater than 0";
 const COUNT_POSITIVE: &[u8] = b"count should be greater than 0";
 
-/// `ZMPOP`'s arguments (and, later, `BZMPOP`'s from `numkeys` on).
+/// `ZMPOP`'s arguments (and `BZMPOP`'s from `numkeys` on).
 #[derive(Debug, PartialEq)]
 pub struct ZMPop<'a> {
     /// The whole request: the keys are arguments `keys`.
@@ -67,16 +68,25 @@ impl<'a> ZMPop<'a> {
     /// Pops from the first key holding a sorted set: `[key, [[member, score]...]]`, a null
     /// array when none does, `WRONGTYPE` at the first key of another type before it.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
+        if self.pop_first(cx).await? == Served::No {
+            cx.reply().null_array();
+        }
+        Ok(())
+    }
+
+    /// As [`ZMPop::apply`], but nothing written when no key holds a sorted set (`BZMPOP`
+    /// then waits).
+    pub async fn pop_first(self, cx: &mut Cx<'_>) -> Result<Served, StoreError> {
         for i in self.keys.clone() {
             let k = self.args.get(i);
             let Some(found) = checks::write(cx, k, kind::ZSET, false).await? else {
-                return Ok(());
+                return Ok(Served::Yes);
             };
             let Some(row) = found else { continue };
             cx.reply().array_len(2).bulk(k);
-            return pop_members(cx, k, &row, self.count, self.max, true).await;
+            pop_members(cx, k, &row, self.count, self.max, true).await?;
+            return Ok(Served::Yes);
         }
-        cx.reply().null_array();
-        Ok(())
+        Ok(Served::No)
     }
 }

@@ -19,7 +19,7 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
     }
 }
 
-pub static COMMANDS: [Spec; 31] = [
+pub static COMMANDS: [Spec; 35] = [
     spec("zadd", -4, true, |a| parse_zadd(a, false)),
     spec("zincrby", 4, true, |a| parse_zadd(a, true)),
     spec("zrem", -3, true, |a| {
@@ -99,6 +99,14 @@ pub static COMMANDS: [Spec; 31] = [
     spec("zintercard", -3, false, |a| {
         parse_algebra(a, "zintercard", SetOp::Inter, false)
     }),
+    spec("zrandmember", -2, false, super::random::parse_zrandmember),
+    spec("bzpopmin", -3, true, |a| {
+        super::blocking::parse_bzpop(a, false)
+    }),
+    spec("bzpopmax", -3, true, |a| {
+        super::blocking::parse_bzpop(a, true)
+    }),
+    spec("bzmpop", -5, true, super::blocking::parse_bzmpop),
 ];
 
 // Error texts of `src/t_zset.c` (7.0).
@@ -165,6 +173,15 @@ pub enum ZSetCommand<'a> {
     ZMPop(super::mpop::ZMPop<'a>),
     /// `ZUNION`, `ZINTER`, `ZDIFF`, their `STORE` forms, `ZINTERCARD`.
     Algebra(Algebra<'a>),
+    /// `ZRANDMEMBER key [count [WITHSCORES]]`.
+    ZRandMember {
+        key: &'a [u8],
+        count: Option<super::random::RandCount>,
+    },
+    /// `BZPOPMIN`, `BZPOPMAX`, `BZMPOP`, their timeout checked (its value is
+    /// [`crate::blocking`]'s, which makes them wait; inside `EXEC` and scripts they answer
+    /// as the command would without waiting, a null array when nothing is there).
+    Blocking(super::blocking::BlockingZPop<'a>),
 }
 
 pub use ZSetCommand::{ZAdd, ZCard, ZCount, ZMScore, ZPop, ZRank, ZRem, ZRemRange, ZScan, ZScore};

@@ -405,3 +405,104 @@ fn zmpop_arguments_in_redis_order_of_checks() {
     assert_eq!(error(b"zmpop 1 a min count\r\n"), SYNTAX);
     assert_eq!(error(b"zmpop 1 a min count 1 count 2\r\n"), SYNTAX);
 }
+
+#[test]
+fn zrandmember_forms_and_checks_in_redis_order() {
+    use super::random::RandCount;
+    let count = |bytes: &[u8]| {
+        parsed(bytes, |r| match r {
+            Ok(DataCommand::ZSets(ZSetCommand::ZRandMember { count, .. })) => count,
+            other => panic!("{other:?}"),
+        })
+    };
+    assert_eq!(count(b"zrandmember z\r\n"), None);
+    assert_eq!(
+        count(b"zrandmember z -5\r\n"),
+        Some(RandCount {
+            count: -5,
+            with_scores: false
+        })
+    );
+    assert_eq!(
+        count(b"zrandmember z 3 WithScores\r\n"),
+        Some(RandCount {
+            count: 3,
+            with_scores: true
+        })
+    );
+    assert_eq!(
+        count(b"zrandmember z 9223372036854775807\r\n")
+            .unwrap()
+            .count,
+        i64::MAX
+    );
+    assert_eq!(
+        count(b"zrandmember z -4611686018427387903 withscores\r\n")
+            .unwrap()
+            .count,
+        -(i64::MAX / 2)
+    );
+    assert_eq!(error(b"zrandmember z x\r\n"), NOT_INTEGER);
+    assert_eq!(error(b"zrandmember z 1.5\r\n"), NOT_INTEGER);
+    assert_eq!(
+        error(b"zrandmember z -9223372036854775808\r\n"),
+        "value is out of range, value must between -9223372036854775807 and 9223372036854775807"
+    );
+    assert_eq!(error(b"zrandmember z 1 withscore\r\n"), SYNTAX);
+    assert_eq!(error(b"zrandmember z 1 withscores x\r\n"), SYNTAX);
+    // The count first, then the syntax, then the range WITHSCORES allows.
+    assert_eq!(error(b"zrandmember z x foo\r\n"), NOT_INTEGER);
+    assert_eq!(
+        error(b"zrandmember z 4611686018427387904 withscores\r\n"),
+        "value is out of range"
+    );
+    assert_eq!(
+        error(b"zrandmember z -4611686018427387904 withscores\r\n"),
+        "value is out of range"
+    );
+    assert_eq!(error(b"zrandmember z -4611686018427387904 foo\r\n"), SYNTAX);
+}
+
+#[test]
+fn blocking_pops_check_their_timeout_and_bzmpop_its_arguments_first() {
+    let pop = |bytes: &[u8]| {
+        parsed(bytes, |r| match r {
+            Ok(DataCommand::ZSets(ZSetCommand::Blocking(p))) => format!("{p:?}"),
+            other => panic!("{other:?}"),
+        })
+    };
+    let p = pop(b"bzpopmin a b 0\r\n");
+    assert!(p.starts_with("Pop") && p.contains("keys: 1..3") && p.contains("max: false"));
+    assert!(pop(b"bzpopmax a 1.5\r\n").contains("max: true"));
+    let p = pop(b"bzmpop 0.5 2 a b MAX COUNT 4\r\n");
+    assert!(p.starts_with("MPop") && p.contains("keys: 3..5") && p.contains("count: 4"));
+    assert!(pop(b"bzmpop 0 1 a min\r\n").contains("count: 1"));
+    let not_float = "timeout is not a float or out of range";
+    let negative = "timeout is negative";
+    assert_eq!(error(b"bzpopmin a x\r\n"), not_float);
+    assert_eq!(error(b"bzpopmin a nan\r\n"), not_float);
+    assert_eq!(error(b"bzpopmin a -1\r\n"), negative);
+    assert_eq!(error(b"bzpopmax a inf\r\n"), negative);
+    assert_eq!(error(b"bzpopmax a 1e20\r\n"), negative);
+    // As string2ld reads them: hexadecimal, and a long double's range.
+    assert!(pop(b"bzpopmin a 0x1p-4\r\n").starts_with("Pop"));
+    assert!(pop(b"bzpopmin a 1e-400\r\n").starts_with("Pop"));
+    assert_eq!(error(b"bzpopmin a 1e5000\r\n"), not_float);
+    assert_eq!(error(b"bzpopmin a 1e-5000\r\n"), not_float);
+    assert_eq!(error(b"bzpopmin a 1e400\r\n"), negative);
+    assert_eq!(error(b"bzpopmin a 0x\r\n"), not_float);
+    assert_eq!(error(b"bzmpop x 1 a min\r\n"), not_float);
+    assert_eq!(error(b"bzmpop -1 1 a min\r\n"), negative);
+    // BZMPOP: numkeys, the side and COUNT are checked before the timeout (as Redis does).
+    assert_eq!(
+        error(b"bzmpop -1 0 a min\r\n"),
+        "numkeys should be greater than 0"
+    );
+    assert_eq!(error(b"bzmpop -1 1 a left\r\n"), SYNTAX);
+    assert_eq!(
+        error(b"bzmpop x 1 a min count 0\r\n"),
+        "count should be greater than 0"
+    );
+    assert_eq!(error(b"bzmpop 0 2 a min\r\n"), SYNTAX);
+    assert_eq!(error(b"bzmpop 0 1 a min count\r\n"), SYNTAX);
+}
