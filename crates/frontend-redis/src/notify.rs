@@ -11,7 +11,7 @@
 //! `hyperloglog.c`). A command that changed no row makes no event, as Redis notifies only a
 //! change. Gaps, listed in docs/REDIS.md: `XADD` with a trim does not add `xtrim`; a
 //! consumer created by `XREADGROUP`/`XCLAIM`/`XAUTOCLAIM` makes no `xgroup-createconsumer`;
-//! `SMOVE` of a member the destination already holds still says `sadd`; `new` (`n`) and
+//! `new` (`n`) and
 //! `keymiss` (`m`) are never sent; `evicted` never happens (keys live in InnoDB).
 
 use crate::cmd::{Args, Spec};
@@ -124,13 +124,11 @@ pub fn after_command(cx: &mut Cx<'_>, spec: &Spec, args: Args<'_>, mark: Mark) {
         "hincrbyfloat" => ev(HASH, "hincrbyfloat", k1),
         // Sets.
         "sadd" => ev(SET, "sadd", k1),
-        "srem" => ev(SET, "srem", k1),
+
         "spop" => ev(SET, "spop", k1),
-        "smove" => {
-            ev(SET, "srem", k1);
-            // After the source's `del`, as Redis adds last.
-            cx.tx.notify(SET, "sadd", db, arg(2));
-        }
+        // `SMOVE`'s `sadd` on the destination, when it gained the member, is the family's
+        // (recorded after the source's `del`, as Redis).
+        "srem" | "smove" => ev(SET, "srem", k1),
         "sinterstore" | "sunionstore" | "sdiffstore" => {
             store_event(cx, &mark, SET, spec.name, db, k1);
         }

@@ -113,6 +113,11 @@ impl Classes {
     }
 }
 
+/// Most bytes of events one transaction holds until it commits (its keys, plus 64 per
+/// event): a script writing millions of keys cannot hold memory without bound. Past it
+/// the rest of the transaction's events are dropped, counted and logged at the commit.
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
 /// One event a command made, published after the commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -191,14 +196,32 @@ impl Tx<'_> {
         self.changed
     }
 
+    /// The event, if the transaction may still hold it ([`MAX_EVENT_BYTES`]).
+    fn held(&mut self, name: &'static str, db: u8, key: &[u8]) -> Option<Event> {
+        let size = key.len() + 64;
+        if self.events_bytes + size > MAX_EVENT_BYTES {
+            self.events_dropped += 1;
+            return None;
+        }
+        self.events_bytes += size;
+        Some(Event {
+            db,
+            name,
+            key: key.to_vec(),
+        })
+    }
+
+    /// Events this transaction dropped past [`MAX_EVENT_BYTES`].
+    pub fn events_dropped(&self) -> u64 {
+        self.events_dropped
+    }
+
     /// Records the event `name` of `class` on `key` of `db`, if asked for.
     pub fn notify(&mut self, class: u16, name: &'static str, db: u8, key: &[u8]) {
         if Classes::wants(self.event_flags(), class) {
-            self.events.push(Event {
-                db,
-                name,
-                key: key.to_vec(),
-            });
+            if let Some(e) = self.held(name, db, key) {
+                self.events.push(e);
+            }
         }
     }
 
@@ -215,10 +238,8 @@ impl Tx<'_> {
     /// during it.
     pub fn notify_command(&mut self, class: u16, name: &'static str, db: u8, key: &[u8]) {
         if Classes::wants(self.event_flags(), class) {
-            let e = Event {
-                db,
-                name,
-                key: key.to_vec(),
+            let Some(e) = self.held(name, db, key) else {
+                return;
             };
             match self.trailing.as_mut() {
                 Some(at) => {

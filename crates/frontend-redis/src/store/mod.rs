@@ -220,6 +220,9 @@ pub struct Tx<'s> {
     trailing: Option<usize>,
     /// Rows its statements changed (their affected rows): whether a command wrote.
     changed: u64,
+    /// What `events` holds, and the events dropped past [`events::MAX_EVENT_BYTES`].
+    events_bytes: usize,
+    events_dropped: u64,
     /// The sessions whose writes this transaction's commits are: each remembers the
     /// commit's GTID, which its later reads on replicas wait for.
     writers: Vec<Causal>,
@@ -247,6 +250,8 @@ impl<'s> Tx<'s> {
             events: Vec::new(),
             trailing: None,
             changed: 0,
+            events_bytes: 0,
+            events_dropped: 0,
             writers: Vec::new(),
             readers: None,
             node: 0,
@@ -455,6 +460,12 @@ impl Tx<'_> {
         lease.mark_clean();
         for (db, key) in &self.pushed {
             self.host.pushed(*db, key);
+        }
+        if self.events_dropped > 0 {
+            tracing::warn!(
+                dropped = self.events_dropped,
+                "redis keyspace notifications: a transaction made more than 16 MiB of events; the rest were not published"
+            );
         }
         if !self.events.is_empty() {
             self.host
