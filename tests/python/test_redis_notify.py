@@ -14,6 +14,8 @@ Intended differences from redis-server (avoided here, listed in docs/REDIS.md):
 - Notifications are per manifold: writes made through another manifold are not seen.
 """
 
+import time
+
 import pytest
 
 from conftest import PASSWORD, USER
@@ -276,7 +278,6 @@ def test_expired_from_the_sweeper_and_from_a_write(redis_door, redis_reference, 
 def test_lazy_expiry_then_write(redis_door, redis_reference, events):
     """A write on a key past its expiry: `expired`, then the write's events, on both (the
     sweeper may have reaped it first: the same messages)."""
-    import time
     for port in (redis_door, redis_reference):
         replies(port, [AUTH, cmd("DEL", L)])
     results = {}
@@ -301,7 +302,6 @@ def test_rolled_back_attempt_sends_nothing(redis_door, topology, events):
     the rolled back attempt are never sent, the second attempt's once. The deadlock: an SQL
     session (heavier, so InnoDB rolls the door's batch back) holds `ntf:c`'s row while the
     batch, having created `ntf:l`, waits for it; then the session asks for `ntf:l`'s row."""
-    import time
     schema = "manifold_redis"
     replies(redis_door, [AUTH, cmd("DEL", L, C), cmd("SET", C, "1")])
     sql = topology.root()
@@ -348,6 +348,40 @@ def test_rolled_back_attempt_sends_nothing(redis_door, topology, events):
         sub.close()
         sql.cursor().execute(f"DROP TABLE IF EXISTS {schema}.ntf_scratch")
         sql.close()
+
+
+def test_blocked_pop_woken_by_a_push(redis_door, redis_reference, events):
+    """A BLPOP that waited, served by another client's push: `lpush`, then the pop's `lpop`
+    and `del`, as Redis."""
+    results = {}
+    for name, port in (("door", redis_door), ("redis", redis_reference)):
+        replies(port, [AUTH, cmd("DEL", L)])
+        sub = Subscriber(port)
+        blocked = Conn(port)
+        try:
+            assert blocked.call("AUTH", USER, PASSWORD) == "OK"
+            blocked.send(cmd("BLPOP", L, "0"))
+            # Until the door/server counts it blocked (no fixed wait).
+            for _ in range(1000):
+                info = replies(port, [AUTH, cmd("INFO", "clients")])[1]
+                if b"blocked_clients:1" in info:
+                    break
+                time.sleep(0.01)
+            else:
+                raise AssertionError(f"{name}: the BLPOP never blocked")
+            replies(port, [AUTH, cmd("LPUSH", L, "a")])
+            assert read_reply(blocked.f) == [L.encode(), b"a"]
+            replies(port, [AUTH, cmd("SET", END, "1")])
+            results[name] = brief(sub.until_end())
+        finally:
+            blocked.close()
+            sub.close()
+    assert results["door"] == results["redis"], results
+    assert results["door"][:6] == [
+        "__keyspace@0__:ntf:l lpush", "__keyevent@0__:lpush ntf:l",
+        "__keyspace@0__:ntf:l lpop", "__keyevent@0__:lpop ntf:l",
+        "__keyspace@0__:ntf:l del", "__keyevent@0__:del ntf:l",
+    ], results["door"]
 
 
 def test_events_from_every_worker(redis_door, events):
