@@ -10,7 +10,7 @@ one connection's events in command order, after each batch commits).
 Intended differences from redis-server (avoided here, listed in docs/REDIS.md):
 - A read of a key past its expiry does not delete it (the sweeper does, within 100 ms):
   its `expired` comes from the sweeper, not from the read. Writes delete it as Redis does.
-- `XADD` with a trim does not add `xtrim`; `new` (n) and `keymiss` (m) are never sent.
+- `new` (n) and `keymiss` (m) are never sent.
 - Notifications are per manifold: writes made through another manifold are not seen.
 """
 
@@ -214,11 +214,17 @@ def test_streams(redis_door, redis_reference, events):
         cmd("XADD", ST, "1-1", "f", "v"), cmd("XADD", ST, "2-1", "f", "v"), cmd("XADD", ST, "NOMKSTREAM", "3-1", "f", "v"),
         cmd("XADD", "ntf:none", "NOMKSTREAM", "*", "f", "v"), cmd("XDEL", ST, "1-1"), cmd("XDEL", ST, "9-9"),
         cmd("XTRIM", ST, "MAXLEN", "5"), cmd("XTRIM", ST, "MAXLEN", "1"), cmd("XSETID", ST, "10-0"),
+        cmd("XADD", ST, "MAXLEN", "5", "11-0", "f", "v"), cmd("XADD", ST, "MAXLEN", "1", "12-0", "f", "v"),
+        cmd("XADD", ST, "MINID", "12", "13-0", "f", "v"),
         cmd("XGROUP", "CREATE", ST, "g", "0"), cmd("XGROUP", "CREATECONSUMER", ST, "g", "c"),
         cmd("XGROUP", "CREATECONSUMER", ST, "g", "c"), cmd("XGROUP", "SETID", ST, "g", "$"),
         cmd("XGROUP", "DELCONSUMER", ST, "g", "c"), cmd("XGROUP", "DELCONSUMER", ST, "g", "c"),
         cmd("XGROUP", "DESTROY", ST, "g"), cmd("XGROUP", "DESTROY", ST, "g"),
         cmd("XGROUP", "CREATE", X, "g", "$", "MKSTREAM"), cmd("XLEN", ST),
+        cmd("XGROUP", "CREATE", ST, "g2", "0"), cmd("XREADGROUP", "GROUP", "g2", "c1", "COUNT", "1", "STREAMS", ST, ">"),
+        cmd("XREADGROUP", "GROUP", "g2", "c1", "COUNT", "1", "STREAMS", ST, ">"),
+        cmd("XCLAIM", ST, "g2", "c2", "0", "13-0"), cmd("XCLAIM", ST, "g2", "c2", "0", "13-0"),
+        cmd("XAUTOCLAIM", ST, "g2", "c3", "0", "0"), cmd("XACK", ST, "g2", "13-0"),
     ])
 
 

@@ -9,9 +9,7 @@
 //! The names are Redis 7.0's (`notifyKeyspaceEvent` calls in `t_string.c`, `t_list.c`,
 //! `t_hash.c`, `t_set.c`, `t_zset.c`, `t_stream.c`, `db.c`, `expire.c`, `geo.c`,
 //! `hyperloglog.c`). A command that changed no row makes no event, as Redis notifies only a
-//! change. Gaps, listed in docs/REDIS.md: `XADD` with a trim does not add `xtrim`; a
-//! consumer created by `XREADGROUP`/`XCLAIM`/`XAUTOCLAIM` makes no `xgroup-createconsumer`;
-//! `new` (`n`) and
+//! change. Gaps, listed in docs/REDIS.md: `new` (`n`) and
 //! `keymiss` (`m`) are never sent; `evicted` never happens (keys live in InnoDB).
 
 use crate::cmd::{Args, Spec};
