@@ -285,6 +285,7 @@ impl<'w> Blocked<'w> {
                     &*session.info.handle,
                 )),
             };
+            let mark = cx.tx.events_mark(0);
             let tried = if spec.family == crate::cmd::data::Family::Streams {
                 crate::cmd::streams::try_blocking(&mut cx, spec, args, &mut self.stream_ids).await
             } else if spec.family == crate::cmd::data::Family::ZSets {
@@ -292,6 +293,9 @@ impl<'w> Blocked<'w> {
             } else {
                 try_blocking(&mut cx, spec, args).await
             };
+            if let (Ok(Served::Yes), Some(mark)) = (&tried, mark) {
+                crate::notify::after_command(&mut cx, spec, args, mark);
+            }
             let e = match tried {
                 Ok(served) => {
                     let Cx { tx, out: reply, .. } = cx;

@@ -176,6 +176,10 @@ async fn run_all(
             cmd::strings::set_run(cx, &pairs)
                 .await
                 .map_err(|e| (i, e))?;
+            for (k, _) in &pairs {
+                cx.tx
+                    .notify(crate::store::events::class::STRING, "set", cx.db, k);
+            }
             i = j;
             continue;
         }
@@ -200,5 +204,11 @@ pub(crate) async fn run_one(
             return Ok(());
         }
     };
-    command.apply(cx).await
+    // Keyspace notifications: the command's events, once it ran (none while off).
+    let Some(mark) = cx.tx.events_mark(cx.out.len()) else {
+        return command.apply(cx).await;
+    };
+    command.apply(cx).await?;
+    crate::notify::after_command(cx, spec, args, mark);
+    Ok(())
 }

@@ -20,6 +20,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("script", 4),
     ("blocking", 4),
     ("worker", 4),
+    ("notify", 4),
     ("session", 5),
     ("pubsub", 5),
     ("kill", 5),

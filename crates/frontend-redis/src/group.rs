@@ -225,9 +225,14 @@ async fn execute(worker: Rc<Worker>, group: Rc<Group>) {
                     .iter()
                     .map(|(k, v)| (&bytes[k.clone()], &bytes[v.clone()]))
                     .collect();
-                strings::write_values(&mut cx, &pairs, None)
-                    .await
-                    .map(|()| Vec::new())
+                let written = strings::write_values(&mut cx, &pairs, None).await;
+                if written.is_ok() {
+                    for (k, _) in &pairs {
+                        cx.tx
+                            .notify(crate::store::events::class::STRING, "set", group.db, k);
+                    }
+                }
+                written.map(|()| Vec::new())
             }
         };
         match result {

@@ -29,6 +29,8 @@
 //!    - [`group`]: GET-only or SET-only batches of several connections as one statement.
 //!    - [`multi`]: `MULTI`/`EXEC`/`WATCH`, a transaction as one SQL transaction.
 //!    - [`blocking`]: `BLPOP`... waiting to be woken by pushes.
+//!    - [`notify`]: which keyspace events a command made (`notify-keyspace-events`),
+//!      published after its transaction commits ([`store::events`]).
 //!    - [`script`]: `EVAL`/`EVALSHA`/`SCRIPT`: Lua on script threads, its `redis.call`s run
 //!      by the client's worker in the script's one SQL transaction.
 //!    - [`worker`]: one worker's state: its [`store::Store`], its open groups, its figures and
@@ -65,6 +67,7 @@ pub mod blocking;
 pub mod exec;
 pub mod group;
 pub mod multi;
+pub mod notify;
 pub mod script;
 pub mod worker;
 

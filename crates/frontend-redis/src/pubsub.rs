@@ -143,6 +143,13 @@ impl std::fmt::Debug for Hub {
     }
 }
 
+/// Keyspace notifications go out through the hub as any message.
+impl crate::store::events::Publisher for Hub {
+    fn publish(&self, channel: &[u8], payload: &[u8]) -> i64 {
+        Hub::publish(self, channel, payload)
+    }
+}
+
 impl Hub {
     pub fn new(limit: crate::memory::ClassLimit) -> Self {
         Self {

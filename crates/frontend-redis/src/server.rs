@@ -202,7 +202,11 @@ impl RedisFrontend {
         backends: Rc<dyn crate::store::Backends>,
     ) -> Self {
         let store = crate::store::Store::new(shared.store.clone(), backends);
-        let worker = Rc::new(crate::worker::Worker::new(store, shared.waiters.clone()));
+        let worker = Rc::new(crate::worker::Worker::new(
+            store,
+            shared.waiters.clone(),
+            shared.pubsub.clone(),
+        ));
         crate::store::sweeper::spawn(&worker, ctx);
         if ctx.id() == 0 {
             // One task sums every worker's clients (`max_memory_clients`).

@@ -14,6 +14,7 @@ use manifold_backend::ConnKey;
 use crate::blocking::Waiters;
 use crate::group::Groups;
 use crate::metrics::WorkerMetrics;
+use crate::store::events::{self, Event, Publisher};
 use crate::store::{Store, Tx, TxHost};
 
 /// One worker's door state, owned by its [`crate::RedisFrontend`] (shared with the expiry
@@ -28,6 +29,8 @@ pub struct Worker {
     /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker:
     /// the same for every worker ([`crate::RedisShared::waiters`]).
     pub waiters: Arc<Waiters>,
+    /// Where keyspace notifications go: the Pub/Sub hub, every worker's.
+    pub publisher: Arc<dyn Publisher + Send + Sync>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -40,12 +43,17 @@ impl std::fmt::Debug for Worker {
 }
 
 impl Worker {
-    pub fn new(store: Store, waiters: Arc<Waiters>) -> Self {
+    pub fn new(
+        store: Store,
+        waiters: Arc<Waiters>,
+        publisher: Arc<dyn Publisher + Send + Sync>,
+    ) -> Self {
         Self {
             store,
             groups: Groups::default(),
             metrics: Arc::default(),
             waiters,
+            publisher,
         }
     }
 
@@ -73,5 +81,9 @@ impl TxHost for Worker {
 
     fn pushed(&self, db: u8, key: &[u8], kind: u8) {
         self.waiters.wake(db, key, kind);
+    }
+
+    fn keyspace_events(&self, flags: u16, events: &[Event]) {
+        events::publish(&*self.publisher, flags, events);
     }
 }

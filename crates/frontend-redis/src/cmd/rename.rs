@@ -97,7 +97,7 @@ pub async fn rename(cx: &mut Cx<'_>, src: &[u8], dst: &[u8], nx: bool) -> Result
             cx.reply().integer(0);
             return Ok(());
         }
-        cx.tx.delete_key(db, dst, &old).await?;
+        cx.tx.delete_key_quietly(db, dst, &old).await?;
     }
     let kh = hash(dst);
     cx.tx
@@ -143,7 +143,7 @@ pub async fn copy(
             cx.reply().integer(0);
             return Ok(());
         }
-        cx.tx.delete_key(target, dst, &old).await?;
+        cx.tx.delete_key_quietly(target, dst, &old).await?;
     }
     let kh = hash(dst);
     let done = cx

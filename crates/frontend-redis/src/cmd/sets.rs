@@ -315,6 +315,10 @@ async fn smove(cx: &mut Cx<'_>, src: &[u8], dst: &[u8], member: &[u8]) -> Result
         cx.tx
             .collection_written(cx.db, dst, &dst_row, added)
             .await?;
+        // Keyspace notifications: `sadd` only when the destination gained the member, after
+        // the source's `srem` (decided after the command, in `crate::notify`).
+        cx.tx
+            .notify_after(crate::store::events::class::SET, "sadd", cx.db, dst);
     }
     cx.reply().integer(1);
     Ok(())

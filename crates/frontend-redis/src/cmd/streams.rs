@@ -336,7 +336,13 @@ async fn xadd(
     save_meta(cx, row.kid, &meta).await?;
     let mut delta = 1;
     if let Some(trim) = trim {
-        delta -= trim_entries(cx, row.kid, row.len + 1, trim).await?;
+        let removed = trim_entries(cx, row.kid, row.len + 1, trim).await?;
+        if removed > 0 {
+            // Keyspace notifications: `xtrim` after the command's `xadd`, as Redis.
+            cx.tx
+                .notify_after(crate::store::events::class::STREAM, "xtrim", cx.db, k);
+        }
+        delta -= removed;
     }
     written(cx, &row, delta).await?;
     cx.tx.note_push(cx.db, k);

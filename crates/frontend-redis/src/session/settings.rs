@@ -4,8 +4,9 @@
 //! Who may change what: every logged-in client may `CONFIG SET` (as Redis lets any client),
 //! so only settings that change nothing another client is served are settable: they are
 //! stored, checked as Redis 7.0.15 checks them (same texts), and read back by `CONFIG GET`
-//! and `INFO`, but act on nothing yet (`notify-keyspace-events` publishes no event,
-//! `maxmemory-policy` evicts no key: keys live in InnoDB). The operator's settings (`timeout`,
+//! and `INFO`; `notify-keyspace-events` turns keyspace notifications on
+//! ([`crate::store::events`]), the others act on nothing yet (`maxmemory-policy` evicts no
+//! key: keys live in InnoDB). The operator's settings (`timeout`,
 //! `maxclients`, the buffer limits..., from the `[redis]` section) and the persistence ones
 //! (`save`, `appendonly`: durability is the database's) accept only their current value (a
 //! client that sets what is already there starts as usual) and refuse any other with a
@@ -20,84 +21,7 @@ use manifold_redis_proto::Reply;
 use super::Session;
 use crate::cmd::{parse_i64, Args};
 
-/// `notify-keyspace-events`' flags, as Redis's `NOTIFY_*`.
-mod notify {
-    pub const KEYSPACE: u16 = 1 << 0; // K
-    pub const KEYEVENT: u16 = 1 << 1; // E
-    pub const GENERIC: u16 = 1 << 2; // g
-    pub const STRING: u16 = 1 << 3; // $
-    pub const LIST: u16 = 1 << 4; // l
-    pub const SET: u16 = 1 << 5; // s
-    pub const HASH: u16 = 1 << 6; // h
-    pub const ZSET: u16 = 1 << 7; // z
-    pub const EXPIRED: u16 = 1 << 8; // x
-    pub const EVICTED: u16 = 1 << 9; // e
-    pub const STREAM: u16 = 1 << 10; // t
-    pub const KEY_MISS: u16 = 1 << 11; // m
-    pub const MODULE: u16 = 1 << 12; // d
-    pub const NEW: u16 = 1 << 13; // n
-    /// `A`: every class but `m` and `n`.
-    pub const ALL: u16 =
-        GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
-
-    /// Redis's `keyspaceEventsStringToFlags`: `None` for a character it does not know.
-    pub fn parse(s: &[u8]) -> Option<u16> {
-        let mut f = 0;
-        for &c in s {
-            f |= match c {
-                b'A' => ALL,
-                b'g' => GENERIC,
-                b'$' => STRING,
-                b'l' => LIST,
-                b's' => SET,
-                b'h' => HASH,
-                b'z' => ZSET,
-                b'x' => EXPIRED,
-                b'e' => EVICTED,
-                b'K' => KEYSPACE,
-                b'E' => KEYEVENT,
-                b't' => STREAM,
-                b'm' => KEY_MISS,
-                b'd' => MODULE,
-                b'n' => NEW,
-                _ => return None,
-            };
-        }
-        Some(f)
-    }
-
-    /// Redis's `keyspaceEventsFlagsToString` (`n` is not shown with `A`, as Redis).
-    pub fn text(f: u16) -> String {
-        let mut s = String::new();
-        if f & ALL == ALL {
-            s.push('A');
-        } else {
-            for (bit, c) in [
-                (GENERIC, 'g'),
-                (STRING, '$'),
-                (LIST, 'l'),
-                (SET, 's'),
-                (HASH, 'h'),
-                (ZSET, 'z'),
-                (EXPIRED, 'x'),
-                (EVICTED, 'e'),
-                (STREAM, 't'),
-                (MODULE, 'd'),
-                (NEW, 'n'),
-            ] {
-                if f & bit != 0 {
-                    s.push(c);
-                }
-            }
-        }
-        for (bit, c) in [(KEYSPACE, 'K'), (KEYEVENT, 'E'), (KEY_MISS, 'm')] {
-            if f & bit != 0 {
-                s.push(c);
-            }
-        }
-        s
-    }
-}
+use crate::store::events::class as notify;
 
 /// Redis 7.0's `maxmemory-policy` values, in its error text's order.
 const POLICIES: [&str; 8] = [
@@ -440,7 +364,11 @@ fn set(session: &Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
     let mut v = session.fe.shared.settings.lock();
     for (name, checked) in new {
         match (name, checked) {
-            ("notify-keyspace-events", Checked::Events(f)) => v.notify_keyspace_events = f,
+            ("notify-keyspace-events", Checked::Events(f)) => {
+                v.notify_keyspace_events = f;
+                // What the workers read when their commands run.
+                session.fe.worker.store.shared.keyspace_events.set(f);
+            }
             ("maxmemory-policy", Checked::Policy(p)) => v.maxmemory_policy = p,
             ("busy-reply-threshold" | "lua-time-limit", Checked::Int(n)) => {
                 v.busy_reply_threshold = n;
@@ -472,23 +400,5 @@ pub fn apply(session: &Session<'_>, cmd: crate::cmd::Command<'_>, out: &mut Vec<
             );
         }
         _ => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::notify;
-
-    #[test]
-    fn events_read_and_written_as_redis() {
-        let t = |s: &str| notify::text(notify::parse(s.as_bytes()).unwrap());
-        assert_eq!(t("Egx"), "gxE");
-        assert_eq!(t("A"), "A");
-        assert_eq!(t("g$lshzxetd"), "A");
-        assert_eq!(t("nmKA"), "AKm");
-        assert_eq!(t(""), "");
-        assert_eq!(t("KEA"), "AKE");
-        assert!(notify::parse(b"Q").is_none());
-        assert!(notify::parse(b"Z").is_none());
     }
 }

@@ -154,15 +154,33 @@ impl Tx<'_> {
         };
         if row.expired(self.now_ms) {
             if lock {
-                self.delete_key(db, k, &row).await?;
+                // Not the command's write: it wrote only if it changes more.
+                let changed = self.changed;
+                self.delete_key_quietly(db, k, &row).await?;
+                self.changed = changed;
+                self.notify(super::events::class::EXPIRED, "expired", db, k);
             }
             return Ok(None);
         }
         Ok(Some(row))
     }
 
-    /// Deletes the key `k` (whose row is `row`) and its members.
+    /// Deletes the key `k` (whose row is `row`) and its members: a `del` event (`DEL`, a
+    /// collection left empty, an expiry set in the past), after the command's own.
     pub async fn delete_key(&mut self, db: u8, k: &[u8], row: &KeyRow) -> Result<(), StoreError> {
+        self.delete_key_quietly(db, k, row).await?;
+        self.notify_after(super::events::class::GENERIC, "del", db, k);
+        Ok(())
+    }
+
+    /// [`Tx::delete_key`] without an event: a key written over (`RENAME`'s destination)
+    /// or found expired.
+    pub async fn delete_key_quietly(
+        &mut self,
+        db: u8,
+        k: &[u8],
+        row: &KeyRow,
+    ) -> Result<(), StoreError> {
         let kh = hash(k);
         self.exec(
             "DELETE FROM {s}.redis_keys WHERE db = ? AND kh = ?",

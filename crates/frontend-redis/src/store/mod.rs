@@ -19,6 +19,7 @@
 
 pub mod context;
 mod error;
+pub mod events;
 pub mod keys;
 pub mod replicas;
 pub mod schema;
@@ -75,6 +76,8 @@ pub struct StoreShared {
     own_login: sweeper::OwnLogin,
     /// Read-only batches may run on replicas (`redis.read_from = "replicas"`).
     pub read_from_replicas: bool,
+    /// `notify-keyspace-events` now ([`events`]).
+    pub keyspace_events: events::Classes,
 }
 
 impl StoreShared {
@@ -90,6 +93,7 @@ impl StoreShared {
             keep_statements: keep_statements.max(16),
             own_login: sweeper::OwnLogin(own_login),
             read_from_replicas,
+            keyspace_events: events::Classes::default(),
         })
     }
 
@@ -173,6 +177,9 @@ pub trait TxHost {
     /// The list `key` of `db` got elements (or a value of type `kind` arrived there) in a
     /// transaction that committed: the clients blocked on it for that type are woken.
     fn pushed(&self, db: u8, key: &[u8], kind: u8);
+    /// A transaction that committed made these keyspace events ([`events`]): they are
+    /// published as `flags` (`K`, `E`) say.
+    fn keyspace_events(&self, flags: u16, events: &[events::Event]);
 }
 
 /// The key of the door's backend connections for `login`: binary character set (values
@@ -207,6 +214,16 @@ pub struct Tx<'s> {
     /// Lists pushed to (and other keys made ready, with their type) while clients were
     /// blocked on some key: woken after the commit.
     pushed: Vec<(u8, Vec<u8>, u8)>,
+    /// Keyspace events of its commands, published after the commit (none while
+    /// notifications are off).
+    events: Vec<events::Event>,
+    /// Where the events that follow the running command's own start ([`Tx::notify_after`]).
+    trailing: Option<usize>,
+    /// Rows its statements changed (their affected rows): whether a command wrote.
+    changed: u64,
+    /// What `events` holds, and the events dropped past [`events::MAX_EVENT_BYTES`].
+    events_bytes: usize,
+    events_dropped: u64,
     /// The sessions whose writes this transaction's commits are: each remembers the
     /// commit's GTID, which its later reads on replicas wait for.
     writers: Vec<Causal>,
@@ -231,6 +248,11 @@ impl<'s> Tx<'s> {
             gap_locks: false,
             now_ms: now_ms(),
             pushed: Vec::new(),
+            events: Vec::new(),
+            trailing: None,
+            changed: 0,
+            events_bytes: 0,
+            events_dropped: 0,
             writers: Vec::new(),
             readers: None,
             node: 0,
@@ -392,6 +414,7 @@ impl Tx<'_> {
         match executed? {
             Ok(done) => {
                 self.note(&done.session_state);
+                self.changed += done.affected;
                 Ok(done)
             }
             Err(e) => Err(StoreError::refused(e)),
@@ -445,6 +468,16 @@ impl Tx<'_> {
         lease.mark_clean();
         for (db, key, kind) in &self.pushed {
             self.host.pushed(*db, key, *kind);
+        }
+        if self.events_dropped > 0 {
+            tracing::warn!(
+                dropped = self.events_dropped,
+                "redis keyspace notifications: a transaction made more than 16 MiB of events; the rest were not published"
+            );
+        }
+        if !self.events.is_empty() {
+            self.host
+                .keyspace_events(self.event_flags(), &std::mem::take(&mut self.events));
         }
         Ok(())
     }

@@ -221,7 +221,7 @@ async fn expired_batch(
         let now = super::now_ms();
         let still = claim
             .rows(
-                "SELECT type, gc FROM {s}.redis_keys WHERE db = ? AND kh = ? AND kid = ? \
+                "SELECT type, gc, k FROM {s}.redis_keys WHERE db = ? AND kh = ? AND kid = ? \
                  AND expire_at <= ? FOR UPDATE",
                 &[key[0], key[1], key[2], Param::Int(now)],
             )
@@ -231,6 +231,11 @@ async fn expired_batch(
             continue;
         };
         let types = [int(&found[0]), int(&found[1])];
+        // `expired` is published once the claim commits (keyspace notifications).
+        if let Some(Value::Bytes(k)) = found.get(2) {
+            let k = k.clone();
+            claim.notify(super::events::class::EXPIRED, "expired", c.db, &k);
+        }
         claim
             .exec(
                 "DELETE FROM {s}.redis_keys WHERE db = ? AND kh = ? AND kid = ?",

@@ -233,9 +233,20 @@ pub(super) async fn store(cx: &mut Cx<'_>, dst: &[u8], plan: &Plan) -> Result<i6
     if let Some(old) = &old {
         cx.tx.delete_members(old).await?;
     }
-    if let Some(row) = new {
-        // An empty result deletes the key just made.
-        cx.tx.collection_written(cx.db, dst, &row, added).await?;
+    match new {
+        // An empty result deletes the key just made; its `del` event only when there was a
+        // key before (keyspace notifications: Redis deletes nothing otherwise).
+        Some(row) if added == 0 && old.is_none() => {
+            cx.tx.delete_key_quietly(cx.db, dst, &row).await?;
+        }
+        Some(row) => {
+            cx.tx.collection_written(cx.db, dst, &row, added).await?;
+        }
+        None if old.is_some() => {
+            cx.tx
+                .notify_after(crate::store::events::class::GENERIC, "del", cx.db, dst);
+        }
+        None => {}
     }
     Ok(added)
 }

@@ -97,11 +97,11 @@ async fn save_group(cx: &mut Cx<'_>, kid: u64, gh: &[u8; 32], g: Group) -> Resul
     Ok(())
 }
 
-/// Creates the consumer if it is not there, and notes it was seen now; whether it was
-/// created.
+/// Creates the consumer if it is not there (of the stream `key`, for its keyspace event),
+/// and notes it was seen now; whether it was created.
 async fn touch_consumer(
     cx: &mut Cx<'_>,
-    kid: u64,
+    (key, kid): (&[u8], u64),
     gh: &[u8; 32],
     name: &[u8],
 ) -> Result<bool, StoreError> {
@@ -123,6 +123,14 @@ async fn touch_consumer(
         )
         .await?;
     // 1: inserted; 2: updated; 0: unchanged.
+    if n == 1 {
+        cx.tx.notify(
+            crate::store::events::class::STREAM,
+            "xgroup-createconsumer",
+            cx.db,
+            key,
+        );
+    }
     Ok(n == 1)
 }
 
@@ -646,8 +654,9 @@ pub async fn read_group(
         if !resp3 {
             cx.reply().array_len(2);
         }
-        cx.reply().bulk(args.get(keys.start + r.at));
-        touch_consumer(cx, r.kid, &gh, consumer).await?;
+        let key = args.get(keys.start + r.at);
+        cx.reply().bulk(key);
+        touch_consumer(cx, (key, r.kid), &gh, consumer).await?;
         match r.history {
             Some(after) => history(cx, r.kid, &gh, consumer, after, limit).await?,
             None => new_entries(cx, r.kid, &gh, r.group, consumer, limit, noack).await?,

@@ -189,7 +189,7 @@ pub async fn xclaim(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreError> {
             continue;
         }
         if !consumer_made {
-            touch_consumer(cx, row.kid, &gh, consumer).await?;
+            touch_consumer(cx, (key, row.kid), &gh, consumer).await?;
             consumer_made = true;
         }
         let sql = format!(
@@ -434,7 +434,7 @@ pub async fn xautoclaim(cx: &mut Cx<'_>, args: Args<'_>) -> Result<(), StoreErro
             .await?;
     }
     if !claimed.is_empty() {
-        touch_consumer(cx, row.kid, &gh, consumer).await?;
+        touch_consumer(cx, (key, row.kid), &gh, consumer).await?;
         let ch = hash(consumer);
         let sql = if justid {
             "UPDATE {s}.redis_stream_pending SET ch = ?, consumer = ?, delivered_ms = ? \
