@@ -214,7 +214,8 @@ def test_info_fields_clients_read(redis_door):
         assert f["cmdstat_get"].startswith("calls=")
         db0 = dict(kv.split("=") for kv in f["db0"].split(","))
         assert int(db0["keys"]) >= 2 and int(db0["expires"]) >= 1
-        assert 0 < int(db0["avg_ttl"]) <= 1000 * 1000 * 1000
+        # Other tests' keys share db0 (some expire centuries ahead): only the sign is this one's.
+        assert int(db0["avg_ttl"]) > 0
         # The errors counted go up by one per error reply, under their code.
         before = int(fields(c.call("INFO", "errorstats").decode())["errorstat_WRONGTYPE"][6:])
         c.call("LPUSH", "srvmore:k", "x")
