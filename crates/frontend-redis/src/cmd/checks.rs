@@ -99,6 +99,30 @@ pub async fn write_or(
     Ok(present_or(cx, row, absent))
 }
 
+/// `HRANDFIELD key`, `ZRANDMEMBER key` (no count): one element of the collection `k` of type
+/// `t` at a random place, read by `sql` (`kid`, then the offset, as its parameters), or
+/// null when the key is absent.
+pub async fn random_one(cx: &mut Cx<'_>, k: &[u8], t: u8, sql: &str) -> Result<(), StoreError> {
+    let Some(row) = read_or(cx, k, t, Absent::Null).await? else {
+        return Ok(());
+    };
+    let offset = super::rng::Rng::new().below(row.len.max(1) as u64);
+    let params = [
+        manifold_backend::Param::UInt(row.kid),
+        manifold_backend::Param::UInt(offset),
+    ];
+    let mut rows = cx.tx.rows(sql, &params).await?;
+    match rows
+        .first_mut()
+        .and_then(|r| r.first_mut())
+        .and_then(crate::store::take_bytes)
+    {
+        Some(element) => cx.reply().bulk(&element),
+        None => cx.reply().null(),
+    };
+    Ok(())
+}
+
 /// `row`, or `None` once `absent` is replied.
 fn present_or(cx: &mut Cx<'_>, row: Option<KeyRow>, absent: Absent) -> Option<KeyRow> {
     if row.is_none() {

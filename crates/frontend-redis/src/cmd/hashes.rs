@@ -424,26 +424,13 @@ async fn hrandfield(cx: &mut Cx<'_>, k: &[u8], count: Option<RandCount>) -> Resu
         with_values: values,
     }) = count
     else {
-        let Some(row) = checks::read_or(cx, k, kind::HASH, Absent::Null).await? else {
-            return Ok(());
-        };
-        let offset = Rng::new().below(row.len.max(1) as u64);
-        let mut rows = cx
-            .tx
-            .rows(
-                "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY fh LIMIT 1 OFFSET ?",
-                &[Param::UInt(row.kid), Param::UInt(offset)],
-            )
-            .await?;
-        match rows
-            .first_mut()
-            .and_then(|r| r.first_mut())
-            .and_then(take_bytes)
-        {
-            Some(f) => cx.reply().bulk(&f),
-            None => cx.reply().null(),
-        };
-        return Ok(());
+        return checks::random_one(
+            cx,
+            k,
+            kind::HASH,
+            "SELECT field FROM {s}.redis_hash WHERE kid = ? ORDER BY fh LIMIT 1 OFFSET ?",
+        )
+        .await;
     };
     let Some(row) = checks::read_or(cx, k, kind::HASH, Absent::EmptyArray).await? else {
         return Ok(());

@@ -26,7 +26,7 @@ use crate::cmd::Args;
 use crate::errors;
 use crate::store::context::Cx;
 use crate::store::keys::kind;
-use crate::store::{take_bytes, StoreError};
+use crate::store::StoreError;
 
 /// Draws past which the members are read whole instead of sampled per position.
 pub const DRAWS_MAX: u64 = 1 << 20;
@@ -94,26 +94,13 @@ pub(super) async fn zrandmember(
         with_scores: scores,
     }) = count
     else {
-        let Some(row) = checks::read_or(cx, k, kind::ZSET, Absent::Null).await? else {
-            return Ok(());
-        };
-        let offset = Rng::new().below(row.len.max(1) as u64);
-        let mut rows = cx
-            .tx
-            .rows(
-                "SELECT member FROM {s}.redis_zset WHERE kid = ? ORDER BY mh LIMIT 1 OFFSET ?",
-                &[Param::UInt(row.kid), Param::UInt(offset)],
-            )
-            .await?;
-        match rows
-            .first_mut()
-            .and_then(|r| r.first_mut())
-            .and_then(take_bytes)
-        {
-            Some(m) => cx.reply().bulk(&m),
-            None => cx.reply().null(),
-        };
-        return Ok(());
+        return checks::random_one(
+            cx,
+            k,
+            kind::ZSET,
+            "SELECT member FROM {s}.redis_zset WHERE kid = ? ORDER BY mh LIMIT 1 OFFSET ?",
+        )
+        .await;
     };
     let Some(row) = checks::read_or(cx, k, kind::ZSET, Absent::EmptyArray).await? else {
         return Ok(());
