@@ -585,7 +585,7 @@ def test_a_killed_script_publishes_nothing(redis_door):
         c.close()
 
 
-@pytest.mark.parametrize("how", ["disconnect", "client-kill"])
+@pytest.mark.parametrize("how", ["disconnect", "client-kill", "exec-disconnect"])
 def test_a_script_stops_when_its_client_goes(small_door, how):
     """A script whose client disconnects, or is CLIENT KILLed, is stopped and rolled back at
     once (Redis runs it to its end): the client leaves CLIENT LIST, no script is left to
@@ -599,17 +599,24 @@ def test_a_script_stops_when_its_client_goes(small_door, how):
     other = Conn(redis_door)
     other.call("AUTH", *args_auth())
     other.call("DEL", key)
-    busy.send(ev("redis.call('SET', KEYS[1], 'w') while true do end", [key]))
+    if how == "exec-disconnect":
+        # Queued in MULTI, the script runs inside EXEC's transaction: the same holds.
+        busy.send(cmd("MULTI") + cmd("SET", key + "-queued", "q")
+                  + ev("redis.call('SET', KEYS[1], 'w') while true do end", [key]))
+        assert [read_reply(busy.f) for _ in range(3)] == ["OK", "QUEUED", "QUEUED"]
+        busy.send(cmd("EXEC"))
+    else:
+        busy.send(ev("redis.call('SET', KEYS[1], 'w') while true do end", [key]))
     try:
         poll("the script runs", lambda: " cmd=eval " in (client_line(other, name) or ""))
-        if how == "disconnect":
+        if how != "client-kill":
             busy.close()
         else:
             client_id = client_line(other, name).split(" ")[0].split("=")[1]
             assert other.call("CLIENT", "KILL", "ID", client_id) == 1
         poll("the client is gone", lambda: client_line(other, name) is None)
         assert other.call("SCRIPT", "KILL") == "NOTBUSY No scripts in execution right now."
-        assert other.call("EXISTS", key) == 0
+        assert other.call("EXISTS", key, key + "-queued") == 0
         if how == "client-kill":
             assert busy.closed()
     finally:

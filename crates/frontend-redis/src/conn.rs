@@ -409,18 +409,23 @@ async fn until_answered<S: Stream>(
     answered.then_some(side)
 }
 
-/// The request runs a script (`EVAL`..., outside `MULTI`): it runs through
-/// [`until_script_ends`].
+/// The request runs a script (`EVAL`... outside `MULTI`, or an `EXEC` that queued one): it
+/// runs through [`until_script_ends`].
 fn runs_script(session: &Session<'_>, parsed: &Result<Parsed<'_>, Reject<'_>>) -> bool {
     session.authenticated
-        && session.multi.is_none()
-        && matches!(
-            parsed,
+        && match parsed {
             Ok(Parsed {
                 cmd: Command::Script(_),
                 ..
-            })
-        )
+            }) => session.multi.is_none(),
+            Ok(Parsed {
+                cmd: Command::Exec, ..
+            }) => session
+                .multi
+                .as_ref()
+                .is_some_and(crate::multi::Multi::runs_script),
+            _ => false,
+        }
 }
 
 /// Runs a script's request to its end, reading (and keeping) what the client sends

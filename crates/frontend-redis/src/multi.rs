@@ -44,6 +44,11 @@ pub struct Multi {
 }
 
 impl Multi {
+    /// A script is queued: its `EXEC` may run long (the connection watches the client).
+    pub fn runs_script(&self) -> bool {
+        self.entries.iter().any(|e| matches!(e.kind, Kind::Script))
+    }
+
     /// Bytes the queue holds.
     pub fn held(&self) -> usize {
         self.buf.capacity() + self.entries.capacity() * std::mem::size_of::<&Entry>()
