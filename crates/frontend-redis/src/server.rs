@@ -100,6 +100,7 @@ impl RedisShared {
         keep_statements: usize,
     ) -> Arc<Self> {
         let scripts = crate::script::Scripts::new(&config);
+        crate::cmd::strings::set_max_value_len(config.proto_max_bulk_len);
         Arc::new(Self {
             store: crate::store::StoreShared::new(
                 &config.schema,

@@ -15,6 +15,7 @@
 //! Known differences from redis-server: a `MGET` of more than [`crate::store::context::RUN_MAX`] keys
 //! alone in its batch reads them with several statements, not one snapshot.
 
+pub mod bits;
 pub mod hll;
 pub(crate) mod lcs;
 mod numeric;
@@ -34,6 +35,22 @@ use crate::store::keys::{hash, kind};
 use crate::store::{int, take_bytes, StoreError};
 
 pub use parse::{Cond, Expiry, GetExTtl, Set, StringCommand, COMMANDS};
+
+/// The longest value a command may make by growing one (`SETRANGE`, `APPEND`, `SETBIT`):
+/// `proto-max-bulk-len`, as Redis's `checkStringLength` and bit offsets check it. Set from
+/// the configuration at start; the value is built in manifold's memory before the backend
+/// sees it, so Redis's 512 MiB would let one request take that much.
+static MAX_VALUE_LEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(64 << 20);
+
+/// Sets [`MAX_VALUE_LEN`] (the door's `proto_max_bulk_len`).
+pub fn set_max_value_len(len: u64) {
+    MAX_VALUE_LEN.store(len, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// [`MAX_VALUE_LEN`].
+pub fn max_value_len() -> u64 {
+    MAX_VALUE_LEN.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 impl StringCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.

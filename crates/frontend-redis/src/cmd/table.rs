@@ -488,6 +488,7 @@ fn data_keys(name: &str) -> Keys {
         "rename" | "renamenx" | "copy" | "lmove" | "rpoplpush" | "smove" | "brpoplpush"
         | "blmove" | "zrangestore" | "lcs" | "geosearchstore" => (1, 2, 1),
         "blpop" | "brpop" | "bzpopmin" | "bzpopmax" => (1, -2, 1),
+        "bitop" => (2, -1, 1),
         // Their keys follow a count (`LMPOP numkeys key...`), or they have none.
         "lmpop" | "blmpop" | "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard"
         | "keys" | "scan" | "randomkey" | "dbsize" | "flushdb" | "flushall" | "xread"

@@ -17,6 +17,7 @@ use super::keys::KeyCommand;
 use super::lists::ListCommand;
 use super::sets::SetCommand;
 use super::streams::StreamCommand;
+use super::strings::bits::BitCommand;
 use super::strings::pf::HllCommand;
 use super::strings::StringCommand;
 use super::zsets::geo::GeoCommand;
@@ -43,6 +44,7 @@ pub enum DataCommand<'a> {
     Streams(StreamCommand<'a>),
     /// `PFADD`, `PFCOUNT`, `PFMERGE` (of the strings family).
     Hll(HllCommand<'a>),
+    Bits(BitCommand<'a>),
     /// `GEOADD`, `GEOPOS`, `GEODIST`, `GEOHASH` (of the sorted sets family).
     Geo(GeoCommand<'a>),
 }
@@ -61,6 +63,7 @@ impl DataCommand<'_> {
             DataCommand::ZSets(c) => c.apply(cx).await,
             DataCommand::Streams(c) => c.apply(cx).await,
             DataCommand::Hll(c) => c.apply(cx).await,
+            DataCommand::Bits(c) => c.apply(cx).await,
             DataCommand::Geo(c) => c.apply(cx).await,
         }
     }

@@ -10,12 +10,10 @@ use crate::store::{int, StoreError};
 
 /// A result longer than `proto-max-bulk-len`.
 const TOO_BIG: &[u8] = b"string exceeds maximum allowed size (proto-max-bulk-len)";
-/// Redis's default `proto-max-bulk-len`: 512 MiB.
-const MAX_LEN: u64 = 512 * 1024 * 1024;
-
-/// Redis's `checkStringLength`: `size + append` bytes are allowed.
+/// Redis's `checkStringLength`: `size + append` bytes are allowed (`proto-max-bulk-len`).
 fn fits(size: u64, append: u64) -> bool {
-    size.checked_add(append).is_some_and(|t| t <= MAX_LEN)
+    size.checked_add(append)
+        .is_some_and(|t| t <= super::max_value_len())
 }
 
 /// `APPEND key value`: the new length.
@@ -133,7 +131,7 @@ pub async fn setrange(
         cx.reply().error(TOO_BIG);
         return Ok(());
     }
-    // Both fit in 512 MiB.
+    // Both fit in `proto-max-bulk-len`.
     let (at, end) = (offset as usize, offset as usize + part.len());
     if v.len() < end {
         v.resize(end, 0);
