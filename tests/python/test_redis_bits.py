@@ -148,3 +148,56 @@ def test_values_grow_only_to_proto_max_bulk_len(redis_door):
     assert c.call("GETBIT", P + "big", str(limit * 8 - 1)) == 0
     assert c.call("EXISTS", P + "big") == 0
     c.close()
+
+
+def test_bitfield(redis_door, redis_reference):
+    requests = [RESET,
+                cmd("BITFIELD", A, "SET", "i8", "0", "100", "GET", "i8", "0", "INCRBY", "i8", "0", "100",
+                    "OVERFLOW", "SAT", "INCRBY", "i8", "0", "100", "OVERFLOW", "FAIL", "INCRBY", "i8", "0", "1"),
+                cmd("GET", A),
+                cmd("BITFIELD", A, "SET", "u5", "#3", "31", "INCRBY", "u5", "#3", "3", "GET", "u5", "#3",
+                    "OVERFLOW", "SAT", "INCRBY", "u5", "#3", "-40", "SET", "u63", "1", "-1", "GET", "u63", "1"),
+                cmd("GET", A),
+                cmd("BITFIELD", A, "SET", "i64", "7", "-9223372036854775808", "INCRBY", "i64", "7", "-1",
+                    "OVERFLOW", "SAT", "INCRBY", "i64", "7", "-1", "OVERFLOW", "FAIL", "SET", "i4", "0", "9",
+                    "SET", "i4", "0", "-9", "SET", "u4", "0", "16", "GET", "i4", "0"),
+                cmd("GET", A),
+                cmd("BITFIELD", B, "OVERFLOW", "FAIL", "INCRBY", "u8", "100", "300"), cmd("GET", B), cmd("STRLEN", B),
+                cmd("BITFIELD", C, "GET", "u8", "0"), cmd("EXISTS", C), cmd("BITFIELD", C), cmd("EXISTS", C),
+                cmd("BITFIELD_RO", A, "GET", "i16", "3", "OVERFLOW", "WRAP", "GET", "u1", "#9"),
+                cmd("BITFIELD_RO", MISSING, "GET", "u63", "#1000"),
+                cmd("SET", D, "x", "EX", "100"), cmd("BITFIELD", D, "SET", "u8", "0", "65"), cmd("TTL", D), cmd("GET", D),
+                # errors, in Redis's order
+                cmd("BITFIELD", A, "GET", "u64", "0"), cmd("BITFIELD", A, "GET", "I8", "0"),
+                cmd("BITFIELD", A, "GET", "i65", "0"), cmd("BITFIELD", A, "GET", "u8", "-1"),
+                cmd("BITFIELD", A, "GET", "u8", "#-1"), cmd("BITFIELD", A, "SET", "u8", "0", "x"),
+                cmd("BITFIELD", A, "OVERFLOW", "bogus", "GET", "u8", "0"), cmd("BITFIELD", A, "GET", "u8"),
+                cmd("BITFIELD", A, "SET", "u8", "0"), cmd("BITFIELD", A, "bogus", "u8", "0"),
+                cmd("BITFIELD_RO", A, "SET", "u8", "0", "1"), cmd("BITFIELD_RO", A, "GET", "u8", "0", "INCRBY", "u8", "0", "1"),
+                cmd("RPUSH", L, "x"), cmd("BITFIELD", L, "GET", "u8", "0"), cmd("BITFIELD_RO", L, "GET", "u8", "0"),
+                cmd("BITFIELD", L, "GET", "u99", "0"), cmd("BITFIELD"), cmd("BITFIELD_RO")]
+    check(redis_door, redis_reference, requests)
+
+
+def test_bitfield_random(redis_door, redis_reference):
+    rng = random.Random(91)
+    requests = [RESET]
+    for _ in range(300):
+        ops = []
+        for _ in range(rng.randrange(1, 4)):
+            kind = rng.choice(["GET", "SET", "INCRBY", "OVERFLOW"])
+            if kind == "OVERFLOW":
+                ops += ["OVERFLOW", rng.choice(["WRAP", "SAT", "FAIL"])]
+                continue
+            signed = rng.random() < 0.5
+            bits = rng.randrange(1, 65 if signed else 64)
+            t = ("i" if signed else "u") + str(bits)
+            off = rng.choice([str(rng.randrange(0, 100)), "#" + str(rng.randrange(0, 5))])
+            ops += [kind, t, off]
+            if kind != "GET":
+                ops.append(str(rng.randrange(-(1 << 63), 1 << 63) if rng.random() < 0.3 else rng.randrange(-300, 300)))
+        requests.append(cmd("BITFIELD", rng.choice([A, B]), *ops))
+        if rng.random() < 0.2:
+            requests.append(cmd("GET", rng.choice([A, B])))
+    for pipeline in (True, False):
+        differential(redis_door, redis_reference, requests, pipeline=pipeline)

@@ -42,6 +42,7 @@ pub fn families() -> impl Iterator<Item = &'static Spec> {
         .chain(super::streams::COMMANDS.iter())
         .chain(super::strings::pf::COMMANDS.iter())
         .chain(super::strings::bits::COMMANDS.iter())
+        .chain(super::strings::bitfield::COMMANDS.iter())
         .chain(super::zsets::geo::COMMANDS.iter())
         .chain(super::zsets::geo::SEARCH_COMMANDS.iter())
 }

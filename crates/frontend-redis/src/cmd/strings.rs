@@ -15,6 +15,7 @@
 //! Known differences from redis-server: a `MGET` of more than [`crate::store::context::RUN_MAX`] keys
 //! alone in its batch reads them with several statements, not one snapshot.
 
+pub mod bitfield;
 pub mod bits;
 pub mod hll;
 pub(crate) mod lcs;

@@ -17,6 +17,7 @@ use super::keys::KeyCommand;
 use super::lists::ListCommand;
 use super::sets::SetCommand;
 use super::streams::StreamCommand;
+use super::strings::bitfield::BitField;
 use super::strings::bits::BitCommand;
 use super::strings::pf::HllCommand;
 use super::strings::StringCommand;
@@ -45,6 +46,7 @@ pub enum DataCommand<'a> {
     /// `PFADD`, `PFCOUNT`, `PFMERGE` (of the strings family).
     Hll(HllCommand<'a>),
     Bits(BitCommand<'a>),
+    BitField(BitField<'a>),
     /// `GEOADD`, `GEOPOS`, `GEODIST`, `GEOHASH` (of the sorted sets family).
     Geo(GeoCommand<'a>),
 }
@@ -64,6 +66,7 @@ impl DataCommand<'_> {
             DataCommand::Streams(c) => c.apply(cx).await,
             DataCommand::Hll(c) => c.apply(cx).await,
             DataCommand::Bits(c) => c.apply(cx).await,
+            DataCommand::BitField(c) => c.apply(cx).await,
             DataCommand::Geo(c) => c.apply(cx).await,
         }
     }

@@ -11,6 +11,8 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("append", 3, true, false, false, (1, 1, 1)),
     ("auth", -2, false, false, true, (0, 0, 0)),
     ("bitcount", -2, false, false, false, (1, 1, 1)),
+    ("bitfield", -2, true, false, false, (1, 1, 1)),
+    ("bitfield_ro", -2, false, false, false, (1, 1, 1)),
     ("bitop", -4, true, false, false, (2, -1, 1)),
     ("bitpos", -3, false, false, false, (1, 1, 1)),
     ("blmove", 6, true, false, false, (1, 2, 1)),
