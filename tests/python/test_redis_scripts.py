@@ -15,6 +15,8 @@ Intended differences from redis-server (avoided here):
 
 import asyncio
 import random
+import socket
+import struct
 import threading
 import time
 
@@ -587,8 +589,8 @@ def test_a_killed_script_publishes_nothing(redis_door):
 
 @pytest.mark.parametrize("how", ["disconnect", "client-kill", "exec-disconnect"])
 def test_a_script_stops_when_its_client_goes(small_door, how):
-    """A script whose client disconnects, or is CLIENT KILLed, is stopped and rolled back at
-    once (Redis runs it to its end): the client leaves CLIENT LIST, no script is left to
+    """A script whose client's connection is reset, or which is CLIENT KILLed, is stopped and
+    rolled back at once (Redis runs it to its end): the client leaves CLIENT LIST, no script is left to
     SCRIPT KILL, and what it wrote is gone."""
     redis_door = small_door
     name = f"script-{how}"
@@ -610,6 +612,8 @@ def test_a_script_stops_when_its_client_goes(small_door, how):
     try:
         poll("the script runs", lambda: " cmd=eval " in (client_line(other, name) or ""))
         if how != "client-kill":
+            # An abortive close (a reset): the connection is broken, not just ended.
+            busy.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             busy.close()
         else:
             client_id = client_line(other, name).split(" ")[0].split("=")[1]
@@ -759,3 +763,25 @@ def test_a_script_killed_inside_exec_rolls_the_transaction_back(redis_door):
     assert read_reply(s.f) == [b"message", ch.encode(), b"after"]
     for c in (s, busy, other):
         c.close()
+
+
+@pytest.mark.parametrize("queued", [False, True], ids=["eval", "exec"])
+def test_a_client_that_half_closes_gets_its_script_s_reply(redis_door, redis_reference, queued):
+    """A client that sends a script and ends its input (shutdown of its sending side, as
+    `nc -N` does) still waits for the reply: the script runs to its end and its writes
+    commit, as redis-server does."""
+    key = P + "half-closed-" + str(queued)
+    body = ev("redis.call('SET', KEYS[1], 'kept') return redis.call('GET', KEYS[1])", [key])
+    request = cmd("MULTI") + body + cmd("EXEC") if queued else body
+    for port in (redis_door, redis_reference):
+        other = Conn(port)
+        other.call("AUTH", *args_auth())
+        other.call("DEL", key)
+        c = Conn(port)
+        c.send(cmd("AUTH", *args_auth()) + request)
+        c.sock.shutdown(socket.SHUT_WR)
+        got = [read_reply(c.f) for _ in range(4 if queued else 2)]
+        assert got[-1] == ([b"kept"] if queued else b"kept"), (port, got)
+        assert other.call("GET", key) == b"kept", port
+        c.close()
+        other.close()

@@ -361,12 +361,20 @@ async fn block<S: Stream>(
 /// Ends when the client leaves; what it sends meanwhile goes to `side` (up to `limit`,
 /// then it is held back by its own socket).
 async fn client_gone<S: Stream>(stream: &mut S, side: &mut Vec<u8>, limit: usize) {
+    read_aside(stream, side, limit, true).await;
+}
+
+/// Reads what the client sends into `side` (up to `limit`); ends on a broken connection,
+/// and on the end of its input only when `eof_ends` (else it stops reading there: a client
+/// that half-closed after its request still waits for the reply).
+async fn read_aside<S: Stream>(stream: &mut S, side: &mut Vec<u8>, limit: usize, eof_ends: bool) {
     loop {
         if side.len() >= limit {
             std::future::pending::<()>().await;
         }
         side.reserve(READ_CHUNK);
         match stream.read_buf(side).await {
+            Ok(0) if !eof_ends => std::future::pending::<()>().await,
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
@@ -429,10 +437,11 @@ fn runs_script(session: &Session<'_>, parsed: &Result<Parsed<'_>, Reject<'_>>) -
 }
 
 /// Runs a script's request to its end, reading (and keeping) what the client sends
-/// meanwhile. A client that leaves is marked killed, as `CLIENT KILL` marks it, which stops
-/// its script and rolls it back at once ([`crate::script`]) rather than letting it run on
-/// with no one to answer; the script's end is still awaited (its transaction is ended,
-/// never dropped half-way). `None` when the client left or was killed.
+/// meanwhile. A client whose connection breaks (reset) is marked killed, as `CLIENT KILL`
+/// marks it, which stops its script and rolls it back at once ([`crate::script`]) rather
+/// than letting it run on with no one to answer; one that only ends its input is still
+/// answered. The script's end is always awaited (its transaction is ended, never dropped
+/// half-way). `None` when the client left or was killed.
 async fn until_script_ends<S: Stream>(
     session: &mut Session<'_>,
     stream: &mut S,
@@ -446,7 +455,10 @@ async fn until_script_ends<S: Stream>(
     let left = tokio::select! {
         biased;
         () = &mut run => false,
-        () = client_gone(stream, &mut side, limit) => true,
+        // A reset connection stops the script; one that only ended its input (a client
+        // that half-closed, or closed, after sending) lets it end and commit, as Redis
+        // runs a script to its end.
+        () = read_aside(stream, &mut side, limit, false) => true,
     };
     if left {
         info.handle.kill();

@@ -514,7 +514,7 @@ impl Published {
             let size = channel.len() + message.len();
             if self.bytes + size > MAX_PUBLISHED {
                 Reply::new(out, proto).error(
-                    b"manifold: a script may hold back at most 16 MiB of messages until it commits",
+                    b"manifold: a script or transaction may hold back at most 16 MiB of messages until it commits",
                 );
                 return;
             }
