@@ -28,6 +28,7 @@ mod tests;
 
 use manifold_backend::Param;
 
+use super::data::Spec;
 use super::sqltext::{in_params, marks, padded, statement, tuples};
 use super::{parse_i64, Args};
 use crate::errors;
@@ -42,6 +43,17 @@ pub use parse::{Cond, Expiry, GetExTtl, Set, StringCommand, COMMANDS};
 /// the configuration at start; the value is built in manifold's memory before the backend
 /// sees it, so Redis's 512 MiB would let one request take that much.
 static MAX_VALUE_LEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(64 << 20);
+
+/// A string command's entry in the command table.
+const fn spec(name: &'static str, arity: i32, write: bool, parse: super::typed::Parse) -> Spec {
+    Spec {
+        name,
+        arity,
+        write,
+        family: super::data::Family::Strings,
+        parse,
+    }
+}
 
 /// Sets [`MAX_VALUE_LEN`] (the door's `proto_max_bulk_len`).
 pub fn set_max_value_len(len: u64) {

@@ -4,9 +4,10 @@
 //! bytes) to the farthest bit a write reaches, and `OVERFLOW WRAP|SAT|FAIL` applies to the
 //! writes after it.
 
+use super::spec;
 use super::store_value;
-use crate::cmd::data::{Family, Spec};
-use crate::cmd::typed::{DataCommand, Parse, ParseError, SYNTAX};
+use crate::cmd::data::Spec;
+use crate::cmd::typed::{DataCommand, ParseError, SYNTAX};
 use crate::cmd::{parse_i64, Args};
 use crate::errors;
 use crate::store::context::Cx;
@@ -19,16 +20,6 @@ const OFFSET_ERROR: &[u8] = b"bit offset is not an integer or out of range";
 const OVERFLOW_ERROR: &[u8] = b"Invalid OVERFLOW type specified";
 const RO_ERROR: &[u8] = b"BITFIELD_RO only supports the GET subcommand";
 const NOT_INTEGER: &[u8] = b"value is not an integer or out of range";
-
-const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        family: Family::Strings,
-        parse,
-    }
-}
 
 pub static COMMANDS: [Spec; 2] = [
     spec("bitfield", -2, true, |a| parse(a, false)),

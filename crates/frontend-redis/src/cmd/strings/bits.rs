@@ -6,9 +6,10 @@
 //! order: what `bitops.c` checks before it looks the key up is parsed first
 //! ([`BitCommand`]); the rest (`BITCOUNT`'s and `BITPOS`'s range) after the key's type.
 
+use super::spec;
 use super::{store_value, write_values};
-use crate::cmd::data::{Family, Spec};
-use crate::cmd::typed::{DataCommand, Parse, ParseError, SYNTAX};
+use crate::cmd::data::Spec;
+use crate::cmd::typed::{DataCommand, ParseError, SYNTAX};
 use crate::cmd::{parse_i64, Args};
 use crate::errors;
 use crate::errors::SYNTAX as SYNTAX_TEXT;
@@ -21,16 +22,6 @@ const BIT_ERROR: &[u8] = b"bit is not an integer or out of range";
 const BITPOS_BIT: &[u8] = b"The bit argument must be 1 or 0.";
 const NOT_ONE_KEY: &[u8] = b"BITOP NOT must be called with a single source key.";
 const NOT_INTEGER: &[u8] = b"value is not an integer or out of range";
-
-const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        family: Family::Strings,
-        parse,
-    }
-}
 
 pub static COMMANDS: [Spec; 5] = [
     spec("setbit", 4, true, |a| {

@@ -1,22 +1,12 @@
 //! The string commands' arguments, parsed before they run ([`super::super::typed`]): the
 //! command table ([`COMMANDS`]) names each command's parser.
 
-use super::Unit;
-use crate::cmd::data::{Family, Spec};
+use super::{spec, Unit};
+use crate::cmd::data::Spec;
 use crate::cmd::longdouble::{self, Parsed};
-use crate::cmd::typed::{integer, DataCommand, Parse, ParseError, SYNTAX};
+use crate::cmd::typed::{integer, DataCommand, ParseError, SYNTAX};
 use crate::cmd::Args;
 use crate::errors;
-
-const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        family: Family::Strings,
-        parse,
-    }
-}
 
 pub static COMMANDS: [Spec; 22] = [
     spec("get", 2, false, |a| Ok(Get { key: a.get(1) }.into())),

@@ -7,9 +7,10 @@
 //! computed in the header, as Redis does (so it is a write here: it runs in a transaction).
 
 use super::hll::{self, REGISTERS};
+use super::spec;
 use super::{fetch, insert_value, update_value, Found};
-use crate::cmd::data::{Family, Spec};
-use crate::cmd::typed::{DataCommand, Parse};
+use crate::cmd::data::Spec;
+use crate::cmd::typed::DataCommand;
 use crate::cmd::Args;
 use crate::errors;
 use crate::store::context::{Cx, RUN_MAX};
@@ -20,16 +21,6 @@ use crate::store::StoreError;
 const NOT_HLL: &[u8] = b"-WRONGTYPE Key is not a valid HyperLogLog string value.";
 /// A value whose runs do not cover the registers.
 const CORRUPT: &[u8] = b"-INVALIDOBJ Corrupted HLL object detected";
-
-const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec {
-    Spec {
-        name,
-        arity,
-        write,
-        family: Family::Strings,
-        parse,
-    }
-}
 
 /// `PFCOUNT` is Redis's `readonly`, but stores the count it computes: a write here.
 pub static COMMANDS: [Spec; 3] = [
