@@ -26,6 +26,7 @@ mod parse;
 mod tests;
 mod timeout;
 
+pub(crate) use parse::{mpop_count, mpop_keys};
 pub use parse::{BlockingPop, ListCommand, MPop, Waited, COMMANDS};
 pub use timeout::{timeout, timeout_error, BadTimeout};
 

@@ -295,36 +295,52 @@ impl<'a> MPop<'a> {
     /// Parses `numkeys` at argument `at` (`LMPOP`: 1, `BLMPOP`: 2) and what follows, in
     /// Redis's order of checks.
     pub fn parse(args: Args<'a>, at: usize) -> Result<Self, ParseError> {
-        let numkeys = match parse_i64(args.get(at)) {
-            Some(n) if n >= 1 => n,
-            _ => return Err(ParseError::Text(NUMKEYS)),
-        };
-        let where_at = numkeys
-            .checked_add(at as i64 + 1)
-            .and_then(|w| usize::try_from(w).ok())
-            .filter(|&w| w < args.len())
-            .ok_or(SYNTAX)?;
+        let (keys, where_at) = mpop_keys(args, at)?;
         let side = Side::parse(args.get(where_at)).ok_or(SYNTAX)?;
-        let mut count = None;
-        let mut j = where_at + 1;
-        while j < args.len() {
-            if count.is_none() && args.get(j).eq_ignore_ascii_case(b"count") && j + 1 < args.len() {
-                match parse_i64(args.get(j + 1)) {
-                    Some(c) if c >= 1 => count = Some(c),
-                    _ => return Err(ParseError::Text(COUNT_POSITIVE)),
-                }
-                j += 2;
-            } else {
-                return Err(SYNTAX);
-            }
-        }
         Ok(Self {
             args,
-            keys: at + 1..where_at,
+            keys,
             side,
-            count: count.unwrap_or(1),
+            count: mpop_count(args, where_at + 1)?,
         })
     }
+}
+
+/// `numkeys` at argument `at` of `LMPOP`/`ZMPOP` (and their blocking forms), checked as
+/// Redis checks it: the keys' arguments, and where the word after them (`LEFT|RIGHT`,
+/// `MIN|MAX`) is.
+pub(crate) fn mpop_keys(
+    args: Args<'_>,
+    at: usize,
+) -> Result<(std::ops::Range<usize>, usize), ParseError> {
+    let numkeys = match parse_i64(args.get(at)) {
+        Some(n) if n >= 1 => n,
+        _ => return Err(ParseError::Text(NUMKEYS)),
+    };
+    let where_at = numkeys
+        .checked_add(at as i64 + 1)
+        .and_then(|w| usize::try_from(w).ok())
+        .filter(|&w| w < args.len())
+        .ok_or(SYNTAX)?;
+    Ok((at + 1..where_at, where_at))
+}
+
+/// The optional `COUNT count` from argument `from` on of `LMPOP`/`ZMPOP` (1 when absent).
+pub(crate) fn mpop_count(args: Args<'_>, from: usize) -> Result<i64, ParseError> {
+    let mut count = None;
+    let mut j = from;
+    while j < args.len() {
+        if count.is_none() && args.get(j).eq_ignore_ascii_case(b"count") && j + 1 < args.len() {
+            match parse_i64(args.get(j + 1)) {
+                Some(c) if c >= 1 => count = Some(c),
+                _ => return Err(ParseError::Text(COUNT_POSITIVE)),
+            }
+            j += 2;
+        } else {
+            return Err(SYNTAX);
+        }
+    }
+    Ok(count.unwrap_or(1))
 }
 
 fn push(args: Args<'_>, side: Side, only_existing: bool) -> DataCommand<'_> {

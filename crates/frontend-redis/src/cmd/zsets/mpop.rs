@@ -3,15 +3,12 @@
 
 use super::pop_members;
 use crate::cmd::checks;
-use crate::cmd::lists::Served;
+use crate::cmd::lists::{mpop_count, mpop_keys, Served};
 use crate::cmd::typed::{ParseError, SYNTAX};
-use crate::cmd::{parse_i64, Args};
+use crate::cmd::Args;
 use crate::store::context::Cx;
 use crate::store::keys::kind;
 use crate::store::StoreError;
-
-const NUMKEYS: &[u8] = b"numkeys should be greater than 0";
-const COUNT_POSITIVE: &[u8] = b"count should be greater than 0";
 
 /// `ZMPOP`'s arguments (and `BZMPOP`'s from `numkeys` on).
 #[derive(Debug, PartialEq)]
@@ -27,15 +24,7 @@ pub struct ZMPop<'a> {
 impl<'a> ZMPop<'a> {
     /// Parses `numkeys` at argument `at` and what follows, in Redis's order of checks.
     pub fn parse(args: Args<'a>, at: usize) -> Result<Self, ParseError> {
-        let numkeys = match parse_i64(args.get(at)) {
-            Some(n) if n >= 1 => n,
-            _ => return Err(ParseError::Text(NUMKEYS)),
-        };
-        let where_at = numkeys
-            .checked_add(at as i64 + 1)
-            .and_then(|w| usize::try_from(w).ok())
-            .filter(|&w| w < args.len())
-            .ok_or(SYNTAX)?;
+        let (keys, where_at) = mpop_keys(args, at)?;
         let side = args.get(where_at);
         let max = if side.eq_ignore_ascii_case(b"max") {
             true
@@ -44,24 +33,11 @@ impl<'a> ZMPop<'a> {
         } else {
             return Err(SYNTAX);
         };
-        let mut count = None;
-        let mut j = where_at + 1;
-        while j < args.len() {
-            if count.is_none() && args.get(j).eq_ignore_ascii_case(b"count") && j + 1 < args.len() {
-                match parse_i64(args.get(j + 1)) {
-                    Some(c) if c >= 1 => count = Some(c),
-                    _ => return Err(ParseError::Text(COUNT_POSITIVE)),
-                }
-                j += 2;
-            } else {
-                return Err(SYNTAX);
-            }
-        }
         Ok(Self {
             args,
-            keys: at + 1..where_at,
+            keys,
             max,
-            count: count.unwrap_or(1),
+            count: mpop_count(args, where_at + 1)?,
         })
     }
 
