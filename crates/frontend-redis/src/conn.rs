@@ -139,21 +139,15 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                             std::mem::swap(&mut req, &mut b.req);
                             (b.at, b.spec, b.slot) = (start, spec, entry.slot);
                             batched += 1;
-                        } else if waits(session, &parsed) {
+                        } else if let Some(script) = runs_long(session, &parsed) {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
-                            let Some(side) =
-                                until_answered(session, &mut stream, parsed, &mut out).await
-                            else {
-                                return;
-                            };
-                            input.extend_from_slice(&side);
-                        } else if runs_script(session, &parsed) {
-                            run_batch(session, &batch[..batched], &input, &mut out).await;
-                            batched = 0;
-                            let Some(side) =
+                            let side = if script {
                                 until_script_ends(session, &mut stream, parsed, &mut out).await
-                            else {
+                            } else {
+                                until_answered(session, &mut stream, parsed, &mut out).await
+                            };
+                            let Some(side) = side else {
                                 return;
                             };
                             input.extend_from_slice(&side);
@@ -381,21 +375,7 @@ async fn read_aside<S: Stream>(stream: &mut S, side: &mut Vec<u8>, limit: usize,
     }
 }
 
-/// The request waits on something other than a key (`WAIT`, outside `MULTI`): it runs
-/// through [`until_answered`].
-fn waits(session: &Session<'_>, parsed: &Result<Parsed<'_>, Reject<'_>>) -> bool {
-    session.authenticated
-        && session.multi.is_none()
-        && matches!(
-            parsed,
-            Ok(Parsed {
-                cmd: Command::Wait(_),
-                ..
-            })
-        )
-}
-
-/// Runs a request that may wait long ([`waits`]) until it answers, reading (and keeping)
+/// Runs a request that may wait long ([`runs_long`]) until it answers, reading (and keeping)
 /// what the client sends meanwhile; `None` when the client left, was killed or the worker
 /// drains (the wait is dropped: it changed nothing).
 async fn until_answered<S: Stream>(
@@ -417,23 +397,30 @@ async fn until_answered<S: Stream>(
     answered.then_some(side)
 }
 
-/// The request runs a script (`EVAL`... outside `MULTI`, or an `EXEC` that queued one): it
-/// runs through [`until_script_ends`].
-fn runs_script(session: &Session<'_>, parsed: &Result<Parsed<'_>, Reject<'_>>) -> bool {
-    session.authenticated
-        && match parsed {
-            Ok(Parsed {
-                cmd: Command::Script(_),
-                ..
-            }) => session.multi.is_none(),
-            Ok(Parsed {
-                cmd: Command::Exec, ..
-            }) => session
+/// The request may run long with the client watched meanwhile: `Some(true)` when it runs a
+/// script (`EVAL`... outside `MULTI`, or an `EXEC` that queued one: [`until_script_ends`]),
+/// `Some(false)` when it waits on something other than a key (`WAIT` outside `MULTI`:
+/// [`until_answered`]).
+fn runs_long(session: &Session<'_>, parsed: &Result<Parsed<'_>, Reject<'_>>) -> Option<bool> {
+    if !session.authenticated {
+        return None;
+    }
+    let Ok(parsed) = parsed else {
+        return None;
+    };
+    match parsed.cmd {
+        Command::Script(_) if session.multi.is_none() => Some(true),
+        Command::Exec
+            if session
                 .multi
                 .as_ref()
-                .is_some_and(crate::multi::Multi::runs_script),
-            _ => false,
+                .is_some_and(crate::multi::Multi::runs_script) =>
+        {
+            Some(true)
         }
+        Command::Wait(_) if session.multi.is_none() => Some(false),
+        _ => None,
+    }
 }
 
 /// Runs a script's request to its end, reading (and keeping) what the client sends
