@@ -201,3 +201,29 @@ def test_bitfield_random(redis_door, redis_reference):
             requests.append(cmd("GET", rng.choice([A, B])))
     for pipeline in (True, False):
         differential(redis_door, redis_reference, requests, pipeline=pipeline)
+
+
+def test_bitop_holds_one_source_at_a_time(topology):
+    """BITOP naming one 4 MiB key 150 times holds the result and one source, not 150 copies
+    (600 MiB): the door's peak memory stays far below that, and the answer is Redis's (an
+    even number of XORs of a value is zeros)."""
+    from conftest import PASSWORD, USER  # noqa: PLC0415
+    from redisdiff import Conn, launch_door  # noqa: PLC0415
+    m = launch_door(topology, log_name="redis-bitop-memory")
+    try:
+        c = Conn(m.redis_port)
+        c.sock.settimeout(120)
+        c.call("AUTH", USER, PASSWORD)
+        big = P + "bitop-big"
+        c.call("SET", big, b"\xa5" * (4 << 20))
+        assert c.call("BITOP", "XOR", P + "bitop-dst", *[big] * 150) == 4 << 20
+        assert c.call("BITCOUNT", P + "bitop-dst") == 0
+        assert c.call("BITOP", "OR", P + "bitop-dst", *[big] * 150) == 4 << 20
+        assert c.call("BITCOUNT", P + "bitop-dst") == (4 << 20) * 4  # 0xa5 has four bits set
+        with open(f"/proc/{m.proc.pid}/status") as f:
+            peak_kib = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+        assert peak_kib < 300 * 1024, f"peak {peak_kib} KiB"
+        c.call("DEL", big, P + "bitop-dst")
+        c.close()
+    finally:
+        m.stop_and_check()

@@ -347,41 +347,49 @@ fn bitpos(v: &[u8], bit: bool, args: Args<'_>) -> Result<i64, &'static [u8]> {
 /// `BITOP op destkey key...`: the destination gets the result (its TTL and type gone), or
 /// is deleted when every source is empty; the reply is the result's length.
 async fn bitop(cx: &mut Cx<'_>, op: BitOp, args: Args<'_>) -> Result<(), StoreError> {
-    let mut sources = Vec::with_capacity(args.len() - 3);
+    // Each source is folded into the result as it is read, so the command holds the result
+    // and one source, however many sources (or repeats of one big key) it names.
+    let mut result: Option<Vec<u8>> = None;
     for k in args.from(3) {
-        match cx.tx.key(cx.db, k, false).await? {
-            None => sources.push(Vec::new()),
+        let source = match cx.tx.key(cx.db, k, false).await? {
+            None => Vec::new(),
             Some(row) if row.kind != kind::STRING => {
                 cx.reply().error(errors::WRONGTYPE);
                 return Ok(());
             }
-            Some(row) => sources.push(row.v.unwrap_or_default()),
-        }
+            Some(row) => row.v.unwrap_or_default(),
+        };
+        result = Some(match result {
+            None if op == BitOp::Not => source.iter().map(|b| !b).collect(),
+            None => source,
+            Some(mut r) => {
+                // Past a value's end its bytes count as zeros.
+                if r.len() < source.len() {
+                    r.resize(source.len(), 0);
+                }
+                for (i, b) in r.iter_mut().enumerate() {
+                    let s = source.get(i).copied().unwrap_or(0);
+                    match op {
+                        BitOp::And => *b &= s,
+                        BitOp::Or => *b |= s,
+                        BitOp::Xor | BitOp::Not => *b ^= s,
+                    }
+                }
+                r
+            }
+        });
     }
-    let len = sources.iter().map(Vec::len).max().unwrap_or(0);
+    let result = result.unwrap_or_default();
     let dest = args.get(2);
-    if len == 0 {
+    if result.is_empty() {
         if let Some(row) = cx.tx.key_meta(cx.db, dest, true).await? {
             cx.tx.delete_key(cx.db, dest, &row).await?;
         }
         cx.reply().integer(0);
         return Ok(());
     }
-    let byte = |s: &Vec<u8>, i: usize| s.get(i).copied().unwrap_or(0);
-    let result: Vec<u8> = (0..len)
-        .map(|i| {
-            let first = byte(&sources[0], i);
-            let rest = sources[1..].iter().map(|s| byte(s, i));
-            match op {
-                BitOp::Not => !first,
-                BitOp::And => rest.fold(first, |a, b| a & b),
-                BitOp::Or => rest.fold(first, |a, b| a | b),
-                BitOp::Xor => rest.fold(first, |a, b| a ^ b),
-            }
-        })
-        .collect();
     write_values(cx, &[(dest, &result)], None).await?;
-    cx.reply().integer(len as i64);
+    cx.reply().integer(result.len() as i64);
     Ok(())
 }
 
