@@ -39,7 +39,7 @@ pub use parse::{KeyCommand, COMMANDS};
 impl KeyCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::{Copy, DbSize, Del, Exists, Flush, Keys, RandomKey, Rename, Scan, Type};
+        use parse::{Copy, DbSize, Del, Exists, Flush, Keys, Move, RandomKey, Rename, Scan, Type};
         match self {
             Del { keys } => {
                 let mut n = 0;
@@ -79,6 +79,7 @@ impl KeyCommand<'_> {
                 db,
                 replace,
             } => super::rename::copy(cx, from, to, db, replace).await?,
+            Move { key, db } => super::rename::move_key(cx, key, db).await?,
             Flush { all } => super::rename::flush(cx, all).await?,
         }
         Ok(())

@@ -1,4 +1,4 @@
-//! Key commands that move, copy or drop whole keys: `RENAME`, `RENAMENX`, `COPY`,
+//! Key commands that move, copy or drop whole keys: `RENAME`, `RENAMENX`, `COPY`, `MOVE`,
 //! `FLUSHDB`, `FLUSHALL` (listed in [`super::keys`]'s table).
 //!
 //! - `RENAME` moves the key's row: its hash and name change, its `kid` stays, so the
@@ -184,6 +184,34 @@ pub async fn copy(
     }
     if wakes_waiters(row.kind) {
         cx.tx.note_ready(target, dst, row.kind);
+    }
+    cx.reply().integer(1);
+    Ok(())
+}
+
+/// `MOVE key db`: the key's row changes database (its `kid`, members and TTL go with it),
+/// unless a live key of that name is there already (`0`, as an absent source).
+pub async fn move_key(cx: &mut Cx<'_>, key: &[u8], target: u8) -> Result<(), StoreError> {
+    if target == cx.db {
+        cx.reply().error(SAME_OBJECT);
+        return Ok(());
+    }
+    let Some(row) = cx.tx.key_meta(cx.db, key, true).await? else {
+        cx.reply().integer(0);
+        return Ok(());
+    };
+    if cx.tx.key_meta(target, key, true).await?.is_some() {
+        cx.reply().integer(0);
+        return Ok(());
+    }
+    cx.tx
+        .exec(
+            "UPDATE {s}.redis_keys SET db = ?, version = version + 1 WHERE kid = ?",
+            &[Param::UInt(u64::from(target)), Param::UInt(row.kid)],
+        )
+        .await?;
+    if wakes_waiters(row.kind) {
+        cx.tx.note_push(target, key);
     }
     cx.reply().integer(1);
     Ok(())

@@ -19,7 +19,7 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
     }
 }
 
-pub static COMMANDS: [Spec; 14] = [
+pub static COMMANDS: [Spec; 15] = [
     spec("del", -2, true, |a| Ok(Del { keys: a }.into())),
     spec("unlink", -2, true, |a| Ok(Del { keys: a }.into())),
     spec("exists", -2, false, |a| Ok(Exists { keys: a }.into())),
@@ -35,6 +35,7 @@ pub static COMMANDS: [Spec; 14] = [
     spec("copy", -3, true, parse_copy),
     spec("flushdb", -1, true, |a| parse_flush(a, false)),
     spec("flushall", -1, true, |a| parse_flush(a, true)),
+    spec("move", 3, true, parse_move),
 ];
 
 /// A key command, its arguments parsed. Lists of keys keep the whole request (`keys`: from
@@ -75,13 +76,18 @@ pub enum KeyCommand<'a> {
         db: Option<u8>,
         replace: bool,
     },
+    /// `MOVE key db`.
+    Move {
+        key: &'a [u8],
+        db: u8,
+    },
     /// `FLUSHDB [ASYNC|SYNC]`, `FLUSHALL` (`all`); both modes do the same.
     Flush {
         all: bool,
     },
 }
 
-pub use KeyCommand::{Copy, DbSize, Del, Exists, Flush, Keys, RandomKey, Rename, Scan, Type};
+pub use KeyCommand::{Copy, DbSize, Del, Exists, Flush, Keys, Move, RandomKey, Rename, Scan, Type};
 
 impl<'a> From<KeyCommand<'a>> for DataCommand<'a> {
     fn from(c: KeyCommand<'a>) -> Self {
@@ -105,6 +111,28 @@ fn parse_rename(args: Args<'_>, nx: bool) -> DataCommand<'_> {
     .into()
 }
 
+/// A database number argument: an integer (`NOT_INTEGER`), within C's `int`
+/// ([`INT_RANGE`]), then one of the door's databases, as `getIntFromObjectOrReply` and
+/// `selectDb` check it.
+fn database(arg: &[u8]) -> Result<u8, ParseError> {
+    let n = integer(arg)?;
+    let n = i32::try_from(n).map_err(|_| ParseError::Text(INT_RANGE))?;
+    if !(0..DATABASES).contains(&i64::from(n)) {
+        return Err(ParseError::Text(errors::DB_OUT_OF_RANGE));
+    }
+    u8::try_from(n).map_err(|_| ParseError::Text(errors::DB_OUT_OF_RANGE))
+}
+
+/// `MOVE key db`: the database is checked before the key is read (the same-database check
+/// needs the client's and is made when it runs).
+fn parse_move(args: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
+    Ok(Move {
+        key: args.get(1),
+        db: database(args.get(2))?,
+    }
+    .into())
+}
+
 /// `COPY`'s options (`DB n`, `REPLACE`) in Redis's order of checks.
 fn parse_copy(args: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
     let (mut db, mut replace) = (None, false);
@@ -114,12 +142,7 @@ fn parse_copy(args: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
         if a.eq_ignore_ascii_case(b"replace") {
             replace = true;
         } else if a.eq_ignore_ascii_case(b"db") && i + 1 < args.len() {
-            let n = integer(args.get(i + 1))?;
-            let n = i32::try_from(n).map_err(|_| ParseError::Text(INT_RANGE))?;
-            if !(0..DATABASES).contains(&i64::from(n)) {
-                return Err(ParseError::Text(errors::DB_OUT_OF_RANGE));
-            }
-            db = Some(u8::try_from(n).map_err(|_| ParseError::Text(errors::DB_OUT_OF_RANGE))?);
+            db = Some(database(args.get(i + 1))?);
             i += 1;
         } else {
             return Err(SYNTAX);

@@ -172,6 +172,28 @@ fn copy_options_in_redis_order() {
 }
 
 #[test]
+fn move_checks_the_database_before_the_key() {
+    assert_eq!(command(b"move k 3\r\n"), debug(Move { key: b"k", db: 3 }));
+    // The client's own database parses: only apply knows it.
+    assert!(command(b"move k 0\r\n").starts_with("Keys(Move"));
+    assert_eq!(error(b"move k 16\r\n"), "DB index is out of range");
+    assert_eq!(error(b"move k -1\r\n"), "DB index is out of range");
+    assert_eq!(
+        error(b"move k 2147483648\r\n"),
+        "value is out of range, value must between -2147483648 and 2147483647"
+    );
+    assert_eq!(error(b"move k x\r\n"), NOT_INTEGER);
+    assert_eq!(
+        error(b"move k\r\n"),
+        "wrong number of arguments for 'move' command"
+    );
+    assert_eq!(
+        error(b"move k 1 2\r\n"),
+        "wrong number of arguments for 'move' command"
+    );
+}
+
+#[test]
 fn flush_modes() {
     assert_eq!(command(b"flushdb\r\n"), debug(Flush { all: false }));
     assert_eq!(command(b"flushdb ASYNC\r\n"), debug(Flush { all: false }));

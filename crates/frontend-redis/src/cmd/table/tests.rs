@@ -123,6 +123,7 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("lset", 4, true, false, false, (1, 1, 1)),
     ("ltrim", 4, true, false, false, (1, 1, 1)),
     ("mget", -2, false, false, false, (1, -1, 1)),
+    ("move", 3, true, false, false, (1, 1, 1)),
     ("mset", -3, true, false, false, (1, -1, 2)),
     ("msetnx", -3, true, false, false, (1, -1, 2)),
     ("multi", 1, false, false, false, (0, 0, 0)),
