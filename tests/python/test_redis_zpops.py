@@ -312,6 +312,10 @@ def _wake_scenario(port, resp3):
     blocked(cmd("BZPOPMIN", DST, "0"), ("COPY", SRC, DST))
     probe.call("DEL", DST)
     blocked(cmd("BZPOPMAX", DST, "0"), ("RENAME", SRC, DST))
+    # A sorted set moved in from another database wakes the waiter as one made there.
+    probe.call("DEL", DST)
+    blocked(cmd("BZPOPMIN", DST, "0"), ("SELECT", "2"), ("DEL", DST), ("ZADD", DST, "5", "mv"),
+            ("MOVE", DST, "0"), ("SELECT", "0"))
     # A list (or a string) made at the key wakes nobody waiting for a sorted set; nor does a
     # sorted set made at a list's key wake a BLPOP.
     waiter.send(cmd("BZPOPMIN", "zpops:l", "0"))

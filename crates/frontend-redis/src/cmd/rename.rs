@@ -211,7 +211,7 @@ pub async fn move_key(cx: &mut Cx<'_>, key: &[u8], target: u8) -> Result<(), Sto
         )
         .await?;
     if wakes_waiters(row.kind) {
-        cx.tx.note_push(target, key);
+        cx.tx.note_ready(target, key, row.kind);
     }
     cx.reply().integer(1);
     Ok(())
