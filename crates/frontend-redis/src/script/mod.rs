@@ -362,7 +362,7 @@ fn function_command(session: &Session<'_>, name: &str, args: Args<'_>, out: &mut
                     r.bulk(b"flags");
                     r.set_len(usize::from(f.no_writes));
                     if f.no_writes {
-                        r.bulk(b"no-writes");
+                        r.simple(b"no-writes");
                     }
                 }
                 if with_code {
