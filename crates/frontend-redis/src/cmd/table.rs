@@ -189,7 +189,7 @@ use flags::{ADMIN, NO_AUTH, SUBSCRIBED};
 use Group::{Connection, Pubsub, Scripting, Transactions};
 
 /// Containers of subcommands, and the name their unknown subcommand error gives.
-const CONTAINERS: [(&str, &str); 7] = [
+const CONTAINERS: [(&str, &str); 8] = [
     ("client", "CLIENT"),
     ("command", "COMMAND"),
     ("config", "CONFIG"),
@@ -197,6 +197,7 @@ const CONTAINERS: [(&str, &str); 7] = [
     ("script", "SCRIPT"),
     ("slowlog", "SLOWLOG"),
     ("latency", "LATENCY"),
+    ("function", "FUNCTION"),
 ];
 
 /// Arities, flags and key positions are Redis 7.0.15's (`COMMAND INFO`), `client|setinfo`
@@ -477,6 +478,46 @@ const SESSION_COMMANDS: &[Def] = &[
     Def("script|flush", -2, 0, NO_KEYS, Scripting, Kind::Script),
     Def("script|kill", 2, 0, NO_KEYS, Scripting, Kind::Script),
     Def("script|help", 2, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("fcall", -3, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("fcall_ro", -3, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("function", -2, 0, NO_KEYS, Scripting, Kind::Container),
+    Def(
+        "function|load",
+        -3,
+        flags::WRITE,
+        NO_KEYS,
+        Scripting,
+        Kind::Script,
+    ),
+    Def(
+        "function|delete",
+        3,
+        flags::WRITE,
+        NO_KEYS,
+        Scripting,
+        Kind::Script,
+    ),
+    Def(
+        "function|flush",
+        -2,
+        flags::WRITE,
+        NO_KEYS,
+        Scripting,
+        Kind::Script,
+    ),
+    Def("function|list", -2, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("function|stats", 2, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("function|kill", 2, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("function|dump", 2, 0, NO_KEYS, Scripting, Kind::Script),
+    Def(
+        "function|restore",
+        -3,
+        flags::WRITE,
+        NO_KEYS,
+        Scripting,
+        Kind::Script,
+    ),
+    Def("function|help", 2, 0, NO_KEYS, Scripting, Kind::Script),
 ];
 
 /// Where a data command's keys are (Redis 7.0's first, last, step).

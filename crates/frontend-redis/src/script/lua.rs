@@ -118,7 +118,7 @@ fn error_value(lua: &Lua, v: Value) -> mlua::Result<Value> {
 /// The Lua text of a script: a shebang line (`#!lua flags=...`) is not Lua, it is blanked
 /// (the lines keep their numbers); a chunk starting with bytecode's mark is read as text, as
 /// Redis does (a syntax error).
-fn script_text(source: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+pub(super) fn script_text(source: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     if source.starts_with(b"#!") {
         let end = source
             .iter()

@@ -100,6 +100,8 @@ const SYNTAX_CHECKS: usize = 2;
 /// The script cache and the script threads.
 pub struct Scripts {
     inner: Arc<Inner>,
+    /// The function libraries (`FUNCTION LOAD`).
+    pub functions: super::functions::Libraries,
 }
 
 impl std::fmt::Debug for Scripts {
@@ -142,6 +144,7 @@ impl Scripts {
                 lua_memory: AtomicUsize::new(0),
                 syntax_checks: Semaphore::new(SYNTAX_CHECKS),
             }),
+            functions: super::functions::Libraries::default(),
         }
     }
 

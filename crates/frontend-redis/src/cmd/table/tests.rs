@@ -153,6 +153,18 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("script|flush", -2, false, false, false, (0, 0, 0)),
     ("script|kill", 2, false, false, false, (0, 0, 0)),
     ("script|help", 2, false, false, false, (0, 0, 0)),
+    ("fcall", -3, false, false, false, (0, 0, 0)),
+    ("fcall_ro", -3, false, false, false, (0, 0, 0)),
+    ("function", -2, false, false, false, (0, 0, 0)),
+    ("function|load", -3, true, false, false, (0, 0, 0)),
+    ("function|delete", 3, true, false, false, (0, 0, 0)),
+    ("function|flush", -2, true, false, false, (0, 0, 0)),
+    ("function|list", -2, false, false, false, (0, 0, 0)),
+    ("function|stats", 2, false, false, false, (0, 0, 0)),
+    ("function|kill", 2, false, false, false, (0, 0, 0)),
+    ("function|dump", 2, false, false, false, (0, 0, 0)),
+    ("function|restore", -3, true, false, false, (0, 0, 0)),
+    ("function|help", 2, false, false, false, (0, 0, 0)),
     ("pubsub|numpat", 2, false, false, false, (0, 0, 0)),
     ("pubsub|numsub", -2, false, false, false, (0, 0, 0)),
     ("punsubscribe", -1, false, false, false, (0, 0, 0)),
@@ -350,7 +362,7 @@ fn flags_and_groups() {
 #[test]
 fn command_count_is_the_commands_without_subcommands() {
     // 26 connection, server, Pub/Sub and transaction commands (SLOWLOG, LATENCY and WAIT
-    // included), 5 scripting ones (`EVAL`, `EVALSHA`, their `_RO`s, `SCRIPT`), and the data
+    // included), 8 scripting ones (`EVAL`, `EVALSHA`, `FCALL`, their `_RO`s, `SCRIPT`, `FUNCTION`), and the data
     // commands.
-    assert_eq!(table().count(), 26 + 5 + super::data::families().count());
+    assert_eq!(table().count(), 26 + 8 + super::data::families().count());
 }
