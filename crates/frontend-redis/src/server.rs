@@ -217,6 +217,22 @@ impl RedisFrontend {
                 move || crate::memory::enforce_budget(&all.registry, &all.client_memory, budget),
                 ctx.clone(),
             ));
+            // One task learns the function libraries other manifolds changed.
+            let (all, own, drain) = (shared.clone(), worker.clone(), ctx.clone());
+            tokio::task::spawn_local(async move {
+                loop {
+                    tokio::select! {
+                        biased;
+                        () = drain.drain().notified() => return,
+                        () = tokio::time::sleep(crate::script::functions::REFRESH) => {}
+                    }
+                    let libs = &all.scripts.functions;
+                    if let Err(e) = crate::script::functions::refresh_as_own(libs, &*own).await {
+                        let error = String::from_utf8_lossy(&e.reply_text()).into_owned();
+                        tracing::debug!(target: "manifold::redis", %error, "reading the function libraries failed");
+                    }
+                }
+            });
         }
         shared.metrics.register(worker.metrics.clone()); // metrics: this worker's figures
         Self {

@@ -1,26 +1,43 @@
-//! Redis 7.0 functions: `FUNCTION LOAD|LIST|DELETE|FLUSH|STATS|KILL|HELP|DUMP|RESTORE`,
-//! `FCALL` and `FCALL_RO`, on the script machinery of [`super`].
+//! Redis 7.0 functions: the libraries `FUNCTION LOAD` makes and what `FCALL` runs of them
+//! ([`super::function_command`] answers the commands).
 //!
 //! - `FUNCTION LOAD` runs the library's code once in a fresh, bounded Lua state of its own
 //!   (only `redis.register_function` and the table, string and math libraries; a memory and
-//!   an instruction bound) to learn its functions and their flags, as Redis does.
-//! - `FCALL` is a script run: its body is the library's code with a prelude that collects
-//!   the registered callbacks, then calls the named one with `KEYS` and `ARGV`.
-//! - Libraries are kept in this manifold's memory (not yet in a table: a restart forgets
-//!   them, as a redis-server without persistence); at most [`LIBRARIES_MAX`] libraries of
-//!   at most [`CODE_MAX`] bytes each. `FUNCTION DUMP|RESTORE` answer an error: the door
-//!   does not write Redis's payload format.
+//!   an instruction bound), on a blocking thread, to learn its functions and their flags,
+//!   as Redis does.
+//! - `FCALL` is a script run: the library's one script is its code with a prelude that
+//!   collects the registered callbacks, then calls the one `FCALL` names with its keys and
+//!   arguments.
+//! - Libraries are kept in `redis_function` (one row each: name, code, functions), so they
+//!   outlive a restart and every manifold on the door's tables has the same. A change
+//!   (`LOAD`, `DELETE`, `FLUSH`) locks and bumps `functions_version` in `redis_meta`, reads
+//!   the table, checks and writes in one transaction, so changes through several
+//!   manifolds apply one at a time. Each manifold keeps the libraries in memory and reads
+//!   them again when the version moved: every [`REFRESH`], before `FUNCTION LIST|STATS`,
+//!   and before an `FCALL` of a function it does not know.
+//! - Bounds: [`LIBRARIES_MAX`] libraries, [`CODE_MAX`] bytes of code each and
+//!   [`ALL_CODE_MAX`] in all. `FUNCTION DUMP|RESTORE` are not served
+//!   (unknown subcommands): their payload is redis-server's RDB format.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use manifold_backend::Param;
 use mlua::{HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
+
+use crate::store::{bytes, StoreError, Tx, TxHost};
 
 /// Most libraries one manifold keeps.
 pub const LIBRARIES_MAX: usize = 1000;
 /// Most bytes of one library's code (Redis's `proto-max-bulk-len` is larger; a library is
 /// run on every `FCALL` here, so it is kept small).
 pub const CODE_MAX: usize = 1 << 20;
+/// How often each manifold reads the libraries' version, to learn another's changes.
+pub const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
+/// Most bytes of all libraries' code: every manifold keeps them all in memory.
+pub const ALL_CODE_MAX: usize = 64 << 20;
+/// Longest library name (`redis_function.name`).
+pub const NAME_MAX: usize = 255;
 /// Instructions a library's load may run (Redis bounds it by 500 ms).
 const LOAD_INSTRUCTIONS: u32 = 10_000_000;
 /// Memory a library's load may use.
@@ -84,12 +101,46 @@ pub struct Function {
 pub struct Library {
     pub code: Arc<Vec<u8>>,
     pub functions: Vec<Function>,
+    /// The script every `FCALL` of its functions runs ([`wrapper`]) and its SHA1, made
+    /// once, so a call neither copies nor hashes the library.
+    script: Arc<Vec<u8>>,
+    sha: String,
 }
 
-/// The loaded libraries, by name.
+impl Library {
+    fn new(code: Vec<u8>, functions: Vec<Function>) -> Self {
+        let script = wrapper(&code);
+        Self {
+            sha: super::lua::sha1hex(&script),
+            script: Arc::new(script),
+            code: Arc::new(code),
+            functions,
+        }
+    }
+}
+
+/// What `FCALL` runs for a function.
+#[derive(Debug)]
+pub struct Found {
+    pub script: Arc<Vec<u8>>,
+    pub sha: String,
+    pub no_writes: bool,
+}
+
+/// The libraries, by name.
+pub type Map = BTreeMap<String, Arc<Library>>;
+
+/// The libraries as this manifold last read or wrote them in `redis_function`.
 #[derive(Debug, Default)]
 pub struct Libraries {
-    libs: Mutex<BTreeMap<String, Library>>,
+    loaded: Mutex<Loaded>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Loaded {
+    /// The `functions_version` of `redis_meta` they are at (`None`: never read).
+    version: Option<i64>,
+    libs: Map,
 }
 
 fn valid_name(name: &str) -> bool {
@@ -153,7 +204,7 @@ fn registered(code: &[u8]) -> Result<Vec<Function>, String> {
             }
         },
     );
-    let found: std::rc::Rc<std::cell::RefCell<Vec<Function>>> = Default::default();
+    let found = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Function>::new()));
     let sink = found.clone();
     let register = lua
         .create_function(move |_, args: mlua::MultiValue| {
@@ -246,92 +297,299 @@ fn registered(code: &[u8]) -> Result<Vec<Function>, String> {
     Ok(found)
 }
 
+/// What `FUNCTION LOAD|DELETE|FLUSH` does to the libraries.
+#[derive(Debug)]
+pub enum Change {
+    /// A library's code and the functions it registered (`replace`: it may exist).
+    Load {
+        name: String,
+        code: Vec<u8>,
+        functions: Vec<Function>,
+        replace: bool,
+    },
+    Delete(Vec<u8>),
+    Flush,
+}
+
+/// The version of the libraries: bumped (and its row locked) by every change, read by
+/// every manifold to learn another's.
+const VERSION: &str = "SELECT value FROM {s}.redis_meta WHERE name = 'functions_version'";
+const BUMP: &str = "INSERT INTO {s}.redis_meta (name, value) VALUES ('functions_version', 1) \
+                    ON DUPLICATE KEY UPDATE value = value + 1";
+const READ_ALL: &str = "SELECT name, code, functions FROM {s}.redis_function";
+const UPSERT: &str = "INSERT INTO {s}.redis_function (name, code, functions) VALUES (?, ?, ?) \
+                      ON DUPLICATE KEY UPDATE code = VALUES(code), functions = VALUES(functions)";
+const DELETE: &str = "DELETE FROM {s}.redis_function WHERE name = ?";
+const DELETE_ALL: &str = "DELETE FROM {s}.redis_function";
+
+/// A library's functions as `redis_function.functions` keeps them.
+fn functions_text(functions: &[Function]) -> String {
+    let mut text = String::new();
+    for f in functions {
+        text.push_str(&f.name);
+        if f.no_writes {
+            text.push_str(" no-writes");
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// Every library of `redis_function`. A row that is not one a door wrote (edited by hand)
+/// is left out, with a warning.
+async fn read_all(tx: &mut Tx<'_>) -> Result<Map, StoreError> {
+    let mut libs = Map::new();
+    for row in tx.rows(READ_ALL, &[]).await? {
+        let column = |i: usize| row.get(i).and_then(bytes).unwrap_or_default();
+        let (name, code, text) = (column(0), column(1), column(2));
+        let name = String::from_utf8_lossy(&name).into_owned();
+        let functions: Option<Vec<Function>> = String::from_utf8_lossy(&text)
+            .lines()
+            .map(|line| {
+                let mut parts = line.split(' ');
+                let name = parts.next().filter(|n| valid_name(n))?.to_string();
+                let no_writes = match parts.next() {
+                    None => false,
+                    Some("no-writes") => true,
+                    Some(_) => return None,
+                };
+                Some(Function { name, no_writes })
+            })
+            .collect();
+        match functions {
+            Some(functions) if valid_name(&name) && !functions.is_empty() => {
+                libs.insert(name, Arc::new(Library::new(code, functions)));
+            }
+            _ => tracing::warn!(
+                target: "manifold::redis",
+                library = %name,
+                "a row of redis_function is not a library this door wrote; it is left out"
+            ),
+        }
+    }
+    Ok(libs)
+}
+
+/// Applies `change` to `libs`: the reply's text (a loaded library's name) or Redis's error.
+fn apply(libs: &mut Map, change: Change) -> Result<Option<String>, String> {
+    match change {
+        Change::Load {
+            name,
+            code,
+            functions,
+            replace,
+        } => {
+            if !replace && libs.contains_key(&name) {
+                return Err(format!("Library '{name}' already exists"));
+            }
+            for (other, lib) in libs.iter() {
+                if *other == name {
+                    continue;
+                }
+                if let Some(f) = functions
+                    .iter()
+                    .find(|f| lib.functions.iter().any(|g| g.name == f.name))
+                {
+                    return Err(format!("Function {} already exists", f.name));
+                }
+            }
+            let others: usize = libs
+                .iter()
+                .filter(|(n, _)| **n != name)
+                .map(|(_, l)| l.code.len())
+                .sum();
+            if others + code.len() > ALL_CODE_MAX {
+                return Err(format!(
+                    "manifold: the libraries' code is at most {ALL_CODE_MAX} bytes in all"
+                ));
+            }
+            if !libs.contains_key(&name) && libs.len() >= LIBRARIES_MAX {
+                return Err(format!(
+                    "manifold: at most {LIBRARIES_MAX} libraries are loaded"
+                ));
+            }
+            libs.insert(name.clone(), Arc::new(Library::new(code, functions)));
+            Ok(Some(name))
+        }
+        Change::Delete(name) => {
+            let name = String::from_utf8_lossy(&name);
+            match libs.remove(&*name) {
+                Some(_) => Ok(None),
+                None => Err("Library not found".into()),
+            }
+        }
+        Change::Flush => {
+            libs.clear();
+            Ok(None)
+        }
+    }
+}
+
 impl Libraries {
-    /// `FUNCTION LOAD [REPLACE] code`: the library's name, or Redis's error text.
-    pub fn load(&self, code: &[u8], replace: bool) -> Result<String, String> {
-        let name = library_name(code)?;
-        if code.len() > CODE_MAX {
-            return Err(format!(
-                "manifold: a library's code is at most {CODE_MAX} bytes"
-            ));
+    /// Reads the libraries from `tx` when another manifold (or a restart) changed them
+    /// since this one last did.
+    pub async fn refresh(&self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
+        let version = tx.int(VERSION, &[]).await?.unwrap_or(0);
+        if lock(&self.loaded).version == Some(version) {
+            return Ok(());
         }
-        if !replace && lock(&self.libs).contains_key(&name) {
-            return Err(format!("Library '{name}' already exists"));
-        }
-        let functions = registered(code)?;
-        if functions.is_empty() {
-            return Err("No functions registered".into());
-        }
-        let mut libs = lock(&self.libs);
-        if !replace && libs.contains_key(&name) {
-            return Err(format!("Library '{name}' already exists"));
-        }
-        for (other, lib) in libs.iter() {
-            if *other == name {
-                continue;
-            }
-            if let Some(f) = functions
-                .iter()
-                .find(|f| lib.functions.iter().any(|g| g.name == f.name))
-            {
-                return Err(format!("Function {} already exists", f.name));
-            }
-        }
-        if !libs.contains_key(&name) && libs.len() >= LIBRARIES_MAX {
-            return Err(format!(
-                "manifold: at most {LIBRARIES_MAX} libraries are loaded"
-            ));
-        }
-        libs.insert(
-            name.clone(),
-            Library {
-                code: Arc::new(code.to_vec()),
-                functions,
+        // Read after the version: a library changed in between is read at its newer
+        // state under the older version, so the next refresh reads it again.
+        let libs = read_all(tx).await?;
+        *lock(&self.loaded) = Loaded {
+            version: Some(version),
+            libs,
+        };
+        Ok(())
+    }
+
+    /// Makes `change` in `tx` (which must then commit, and [`Self::install`] what it
+    /// answers): the libraries' version row is locked and bumped first, so changes from
+    /// every manifold apply one at a time, each to the table as the one before left it.
+    /// `Ok(Err)`: Redis's error text (`tx` wrote nothing the caller must keep).
+    pub async fn change(
+        &self,
+        tx: &mut Tx<'_>,
+        change: Change,
+    ) -> Result<Result<(Installable, Option<String>), String>, StoreError> {
+        tx.exec(BUMP, &[]).await?;
+        let version = tx.int(VERSION, &[]).await?.unwrap_or(0);
+        let mut libs = read_all(tx).await?;
+        // The row the change writes, named before `apply` takes the change.
+        let row = match &change {
+            Change::Load { name, .. } => Some(name.as_bytes().to_vec()),
+            Change::Delete(name) => Some(name.clone()),
+            Change::Flush => None,
+        };
+        let reply = match apply(&mut libs, change) {
+            Ok(reply) => reply,
+            Err(text) => return Ok(Err(text)),
+        };
+        match row {
+            None => tx.exec(DELETE_ALL, &[]).await?,
+            Some(name) => match std::str::from_utf8(&name).ok().and_then(|n| libs.get(n)) {
+                Some(lib) => {
+                    let text = functions_text(&lib.functions);
+                    let params = [
+                        Param::Bytes(&name),
+                        Param::Bytes(&lib.code),
+                        Param::Bytes(text.as_bytes()),
+                    ];
+                    tx.exec(UPSERT, &params).await?
+                }
+                None => tx.exec(DELETE, &[Param::Bytes(&name)]).await?,
             },
-        );
-        Ok(name)
+        };
+        Ok(Ok((
+            Installable(Loaded {
+                version: Some(version),
+                libs,
+            }),
+            reply,
+        )))
     }
 
-    /// The library code and flags of function `name`.
-    pub fn find(&self, name: &[u8]) -> Option<(Arc<Vec<u8>>, bool)> {
-        let libs = lock(&self.libs);
-        libs.values().find_map(|lib| {
-            lib.functions
-                .iter()
-                .find(|f| f.name.as_bytes() == name)
-                .map(|f| (lib.code.clone(), f.no_writes))
+    /// Keeps a committed change's libraries, unless a later change was kept already.
+    pub fn install(&self, change: Installable) {
+        let mut loaded = lock(&self.loaded);
+        if loaded
+            .version
+            .is_none_or(|v| v < change.0.version.unwrap_or(0))
+        {
+            *loaded = change.0;
+        }
+    }
+
+    /// Whether a library of that name is loaded (as this manifold last knew).
+    pub fn has(&self, name: &str) -> bool {
+        lock(&self.loaded).libs.contains_key(name)
+    }
+
+    /// Whether function `name` is loaded (as this manifold last knew).
+    pub fn has_function(&self, name: &[u8]) -> bool {
+        let loaded = lock(&self.loaded);
+        let mut all = loaded.libs.values().flat_map(|lib| &lib.functions);
+        all.any(|f| f.name.as_bytes() == name)
+    }
+
+    /// What `FCALL` runs for function `name`.
+    pub fn find(&self, name: &[u8]) -> Option<Found> {
+        let loaded = lock(&self.loaded);
+        loaded.libs.values().find_map(|lib| {
+            let f = lib.functions.iter().find(|f| f.name.as_bytes() == name)?;
+            Some(Found {
+                script: lib.script.clone(),
+                sha: lib.sha.clone(),
+                no_writes: f.no_writes,
+            })
         })
-    }
-
-    pub fn delete(&self, name: &[u8]) -> bool {
-        let name = String::from_utf8_lossy(name);
-        lock(&self.libs).remove(&*name).is_some()
-    }
-
-    pub fn flush(&self) {
-        lock(&self.libs).clear();
     }
 
     /// Libraries and functions counts.
     pub fn counts(&self) -> (usize, usize) {
-        let libs = lock(&self.libs);
-        (libs.len(), libs.values().map(|l| l.functions.len()).sum())
+        let loaded = lock(&self.loaded);
+        let functions = loaded.libs.values().map(|l| l.functions.len()).sum();
+        (loaded.libs.len(), functions)
     }
 
-    /// `(name, code, functions)` of the libraries whose name matches `pattern`.
-    pub fn list(&self, pattern: Option<&[u8]>) -> Vec<(String, Arc<Vec<u8>>, Vec<Function>)> {
+    /// The libraries whose name matches `pattern`.
+    pub fn list(&self, pattern: Option<&[u8]>) -> Vec<(String, Arc<Library>)> {
         let glob = pattern.map(|p| crate::cmd::glob::Glob::new(p, false));
-        lock(&self.libs)
+        lock(&self.loaded)
+            .libs
             .iter()
             .filter(|(n, _)| glob.as_ref().is_none_or(|g| g.matches(n.as_bytes())))
-            .map(|(n, l)| (n.clone(), l.code.clone(), l.functions.clone()))
+            .map(|(n, l)| (n.clone(), l.clone()))
             .collect()
     }
 }
 
-/// The script `FCALL` runs: the library's code with a prelude collecting the callbacks on
-/// its first line (the shebang's, so lines keep their numbers), then the call.
-pub fn wrapper(code: &[u8], function: &[u8]) -> Vec<u8> {
+/// [`Libraries::refresh`] as manifold's own login (the expiry sweeper's), once the door's
+/// tables exist: run every [`REFRESH`] on worker 0, so a library replaced or deleted
+/// through another manifold stops running here within about that.
+pub async fn refresh_as_own(libs: &Libraries, worker: &dyn TxHost) -> Result<(), StoreError> {
+    let Some(login) = worker.store().sweep_login() else {
+        return Ok(());
+    };
+    let mut tx = Tx::new(worker, login, false);
+    libs.refresh(&mut tx).await?;
+    tx.commit().await
+}
+
+/// A committed change's libraries, for [`Libraries::install`].
+#[derive(Debug)]
+pub struct Installable(Loaded);
+
+/// The name of the library `code` declares, or Redis's error text (or manifold's, for a
+/// name or code beyond what it keeps).
+pub fn checked_name(code: &[u8]) -> Result<String, String> {
+    let name = library_name(code)?;
+    if name.len() > NAME_MAX {
+        return Err(format!(
+            "manifold: a library's name is at most {NAME_MAX} characters"
+        ));
+    }
+    if code.len() > CODE_MAX {
+        return Err(format!(
+            "manifold: a library's code is at most {CODE_MAX} bytes"
+        ));
+    }
+    Ok(name)
+}
+
+/// The functions `code` registers when run as Redis runs a library at `FUNCTION LOAD`.
+pub fn register(code: &[u8]) -> Result<Vec<Function>, String> {
+    let functions = registered(code)?;
+    if functions.is_empty() {
+        return Err("No functions registered".into());
+    }
+    Ok(functions)
+}
+
+/// The script `FCALL` runs for a library: its code with a prelude collecting the callbacks
+/// on its first line (the shebang's, so lines keep their numbers), then the call of the
+/// function its first argument names (`FCALL` puts it there).
+fn wrapper(code: &[u8]) -> Vec<u8> {
     let end = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
     let mut w = Vec::with_capacity(code.len() + 300);
     w.extend_from_slice(
@@ -340,9 +598,6 @@ pub fn wrapper(code: &[u8], function: &[u8]) -> Vec<u8> {
           end}, {__index = redis}) ",
     );
     w.extend_from_slice(&code[end..]);
-    w.extend_from_slice(b"\nreturn __fns['");
-    // A registered name has only letters, digits and `_`.
-    w.extend_from_slice(function);
-    w.extend_from_slice(b"'](KEYS, ARGV)\n");
+    w.extend_from_slice(b"\nreturn __fns[table.remove(ARGV, 1)](KEYS, ARGV)\n");
     w
 }

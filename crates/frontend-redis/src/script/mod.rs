@@ -22,6 +22,7 @@
 //!   client's output limit, and optionally a script's time (`script_time_limit`).
 
 pub mod convert;
+pub mod function_command;
 pub mod functions;
 pub mod lua;
 pub mod pool;
@@ -140,6 +141,10 @@ pub async fn handle(session: &mut Session<'_>, parsed: Parsed<'_>, out: &mut Vec
         "evalsha" => eval(session, args, false, true, out).await,
         "evalsha_ro" => eval(session, args, true, true, out).await,
         "fcall" | "fcall_ro" => {
+            if let Err(text) = function_command::learn(session, args.get(1)).await {
+                Reply::new(out, proto).error(&text);
+                return;
+            }
             match Script::function(session, args, parsed.entry.name == "fcall_ro") {
                 Ok(script) => run_own(session, script, out).await,
                 Err(text) => {
@@ -147,7 +152,9 @@ pub async fn handle(session: &mut Session<'_>, parsed: Parsed<'_>, out: &mut Vec
                 }
             }
         }
-        name if name.starts_with("function|") => function_command(session, name, args, out),
+        name if name.starts_with("function|") => {
+            function_command::function_command(session, name, args, out).await;
+        }
         "script|load" => {
             let body = args.get(2);
             let sha = lua::sha1hex(body);
@@ -241,166 +248,6 @@ impl Script {
             read_only,
             by_sha,
         })
-    }
-}
-
-impl Script {
-    /// The script `FCALL`/`FCALL_RO` `args` run; `Err`: Redis's error text.
-    fn function(session: &Session<'_>, args: Args<'_>, ro: bool) -> Result<Self, Vec<u8>> {
-        let libs = &session.fe.shared.scripts.functions;
-        let Some((code, no_writes)) = libs.find(args.get(1)) else {
-            return Err(b"Function not found".to_vec());
-        };
-        if parse_i64(args.get(2)).is_none() {
-            return Err(b"Bad number of keys provided".to_vec());
-        }
-        let parsed = parse_eval(args).map_err(<[u8]>::to_vec)?;
-        if ro && !no_writes {
-            return Err(b"Can not execute a script with write flag using *_ro command.".to_vec());
-        }
-        let source = functions::wrapper(&code, parsed.body);
-        Ok(Script {
-            sha: lua::sha1hex(&source),
-            source: Arc::new(source),
-            keys: parsed.keys.iter().map(|k| k.to_vec()).collect(),
-            argv: parsed.argv.iter().map(|a| a.to_vec()).collect(),
-            read_only: ro || no_writes,
-            // Not put in the script cache.
-            by_sha: true,
-        })
-    }
-}
-
-/// `FUNCTION ...` but `KILL`'s running script, with Redis 7.0's texts.
-fn function_command(session: &Session<'_>, name: &str, args: Args<'_>, out: &mut Vec<u8>) {
-    let proto = session.proto;
-    let scripts = &session.fe.shared.scripts;
-    let libs = &scripts.functions;
-    let mut r = Reply::new(out, proto);
-    match name {
-        "function|load" => {
-            let (replace, code) = match args.len() {
-                3 => (false, args.get(2)),
-                4 if args.get(2).eq_ignore_ascii_case(b"replace") => (true, args.get(3)),
-                _ => {
-                    let bad = String::from_utf8_lossy(args.get(2));
-                    r.error(format!("Unknown option given: {bad}").as_bytes());
-                    return;
-                }
-            };
-            match libs.load(code, replace) {
-                Ok(name) => {
-                    r.bulk(name.as_bytes());
-                }
-                Err(text) => {
-                    r.error(text.as_bytes());
-                }
-            }
-        }
-        "function|delete" => {
-            if libs.delete(args.get(2)) {
-                r.simple(b"OK");
-            } else {
-                r.error(b"Library not found");
-            }
-        }
-        "function|flush" => {
-            let mode = args.get(2);
-            if args.len() > 3
-                || (args.len() == 3
-                    && !mode.eq_ignore_ascii_case(b"sync")
-                    && !mode.eq_ignore_ascii_case(b"async"))
-            {
-                r.error(b"FUNCTION FLUSH only supports SYNC|ASYNC option");
-                return;
-            }
-            libs.flush();
-            r.simple(b"OK");
-        }
-        "function|list" => {
-            let mut with_code = false;
-            let mut pattern = None;
-            let mut i = 2;
-            while i < args.len() {
-                let a = args.get(i);
-                if a.eq_ignore_ascii_case(b"withcode") {
-                    with_code = true;
-                } else if a.eq_ignore_ascii_case(b"libraryname") {
-                    if i + 1 >= args.len() {
-                        r.error(b"library name argument was not given");
-                        return;
-                    }
-                    if pattern.is_some() {
-                        r.error(b"library name can be given only once");
-                        return;
-                    }
-                    i += 1;
-                    pattern = Some(args.get(i));
-                } else {
-                    let bad = String::from_utf8_lossy(a);
-                    r.error(format!("Unknown argument {bad}").as_bytes());
-                    return;
-                }
-                i += 1;
-            }
-            let list = libs.list(pattern);
-            r.array_len(list.len());
-            for (name, code, fns) in list {
-                r.map_len(if with_code { 4 } else { 3 });
-                r.bulk(b"library_name");
-                r.bulk(name.as_bytes());
-                r.bulk(b"engine");
-                r.bulk(b"LUA");
-                r.bulk(b"functions");
-                r.array_len(fns.len());
-                for f in fns {
-                    r.map_len(3);
-                    r.bulk(b"name");
-                    r.bulk(f.name.as_bytes());
-                    r.bulk(b"description");
-                    r.null();
-                    r.bulk(b"flags");
-                    r.set_len(usize::from(f.no_writes));
-                    if f.no_writes {
-                        r.simple(b"no-writes");
-                    }
-                }
-                if with_code {
-                    r.bulk(b"library_code");
-                    r.bulk(&code);
-                }
-            }
-        }
-        "function|stats" => {
-            let (libraries, functions) = libs.counts();
-            r.map_len(2);
-            r.bulk(b"running_script");
-            r.null();
-            r.bulk(b"engines");
-            r.map_len(1);
-            r.bulk(b"LUA");
-            r.map_len(2);
-            r.bulk(b"libraries_count");
-            r.integer(libraries as i64);
-            r.bulk(b"functions_count");
-            r.integer(functions as i64);
-        }
-        "function|kill" => {
-            if scripts.kill_all() {
-                r.simple(b"OK");
-            } else {
-                r.error(b"-NOTBUSY No scripts in execution right now.");
-            }
-        }
-        "function|dump" | "function|restore" => {
-            r.error(b"manifold: FUNCTION DUMP and RESTORE are not served (the payload format is redis-server's); FUNCTION LIST WITHCODE and FUNCTION LOAD copy libraries");
-        }
-        _ => {
-            r.array_len(functions::HELP.len());
-            for line in functions::HELP {
-                r.simple(line.as_bytes());
-            }
-        }
     }
 }
 
@@ -627,6 +474,7 @@ pub async fn in_exec(
     };
     session.info.cmd.set(parsed.entry.name);
     let found = if parsed.entry.name.starts_with("fcall") {
+        function_command::learn_function(session, parsed.args.get(1), &mut cx.tx).await?;
         Script::function(session, parsed.args, read_only)
     } else {
         Script::find(session, parsed.args, read_only, by_sha)

@@ -191,12 +191,21 @@ impl Scripts {
     /// [`SYNTAX_CHECKS`] at once, in a Lua state of its own: it takes no script thread and
     /// is no running script (`SCRIPT KILL` does not see it), as Redis only compiles it.
     pub async fn check_syntax(&self, source: Arc<Vec<u8>>) -> Result<(), Vec<u8>> {
-        let _permit = self.inner.syntax_checks.acquire().await;
         let limit = self.inner.memory_limit;
-        let check = tokio::task::spawn_blocking(move || super::lua::check_syntax(&source, limit));
-        check.await.unwrap_or_else(|_| {
-            Err(b"-ERR manifold: the script could not be compiled\r\n".to_vec())
-        })
+        self.off_thread(move || super::lua::check_syntax(&source, limit))
+            .await
+            .unwrap_or_else(|| Err(b"-ERR manifold: the script could not be compiled\r\n".to_vec()))
+    }
+
+    /// Runs `job` (a compile, a library's registration) on a blocking thread, at most
+    /// [`SYNTAX_CHECKS`] at once, so no client's Lua holds a worker thread; `None`: it
+    /// panicked.
+    pub async fn off_thread<T: Send + 'static>(
+        &self,
+        job: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        let _permit = self.inner.syntax_checks.acquire().await;
+        tokio::task::spawn_blocking(job).await.ok()
     }
 
     /// Registers a script about to run, for `SCRIPT KILL`.

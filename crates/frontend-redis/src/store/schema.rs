@@ -116,6 +116,11 @@ const TABLES: &[&str] = &[
   PRIMARY KEY (kid, gh, ms, seq),
   KEY by_consumer (kid, gh, ch, ms, seq)
 ) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {s}.redis_function (
+  name VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY COMMENT 'a library (FUNCTION LOAD)',
+  code LONGBLOB NOT NULL COMMENT 'its code, as loaded',
+  functions TEXT NOT NULL COMMENT 'its functions, one per line: the name, then '' no-writes'' when so flagged'
+) ENGINE=InnoDB",
 ];
 
 /// Creates the schema and its tables if they are missing, and checks their version.
