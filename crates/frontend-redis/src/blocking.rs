@@ -82,6 +82,15 @@ impl Waiters {
         }
     }
 
+    /// The keys of `db` some client is blocked on.
+    pub fn keys_in(&self, db: u8) -> Vec<Vec<u8>> {
+        let map = self.lock();
+        map.keys()
+            .filter(|(d, _)| *d == db)
+            .map(|(_, k)| k.clone())
+            .collect()
+    }
+
     /// Registrations now (one per key of each blocked client).
     pub fn registrations(&self) -> usize {
         self.active.load(Ordering::Relaxed)

@@ -86,4 +86,8 @@ impl TxHost for Worker {
     fn keyspace_events(&self, flags: u16, events: &[Event]) {
         events::publish(&*self.publisher, flags, events);
     }
+
+    fn blocked_keys(&self, db: u8) -> Vec<Vec<u8>> {
+        self.waiters.keys_in(db)
+    }
 }

@@ -130,3 +130,42 @@ fn present_or(cx: &mut Cx<'_>, row: Option<KeyRow>, absent: Absent) -> Option<Ke
     }
     row
 }
+
+/// A container command's subcommand (`XINFO STREAM`, `OBJECT ENCODING`), checked as Redis's
+/// dispatcher does before the command runs: one of `subs` (`(name, full name, arity)`),
+/// else `ERR unknown subcommand '<sub>'. Try <CONTAINER> HELP.`; then its arity, else
+/// `ERR wrong number of arguments for '<full name>' command`. Its full name when right.
+pub fn subcommand(
+    args: &crate::cmd::Args<'_>,
+    container: &str,
+    subs: &[(&str, &'static str, i32)],
+) -> Result<&'static str, crate::cmd::typed::ParseError> {
+    use crate::cmd::typed::ParseError;
+    let sub = args.get(1);
+    let Some(&(_, name, arity)) = subs
+        .iter()
+        .find(|(s, _, _)| sub.eq_ignore_ascii_case(s.as_bytes()))
+    else {
+        let mut t = b"unknown subcommand '".to_vec();
+        t.extend(
+            sub.iter()
+                .take(128)
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+        t.extend_from_slice(b"'. Try ");
+        t.extend_from_slice(container.as_bytes());
+        t.extend_from_slice(b" HELP.");
+        return Err(ParseError::Formatted(t));
+    };
+    let n = args.len();
+    let ok = if arity > 0 {
+        n == arity.unsigned_abs() as usize
+    } else {
+        n >= arity.unsigned_abs() as usize
+    };
+    if ok {
+        Ok(name)
+    } else {
+        Err(ParseError::Arity(name))
+    }
+}

@@ -30,6 +30,7 @@ use crate::store::context::Cx;
 use crate::store::keys::type_name;
 use crate::store::{int, take_bytes, StoreError};
 
+pub mod object;
 mod parse;
 #[cfg(test)]
 mod tests;
@@ -39,7 +40,9 @@ pub use parse::{KeyCommand, COMMANDS};
 impl KeyCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::{Copy, DbSize, Del, Exists, Flush, Keys, Move, RandomKey, Rename, Scan, Type};
+        use parse::{
+            Copy, DbSize, Del, Exists, Flush, Keys, Move, RandomKey, Rename, Scan, SwapDb, Type,
+        };
         match self {
             Del { keys } => {
                 let mut n = 0;
@@ -80,6 +83,7 @@ impl KeyCommand<'_> {
                 replace,
             } => super::rename::copy(cx, from, to, db, replace).await?,
             Move { key, db } => super::rename::move_key(cx, key, db).await?,
+            SwapDb { a, b } => super::rename::swap_databases(cx, a, b).await?,
             Flush { all } => super::rename::flush(cx, all).await?,
         }
         Ok(())

@@ -217,6 +217,32 @@ pub async fn move_key(cx: &mut Cx<'_>, key: &[u8], target: u8) -> Result<(), Sto
     Ok(())
 }
 
+/// `SWAPDB a b`: every key row of `a` goes to `b` and every one of `b` to `a`, by way of
+/// database 255 (the primary key `(db, kh)` would collide midway); versions are bumped
+/// with it. Clients blocked on a key of either database whose new value serves them are
+/// woken, as Redis scans both databases for ready keys. Its cost is the rows of both
+/// databases, in one transaction (Redis swaps two pointers).
+pub async fn swap_databases(cx: &mut Cx<'_>, a: u8, b: u8) -> Result<(), StoreError> {
+    if a != b {
+        const MOVE: &str = "UPDATE {s}.redis_keys SET db = ?, version = version + 1 WHERE db = ?";
+        for (to, from) in [(255, a), (a, b), (b, 255)] {
+            let params = [Param::UInt(u64::from(to)), Param::UInt(u64::from(from))];
+            cx.tx.exec(MOVE, &params).await?;
+        }
+        for db in [a, b] {
+            for key in cx.tx.blocked_keys(db) {
+                if let Some(row) = cx.tx.key_meta(db, &key, false).await? {
+                    if wakes_waiters(row.kind) {
+                        cx.tx.note_ready(db, &key, row.kind);
+                    }
+                }
+            }
+        }
+    }
+    cx.reply().simple(b"OK");
+    Ok(())
+}
+
 /// The members of the keys of one database, then those keys.
 const FLUSH_DB: [&str; 10] = [
     "DELETE FROM {s}.redis_hash WHERE kid IN (SELECT kid FROM {s}.redis_keys WHERE db = ?)",

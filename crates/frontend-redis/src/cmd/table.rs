@@ -524,7 +524,8 @@ fn data_keys(name: &str) -> Keys {
         // Their keys follow a count (`LMPOP numkeys key...`), or they have none.
         "lmpop" | "blmpop" | "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard"
         | "keys" | "scan" | "randomkey" | "dbsize" | "flushdb" | "flushall" | "xread"
-        | "xreadgroup" | "xgroup" | "xinfo" | "zmpop" | "bzmpop" => (0, 0, 0),
+        | "xreadgroup" | "xgroup" | "xinfo" | "zmpop" | "bzmpop" | "object" | "memory"
+        | "swapdb" => (0, 0, 0),
         _ => (1, 1, 1),
     };
     Keys { first, last, step }

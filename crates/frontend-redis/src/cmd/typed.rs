@@ -13,6 +13,7 @@ use std::fmt;
 
 use super::expiry::ExpiryCommand;
 use super::hashes::HashCommand;
+use super::keys::object::ObjectCommand;
 use super::keys::KeyCommand;
 use super::lists::ListCommand;
 use super::sets::SetCommand;
@@ -49,6 +50,8 @@ pub enum DataCommand<'a> {
     BitField(BitField<'a>),
     /// `GEOADD`, `GEOPOS`, `GEODIST`, `GEOHASH` (of the sorted sets family).
     Geo(GeoCommand<'a>),
+    /// `OBJECT`, `MEMORY` (of the keys family).
+    Object(ObjectCommand<'a>),
 }
 
 impl DataCommand<'_> {
@@ -68,6 +71,7 @@ impl DataCommand<'_> {
             DataCommand::Bits(c) => c.apply(cx).await,
             DataCommand::BitField(c) => c.apply(cx).await,
             DataCommand::Geo(c) => c.apply(cx).await,
+            DataCommand::Object(c) => c.apply(cx).await,
         }
     }
 }

@@ -180,6 +180,10 @@ pub trait TxHost {
     /// A transaction that committed made these keyspace events ([`events`]): they are
     /// published as `flags` (`K`, `E`) say.
     fn keyspace_events(&self, flags: u16, events: &[events::Event]);
+    /// The keys of `db` clients are blocked on now (`SWAPDB` wakes those it serves).
+    fn blocked_keys(&self, _db: u8) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
 }
 
 /// The key of the door's backend connections for `login`: binary character set (values
@@ -306,6 +310,15 @@ impl Tx<'_> {
     /// transaction commits (nothing is kept while no client is blocked anywhere).
     pub fn note_push(&mut self, db: u8, key: &[u8]) {
         self.note_ready(db, key, keys::kind::LIST);
+    }
+
+    /// The keys of `db` this manifold's clients are blocked on now.
+    pub fn blocked_keys(&self, db: u8) -> Vec<Vec<u8>> {
+        if self.host.pushes_wanted() {
+            self.host.blocked_keys(db)
+        } else {
+            Vec::new()
+        }
     }
 
     /// A value of type `kind` arrived at `key` (a sorted set created, a key renamed or

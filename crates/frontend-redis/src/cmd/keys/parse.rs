@@ -19,7 +19,7 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
     }
 }
 
-pub static COMMANDS: [Spec; 15] = [
+pub static COMMANDS: [Spec; 16] = [
     spec("del", -2, true, |a| Ok(Del { keys: a }.into())),
     spec("unlink", -2, true, |a| Ok(Del { keys: a }.into())),
     spec("exists", -2, false, |a| Ok(Exists { keys: a }.into())),
@@ -36,6 +36,7 @@ pub static COMMANDS: [Spec; 15] = [
     spec("flushdb", -1, true, |a| parse_flush(a, false)),
     spec("flushall", -1, true, |a| parse_flush(a, true)),
     spec("move", 3, true, parse_move),
+    spec("swapdb", 3, true, parse_swapdb),
 ];
 
 /// A key command, its arguments parsed. Lists of keys keep the whole request (`keys`: from
@@ -81,13 +82,20 @@ pub enum KeyCommand<'a> {
         key: &'a [u8],
         db: u8,
     },
+    /// `SWAPDB index1 index2`.
+    SwapDb {
+        a: u8,
+        b: u8,
+    },
     /// `FLUSHDB [ASYNC|SYNC]`, `FLUSHALL` (`all`); both modes do the same.
     Flush {
         all: bool,
     },
 }
 
-pub use KeyCommand::{Copy, DbSize, Del, Exists, Flush, Keys, Move, RandomKey, Rename, Scan, Type};
+pub use KeyCommand::{
+    Copy, DbSize, Del, Exists, Flush, Keys, Move, RandomKey, Rename, Scan, SwapDb, Type,
+};
 
 impl<'a> From<KeyCommand<'a>> for DataCommand<'a> {
     fn from(c: KeyCommand<'a>) -> Self {
@@ -129,6 +137,29 @@ fn parse_move(args: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
     Ok(Move {
         key: args.get(1),
         db: database(args.get(2))?,
+    }
+    .into())
+}
+
+/// `SWAPDB index1 index2`, as Redis checks them: each an integer within C's `int` (else
+/// its own text), then both databases the door has.
+fn parse_swapdb(args: Args<'_>) -> Result<DataCommand<'_>, ParseError> {
+    let index = |arg: &[u8], text: &'static [u8]| {
+        crate::cmd::parse_i64(arg)
+            .and_then(|n| i32::try_from(n).ok())
+            .ok_or(ParseError::Text(text))
+    };
+    let a = index(args.get(1), b"invalid first DB index")?;
+    let b = index(args.get(2), b"invalid second DB index")?;
+    let db = |n: i32| {
+        u8::try_from(n)
+            .ok()
+            .filter(|&d| i64::from(d) < DATABASES)
+            .ok_or(ParseError::Text(errors::DB_OUT_OF_RANGE))
+    };
+    Ok(SwapDb {
+        a: db(a)?,
+        b: db(b)?,
     }
     .into())
 }

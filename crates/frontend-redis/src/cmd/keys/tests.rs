@@ -201,3 +201,61 @@ fn flush_modes() {
     assert_eq!(error(b"flushdb lazy\r\n"), SYNTAX);
     assert_eq!(error(b"flushall sync async\r\n"), SYNTAX);
 }
+
+#[test]
+fn swapdb_checks_each_index_then_both_ranges() {
+    assert_eq!(command(b"swapdb 1 2\r\n"), debug(SwapDb { a: 1, b: 2 }));
+    assert_eq!(command(b"SWAPDB 3 3\r\n"), debug(SwapDb { a: 3, b: 3 }));
+    assert_eq!(error(b"swapdb x 2\r\n"), "invalid first DB index");
+    assert_eq!(error(b"swapdb 16 x\r\n"), "invalid second DB index");
+    assert_eq!(error(b"swapdb 2147483648 1\r\n"), "invalid first DB index");
+    assert_eq!(error(b"swapdb 1 16\r\n"), "DB index is out of range");
+    assert_eq!(error(b"swapdb -1 1\r\n"), "DB index is out of range");
+    assert_eq!(
+        error(b"swapdb 1\r\n"),
+        "wrong number of arguments for 'swapdb' command"
+    );
+}
+
+#[test]
+fn object_and_memory_subcommands() {
+    use super::object::ObjectCommand;
+    let object = |c: ObjectCommand<'_>| format!("{:?}", DataCommand::Object(c));
+    assert_eq!(
+        command(b"object encoding k\r\n"),
+        object(ObjectCommand::Encoding(b"k"))
+    );
+    assert_eq!(
+        command(b"OBJECT REFCOUNT k\r\n"),
+        object(ObjectCommand::RefCount(b"k"))
+    );
+    assert_eq!(
+        error(b"object foo k\r\n"),
+        "unknown subcommand 'foo'. Try OBJECT HELP."
+    );
+    assert_eq!(
+        error(b"object encoding\r\n"),
+        "wrong number of arguments for 'object|encoding' command"
+    );
+    assert_eq!(
+        command(b"memory usage k samples 0\r\n"),
+        object(ObjectCommand::Usage {
+            key: b"k",
+            samples: u64::MAX
+        })
+    );
+    assert_eq!(
+        command(b"memory usage k\r\n"),
+        object(ObjectCommand::Usage {
+            key: b"k",
+            samples: 5
+        })
+    );
+    assert_eq!(error(b"memory usage k samples -1\r\n"), "syntax error");
+    assert_eq!(error(b"memory usage k samples\r\n"), "syntax error");
+    assert_eq!(error(b"memory usage k samples x\r\n"), NOT_INTEGER);
+    assert_eq!(
+        error(b"memory stats\r\n"),
+        "unknown subcommand 'stats'. Try MEMORY HELP."
+    );
+}

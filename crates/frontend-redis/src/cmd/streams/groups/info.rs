@@ -29,34 +29,17 @@ const HELP: &[&str] = &[
 
 /// `XINFO`'s subcommand, checked before the key (its name and count of arguments).
 pub fn parse(args: &Args<'_>) -> Result<(), ParseError> {
-    let sub = args.get(1);
-    let (name, arity): (&'static str, i32) = match sub.to_ascii_lowercase().as_slice() {
-        b"stream" => ("xinfo|stream", -3),
-        b"groups" => ("xinfo|groups", 3),
-        b"consumers" => ("xinfo|consumers", 4),
-        b"help" => ("xinfo|help", 2),
-        _ => {
-            let mut t = b"unknown subcommand '".to_vec();
-            t.extend(
-                sub.iter()
-                    .take(128)
-                    .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-            );
-            t.extend_from_slice(b"'. Try XINFO HELP.");
-            return Err(ParseError::Formatted(t));
-        }
-    };
-    let n = args.len();
-    let ok = if arity > 0 {
-        n == arity as usize
-    } else {
-        n >= arity.unsigned_abs() as usize
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(ParseError::Arity(name))
-    }
+    checks::subcommand(
+        args,
+        "XINFO",
+        &[
+            ("stream", "xinfo|stream", -3),
+            ("groups", "xinfo|groups", 3),
+            ("consumers", "xinfo|consumers", 4),
+            ("help", "xinfo|help", 2),
+        ],
+    )
+    .map(|_| ())
 }
 
 fn syntax(sub: &[u8]) -> Vec<u8> {
