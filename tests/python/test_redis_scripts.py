@@ -654,6 +654,39 @@ def test_script_load_takes_no_script_thread(small_door):
         other.close()
 
 
+def test_exec_takes_its_script_place_before_its_locks(small_door):
+    """An EXEC that queued a script waits for a script place before its transaction takes
+    any row lock: while the one place is busy, another client's write to a key the EXEC
+    will write is not held up behind it (it would be until InnoDB's lock wait timeout, the
+    running script waiting for that same lock meanwhile)."""
+    key = P + "exec-slot"
+    busy, queued, writer = Conn(small_door), Conn(small_door), Conn(small_door)
+    for c in (busy, queued, writer):
+        c.call("AUTH", *args_auth())
+    queued.call("CLIENT", "SETNAME", "exec-slot-queued")
+    busy.call("CLIENT", "SETNAME", "exec-slot-busy")
+    busy.send(ev("while true do end"))
+    try:
+        poll("the script runs", lambda: " cmd=eval " in (client_line(writer, "exec-slot-busy") or ""))
+        assert queued.call("MULTI") == "OK"
+        assert queued.call("SET", key, "from-exec") == "QUEUED"
+        assert queued.call("EVAL", "return redis.call('GET', KEYS[1])", "1", key) == "QUEUED"
+        queued.send(cmd("EXEC"))
+        poll("EXEC waits", lambda: " cmd=exec " in (client_line(writer, "exec-slot-queued") or ""))
+        time.sleep(0.3)  # room for a wrong EXEC to have locked the key: the write below shows it
+        writer.sock.settimeout(20)
+        assert writer.call("SET", key, "from-writer") == "OK"
+        assert writer.call("SCRIPT", "KILL") == "OK"
+        assert read_reply(busy.f).startswith("ERR Script killed by user with SCRIPT KILL...")
+        assert read_reply(queued.f) == ["OK", b"from-exec"]
+        assert writer.call("GET", key) == b"from-exec"
+    finally:
+        writer.call("SCRIPT", "KILL")
+        writer.call("DEL", key)
+        for c in (busy, queued, writer):
+            c.close()
+
+
 def test_200k_values_both_ways(redis_door, redis_reference):
     """200,000 values cross between Lua and Redis both ways (a reply table, nested tables, a
     redis.call reply of a 200,000-element list returned as it is), as redis-server answers."""

@@ -135,7 +135,9 @@ pub async fn handle(
         Ok(p) => p,
     };
     match parsed.cmd {
-        Command::Exec => exec(session, out).await,
+        // Boxed: its future (the queued commands, scripts among them) is larger than the rest
+        // of a connection's, and EXEC is rarer than the commands it would weigh on.
+        Command::Exec => Box::pin(exec(session, out)).await,
         Command::Discard => {
             session.multi = None;
             session.watched.clear();
@@ -245,6 +247,18 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
     let Some(login) = session.login.clone() else {
         Reply::new(out, session.proto).error(b"manifold: no backend login for this client");
         return;
+    };
+    // Its scripts' place is taken before its transaction begins (see `script::reserve`).
+    let _slot = if multi.runs_script() {
+        match script::reserve(session).await {
+            Ok(slot) => slot,
+            Err(reply) => {
+                out.extend_from_slice(&reply);
+                return;
+            }
+        }
+    } else {
+        None
     };
     // The queued requests' arguments, from their own buffer (their commands were found
     // when they were queued).

@@ -313,7 +313,7 @@ async fn run_own(session: &mut Session<'_>, script: Script, out: &mut Vec<u8>) {
             client: None,
         };
         let mut published = Published::default();
-        let e = match run(session, &mut cx, &script, proto, &mut published).await {
+        let e = match run(session, &mut cx, &script, proto, &mut published, false).await {
             Ran::CompileError(reply) | Ran::Stopped(reply) | Ran::ClientGone(reply) => {
                 cx.tx.abandon();
                 out.extend_from_slice(&reply);
@@ -350,6 +350,7 @@ async fn run(
     script: &Script,
     proto: Protocol,
     published: &mut Published,
+    reserved: bool,
 ) -> Ran {
     let scripts = &session.fe.shared.scripts;
     let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
@@ -367,7 +368,7 @@ async fn run(
         answers,
         killed: running.killed.clone(),
         deadline: scripts.deadline(),
-    });
+    }, reserved);
     // A client killed (or gone) while its script waits for a script thread: it never
     // runs.
     tokio::select! {
@@ -491,7 +492,8 @@ pub async fn in_exec(
     let replies = std::mem::take(&mut cx.out);
     let (proto, db, limit) = (cx.proto, cx.db, cx.out_limit);
     cx.out_limit = limit.saturating_sub(replies.len());
-    let ran = run(session, cx, &script, proto, published).await;
+    // `EXEC` holds a script place for its scripts ([`reserve`]).
+    let ran = run(session, cx, &script, proto, published, true).await;
     cx.out = replies;
     (cx.proto, cx.db, cx.out_limit) = (proto, db, limit);
     match ran {
@@ -501,6 +503,20 @@ pub async fn in_exec(
         }
         Ran::Stopped(reply) | Ran::ClientGone(reply) => Ok(Err(reply)),
         Ran::Failed(e) => Err(e),
+    }
+}
+
+/// A script place for an `EXEC` that queued scripts, taken before its transaction begins
+/// ([`pool::Scripts::reserve`]); `Err`: the reply when its client was killed meanwhile.
+pub async fn reserve(session: &Session<'_>) -> Result<Option<pool::Slot>, Vec<u8>> {
+    tokio::select! {
+        biased;
+        slot = session.fe.shared.scripts.reserve() => Ok(slot),
+        () = session.info.handle.killed() => {
+            let mut reply = Vec::new();
+            Reply::new(&mut reply, session.proto).error(KILLED_WAITING);
+            Err(reply)
+        }
     }
 }
 

@@ -73,7 +73,7 @@ pub struct Job {
     pub deadline: Option<Instant>,
 }
 
-type ThreadInbox = mpsc::Sender<(Job, OwnedSemaphorePermit)>;
+type ThreadInbox = mpsc::Sender<(Job, Option<OwnedSemaphorePermit>)>;
 
 struct Inner {
     /// The script cache: SHA1 -> source (`EVAL`, `SCRIPT LOAD`).
@@ -96,6 +96,10 @@ struct Inner {
 
 /// Most `SCRIPT LOAD`s compiling at once; more wait for one to end.
 const SYNTAX_CHECKS: usize = 2;
+
+/// A place among the `max_running_scripts`, held while it lives ([`Scripts::reserve`]).
+#[derive(Debug)]
+pub struct Slot(#[allow(dead_code)] OwnedSemaphorePermit);
 
 /// The script cache and the script threads.
 pub struct Scripts {
@@ -225,11 +229,23 @@ impl Scripts {
         (!self.inner.time_limit.is_zero()).then(|| Instant::now() + self.inner.time_limit)
     }
 
+    /// One of the `max_running_scripts` places, held before a transaction that will run
+    /// scripts begins (an `EXEC` queuing them), so that no script of it waits for a place
+    /// while the transaction holds row locks another running script may wait for.
+    pub async fn reserve(&self) -> Option<Slot> {
+        self.inner.permits.clone().acquire_owned().await.ok().map(Slot)
+    }
+
     /// Hands `job` to an idle script thread (or a new one), waiting for one while
-    /// `max_running_scripts` run.
-    pub async fn start(&self, job: Job) {
-        let Ok(permit) = self.inner.permits.clone().acquire_owned().await else {
-            return;
+    /// `max_running_scripts` run, unless its caller holds a [`Slot`] (`reserved`).
+    pub async fn start(&self, job: Job, reserved: bool) {
+        let permit = if reserved {
+            None
+        } else {
+            match self.inner.permits.clone().acquire_owned().await {
+                Ok(permit) => Some(permit),
+                Err(_) => return,
+            }
         };
         let mut job = (job, permit);
         loop {
@@ -252,7 +268,7 @@ impl Scripts {
     }
 
     fn spawn(&self) -> Option<ThreadInbox> {
-        let (tx, rx) = mpsc::channel::<(Job, OwnedSemaphorePermit)>();
+        let (tx, rx) = mpsc::channel::<(Job, Option<OwnedSemaphorePermit>)>();
         let inner = self.inner.clone();
         let me = tx.clone();
         let n = inner.threads.fetch_add(1, Ordering::Relaxed);
