@@ -335,3 +335,24 @@ def test_edges_ties_and_random_searches(redis_door, redis_reference):
             else:
                 reqs.append(cmd("GEORADIUS_RO", G, frm[1], frm[2], shape[1], unit, *opts))
     check(redis_door, redis_reference, reqs)
+
+
+def test_a_search_holds_at_most_128_mib_of_points(redis_door):
+    """Three points of 45 MiB names at one place (135 MiB): a search that would hold them
+    all is refused with a clear error, and the client goes on; with COUNT 1 ANY it holds one."""
+    from conftest import PASSWORD, USER  # noqa: PLC0415
+    from redisdiff import Conn, Err  # noqa: PLC0415
+    c = Conn(redis_door)
+    c.sock.settimeout(120)
+    assert c.call("AUTH", USER, PASSWORD) == "OK"
+    key = "geosearch:held"
+    c.call("DEL", key)
+    for ch in "abc":
+        assert c.call("GEOADD", key, "13.361389", "38.115556", ch * (45 << 20)) == 1
+    r = c.call("GEOSEARCH", key, "FROMLONLAT", "13.361389", "38.115556", "BYRADIUS", "1", "km")
+    assert isinstance(r, Err) and "more points than one command may hold" in r, r[:200]
+    r = c.call("GEOSEARCH", key, "FROMLONLAT", "13.361389", "38.115556", "BYRADIUS", "1", "km",
+               "COUNT", "1", "ANY")
+    assert len(r) == 1 and len(r[0]) == 45 << 20
+    assert c.call("DEL", key) == 1
+    c.close()

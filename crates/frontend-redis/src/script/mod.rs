@@ -356,19 +356,22 @@ async fn run(
     let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
     let (answer, answers) = mpsc::channel();
     let running = scripts.register();
-    let start = scripts.start(Job {
-        sha: script.sha.clone(),
-        source: script.source.clone(),
-        keys: script.keys.clone(),
-        argv: script.argv.clone(),
-        proto,
-        out_limit: cx.out_limit,
-        compile_only: false,
-        to_worker,
-        answers,
-        killed: running.killed.clone(),
-        deadline: scripts.deadline(),
-    }, reserved);
+    let start = scripts.start(
+        Job {
+            sha: script.sha.clone(),
+            source: script.source.clone(),
+            keys: script.keys.clone(),
+            argv: script.argv.clone(),
+            proto,
+            out_limit: cx.out_limit,
+            compile_only: false,
+            to_worker,
+            answers,
+            killed: running.killed.clone(),
+            deadline: scripts.deadline(),
+        },
+        reserved,
+    );
     // A client killed (or gone) while its script waits for a script thread: it never
     // runs.
     tokio::select! {

@@ -233,7 +233,13 @@ impl Scripts {
     /// scripts begins (an `EXEC` queuing them), so that no script of it waits for a place
     /// while the transaction holds row locks another running script may wait for.
     pub async fn reserve(&self) -> Option<Slot> {
-        self.inner.permits.clone().acquire_owned().await.ok().map(Slot)
+        self.inner
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .ok()
+            .map(Slot)
     }
 
     /// Hands `job` to an idle script thread (or a new one), waiting for one while

@@ -403,7 +403,10 @@ impl Search<'_> {
             return Ok(());
         };
         let limit = if self.any { self.count as usize } else { 0 };
-        let mut points = find(cx, row.kid, &area, limit).await?;
+        let Some(mut points) = find(cx, row.kid, &area, limit).await? else {
+            cx.reply().error(TOO_MANY);
+            return Ok(());
+        };
         if points.is_empty() && self.dst.is_none() {
             cx.reply().array_len(0);
             return Ok(());
@@ -463,14 +466,21 @@ impl Search<'_> {
     }
 }
 
+/// Most bytes of points one search holds (Redis holds every point found too, unbounded).
+pub const HELD_MAX: usize = 128 << 20;
+
+/// Past [`HELD_MAX`].
+const TOO_MANY: &[u8] = b"manifold: the search found more points than one command may hold (128 MiB); narrow it, or use COUNT n ANY";
+
 /// The points of the area in the set `kid`, in Redis's order; with `limit`, the first
-/// `limit` found (`ANY`).
+/// `limit` found (`ANY`). `None`: they would take more than [`HELD_MAX`].
 async fn find(
     cx: &mut Cx<'_>,
     kid: u64,
     area: &Area,
     limit: usize,
-) -> Result<Vec<Point>, StoreError> {
+) -> Result<Option<Vec<Point>>, StoreError> {
+    let mut held = 0usize;
     let ranges = area.ranges();
     let ranges: Vec<(u64, u64)> = ranges.iter().flatten().copied().collect();
     let mut points = Vec::new();
@@ -495,6 +505,7 @@ async fn find(
                 let cell = row.get(3).and_then(int).unwrap_or(0);
                 if let Some(m) = member_row(row) {
                     if let Some((lon, lat, dist)) = area.within(m.score) {
+                        held += m.member.len() + std::mem::size_of::<Point>();
                         points.push(Point {
                             cell: (at * run_len) as i64 + cell,
                             member: m.member,
@@ -503,17 +514,33 @@ async fn find(
                             lat,
                             dist,
                         });
+                        // With `ANY`, only the first `limit` in Redis's order are kept:
+                        // the rest are dropped as they come (sorted at twice that).
+                        if limit > 0 && points.len() - first >= 2 * limit {
+                            points[first..].sort_by(found_order);
+                            points.truncate(first + limit);
+                            held = points
+                                .iter()
+                                .map(|p| p.member.len() + std::mem::size_of::<Point>())
+                                .sum();
+                        }
+                        if held > HELD_MAX {
+                            return ControlFlow::Break(());
+                        }
                     }
                 }
                 ControlFlow::Continue(())
             })
             .await?;
+        if held > HELD_MAX {
+            return Ok(None);
+        }
         points[first..].sort_by(found_order);
         if limit > 0 {
             points.truncate(limit);
         }
     }
-    Ok(points)
+    Ok(Some(points))
 }
 
 /// Deletes `dst`, whatever it holds.
