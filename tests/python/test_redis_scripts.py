@@ -679,6 +679,8 @@ def test_exec_takes_its_script_place_before_its_locks(small_door):
         assert writer.call("SCRIPT", "KILL") == "OK"
         assert read_reply(busy.f).startswith("ERR Script killed by user with SCRIPT KILL...")
         assert read_reply(queued.f) == ["OK", b"from-exec"]
+        # CLIENT LIST names EXEC again once it ran its script, as Redis's.
+        assert " cmd=exec " in client_line(writer, "exec-slot-queued")
         assert writer.call("GET", key) == b"from-exec"
     finally:
         writer.call("SCRIPT", "KILL")

@@ -497,6 +497,8 @@ pub async fn in_exec(
     cx.out_limit = limit.saturating_sub(replies.len());
     // `EXEC` holds a script place for its scripts ([`reserve`]).
     let ran = run(session, cx, &script, proto, published, true).await;
+    // `CLIENT LIST` shows the script while it runs, then `EXEC` again, as Redis's does.
+    session.info.cmd.set("exec");
     cx.out = replies;
     (cx.proto, cx.db, cx.out_limit) = (proto, db, limit);
     match ran {
