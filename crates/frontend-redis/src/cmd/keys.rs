@@ -1,6 +1,6 @@
 //! Commands on keys of any type: `DEL`, `UNLINK`, `EXISTS`, `TYPE`, `TOUCH`, `DBSIZE`,
 //! `KEYS`, `SCAN`, `RANDOMKEY` here; `RENAME`, `RENAMENX`, `COPY`, `FLUSHDB`, `FLUSHALL` in
-//! [`super::rename`]. Every one works on the client's `SELECT`ed database (the `db` column).
+//! [`super::rename`]; `DUMP`, `RESTORE` in [`dump`]. Every one works on the client's `SELECT`ed database (the `db` column).
 //!
 //! `SCAN` iterates as every `*SCAN` does ([`super::scan`]): in the order of the keys'
 //! SHA-256 (`kh`, the index's order).
@@ -30,7 +30,9 @@ use crate::store::context::Cx;
 use crate::store::keys::type_name;
 use crate::store::{int, take_bytes, StoreError};
 
+pub mod dump;
 mod parse;
+pub mod rdb;
 #[cfg(test)]
 mod tests;
 
@@ -39,7 +41,10 @@ pub use parse::{KeyCommand, COMMANDS};
 impl KeyCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
-        use parse::{Copy, DbSize, Del, Exists, Flush, Keys, Move, RandomKey, Rename, Scan, Type};
+        use parse::{
+            Copy, DbSize, Del, Dump, Exists, Flush, Keys, Move, RandomKey, Rename, Restore, Scan,
+            Type,
+        };
         match self {
             Del { keys } => {
                 let mut n = 0;
@@ -81,6 +86,8 @@ impl KeyCommand<'_> {
             } => super::rename::copy(cx, from, to, db, replace).await?,
             Move { key, db } => super::rename::move_key(cx, key, db).await?,
             Flush { all } => super::rename::flush(cx, all).await?,
+            Dump { key } => dump::dump(cx, key).await?,
+            Restore(r) => dump::restore(cx, r).await?,
         }
         Ok(())
     }
