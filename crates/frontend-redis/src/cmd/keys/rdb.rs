@@ -107,9 +107,11 @@ pub fn verify(payload: &[u8]) -> Result<&[u8], Refused> {
 
 /// Reads the value of a `DUMP` payload; `limit`: the most bytes LZF may decompress to.
 pub fn decode(payload: &[u8], limit: u64) -> Result<Value, Refused> {
-    let body = verify(payload)?;
+    verify(payload)?;
+    // Read over the whole payload, footer included, as Redis's `restoreCommand` reads it:
+    // an object running into the footer is read as redis-server reads it.
     let mut r = Reader {
-        buf: body,
+        buf: payload,
         at: 0,
         budget: limit,
     };
