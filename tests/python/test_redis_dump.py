@@ -278,3 +278,22 @@ def test_a_stream_is_refused_with_a_clear_error(redis_door):
     door.call("XADD", key, "1-1", "f", "v")
     assert door.call("DUMP", key) == "ERR DUMP of a stream is not supported by this server"
     door.call("DEL", key)
+
+
+def test_keyspace_events_as_redis_server(redis_door, redis_reference):
+    """`restore` on a key restored (no `del` for the key REPLACE overwrote, no `expire` for
+    its TTL), `del` alone when a TTL already past deleted the key replaced, nothing for a
+    refusal."""
+    from test_redis_notify import L, C, config, same_messages  # noqa: PLC0415
+    for port in (redis_door, redis_reference):
+        config(port, "KEA")
+    try:
+        same_messages(redis_door, redis_reference, [
+            cmd("RESTORE", C, 0, HELLO), cmd("RESTORE", C, 0, HELLO),
+            cmd("RESTORE", C, 0, HELLO, "REPLACE"), cmd("RESTORE", C, 1, HELLO, "REPLACE", "ABSTTL"),
+            cmd("RESTORE", C, 1, HELLO, "ABSTTL"), cmd("RESTORE", C, 100000, HELLO),
+            cmd("RESTORE", L, 0, payload(b"\x01\x02\x01a\x01b")), cmd("RESTORE", L, 0, b"bad"),
+        ])
+    finally:
+        for port in (redis_door, redis_reference):
+            config(port, "")

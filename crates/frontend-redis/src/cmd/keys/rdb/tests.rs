@@ -270,7 +270,7 @@ fn listpack_and_backlen() {
     assert_eq!(backlen(5), vec![5]);
     assert_eq!(backlen(127), vec![127]);
     assert_eq!(backlen(128), vec![1, 0x80]);
-    assert_eq!(backlen(300), vec![2, 0x80 | 44]);
+    assert_eq!(backlen(300), vec![2, 0x80 | 0x2c]);
     // A 64-bit integer and a 12-bit-length string.
     let mut lp = vec![0, 0, 0, 0, 2, 0];
     lp.push(0xf4);
@@ -350,7 +350,7 @@ fn random_and_truncated_payloads_never_panic() {
         // Random byte changes, with a good footer.
         for _ in 0..3000 {
             let mut b = body.to_vec();
-            for _ in 0..1 + rng.next() % 4 {
+            for _ in 0..=(rng.next() % 4) {
                 let i = (rng.next() as usize) % b.len();
                 b[i] = rng.next() as u8;
             }
