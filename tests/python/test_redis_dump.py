@@ -12,6 +12,8 @@ Intended differences from redis-server (avoided here):
 - DUMP of a stream is refused by the door ("DUMP of a stream is not supported by this
   server"); redis-server dumps it.
 - IDLETIME and FREQ are checked, then ignored (the door keeps no access times).
+- A value taking more than 4 x proto-max-bulk-len once decoded is refused with its own
+  error (redis-server has no such bound).
 """
 
 import random
@@ -269,6 +271,18 @@ def test_a_restored_list_wakes_a_blocked_client(redis_door):
     assert got["reply"] == [key.encode(), b"a"]
     assert door.call("LRANGE", key, 0, -1) == [b"b"]
     door.call("DEL", key)
+
+
+def test_a_value_too_large_in_memory_is_refused(redis_door):
+    """An LZF string claiming 4 GiB out of 3 bytes: refused before anything is allocated
+    (redis-server would try to allocate it)."""
+    key = P + "huge"
+    door = fresh(redis_door)
+    door.call("DEL", key)
+    data = payload(b"\x00\xc3\x03\x80\xff\xff\xff\xff\x02abc")
+    assert door.call("RESTORE", key, 0, data) == (
+        "ERR value too large to restore: it takes more than 4 times proto-max-bulk-len in memory")
+    assert door.call("EXISTS", key) == 0
 
 
 def test_a_stream_is_refused_with_a_clear_error(redis_door):

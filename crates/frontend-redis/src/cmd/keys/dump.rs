@@ -9,8 +9,8 @@
 //!   is not written here.
 //! - `RESTORE` checks as `restoreCommand` does and in its order: the options (before any
 //!   read), `BUSYKEY` without `REPLACE`, the TTL, the footer (version, CRC-64), the value.
-//!   The value is decoded whole in manifold's memory (bounded by the payload, and what LZF
-//!   decompresses by `proto-max-bulk-len`) before anything is written, then written as one
+//!   The value is decoded whole in manifold's memory (4 times `proto-max-bulk-len` at most,
+//!   elements counted with their cost: [`rdb::Budget`]) before anything is written, then written as one
 //!   new key (a new `kid`) with its members in multi-row inserts, in the batch's
 //!   transaction. A TTL already past (`ABSTTL`) writes nothing; with `REPLACE` it deletes
 //!   the key that was there (a `del` event, as Redis). `IDLETIME` and `FREQ` are checked
@@ -173,7 +173,9 @@ pub async fn restore(cx: &mut Cx<'_>, r: Restore<'_>) -> Result<(), StoreError> 
             return Ok(());
         }
     };
-    let value = match rdb::decode(r.payload, crate::cmd::strings::max_value_len()) {
+    // The decoded value may take 4 times `proto-max-bulk-len` (what one argument may be).
+    let limit = crate::cmd::strings::max_value_len().saturating_mul(4);
+    let value = match rdb::decode(r.payload, limit) {
         Ok(v) => v,
         Err(refused) => {
             cx.reply().error(refused.text());

@@ -11,8 +11,9 @@
 //!
 //! Bounded by the payload: every length is checked against the bytes left before anything
 //! is allocated for it (a count of elements too: each takes a byte at least), and what LZF
-//! decompresses is bounded by `limit` in all (`proto-max-bulk-len`), grown as it is written,
-//! never allocated at the size the payload claims. Malformed input is an error, never a
+//! decompresses is grown as it is written, never allocated at the size the payload claims.
+//! And bounded in all ([`Budget`]): the decoded value (its bytes, what each element costs,
+//! what LZF makes) may take `limit` bytes at most. Malformed input is an error, never a
 //! panic.
 //!
 //! Written ([`Writer`]): the plainest encodings redis-server 7.0 loads (and converts to its
@@ -56,6 +57,8 @@ pub enum Refused {
     Footer,
     /// The value is malformed, empty, or of a type not read here.
     Format,
+    /// The value would take more memory than the limit once decoded.
+    TooLarge,
 }
 
 /// `RESTORE`'s texts for each.
@@ -64,6 +67,9 @@ impl Refused {
         match self {
             Refused::Footer => b"DUMP payload version or checksum are wrong",
             Refused::Format => b"Bad data format",
+            Refused::TooLarge => {
+                b"value too large to restore: it takes more than 4 times proto-max-bulk-len in memory"
+            }
         }
     }
 }
@@ -105,7 +111,38 @@ pub fn verify(payload: &[u8]) -> Result<&[u8], Refused> {
     Ok(body)
 }
 
-/// Reads the value of a `DUMP` payload; `limit`: the most bytes LZF may decompress to.
+/// What an element of a collection is counted for beside its bytes: its `Vec` and its
+/// allocation.
+pub const ELEMENT_COST: u64 = 48;
+
+/// The memory a decoded value may still take (its elements' bytes, each
+/// [`ELEMENT_COST`] more, and what LZF decompresses): small integers in a listpack or
+/// intset take a few bytes of the payload each and many more once decoded.
+pub struct Budget {
+    left: u64,
+    exceeded: bool,
+}
+
+impl Budget {
+    /// Counts `n` bytes; `None` (and remembered) past the limit.
+    pub fn charge(&mut self, n: u64) -> Option<()> {
+        if let Some(left) = self.left.checked_sub(n) {
+            self.left = left;
+            Some(())
+        } else {
+            self.exceeded = true;
+            None
+        }
+    }
+
+    /// Counts one element of `len` bytes.
+    fn element(&mut self, len: usize) -> Option<()> {
+        self.charge((len as u64).saturating_add(ELEMENT_COST))
+    }
+}
+
+/// Reads the value of a `DUMP` payload; `limit`: the most memory the decoded value may take
+/// ([`Budget`]).
 pub fn decode(payload: &[u8], limit: u64) -> Result<Value, Refused> {
     verify(payload)?;
     // Read over the whole payload, footer included, as Redis's `restoreCommand` reads it:
@@ -113,17 +150,24 @@ pub fn decode(payload: &[u8], limit: u64) -> Result<Value, Refused> {
     let mut r = Reader {
         buf: payload,
         at: 0,
-        budget: limit,
+        budget: Budget {
+            left: limit,
+            exceeded: false,
+        },
     };
-    r.object().ok_or(Refused::Format)
+    match r.object() {
+        Some(v) => Ok(v),
+        None if r.budget.exceeded => Err(Refused::TooLarge),
+        None => Err(Refused::Format),
+    }
 }
 
 /// A cursor over the payload's body.
 struct Reader<'a> {
     buf: &'a [u8],
     at: usize,
-    /// What LZF may still decompress to.
-    budget: u64,
+    /// What the decoded value may still take.
+    budget: Budget,
 }
 
 /// An RDB length, or the special encoding that follows (`RDB_ENCVAL`).
@@ -176,8 +220,14 @@ impl<'a> Reader<'a> {
         (n <= self.left()).then_some(n)
     }
 
-    /// `rdbGenericLoadStringObject`: raw, integer or LZF.
+    /// `rdbGenericLoadStringObject`: raw, integer or LZF; counted in the budget.
     fn string(&mut self) -> Option<Vec<u8>> {
+        let s = self.uncounted_string()?;
+        self.budget.element(s.len())?;
+        Some(s)
+    }
+
+    fn uncounted_string(&mut self) -> Option<Vec<u8>> {
         match self.len_or_encoding()? {
             Len::Plain(n) => Some(self.take(usize::try_from(n).ok()?)?.to_vec()),
             Len::Encoded(0) => Some((self.byte()? as i8).to_string().into_bytes()),
@@ -194,13 +244,10 @@ impl<'a> Reader<'a> {
             Len::Encoded(3) => {
                 let clen = usize::try_from(self.len()?).ok()?;
                 let len = self.len()?;
-                if len > self.budget {
-                    return None;
-                }
+                // Counted before it is decompressed (and again as the string it makes).
+                self.budget.charge(len)?;
                 let compressed = self.take(clen)?;
-                let out = lzf_decompress(compressed, usize::try_from(len).ok()?)?;
-                self.budget -= len;
-                Some(out)
+                lzf_decompress(compressed, usize::try_from(len).ok()?)
             }
             Len::Encoded(_) => None,
         }
@@ -267,8 +314,16 @@ impl<'a> Reader<'a> {
                     }
                     match (container, kind) {
                         (1, _) => items.push(blob),
-                        (2, t::LIST_QUICKLIST_2) => listpack(&blob, |e| items.push(e))?,
-                        (2, _) => ziplist(&blob, |e| items.push(e))?,
+                        (2, t::LIST_QUICKLIST_2) => listpack(&blob, |e| {
+                            self.budget.element(e.len())?;
+                            items.push(e);
+                            Some(())
+                        })?,
+                        (2, _) => ziplist(&blob, |e| {
+                            self.budget.element(e.len())?;
+                            items.push(e);
+                            Some(())
+                        })?,
                         _ => return None,
                     }
                 }
@@ -276,17 +331,30 @@ impl<'a> Reader<'a> {
             }
             t::LIST_ZIPLIST => {
                 let mut items = Vec::new();
-                ziplist(&self.string()?, |e| items.push(e))?;
+                let blob = self.string()?;
+                ziplist(&blob, |e| {
+                    self.budget.element(e.len())?;
+                    items.push(e);
+                    Some(())
+                })?;
                 Value::List(items)
             }
-            t::SET_INTSET => Value::Set(intset(&self.string()?)?),
+            t::SET_INTSET => {
+                let blob = self.string()?;
+                Value::Set(intset(&blob, &mut self.budget)?)
+            }
             t::ZSET_ZIPLIST | t::ZSET_LISTPACK | t::HASH_ZIPLIST | t::HASH_LISTPACK => {
                 let blob = self.string()?;
                 let mut flat = Vec::new();
+                let each = |e: Vec<u8>| {
+                    self.budget.element(e.len())?;
+                    flat.push(e);
+                    Some(())
+                };
                 if kind == t::ZSET_LISTPACK || kind == t::HASH_LISTPACK {
-                    listpack(&blob, |e| flat.push(e))?;
+                    listpack(&blob, each)?;
                 } else {
-                    ziplist(&blob, |e| flat.push(e))?;
+                    ziplist(&blob, each)?;
                 }
                 if flat.len() % 2 != 0 {
                     return None;
@@ -386,7 +454,8 @@ pub fn lzf_decompress(input: &[u8], len: usize) -> Option<Vec<u8>> {
 }
 
 /// The elements of a listpack (`listpack.c`), integers as their decimal text.
-pub fn listpack(lp: &[u8], mut each: impl FnMut(Vec<u8>)) -> Option<()> {
+/// `each` may stop the read (`None`).
+pub fn listpack(lp: &[u8], mut each: impl FnMut(Vec<u8>) -> Option<()>) -> Option<()> {
     let total = usize::try_from(u32::from_le_bytes(lp.get(0..4)?.try_into().ok()?)).ok()?;
     let count = u16::from_le_bytes(lp.get(4..6)?.try_into().ok()?);
     if total != lp.len() || lp.last() != Some(&0xff) {
@@ -445,7 +514,7 @@ pub fn listpack(lp: &[u8], mut each: impl FnMut(Vec<u8>)) -> Option<()> {
         if body.get(at + entry..end)? != &back[..] {
             return None;
         }
-        each(element);
+        each(element)?;
         seen += 1;
         at = end;
     }
@@ -479,7 +548,8 @@ pub fn backlen(len: usize) -> Vec<u8> {
 }
 
 /// The elements of a ziplist (`ziplist.c`, Redis 6 and older), integers as their text.
-pub fn ziplist(zl: &[u8], mut each: impl FnMut(Vec<u8>)) -> Option<()> {
+/// `each` may stop the read (`None`).
+pub fn ziplist(zl: &[u8], mut each: impl FnMut(Vec<u8>) -> Option<()>) -> Option<()> {
     let total = usize::try_from(u32::from_le_bytes(zl.get(0..4)?.try_into().ok()?)).ok()?;
     let count = u16::from_le_bytes(zl.get(8..10)?.try_into().ok()?);
     if total != zl.len() || zl.last() != Some(&0xff) {
@@ -525,7 +595,7 @@ pub fn ziplist(zl: &[u8], mut each: impl FnMut(Vec<u8>)) -> Option<()> {
             0xf1..=0xfd => (1, (i64::from(b & 0x0f) - 1).to_string().into_bytes()),
             _ => return None,
         };
-        each(element);
+        each(element)?;
         seen += 1;
         at += used;
     }
@@ -537,7 +607,7 @@ pub fn ziplist(zl: &[u8], mut each: impl FnMut(Vec<u8>)) -> Option<()> {
 
 /// The members of an intset (`intset.c`): its width (2, 4 or 8 bytes), its length, then the
 /// integers in ascending order, little endian.
-pub fn intset(blob: &[u8]) -> Option<Vec<Vec<u8>>> {
+pub fn intset(blob: &[u8], budget: &mut Budget) -> Option<Vec<Vec<u8>>> {
     let width = u32::from_le_bytes(blob.get(0..4)?.try_into().ok()?);
     let n = usize::try_from(u32::from_le_bytes(blob.get(4..8)?.try_into().ok()?)).ok()?;
     let width = match width {
@@ -558,7 +628,9 @@ pub fn intset(blob: &[u8]) -> Option<Vec<Vec<u8>>> {
             return None;
         }
         last = Some(v);
-        out.push(v.to_string().into_bytes());
+        let text = v.to_string().into_bytes();
+        budget.element(text.len())?;
+        out.push(text);
     }
     Some(out)
 }

@@ -185,7 +185,10 @@ fn lengths_in_each_form() {
         let mut r = Reader {
             buf: &p[1..],
             at: 0,
-            budget: 0,
+            budget: Budget {
+                left: 0,
+                exceeded: false,
+            },
         };
         assert_eq!(r.len(), Some(n));
     }
@@ -221,14 +224,19 @@ fn refuses_malformed_values() {
         format(&[0, 0x80, 0x7f, 0xff, 0xff, 0xff, b'x']),
         Err(Refused::Format)
     );
-    // LZF claiming 4 GiB out of 3 bytes, or past the limit.
+    // LZF claiming 4 GiB out of 3 bytes (past the limit: nothing allocated), 1000 bytes
+    // (malformed), or past a small limit.
     assert_eq!(
         format(&[0, 0xc3, 3, 0x80, 0xff, 0xff, 0xff, 0xff, 2, b'a', b'b', b'c']),
+        Err(Refused::TooLarge)
+    );
+    assert_eq!(
+        format(&[0, 0xc3, 3, 0x43, 0xe8, 2, b'a', b'b', b'c']),
         Err(Refused::Format)
     );
     assert_eq!(
         decode(&payload(&[0, 0xc3, 3, 4, 2, b'a', b'b', b'c']), 3),
-        Err(Refused::Format)
+        Err(Refused::TooLarge)
     );
     // A back reference before the start.
     assert_eq!(format(&[0, 0xc3, 2, 3, 0x20, 0x05]), Err(Refused::Format));
@@ -285,18 +293,24 @@ fn listpack_and_backlen() {
     let total = lp.len() as u32;
     lp[..4].copy_from_slice(&total.to_le_bytes());
     let mut got = Vec::new();
-    assert_eq!(listpack(&lp, |e| got.push(e)), Some(()));
+    assert_eq!(
+        listpack(&lp, |e| {
+            got.push(e);
+            Some(())
+        }),
+        Some(())
+    );
     assert_eq!(got, vec![i64::MIN.to_string().into_bytes(), s]);
     // A wrong count, a wrong backlen, a wrong total.
     let mut bad = lp.clone();
     bad[4] = 3;
-    assert_eq!(listpack(&bad, |_| {}), None);
+    assert_eq!(listpack(&bad, |_| Some(())), None);
     let mut bad = lp.clone();
     bad[15] = 8;
-    assert_eq!(listpack(&bad, |_| {}), None);
+    assert_eq!(listpack(&bad, |_| Some(())), None);
     let mut bad = lp.clone();
     bad[0] += 1;
-    assert_eq!(listpack(&bad, |_| {}), None);
+    assert_eq!(listpack(&bad, |_| Some(())), None);
 }
 
 #[test]
@@ -312,7 +326,13 @@ fn ziplist_entries() {
     zl[..4].copy_from_slice(&total.to_le_bytes());
     zl[8] = 4;
     let mut got = Vec::new();
-    assert_eq!(ziplist(&zl, |e| got.push(e)), Some(()));
+    assert_eq!(
+        ziplist(&zl, |e| {
+            got.push(e);
+            Some(())
+        }),
+        Some(())
+    );
     assert_eq!(got, vec![b("a"), b("12"), b("-2"), b("1000")]);
     // As a Redis 6 quicklist (type 14, RDB 9).
     let mut body = vec![14u8, 1, zl.len() as u8];
@@ -366,4 +386,43 @@ fn random_and_truncated_payloads_never_panic() {
         }
         let _ = decode(&payload(&b), 1 << 16);
     }
+}
+
+#[test]
+fn the_decoded_value_is_bounded_in_memory() {
+    // An intset of 1000 small integers: 2 bytes each in the payload, each an element once
+    // decoded.
+    let mut blob = vec![2, 0, 0, 0];
+    blob.extend_from_slice(&1000u32.to_le_bytes());
+    for i in 0..1000u16 {
+        blob.extend_from_slice(&i.to_le_bytes());
+    }
+    let mut body = vec![rdb_type::SET_INTSET];
+    let mut w = Writer::new(0);
+    w.string(&blob);
+    body.extend_from_slice(&w.out[1..]);
+    let p = payload(&body);
+    // The blob, then each element with its cost.
+    let need = blob.len() as u64
+        + ELEMENT_COST
+        + (0..1000u64)
+            .map(|i| i.to_string().len() as u64 + ELEMENT_COST)
+            .sum::<u64>();
+    match decode(&p, need) {
+        Ok(Value::Set(m)) => assert_eq!(m.len(), 1000),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(decode(&p, need - 1), Err(Refused::TooLarge));
+    // A list of 300 elements.
+    let mut w = Writer::new(rdb_type::LIST);
+    w.len(300);
+    for _ in 0..300 {
+        w.string(b"x");
+    }
+    let p = w.finish(0);
+    assert!(decode(&p, 300 * (1 + ELEMENT_COST)).is_ok());
+    assert_eq!(
+        decode(&p, 300 * (1 + ELEMENT_COST) - 1),
+        Err(Refused::TooLarge)
+    );
 }
