@@ -196,7 +196,8 @@ pub fn after_command(cx: &mut Cx<'_>, spec: &Spec, args: Args<'_>, mark: Mark) {
                 cx.tx.notify_command(GENERIC, "move_to", target, k1);
             }
         }
-        "restore" => ev(GENERIC, "restore", k1),
+        // A TTL already past deleted the key it replaced: its `del` alone.
+        "restore" if !deleted => ev(GENERIC, "restore", k1),
         "sort" => {
             let at = (2..args.len()).find(|&i| args.get(i).eq_ignore_ascii_case(b"store"));
             if let Some(at) = at {

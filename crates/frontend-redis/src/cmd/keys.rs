@@ -1,6 +1,6 @@
 //! Commands on keys of any type: `DEL`, `UNLINK`, `EXISTS`, `TYPE`, `TOUCH`, `DBSIZE`,
 //! `KEYS`, `SCAN`, `RANDOMKEY` here; `RENAME`, `RENAMENX`, `COPY`, `FLUSHDB`, `FLUSHALL` in
-//! [`super::rename`]. Every one works on the client's `SELECT`ed database (the `db` column).
+//! [`super::rename`]; `DUMP`, `RESTORE` in [`dump`]. Every one works on the client's `SELECT`ed database (the `db` column).
 //!
 //! `SCAN` iterates as every `*SCAN` does ([`super::scan`]): in the order of the keys'
 //! SHA-256 (`kh`, the index's order).
@@ -30,8 +30,10 @@ use crate::store::context::Cx;
 use crate::store::keys::type_name;
 use crate::store::{int, take_bytes, StoreError};
 
+pub mod dump;
 pub mod object;
 mod parse;
+pub mod rdb;
 #[cfg(test)]
 mod tests;
 
@@ -41,7 +43,8 @@ impl KeyCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
         use parse::{
-            Copy, DbSize, Del, Exists, Flush, Keys, Move, RandomKey, Rename, Scan, SwapDb, Type,
+            Copy, DbSize, Del, Dump, Exists, Flush, Keys, Move, RandomKey, Rename, Restore, Scan,
+            SwapDb, Type,
         };
         match self {
             Del { keys } => {
@@ -85,6 +88,8 @@ impl KeyCommand<'_> {
             Move { key, db } => super::rename::move_key(cx, key, db).await?,
             SwapDb { a, b } => super::rename::swap_databases(cx, a, b).await?,
             Flush { all } => super::rename::flush(cx, all).await?,
+            Dump { key } => dump::dump(cx, key).await?,
+            Restore(r) => dump::restore(cx, r).await?,
         }
         Ok(())
     }

@@ -31,7 +31,7 @@ mod mpop;
 mod parse;
 mod random;
 mod range;
-mod score;
+pub(crate) mod score;
 #[cfg(test)]
 mod tests;
 

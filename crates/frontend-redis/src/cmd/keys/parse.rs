@@ -19,7 +19,7 @@ const fn spec(name: &'static str, arity: i32, write: bool, parse: Parse) -> Spec
     }
 }
 
-pub static COMMANDS: [Spec; 16] = [
+pub static COMMANDS: [Spec; 18] = [
     spec("del", -2, true, |a| Ok(Del { keys: a }.into())),
     spec("unlink", -2, true, |a| Ok(Del { keys: a }.into())),
     spec("exists", -2, false, |a| Ok(Exists { keys: a }.into())),
@@ -37,6 +37,8 @@ pub static COMMANDS: [Spec; 16] = [
     spec("flushall", -1, true, |a| parse_flush(a, true)),
     spec("move", 3, true, parse_move),
     spec("swapdb", 3, true, parse_swapdb),
+    spec("dump", 2, false, |a| Ok(Dump { key: a.get(1) }.into())),
+    spec("restore", -4, true, super::dump::parse_restore),
 ];
 
 /// A key command, its arguments parsed. Lists of keys keep the whole request (`keys`: from
@@ -91,10 +93,17 @@ pub enum KeyCommand<'a> {
     Flush {
         all: bool,
     },
+    /// `DUMP key`.
+    Dump {
+        key: &'a [u8],
+    },
+    /// `RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]`.
+    Restore(super::dump::Restore<'a>),
 }
 
 pub use KeyCommand::{
-    Copy, DbSize, Del, Exists, Flush, Keys, Move, RandomKey, Rename, Scan, SwapDb, Type,
+    Copy, DbSize, Del, Dump, Exists, Flush, Keys, Move, RandomKey, Rename, Restore, Scan, SwapDb,
+    Type,
 };
 
 impl<'a> From<KeyCommand<'a>> for DataCommand<'a> {

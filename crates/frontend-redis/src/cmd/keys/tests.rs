@@ -259,3 +259,53 @@ fn object_and_memory_subcommands() {
         "unknown subcommand 'stats'. Try MEMORY HELP."
     );
 }
+
+#[test]
+fn dump_and_restore_options_in_redis_order() {
+    assert_eq!(command(b"dump k\r\n"), debug(Dump { key: b"k" }));
+    assert_eq!(
+        error(b"dump\r\n"),
+        "wrong number of arguments for 'dump' command"
+    );
+    assert_eq!(
+        error(b"restore k 0\r\n"),
+        "wrong number of arguments for 'restore' command"
+    );
+    let restore = |replace, absttl| {
+        debug(Restore(crate::cmd::keys::dump::Restore {
+            key: b"k",
+            ttl: b"x",
+            payload: b"p",
+            replace,
+            absttl,
+        }))
+    };
+    // The TTL is read when it runs (after the BUSYKEY check).
+    assert_eq!(command(b"restore k x p\r\n"), restore(false, false));
+    assert_eq!(
+        command(b"restore k x p REPLACE absttl idletime 5\r\n"),
+        restore(true, true)
+    );
+    assert_eq!(
+        command(b"restore k x p freq 255 replace\r\n"),
+        restore(true, false)
+    );
+    assert_eq!(error(b"restore k 0 p bogus\r\n"), SYNTAX);
+    // IDLETIME and FREQ exclude each other; each needs its value.
+    assert_eq!(error(b"restore k 0 p idletime 1 freq 1\r\n"), SYNTAX);
+    assert_eq!(error(b"restore k 0 p freq 1 idletime 1\r\n"), SYNTAX);
+    assert_eq!(error(b"restore k 0 p idletime\r\n"), SYNTAX);
+    assert_eq!(error(b"restore k 0 p idletime x\r\n"), NOT_INTEGER);
+    assert_eq!(
+        error(b"restore k 0 p idletime -1\r\n"),
+        "Invalid IDLETIME value, must be >= 0"
+    );
+    assert_eq!(
+        error(b"restore k 0 p freq 256\r\n"),
+        "Invalid FREQ value, must be >= 0 and <= 255"
+    );
+    assert_eq!(
+        error(b"restore k 0 p freq -1\r\n"),
+        "Invalid FREQ value, must be >= 0 and <= 255"
+    );
+}
