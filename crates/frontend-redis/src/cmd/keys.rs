@@ -31,6 +31,7 @@ use crate::store::keys::type_name;
 use crate::store::{int, take_bytes, StoreError};
 
 mod parse;
+pub mod sort;
 #[cfg(test)]
 mod tests;
 
@@ -81,6 +82,7 @@ impl KeyCommand<'_> {
             } => super::rename::copy(cx, from, to, db, replace).await?,
             Move { key, db } => super::rename::move_key(cx, key, db).await?,
             Flush { all } => super::rename::flush(cx, all).await?,
+            KeyCommand::Sort(s) => sort::sort(cx, s).await?,
         }
         Ok(())
     }

@@ -85,6 +85,8 @@ pub enum KeyCommand<'a> {
     Flush {
         all: bool,
     },
+    /// `SORT`, `SORT_RO` ([`super::sort`]).
+    Sort(super::sort::Sort<'a>),
 }
 
 pub use KeyCommand::{Copy, DbSize, Del, Exists, Flush, Keys, Move, RandomKey, Rename, Scan, Type};
