@@ -594,3 +594,6 @@ async fn store(cx: &mut Cx<'_>, dst: &[u8], values: &[Vec<u8>]) -> Result<(), St
     push_values(cx, dst, &row, Side::Right, &refs).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
