@@ -327,3 +327,41 @@ def test_sort_random_sequences(redis_door, redis_reference):
     for _ in range(6):
         reqs = random_requests(rng, 150)
         check(redis_door, redis_reference, reqs)
+
+
+def test_what_a_sort_holds_is_bounded_by_proto_max_bulk_len(topology, tmp_path):
+    """With proto_max_bulk_len = 1 MiB, a SORT that would hold more (its elements, then the
+    list it stores) is refused with the door's error; a range read without sorting is not."""
+    from conftest import configured  # noqa: PLC0415
+    from redisdiff import Err, free_port, wait_port  # noqa: PLC0415
+
+    port = free_port()
+    m = configured(topology, tmp_path,
+                   f'[redis]\nlisten = "127.0.0.1:{port}"\nproto_max_bulk_len = 1048576\n', "redis-sort-bound")
+    too_large = "ERR manifold: SORT needs more memory than proto-max-bulk-len allows"
+    try:
+        wait_port(port, m.proc, "manifold's Redis door")
+        c = Conn(port)
+        c.send(AUTH)
+        assert read_reply(c.f) == "OK"
+        big = P + "big"
+        c.call("DEL", big, DST)
+        values = [f"{i:02d}" + "x" * 60_000 for i in range(20)]
+        for v in values:
+            c.call("RPUSH", big, v)
+        err = c.call("SORT", big, "ALPHA")
+        assert err == Err(too_large), err
+        # Not sorted: only the LIMIT range is read.
+        got = c.call("SORT", big, "BY", "nosort", "LIMIT", "18", "2")
+        assert got == [v.encode() for v in values[18:]]
+        c.call("LTRIM", big, "0", "9")
+        assert c.call("SORT", big, "ALPHA", "DESC") == [v.encode() for v in reversed(values[:10])]
+        # The elements fit, the elements and the stored list do not.
+        err = c.call("SORT", big, "ALPHA", "STORE", DST)
+        assert err == Err(too_large), err
+        assert c.call("EXISTS", DST) == 0
+        assert c.call("SORT", big, "ALPHA", "LIMIT", "0", "3", "STORE", DST) == 3
+        c.call("DEL", big, DST)
+        c.close()
+    finally:
+        m.stop_and_check()
