@@ -1,6 +1,6 @@
 //! Commands on keys of any type: `DEL`, `UNLINK`, `EXISTS`, `TYPE`, `TOUCH`, `DBSIZE`,
 //! `KEYS`, `SCAN`, `RANDOMKEY` here; `RENAME`, `RENAMENX`, `COPY`, `FLUSHDB`, `FLUSHALL` in
-//! [`super::rename`]. Every one works on the client's `SELECT`ed database (the `db` column).
+//! [`super::rename`]; `SORT`, `SORT_RO` in [`sort`]. Every one works on the client's `SELECT`ed database (the `db` column).
 //!
 //! `SCAN` iterates as every `*SCAN` does ([`super::scan`]): in the order of the keys'
 //! SHA-256 (`kh`, the index's order).
