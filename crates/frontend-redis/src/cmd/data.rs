@@ -46,6 +46,7 @@ pub fn families() -> impl Iterator<Item = &'static Spec> {
         .chain(super::zsets::geo::COMMANDS.iter())
         .chain(super::zsets::geo::SEARCH_COMMANDS.iter())
         .chain(super::keys::object::COMMANDS.iter())
+        .chain(super::keys::sort::COMMANDS.iter())
 }
 
 /// Data commands the door knows.

@@ -1,6 +1,7 @@
 //! Commands on keys of any type: `DEL`, `UNLINK`, `EXISTS`, `TYPE`, `TOUCH`, `DBSIZE`,
 //! `KEYS`, `SCAN`, `RANDOMKEY` here; `RENAME`, `RENAMENX`, `COPY`, `FLUSHDB`, `FLUSHALL` in
-//! [`super::rename`]; `DUMP`, `RESTORE` in [`dump`]. Every one works on the client's `SELECT`ed database (the `db` column).
+//! [`super::rename`]; `DUMP`, `RESTORE` in [`dump`]; `SORT`, `SORT_RO` in [`sort`]. Every one
+//! works on the client's `SELECT`ed database (the `db` column).
 //!
 //! `SCAN` iterates as every `*SCAN` does ([`super::scan`]): in the order of the keys'
 //! SHA-256 (`kh`, the index's order).
@@ -34,6 +35,7 @@ pub mod dump;
 pub mod object;
 mod parse;
 pub mod rdb;
+pub mod sort;
 #[cfg(test)]
 mod tests;
 
@@ -90,6 +92,7 @@ impl KeyCommand<'_> {
             Flush { all } => super::rename::flush(cx, all).await?,
             Dump { key } => dump::dump(cx, key).await?,
             Restore(r) => dump::restore(cx, r).await?,
+            KeyCommand::Sort(s) => sort::sort(cx, s).await?,
         }
         Ok(())
     }

@@ -254,7 +254,7 @@ async fn insert(cx: &mut Cx<'_>, kid: u64, rows: &[(i64, &[u8])]) -> Result<(), 
 
 /// Pushes `values` in order at `side` of the list `k` (row `row`, which exists): `LPUSH a b`
 /// leaves `b a ...`. Returns the new length, or `None` when the indexes would overflow.
-async fn push_values(
+pub(crate) async fn push_values(
     cx: &mut Cx<'_>,
     k: &[u8],
     row: &KeyRow,

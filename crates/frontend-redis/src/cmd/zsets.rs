@@ -37,6 +37,7 @@ mod tests;
 
 pub use blocking::{try_blocking, BlockingZPop};
 pub use parse::{ZSetCommand, COMMANDS};
+pub(crate) use score::parse_sort_weight;
 
 use std::collections::HashMap;
 

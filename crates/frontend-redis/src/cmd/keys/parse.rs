@@ -99,6 +99,8 @@ pub enum KeyCommand<'a> {
     },
     /// `RESTORE key ttl serialized-value [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]`.
     Restore(super::dump::Restore<'a>),
+    /// `SORT`, `SORT_RO` ([`super::sort`]).
+    Sort(super::sort::Sort<'a>),
 }
 
 pub use KeyCommand::{

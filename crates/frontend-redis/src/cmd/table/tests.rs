@@ -196,6 +196,8 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("smembers", 2, false, false, false, (1, 1, 1)),
     ("smismember", -3, false, false, false, (1, 1, 1)),
     ("smove", 4, true, false, false, (1, 2, 1)),
+    ("sort", -2, true, false, false, (1, 1, 1)),
+    ("sort_ro", -2, false, false, false, (1, 1, 1)),
     ("spop", -2, true, false, false, (1, 1, 1)),
     ("srandmember", -2, false, false, false, (1, 1, 1)),
     ("srem", -3, true, false, false, (1, 1, 1)),

@@ -193,6 +193,23 @@ pub fn parse_value(s: &[u8]) -> Option<f64> {
     Some(r.value)
 }
 
+/// A `SORT` weight, as sort.c reads it: `strtod` over the text up to its first NUL (C's
+/// view of it), every byte of that used (the empty text is 0; leading space is skipped),
+/// no overflow or underflow (`ERANGE`, which glibc sets for a subnormal result too), not
+/// NaN.
+pub fn parse_sort_weight(arg: &[u8]) -> Option<f64> {
+    let text = arg.split(|&b| b == 0).next().unwrap_or_default();
+    let r = strtod(text);
+    if text.is_empty() {
+        return Some(0.0);
+    }
+    let subnormal = r.value != 0.0 && r.value.abs() < f64::MIN_POSITIVE;
+    if r.used != text.len() || r.range_error || subnormal || r.value.is_nan() {
+        return None;
+    }
+    Some(r.value)
+}
+
 /// One bound of a score range, as `zslParseRange` reads it: `(` makes it exclusive; the
 /// rest is `strtod` up to the first NUL, all of it used (an empty text is 0); not NaN.
 pub fn parse_bound(arg: &[u8]) -> Option<(f64, bool)> {
