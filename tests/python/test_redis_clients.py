@@ -236,9 +236,12 @@ def test_redis_cli_eval_runs_scripts_as_redis_does(servers, tmp_path):
     assert outs[0] == outs[1] == ("from-lua\n", 0), outs
     outs = both(servers, lambda port: cli(port, "EVAL", "return redis.call('NOPE')", "0"))
     assert outs[0] == outs[1], outs
-    # Functions are not there yet: a clean unknown command.
-    out, _ = cli(servers[0], "FCALL", "f", "0")
-    assert out.startswith("ERR unknown command 'FCALL', with args beginning with: "), out
+    # A function through redis-cli: loaded, called, deleted, as on redis-server.
+    lib = "#!lua name=clilib\nredis.register_function('cli_fn', function(k, a) return a[1] end)"
+    for args in (("FUNCTION", "LOAD", "REPLACE", lib), ("FCALL", "cli_fn", "0", "hi"),
+                 ("FUNCTION", "DELETE", "clilib"), ("FCALL", "cli_fn", "0", "hi")):
+        outs = both(servers, lambda port: cli(port, *args))
+        assert outs[0] == outs[1], (args, outs)
     clean(servers, f"{P}eval*")
 
 

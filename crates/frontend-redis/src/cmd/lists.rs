@@ -45,11 +45,6 @@ use crate::store::{take_bytes, StoreError};
 /// A list's indexes would leave `BIGINT` (after some 9.2e18 pushes at one end).
 const INDEX_SPACE: &[u8] = b"manifold: the list's index space is exhausted";
 
-/// Most rows in one `INSERT` (statement shapes: the powers of two up to this).
-const INSERT_MAX: usize = 64;
-/// Bytes of values past which an `INSERT` takes no further row.
-const INSERT_BYTES: usize = 1 << 22;
-
 impl ListCommand<'_> {
     /// Runs the command in the batch's transaction, appending its reply.
     pub async fn apply(self, cx: &mut Cx<'_>) -> Result<(), StoreError> {
@@ -220,36 +215,25 @@ async fn set_bounds(
 
 statement! {
     /// `INSERT INTO redis_list (kid, idx, v) VALUES (?, ?, ?), ...` of `n` (a power of two
-    /// up to [`INSERT_MAX`]) rows.
+    /// up to [`super::sqltext::INSERT_MAX`]) rows.
     fn insert_sql = "INSERT INTO {{s}}.redis_list (kid, idx, v) VALUES {}", |n| tuples("(?, ?, ?)", n)
 }
 
 /// Inserts `rows` (`idx`, value) of the list `kid`, a few statements of power-of-two sizes.
 async fn insert(cx: &mut Cx<'_>, kid: u64, rows: &[(i64, &[u8])]) -> Result<(), StoreError> {
-    let mut rest = rows;
-    while !rest.is_empty() {
-        let mut n = 0;
-        let mut bytes = 0usize;
-        while n < rest.len()
-            && n < INSERT_MAX
-            && (n == 0 || bytes.saturating_add(rest[n].1.len()) <= INSERT_BYTES)
-        {
-            bytes = bytes.saturating_add(rest[n].1.len());
-            n += 1;
-        }
-        // Rounded down to a power of two: few statement shapes.
-        let n = 1usize << n.ilog2();
-        let (chunk, tail) = rest.split_at(n);
-        let mut params = Vec::with_capacity(n * 3);
-        for &(idx, v) in chunk {
-            params.push(Param::UInt(kid));
-            params.push(Param::Int(idx));
-            params.push(Param::Bytes(v));
-        }
-        cx.tx.exec(insert_sql(n), &params).await?;
-        rest = tail;
-    }
-    Ok(())
+    super::sqltext::insert_rows(
+        cx,
+        rows,
+        |r| r.1.len(),
+        3,
+        insert_sql,
+        |&(idx, v), p| {
+            p.push(Param::UInt(kid));
+            p.push(Param::Int(idx));
+            p.push(Param::Bytes(v));
+        },
+    )
+    .await
 }
 
 /// Pushes `values` in order at `side` of the list `k` (row `row`, which exists): `LPUSH a b`

@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 
 use manifold_backend::Param;
 
-use crate::store::context::RUN_MAX;
+use crate::store::context::{Cx, RUN_MAX};
+use crate::store::StoreError;
 
 /// `n` rounded up to a power of two (1 for 0).
 pub fn padded(n: usize) -> usize {
@@ -69,6 +70,45 @@ pub fn in_params<'a>(head: Param<'a>, chunk: &'a [[u8; 32]], n: usize) -> Vec<Pa
     let last = chunk.len().saturating_sub(1);
     params.extend((0..n).filter_map(|i| chunk.get(i.min(last)).map(|h| Param::Bytes(h))));
     params
+}
+
+/// Most rows in one `INSERT` (statement shapes: the powers of two up to this).
+pub const INSERT_MAX: usize = 64;
+/// Bytes of values past which an `INSERT` takes no further row.
+pub const INSERT_BYTES: usize = 1 << 22;
+
+/// Inserts `rows` in statements of a power-of-two count of rows (few shapes), at most
+/// [`INSERT_MAX`] rows and about [`INSERT_BYTES`] each; `push` adds a row's `width`
+/// parameters.
+pub async fn insert_rows<'r, T>(
+    cx: &mut Cx<'_>,
+    rows: &'r [T],
+    size: impl Fn(&T) -> usize,
+    width: usize,
+    sql: fn(usize) -> &'static str,
+    push: impl Fn(&'r T, &mut Vec<Param<'r>>),
+) -> Result<(), StoreError> {
+    let mut rest = rows;
+    while !rest.is_empty() {
+        let mut n = 0;
+        let mut bytes = 0usize;
+        while n < rest.len()
+            && n < INSERT_MAX
+            && (n == 0 || bytes.saturating_add(size(&rest[n])) <= INSERT_BYTES)
+        {
+            bytes = bytes.saturating_add(size(&rest[n]));
+            n += 1;
+        }
+        let n = 1usize << n.ilog2();
+        let (chunk, tail) = rest.split_at(n);
+        let mut params = Vec::with_capacity(n * width);
+        for row in chunk {
+            push(row, &mut params);
+        }
+        cx.tx.exec(sql(n), &params).await?;
+        rest = tail;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

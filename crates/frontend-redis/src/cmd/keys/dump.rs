@@ -21,7 +21,7 @@ use manifold_mysql_proto::packets::Value;
 use std::ops::ControlFlow;
 
 use super::rdb::{self, rdb_type, Writer};
-use crate::cmd::sqltext::{statement, tuples};
+use crate::cmd::sqltext::{insert_rows, statement, tuples};
 use crate::cmd::typed::{integer, DataCommand, ParseError, SYNTAX};
 use crate::cmd::zsets::score;
 use crate::cmd::Args;
@@ -204,10 +204,6 @@ pub async fn restore(cx: &mut Cx<'_>, r: Restore<'_>) -> Result<(), StoreError> 
     Ok(())
 }
 
-/// Most rows in one insert (a power of two, at most `RUN_MAX`), and about the most bytes.
-const INSERT_MAX: usize = 64;
-const INSERT_BYTES: usize = 1 << 22;
-
 statement! {
     fn insert_list = "INSERT INTO {{s}}.redis_list (kid, idx, v) VALUES {}", |n| tuples("(?, ?, ?)", n)
 }
@@ -329,40 +325,6 @@ async fn write_value(
     if t == kind::LIST || t == kind::ZSET {
         // Clients blocked on `k` (`BLPOP`, `BZPOPMIN`...) are served once this commits.
         cx.tx.note_ready(cx.db, k, t);
-    }
-    Ok(())
-}
-
-/// Inserts `rows` in statements of a power-of-two count of rows (few shapes), at most
-/// [`INSERT_MAX`] rows and about [`INSERT_BYTES`] each; `push` adds a row's `width`
-/// parameters.
-async fn insert_rows<'r, T>(
-    cx: &mut Cx<'_>,
-    rows: &'r [T],
-    size: impl Fn(&T) -> usize,
-    width: usize,
-    sql: fn(usize) -> &'static str,
-    push: impl Fn(&'r T, &mut Vec<Param<'r>>),
-) -> Result<(), StoreError> {
-    let mut rest = rows;
-    while !rest.is_empty() {
-        let mut n = 0;
-        let mut bytes = 0usize;
-        while n < rest.len()
-            && n < INSERT_MAX
-            && (n == 0 || bytes.saturating_add(size(&rest[n])) <= INSERT_BYTES)
-        {
-            bytes = bytes.saturating_add(size(&rest[n]));
-            n += 1;
-        }
-        let n = 1usize << n.ilog2();
-        let (chunk, tail) = rest.split_at(n);
-        let mut params = Vec::with_capacity(n * width);
-        for row in chunk {
-            push(row, &mut params);
-        }
-        cx.tx.exec(sql(n), &params).await?;
-        rest = tail;
     }
     Ok(())
 }
