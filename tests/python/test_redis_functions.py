@@ -2,7 +2,9 @@
 byte for byte, and the libraries kept in `redis_function`: across a restart and between
 manifolds. Intended differences: FUNCTION LIST gives a library's functions in the order
 they were registered (Redis: its dict's order, unspecified), so the comparison sorts them;
-FUNCTION DUMP/RESTORE are not served (not compared)."""
+FUNCTION DUMP/RESTORE are not served (not compared); a library's load has no string methods
+(`('x'):rep(3)`: Redis's load reaches them through the string metatable), and a library
+change queued in MULTI is refused in place (checked on the door alone)."""
 
 import pytest
 
@@ -37,6 +39,13 @@ def test_functions(redis_door, redis_reference, pipeline):
         cmd("FUNCTION", "LOAD", "#!lua name=x\nreturn 1"),
         cmd("FUNCTION", "LOAD", "#!lua name=fnlib2\nx"),
         cmd("FUNCTION", "LOAD", "#!lua name=fnlib2\nredis.register_function('fn_set', function() end)"),
+        # A library's load sees `redis` alone, read-only, as Redis's; a last `return` is fine.
+        cmd("FUNCTION", "LOAD", "#!lua name=fnmath\nlocal x = math.floor(1)"),
+        cmd("FUNCTION", "LOAD", "#!lua name=fnglobal\na = 1"),
+        cmd("FUNCTION", "LOAD", "#!lua name=fnret\nredis.log(redis.LOG_NOTICE, 'loading')\n"
+            "redis.register_function('fn_ret', function(k, a) return #k + #a end)\nreturn 1"),
+        cmd("FCALL", "fn_ret", "1", "fn:k", "a", "b"),
+        cmd("FUNCTION", "DELETE", "fnret"),
         cmd("FUNCTION", "HELP"),
         cmd("FUNCTION", "KILL"),
         cmd("FUNCTION", "DELETE", "nolib"),
@@ -110,7 +119,7 @@ def test_libraries_survive_a_restart_and_reach_every_manifold(topology, tmp_path
         assert c.call("FCALL", "kept_fn", "0") == b"v1"
         assert b.call("FUNCTION", "LOAD", "REPLACE", V2) == b"keptlib"
         _until(lambda: c.call("FCALL", "kept_fn", "0") == b"v2", "the replaced library")
-        assert isinstance(c.call("FUNCTION", "LOAD", V1), Err)  # it exists, by the table
+        assert isinstance(c.call("FUNCTION", "LOAD", V1), Err)  # it exists
         assert b.call("FUNCTION", "DELETE", "keptlib") == "OK"
         _until(lambda: isinstance(c.call("FCALL", "kept_fn", "0"), Err), "the deleted library")
         assert c.call("FUNCTION", "LIST") == []
@@ -120,6 +129,18 @@ def test_libraries_survive_a_restart_and_reach_every_manifold(topology, tmp_path
         # only by this manifold's.
         other = "#!lua name=otherlib\nredis.register_function('kept_fn', function() return 1 end)"
         assert b.call("FUNCTION", "LOAD", other) == Err("ERR Function kept_fn already exists")
+        # Checked against the table, not only this manifold's memory: a library loaded
+        # through c and at once clashed with through b (which has not read it yet).
+        fresh = "#!lua name=freshlib\nredis.register_function('fresh_fn', function() return 2 end)"
+        clash = "#!lua name=clashlib\nredis.register_function('fresh_fn', function() return 3 end)"
+        assert c.call("FUNCTION", "LOAD", fresh) == b"freshlib"
+        assert b.call("FUNCTION", "LOAD", clash) == Err("ERR Function fresh_fn already exists")
+        # A change queued in MULTI is refused in place (it could not roll back with EXEC).
+        assert b.call("MULTI") == "OK"
+        assert b.call("FUNCTION", "DELETE", "freshlib") == "QUEUED"
+        assert b.call("FCALL", "fresh_fn", "0") == "QUEUED"
+        got = b.call("EXEC")
+        assert isinstance(got[0], Err) and "not served inside MULTI" in got[0] and got[1] == 2, got
         assert c.call("FUNCTION", "FLUSH") == "OK"
         _until(lambda: b.call("FUNCTION", "STATS")[3][1][1] == 0, "the flush")
     finally:

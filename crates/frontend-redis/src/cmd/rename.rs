@@ -224,7 +224,12 @@ pub async fn move_key(cx: &mut Cx<'_>, key: &[u8], target: u8) -> Result<(), Sto
 /// databases, in one transaction (Redis swaps two pointers).
 pub async fn swap_databases(cx: &mut Cx<'_>, a: u8, b: u8) -> Result<(), StoreError> {
     if a != b {
+        // One SWAPDB at a time: two would each park rows at 255 and deadlock there.
+        const ONE_AT_A_TIME: &str =
+            "INSERT INTO {s}.redis_meta (name, value) VALUES ('swapdb', 1) \
+                                     ON DUPLICATE KEY UPDATE value = value + 1";
         const MOVE: &str = "UPDATE {s}.redis_keys SET db = ?, version = version + 1 WHERE db = ?";
+        cx.tx.exec(ONE_AT_A_TIME, &[]).await?;
         for (to, from) in [(255, a), (a, b), (b, 255)] {
             let params = [Param::UInt(u64::from(to)), Param::UInt(u64::from(from))];
             cx.tx.exec(MOVE, &params).await?;

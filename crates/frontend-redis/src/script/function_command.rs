@@ -47,26 +47,15 @@ impl Script {
 }
 
 /// Before an `FCALL` of a function this manifold does not know: the libraries are read
-/// again on `tx`, in case another manifold loaded it.
-pub async fn learn_function(
-    session: &Session<'_>,
-    name: &[u8],
-    tx: &mut Tx<'_>,
-) -> Result<(), StoreError> {
-    let libs = &session.fe.shared.scripts.functions;
-    if !libs.has_function(name) {
-        libs.refresh(tx).await?;
-    }
-    Ok(())
-}
-
-/// [`learn_function`] on a transaction of its own; `Err`: the error reply's text.
+/// again (on a transaction of their own), in case another manifold loaded it; `Err`: the
+/// error reply's text.
 pub async fn learn(session: &Session<'_>, name: &[u8]) -> Result<(), Vec<u8>> {
-    if session.fe.shared.scripts.functions.has_function(name) {
+    let libs = &session.fe.shared.scripts.functions;
+    if libs.has_function(name) {
         return Ok(());
     }
     with_tx(session, false, async |tx: &mut Tx<'_>| {
-        learn_function(session, name, tx).await.map(Ok)
+        libs.refresh(tx).await.map(Ok)
     })
     .await
 }

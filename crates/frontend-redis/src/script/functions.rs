@@ -105,6 +105,9 @@ pub struct Library {
     /// once, so a call neither copies nor hashes the library.
     script: Arc<Vec<u8>>,
     sha: String,
+    /// The SHA1 of `code` (`redis_function.code_sha`): a library whose hash did not move
+    /// is not read again.
+    code_sha: String,
 }
 
 impl Library {
@@ -112,6 +115,7 @@ impl Library {
         let script = wrapper(&code);
         Self {
             sha: super::lua::sha1hex(&script),
+            code_sha: super::lua::sha1hex(&code),
             script: Arc::new(script),
             code: Arc::new(code),
             functions,
@@ -184,13 +188,65 @@ fn message(e: &mlua::Error) -> String {
     }
 }
 
+/// The globals a library's code sees at `FUNCTION LOAD`: `redis` with `register_function`,
+/// `log` (which logs nothing here) and its levels; reading another name or writing any is
+/// an error, as Redis's.
+fn load_globals(lua: &Lua, register: mlua::Function) -> mlua::Result<mlua::Table> {
+    let redis = lua.create_table()?;
+    redis.raw_set("register_function", register)?;
+    redis.raw_set("log", lua.create_function(|_, _: mlua::MultiValue| Ok(()))?)?;
+    for (name, level) in [
+        ("LOG_DEBUG", 0),
+        ("LOG_VERBOSE", 1),
+        ("LOG_NOTICE", 2),
+        ("LOG_WARNING", 3),
+    ] {
+        redis.raw_set(name, level)?;
+    }
+    redis.set_metatable(Some(read_only(lua)?));
+    let env = lua.create_table()?;
+    env.raw_set("redis", redis)?;
+    env.set_metatable(Some(read_only(lua)?));
+    Ok(env)
+}
+
+/// Redis's error from inside a library's load: `ERR user_function:<line>: <text>`, the line
+/// the library's code is at.
+fn located(lua: &Lua, text: &str) -> mlua::Error {
+    let line = lua.inspect_stack(1).map_or(0, |d| d.curr_line());
+    mlua::Error::RuntimeError(format!("ERR user_function:{line}: {text}"))
+}
+
+/// A metatable refusing reads of absent names and every write, with Redis's texts.
+fn read_only(lua: &Lua) -> mlua::Result<mlua::Table> {
+    let meta = lua.create_table()?;
+    meta.raw_set(
+        "__index",
+        lua.create_function(|lua, (_, name): (Value, Value)| -> mlua::Result<()> {
+            let name = match name {
+                Value::String(s) => s.to_string_lossy(),
+                _ => String::from("?"),
+            };
+            Err(located(
+                lua,
+                &format!("Script attempted to access nonexistent global variable '{name}'"),
+            ))
+        })?,
+    )?;
+    meta.raw_set(
+        "__newindex",
+        lua.create_function(|lua, _: mlua::MultiValue| -> mlua::Result<()> {
+            Err(located(lua, "Attempt to modify a readonly table"))
+        })?,
+    )?;
+    Ok(meta)
+}
+
 /// Runs `code` in a fresh bounded Lua state and returns the functions it registers.
 fn registered(code: &[u8]) -> Result<Vec<Function>, String> {
-    let lua = Lua::new_with(
-        StdLib::TABLE | StdLib::STRING | StdLib::MATH,
-        LuaOptions::default(),
-    )
-    .map_err(|e| e.to_string())?;
+    // As Redis 7.0's load: no library at all (nothing a hook cannot interrupt), globals
+    // of `redis` alone (`register_function`, `log`, its levels), read-only.
+    let lua = Lua::new_with(StdLib::NONE, LuaOptions::default()).map_err(|e| e.to_string())?;
     let _ = lua.set_memory_limit(LOAD_MEMORY);
     let steps = std::cell::Cell::new(0u32);
     lua.set_hook(
@@ -276,18 +332,13 @@ fn registered(code: &[u8]) -> Result<Vec<Function>, String> {
             Ok(())
         })
         .map_err(|e| e.to_string())?;
-    let redis = lua.create_table().map_err(|e| e.to_string())?;
-    redis
-        .set("register_function", register)
-        .map_err(|e| e.to_string())?;
-    lua.globals()
-        .set("redis", redis)
-        .map_err(|e| e.to_string())?;
+    let env = load_globals(&lua, register).map_err(|e| e.to_string())?;
     let text = super::lua::script_text(code);
     let chunk = lua
         .load(&*text)
         .set_mode(mlua::ChunkMode::Text)
         .set_name("@user_function")
+        .set_environment(env)
         .into_function()
         .map_err(|e| format!("Error compiling function: {}", message(&e)))?;
     chunk
@@ -316,9 +367,10 @@ pub enum Change {
 const VERSION: &str = "SELECT value FROM {s}.redis_meta WHERE name = 'functions_version'";
 const BUMP: &str = "INSERT INTO {s}.redis_meta (name, value) VALUES ('functions_version', 1) \
                     ON DUPLICATE KEY UPDATE value = value + 1";
-const READ_ALL: &str = "SELECT name, code, functions FROM {s}.redis_function";
-const UPSERT: &str = "INSERT INTO {s}.redis_function (name, code, functions) VALUES (?, ?, ?) \
-                      ON DUPLICATE KEY UPDATE code = VALUES(code), functions = VALUES(functions)";
+const READ_ALL: &str = "SELECT name, code_sha, functions FROM {s}.redis_function";
+const READ_CODE: &str = "SELECT code FROM {s}.redis_function WHERE name = ?";
+const UPSERT: &str = "INSERT INTO {s}.redis_function (name, code, code_sha, functions) \
+                      VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE code = ?, code_sha = ?, functions = ?";
 const DELETE: &str = "DELETE FROM {s}.redis_function WHERE name = ?";
 const DELETE_ALL: &str = "DELETE FROM {s}.redis_function";
 
@@ -335,14 +387,20 @@ fn functions_text(functions: &[Function]) -> String {
     text
 }
 
-/// Every library of `redis_function`. A row that is not one a door wrote (edited by hand)
-/// is left out, with a warning.
-async fn read_all(tx: &mut Tx<'_>) -> Result<Map, StoreError> {
+/// Every library of `redis_function`, those `known` (by name and code hash) kept as they
+/// are: only a library whose code changed is read whole and made again. A row that is not
+/// one a door wrote (edited by hand) is left out, with a warning.
+async fn read_all(tx: &mut Tx<'_>, known: &Map) -> Result<Map, StoreError> {
     let mut libs = Map::new();
     for row in tx.rows(READ_ALL, &[]).await? {
         let column = |i: usize| row.get(i).and_then(bytes).unwrap_or_default();
-        let (name, code, text) = (column(0), column(1), column(2));
+        let (name, code_sha, text) = (column(0), column(1), column(2));
         let name = String::from_utf8_lossy(&name).into_owned();
+        let code_sha = String::from_utf8_lossy(&code_sha).into_owned();
+        if let Some(lib) = known.get(&name).filter(|l| l.code_sha == code_sha) {
+            libs.insert(name, lib.clone());
+            continue;
+        }
         let functions: Option<Vec<Function>> = String::from_utf8_lossy(&text)
             .lines()
             .map(|line| {
@@ -358,6 +416,12 @@ async fn read_all(tx: &mut Tx<'_>) -> Result<Map, StoreError> {
             .collect();
         match functions {
             Some(functions) if valid_name(&name) && !functions.is_empty() => {
+                let code = tx
+                    .rows(READ_CODE, &[Param::Bytes(name.as_bytes())])
+                    .await?
+                    .first()
+                    .and_then(|r| r.first().and_then(bytes))
+                    .unwrap_or_default();
                 libs.insert(name, Arc::new(Library::new(code, functions)));
             }
             _ => tracing::warn!(
@@ -430,16 +494,26 @@ impl Libraries {
     /// since this one last did.
     pub async fn refresh(&self, tx: &mut Tx<'_>) -> Result<(), StoreError> {
         let version = tx.int(VERSION, &[]).await?.unwrap_or(0);
-        if lock(&self.loaded).version == Some(version) {
-            return Ok(());
-        }
-        // Read after the version: a library changed in between is read at its newer
-        // state under the older version, so the next refresh reads it again.
-        let libs = read_all(tx).await?;
-        *lock(&self.loaded) = Loaded {
-            version: Some(version),
-            libs,
+        let newer = |loaded: &Loaded| loaded.version.is_none_or(|v| v < version);
+        let known = {
+            let loaded = lock(&self.loaded);
+            if !newer(&loaded) {
+                // Not newer than what this manifold has (a snapshot older than a change
+                // it installed since): nothing to learn.
+                return Ok(());
+            }
+            loaded.libs.clone()
         };
+        // The libraries as of `version` at least (a later change read here is read again
+        // under its own version).
+        let libs = read_all(tx, &known).await?;
+        let mut loaded = lock(&self.loaded);
+        if newer(&loaded) {
+            *loaded = Loaded {
+                version: Some(version),
+                libs,
+            };
+        }
         Ok(())
     }
 
@@ -454,7 +528,8 @@ impl Libraries {
     ) -> Result<Result<(Installable, Option<String>), String>, StoreError> {
         tx.exec(BUMP, &[]).await?;
         let version = tx.int(VERSION, &[]).await?.unwrap_or(0);
-        let mut libs = read_all(tx).await?;
+        let known = lock(&self.loaded).libs.clone();
+        let mut libs = read_all(tx, &known).await?;
         // The row the change writes, named before `apply` takes the change.
         let row = match &change {
             Change::Load { name, .. } => Some(name.as_bytes().to_vec()),
@@ -470,9 +545,14 @@ impl Libraries {
             Some(name) => match std::str::from_utf8(&name).ok().and_then(|n| libs.get(n)) {
                 Some(lib) => {
                     let text = functions_text(&lib.functions);
+                    let (code, sha) = (&lib.code[..], lib.code_sha.as_bytes());
                     let params = [
                         Param::Bytes(&name),
-                        Param::Bytes(&lib.code),
+                        Param::Bytes(code),
+                        Param::Bytes(sha),
+                        Param::Bytes(text.as_bytes()),
+                        Param::Bytes(code),
+                        Param::Bytes(sha),
                         Param::Bytes(text.as_bytes()),
                     ];
                     tx.exec(UPSERT, &params).await?
@@ -597,7 +677,10 @@ fn wrapper(code: &[u8]) -> Vec<u8> {
           if type(a) == 'table' then __fns[a.function_name] = a.callback else __fns[a] = b end \
           end}, {__index = redis}) ",
     );
+    // The body runs as a function of its own, so a last `return` (which Redis ignores)
+    // still lets the call follow.
+    w.extend_from_slice(b"; (function() ");
     w.extend_from_slice(&code[end..]);
-    w.extend_from_slice(b"\nreturn __fns[table.remove(ARGV, 1)](KEYS, ARGV)\n");
+    w.extend_from_slice(b"\nend)() return __fns[table.remove(ARGV, 1)](KEYS, ARGV)\n");
     w
 }

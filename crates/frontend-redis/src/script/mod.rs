@@ -42,6 +42,9 @@ use pool::{Answer, FromScript, Job, Outcome};
 
 const NOSCRIPT: &[u8] = b"-NOSCRIPT No matching script. Please use EVAL.";
 /// The reply (never read) of a script whose client was killed or left before it ran.
+/// `FUNCTION LOAD|DELETE|FLUSH` queued in `MULTI`.
+const FUNCTION_IN_MULTI: &[u8] =
+    b"manifold: FUNCTION LOAD, DELETE and FLUSH are not served inside MULTI (send them on their own)";
 const KILLED_WAITING: &[u8] = b"manifold: the client was killed before its script ran";
 const NOT_ALLOWED: &[u8] = b"This Redis command is not allowed from script";
 
@@ -471,6 +474,11 @@ pub async fn in_exec(
         "evalsha" => (false, true),
         "evalsha_ro" => (true, true),
         "fcall" | "fcall_ro" => (parsed.entry.name == "fcall_ro", false),
+        // A library change commits on its own: inside EXEC it could not roll back with it.
+        "function|load" | "function|delete" | "function|flush" => {
+            cx.reply().error(FUNCTION_IN_MULTI);
+            return Ok(Ok(()));
+        }
         _ => {
             handle(session, parsed, &mut cx.out).await;
             return Ok(Ok(()));
@@ -478,7 +486,12 @@ pub async fn in_exec(
     };
     session.info.cmd.set(parsed.entry.name);
     let found = if parsed.entry.name.starts_with("fcall") {
-        function_command::learn_function(session, parsed.args.get(1), &mut cx.tx).await?;
+        // Learnt on a transaction of its own: EXEC's snapshot may be older than this
+        // manifold's libraries.
+        if let Err(text) = function_command::learn(session, parsed.args.get(1)).await {
+            cx.reply().error(&text);
+            return Ok(Ok(()));
+        }
         Script::function(session, parsed.args, read_only)
     } else {
         Script::find(session, parsed.args, read_only, by_sha)

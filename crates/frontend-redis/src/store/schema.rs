@@ -119,6 +119,7 @@ const TABLES: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS {s}.redis_function (
   name VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY COMMENT 'a library (FUNCTION LOAD)',
   code LONGBLOB NOT NULL COMMENT 'its code, as loaded',
+  code_sha CHAR(40) CHARACTER SET ascii NOT NULL COMMENT 'SHA1 of code, hex',
   functions TEXT NOT NULL COMMENT 'its functions, one per line: the name, then '' no-writes'' when so flagged'
 ) ENGINE=InnoDB",
 ];
