@@ -2,9 +2,10 @@
 byte for byte, and the libraries kept in `redis_function`: across a restart and between
 manifolds. Intended differences: FUNCTION LIST gives a library's functions in the order
 they were registered (Redis: its dict's order, unspecified), so the comparison sorts them;
-FUNCTION DUMP/RESTORE are not served (not compared); a library's load has no string methods
+FUNCTION DUMP's payload is not compared (redis-server compresses long code with LZF, the
+door writes it plain: each restores the other's); a library's load has no string methods
 (`('x'):rep(3)`: Redis's load reaches them through the string metatable), and a library
-change queued in MULTI is refused in place (checked on the door alone)."""
+change (RESTORE too) queued in MULTI is refused in place (checked on the door alone)."""
 
 import pytest
 
@@ -148,3 +149,151 @@ def test_libraries_survive_a_restart_and_reach_every_manifold(topology, tmp_path
             conn.close()
         second.stop_and_check()
         third.stop_and_check()
+
+
+def _crc64(data):
+    """Redis's CRC-64/Jones (reflected), as its DUMP payloads' footer."""
+    crc = 0
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x95AC9329AC4BC9B5 if crc & 1 else crc >> 1
+    return crc
+
+
+def _payload(body):
+    """A FUNCTION DUMP payload of `body`: RDB version 10 and the checksum after it."""
+    body += b"\x0a\x00"
+    return body + _crc64(body).to_bytes(8, "little")
+
+
+def _library(code):
+    """One library of a payload: RDB_OPCODE_FUNCTION2 and its code as a raw RDB string."""
+    code = code.encode()
+    assert len(code) < 1 << 14
+    return b"\xf5" + bytes([0x40 | len(code) >> 8, len(code) & 0xFF]) + code
+
+
+RA = "#!lua name=rlib_a\nredis.register_function('ra_get', function(k, a) return 'a:' .. (redis.call('GET', k[1]) or '') end)\nredis.register_function('ra_two', function() return 2 end)"
+RA2 = "#!lua name=rlib_a\nredis.register_function('ra_new', function() return 'new' end)"
+RB = "#!lua name=rlib_b\nredis.register_function{function_name='rb_ro', callback=function() return 'b' end, flags={'no-writes'}}"
+RC = "#!lua name=rlib_c\nredis.register_function('ra_two', function() return 'c' end)"
+
+
+def _dumps(port, *codes):
+    """The reference's FUNCTION DUMP of exactly the libraries `codes`."""
+    from conftest import PASSWORD, USER  # noqa: PLC0415
+    from redisdiff import Conn  # noqa: PLC0415
+    c = Conn(port)
+    try:
+        assert c.call("AUTH", USER, PASSWORD) == "OK"
+        assert c.call("FUNCTION", "FLUSH") == "OK"
+        for code in codes:
+            assert not isinstance(c.call("FUNCTION", "LOAD", code), Exception)
+        payload = c.call("FUNCTION", "DUMP")
+        assert c.call("FUNCTION", "FLUSH") == "OK"
+        return payload
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_function_restore(redis_door, redis_reference, pipeline):
+    """FUNCTION RESTORE of redis-server's own FUNCTION DUMP payloads, each policy, and every
+    refusal, byte for byte."""
+    both = _dumps(redis_reference, RA, RB)
+    a = _dumps(redis_reference, RA)
+    a2 = _dumps(redis_reference, RA2)
+    c = _dumps(redis_reference, RC)
+    empty = _dumps(redis_reference)
+    bad_crc = a[:-1] + bytes([a[-1] ^ 1])
+    newer = _payload(_library(RB))[:-10] + b"\x0b\x00"
+    newer += _crc64(newer).to_bytes(8, "little")
+    differential(redis_door, redis_reference, [
+        cmd("FUNCTION", "FLUSH"),
+        cmd("FUNCTION", "RESTORE", both),
+        cmd("FUNCTION", "LIST", "WITHCODE"),
+        cmd("FCALL", "ra_get", "1", "fr:k"),
+        cmd("FCALL_RO", "rb_ro", "0"),
+        # APPEND (the default): an existing library refuses the whole payload.
+        cmd("FUNCTION", "RESTORE", a),
+        cmd("FUNCTION", "RESTORE", a2, "append"),
+        # REPLACE: rlib_a's new code, its old functions gone.
+        cmd("FUNCTION", "RESTORE", a2, "REPLACE"),
+        cmd("FCALL", "ra_new", "0"),
+        cmd("FCALL", "ra_two", "0"),
+        cmd("FUNCTION", "RESTORE", a, "REPLACE"),
+        # A function of another library: refused, whatever the policy but FLUSH.
+        cmd("FUNCTION", "RESTORE", c),
+        cmd("FUNCTION", "RESTORE", c, "REPLACE"),
+        cmd("FUNCTION", "LIST"),
+        cmd("FUNCTION", "RESTORE", c, "FLUSH"),
+        cmd("FUNCTION", "LIST", "WITHCODE"),
+        cmd("FCALL", "ra_two", "0"),
+        cmd("FUNCTION", "RESTORE", empty, "APPEND"),
+        cmd("FUNCTION", "STATS"),
+        # Refusals: arguments, policy, footer, content.
+        cmd("FUNCTION", "RESTORE"),
+        cmd("FUNCTION", "RESTORE", a, "FLUSH", "x"),
+        cmd("FUNCTION", "restore", a, "bad"),
+        cmd("FUNCTION", "RESTORE", "bad", "bad"),
+        cmd("FUNCTION", "RESTORE", "short"),
+        cmd("FUNCTION", "RESTORE", bad_crc),
+        cmd("FUNCTION", "RESTORE", newer),
+        cmd("FUNCTION", "RESTORE", _payload(b"\x00\x03abc")),
+        cmd("FUNCTION", "RESTORE", _payload(b"\xf5\x10ab")),
+        cmd("FUNCTION", "RESTORE", _payload(_library("return 1"))),
+        cmd("FUNCTION", "RESTORE", _payload(_library("#!lua name=rbad\nreturn 1"))),
+        cmd("FUNCTION", "RESTORE", _payload(_library("#!lua name=rbad\nx"))),
+        cmd("FUNCTION", "RESTORE", _payload(_library(RB) + _library(RB))),
+        cmd("FUNCTION", "RESTORE", _payload(_library(RA) + _library(RC)), "FLUSH"),
+        cmd("FUNCTION", "RESTORE", _payload(_library(RB) + _library("return 1")), "FLUSH"),
+        # Nothing of a refused payload was kept.
+        cmd("FUNCTION", "LIST", "WITHCODE"),
+        cmd("FUNCTION", "RESTORE", empty, "FLUSH"),
+        cmd("FUNCTION", "LIST"),
+        cmd("DEL", "fr:k"),
+    ], pipeline=pipeline, normalize=_functions_sorted)
+
+
+def test_function_dump_goes_both_ways(redis_door, redis_reference):
+    """The door's FUNCTION DUMP restores into redis-server and redis-server's into the
+    door: the same libraries (FUNCTION LIST WITHCODE), the same FCALL replies; FUNCTION
+    RESTORE queued in MULTI is refused in place on the door (as LOAD)."""
+    from conftest import PASSWORD, USER  # noqa: PLC0415
+    from redisdiff import Conn, Err  # noqa: PLC0415
+    door, ref = Conn(redis_door), Conn(redis_reference)
+    try:
+        for c in (door, ref):
+            assert c.call("AUTH", USER, PASSWORD) == "OK"
+            assert c.call("FUNCTION", "FLUSH") == "OK"
+        for code in (RA, RB):
+            assert not isinstance(door.call("FUNCTION", "LOAD", code), Err)
+        payload = door.call("FUNCTION", "DUMP")
+        assert ref.call("FUNCTION", "RESTORE", payload) == "OK"
+        want = _functions_sorted(b"LIST", door.call("FUNCTION", "LIST", "WITHCODE"))
+        assert _functions_sorted(b"LIST", ref.call("FUNCTION", "LIST", "WITHCODE")) == want
+        assert len(want) == 2
+        assert ref.call("FCALL", "ra_two", "0") == door.call("FCALL", "ra_two", "0") == 2
+        # Back: redis-server's payload (LZF-compressed code) restored into the door.
+        back = ref.call("FUNCTION", "DUMP")
+        assert door.call("FUNCTION", "RESTORE", back, "FLUSH") == "OK"
+        assert _functions_sorted(b"LIST", door.call("FUNCTION", "LIST", "WITHCODE")) == want
+        assert door.call("FCALL_RO", "rb_ro", "0") == b"b"
+        # An empty door's dump restores as nothing, on both.
+        assert door.call("FUNCTION", "FLUSH") == "OK"
+        none = door.call("FUNCTION", "DUMP")
+        assert len(none) == 10
+        assert ref.call("FUNCTION", "RESTORE", none, "FLUSH") == "OK"
+        assert ref.call("FUNCTION", "LIST") == []
+        # In MULTI: refused in place, the rest of the transaction runs.
+        assert door.call("MULTI") == "OK"
+        assert door.call("FUNCTION", "RESTORE", back) == "QUEUED"
+        assert door.call("FUNCTION", "DUMP") == "QUEUED"
+        got = door.call("EXEC")
+        assert isinstance(got[0], Err) and "not served inside MULTI" in got[0], got
+        assert got[1] == none, got
+        assert door.call("FUNCTION", "LIST") == []
+    finally:
+        door.close()
+        ref.close()

@@ -509,6 +509,15 @@ const SESSION_COMMANDS: &[Def] = &[
     Def("function|stats", 2, 0, NO_KEYS, Scripting, Kind::Script),
     Def("function|kill", 2, 0, NO_KEYS, Scripting, Kind::Script),
     Def("function|help", 2, 0, NO_KEYS, Scripting, Kind::Script),
+    Def("function|dump", 2, 0, NO_KEYS, Scripting, Kind::Script),
+    Def(
+        "function|restore",
+        -3,
+        flags::WRITE,
+        NO_KEYS,
+        Scripting,
+        Kind::Script,
+    ),
 ];
 
 /// Where a data command's keys are (Redis 7.0's first, last, step).

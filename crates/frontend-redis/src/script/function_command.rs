@@ -157,7 +157,55 @@ pub async fn function_command(
             }
             Change::Flush
         }
-        "function|list" | "function|stats" => {
+        "function|restore" => {
+            // Redis's order: the arguments, the policy, then the payload's footer.
+            if args.len() > 4 {
+                let text = format!(
+                    "unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
+                    String::from_utf8_lossy(args.get(1)),
+                    String::from_utf8_lossy(args.get(0)).to_ascii_uppercase()
+                );
+                Reply::new(out, proto).error(text.as_bytes());
+                return;
+            }
+            let policy = match args.len() {
+                3 => functions::Policy::Append,
+                _ => {
+                    let p = args.get(3);
+                    if p.eq_ignore_ascii_case(b"append") {
+                        functions::Policy::Append
+                    } else if p.eq_ignore_ascii_case(b"replace") {
+                        functions::Policy::Replace
+                    } else if p.eq_ignore_ascii_case(b"flush") {
+                        functions::Policy::Flush
+                    } else {
+                        Reply::new(out, proto).error(
+                            b"Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+                        );
+                        return;
+                    }
+                }
+            };
+            if let Err(e) = crate::cmd::keys::rdb::verify(args.get(2)) {
+                Reply::new(out, proto).error(e.text());
+                return;
+            }
+            // Decoded and each library run off the async threads (at most
+            // `proto-max-bulk-len` of payload).
+            let payload = args.get(2).to_vec();
+            let restored = scripts
+                .off_thread(move || functions::restored(&payload))
+                .await
+                .unwrap_or_else(|| Err("manifold: the libraries could not be run".into()));
+            match restored {
+                Ok(libraries) => Change::Restore { libraries, policy },
+                Err(text) => {
+                    Reply::new(out, proto).error(text.as_bytes());
+                    return;
+                }
+            }
+        }
+        "function|list" | "function|stats" | "function|dump" => {
             // Shown as the table has them: another manifold may have changed them.
             if let Err(text) = with_tx(session, false, async |tx: &mut Tx<'_>| {
                 libs.refresh(tx).await.map(Ok)
@@ -167,7 +215,12 @@ pub async fn function_command(
                 Reply::new(out, proto).error(&text);
                 return;
             }
-            if name == "function|list" {
+            if name == "function|dump" {
+                let all = libs.list(None);
+                let payload =
+                    crate::cmd::keys::rdb::functions_payload(all.iter().map(|(_, l)| &l.code[..]));
+                Reply::new(out, proto).bulk(&payload);
+            } else if name == "function|list" {
                 list(libs, args, Reply::new(out, proto));
             } else {
                 stats(libs, Reply::new(out, proto));

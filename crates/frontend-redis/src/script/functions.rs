@@ -16,8 +16,10 @@
 //!   them again when the version moved: every [`REFRESH`], before `FUNCTION LIST|STATS`,
 //!   and before an `FCALL` of a function it does not know.
 //! - Bounds: [`LIBRARIES_MAX`] libraries, [`CODE_MAX`] bytes of code each and
-//!   [`ALL_CODE_MAX`] in all. `FUNCTION DUMP|RESTORE` are not served
-//!   (unknown subcommands): their payload is redis-server's RDB format.
+//!   [`ALL_CODE_MAX`] in all, `FUNCTION RESTORE`'s too.
+//! - `FUNCTION DUMP|RESTORE`'s payload is redis-server's ([`crate::cmd::keys::rdb`]):
+//!   each library's code goes through `FUNCTION LOAD`'s checks ([`restored`]), then the
+//!   whole payload is one change ([`Change::Restore`]), kept or refused whole.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -360,6 +362,72 @@ pub enum Change {
     },
     Delete(Vec<u8>),
     Flush,
+    /// `FUNCTION RESTORE`'s libraries ([`restored`]), with its policy.
+    Restore {
+        libraries: Vec<Restored>,
+        policy: Policy,
+    },
+}
+
+/// `FUNCTION RESTORE`'s policy toward the libraries loaded already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Refused if a library exists already (the default).
+    Append,
+    /// A library of the same name is replaced.
+    Replace,
+    /// All are deleted first.
+    Flush,
+}
+
+/// A library of a `FUNCTION RESTORE` payload, checked and run as `FUNCTION LOAD` does.
+#[derive(Debug)]
+pub struct Restored {
+    pub name: String,
+    pub code: Vec<u8>,
+    pub functions: Vec<Function>,
+}
+
+/// The libraries of a `FUNCTION DUMP` payload, each checked ([`checked_name`]) and run
+/// ([`register`]) as `FUNCTION LOAD` does, in the payload's order, as Redis loads them
+/// into a context of their own (`functionsCreateWithLibraryCtx`): a name twice or a
+/// function in two of them is refused. `Err`: the reply's text. Runs Lua: call it off
+/// the async threads.
+pub fn restored(payload: &[u8]) -> Result<Vec<Restored>, String> {
+    let codes = crate::cmd::keys::rdb::function_codes(payload, LIBRARIES_MAX, ALL_CODE_MAX as u64)?;
+    let mut libraries: Vec<Restored> = Vec::with_capacity(codes.len());
+    for code in codes {
+        let name = checked_name(&code)?;
+        if libraries.iter().any(|l| l.name == name) {
+            return Err(format!("Library '{name}' already exists"));
+        }
+        let functions = register(&code)?;
+        let all = || libraries.iter().flat_map(|l| &l.functions);
+        if let Some(f) = functions.iter().find(|f| all().any(|g| g.name == f.name)) {
+            return Err(format!("Function {} already exists", f.name));
+        }
+        libraries.push(Restored {
+            name,
+            code,
+            functions,
+        });
+    }
+    Ok(libraries)
+}
+
+/// The bounds on all the libraries ([`LIBRARIES_MAX`], [`ALL_CODE_MAX`]) after a change.
+fn bounded(libs: &Map) -> Result<(), String> {
+    if libs.len() > LIBRARIES_MAX {
+        return Err(format!(
+            "manifold: at most {LIBRARIES_MAX} libraries are loaded"
+        ));
+    }
+    if libs.values().map(|l| l.code.len()).sum::<usize>() > ALL_CODE_MAX {
+        return Err(format!(
+            "manifold: the libraries' code is at most {ALL_CODE_MAX} bytes in all"
+        ));
+    }
+    Ok(())
 }
 
 /// The version of the libraries: bumped (and its row locked) by every change, read by
@@ -486,6 +554,34 @@ fn apply(libs: &mut Map, change: Change) -> Result<Option<String>, String> {
             libs.clear();
             Ok(None)
         }
+        Change::Restore { libraries, policy } => {
+            // `functionRestoreCommand`: FLUSH swaps the libraries for the payload's; the
+            // others join them (`libraryJoin`), each check before any change.
+            if policy == Policy::Flush {
+                libs.clear();
+            }
+            for lib in &libraries {
+                if policy == Policy::Append && libs.contains_key(&lib.name) {
+                    return Err(format!("Library {} already exists", lib.name));
+                }
+            }
+            for (other, lib) in libs.iter() {
+                if libraries.iter().any(|l| l.name == *other) {
+                    continue;
+                }
+                let mut new = libraries.iter().flat_map(|l| &l.functions);
+                if let Some(f) = new.find(|f| lib.functions.iter().any(|g| g.name == f.name)) {
+                    return Err(format!("Function {} already exists", f.name));
+                }
+            }
+            let mut joined = libs.clone();
+            for lib in libraries {
+                joined.insert(lib.name, Arc::new(Library::new(lib.code, lib.functions)));
+            }
+            bounded(&joined)?;
+            *libs = joined;
+            Ok(None)
+        }
     }
 }
 
@@ -530,19 +626,29 @@ impl Libraries {
         let version = tx.int(VERSION, &[]).await?.unwrap_or(0);
         let known = lock(&self.loaded).libs.clone();
         let mut libs = read_all(tx, &known).await?;
-        // The row the change writes, named before `apply` takes the change.
-        let row = match &change {
-            Change::Load { name, .. } => Some(name.as_bytes().to_vec()),
-            Change::Delete(name) => Some(name.clone()),
-            Change::Flush => None,
+        // The rows the change writes (and whether it deletes all first), named before
+        // `apply` takes the change.
+        let (delete_all, rows) = match &change {
+            Change::Load { name, .. } => (false, vec![name.as_bytes().to_vec()]),
+            Change::Delete(name) => (false, vec![name.clone()]),
+            Change::Flush => (true, Vec::new()),
+            Change::Restore { libraries, policy } => (
+                *policy == Policy::Flush,
+                libraries
+                    .iter()
+                    .map(|l| l.name.as_bytes().to_vec())
+                    .collect(),
+            ),
         };
         let reply = match apply(&mut libs, change) {
             Ok(reply) => reply,
             Err(text) => return Ok(Err(text)),
         };
-        match row {
-            None => tx.exec(DELETE_ALL, &[]).await?,
-            Some(name) => match std::str::from_utf8(&name).ok().and_then(|n| libs.get(n)) {
+        if delete_all {
+            tx.exec(DELETE_ALL, &[]).await?;
+        }
+        for name in rows {
+            match std::str::from_utf8(&name).ok().and_then(|n| libs.get(n)) {
                 Some(lib) => {
                     let text = functions_text(&lib.functions);
                     let (code, sha) = (&lib.code[..], lib.code_sha.as_bytes());
@@ -558,8 +664,8 @@ impl Libraries {
                     tx.exec(UPSERT, &params).await?
                 }
                 None => tx.exec(DELETE, &[Param::Bytes(&name)]).await?,
-            },
-        };
+            };
+        }
         Ok(Ok((
             Installable(Loaded {
                 version: Some(version),

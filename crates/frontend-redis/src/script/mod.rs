@@ -42,9 +42,9 @@ use pool::{Answer, FromScript, Job, Outcome};
 
 const NOSCRIPT: &[u8] = b"-NOSCRIPT No matching script. Please use EVAL.";
 /// The reply (never read) of a script whose client was killed or left before it ran.
-/// `FUNCTION LOAD|DELETE|FLUSH` queued in `MULTI`.
+/// `FUNCTION LOAD|DELETE|FLUSH|RESTORE` queued in `MULTI`.
 const FUNCTION_IN_MULTI: &[u8] =
-    b"manifold: FUNCTION LOAD, DELETE and FLUSH are not served inside MULTI (send them on their own)";
+    b"manifold: FUNCTION LOAD, DELETE, FLUSH and RESTORE are not served inside MULTI (send them on their own)";
 const KILLED_WAITING: &[u8] = b"manifold: the client was killed before its script ran";
 const NOT_ALLOWED: &[u8] = b"This Redis command is not allowed from script";
 
@@ -475,7 +475,7 @@ pub async fn in_exec(
         "evalsha_ro" => (true, true),
         "fcall" | "fcall_ro" => (parsed.entry.name == "fcall_ro", false),
         // A library change commits on its own: inside EXEC it could not roll back with it.
-        "function|load" | "function|delete" | "function|flush" => {
+        "function|load" | "function|delete" | "function|flush" | "function|restore" => {
             cx.reply().error(FUNCTION_IN_MULTI);
             return Ok(Ok(()));
         }

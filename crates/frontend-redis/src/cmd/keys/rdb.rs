@@ -220,6 +220,18 @@ impl<'a> Reader<'a> {
         (n <= self.left()).then_some(n)
     }
 
+    /// A string of a `FUNCTION RESTORE` payload; `Err`: `failed`, or manifold's text past
+    /// the budget of `limit` bytes.
+    fn field(&mut self, failed: &str, limit: u64) -> Result<Vec<u8>, String> {
+        match self.string() {
+            Some(s) => Ok(s),
+            None if self.budget.exceeded => Err(format!(
+                "manifold: the libraries' code is at most {limit} bytes in all"
+            )),
+            None => Err(failed.to_string()),
+        }
+    }
+
     /// `rdbGenericLoadStringObject`: raw, integer or LZF; counted in the budget.
     fn string(&mut self) -> Option<Vec<u8>> {
         let s = self.uncounted_string()?;
@@ -700,6 +712,78 @@ impl Writer {
         self.out.extend_from_slice(&crc.to_le_bytes());
         self.out
     }
+}
+
+/// `FUNCTION DUMP|RESTORE`'s opcodes of a library (`rdb.h`): Redis 7.0's (its code), and
+/// 7.0-rc1/rc2's (name, engine, description, code).
+pub const RDB_OPCODE_FUNCTION2: u8 = 245;
+pub const RDB_OPCODE_FUNCTION: u8 = 246;
+
+/// `FUNCTION DUMP`'s payload of the libraries' `codes` (`functionDumpCommand`): each code
+/// after [`RDB_OPCODE_FUNCTION2`], then the version and the checksum.
+pub fn functions_payload<'a>(codes: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut w = Writer {
+        out: Vec::new(),
+        count_at: None,
+    };
+    for code in codes {
+        w.out.push(RDB_OPCODE_FUNCTION2);
+        w.string(code);
+    }
+    w.finish(0)
+}
+
+/// The libraries' codes of a `FUNCTION DUMP` payload, in its order, as
+/// `functionRestoreCommand` reads them (`rdbFunctionLoad`); `Err`: Redis's text (or
+/// manifold's: more than `most` libraries, or more than `limit` bytes decoded in all).
+/// Bounded by the payload as [`decode`], never a panic.
+pub fn function_codes(payload: &[u8], most: usize, limit: u64) -> Result<Vec<Vec<u8>>, String> {
+    verify(payload).map_err(|r| String::from_utf8_lossy(r.text()).into_owned())?;
+    let mut r = Reader {
+        buf: payload,
+        at: 0,
+        budget: Budget {
+            left: limit,
+            exceeded: false,
+        },
+    };
+    let mut codes = Vec::new();
+    // As Redis: read until the last 10 bytes (a library's code may run into them).
+    while payload.len() - r.at > 10 {
+        let kind = r.byte().ok_or("can not read data type")?;
+        if kind != RDB_OPCODE_FUNCTION2 && kind != RDB_OPCODE_FUNCTION {
+            return Err("given type is not a function".into());
+        }
+        if codes.len() >= most {
+            return Err(format!("manifold: at most {most} libraries are loaded"));
+        }
+        let code = if kind == RDB_OPCODE_FUNCTION2 {
+            r.field("Failed loading library payload", limit)?
+        } else {
+            let name = r.field("Failed loading library name", limit)?;
+            let engine = r.field("Failed loading engine name", limit)?;
+            let has_desc = match r.len_or_encoding() {
+                Some(Len::Plain(n)) => n,
+                Some(Len::Encoded(n)) => u64::from(n),
+                None => return Err("Failed loading library description indicator".into()),
+            };
+            if has_desc != 0 {
+                r.field("Failed loading library description", limit)?;
+            }
+            let blob = r.field("Failed loading library blob", limit)?;
+            // Redis 7.0's form of it: the engine and name in the code's first line.
+            let mut code = Vec::with_capacity(blob.len() + name.len() + engine.len() + 9);
+            code.extend_from_slice(b"#!");
+            code.extend_from_slice(&engine);
+            code.extend_from_slice(b" name=");
+            code.extend_from_slice(&name);
+            code.push(b'\n');
+            code.extend_from_slice(&blob);
+            code
+        };
+        codes.push(code);
+    }
+    Ok(codes)
 }
 
 #[cfg(test)]

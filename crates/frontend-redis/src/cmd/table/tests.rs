@@ -166,6 +166,8 @@ const REDIS_7_0: &[RedisEntry] = &[
     ("function|stats", 2, false, false, false, (0, 0, 0)),
     ("function|kill", 2, false, false, false, (0, 0, 0)),
     ("function|help", 2, false, false, false, (0, 0, 0)),
+    ("function|dump", 2, false, false, false, (0, 0, 0)),
+    ("function|restore", -3, true, false, false, (0, 0, 0)),
     ("pubsub|numpat", 2, false, false, false, (0, 0, 0)),
     ("pubsub|numsub", -2, false, false, false, (0, 0, 0)),
     ("punsubscribe", -1, false, false, false, (0, 0, 0)),

@@ -426,3 +426,97 @@ fn the_decoded_value_is_bounded_in_memory() {
         Err(Refused::TooLarge)
     );
 }
+
+/// redis-server 7.0.15's `FUNCTION DUMP` of one library (its code LZF-compressed).
+const FUNCTION_DUMP: &str = "f5c3405740671f23216c7561206e616d653d6d796c69620a72656469732e72656769737465725f0b66756e6374696f6e28276d79400b02272c2040066012136b2c2061292072657475726e202768656c6c6f20e00805052720656e64290a00cfb9869b781edc13";
+
+#[test]
+fn function_payloads_read_redis_servers_and_round_trip() {
+    let code = b("#!lua name=mylib\nredis.register_function('myfunc', function(k, a) return 'hello hello hello hello' end)");
+    assert_eq!(
+        function_codes(&hex(FUNCTION_DUMP), 10, LIMIT),
+        Ok(vec![code.clone()])
+    );
+    let two = functions_payload([&code[..], b"#!lua name=x\n"].into_iter());
+    assert_eq!(
+        function_codes(&two, 10, LIMIT),
+        Ok(vec![code.clone(), b("#!lua name=x\n")])
+    );
+    // No library: the footer alone.
+    let none = functions_payload(std::iter::empty());
+    assert_eq!(none.len(), 10);
+    assert_eq!(function_codes(&none, 10, LIMIT), Ok(vec![]));
+    // Redis 7.0-rc1/rc2's form: name, engine, description, code.
+    let mut old = vec![RDB_OPCODE_FUNCTION, 3];
+    old.extend_from_slice(b"lib\x03LUA\x01\x01d\x05body1");
+    assert_eq!(
+        function_codes(&payload(&old), 10, LIMIT),
+        Ok(vec![b("#!LUA name=lib\nbody1")])
+    );
+}
+
+#[test]
+fn function_payloads_are_refused_with_redis_texts_and_bounded() {
+    let text = |p: &[u8], most: usize, limit: u64| function_codes(p, most, limit).unwrap_err();
+    let good = hex(FUNCTION_DUMP);
+    let mut bad_crc = good.clone();
+    *bad_crc.last_mut().unwrap() ^= 1;
+    assert_eq!(
+        text(&bad_crc, 10, LIMIT),
+        "DUMP payload version or checksum are wrong"
+    );
+    assert_eq!(
+        text(b"short", 10, LIMIT),
+        "DUMP payload version or checksum are wrong"
+    );
+    assert_eq!(
+        text(&payload(b"\x00\x03abc"), 10, LIMIT),
+        "given type is not a function"
+    );
+    assert_eq!(
+        text(&payload(b"\xf5\x10ab"), 10, LIMIT),
+        "Failed loading library payload"
+    );
+    assert_eq!(
+        text(&payload(b"\xf6\x10ab"), 10, LIMIT),
+        "Failed loading library name"
+    );
+    // More libraries than kept, more bytes than the limit (before decompressing them).
+    let three = functions_payload([&b"a"[..], b"b", b"c"].into_iter());
+    assert_eq!(
+        text(&three, 2, LIMIT),
+        "manifold: at most 2 libraries are loaded"
+    );
+    assert_eq!(
+        text(&good, 10, 50),
+        "manifold: the libraries' code is at most 50 bytes in all"
+    );
+}
+
+#[test]
+fn random_and_truncated_function_payloads_never_panic() {
+    let good = hex(FUNCTION_DUMP);
+    let body = &good[..good.len() - 10];
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for cut in 0..body.len() {
+        let _ = function_codes(&payload(&body[..cut]), 1000, LIMIT);
+        // Truncated, footer and all.
+        let _ = function_codes(&good[..cut], 1000, LIMIT);
+    }
+    for _ in 0..5000 {
+        let mut b = body.to_vec();
+        for _ in 0..=(rng.next() % 4) {
+            let i = (rng.next() as usize) % b.len();
+            b[i] = rng.next() as u8;
+        }
+        let _ = function_codes(&payload(&b), 1000, LIMIT);
+    }
+    for _ in 0..20_000 {
+        let n = (rng.next() % 40) as usize;
+        let mut b: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
+        if let Some(first) = b.first_mut() {
+            *first = if rng.next() % 2 == 0 { 245 } else { 246 };
+        }
+        let _ = function_codes(&payload(&b), 1000, 1 << 16);
+    }
+}
