@@ -1,7 +1,8 @@
 """FUNCTION LOAD/LIST/DELETE/FLUSH/STATS and FCALL/FCALL_RO against redis-server 7.0,
 byte for byte, and the libraries kept in `redis_function`: across a restart and between
 manifolds. Intended differences: FUNCTION LIST gives a library's functions in the order
-they were registered (Redis: its dict's order, unspecified), so the comparison sorts them;
+they were registered and the libraries in their own order (Redis: its dicts' orders,
+unspecified), so the comparison sorts them;
 FUNCTION DUMP's payload is not compared (redis-server compresses long code with LZF, the
 door writes it plain: each restores the other's); a library's load has no string methods
 (`('x'):rep(3)`: Redis's load reaches them through the string metatable), and a library
@@ -59,7 +60,8 @@ def test_functions(redis_door, redis_reference, pipeline):
 
 
 def _functions_sorted(request, reply):
-    """FUNCTION LIST's functions of each library in name order."""
+    """FUNCTION LIST's libraries, and the functions of each, in name order (Redis: its
+    dicts' orders)."""
     if b"LIST" not in request or not isinstance(reply, list):
         return reply
     out = []
@@ -68,7 +70,7 @@ def _functions_sorted(request, reply):
         i = lib.index(b"functions") + 1
         lib[i] = sorted(lib[i], key=lambda f: f[1])
         out.append(lib)
-    return out
+    return sorted(out, key=lambda lib: lib[1])
 
 
 def _door(topology, cfg, name):
