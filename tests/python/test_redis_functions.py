@@ -153,13 +153,24 @@ def test_libraries_survive_a_restart_and_reach_every_manifold(topology, tmp_path
         third.stop_and_check()
 
 
+def _crc64_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x95AC9329AC4BC9B5 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC64 = _crc64_table()
+
+
 def _crc64(data):
     """Redis's CRC-64/Jones (reflected), as its DUMP payloads' footer."""
     crc = 0
     for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x95AC9329AC4BC9B5 if crc & 1 else crc >> 1
+        crc = _CRC64[(crc ^ b) & 0xFF] ^ (crc >> 8)
     return crc
 
 
@@ -299,3 +310,25 @@ def test_function_dump_goes_both_ways(redis_door, redis_reference):
     finally:
         door.close()
         ref.close()
+
+
+def test_function_restore_keeps_the_libraries_bounds(redis_door):
+    """The door's bounds hold for FUNCTION RESTORE: more than 1,000 libraries, or one of
+    more than 1 MiB, refuse the whole payload (door only: redis-server has no such bound)."""
+    from conftest import PASSWORD, USER  # noqa: PLC0415
+    from redisdiff import Conn, Err  # noqa: PLC0415
+    door = Conn(redis_door)
+    try:
+        assert door.call("AUTH", USER, PASSWORD) == "OK"
+        assert door.call("FUNCTION", "FLUSH") == "OK"
+        many = b"".join(_library(f"#!lua name=bl{i}\nredis.register_function('bf{i}', function() return 1 end)")
+                        for i in range(1001))
+        assert door.call("FUNCTION", "RESTORE", _payload(many)) == Err(
+            "ERR manifold: at most 1000 libraries are loaded")
+        huge = ("#!lua name=bhuge\n" + "-" * (1 << 20)).encode()
+        body = b"\xf5\x80" + len(huge).to_bytes(4, "big") + huge
+        assert door.call("FUNCTION", "RESTORE", _payload(body)) == Err(
+            "ERR manifold: a library's code is at most 1048576 bytes")
+        assert door.call("FUNCTION", "LIST") == []
+    finally:
+        door.close()
