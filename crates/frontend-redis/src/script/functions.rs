@@ -790,3 +790,139 @@ fn wrapper(code: &[u8]) -> Vec<u8> {
     w.extend_from_slice(b"\nend)() return __fns[table.remove(ARGV, 1)](KEYS, ARGV)\n");
     w
 }
+
+#[cfg(test)]
+mod restore_tests {
+    use super::*;
+
+    fn lib(name: &str, functions: &[&str]) -> Restored {
+        let code = format!("#!lua name={name}\n").into_bytes();
+        let functions = functions
+            .iter()
+            .map(|f| Function {
+                name: f.to_string(),
+                no_writes: false,
+            })
+            .collect();
+        Restored {
+            name: name.into(),
+            code,
+            functions,
+        }
+    }
+
+    fn loaded(libs: &[Restored]) -> Map {
+        let mut map = Map::new();
+        for l in libs {
+            map.insert(
+                l.name.clone(),
+                Arc::new(Library::new(l.code.clone(), l.functions.clone())),
+            );
+        }
+        map
+    }
+
+    fn restore(libs: &mut Map, libraries: Vec<Restored>, policy: Policy) -> Result<(), String> {
+        apply(libs, Change::Restore { libraries, policy }).map(|_| ())
+    }
+
+    fn names(libs: &Map) -> Vec<&str> {
+        libs.keys().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn restore_policies_are_redis_and_all_or_nothing() {
+        let mut libs = loaded(&[lib("a", &["fa"]), lib("b", &["fb"])]);
+        // APPEND: an existing library refuses the whole payload.
+        let err = restore(
+            &mut libs,
+            vec![lib("c", &["fc"]), lib("a", &["fa2"])],
+            Policy::Append,
+        );
+        assert_eq!(err, Err("Library a already exists".into()));
+        assert_eq!(names(&libs), ["a", "b"]);
+        // A function of a library not replaced: refused, even with REPLACE.
+        let err = restore(&mut libs, vec![lib("a", &["fb"])], Policy::Replace);
+        assert_eq!(err, Err("Function fb already exists".into()));
+        assert_eq!(libs["a"].functions[0].name, "fa");
+        // REPLACE: the replaced library's own functions may be taken again.
+        restore(
+            &mut libs,
+            vec![lib("a", &["fa", "fz"]), lib("c", &["fc"])],
+            Policy::Replace,
+        )
+        .unwrap();
+        assert_eq!(names(&libs), ["a", "b", "c"]);
+        assert_eq!(libs["a"].functions.len(), 2);
+        // FLUSH: only the payload's, whatever was there.
+        restore(&mut libs, vec![lib("d", &["fb"])], Policy::Flush).unwrap();
+        assert_eq!(names(&libs), ["d"]);
+        restore(&mut libs, Vec::new(), Policy::Flush).unwrap();
+        assert!(libs.is_empty());
+    }
+
+    #[test]
+    fn restore_keeps_the_libraries_bounds() {
+        let many: Vec<Restored> = (0..LIBRARIES_MAX)
+            .map(|i| lib(&format!("l{i}"), &[&format!("f{i}")]))
+            .collect();
+        let mut libs = loaded(&many);
+        let err = restore(&mut libs, vec![lib("one_more", &["g"])], Policy::Append);
+        assert_eq!(
+            err,
+            Err(format!(
+                "manifold: at most {LIBRARIES_MAX} libraries are loaded"
+            ))
+        );
+        assert_eq!(libs.len(), LIBRARIES_MAX);
+        // Replacing one of them is within the bound.
+        restore(&mut libs, vec![lib("l0", &["g"])], Policy::Replace).unwrap();
+        // The code in all.
+        let mut big = lib("big", &["big_f"]);
+        big.code = vec![b'-'; ALL_CODE_MAX];
+        let mut libs = loaded(&[lib("a", &["fa"])]);
+        let err = restore(&mut libs, vec![big], Policy::Append);
+        assert_eq!(
+            err,
+            Err(format!(
+                "manifold: the libraries' code is at most {ALL_CODE_MAX} bytes in all"
+            ))
+        );
+        assert_eq!(names(&libs), ["a"]);
+    }
+
+    #[test]
+    fn a_payloads_libraries_pass_function_loads_checks() {
+        let payload = |codes: &[&str]| {
+            crate::cmd::keys::rdb::functions_payload(codes.iter().map(|c| c.as_bytes()))
+        };
+        let good = "#!lua name=ok\nredis.register_function('okf', function() return 1 end)";
+        let got = restored(&payload(&[good])).unwrap();
+        assert_eq!(
+            (got[0].name.as_str(), got[0].functions[0].name.as_str()),
+            ("ok", "okf")
+        );
+        assert_eq!(
+            restored(&payload(&["return 1"])).unwrap_err(),
+            "Missing library metadata"
+        );
+        assert_eq!(
+            restored(&payload(&[good, good])).unwrap_err(),
+            "Library 'ok' already exists"
+        );
+        let clash = "#!lua name=ok2\nredis.register_function('okf', function() return 1 end)";
+        assert_eq!(
+            restored(&payload(&[good, clash])).unwrap_err(),
+            "Function okf already exists"
+        );
+        assert_eq!(
+            restored(&payload(&["#!lua name=none\nlocal x = 1"])).unwrap_err(),
+            "No functions registered"
+        );
+        let huge = format!("#!lua name=huge\n{}", "-".repeat(CODE_MAX));
+        assert_eq!(
+            restored(&payload(&[&huge])).unwrap_err(),
+            format!("manifold: a library's code is at most {CODE_MAX} bytes")
+        );
+    }
+}
