@@ -168,22 +168,21 @@ pub async fn function_command(
                 Reply::new(out, proto).error(text.as_bytes());
                 return;
             }
-            let policy = match args.len() {
-                3 => functions::Policy::Append,
-                _ => {
-                    let p = args.get(3);
-                    if p.eq_ignore_ascii_case(b"append") {
-                        functions::Policy::Append
-                    } else if p.eq_ignore_ascii_case(b"replace") {
-                        functions::Policy::Replace
-                    } else if p.eq_ignore_ascii_case(b"flush") {
-                        functions::Policy::Flush
-                    } else {
-                        Reply::new(out, proto).error(
-                            b"Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
-                        );
-                        return;
-                    }
+            let policy = if args.len() == 3 {
+                functions::Policy::Append
+            } else {
+                let p = args.get(3);
+                if p.eq_ignore_ascii_case(b"append") {
+                    functions::Policy::Append
+                } else if p.eq_ignore_ascii_case(b"replace") {
+                    functions::Policy::Replace
+                } else if p.eq_ignore_ascii_case(b"flush") {
+                    functions::Policy::Flush
+                } else {
+                    Reply::new(out, proto).error(
+                        b"Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+                    );
+                    return;
                 }
             };
             if let Err(e) = crate::cmd::keys::rdb::verify(args.get(2)) {

@@ -18,6 +18,9 @@
 //!
 //! Written ([`Writer`]): the plainest encodings redis-server 7.0 loads (and converts to its
 //! own): `STRING` (raw), `LIST`, `SET`, `ZSET_2`, `HASH`.
+//!
+//! `FUNCTION DUMP|RESTORE`'s payload is the same footer after each library's code
+//! ([`functions_payload`], [`function_codes`]), read with the same bounds.
 
 /// The RDB version written, and the newest read (Redis 7.0's `RDB_VERSION`).
 pub const RDB_VERSION: u16 = 10;
