@@ -197,12 +197,7 @@ fn load_globals(lua: &Lua, register: mlua::Function) -> mlua::Result<mlua::Table
     let redis = lua.create_table()?;
     redis.raw_set("register_function", register)?;
     redis.raw_set("log", lua.create_function(|_, _: mlua::MultiValue| Ok(()))?)?;
-    for (name, level) in [
-        ("LOG_DEBUG", 0),
-        ("LOG_VERBOSE", 1),
-        ("LOG_NOTICE", 2),
-        ("LOG_WARNING", 3),
-    ] {
+    for (name, level) in super::lua::LOG_LEVELS {
         redis.raw_set(name, level)?;
     }
     redis.set_metatable(Some(read_only(lua)?));

@@ -832,12 +832,7 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
             Ok(sha1hex(&bytes))
         })?,
     )?;
-    for (name, level) in [
-        ("LOG_DEBUG", 0),
-        ("LOG_VERBOSE", 1),
-        ("LOG_NOTICE", 2),
-        ("LOG_WARNING", 3),
-    ] {
+    for (name, level) in LOG_LEVELS {
         redis.raw_set(name, level)?;
     }
     redis.raw_set(
@@ -993,3 +988,11 @@ impl Finished {
         let _ = self.to.send(FromScript::Done(self.outcome));
     }
 }
+
+/// `redis.LOG_*`: the levels `redis.log` takes (scripts and a library's load alike).
+pub const LOG_LEVELS: [(&str, i64); 4] = [
+    ("LOG_DEBUG", 0),
+    ("LOG_VERBOSE", 1),
+    ("LOG_NOTICE", 2),
+    ("LOG_WARNING", 3),
+];
