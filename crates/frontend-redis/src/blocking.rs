@@ -277,7 +277,10 @@ impl<'w> Blocked<'w> {
         let worker = &session.fe.worker;
         loop {
             let mut cx = Cx {
-                tx: worker.begin(&self.login, true).noting(&session.causal),
+                tx: worker
+                    .begin(&self.login, true)
+                    .noting(&session.causal)
+                    .by(session.info.id),
                 out: Vec::new(),
                 proto,
                 db: self.db,

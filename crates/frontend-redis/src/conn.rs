@@ -47,6 +47,7 @@ pub async fn serve<S: Stream>(fe: &RedisFrontend, stream: S, info: &ClientInfo) 
         multi: None,
         watched: Vec::new(),
         subs: None,
+        tracking: None,
         proto: Protocol::Resp2,
         quit: false,
         causal: crate::store::replicas::Causal::default(),
@@ -109,6 +110,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                         let parsed = Command::parse(Args::new(&req, buf));
                         let data =
                             session::batched(session, &parsed).and_then(|e| Some((e, e.spec()?)));
+                        let entry = parsed.as_ref().ok().map(|p| p.entry);
                         if let Some((_, spec)) =
                             data.filter(|(_, s)| crate::blocking::is_blocking(s))
                         {
@@ -127,6 +129,14 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                             };
                             input.extend_from_slice(&side);
                         } else if let Some((entry, spec)) = data {
+                            // A tracking client's keys are remembered before they are read.
+                            if session.tracking.is_some() {
+                                session::tracking::before_command(
+                                    session,
+                                    spec,
+                                    Args::new(&req, buf),
+                                );
+                            }
                             if batched == batch.len() {
                                 batch.push(Batched {
                                     req: Request::new(),
@@ -155,6 +165,12 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
                             session::handle(session, parsed, &mut out).await;
+                        }
+                        if let Some(entry) = entry.filter(|_| session.tracking.is_some()) {
+                            session::tracking::after_command(session, entry);
+                            if batched == 0 {
+                                session::tracking::flush_pushes(session, &mut out);
+                            }
                         }
                     }
                     start += used;
@@ -277,12 +293,17 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                 // Too slow a subscriber is let go.
                 Woken::End | Woken::Message(None) => return,
                 Woken::Message(Some(m)) => {
-                    m.encode(&mut out, session.proto);
+                    let subscribed = crate::pubsub::subscribed(session);
+                    m.encode(&mut out, session.proto, subscribed);
                     if let Some(subs) = session.subs.as_mut() {
                         while out.len() < MAX_PENDING_OUTPUT {
                             let Some(m) = subs.try_next() else { break };
-                            m.encode(&mut out, session.proto);
+                            m.encode(&mut out, session.proto, subscribed);
                         }
+                    }
+                    if out.is_empty() {
+                        // Nothing this client is sent (an invalidation to RESP2).
+                        continue;
                     }
                     if !write_replies(session, &mut stream, &mut out).await {
                         return;
@@ -631,7 +652,9 @@ struct Batched {
 
 /// Runs the batched data commands `batch` (requests whose bytes start at the offsets given,
 /// in `input`), appending their replies.
-async fn run_batch(session: &Session<'_>, batch: &[Batched], input: &[u8], out: &mut Vec<u8>) {
+/// Runs the batch, then writes what the session was sent meanwhile (a tracking client's
+/// invalidations, its own writes' among them).
+async fn run_batch(session: &mut Session<'_>, batch: &[Batched], input: &[u8], out: &mut Vec<u8>) {
     if batch.is_empty() {
         return;
     }
@@ -655,9 +678,11 @@ async fn run_batch(session: &Session<'_>, batch: &[Batched], input: &[u8], out: 
         out,
         out_limit,
         &*session.info.handle,
+        session.tracking.is_some(),
     )
     .await;
     let slots = batch.iter().map(|b| b.slot);
     let replies = out.get(before..).unwrap_or_default();
     session.fe.worker.metrics.batch(slots, replies, from);
+    session::tracking::flush_pushes(session, out);
 }

@@ -48,6 +48,8 @@ fn is_get(spec: &Spec, args: &Args<'_>) -> bool {
 
 /// Runs `cmds` (data commands, arity checked) as one batch and appends their replies, in
 /// order, to `out` (`out_limit`: what `out` may hold, the client's output limit).
+/// `tracking`: the client tracks keys (`CLIENT TRACKING`), so the batch runs alone, on the
+/// primary (`crate::session::tracking` says why).
 #[allow(clippy::too_many_arguments)]
 pub async fn run_batch(
     worker: &Rc<Worker>,
@@ -59,9 +61,11 @@ pub async fn run_batch(
     out: &mut Vec<u8>,
     out_limit: usize,
     client: &dyn ReplyClient,
+    tracking: bool,
 ) {
     // Only GETs, or only plain SETs: one statement with other connections' (group commit).
-    if crate::group::run(worker, login, proto, db, causal, cmds, out, out_limit).await {
+    if !tracking && crate::group::run(worker, login, proto, db, causal, cmds, out, out_limit).await
+    {
         return;
     }
     // One statement that commits itself needs no transaction around it.
@@ -70,10 +74,10 @@ pub async fn run_batch(
     let write = !one_statement && cmds.iter().any(|(s, _)| s.write);
     let read_only = cmds.iter().all(|(s, _)| !s.write);
     // A read that failed on a replica runs again on the primary.
-    let mut replica = read_only;
+    let mut replica = read_only && !tracking;
     let mut attempts = Attempts::new(cmds.len());
     loop {
-        let mut tx = worker.begin(login, write).noting(causal);
+        let mut tx = worker.begin(login, write).noting(causal).by(client.id());
         if replica {
             tx = tx.reading_after(vec![causal.clone()]);
         }

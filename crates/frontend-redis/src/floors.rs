@@ -23,6 +23,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("notify", 4),
     ("session", 5),
     ("pubsub", 5),
+    ("tracking", 5),
     ("kill", 5),
     ("memory", 5),
     ("conn", 6),

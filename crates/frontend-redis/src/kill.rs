@@ -57,7 +57,7 @@ impl ClientHandle {
     }
 
     /// Logged in as `user`.
-    fn is_user(&self, user: Option<&[u8]>) -> bool {
+    pub fn is_user(&self, user: Option<&[u8]>) -> bool {
         user.is_some()
             && self
                 .user
@@ -112,6 +112,10 @@ impl crate::store::context::ReplyClient for ClientHandle {
     fn is_killed(&self) -> bool {
         ClientHandle::is_killed(self)
     }
+
+    fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 /// Every connected client of the door, by id.
@@ -133,6 +137,16 @@ impl Registry {
 
     pub fn remove(&self, id: u64) {
         self.lock().remove(&id);
+    }
+
+    /// Client `id`, if connected.
+    pub fn get(&self, id: u64) -> Option<Arc<ClientHandle>> {
+        self.lock().get(&id).cloned()
+    }
+
+    /// Whether client `id` is connected.
+    pub fn contains(&self, id: u64) -> bool {
+        self.lock().contains_key(&id)
     }
 
     /// What every client not already killed noted, summed: loads only, no handle taken.

@@ -38,7 +38,10 @@
 //! 5. The session:
 //!    - [`session`]: a client's state, the dispatch and counting of its requests, and the
 //!      connection, server, `INFO` and Pub/Sub commands.
-//!    - [`pubsub`]: the cross-worker Pub/Sub hub.
+//!    - [`pubsub`]: the cross-worker Pub/Sub hub, and each client's queue of what it is
+//!      sent besides replies (messages, invalidations).
+//!    - [`tracking`]: client-side caching (`CLIENT TRACKING`): which clients may hold which
+//!      keys, and the invalidations sent after a commit changed them.
 //!    - [`kill`]: the client registry (`CLIENT KILL`, `CLIENT LIST`).
 //!    - [`memory`]: every client's memory bounded (output buffer limits, while a reply is
 //!      produced) and all of them together (`max_memory_clients`).
@@ -76,6 +79,7 @@ pub mod kill;
 pub mod memory;
 pub mod pubsub;
 pub mod session;
+pub mod tracking;
 
 // 6. Connections.
 pub mod conn;

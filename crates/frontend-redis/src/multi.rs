@@ -305,7 +305,11 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
         // Each try starts from the session as it was at EXEC.
         restore(session, db0, proto0);
         let mut cx = Cx {
-            tx: fe.worker.begin(&login, true).noting(&session.causal),
+            tx: fe
+                .worker
+                .begin(&login, true)
+                .noting(&session.causal)
+                .by(session.info.id),
             out: Vec::new(),
             proto: session.proto,
             db: db0,
@@ -428,6 +432,7 @@ async fn run_steps(
         }
         match *step {
             Step::Data(spec, args) => {
+                session::tracking::before_command(session, spec, args);
                 exec::run_one(cx, spec, args)
                     .await
                     .map_err(|e| (Some(i), e))?;

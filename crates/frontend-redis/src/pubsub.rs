@@ -22,40 +22,124 @@ use crate::session::Session;
 /// Messages a subscriber's queue holds before it is disconnected.
 const QUEUE: usize = 4096;
 
-/// A published message, as a subscriber receives it.
+/// What a client's queue holds: a published message, or what client-side caching sends
+/// ([`crate::tracking`]).
 #[derive(Debug)]
-pub struct Message {
-    /// The pattern that matched (`pmessage`), or none (`message`).
-    pub pattern: Option<Arc<[u8]>>,
-    pub channel: Arc<[u8]>,
-    pub payload: Arc<[u8]>,
+pub enum Message {
+    Published {
+        /// The pattern that matched (`pmessage`), or none (`message`).
+        pattern: Option<Arc<[u8]>>,
+        channel: Arc<[u8]>,
+        payload: Arc<[u8]>,
+    },
+    /// Keys the client may hold changed (`None`: all of them, after a flush): one push per
+    /// key with `each` (default mode), else one array (`BCAST`). `redirected`: sent to a
+    /// client other than the tracking one, which a RESP2 subscriber gets on
+    /// `__redis__:invalidate`.
+    Invalidate {
+        keys: Option<Vec<Vec<u8>>>,
+        each: bool,
+        redirected: bool,
+    },
+    /// The client this one redirected its invalidations to left (`tracking-redir-broken`).
+    RedirectBroken(u64),
 }
+
+/// The channel a RESP2 client redirected to gets invalidations on.
+const INVALIDATE_CHANNEL: &[u8] = b"__redis__:invalidate";
 
 impl Message {
     /// The bytes it stands for in a subscriber's queue (about its encoded size).
     pub fn size(&self) -> u64 {
-        let pattern = self.pattern.as_ref().map_or(0, |p| p.len() + 16);
-        (self.channel.len() + self.payload.len() + pattern + 48) as u64
+        match self {
+            Message::Published {
+                pattern,
+                channel,
+                payload,
+            } => {
+                let pattern = pattern.as_ref().map_or(0, |p| p.len() + 16);
+                (channel.len() + payload.len() + pattern + 48) as u64
+            }
+            Message::Invalidate { keys, .. } => {
+                let keys: usize = keys.iter().flatten().map(|k| k.len() + 48).sum();
+                (keys + 48) as u64
+            }
+            Message::RedirectBroken(_) => 64,
+        }
     }
 
-    /// Appends the message as Redis sends it (RESP2 array, RESP3 push).
-    pub fn encode(&self, out: &mut Vec<u8>, proto: Protocol) {
+    /// Appends the message as Redis sends it (RESP2 array, RESP3 push) to a client in
+    /// `proto`, `subscribed` or not (a RESP2 client gets invalidations only as a redirect
+    /// target in the subscribed state, and never `tracking-redir-broken`).
+    pub fn encode(&self, out: &mut Vec<u8>, proto: Protocol, subscribed: bool) {
+        let resp3 = proto == Protocol::Resp3;
         let mut r = Reply::new(out, proto);
-        let n = if self.pattern.is_some() { 4 } else { 3 };
-        if proto == Protocol::Resp3 {
-            r.push_len(n);
-        } else {
-            r.array_len(n);
-        }
-        match &self.pattern {
-            Some(p) => {
-                r.bulk(b"pmessage").bulk(p);
+        match self {
+            Message::Published {
+                pattern,
+                channel,
+                payload,
+            } => {
+                let n = if pattern.is_some() { 4 } else { 3 };
+                if resp3 {
+                    r.push_len(n);
+                } else {
+                    r.array_len(n);
+                }
+                match pattern {
+                    Some(p) => {
+                        r.bulk(b"pmessage").bulk(p);
+                    }
+                    None => {
+                        r.bulk(b"message");
+                    }
+                }
+                r.bulk(channel).bulk(payload);
             }
-            None => {
-                r.bulk(b"message");
+            Message::Invalidate {
+                keys,
+                each,
+                redirected,
+            } => {
+                let delivered = resp3 || (*redirected && subscribed);
+                if !delivered {
+                    return;
+                }
+                let head = |r: &mut Reply<'_>| {
+                    if resp3 {
+                        r.push_len(2).bulk(b"invalidate");
+                    } else {
+                        r.array_len(3).bulk(b"message").bulk(INVALIDATE_CHANNEL);
+                    }
+                };
+                match keys {
+                    None => {
+                        head(&mut r);
+                        r.null();
+                    }
+                    Some(keys) if *each => {
+                        for k in keys {
+                            head(&mut r);
+                            r.array_len(1).bulk(k);
+                        }
+                    }
+                    Some(keys) => {
+                        head(&mut r);
+                        r.array_len(keys.len());
+                        for k in keys {
+                            r.bulk(k);
+                        }
+                    }
+                }
+            }
+            Message::RedirectBroken(id) => {
+                if resp3 {
+                    r.push_len(2)
+                        .bulk(b"tracking-redir-broken")
+                        .integer(*id as i64);
+                }
             }
         }
-        r.bulk(&self.channel).bulk(&self.payload);
     }
 }
 
@@ -122,6 +206,9 @@ impl Names for BTreeMap<Arc<[u8]>, HashMap<u64, Queue>> {
 
 #[derive(Default)]
 struct Subscribers {
+    /// Client id → its queue: every client with one (subscribed, or tracking keys), for
+    /// what is sent to one client ([`Hub::send`]).
+    queues: HashMap<u64, Queue>,
     /// Channel → client id → queue.
     channels: HashMap<Arc<[u8]>, HashMap<u64, Queue>>,
     /// Pattern → client id → queue; in pattern order, so that a message matching several
@@ -184,6 +271,38 @@ impl Hub {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Puts `msg` in `queue`. A full queue, or too many bytes in it: the client is too
+    /// slow, and is let go.
+    fn deliver(&self, queue: &Queue, msg: Arc<Message>) {
+        let size = msg.size();
+        if (self.over_limit(queue, size) || queue.tx.try_send(msg).is_err())
+            && !queue.overflow.swap(true, Ordering::Relaxed)
+        {
+            tracing::warn!(target: "manifold::connections", client = %queue.client.addr, id = queue.client.id, "Redis subscriber closed for overcoming of output buffer limits (redis.client_output_buffer_limit pubsub)");
+            queue.client.kill();
+        }
+    }
+
+    /// A queue for `client`, known by its id ([`Hub::send`]).
+    pub fn attach(&self, client: Arc<crate::kill::ClientHandle>) -> Subscription {
+        let id = client.id;
+        let subs = Subscription::new(self.limit.soft, client);
+        self.lock().queues.insert(id, subs.queue.clone());
+        subs
+    }
+
+    /// Puts `msg` in client `id`'s queue; `false` when it has none.
+    pub fn send(&self, id: u64, msg: Message) -> bool {
+        let subs = self.lock();
+        match subs.queues.get(&id) {
+            Some(q) => {
+                self.deliver(q, Arc::new(msg));
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Delivers `payload` on `channel`; the number of subscribers that got it.
     pub fn publish(&self, channel: &[u8], payload: &[u8]) -> i64 {
         let subs = self.lock();
@@ -192,19 +311,11 @@ impl Hub {
         let mut n = 0;
         let mut deliver = |queue: &Queue, msg: Arc<Message>| {
             n += 1;
-            // A full queue, or too many bytes in it: the subscriber is too slow, and is let
-            // go.
-            let size = msg.size();
-            if (self.over_limit(queue, size) || queue.tx.try_send(msg).is_err())
-                && !queue.overflow.swap(true, Ordering::Relaxed)
-            {
-                tracing::warn!(target: "manifold::connections", client = %queue.client.addr, id = queue.client.id, "Redis subscriber closed for overcoming of output buffer limits (redis.client_output_buffer_limit pubsub)");
-                queue.client.kill();
-            }
+            self.deliver(queue, msg);
         };
         if let Some((ch, clients)) = subs.channels.get_key_value(channel) {
             channel_arc = Some(ch.clone());
-            let msg = Arc::new(Message {
+            let msg = Arc::new(Message::Published {
                 pattern: None,
                 channel: ch.clone(),
                 payload: payload.clone(),
@@ -218,7 +329,7 @@ impl Hub {
                 continue;
             }
             let ch = channel_arc.get_or_insert_with(|| channel.into()).clone();
-            let msg = Arc::new(Message {
+            let msg = Arc::new(Message::Published {
                 pattern: Some(pattern.clone()),
                 channel: ch,
                 payload: payload.clone(),
@@ -376,9 +487,7 @@ pub fn subscribe<'a>(
     let hub = session.fe.shared.pubsub.clone();
     let id = session.info.id;
     let proto = session.proto;
-    let subs = session
-        .subs
-        .get_or_insert_with(|| Subscription::new(hub.limit.soft, session.info.handle.clone()));
+    let subs = queue(session);
     for name in names {
         let fresh = if pattern {
             subs.patterns.insert(name.to_vec())
@@ -453,20 +562,50 @@ pub fn unsubscribe(session: &mut Session<'_>, names: Vec<&[u8]>, pattern: bool, 
     // the client's output already: after the confirmations, a RESP2 client would take one
     // for the reply of its next command.
     while let Some(m) = subs.try_next() {
-        m.encode(out, proto);
+        m.encode(out, proto, true);
     }
     for (name, count) in targets.iter().zip(counts) {
         confirm(out, proto, kind, Some(name), count);
     }
-    if subs.count() == 0 {
-        session.subs = None;
-    }
-    session.info.handle.set_pubsub(session.subs.is_some());
+    release(session);
+    session.info.handle.set_pubsub(subscribed(session));
 }
 
-/// Ends every subscription of the session (at `RESET` and when the connection ends).
+/// The session's queue, made (and known to the hub by the client's id) if it had none:
+/// a client has one while it is subscribed, tracks keys or speaks RESP3.
+pub fn queue<'q>(session: &'q mut Session<'_>) -> &'q mut Subscription {
+    let hub = &session.fe.shared.pubsub;
+    let handle = &session.info.handle;
+    session.subs.get_or_insert_with(|| hub.attach(handle.clone()))
+}
+
+/// Lets the session's queue go once it is neither subscribed, nor tracking keys, nor in
+/// RESP3 (which may be sent pushes any time).
+pub fn release(session: &mut Session<'_>) {
+    if session.tracking.is_some()
+        || session.proto == Protocol::Resp3
+        || session.subs.as_ref().is_none_or(|s| s.count() > 0)
+    {
+        return;
+    }
+    session.subs = None;
+    session
+        .fe
+        .shared
+        .pubsub
+        .lock()
+        .queues
+        .remove(&session.info.id);
+}
+
+/// Ends every subscription of the session, and its tracking of keys (at `RESET` and when
+/// the connection ends).
 pub fn leave(session: &mut Session<'_>) {
     session.info.handle.set_pubsub(false);
+    if session.tracking.take().is_some() {
+        session.fe.shared.tracker.disable(session.info.id);
+        session.info.redirect.set(-1);
+    }
     let Some(subs) = session.subs.take() else {
         return;
     };
@@ -474,6 +613,7 @@ pub fn leave(session: &mut Session<'_>) {
         session.fe.worker.metrics.output_limit_closed.add(1); // metrics
     }
     let mut all = session.fe.shared.pubsub.lock();
+    all.queues.remove(&session.info.id);
     for c in &subs.channels {
         Hub::remove(&mut all.channels, c, session.info.id);
     }

@@ -60,6 +60,8 @@ pub struct RedisShared {
     pub store: Arc<crate::store::StoreShared>,
     /// Pub/Sub subscriptions of every worker.
     pub pubsub: Arc<crate::pubsub::Hub>,
+    /// The keys clients tracking keys may hold (`CLIENT TRACKING`), every worker's.
+    pub tracker: Arc<crate::tracking::Tracker>,
     /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker.
     pub waiters: Arc<crate::blocking::Waiters>,
     pub limits: Limits,
@@ -74,7 +76,7 @@ pub struct RedisShared {
     next_id: AtomicU64,
     started: Instant,
     /// Every client, for `CLIENT KILL` from any worker.
-    pub registry: crate::kill::Registry,
+    pub registry: Arc<crate::kill::Registry>,
     /// The script cache and script threads ([`crate::script`]).
     pub scripts: crate::script::Scripts,
     /// What clients set with `CONFIG SET`.
@@ -101,14 +103,23 @@ impl RedisShared {
     ) -> Arc<Self> {
         let scripts = crate::script::Scripts::new(&config);
         crate::cmd::strings::set_max_value_len(config.proto_max_bulk_len);
+        let store = crate::store::StoreShared::new(
+            &config.schema,
+            keep_statements,
+            config.reads_from_replicas(),
+            crate::store::conn_key(own_login),
+        );
+        let pubsub = Arc::new(crate::pubsub::Hub::new(config.output_limits().pubsub));
+        let registry = Arc::new(crate::kill::Registry::default());
+        let tracker = Arc::new(crate::tracking::Tracker::new(
+            pubsub.clone(),
+            store.clone(),
+            registry.clone(),
+        ));
         Arc::new(Self {
-            store: crate::store::StoreShared::new(
-                &config.schema,
-                keep_statements,
-                config.reads_from_replicas(),
-                crate::store::conn_key(own_login),
-            ),
-            pubsub: Arc::new(crate::pubsub::Hub::new(config.output_limits().pubsub)),
+            store,
+            pubsub,
+            tracker,
             waiters: Arc::default(),
             limits: config.limits(),
             output: config.output_limits(),
@@ -119,7 +130,7 @@ impl RedisShared {
             clients: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             started: Instant::now(),
-            registry: crate::kill::Registry::default(),
+            registry,
             scripts,
             settings: crate::session::settings::Settings::default(),
         })
@@ -171,6 +182,9 @@ pub struct ClientInfo {
     pub proto: Cell<Protocol>,
     /// The last command's full name (`client|list`).
     pub cmd: Cell<&'static str>,
+    /// Tracking keys (`CLIENT TRACKING ON`): the client its invalidations go to (0:
+    /// itself); -1: not tracking (`CLIENT LIST`'s `redir=` and flag `t`).
+    pub redirect: Cell<i64>,
     /// What other workers see of the client (`CLIENT KILL`).
     pub handle: Arc<crate::kill::ClientHandle>,
 }
@@ -207,6 +221,7 @@ impl RedisFrontend {
             store,
             shared.waiters.clone(),
             shared.pubsub.clone(),
+            shared.tracker.clone(),
         ));
         crate::store::sweeper::spawn(&worker, ctx);
         if ctx.id() == 0 {
@@ -298,6 +313,7 @@ impl RedisFrontend {
             db: Cell::new(0),
             proto: Cell::new(Protocol::Resp2),
             cmd: Cell::new("NULL"),
+            redirect: Cell::new(-1),
         });
         self.clients.borrow_mut().insert(info.id, info.clone());
         let _registered = Registered {

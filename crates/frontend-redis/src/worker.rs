@@ -14,7 +14,7 @@ use manifold_backend::ConnKey;
 use crate::blocking::Waiters;
 use crate::group::Groups;
 use crate::metrics::WorkerMetrics;
-use crate::store::events::{self, Event, Publisher};
+use crate::store::events::{self, Event, Invalidator, Publisher};
 use crate::store::{Store, Tx, TxHost};
 
 /// One worker's door state, owned by its [`crate::RedisFrontend`] (shared with the expiry
@@ -31,6 +31,9 @@ pub struct Worker {
     pub waiters: Arc<Waiters>,
     /// Where keyspace notifications go: the Pub/Sub hub, every worker's.
     pub publisher: Arc<dyn Publisher + Send + Sync>,
+    /// Where changed keys go while some client tracks keys: the tracking table, every
+    /// worker's.
+    pub invalidator: Arc<dyn Invalidator + Send + Sync>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -47,6 +50,7 @@ impl Worker {
         store: Store,
         waiters: Arc<Waiters>,
         publisher: Arc<dyn Publisher + Send + Sync>,
+        invalidator: Arc<dyn Invalidator + Send + Sync>,
     ) -> Self {
         Self {
             store,
@@ -54,6 +58,7 @@ impl Worker {
             metrics: Arc::default(),
             waiters,
             publisher,
+            invalidator,
         }
     }
 
@@ -85,6 +90,10 @@ impl TxHost for Worker {
 
     fn keyspace_events(&self, flags: u16, events: &[Event]) {
         events::publish(&*self.publisher, flags, events);
+    }
+
+    fn invalidate(&self, writer: u64, events: &[Event], all: bool) {
+        self.invalidator.invalidate(writer, events, all);
     }
 
     fn blocked_keys(&self, db: u8) -> Vec<Vec<u8>> {

@@ -89,7 +89,10 @@ impl KeyCommand<'_> {
             } => super::rename::copy(cx, from, to, db, replace).await?,
             Move { key, db } => super::rename::move_key(cx, key, db).await?,
             SwapDb { a, b } => super::rename::swap_databases(cx, a, b).await?,
-            Flush { all } => super::rename::flush(cx, all).await?,
+            Flush { all } => {
+                super::rename::flush(cx, all).await?;
+                cx.tx.note_flush();
+            }
             Dump { key } => dump::dump(cx, key).await?,
             Restore(r) => dump::restore(cx, r).await?,
             KeyCommand::Sort(s) => sort::sort(cx, s).await?,

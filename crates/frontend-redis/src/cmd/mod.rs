@@ -99,6 +99,11 @@ pub enum Command<'a> {
     /// `CLIENT KILL ...`: the whole request.
     ClientKill(Args<'a>),
     ClientHelp,
+    /// `CLIENT TRACKING ON|OFF [option...]`: the whole request.
+    ClientTracking(Args<'a>),
+    ClientCaching(&'a [u8]),
+    ClientGetRedir,
+    ClientTrackingInfo,
     /// `COMMAND` alone.
     CommandAll,
     CommandCount,
@@ -233,6 +238,10 @@ impl<'a> Command<'a> {
             Kind::ClientNoEvict => Self::ClientNoEvict(args.get(2)),
             Kind::ClientKill => Self::ClientKill(args),
             Kind::ClientHelp => Self::ClientHelp,
+            Kind::ClientTracking => Self::ClientTracking(args),
+            Kind::ClientCaching => Self::ClientCaching(args.get(2)),
+            Kind::ClientGetRedir => Self::ClientGetRedir,
+            Kind::ClientTrackingInfo => Self::ClientTrackingInfo,
             Kind::CommandAll => Self::CommandAll,
             Kind::CommandCount => Self::CommandCount,
             Kind::CommandDocs => Self::CommandDocs,

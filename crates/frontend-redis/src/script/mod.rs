@@ -308,7 +308,11 @@ async fn run_own(session: &mut Session<'_>, script: Script, out: &mut Vec<u8>) {
     let mut attempts = Attempts::new(1);
     loop {
         let mut cx = Cx {
-            tx: fe.worker.begin(&login, true).noting(&session.causal),
+            tx: fe
+                .worker
+                .begin(&login, true)
+                .noting(&session.causal)
+                .by(session.info.id),
             out: Vec::new(),
             proto: Protocol::Resp2,
             db: session.info.db.get(),
@@ -411,7 +415,7 @@ async fn run(
                     continue;
                 }
                 cx.proto = proto;
-                match call(session, cx, &args, script.read_only, published).await {
+                match call(session, cx, &args, script, published).await {
                     Ok(reply) => {
                         let _ = answer.send(Answer::Reply(reply));
                     }
@@ -602,9 +606,10 @@ async fn call(
     session: &mut Session<'_>,
     cx: &mut Cx<'_>,
     argv: &[Vec<u8>],
-    read_only: bool,
+    script: &Script,
     published: &mut Published,
 ) -> Result<Vec<u8>, StoreError> {
+    let read_only = script.read_only;
     let mut buf = Vec::new();
     encode_request(&mut buf, argv);
     let limits = Limits {
@@ -644,6 +649,13 @@ async fn call(
                     &mut reply,
                 );
                 return Ok(reply);
+            }
+            if !spec.write {
+                // Its caller's declared keys, as Redis remembers them for a tracking client.
+                session::tracking::before_script_read(
+                    session,
+                    script.keys.iter().map(Vec::as_slice),
+                );
             }
             cx.out.clear();
             crate::exec::run_one(cx, spec, args).await?;

@@ -176,6 +176,13 @@ fn refused(session: &mut Session<'_>, auth: Auth, out: &mut Vec<u8>) -> bool {
 fn set_proto(session: &mut Session<'_>, proto: Protocol) {
     session.proto = proto;
     session.info.proto.set(proto);
+    // A RESP3 client may be sent pushes any time (the invalidations of a client that
+    // redirects them to it): it has a queue.
+    if proto == Protocol::Resp3 {
+        crate::pubsub::queue(session);
+    } else {
+        crate::pubsub::release(session);
+    }
 }
 
 pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
@@ -308,8 +315,12 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
                 r.error(errors::SYNTAX);
             }
         }
+        Command::ClientTracking(args) => super::tracking::tracking(session, args, out),
+        Command::ClientCaching(arg) => super::tracking::caching(session, arg, out),
+        Command::ClientGetRedir => super::tracking::getredir(session, out),
+        Command::ClientTrackingInfo => super::tracking::trackinginfo(session, out),
         Command::ClientHelp => {
-            let lines: [&[u8]; 8] = [
+            let lines: [&[u8]; 15] = [
                 b"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 b"ID",
                 b"    Return the ID of the current connection.",
@@ -318,6 +329,13 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
                 b"INFO | LIST",
                 b"    Describe the current connection, or this worker's connections.",
                 b"NO-EVICT (ON|OFF) | SETINFO (LIB-NAME|LIB-VER) <value>: accepted, no effect.",
+                b"TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+                b"         [OPTIN] [OPTOUT] [NOLOOP]",
+                b"    Control server assisted client side caching.",
+                b"CACHING (YES|NO)",
+                b"    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+                b"GETREDIR | TRACKINGINFO",
+                b"    Return the client invalidations are redirected to, or the tracking state.",
             ];
             let mut r = Reply::new(out, session.proto);
             r.array_len(lines.len());
@@ -481,12 +499,14 @@ fn client_line(
     out.extend_from_slice(&c.name.borrow());
     let _ = writeln!(
         out,
-        " age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={}",
+        " age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir={} resp={}",
         now.duration_since(c.created).as_secs(),
         now.duration_since(c.last_active.get()).as_secs(),
+        if c.redirect.get() >= 0 { "t" } else { "N" },
         c.db.get(),
         c.cmd.get(),
         user,
+        c.redirect.get(),
         match c.proto.get() {
             Protocol::Resp2 => 2,
             Protocol::Resp3 => 3,

@@ -177,10 +177,11 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[DbFigures]>) ->
         sep(&mut t);
         let _ = write!(
             t,
-            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+            "# Clients\r\nconnected_clients:{}\r\ncluster_connections:0\r\nmaxclients:{}\r\nblocked_clients:{}\r\ntracking_clients:{}\r\nclients_in_timeout_table:0\r\n",
             shared.clients(),
             shared.config.max_clients,
-            session.fe.worker.waiters.blocked_clients()
+            session.fe.worker.waiters.blocked_clients(),
+            shared.tracker.figures().clients,
         );
     }
     if wanted("memory") {
@@ -226,9 +227,10 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[DbFigures]>) ->
     }
     if let (true, Some(f)) = (wanted("stats"), &figures) {
         sep(&mut t);
+        let tracking = shared.tracker.figures();
         let _ = write!(
             t,
-            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nevicted_clients:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntotal_error_replies:{}\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\n",
+            "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:0\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nevicted_clients:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ntotal_error_replies:{}\r\ntotal_reads_processed:{}\r\ntotal_writes_processed:{}\r\n",
             f.connections,
             f.calls(),
             f.net_in,
@@ -241,6 +243,9 @@ pub fn text(session: &Session<'_>, args: Args<'_>, dbs: Option<&[DbFigures]>) ->
                 .load(std::sync::atomic::Ordering::Relaxed),
             shared.pubsub.channels(None).len(),
             shared.pubsub.numpat(),
+            tracking.keys,
+            tracking.items,
+            tracking.prefixes,
             f.error_replies,
             f.reads,
             f.writes,

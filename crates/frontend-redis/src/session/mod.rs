@@ -15,6 +15,7 @@ pub mod info;
 pub mod pubsub;
 pub mod server;
 pub mod settings;
+pub mod tracking;
 pub mod wait;
 
 use manifold_engine::clock;
@@ -35,8 +36,11 @@ pub struct Session<'s> {
     pub multi: Option<crate::multi::Multi>,
     /// Keys under `WATCH`.
     pub watched: Vec<crate::multi::Watched>,
-    /// Channels and patterns subscribed to.
+    /// Channels and patterns subscribed to, and the queue of what the client is sent
+    /// besides replies (while it is subscribed or tracks keys).
     pub subs: Option<crate::pubsub::Subscription>,
+    /// Tracking keys (`CLIENT TRACKING ON`).
+    pub tracking: Option<Box<tracking::ClientTracking>>,
     pub proto: Protocol,
     /// Set by `QUIT`: close once the replies are written.
     pub quit: bool,

@@ -46,6 +46,9 @@ struct Values {
     slowlog_max_len: i64,
     latency_monitor_threshold: i64,
     latency_tracking: bool,
+    /// Keys the tracking table holds at most (0: no count; its bytes are bounded anyway,
+    /// [`crate::tracking::MAX_TABLE_BYTES`]).
+    tracking_table_max_keys: i64,
 }
 
 impl Default for Values {
@@ -58,6 +61,7 @@ impl Default for Values {
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
             latency_tracking: true,
+            tracking_table_max_keys: crate::tracking::DEFAULT_MAX_KEYS as i64,
         }
     }
 }
@@ -111,6 +115,10 @@ impl Settings {
                 v.latency_monitor_threshold.to_string(),
             ),
             ("latency-tracking", yes_no(v.latency_tracking)),
+            (
+                "tracking-table-max-keys",
+                v.tracking_table_max_keys.to_string(),
+            ),
         ]
     }
 }
@@ -167,6 +175,11 @@ const PARAMS: &[(&str, Check, Owner)] = &[
         Owner::Client,
     ),
     ("latency-tracking", Check::Bool, Owner::Client),
+    (
+        "tracking-table-max-keys",
+        Check::Int(0, i64::MAX),
+        Owner::Client,
+    ),
     (
         "timeout",
         Check::Int(0, i32::MAX as i64),
@@ -377,6 +390,10 @@ fn set(session: &Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
             ("slowlog-max-len", Checked::Int(n)) => v.slowlog_max_len = n,
             ("latency-monitor-threshold", Checked::Int(n)) => v.latency_monitor_threshold = n,
             ("latency-tracking", Checked::Bool(b)) => v.latency_tracking = b,
+            ("tracking-table-max-keys", Checked::Int(n)) => {
+                v.tracking_table_max_keys = n;
+                session.fe.shared.tracker.set_max_keys(n as u64);
+            }
             _ => {}
         }
     }

@@ -21,6 +21,8 @@ pub trait ReplyClient {
     fn note_memory(&self, bytes: u64);
     /// The client was killed (`CLIENT KILL`, evicted by the memory budget).
     fn is_killed(&self) -> bool;
+    /// Its id (the writer of its batch's changes, for `CLIENT TRACKING ... NOLOOP`).
+    fn id(&self) -> u64;
 }
 
 /// Most keys in one batched statement.

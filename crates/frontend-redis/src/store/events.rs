@@ -9,6 +9,11 @@
 //!
 //! Off by default (the empty setting): then a transaction records nothing and a command
 //! pays one relaxed load of the flags.
+//!
+//! While some client tracks keys (`CLIENT TRACKING`, [`crate::tracking`]), every event is
+//! recorded whatever the setting, as the keys a transaction changed: once it committed,
+//! the clients that may hold those keys get their invalidation; only the events of the
+//! classes asked for are published.
 
 use std::sync::atomic::{AtomicU16, Ordering};
 
@@ -122,6 +127,8 @@ pub const MAX_EVENT_BYTES: usize = 16 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
     pub db: u8,
+    /// Its class ([`class`]): published only when asked for.
+    pub class: u16,
     /// Its event name, as Redis's (`set`, `lpush`, `del`, `expired`...).
     pub name: &'static str,
     pub key: Vec<u8>,
@@ -149,11 +156,20 @@ pub trait Publisher {
     fn publish(&self, channel: &[u8], payload: &[u8]) -> i64;
 }
 
-/// Publishes `events` through `to` as `flags` say (`K`, `E`); the subscribers reached.
+/// Where a committed transaction's changed keys go while some client tracks keys
+/// (`crate::tracking`'s table).
+pub trait Invalidator {
+    /// The keys of `events` changed (by client `writer`, 0: by none known), or all of them
+    /// (`all`: a flush, or events dropped): the clients that may hold them are told.
+    fn invalidate(&self, writer: u64, events: &[Event], all: bool);
+}
+
+/// Publishes those of `events` whose class `flags` ask for, as they say (`K`, `E`); the
+/// subscribers reached.
 pub fn publish(to: &dyn Publisher, flags: u16, events: &[Event]) -> u64 {
     let mut channel = Vec::with_capacity(64);
     let mut reached = 0;
-    for e in events {
+    for e in events.iter().filter(|e| Classes::wants(flags, e.class)) {
         if flags & class::KEYSPACE != 0 {
             channel.clear();
             channel.extend_from_slice(format!("__keyspace@{}__:", e.db).as_bytes());
@@ -175,10 +191,25 @@ impl Tx<'_> {
         self.store.shared.keyspace_events.get()
     }
 
-    /// Where the next command's events start, `None` when notifications are off (nothing
-    /// is recorded then).
+    /// The classes recorded now: those asked for, or all while some client tracks keys
+    /// (their keys are what the transaction changed).
+    fn recorded(&self) -> u16 {
+        if self
+            .store
+            .shared
+            .tracking
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            class::ALL | class::KEYSPACE
+        } else {
+            self.event_flags()
+        }
+    }
+
+    /// Where the next command's events start, `None` when nothing is recorded
+    /// (notifications off and no client tracking keys).
     pub fn events_mark(&mut self, out: usize) -> Option<Mark> {
-        let flags = self.event_flags();
+        let flags = self.recorded();
         if flags & (class::KEYSPACE | class::KEYEVENT) == 0 {
             return None;
         }
@@ -197,7 +228,7 @@ impl Tx<'_> {
     }
 
     /// The event, if the transaction may still hold it ([`MAX_EVENT_BYTES`]).
-    fn held(&mut self, name: &'static str, db: u8, key: &[u8]) -> Option<Event> {
+    fn held(&mut self, class: u16, name: &'static str, db: u8, key: &[u8]) -> Option<Event> {
         let size = key.len() + 64;
         if self.events_bytes + size > MAX_EVENT_BYTES {
             self.events_dropped += 1;
@@ -206,6 +237,7 @@ impl Tx<'_> {
         self.events_bytes += size;
         Some(Event {
             db,
+            class,
             name,
             key: key.to_vec(),
         })
@@ -218,8 +250,8 @@ impl Tx<'_> {
 
     /// Records the event `name` of `class` on `key` of `db`, if asked for.
     pub fn notify(&mut self, class: u16, name: &'static str, db: u8, key: &[u8]) {
-        if Classes::wants(self.event_flags(), class) {
-            if let Some(e) = self.held(name, db, key) {
+        if Classes::wants(self.recorded(), class) {
+            if let Some(e) = self.held(class, name, db, key) {
                 self.events.push(e);
             }
         }
@@ -228,7 +260,7 @@ impl Tx<'_> {
     /// Records an event that follows the command's own (a `del` of a key the command left
     /// empty): the command's event, recorded after it ran, goes in front of it.
     pub fn notify_after(&mut self, class: u16, name: &'static str, db: u8, key: &[u8]) {
-        if Classes::wants(self.event_flags(), class) {
+        if Classes::wants(self.recorded(), class) {
             self.trailing.get_or_insert(self.events.len());
             self.notify(class, name, db, key);
         }
@@ -237,8 +269,8 @@ impl Tx<'_> {
     /// Records the command's own event, in front of those [`Tx::notify_after`] recorded
     /// during it.
     pub fn notify_command(&mut self, class: u16, name: &'static str, db: u8, key: &[u8]) {
-        if Classes::wants(self.event_flags(), class) {
-            let Some(e) = self.held(name, db, key) else {
+        if Classes::wants(self.recorded(), class) {
+            let Some(e) = self.held(class, name, db, key) else {
                 return;
             };
             match self.trailing.as_mut() {

@@ -78,6 +78,9 @@ pub struct StoreShared {
     pub read_from_replicas: bool,
     /// `notify-keyspace-events` now ([`events`]).
     pub keyspace_events: events::Classes,
+    /// Some client tracks keys (`CLIENT TRACKING`): transactions record the keys they
+    /// change, for the invalidations sent after their commit ([`TxHost::invalidate`]).
+    pub tracking: AtomicBool,
 }
 
 impl StoreShared {
@@ -94,6 +97,7 @@ impl StoreShared {
             own_login: sweeper::OwnLogin(own_login),
             read_from_replicas,
             keyspace_events: events::Classes::default(),
+            tracking: AtomicBool::new(false),
         })
     }
 
@@ -180,6 +184,11 @@ pub trait TxHost {
     /// A transaction that committed made these keyspace events ([`events`]): they are
     /// published as `flags` (`K`, `E`) say.
     fn keyspace_events(&self, flags: u16, events: &[events::Event]);
+    /// A transaction that committed while some client tracked keys changed the keys of
+    /// `events` (made by client `writer`; 0: by none, or by several), or, with `all`, it
+    /// flushed a database or could not hold all its events: the clients that may hold
+    /// those keys (all of them, with `all`) are told to forget them.
+    fn invalidate(&self, _writer: u64, _events: &[events::Event], _all: bool) {}
     /// The keys of `db` clients are blocked on now (`SWAPDB` wakes those it serves).
     fn blocked_keys(&self, _db: u8) -> Vec<Vec<u8>> {
         Vec::new()
@@ -228,6 +237,11 @@ pub struct Tx<'s> {
     /// What `events` holds, and the events dropped past [`events::MAX_EVENT_BYTES`].
     events_bytes: usize,
     events_dropped: u64,
+    /// The client whose commands these are (0: several, or none), for `CLIENT TRACKING
+    /// ... NOLOOP` (its own writes do not invalidate its keys).
+    writer: u64,
+    /// It flushed a database (`FLUSHDB`, `FLUSHALL`): every tracked key is invalidated.
+    flushed: bool,
     /// The sessions whose writes this transaction's commits are: each remembers the
     /// commit's GTID, which its later reads on replicas wait for.
     writers: Vec<Causal>,
@@ -257,6 +271,8 @@ impl<'s> Tx<'s> {
             changed: 0,
             events_bytes: 0,
             events_dropped: 0,
+            writer: 0,
+            flushed: false,
             writers: Vec::new(),
             readers: None,
             node: 0,
@@ -266,6 +282,18 @@ impl<'s> Tx<'s> {
 }
 
 impl Tx<'_> {
+    /// Its commands are client `id`'s ([`Tx::writer`]).
+    #[must_use]
+    pub fn by(mut self, id: u64) -> Self {
+        self.writer = id;
+        self
+    }
+
+    /// It flushed a database: every client tracking keys forgets them all after the commit.
+    pub fn note_flush(&mut self) {
+        self.flushed = true;
+    }
+
     /// What this transaction commits is `session`'s write (its reads must see it).
     #[must_use]
     pub fn noting(mut self, session: &Causal) -> Self {
@@ -487,6 +515,10 @@ impl Tx<'_> {
                 dropped = self.events_dropped,
                 "redis keyspace notifications: a transaction made more than 16 MiB of events; the rest were not published"
             );
+        }
+        let all = self.flushed || self.events_dropped > 0;
+        if (all || !self.events.is_empty()) && self.store.shared.tracking.load(Ordering::Relaxed) {
+            self.host.invalidate(self.writer, &self.events, all);
         }
         if !self.events.is_empty() {
             self.host
