@@ -234,6 +234,14 @@ def test_a_user_sees_and_ends_only_its_own_clients(topology, tmp_path, redis_ref
         assert alice.call("CLIENT", "KILL", bob_info["addr"]) == no_such["addr"]
         assert alice.call("CLIENT", "KILL", "ID", str(bob_id)) == no_such["id"]
         assert alice.call("CLIENT", "KILL", "ADDR", bob_info["addr"]) == 0
+        # Invalidations (`CLIENT TRACKING ... REDIRECT`) go only to the user's own clients:
+        # bob's id is answered for as one that does not exist, as redis-server answers it.
+        no_redirect = Err("ERR The client ID you want redirect to does not exist")
+        assert alice.call("CLIENT", "TRACKING", "on", "REDIRECT", str(bob_id)) == no_redirect
+        assert alice.call("CLIENT", "GETREDIR") == -1
+        assert alice.call("CLIENT", "TRACKING", "on", "REDIRECT", str(alice2_id)) == "OK"
+        assert alice.call("CLIENT", "GETREDIR") == alice2_id
+        assert alice.call("CLIENT", "TRACKING", "off") == "OK"
         assert alice.call("CLIENT", "KILL", "USER", "bob") == 0
         # A user that does not exist looks the same as one that does (not Redis's "No such
         # user", which would tell alice which users exist).
