@@ -23,7 +23,8 @@ LABELS = {
     "manifold-sql": "manifold SQL",
     "manifold-fixed": "door, fixed pool",
 }
-KEYS = ("rps", "server_us_per_req", "mariadb_us_per_req", "avg_ms", "p50_ms", "p99_ms", "db_stmts_per_req")
+KEYS = ("rps", "server_us_per_req", "mariadb_us_per_req", "client_us_per_req", "avg_ms", "p50_ms", "p99_ms",
+        "db_stmts_per_req")
 # In the order bench/redis.sh runs them; what one request of each is.
 TESTS = ["set", "get", "incr", "evalsha", "getincr-pipe", "xadd", "xreadgroup"]
 WHAT = {
@@ -93,9 +94,11 @@ def main(path):
             print(line)
         print()
 
-    # Latency, CPU per command sent, and MariaDB statements per request.
-    print("| test | size | -P | target | avg ms | p50 ms | p99 ms | server µs/command | MariaDB statements/req |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+    # Latency, CPU per command sent (the server's; the load generator's per request), and
+    # MariaDB statements per request.
+    print("| test | size | -P | target | avg ms | p50 ms | p99 ms | server µs/command | client µs/req | "
+          "MariaDB statements/req |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for c in cells:
         for t in targets:
             d = m.get((c, t))
@@ -104,6 +107,7 @@ def main(path):
                 per_cmd = None if cpu is None else cpu / COMMANDS.get(c[0], 1)
                 print(f"| {c[0].upper()} | {c[1]} | {c[2]} | {t} | {fmt(d['avg_ms'], 2)} | "
                       f"{fmt(d['p50_ms'], 2)} | {fmt(d['p99_ms'], 2)} | {fmt(per_cmd, 1)} | "
+                      f"{fmt(d['client_us_per_req'], 1)} | "
                       f"{fmt(d['db_stmts_per_req'], 3) if t.startswith('manifold') else ''} |")
     print()
 
