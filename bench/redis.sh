@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# redis-benchmark SET and GET against Debian's redis-server (in memory, and with
-# `appendfsync always`), against manifold's Redis door, and the same work as SQL through
-# manifold's MySQL port (sysbench with bench/redis_kv.lua), interleaved over several rounds,
-# on a topology of its own. See bench/README.md.
+# redis-benchmark SET and GET (and INCR, EVALSHA, XADD) against Debian's redis-server (in
+# memory, and with `appendfsync always`), against manifold's Redis door, and the same work as
+# SQL through manifold's MySQL port (sysbench with bench/redis_kv.lua), interleaved over
+# several rounds, on a topology of its own; requests of two commands (a pipelined GET+INCR,
+# XREADGROUP then XACK) with bench/redisload, a go-redis load generator. See bench/README.md.
 #
 # Settings (environment):
 #   ROUNDS=3          rounds; each round runs every cell (test, size, pipeline) on every target,
@@ -17,8 +18,21 @@
 #                     pipeline)
 #   TESTS="set get"   in this order within a round, so the GETs read what the SETs wrote;
 #                     also: incr (INCR of a counter per key), evalsha (EVALSHA of a script
-#                     doing a GET and an INCR: compare its cost with get's plus incr's),
-#                     xadd (XADD of one field to a stream per key); not on manifold-sql
+#                     doing a GET and an INCR), xadd (XADD of one field to a stream per key),
+#                     and with bench/redisload (needs Go >= 1.26; go-redis v9 from the Go
+#                     module proxy, once): getincr-pipe (GET key:<r> and INCR counter:<r>
+#                     sent as one pipeline, both replies then read: one request, the baseline
+#                     an EVALSHA of the script should cost no more than), xreadgroup
+#                     (XREADGROUP GROUP g <consumer> COUNT 1 STREAMS <stream> >, then XACK of
+#                     the entry it got: one request); none of these on manifold-sql. At -P p,
+#                     redisload sends p requests at once (p pairs in one pipeline; p
+#                     XREADGROUPs, then their p XACKs)
+#   XSTREAMS=         streams of xreadgroup (default CLIENTS: one per connection, no two
+#                     consumers contending for a group; fewer: CLIENTS/XSTREAMS consumers
+#                     share each stream's group g). Before each run, every stream is emptied
+#                     and refilled (outside the measured time) with twice its share of the
+#                     run's requests (plus slack) of one field of the run's size, pipelined,
+#                     so a run never drains it (a drained read counts as an error)
 #   KEYS=100000       key space (-r); before the runs of a size, every key is written on
 #                     every target with a value of that size, so every GET hits
 #   TARGETS="redis redis-aof manifold manifold-sql"
@@ -84,13 +98,25 @@ for t in $TARGETS; do
     case $t in redis | redis-aof | manifold | manifold-sql | manifold-fixed) ;; *) die "unknown target $t (redis, redis-aof, manifold, manifold-sql, manifold-fixed)" ;; esac
 done
 for t in $TESTS; do
-    case $t in set | get | incr | evalsha | xadd) ;; *) die "unknown test $t (set, get, incr, evalsha, xadd)" ;; esac
+    case $t in set | get | incr | evalsha | xadd | getincr-pipe | xreadgroup) ;; *) die "unknown test $t (set, get, incr, evalsha, xadd, getincr-pipe, xreadgroup)" ;; esac
 done
+XSTREAMS=${XSTREAMS:-$CLIENTS}
+# The tests redisload runs (the rest are redis-benchmark's).
+redisload_test() { case $1 in getincr-pipe | xreadgroup) return 0 ;; *) return 1 ;; esac; }
 [ -n "$PERF" ] && need_tools "apt-get install -y linux-perf" perf
 wanted() { case " $TARGETS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # --- servers --------------------------------------------------------------------------------
 bench_setup
+REDISLOAD=
+for t in $TESTS; do
+    if redisload_test "$t"; then
+        REDISLOAD=$BIN/redisload
+        "$ROOT/bench/redisload/build.sh" "$REDISLOAD" >"$OUT/redisload-build.log" 2>&1 ||
+            die "building bench/redisload failed: see $OUT/redisload-build.log"
+        break
+    fi
+done
 start_topology
 if [ "$DB_DURABLE" = 1 ]; then
     primary_sql -e 'SET GLOBAL innodb_flush_log_at_trx_commit = 1; SET GLOBAL sync_binlog = 1'
@@ -150,10 +176,11 @@ pid_of() { case $1 in redis) echo "$REDIS_PID" ;; redis-aof) echo "$AOF_PID" ;; 
     echo "redis-server: $(redis-server --version)"
     echo "redis-benchmark: $(redis-benchmark --version)"
     echo "sysbench: $(sysbench --version)"
+    [ -z "$REDISLOAD" ] || echo "redisload: go-redis $(sed -n 's/^require github.com\/redis\/go-redis\/v9 //p' "$ROOT/bench/redisload/go.mod"), $("${GO:-$(command -v go || echo /usr/local/go/bin/go)}" version)"
     manifold_build
     echo "mariadb settings: $(primary_sql -N -e 'SELECT CONCAT("innodb_flush_log_at_trx_commit=", @@innodb_flush_log_at_trx_commit, " sync_binlog=", @@sync_binlog, " log_bin=", @@log_bin, " binlog_format=", @@binlog_format, " binlog_row_image=", @@binlog_row_image, " binlog_annotate_row_events=", @@binlog_annotate_row_events, " binlog_cache_size=", @@binlog_cache_size, " innodb_buffer_pool_size=", @@innodb_buffer_pool_size, " max_allowed_packet=", @@max_allowed_packet)')"
     echo "load average at start: $(load_average)"
-    echo "settings: ROUNDS=$ROUNDS DURATION=$DURATION REQUESTS=$REQUESTS CLIENTS=$CLIENTS BENCH_THREADS=$BENCH_THREADS SIZES=\"$SIZES\" PIPELINES=\"$PIPELINES\" TESTS=\"$TESTS\" KEYS=$KEYS TARGETS=\"$TARGETS\" PROXY_THREADS=$PROXY_THREADS DB_DURABLE=$DB_DURABLE DB_BUFFER_POOL=$DB_BUFFER_POOL DB_SET=\"$DB_SET\" CLK_TCK=$CLK_TCK"
+    echo "settings: ROUNDS=$ROUNDS DURATION=$DURATION REQUESTS=$REQUESTS CLIENTS=$CLIENTS BENCH_THREADS=$BENCH_THREADS SIZES=\"$SIZES\" PIPELINES=\"$PIPELINES\" TESTS=\"$TESTS\" XSTREAMS=$XSTREAMS KEYS=$KEYS TARGETS=\"$TARGETS\" PROXY_THREADS=$PROXY_THREADS DB_DURABLE=$DB_DURABLE DB_BUFFER_POOL=$DB_BUFFER_POOL DB_SET=\"$DB_SET\" CLK_TCK=$CLK_TCK"
 } | tee "$OUT/env.txt"
 
 # --- data -----------------------------------------------------------------------------------
@@ -206,9 +233,26 @@ db_counters() {
         awk '{v[$1] = $2} END {print v["Questions"], v["Binlog_commits"], v["Binlog_group_commits"], v["Innodb_data_fsyncs"]}'
 }
 
+# Transactions whose undo MariaDB has yet to purge (its history list).
+purge_backlog() { primary_sql -N -e "SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'" | awk '{print $2}'; }
+
+# Waits (up to 30 s) until MariaDB has purged what came before: a refill of the streams
+# deletes the previous run's entries, and purging their rows in the background would be
+# counted as the next run's MariaDB CPU. Notes the backlog and the wait in LOG.
+wait_purged() { # log
+    local backlog first i
+    for i in $(seq 0 300); do
+        backlog=$(purge_backlog)
+        first=${first-$backlog}
+        if [ -z "$backlog" ] || [ "$backlog" -le 10 ]; then break; fi
+        sleep 0.1
+    done
+    echo "Innodb_history_list_length ${first:-?}, ${backlog:-?} after ${i}00 ms" >>"$1"
+}
+
 # --- runs -----------------------------------------------------------------------------------
 CSV="$OUT/raw.csv"
-echo "size,round,test,pipeline,target,requests,rps,avg_ms,p99_ms,errors,server_cpu_s,mariadb_cpu_s,server_us_per_req,mariadb_us_per_req,client_us_per_req,other_cpu_s,db_stmts_per_req,db_commits,db_group_commits,db_fsyncs,exit" >"$CSV"
+echo "size,round,test,pipeline,target,requests,rps,avg_ms,p50_ms,p99_ms,errors,server_cpu_s,mariadb_cpu_s,server_us_per_req,mariadb_us_per_req,client_us_per_req,other_cpu_s,db_stmts_per_req,db_commits,db_group_commits,db_fsyncs,exit" >"$CSV"
 declare -A RATE=()
 
 # The script the evalsha test runs: a read and a write, as a small script of an application.
@@ -230,9 +274,24 @@ run_one() { # target test size pipeline round requests
     port=$(port_of "$target")
     pid=$(pid_of "$target")
     log="$OUT/$test-$size-p$p-r$round-$target.log"
+    if [ "$test" = xreadgroup ]; then
+        # Fresh streams with entries enough for the run, before its counters are read: twice
+        # each stream's share (clients take requests as they go, so some take more than
+        # others), plus a few pipelines' worth.
+        local share=$(((n + XSTREAMS - 1) / XSTREAMS))
+        "$REDISLOAD" -addr "127.0.0.1:$port" -user app -password app -test fill-streams \
+            -streams "$XSTREAMS" -entries $((share * 2 + 8 * p)) -size "$size" \
+            >"$log.fill" 2>&1 || die "filling the streams of $target failed: see $log.fill"
+        case $target in manifold*) wait_purged "$log.fill" ;; esac
+    fi
     db0=$(db_counters)
     cpu0=$(cpu_sample "$pid")
-    if [ "$target" = manifold-sql ]; then
+    if redisload_test "$test"; then
+        # GOMAXPROCS as redis-benchmark's --threads: the load generator's share of the cores.
+        GOMAXPROCS=$BENCH_THREADS /usr/bin/time -f '%U %S' -o "$log.time" "$REDISLOAD" -addr "127.0.0.1:$port" \
+            -user app -password app -test "$test" -clients "$CLIENTS" -requests "$n" -pipeline "$p" \
+            -keys "$KEYS" -streams "$XSTREAMS" >"$log" 2>&1 || status=$?
+    elif [ "$target" = manifold-sql ]; then
         /usr/bin/time -f '%U %S' -o "$log.time" sysbench "$LUA" --db-driver=mysql --mysql-host=127.0.0.1 \
             --mysql-port="$port" --mysql-user=app --mysql-password=app --mysql-db=kvbench --db-ps-mode=auto \
             --threads="$CLIENTS" --events="$n" --time=0 --percentile=99 --kv_test="$test" --kv_size="$size" \
@@ -250,10 +309,14 @@ run_one() { # target test size pipeline round requests
     awk -v size="$size" -v round="$round" -v test="$test" -v p="$p" -v target="$target" -v n="$n" \
         -v status="$status" -v cpu0="$cpu0" -v cpu1="$cpu1" -v db0="$db0" -v db1="$db1" -v hz="$CLK_TCK" \
         -v client="$(awk '{print $1 + $2}' "$log.time" 2>/dev/null | tail -1)" '
-        # redis-benchmark --csv: "SET","rps","avg","min","p50","p95","p99","max"
-        /^"(SET|GET|INCR|EVALSHA|XADD)/ { gsub(/"/, ""); split($0, f, ","); reqs = n; rps = f[2]; avg = f[3]; p99 = f[7] }
+        # redis-benchmark --csv: "SET","rps","avg","min","p50","p95","p99","max"; redisload
+        # prints the same, "GET+INCR" or "XREADGROUP+XACK" first
+        /^"(SET|GET|INCR|EVALSHA|XADD|XREADGROUP)/ { gsub(/"/, ""); split($0, f, ","); reqs = n; rps = f[2]; avg = f[3]; p50 = f[5]; p99 = f[7] }
         # Errors a server sent back, which redis-benchmark does not count as failures.
         /^(Error|ERR|-ERR)|Error from server/ { errors++ }
+        # redisload: the requests it completed, and the failed ones among them (error replies,
+        # drained streams, broken connections)
+        /^redisload: requests / { reqs = $3; errors += $7 }
         # sysbench
         /^ *transactions:/ { reqs = $2; rps = $3; gsub(/\(/, "", rps) }
         /^ *avg:/ { avg = $2 }
@@ -273,11 +336,11 @@ run_one() { # target test size pipeline round requests
             } else {
                 su = mu = cu = st = ""
             }
-            printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%.2f,%.2f,%s,%s,%s,%.2f,%s,%d,%d,%d,%s\n", size, round, test, p,
-                target, reqs, rps, avg, p99, errors, srv, db, su, mu, cu, other, st, qb[2] - qa[2],
+            printf "%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%d,%.2f,%.2f,%s,%s,%s,%.2f,%s,%d,%d,%d,%s\n", size, round, test, p,
+                target, reqs, rps, avg, p50, p99, errors, srv, db, su, mu, cu, other, st, qb[2] - qa[2],
                 qb[3] - qa[3], qb[4] - qa[4], status
         }' "$log" | if [ "$round" = perf ]; then cat; else tee -a "$CSV"; fi
-    if [ "$status" != 0 ] || grep -Eq 'FATAL|Error from server|^ERR' "$log"; then
+    if [ "$status" != 0 ] || grep -Eq 'FATAL|Error from server|^ERR|^redisload: first error' "$log"; then
         echo "  !! $target failed (exit $status): see $log" >&2
     fi
 }

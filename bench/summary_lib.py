@@ -13,7 +13,7 @@ def read_rows(path):
 
 def med(rs, key):
     """Median of column `key` over the rows `rs`, empty cells left out; None if all are empty."""
-    vals = [float(r[key]) for r in rs if r[key] not in ("", None)]
+    vals = [float(r[key]) for r in rs if r.get(key) not in ("", None)]
     return statistics.median(vals) if vals else None
 
 
