@@ -330,6 +330,10 @@ TAMPERING = [
     ("cjson.encode = function() return 'owned' end return 1", "return cjson.encode({1})"),
     ("rawset(_G, 'KEYS', {'victim'}) return 1", "return KEYS[1]"),
     ("rawset(_G, 'planted', 'x') return 1", "return rawget(_G, 'planted')"),
+    # Removals, alone and with as many keys added (the check counts a table's keys).
+    ("string.upper = nil return 1", "return string.upper('a')"),
+    ("rawset(math, 'floor', nil) rawset(math, 'planted', 1) return 1", "return math.floor(1.5)"),
+    ("rawset(getmetatable(''), '__index', nil) return 1", "return ('a'):upper()"),
 ]
 
 

@@ -327,30 +327,44 @@ local per_script = { KEYS = true, ARGV = true }
 local watched = {}
 local function watch(t)
   if type(t) ~= "table" or watched[t] then return end
-  local copy = {}
-  watched[t] = { copy, getmetatable(t) }
+  local copy, n = {}, 0
+  local w = { copy, getmetatable(t), 0 }
+  watched[t] = w
   for k, v in next, t do
     if not (t == real and per_script[k]) then
       copy[k] = v
+      n = n + 1
       watch(v)
     end
   end
+  w[3] = n
   watch(getmetatable(t))
 end
 watch(real)
 watch(getmetatable(""))
 local string_meta = getmetatable("")
+-- One pass over each table (it runs after every script): every key it holds has its noted
+-- value (so is a noted key, values being non-nil), and it holds as many keys as were
+-- noted, so none was removed.
 local function changed()
   if next(env) ~= nil or getmetatable("") ~= string_meta then return true end
   for t, w in next, watched do
-    local copy = w[1]
+    local copy, n = w[1], 0
     if getmetatable(t) ~= w[2] then return true end
-    for k, v in next, t do
-      if not (t == real and per_script[k]) and not rawequal(copy[k], v) then return true end
+    if t == real then
+      for k, v in next, t do
+        if not per_script[k] then
+          if not rawequal(copy[k], v) then return true end
+          n = n + 1
+        end
+      end
+    else
+      for k, v in next, t do
+        if not rawequal(copy[k], v) then return true end
+        n = n + 1
+      end
     end
-    for k, v in next, copy do
-      if not rawequal(rawget(t, k), v) then return true end
-    end
+    if n ~= w[3] then return true end
   end
   return false
 end
