@@ -576,7 +576,9 @@ pub fn unsubscribe(session: &mut Session<'_>, names: Vec<&[u8]>, pattern: bool, 
 pub fn queue<'q>(session: &'q mut Session<'_>) -> &'q mut Subscription {
     let hub = &session.fe.shared.pubsub;
     let handle = &session.info.handle;
-    session.subs.get_or_insert_with(|| hub.attach(handle.clone()))
+    session
+        .subs
+        .get_or_insert_with(|| hub.attach(handle.clone()))
 }
 
 /// Lets the session's queue go once it is neither subscribed, nor tracking keys, nor in

@@ -144,19 +144,17 @@ pub fn tracking(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
     if mode.bcast {
         let held = was.map(|t| &t.prefixes);
         for (i, p) in prefixes.iter().enumerate() {
-            if let Some(q) = held.and_then(|h| h.iter().find(|q| overlap(p, q))) {
+            let clash = match held.and_then(|h| h.iter().find(|q| overlap(p, q))) {
+                Some(q) => Some(("an existing", &q[..])),
+                None => prefixes[i + 1..]
+                    .iter()
+                    .find(|q| overlap(p, q))
+                    .map(|q| ("another provided", *q)),
+            };
+            if let Some((which, q)) = clash {
                 let mut e = b"Prefix '".to_vec();
                 e.extend_from_slice(p);
-                e.extend_from_slice(b"' overlaps with an existing prefix '");
-                e.extend_from_slice(q);
-                e.extend_from_slice(b"'. Prefixes for a single client must not overlap.");
-                r.error(&e);
-                return;
-            }
-            if let Some(q) = prefixes[i + 1..].iter().find(|q| overlap(p, q)) {
-                let mut e = b"Prefix '".to_vec();
-                e.extend_from_slice(p);
-                e.extend_from_slice(b"' overlaps with another provided prefix '");
+                e.extend_from_slice(format!("' overlaps with {which} prefix '").as_bytes());
                 e.extend_from_slice(q);
                 e.extend_from_slice(b"'. Prefixes for a single client must not overlap.");
                 r.error(&e);
