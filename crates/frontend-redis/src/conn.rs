@@ -110,12 +110,18 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                         let parsed = Command::parse(Args::new(&req, buf));
                         let data =
                             session::batched(session, &parsed).and_then(|e| Some((e, e.spec()?)));
-                        let entry = parsed.as_ref().ok().map(|p| p.entry);
+                        let entry = match &parsed {
+                            Ok(p) => Some(p.entry),
+                            Err(crate::cmd::Reject::Arity(e)) => Some(*e),
+                            Err(_) => None,
+                        };
                         if let Some((_, spec)) =
                             data.filter(|(_, s)| crate::blocking::is_blocking(s))
                         {
                             run_batch(session, &batch[..batched], &input, &mut out).await;
                             batched = 0;
+                            // `XREAD` (without `BLOCK` too) reads: remembered first.
+                            session::tracking::before_command(session, spec, Args::new(&req, buf));
                             let Some(side) = block(
                                 session,
                                 &mut stream,
@@ -166,7 +172,7 @@ async fn serve_session<S: Stream>(session: &mut Session<'_>, mut stream: S) {
                             batched = 0;
                             session::handle(session, parsed, &mut out).await;
                         }
-                        if let Some(entry) = entry.filter(|_| session.tracking.is_some()) {
+                        if session.tracking.is_some() {
                             session::tracking::after_command(session, entry);
                             if batched == 0 {
                                 session::tracking::flush_pushes(session, &mut out);

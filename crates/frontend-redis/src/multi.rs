@@ -174,8 +174,7 @@ pub async fn handle(
 /// the transaction failed): queued `SELECT`s and `HELLO`s count only in a try that commits.
 fn restore(session: &mut Session<'_>, db: u8, proto: manifold_redis_proto::Protocol) {
     session.info.db.set(db);
-    session.proto = proto;
-    session.info.proto.set(proto);
+    session::connection::set_proto(session, proto);
 }
 
 /// A refused command inside `MULTI` aborts the transaction at `EXEC`.
@@ -294,6 +293,13 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
             }
         })
         .collect();
+    // A tracking client's reads are remembered before the transaction's first statement:
+    // with gap locks (repeatable read) its snapshot is taken there.
+    for step in &steps {
+        if let Step::Data(spec, args) = *step {
+            session::tracking::before_command(session, spec, args);
+        }
+    }
     let fe = session.fe;
     let db0 = session.info.db.get();
     let proto0 = session.proto;
@@ -432,7 +438,6 @@ async fn run_steps(
         }
         match *step {
             Step::Data(spec, args) => {
-                session::tracking::before_command(session, spec, args);
                 exec::run_one(cx, spec, args)
                     .await
                     .map_err(|e| (Some(i), e))?;

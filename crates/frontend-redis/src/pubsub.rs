@@ -606,7 +606,7 @@ pub fn leave(session: &mut Session<'_>) {
     session.info.handle.set_pubsub(false);
     if session.tracking.take().is_some() {
         session.fe.shared.tracker.disable(session.info.id);
-        session.info.redirect.set(-1);
+        crate::session::tracking::shown_off(session.info);
     }
     let Some(subs) = session.subs.take() else {
         return;

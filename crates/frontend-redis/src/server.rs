@@ -185,6 +185,10 @@ pub struct ClientInfo {
     /// Tracking keys (`CLIENT TRACKING ON`): the client its invalidations go to (0:
     /// itself); -1: not tracking (`CLIENT LIST`'s `redir=` and flag `t`).
     pub redirect: Cell<i64>,
+    /// Tracking in `BCAST` mode (flag `B`).
+    pub bcast: Cell<bool>,
+    /// Set when its redirect target left (flag `R`).
+    pub broken_redirect: RefCell<Option<Arc<std::sync::atomic::AtomicBool>>>,
     /// What other workers see of the client (`CLIENT KILL`).
     pub handle: Arc<crate::kill::ClientHandle>,
 }
@@ -314,6 +318,8 @@ impl RedisFrontend {
             proto: Cell::new(Protocol::Resp2),
             cmd: Cell::new("NULL"),
             redirect: Cell::new(-1),
+            bcast: Cell::new(false),
+            broken_redirect: RefCell::new(None),
         });
         self.clients.borrow_mut().insert(info.id, info.clone());
         let _registered = Registered {

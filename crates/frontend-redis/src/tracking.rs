@@ -66,6 +66,8 @@ pub struct Mode {
 #[derive(Debug)]
 struct Client {
     mode: Mode,
+    /// It speaks RESP3: without a redirect, only then is it sent anything.
+    resp3: bool,
     prefixes: Vec<Box<[u8]>>,
     /// Its redirect target left (`CLIENT TRACKINGINFO`'s `broken_redirect`).
     broken: Arc<AtomicBool>,
@@ -81,6 +83,9 @@ struct Table {
     bytes: usize,
     /// Prefix → the ids of the clients broadcast to (`BCAST`).
     prefixes: BTreeMap<Box<[u8]>, Vec<u64>>,
+    /// The prefixes' lengths → how many prefixes have it: a changed key is looked up by
+    /// its own prefixes of those lengths only.
+    prefix_lens: BTreeMap<usize, usize>,
     /// Every client with tracking on.
     clients: HashMap<u64, Client>,
 }
@@ -154,17 +159,19 @@ impl Tracker {
         self.evict(&mut t);
     }
 
-    /// Turns tracking on for client `id` (again: its mode replaced, `prefixes` added);
-    /// the flag it shows a broken redirect on.
-    pub fn enable(&self, id: u64, mode: Mode, prefixes: &[&[u8]]) -> Arc<AtomicBool> {
+    /// Turns tracking on for client `id` (again: its mode replaced, `prefixes` added),
+    /// which speaks RESP3 or not; the flag it shows a broken redirect on.
+    pub fn enable(&self, id: u64, mode: Mode, prefixes: &[&[u8]], resp3: bool) -> Arc<AtomicBool> {
         let mut t = self.lock();
         let t = &mut *t;
         let client = t.clients.entry(id).or_insert_with(|| Client {
             mode,
+            resp3,
             prefixes: Vec::new(),
             broken: Arc::default(),
         });
         client.mode = mode;
+        client.resp3 = resp3;
         client.broken.store(false, Ordering::Relaxed);
         if mode.bcast {
             let all: &[&[u8]] = if prefixes.is_empty() {
@@ -177,7 +184,10 @@ impl Tracker {
                     continue;
                 }
                 client.prefixes.push((*p).into());
-                let ids = t.prefixes.entry((*p).into()).or_default();
+                let ids = t.prefixes.entry((*p).into()).or_insert_with(|| {
+                    *t.prefix_lens.entry(p.len()).or_default() += 1;
+                    Vec::new()
+                });
                 if let Err(at) = ids.binary_search(&id) {
                     ids.insert(at, id);
                 }
@@ -200,11 +210,24 @@ impl Tracker {
                 ids.retain(|&i| i != id);
                 if ids.is_empty() {
                     t.prefixes.remove(p);
+                    if let Some(n) = t.prefix_lens.get_mut(&p.len()) {
+                        *n -= 1;
+                        if *n == 0 {
+                            t.prefix_lens.remove(&p.len());
+                        }
+                    }
                 }
             }
         }
         if t.clients.is_empty() {
             self.store.tracking.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Client `id` now speaks RESP3 (`HELLO 3`) or not.
+    pub fn set_resp3(&self, id: u64, resp3: bool) {
+        if let Some(c) = self.lock().clients.get_mut(&id) {
+            c.resp3 = resp3;
         }
     }
 
@@ -275,6 +298,10 @@ impl Tracker {
         };
         let redirect = client.mode.redirect;
         if redirect == 0 {
+            // A RESP2 client is sent nothing (as Redis): nothing to queue.
+            if !client.resp3 {
+                return;
+            }
             self.hub.send(
                 id,
                 Message::Invalidate {
@@ -349,20 +376,9 @@ impl crate::store::events::Invalidator for Tracker {
                     }
                 }
             }
-            if t.prefixes.is_empty() {
-                continue;
-            }
-            if t.prefixes.len() <= key.len() + 1 {
-                for p in t.prefixes.keys() {
-                    if key.starts_with(p) {
-                        bcast.entry(p).or_default().insert(key);
-                    }
-                }
-            } else {
-                for l in 0..=key.len() {
-                    if let Some((p, _)) = t.prefixes.get_key_value(&key[..l]) {
-                        bcast.entry(p).or_default().insert(key);
-                    }
+            for &l in t.prefix_lens.keys().take_while(|&&l| l <= key.len()) {
+                if let Some((p, _)) = t.prefixes.get_key_value(&key[..l]) {
+                    bcast.entry(p).or_default().insert(key);
                 }
             }
         }
@@ -472,8 +488,8 @@ mod tests {
     fn a_read_key_is_invalidated_once_and_only_for_its_readers() {
         let k = kit();
         let (mut a, mut b) = (k.client(1), k.client(2));
-        k.tracker.enable(1, Mode::default(), &[]);
-        k.tracker.enable(2, Mode::default(), &[]);
+        k.tracker.enable(1, Mode::default(), &[], true);
+        k.tracker.enable(2, Mode::default(), &[], true);
         k.tracker.remember(1, [&b"x"[..], b"y"].into_iter());
         k.tracker.remember(2, [&b"y"[..]].into_iter());
         assert_eq!(k.tracker.figures().keys, 2);
@@ -495,7 +511,7 @@ mod tests {
             noloop: true,
             ..Mode::default()
         };
-        k.tracker.enable(1, noloop, &[]);
+        k.tracker.enable(1, noloop, &[], true);
         k.tracker.remember(1, [&b"x"[..]].into_iter());
         k.tracker.invalidate(1, &changed(&["x"]), false);
         assert!(sent(&mut a).is_empty());
@@ -512,7 +528,7 @@ mod tests {
             bcast: true,
             ..Mode::default()
         };
-        k.tracker.enable(1, bcast, &[b"p:", b"q"]);
+        k.tracker.enable(1, bcast, &[b"p:", b"q"], true);
         k.tracker
             .invalidate(0, &changed(&["p:b", "x", "p:a", "q1", "p:b"]), false);
         assert_eq!(
@@ -533,12 +549,12 @@ mod tests {
     fn a_flush_sends_every_client_a_null_and_empties_the_table() {
         let k = kit();
         let (mut a, mut b) = (k.client(1), k.client(2));
-        k.tracker.enable(1, Mode::default(), &[]);
+        k.tracker.enable(1, Mode::default(), &[], true);
         let bcast = Mode {
             bcast: true,
             ..Mode::default()
         };
-        k.tracker.enable(2, bcast, &[]);
+        k.tracker.enable(2, bcast, &[], true);
         k.tracker.remember(1, [&b"x"[..]].into_iter());
         k.tracker.invalidate(0, &[], true);
         assert_eq!(sent(&mut a), vec![(None, false)]);
@@ -550,7 +566,7 @@ mod tests {
     fn past_its_bounds_the_table_lets_keys_go_and_tells_their_clients() {
         let k = kit();
         let mut a = k.client(1);
-        k.tracker.enable(1, Mode::default(), &[]);
+        k.tracker.enable(1, Mode::default(), &[], true);
         k.tracker.set_max_keys(10);
         let names: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
         k.tracker.remember(1, names.iter().map(String::as_bytes));
@@ -573,12 +589,12 @@ mod tests {
             redirect: id,
             ..Mode::default()
         };
-        k.tracker.enable(1, to(5), &[]);
+        k.tracker.enable(1, to(5), &[], true);
         k.tracker.remember(1, [&b"x"[..]].into_iter());
         k.tracker.invalidate(0, &changed(&["x"]), false);
         assert_eq!(sent(&mut t), vec![(Some(keys(&["x"])), true)]);
         // Gone: no queue, not connected.
-        let broken = k.tracker.enable(1, to(9), &[]);
+        let broken = k.tracker.enable(1, to(9), &[], true);
         k.tracker.remember(1, [&b"x"[..]].into_iter());
         k.tracker.invalidate(0, &changed(&["x"]), false);
         assert!(broken.load(Ordering::Relaxed));

@@ -234,6 +234,9 @@ pub async fn swap_databases(cx: &mut Cx<'_>, a: u8, b: u8) -> Result<(), StoreEr
             let params = [Param::UInt(u64::from(to)), Param::UInt(u64::from(from))];
             cx.tx.exec(MOVE, &params).await?;
         }
+        // Every key of both databases changed: a client tracking keys forgets them all
+        // (Redis 7.2 does so too; 7.0 left them stale).
+        cx.tx.note_flush();
         for db in [a, b] {
             for key in cx.tx.blocked_keys(db) {
                 if let Some(row) = cx.tx.key_meta(db, &key, false).await? {

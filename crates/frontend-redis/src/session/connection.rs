@@ -173,9 +173,14 @@ fn refused(session: &mut Session<'_>, auth: Auth, out: &mut Vec<u8>) -> bool {
     true
 }
 
-fn set_proto(session: &mut Session<'_>, proto: Protocol) {
+/// Switches the session to `proto` (`HELLO`, `RESET`, an `EXEC` tried again).
+pub fn set_proto(session: &mut Session<'_>, proto: Protocol) {
     session.proto = proto;
     session.info.proto.set(proto);
+    if session.tracking.is_some() {
+        let resp3 = proto == Protocol::Resp3;
+        session.fe.shared.tracker.set_resp3(session.info.id, resp3);
+    }
     // A RESP3 client may be sent pushes any time (the invalidations of a client that
     // redirects them to it): it has a queue.
     if proto == Protocol::Resp3 {
@@ -477,6 +482,25 @@ pub fn sees_everyone(info: &crate::server::ClientInfo) -> bool {
     info.account.borrow().as_ref().is_some_and(|a| a.process)
 }
 
+/// `CLIENT LIST`'s flags of what the door shows: `t` tracking keys, `R` its redirect
+/// target left, `B` broadcast; `N` none.
+fn tracking_flags(c: &crate::server::ClientInfo) -> &'static str {
+    if c.redirect.get() < 0 {
+        return "N";
+    }
+    let broken = c
+        .broken_redirect
+        .borrow()
+        .as_ref()
+        .is_some_and(|b| b.load(std::sync::atomic::Ordering::Relaxed));
+    match (broken, c.bcast.get()) {
+        (false, false) => "t",
+        (true, false) => "tR",
+        (false, true) => "tB",
+        (true, true) => "tRB",
+    }
+}
+
 /// One line of `CLIENT LIST` in Redis 7.0's fields; memory and buffer fields are 0.
 fn client_line(
     fe: &crate::server::RedisFrontend,
@@ -502,7 +526,7 @@ fn client_line(
         " age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir={} resp={}",
         now.duration_since(c.created).as_secs(),
         now.duration_since(c.last_active.get()).as_secs(),
-        if c.redirect.get() >= 0 { "t" } else { "N" },
+        tracking_flags(c),
         c.db.get(),
         c.cmd.get(),
         user,

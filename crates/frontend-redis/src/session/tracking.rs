@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use manifold_redis_proto::Reply;
+use manifold_redis_proto::{Protocol, Reply};
 
 use super::Session;
 use crate::cmd::{parse_i64, Args, Entry, Spec};
@@ -110,7 +110,7 @@ pub fn tracking(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
     if on.eq_ignore_ascii_case(b"off") {
         if session.tracking.take().is_some() {
             session.fe.shared.tracker.disable(session.info.id);
-            session.info.redirect.set(-1);
+            shown_off(session.info);
             crate::pubsub::release(session);
         }
         Reply::new(out, session.proto).simple(b"OK");
@@ -167,11 +167,12 @@ pub fn tracking(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
             return;
         }
     }
-    let broken = session
-        .fe
-        .shared
-        .tracker
-        .enable(session.info.id, mode, &prefixes);
+    let broken = session.fe.shared.tracker.enable(
+        session.info.id,
+        mode,
+        &prefixes,
+        session.proto == Protocol::Resp3,
+    );
     // Enabled again: `CLIENT CACHING` given before still counts, as in Redis.
     let (mut held, caching) = session
         .tracking
@@ -191,8 +192,18 @@ pub fn tracking(session: &mut Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
         broken,
     }));
     session.info.redirect.set(mode.redirect as i64);
+    session.info.bcast.set(mode.bcast);
+    *session.info.broken_redirect.borrow_mut() =
+        session.tracking.as_ref().map(|t| t.broken.clone());
     crate::pubsub::queue(session);
     Reply::new(out, session.proto).simple(b"OK");
+}
+
+/// `CLIENT LIST` shows the client not tracking.
+pub fn shown_off(info: &crate::server::ClientInfo) {
+    info.redirect.set(-1);
+    info.bcast.set(false);
+    info.broken_redirect.borrow_mut().take();
 }
 
 /// `CLIENT CACHING YES|NO`.
@@ -289,7 +300,8 @@ pub fn remembers(session: &Session<'_>) -> bool {
 /// Before the data command `spec` `args` runs: if it reads and the session remembers what
 /// it reads, its keys go in the table.
 pub fn before_command(session: &Session<'_>, spec: &Spec, args: Args<'_>) {
-    if spec.write || !remembers(session) {
+    // `PFCOUNT` writes only its cached count: Redis counts it a read.
+    if (spec.write && spec.name != "pfcount") || !remembers(session) {
         return;
     }
     let keys = read_keys(spec.name, args);
@@ -326,10 +338,12 @@ pub fn flush_pushes(session: &mut Session<'_>, out: &mut Vec<u8>) {
     }
 }
 
-/// After a request (`entry`) ran: `CLIENT CACHING` counts for the next command only
-/// (the next transaction, inside `MULTI`), as Redis's `resetClient` has it.
-pub fn after_command(session: &mut Session<'_>, entry: &Entry) {
-    if session.multi.is_some() || entry.name.starts_with("client|") {
+/// After a request (`entry`, none for an unknown command) ran or was refused: `CLIENT
+/// CACHING` counts for the next command only (the next transaction, inside `MULTI`), as
+/// Redis's `resetClient` has it.
+pub fn after_command(session: &mut Session<'_>, entry: Option<&Entry>) {
+    let client = entry.is_some_and(|e| e.name.starts_with("client|"));
+    if session.multi.is_some() || client {
         return;
     }
     if let Some(t) = session.tracking.as_deref_mut() {

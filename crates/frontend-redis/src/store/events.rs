@@ -243,6 +243,22 @@ impl Tx<'_> {
         })
     }
 
+    /// `key` changed without a keyspace event of its own (`PFCOUNT` caching its count in
+    /// the value): recorded, while some client tracks keys, for the invalidation alone
+    /// (class 0 is never published).
+    pub fn touch(&mut self, db: u8, key: &[u8]) {
+        if self
+            .store
+            .shared
+            .tracking
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            if let Some(e) = self.held(0, "touch", db, key) {
+                self.events.push(e);
+            }
+        }
+    }
+
     /// Events this transaction dropped past [`MAX_EVENT_BYTES`].
     pub fn events_dropped(&self) -> u64 {
         self.events_dropped

@@ -242,6 +242,8 @@ pub struct Tx<'s> {
     writer: u64,
     /// It flushed a database (`FLUSHDB`, `FLUSHALL`): every tracked key is invalidated.
     flushed: bool,
+    /// Some client tracked keys when it began: its commands recorded the keys they changed.
+    tracked_at_begin: bool,
     /// The sessions whose writes this transaction's commits are: each remembers the
     /// commit's GTID, which its later reads on replicas wait for.
     writers: Vec<Causal>,
@@ -273,6 +275,7 @@ impl<'s> Tx<'s> {
             events_dropped: 0,
             writer: 0,
             flushed: false,
+            tracked_at_begin: host.store().shared.tracking.load(Ordering::Relaxed),
             writers: Vec::new(),
             readers: None,
             node: 0,
@@ -516,7 +519,10 @@ impl Tx<'_> {
                 "redis keyspace notifications: a transaction made more than 16 MiB of events; the rest were not published"
             );
         }
-        let all = self.flushed || self.events_dropped > 0;
+        // Tracking turned on while it ran: what it changed before may not be recorded, so
+        // every tracking client forgets everything (only around that moment).
+        let late = !self.tracked_at_begin && self.changed > 0;
+        let all = self.flushed || self.events_dropped > 0 || late;
         if (all || !self.events.is_empty()) && self.store.shared.tracking.load(Ordering::Relaxed) {
             self.host.invalidate(self.writer, &self.events, all);
         }

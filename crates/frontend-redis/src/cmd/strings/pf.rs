@@ -140,6 +140,8 @@ async fn pfcount_one(cx: &mut Cx<'_>, k: &[u8]) -> Result<(), StoreError> {
         };
         hll::set_cached(&mut v, card);
         update_value(cx, k, &v).await?;
+        // Its bytes changed (no keyspace event, as Redis): a client holding them forgets.
+        cx.tx.touch(cx.db, k);
         card
     };
     cx.reply().integer(i64::try_from(card).unwrap_or(i64::MAX));
