@@ -13,7 +13,8 @@
 //! Read as Redis reads it with `sanitize-dump-payload yes` (every listpack checked in
 //! depth, every PEL entry owned by a consumer), and more strictly where the door's tables
 //! need it: no entry ID twice, the length the count of live entries, the last ID not below
-//! an entry's (else a later `XADD` would take an ID already there). Bounded as the other
+//! an entry's (else a later `XADD` would take an ID already there), the first ID the
+//! first entry's, a group's entries read -1 (unknown) or a count. Bounded as the other
 //! types ([`super::Budget`]), and in counts ([`MAX_ENTRIES`]...): a payload's groups,
 //! consumers and pending entries are rows the door writes in one transaction.
 
@@ -113,8 +114,15 @@ fn count(e: &[u8]) -> Option<usize> {
 }
 
 /// The live entries of one listpack of master ID `master` (its elements), appended to
-/// `out`, as `streamValidateListpackIntegrity` checks them in depth.
-fn node(master: StreamId, lp: &[Vec<u8>], out: &mut Vec<(StreamId, Vec<Vec<u8>>)>) -> Option<()> {
+/// `out`, as `streamValidateListpackIntegrity` checks them in depth. The master fields an
+/// entry takes (`SAMEFIELDS`) are counted in `budget` again for each: a long field name in
+/// the master entry would otherwise make many times its size once decoded.
+fn node(
+    master: StreamId,
+    lp: &[Vec<u8>],
+    out: &mut Vec<(StreamId, Vec<Vec<u8>>)>,
+    budget: &mut super::Budget,
+) -> Option<()> {
     let mut parts = lp.iter();
     let mut next = || parts.next().map(Vec::as_slice);
     let live = count(next()?)?;
@@ -143,7 +151,12 @@ fn node(master: StreamId, lp: &[Vec<u8>], out: &mut Vec<(StreamId, Vec<Vec<u8>>)
         }
         let mut pairs = Vec::with_capacity(2 * n);
         for i in 0..n {
-            let field = if same { fields[i] } else { next()? };
+            let field = if same {
+                budget.element(fields[i].len())?;
+                fields[i]
+            } else {
+                next()?
+            };
             pairs.push(field.to_vec());
             pairs.push(next()?.to_vec());
         }
@@ -188,7 +201,7 @@ impl Reader<'_> {
             if elements.is_empty() {
                 return Err(f);
             }
-            node(master, &elements, &mut s.entries).ok_or(f)?;
+            node(master, &elements, &mut s.entries, &mut self.budget).ok_or(f)?;
             if s.entries.len() > MAX_ENTRIES {
                 return Err(StreamRefused::TooMany);
             }
@@ -211,8 +224,17 @@ impl Reader<'_> {
         }
         let v2 = kind == rdb_type::STREAM_LISTPACKS_2;
         if v2 {
-            // The first ID: the door takes its first entry's.
-            self.id().ok_or(f)?;
+            // The first ID: the first live entry's, 0-0 for an empty stream (or the largest
+            // ID: Redis 7.0's record of an empty stream it read from 6.x); the door takes it
+            // from its entries, and Redis's counters from this one.
+            let first = self.id().ok_or(f)?;
+            let consistent = match s.entries.first() {
+                Some(e) => first == e.0,
+                None => first == StreamId::ZERO || first == StreamId::MAX,
+            };
+            if !consistent {
+                return Err(f);
+            }
             s.max_deleted = self.id().ok_or(f)?;
             s.entries_added = self.len().ok_or(f)?;
         } else {
@@ -247,8 +269,12 @@ impl Reader<'_> {
         let name = self.string().ok_or(f)?;
         let last = self.id().ok_or(f)?;
         let entries_read = if v2 {
-            // Written as an unsigned length; -1 (unknown) as its 64-bit pattern.
-            i64::try_from(self.len().ok_or(f)?).ok()
+            // Written as an unsigned length; -1 (unknown) as its 64-bit pattern, any other
+            // negative count refused (Redis would keep it, and count on from it).
+            match self.len().ok_or(f)? {
+                u64::MAX => None,
+                n => Some(i64::try_from(n).map_err(|_| f)?),
+            }
         } else {
             let meta = crate::cmd::streams::Meta {
                 last: s.last,
@@ -298,6 +324,8 @@ impl Reader<'_> {
             let owned = self.count().ok_or(f)?;
             for _ in 0..owned {
                 let id = raw_id(self.take(16).ok_or(f)?).ok_or(f)?;
+                // Each pending row names its consumer.
+                self.budget.charge(name.len() as u64).ok_or(f)?;
                 // In the group's PEL, and no one else's.
                 let p = pel.get_mut(&id).ok_or(f)?;
                 if p.consumer != usize::MAX {

@@ -402,6 +402,17 @@ fn malformed_streams_are_refused() {
     // The last ID below an entry's.
     let tail = [1, 4, 0, 5, 0, 0, 0, 1, 0];
     assert_eq!(stream_of(&hand(&[(id(5, 0), one_entry())], &tail)), f);
+    // The first ID not the first entry's; an empty stream's 0-0 or the largest ID.
+    let tail = [1, 5, 0, 4, 0, 0, 0, 1, 0];
+    assert_eq!(stream_of(&hand(&[(id(5, 0), one_entry())], &tail)), f);
+    let mut tail = vec![0, 5, 0, 0x81];
+    tail.extend_from_slice(&[0xff; 8]);
+    tail.push(0x81);
+    tail.extend_from_slice(&[0xff; 8]);
+    tail.extend_from_slice(&[0, 0, 1, 0]);
+    assert!(stream_of(&hand(&[], &tail)).is_ok());
+    assert_eq!(stream_of(&hand(&[], &[0, 5, 0, 1, 0, 0, 0, 1, 0])), f);
+    assert!(stream_of(&hand(&[], &[0, 5, 0, 0, 0, 0, 0, 1, 0])).is_ok());
     // The same entry twice (in two listpacks: 6-0 less 1 ms), the same master ID twice.
     let mut e = one_entry();
     e[6] = I(-1);
@@ -504,4 +515,48 @@ fn random_and_truncated_stream_payloads_never_panic() {
             let _ = decode(&payload(&b), LIMIT);
         }
     }
+}
+
+#[test]
+fn master_fields_and_consumer_names_count_for_each_use() {
+    // One master field of 1000 bytes taken by 300 entries of one value each: 300,000 bytes
+    // once decoded, from a payload of a few thousand.
+    let field: &'static str = Box::leak("f".repeat(1000).into_boxed_str());
+    let mut e = vec![I(300), I(0), I(1), S(field), I(0)];
+    for i in 0..300 {
+        e.extend([I(2), I(0), I(i), S("v"), I(4)]);
+    }
+    let tail = [0x41, 0x2c, 5, 0x41, 0x2b, 5, 0, 0, 0, 0x41, 0x2c, 0];
+    let data = hand(&[(id(5, 0), e)], &tail);
+    assert!(data.len() < 5000);
+    assert_eq!(stream_of(&data).unwrap().entries.len(), 300);
+    assert_eq!(decode(&data, 200_000), Err(Refused::TooLarge));
+    // A consumer name of 10,000 bytes owning 100 pending entries: written with each.
+    let mut s = sample(0);
+    s.groups[0].consumers[0].name = vec![b'c'; 10_000];
+    s.groups[0].pending = (0..100)
+        .map(|i| Pending {
+            id: id(i, 0),
+            consumer: 0,
+            ..Pending::default()
+        })
+        .collect();
+    let data = encode(&s);
+    assert!(decode(&data, 2 * data.len() as u64).is_err());
+    assert!(decode(&data, LIMIT).is_ok());
+}
+
+#[test]
+fn a_group_reads_minus_one_or_a_count() {
+    let mut s = sample(3);
+    s.groups[0].entries_read = Some(-1);
+    // -1 is written as unknown, and read so.
+    assert_eq!(stream_of(&encode(&s)).unwrap().groups[0].entries_read, None);
+    s.groups[0].entries_read = Some(-2);
+    assert_eq!(stream_of(&encode(&s)), Err(Refused::Format));
+    s.groups[0].entries_read = Some(i64::MAX);
+    assert_eq!(
+        stream_of(&encode(&s)).unwrap().groups[0].entries_read,
+        Some(i64::MAX)
+    );
 }
