@@ -440,15 +440,14 @@ fn well_formed(value: &Value) -> bool {
         n > 0 && items.into_iter().all(|m| seen.insert(m))
     }
     match value {
-        Value::String(_) => true,
         Value::List(items) => !items.is_empty(),
         Value::Set(items) => unique(items.iter().map(Vec::as_slice)),
         Value::ZSet(items) => {
             items.iter().all(|(_, s)| !s.is_nan()) && unique(items.iter().map(|(m, _)| &m[..]))
         }
         Value::Hash(items) => unique(items.iter().map(|(f, _)| &f[..])),
-        // Checked as it is read.
-        Value::Stream(_) => true,
+        // A stream is checked as it is read.
+        Value::String(_) | Value::Stream(_) => true,
     }
 }
 

@@ -132,17 +132,16 @@ async fn load_group_rows(
         let delivered_ms = p.get(4).and_then(int).unwrap_or(0);
         // Every pending entry has its consumer in Redis's form: one the consumer table
         // lacks is written from its name here.
-        let consumer = match by_hash.get(&ch) {
-            Some(&i) => i,
-            None => {
-                let i = group.consumers.len();
-                group.consumers.push(Consumer {
-                    name: p.get_mut(3).and_then(take_bytes).unwrap_or_default(),
-                    seen_ms: delivered_ms,
-                });
-                by_hash.insert(ch, i);
-                i
-            }
+        let consumer = if let Some(&i) = by_hash.get(&ch) {
+            i
+        } else {
+            let i = group.consumers.len();
+            group.consumers.push(Consumer {
+                name: p.get_mut(3).and_then(take_bytes).unwrap_or_default(),
+                seen_ms: delivered_ms,
+            });
+            by_hash.insert(ch, i);
+            i
         };
         group.pending.push(Pending {
             id: id_of(&p, 0),

@@ -150,10 +150,12 @@ fn node(
             return None;
         }
         let mut pairs = Vec::with_capacity(2 * n);
-        for i in 0..n {
+        let mut master_names = fields.iter();
+        for _ in 0..n {
             let field = if same {
-                budget.element(fields[i].len())?;
-                fields[i]
+                let f = *master_names.next()?;
+                budget.element(f.len())?;
+                f
             } else {
                 next()?
             };
