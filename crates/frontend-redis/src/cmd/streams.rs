@@ -16,12 +16,15 @@
 //!   Redis removes only whole nodes of its radix tree, so it may trim fewer.
 //! - `XADD`'s automatic IDs take the batch's clock (`ms` of the batch's start).
 
+mod dump;
 mod groups;
 mod id;
 mod parse;
 #[cfg(test)]
 mod tests;
 
+pub use dump::{dump, restore};
+pub(crate) use groups::estimate_read;
 pub use id::StreamId;
 pub use parse::{StreamCommand, COMMANDS};
 
@@ -100,10 +103,10 @@ impl StreamCommand<'_> {
 
 /// A stream's state beyond its entries (`redis_stream_meta`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Meta {
-    last: StreamId,
-    max_deleted: StreamId,
-    entries_added: u64,
+pub(crate) struct Meta {
+    pub(crate) last: StreamId,
+    pub(crate) max_deleted: StreamId,
+    pub(crate) entries_added: u64,
 }
 
 /// An unsigned column.

@@ -4,9 +4,9 @@
 //!
 //! - `DUMP` reads the key's members (not locked, as any read) into the payload, in the
 //!   plainest encodings redis-server 7.0 loads: `STRING`, `LIST`, `SET`, `ZSET_2`, `HASH`
-//!   (redis-server converts them to its own on `RESTORE`). A stream is refused
-//!   ([`STREAM_REFUSED`]): its RDB form (listpacks of delta-encoded entries, groups, PELs)
-//!   is not written here.
+//!   (redis-server converts them to its own on `RESTORE`); a stream in Redis 7.0's own
+//!   `STREAM_LISTPACKS_2`, its groups, consumers and pending entries with it
+//!   ([`crate::cmd::streams::dump`]).
 //! - `RESTORE` checks as `restoreCommand` does and in its order: the options (before any
 //!   read), `BUSYKEY` without `REPLACE`, the TTL, the footer (version, CRC-64), the value.
 //!   The value is decoded whole in manifold's memory (4 times `proto-max-bulk-len` at most,
@@ -29,8 +29,6 @@ use crate::store::context::Cx;
 use crate::store::keys::{hash, kind};
 use crate::store::{double, int, take_bytes, StoreError};
 
-/// `DUMP` of a stream.
-pub const STREAM_REFUSED: &[u8] = b"DUMP of a stream is not supported by this server";
 /// `RESTORE` onto a key that exists, without `REPLACE` (`shared.busykeyerr`).
 pub const BUSYKEY: &[u8] = b"-BUSYKEY Target key name already exists.";
 const BAD_TTL: &[u8] = b"Invalid TTL value, must be >= 0";
@@ -117,10 +115,7 @@ pub async fn dump(cx: &mut Cx<'_>, key: &[u8]) -> Result<(), StoreError> {
             rdb_type::HASH,
             "SELECT field, v FROM {s}.redis_hash WHERE kid = ?",
         ),
-        _ => {
-            cx.reply().error(STREAM_REFUSED);
-            return Ok(());
-        }
+        _ => return crate::cmd::streams::dump(cx, &row).await,
     };
     // The payload is built as the rows are read; past what the client's output limit
     // leaves, the read stops and the (partial) reply passes the limit: the client is
@@ -230,6 +225,7 @@ async fn write_value(
         rdb::Value::Set(s) => (kind::SET, None, s.len()),
         rdb::Value::ZSet(z) => (kind::ZSET, None, z.len()),
         rdb::Value::Hash(h) => (kind::HASH, None, h.len()),
+        rdb::Value::Stream(s) => (kind::STREAM, None, s.entries.len()),
     };
     let len = i64::try_from(len).unwrap_or(i64::MAX);
     let ltail = if t == kind::LIST { len } else { 0 };
@@ -320,6 +316,11 @@ async fn write_value(
                 },
             )
             .await?;
+        }
+        rdb::Value::Stream(s) => {
+            crate::cmd::streams::restore(cx, kid, s).await?;
+            // Clients blocked on `k` (`XREAD`...) are served once this commits.
+            cx.tx.note_push(cx.db, k);
         }
     }
     if t == kind::LIST || t == kind::ZSET {

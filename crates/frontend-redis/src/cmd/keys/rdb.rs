@@ -7,7 +7,8 @@
 //! 9): strings (raw, integer, LZF-compressed), lists (`LIST`, `LIST_ZIPLIST`, `QUICKLIST`
 //! of ziplists, `QUICKLIST_2` of listpacks and plain nodes), sets (`SET`, `SET_INTSET`),
 //! sorted sets (`ZSET`, `ZSET_2`, `ZSET_ZIPLIST`, `ZSET_LISTPACK`), hashes (`HASH`,
-//! `HASH_ZIPLIST`, `HASH_LISTPACK`). Not read: streams, modules, zipmaps (Redis 2.4).
+//! `HASH_ZIPLIST`, `HASH_LISTPACK`), streams (`STREAM_LISTPACKS_2`, `STREAM_LISTPACKS`:
+//! [`stream`]). Not read: modules, zipmaps (Redis 2.4).
 //!
 //! Bounded by the payload: every length is checked against the bytes left before anything
 //! is allocated for it (a count of elements too: each takes a byte at least), and what LZF
@@ -17,7 +18,8 @@
 //! panic.
 //!
 //! Written ([`Writer`]): the plainest encodings redis-server 7.0 loads (and converts to its
-//! own): `STRING` (raw), `LIST`, `SET`, `ZSET_2`, `HASH`.
+//! own): `STRING` (raw), `LIST`, `SET`, `ZSET_2`, `HASH`; and streams as Redis 7.0 writes
+//! them, `STREAM_LISTPACKS_2` ([`stream::StreamWriter`]).
 //!
 //! `FUNCTION DUMP|RESTORE`'s payload is the same footer after each library's code
 //! ([`functions_payload`], [`function_codes`]), read with the same bounds.
@@ -41,6 +43,8 @@ pub mod rdb_type {
     pub const HASH_LISTPACK: u8 = 16;
     pub const ZSET_LISTPACK: u8 = 17;
     pub const LIST_QUICKLIST_2: u8 = 18;
+    pub const STREAM_LISTPACKS: u8 = 15;
+    pub const STREAM_LISTPACKS_2: u8 = 19;
 }
 
 /// A value read from a payload (collections never empty, members never repeated).
@@ -51,6 +55,7 @@ pub enum Value {
     Set(Vec<Vec<u8>>),
     ZSet(Vec<(Vec<u8>, f64)>),
     Hash(Vec<(Vec<u8>, Vec<u8>)>),
+    Stream(Box<stream::Stream>),
 }
 
 /// Why a payload was refused.
@@ -62,6 +67,8 @@ pub enum Refused {
     Format,
     /// The value would take more memory than the limit once decoded.
     TooLarge,
+    /// A stream past the counts of [`stream::MAX_ENTRIES`] and the others.
+    StreamTooMany,
 }
 
 /// `RESTORE`'s texts for each.
@@ -73,6 +80,7 @@ impl Refused {
             Refused::TooLarge => {
                 b"value too large to restore: it takes more than 4 times proto-max-bulk-len in memory"
             }
+            Refused::StreamTooMany => stream::TOO_MANY,
         }
     }
 }
@@ -157,10 +165,12 @@ pub fn decode(payload: &[u8], limit: u64) -> Result<Value, Refused> {
             left: limit,
             exceeded: false,
         },
+        too_many: false,
     };
     match r.object() {
         Some(v) => Ok(v),
         None if r.budget.exceeded => Err(Refused::TooLarge),
+        None if r.too_many => Err(Refused::StreamTooMany),
         None => Err(Refused::Format),
     }
 }
@@ -171,6 +181,8 @@ struct Reader<'a> {
     at: usize,
     /// What the decoded value may still take.
     budget: Budget,
+    /// A stream was refused for its counts.
+    too_many: bool,
 }
 
 /// An RDB length, or the special encoding that follows (`RDB_ENCVAL`).
@@ -274,6 +286,15 @@ impl<'a> Reader<'a> {
         let kind = self.byte()?;
         let value = match kind {
             t::STRING => return Some(Value::String(self.string()?)),
+            t::STREAM_LISTPACKS | t::STREAM_LISTPACKS_2 => {
+                return match self.stream(kind) {
+                    Ok(s) => Some(Value::Stream(Box::new(s))),
+                    Err(refused) => {
+                        self.too_many = refused == stream::StreamRefused::TooMany;
+                        None
+                    }
+                };
+            }
             t::LIST => {
                 let n = self.count()?;
                 let mut items = Vec::with_capacity(n);
@@ -419,13 +440,14 @@ fn well_formed(value: &Value) -> bool {
         n > 0 && items.into_iter().all(|m| seen.insert(m))
     }
     match value {
-        Value::String(_) => true,
         Value::List(items) => !items.is_empty(),
         Value::Set(items) => unique(items.iter().map(Vec::as_slice)),
         Value::ZSet(items) => {
             items.iter().all(|(_, s)| !s.is_nan()) && unique(items.iter().map(|(m, _)| &m[..]))
         }
         Value::Hash(items) => unique(items.iter().map(|(f, _)| &f[..])),
+        // A stream is checked as it is read.
+        Value::String(_) | Value::Stream(_) => true,
     }
 }
 
@@ -749,6 +771,7 @@ pub fn function_codes(payload: &[u8], most: usize, limit: u64) -> Result<Vec<Vec
             left: limit,
             exceeded: false,
         },
+        too_many: false,
     };
     let mut codes = Vec::new();
     // As Redis: read until the last 10 bytes (a library's code may run into them).
@@ -788,6 +811,9 @@ pub fn function_codes(payload: &[u8], most: usize, limit: u64) -> Result<Vec<Vec
     }
     Ok(codes)
 }
+
+#[path = "rdb/stream.rs"]
+pub mod stream;
 
 #[cfg(test)]
 #[path = "rdb/tests.rs"]

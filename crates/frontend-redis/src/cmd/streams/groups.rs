@@ -407,7 +407,7 @@ async fn first_id(cx: &mut Cx<'_>, kid: u64) -> Result<Option<StreamId>, StoreEr
         .map(|r| id_of(r, 0)))
 }
 
-fn id_of(r: &[Value], at: usize) -> StreamId {
+pub(super) fn id_of(r: &[Value], at: usize) -> StreamId {
     StreamId::new(
         r.get(at).and_then(uint).unwrap_or(0),
         r.get(at + 1).and_then(uint).unwrap_or(0),
@@ -860,7 +860,7 @@ async fn new_entries(
 
 /// Redis's `streamEstimateDistanceFromFirstEverEntry`: the read counter of `id`, `None`
 /// when it cannot be known.
-pub(super) fn estimate_read(
+pub(crate) fn estimate_read(
     meta: &super::Meta,
     first: StreamId,
     length: i64,

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 /// An entry ID; ordered by milliseconds, then sequence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Hash)]
 pub struct StreamId {
     pub ms: u64,
     pub seq: u64,
