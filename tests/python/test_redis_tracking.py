@@ -113,7 +113,7 @@ def test_commands_and_errors_as_redis(redis_door, redis_reference):
 def invalidations(port, reads, writes, resp3=True, mode=("on",)):
     """The pushes a tracking client (`CLIENT TRACKING <mode>`) gets after it sent `reads`
     (each a request, replies dropped) and another client sent `writes`."""
-    keys = [P + s for s in ("k1", "k2", "k3", "k4", "k5", "h", "b:1", "b:2", "b:3", "x", "s1", "s2", "o1", "o2", "o3")]
+    keys = [P + s for s in ("k1", "k2", "k3", "k4", "k5", "h", "b:1", "b:2", "b:3", "x", "s1", "s2", "o1", "o2", "o3", "hll", "st")]
     clean(port, keys)
     a = login(port, resp3)
     w = login(port)
@@ -140,14 +140,17 @@ def same_invalidations(door, reference, reads, writes, **kw):
 
 
 def test_default_mode_invalidates_what_was_read(redis_door, redis_reference):
-    """The keys a client read (GET, MGET, HGET, EXISTS, STRLEN), one push each when another
-    client changes them, once; keys not read, and writes that change nothing, send none."""
+    """The keys a client read (GET, MGET, HGET, EXISTS, STRLEN, PFCOUNT, XREAD), one push
+    each when another client changes them, once; keys not read, and writes that change
+    nothing, send none."""
     reads = [
         cmd("GET", P + "k1"),
         cmd("MGET", P + "k2", P + "k3"),
         cmd("HGET", P + "h", "f"),
         cmd("EXISTS", P + "k4"),
         cmd("STRLEN", P + "x"),
+        cmd("PFCOUNT", P + "hll"),
+        cmd("XREAD", "COUNT", "1", "STREAMS", P + "st", "0"),
     ]
     writes = [
         cmd("SET", P + "k1", "v"),
@@ -158,9 +161,11 @@ def test_default_mode_invalidates_what_was_read(redis_door, redis_reference):
         cmd("SET", P + "k1", "again"),
         cmd("SETNX", P + "k2", "no"),
         cmd("APPEND", P + "x", "tail"),
+        cmd("PFADD", P + "hll", "a"),
+        cmd("XADD", P + "st", "1-1", "f", "v"),
     ]
     got = same_invalidations(redis_door, redis_reference, reads, writes)
-    assert len(got) == 5, got
+    assert len(got) == 7, got
     assert got[0] == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$6\r\ntrk:k1\r\n"
 
 
@@ -422,3 +427,37 @@ def test_a_full_table_lets_keys_go_with_their_invalidation(redis_door, redis_ref
             c.call("CONFIG", "SET", "tracking-table-max-keys", "1000000")
             a.close()
             c.close()
+
+
+def test_swapdb_invalidates_everything(redis_door):
+    """`SWAPDB` moves every key of two databases: a tracking client forgets all it holds (a
+    null, as after a flush; Redis 7.2 does so, 7.0 sent nothing). Databases 9 and 10, which
+    no other test uses."""
+    got = invalidations(redis_door, [cmd("GET", P + "k1")], [cmd("SWAPDB", "9", "10")])
+    assert got == [b">2\r\n$10\r\ninvalidate\r\n_\r\n"], got
+
+
+def test_client_list_flags(redis_door, redis_reference):
+    """`CLIENT INFO`'s `flags=`: `t` tracking, `B` broadcasting, `R` when the redirect
+    target left; `redir=`."""
+    for port in (redis_door, redis_reference):
+        t = login(port)
+        tid = t.call("CLIENT", "ID")
+        a = login(port, resp3=True)
+        w = login(port)
+        try:
+            ok(a, "CLIENT", "TRACKING", "on", "BCAST")
+            line = a.call("CLIENT", "INFO").decode()
+            assert " flags=tB " in line and " redir=0 " in line, (port, line)
+            ok(a, "CLIENT", "TRACKING", "off")
+            ok(a, "CLIENT", "TRACKING", "on", "REDIRECT", str(tid))
+            a.call("GET", P + "k1")
+            t.close()
+            gone(port, tid, w)
+            ok(w, "SET", P + "k1", "flags")
+            until_pong(a)
+            line = a.call("CLIENT", "INFO").decode()
+            assert " flags=tR " in line and f" redir={tid} " in line, (port, line)
+        finally:
+            a.close()
+            w.close()
