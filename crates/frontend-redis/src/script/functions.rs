@@ -430,7 +430,9 @@ fn bounded(libs: &Map) -> Result<(), String> {
 const VERSION: &str = "SELECT value FROM {s}.redis_meta WHERE name = 'functions_version'";
 const BUMP: &str = "INSERT INTO {s}.redis_meta (name, value) VALUES ('functions_version', 1) \
                     ON DUPLICATE KEY UPDATE value = value + 1";
-const READ_ALL: &str = "SELECT name, code_sha, functions FROM {s}.redis_function";
+// The code's hash as the server computes it, not the `code_sha` column: a row whose code
+// was edited by hand is read again whatever its `code_sha`.
+const READ_ALL: &str = "SELECT name, SHA1(code), functions FROM {s}.redis_function";
 const READ_CODE: &str = "SELECT code FROM {s}.redis_function WHERE name = ?";
 const UPSERT: &str = "INSERT INTO {s}.redis_function (name, code, code_sha, functions) \
                       VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE code = ?, code_sha = ?, functions = ?";
@@ -451,10 +453,17 @@ fn functions_text(functions: &[Function]) -> String {
 }
 
 /// Every library of `redis_function`, those `known` (by name and code hash) kept as they
-/// are: only a library whose code changed is read whole and made again. A row that is not
-/// one a door wrote (edited by hand) is left out, with a warning.
+/// are: only a library whose code changed is read whole and made again.
+///
+/// The code is the truth, as in Redis (which runs each library's code again when it loads
+/// them): a library read again is checked and run as `FUNCTION LOAD` does
+/// ([`from_row`]), its functions being those the code registers. A row edited by hand
+/// whose code does not load, or declares another name, is left out (with a warning),
+/// as is one registering a function an earlier library (in name order) has: every
+/// manifold reading the table leaves out the same.
 async fn read_all(tx: &mut Tx<'_>, known: &Map) -> Result<Map, StoreError> {
     let mut libs = Map::new();
+    let mut unknown = Vec::new();
     for row in tx.rows(READ_ALL, &[]).await? {
         let column = |i: usize| row.get(i).and_then(bytes).unwrap_or_default();
         let (name, code_sha, text) = (column(0), column(1), column(2));
@@ -464,37 +473,82 @@ async fn read_all(tx: &mut Tx<'_>, known: &Map) -> Result<Map, StoreError> {
             libs.insert(name, lib.clone());
             continue;
         }
-        let functions: Option<Vec<Function>> = String::from_utf8_lossy(&text)
-            .lines()
-            .map(|line| {
-                let mut parts = line.split(' ');
-                let name = parts.next().filter(|n| valid_name(n))?.to_string();
-                let no_writes = match parts.next() {
-                    None => false,
-                    Some("no-writes") => true,
-                    Some(_) => return None,
-                };
-                Some(Function { name, no_writes })
-            })
-            .collect();
-        match functions {
-            Some(functions) if valid_name(&name) && !functions.is_empty() => {
-                let code = tx
-                    .rows(READ_CODE, &[Param::Bytes(name.as_bytes())])
-                    .await?
-                    .first()
-                    .and_then(|r| r.first().and_then(bytes))
-                    .unwrap_or_default();
-                libs.insert(name, Arc::new(Library::new(code, functions)));
-            }
-            _ => tracing::warn!(
+        let code = tx
+            .rows(READ_CODE, &[Param::Bytes(name.as_bytes())])
+            .await?
+            .first()
+            .and_then(|r| r.first().and_then(bytes))
+            .unwrap_or_default();
+        unknown.push((name, code, String::from_utf8_lossy(&text).into_owned()));
+    }
+    if !unknown.is_empty() {
+        // Lua runs off the async threads.
+        let made = tokio::task::spawn_blocking(move || {
+            unknown
+                .into_iter()
+                .filter_map(|(name, code, text)| from_row(&name, code, &text).map(|l| (name, l)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        libs.extend(made.into_iter().map(|(name, lib)| (name, Arc::new(lib))));
+    }
+    let mut taken = std::collections::HashSet::new();
+    libs.retain(|name, lib| {
+        if let Some(f) = lib.functions.iter().find(|f| taken.contains(&f.name)) {
+            tracing::warn!(
                 target: "manifold::redis",
                 library = %name,
-                "a row of redis_function is not a library this door wrote; it is left out"
-            ),
+                function = %f.name,
+                "a library of redis_function registers a function another has; it is left out"
+            );
+            return false;
+        }
+        taken.extend(lib.functions.iter().map(|f| f.name.clone()));
+        true
+    });
+    Ok(libs)
+}
+
+/// The library a row of `redis_function` holds, its code checked and run as `FUNCTION
+/// LOAD` does; `None` (with a warning) when the code does not load or declares another
+/// name. A `functions` column that is not what the code registers is warned of, and the
+/// code's functions are kept.
+fn from_row(name: &str, code: Vec<u8>, text: &str) -> Option<Library> {
+    let warn = |why: &str| {
+        tracing::warn!(
+            target: "manifold::redis",
+            library = %name,
+            "a row of redis_function does not hold a library that loads ({why}); it is left out"
+        );
+    };
+    match checked_name(&code) {
+        Ok(declared) if declared == name => {}
+        Ok(declared) => {
+            warn(&format!("its code declares library '{declared}'"));
+            return None;
+        }
+        Err(why) => {
+            warn(&why);
+            return None;
         }
     }
-    Ok(libs)
+    let functions = match register(&code) {
+        Ok(functions) => functions,
+        Err(why) => {
+            warn(&why);
+            return None;
+        }
+    };
+    if functions_text(&functions) != text {
+        tracing::warn!(
+            target: "manifold::redis",
+            library = %name,
+            "the functions column of a redis_function row is not what its code registers; \
+             the code's functions are served"
+        );
+    }
+    Some(Library::new(code, functions))
 }
 
 /// Applies `change` to `libs`: the reply's text (a loaded library's name) or Redis's error.
