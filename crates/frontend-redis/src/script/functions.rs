@@ -25,9 +25,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use manifold_backend::Param;
-use mlua::{HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
 
 use crate::store::{bytes, StoreError, Tx, TxHost};
+
+pub use super::function_load::{checked_name, register};
 
 /// Most libraries one manifold keeps.
 pub const LIBRARIES_MAX: usize = 1000;
@@ -40,14 +41,6 @@ pub const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 pub const ALL_CODE_MAX: usize = 64 << 20;
 /// Longest library name (`redis_function.name`).
 pub const NAME_MAX: usize = 255;
-/// Instructions a library's load may run (Redis bounds it by 500 ms).
-const LOAD_INSTRUCTIONS: u32 = 10_000_000;
-/// Memory a library's load may use.
-const LOAD_MEMORY: usize = 64 << 20;
-
-const NAME_TEXT: &str = "Library names can only contain letters, numbers, or underscores(_) \
-                         and must be at least one character long";
-
 pub const HELP: &[&str] = &[
     "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "LOAD [REPLACE] <FUNCTION CODE>",
@@ -149,200 +142,8 @@ struct Loaded {
     libs: Map,
 }
 
-fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The library name of a `#!lua name=<lib>` first line; `Err`: Redis's text.
-fn library_name(code: &[u8]) -> Result<String, String> {
-    if !code.starts_with(b"#!") {
-        return Err("Missing library metadata".into());
-    }
-    let end = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
-    let line = String::from_utf8_lossy(&code[2..end]).into_owned();
-    let mut parts = line.split(' ').filter(|p| !p.is_empty());
-    if parts.next() != Some("lua") {
-        return Err("Invalid library metadata".into());
-    }
-    let mut name = None;
-    for part in parts {
-        match part.strip_prefix("name=") {
-            Some(n) if name.is_none() => name = Some(n.to_string()),
-            _ => return Err("Invalid library metadata".into()),
-        }
-    }
-    match name {
-        Some(n) if valid_name(&n) => Ok(n),
-        _ => Err("Invalid library metadata".into()),
-    }
-}
-
-/// The message of a Lua error, without mlua's wrapping.
-fn message(e: &mlua::Error) -> String {
-    match e {
-        mlua::Error::CallbackError { cause, .. } => message(cause),
-        mlua::Error::RuntimeError(m) | mlua::Error::SyntaxError { message: m, .. } => m.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// The globals a library's code sees at `FUNCTION LOAD`: `redis` with `register_function`,
-/// `log` (which logs nothing here) and its levels; reading another name or writing any is
-/// an error, as Redis's.
-fn load_globals(lua: &Lua, register: mlua::Function) -> mlua::Result<mlua::Table> {
-    let redis = lua.create_table()?;
-    redis.raw_set("register_function", register)?;
-    redis.raw_set("log", lua.create_function(|_, _: mlua::MultiValue| Ok(()))?)?;
-    for (name, level) in super::lua::LOG_LEVELS {
-        redis.raw_set(name, level)?;
-    }
-    redis.set_metatable(Some(read_only(lua)?));
-    let env = lua.create_table()?;
-    env.raw_set("redis", redis)?;
-    env.set_metatable(Some(read_only(lua)?));
-    Ok(env)
-}
-
-/// Redis's error from inside a library's load: `ERR user_function:<line>: <text>`, the line
-/// the library's code is at.
-fn located(lua: &Lua, text: &str) -> mlua::Error {
-    let line = lua.inspect_stack(1).map_or(0, |d| d.curr_line());
-    mlua::Error::RuntimeError(format!("ERR user_function:{line}: {text}"))
-}
-
-/// A metatable refusing reads of absent names and every write, with Redis's texts.
-fn read_only(lua: &Lua) -> mlua::Result<mlua::Table> {
-    let meta = lua.create_table()?;
-    meta.raw_set(
-        "__index",
-        lua.create_function(|lua, (_, name): (Value, Value)| -> mlua::Result<()> {
-            let name = match name {
-                Value::String(s) => s.to_string_lossy(),
-                _ => String::from("?"),
-            };
-            Err(located(
-                lua,
-                &format!("Script attempted to access nonexistent global variable '{name}'"),
-            ))
-        })?,
-    )?;
-    meta.raw_set(
-        "__newindex",
-        lua.create_function(|lua, _: mlua::MultiValue| -> mlua::Result<()> {
-            Err(located(lua, "Attempt to modify a readonly table"))
-        })?,
-    )?;
-    Ok(meta)
-}
-
-/// Runs `code` in a fresh bounded Lua state and returns the functions it registers.
-fn registered(code: &[u8]) -> Result<Vec<Function>, String> {
-    // As Redis 7.0's load: no library at all (nothing a hook cannot interrupt), globals
-    // of `redis` alone (`register_function`, `log`, its levels), read-only.
-    let lua = Lua::new_with(StdLib::NONE, LuaOptions::default()).map_err(|e| e.to_string())?;
-    let _ = lua.set_memory_limit(LOAD_MEMORY);
-    let steps = std::cell::Cell::new(0u32);
-    lua.set_hook(
-        HookTriggers::new().every_nth_instruction(10_000),
-        move |_, _| {
-            steps.set(steps.get() + 10_000);
-            if steps.get() > LOAD_INSTRUCTIONS {
-                Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".into()))
-            } else {
-                Ok(VmState::Continue)
-            }
-        },
-    );
-    let found = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Function>::new()));
-    let sink = found.clone();
-    let register = lua
-        .create_function(move |_, args: mlua::MultiValue| {
-            let err = |m: &str| Err(mlua::Error::RuntimeError(m.to_string()));
-            let args: Vec<Value> = args.into_iter().collect();
-            let (name, callback, flags) = match args.as_slice() {
-                [Value::Table(t)] => {
-                    let mut name = None;
-                    let mut callback = None;
-                    let mut flags = None;
-                    for pair in t.clone().pairs::<Value, Value>() {
-                        let (k, v) = pair?;
-                        let Value::String(k) = k else {
-                            return err("named argument key given to redis.register_function is not a string");
-                        };
-                        match &*k.to_str()? {
-                            "function_name" => name = Some(v),
-                            "callback" => callback = Some(v),
-                            "flags" => flags = Some(v),
-                            "description" => {}
-                            _ => return err("unknown argument given to redis.register_function"),
-                        }
-                    }
-                    let Some(name) = name else {
-                        return err("redis.register_function must get a function name argument");
-                    };
-                    let Some(callback) = callback else {
-                        return err("redis.register_function must get a callback argument");
-                    };
-                    (name, callback, flags)
-                }
-                [_] => return err("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments)."),
-                [name, callback] => (name.clone(), callback.clone(), None),
-                _ => return err("wrong number of arguments to redis.register_function"),
-            };
-            let Value::String(name) = name else {
-                return err("function name argument given to redis.register_function must be a string");
-            };
-            let Value::Function(_) = callback else {
-                return err("callback argument given to redis.register_function must be a function");
-            };
-            let mut no_writes = false;
-            match flags {
-                None => {}
-                Some(Value::Table(t)) => {
-                    for flag in t.sequence_values::<Value>() {
-                        let Value::String(flag) = flag? else {
-                            return err("unknown flag given");
-                        };
-                        match &*flag.to_str()? {
-                            "no-writes" => no_writes = true,
-                            "allow-oom" | "allow-stale" | "no-cluster"
-                            | "allow-cross-slot-keys" => {}
-                            _ => return err("unknown flag given"),
-                        }
-                    }
-                }
-                Some(_) => return err("flags argument to redis.register_function must be a table representing function flags"),
-            }
-            let name = name.to_str()?.to_string();
-            if !valid_name(&name) {
-                return err(&format!("ERR {NAME_TEXT}"));
-            }
-            let mut found = sink.borrow_mut();
-            if found.iter().any(|f| f.name == name) {
-                return err("Function already exists in the library");
-            }
-            found.push(Function { name, no_writes });
-            Ok(())
-        })
-        .map_err(|e| e.to_string())?;
-    let env = load_globals(&lua, register).map_err(|e| e.to_string())?;
-    let text = super::lua::script_text(code);
-    let chunk = lua
-        .load(&*text)
-        .set_mode(mlua::ChunkMode::Text)
-        .set_name("@user_function")
-        .set_environment(env)
-        .into_function()
-        .map_err(|e| format!("Error compiling function: {}", message(&e)))?;
-    chunk
-        .call::<()>(())
-        .map_err(|e| format!("Error registering functions: {}", message(&e)))?;
-    let found = found.borrow().clone();
-    Ok(found)
 }
 
 /// What `FUNCTION LOAD|DELETE|FLUSH` does to the libraries.
@@ -794,32 +595,6 @@ pub async fn refresh_as_own(libs: &Libraries, worker: &dyn TxHost) -> Result<(),
 /// A committed change's libraries, for [`Libraries::install`].
 #[derive(Debug)]
 pub struct Installable(Loaded);
-
-/// The name of the library `code` declares, or Redis's error text (or manifold's, for a
-/// name or code beyond what it keeps).
-pub fn checked_name(code: &[u8]) -> Result<String, String> {
-    let name = library_name(code)?;
-    if name.len() > NAME_MAX {
-        return Err(format!(
-            "manifold: a library's name is at most {NAME_MAX} characters"
-        ));
-    }
-    if code.len() > CODE_MAX {
-        return Err(format!(
-            "manifold: a library's code is at most {CODE_MAX} bytes"
-        ));
-    }
-    Ok(name)
-}
-
-/// The functions `code` registers when run as Redis runs a library at `FUNCTION LOAD`.
-pub fn register(code: &[u8]) -> Result<Vec<Function>, String> {
-    let functions = registered(code)?;
-    if functions.is_empty() {
-        return Err("No functions registered".into());
-    }
-    Ok(functions)
-}
 
 /// The script `FCALL` runs for a library: its code with a prelude collecting the callbacks
 /// on its first line (the shebang's, so lines keep their numbers), then the call of the

@@ -23,6 +23,7 @@
 
 pub mod convert;
 pub mod function_command;
+mod function_load;
 pub mod functions;
 pub mod lua;
 pub mod pool;
