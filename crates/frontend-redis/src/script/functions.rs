@@ -568,9 +568,10 @@ impl Libraries {
         (loaded.libs.len(), functions)
     }
 
-    /// The libraries whose name matches `pattern`.
+    /// The libraries whose name matches `pattern`, in any case (Redis's `FUNCTION LIST`
+    /// matches with `nocase`).
     pub fn list(&self, pattern: Option<&[u8]>) -> Vec<(String, Arc<Library>)> {
-        let glob = pattern.map(|p| crate::cmd::glob::Glob::new(p, false));
+        let glob = pattern.map(|p| crate::cmd::glob::Glob::new(p, true));
         lock(&self.loaded)
             .libs
             .iter()
