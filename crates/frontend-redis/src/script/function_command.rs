@@ -42,6 +42,7 @@ impl Script {
             read_only: ro || found.no_writes,
             // Not put in the script cache.
             by_sha: true,
+            function: Some(String::from_utf8_lossy(args.get(1)).into_owned()),
         })
     }
 }

@@ -218,6 +218,8 @@ struct Script {
     read_only: bool,
     /// Named by its SHA1 (`EVALSHA`): already cached.
     by_sha: bool,
+    /// The function `FCALL` runs (see [`pool::Job::function`]).
+    function: Option<String>,
 }
 
 impl Script {
@@ -251,6 +253,7 @@ impl Script {
             argv: parsed.argv.iter().map(|a| a.to_vec()).collect(),
             read_only,
             by_sha,
+            function: None,
         })
     }
 }
@@ -364,6 +367,7 @@ async fn run(
         Job {
             sha: script.sha.clone(),
             source: script.source.clone(),
+            function: script.function.clone(),
             keys: script.keys.clone(),
             argv: script.argv.clone(),
             proto,
