@@ -70,11 +70,15 @@ fn library_name(code: &[u8]) -> Result<String, String> {
     Ok(name)
 }
 
-/// The message of a Lua error, without mlua's wrapping.
+/// The message of a Lua error, without mlua's wrapping (nor the traceback mlua's handler
+/// adds to a Lua runtime error's).
 fn message(e: &mlua::Error) -> String {
     match e {
         mlua::Error::CallbackError { cause, .. } => message(cause),
-        mlua::Error::RuntimeError(m) | mlua::Error::SyntaxError { message: m, .. } => m.clone(),
+        mlua::Error::RuntimeError(m) => m
+            .split_once("\nstack traceback:")
+            .map_or_else(|| m.clone(), |(m, _)| m.to_string()),
+        mlua::Error::SyntaxError { message: m, .. } => m.clone(),
         other => other.to_string(),
     }
 }
@@ -128,6 +132,95 @@ fn read_only(lua: &Lua) -> mlua::Result<mlua::Table> {
     Ok(meta)
 }
 
+/// An error a library's load raises, as Redis's `luaPushError`: `ERR ` and the text.
+fn raised(text: &str) -> mlua::Error {
+    mlua::Error::RuntimeError(format!("ERR {text}"))
+}
+
+/// A value Lua takes as a string (`lua_isstring`: a string or a number), as a string.
+fn string_like(lua: &Lua, v: &Value) -> mlua::Result<Option<String>> {
+    match v {
+        Value::String(_) | Value::Integer(_) | Value::Number(_) => {
+            Ok(lua.coerce_string(v.clone())?.map(|s| s.to_string_lossy()))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The function name and whether it is flagged `no-writes`, of `redis.register_function`'s
+/// arguments, with Redis's texts in Redis's order (`luaRegisterFunctionReadArgs`): named
+/// arguments (keys and flags in any case) checked as they come, then the name and the
+/// callback; or a name and a callback.
+fn registration(lua: &Lua, args: &[Value]) -> mlua::Result<(String, bool)> {
+    let fail = |text: &str| Err(raised(text));
+    match args {
+        [Value::Table(t)] => {
+            let (mut name, mut callback, mut no_writes) = (None, false, false);
+            for pair in t.clone().pairs::<Value, Value>() {
+                let (k, v) = pair?;
+                let Some(key) = string_like(lua, &k)? else {
+                    return fail("named argument key given to redis.register_function is not a string");
+                };
+                match key.to_ascii_lowercase().as_str() {
+                    "function_name" => match string_like(lua, &v)? {
+                        Some(n) => name = Some(n),
+                        None => return fail("function_name argument given to redis.register_function must be a string"),
+                    },
+                    "description" => {
+                        if string_like(lua, &v)?.is_none() {
+                            return fail("description argument given to redis.register_function must be a string");
+                        }
+                    }
+                    "callback" => {
+                        if !matches!(v, Value::Function(_)) {
+                            return fail("callback argument given to redis.register_function must be a function");
+                        }
+                        callback = true;
+                    }
+                    "flags" => {
+                        let Value::Table(flags) = v else {
+                            return fail("flags argument to redis.register_function must be a table representing function flags");
+                        };
+                        // `luaRegisterFunctionReadFlags`: 1, 2... up to the first nil.
+                        for i in 1.. {
+                            let flag: Value = flags.get(i)?;
+                            if flag.is_nil() {
+                                break;
+                            }
+                            let flag = string_like(lua, &flag)?.unwrap_or_default();
+                            match flag.to_ascii_lowercase().as_str() {
+                                "no-writes" => no_writes = true,
+                                "allow-oom" | "allow-stale" | "no-cluster"
+                                | "allow-cross-slot-keys" => {}
+                                _ => return fail("unknown flag given"),
+                            }
+                        }
+                    }
+                    _ => return fail("unknown argument given to redis.register_function"),
+                }
+            }
+            let Some(name) = name else {
+                return fail("redis.register_function must get a function name argument");
+            };
+            if !callback {
+                return fail("redis.register_function must get a callback argument");
+            }
+            Ok((name, no_writes))
+        }
+        [_] => fail("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments)."),
+        [name, callback] => {
+            let Some(name) = string_like(lua, name)? else {
+                return fail("first argument to redis.register_function must be a string");
+            };
+            if !matches!(callback, Value::Function(_)) {
+                return fail("second argument to redis.register_function must be a function");
+            }
+            Ok((name, false))
+        }
+        _ => fail("wrong number of arguments to redis.register_function"),
+    }
+}
+
 /// Runs `code` in a fresh bounded Lua state and returns the functions it registers.
 fn registered(code: &[u8]) -> Result<Vec<Function>, String> {
     // As Redis 7.0's load: no library at all (nothing a hook cannot interrupt), globals
@@ -149,70 +242,14 @@ fn registered(code: &[u8]) -> Result<Vec<Function>, String> {
     let found = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Function>::new()));
     let sink = found.clone();
     let register = lua
-        .create_function(move |_, args: mlua::MultiValue| {
-            let err = |m: &str| Err(mlua::Error::RuntimeError(m.to_string()));
-            let args: Vec<Value> = args.into_iter().collect();
-            let (name, callback, flags) = match args.as_slice() {
-                [Value::Table(t)] => {
-                    let mut name = None;
-                    let mut callback = None;
-                    let mut flags = None;
-                    for pair in t.clone().pairs::<Value, Value>() {
-                        let (k, v) = pair?;
-                        let Value::String(k) = k else {
-                            return err("named argument key given to redis.register_function is not a string");
-                        };
-                        match &*k.to_str()? {
-                            "function_name" => name = Some(v),
-                            "callback" => callback = Some(v),
-                            "flags" => flags = Some(v),
-                            "description" => {}
-                            _ => return err("unknown argument given to redis.register_function"),
-                        }
-                    }
-                    let Some(name) = name else {
-                        return err("redis.register_function must get a function name argument");
-                    };
-                    let Some(callback) = callback else {
-                        return err("redis.register_function must get a callback argument");
-                    };
-                    (name, callback, flags)
-                }
-                [_] => return err("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments)."),
-                [name, callback] => (name.clone(), callback.clone(), None),
-                _ => return err("wrong number of arguments to redis.register_function"),
-            };
-            let Value::String(name) = name else {
-                return err("function name argument given to redis.register_function must be a string");
-            };
-            let Value::Function(_) = callback else {
-                return err("callback argument given to redis.register_function must be a function");
-            };
-            let mut no_writes = false;
-            match flags {
-                None => {}
-                Some(Value::Table(t)) => {
-                    for flag in t.sequence_values::<Value>() {
-                        let Value::String(flag) = flag? else {
-                            return err("unknown flag given");
-                        };
-                        match &*flag.to_str()? {
-                            "no-writes" => no_writes = true,
-                            "allow-oom" | "allow-stale" | "no-cluster"
-                            | "allow-cross-slot-keys" => {}
-                            _ => return err("unknown flag given"),
-                        }
-                    }
-                }
-                Some(_) => return err("flags argument to redis.register_function must be a table representing function flags"),
-            }
-            let name = name.to_str()?.to_string();
+        .create_function(move |lua, args: mlua::MultiValue| {
+            let (name, no_writes) = registration(lua, &args.into_iter().collect::<Vec<_>>())?;
             if !valid_name(&name) {
-                return err(&format!("ERR {NAME_TEXT}"));
+                return Err(raised(NAME_TEXT));
             }
             let mut found = sink.borrow_mut();
             if found.iter().any(|f| f.name == name) {
-                return err("Function already exists in the library");
+                return Err(raised("Function already exists in the library"));
             }
             found.push(Function { name, no_writes });
             Ok(())
@@ -227,9 +264,13 @@ fn registered(code: &[u8]) -> Result<Vec<Function>, String> {
         .set_environment(env)
         .into_function()
         .map_err(|e| format!("Error compiling function: {}", message(&e)))?;
-    chunk
-        .call::<()>(())
-        .map_err(|e| format!("Error registering functions: {}", message(&e)))?;
+    chunk.call::<()>(()).map_err(|e| {
+        // Redis's `luaExtractErrorInformation`: `ERR ` before a plain message (the
+        // errors `redis` raises have it already).
+        let text = message(&e);
+        let code = if text.starts_with("ERR ") { "" } else { "ERR " };
+        format!("Error registering functions: {code}{text}")
+    })?;
     let found = found.borrow().clone();
     Ok(found)
 }

@@ -599,14 +599,17 @@ pub struct Installable(Loaded);
 
 /// The script `FCALL` runs for a library: its code with a prelude collecting the callbacks
 /// on its first line (the shebang's, so lines keep their numbers), then the call of the
-/// function its first argument names (`FCALL` puts it there).
+/// function its first argument names (`FCALL` puts it there). The prelude takes
+/// `register_function`'s named arguments in any case and a number for a name, as the load
+/// did.
 fn wrapper(code: &[u8]) -> Vec<u8> {
     let end = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
     let mut w = Vec::with_capacity(code.len() + 300);
     w.extend_from_slice(
         b"local __fns = {} local redis = setmetatable({register_function = function(a, b) \
-          if type(a) == 'table' then __fns[a.function_name] = a.callback else __fns[a] = b end \
-          end}, {__index = redis}) ",
+          if type(a) == 'table' then for k, v in pairs(a) do local l = string.lower(k) \
+          if l == 'function_name' then a = v elseif l == 'callback' then b = v end end end \
+          __fns[tostring(a)] = b end}, {__index = redis}) ",
     );
     // The body runs as a function of its own, so a last `return` (which Redis ignores)
     // still lets the call follow.
