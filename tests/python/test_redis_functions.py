@@ -378,6 +378,44 @@ def test_function_runtime_errors(redis_door, redis_reference, pipeline):
     ], pipeline=pipeline)
 
 
+BUSY = """#!lua name=fkill
+redis.register_function{function_name='fk_busy', callback=function()
+  local i = 0
+  while true do
+    i = i + 1
+  end
+end, flags={'no-writes'}}"""
+
+
+def test_function_kill_names_the_function(redis_door, redis_reference):
+    """An FCALL stopped by FUNCTION KILL answers Redis's text, which names the function and
+    `@user_function` (EVAL's: the SHA1 and `@user_script`), on the door as on redis-server."""
+    import time  # noqa: PLC0415
+
+    from conftest import PASSWORD, USER  # noqa: PLC0415
+    from redisdiff import Conn, Err, read_reply  # noqa: PLC0415
+    got = []
+    for port in (redis_door, redis_reference):
+        busy, other = Conn(port), Conn(port)
+        try:
+            for c in (busy, other):
+                assert c.call("AUTH", USER, PASSWORD) == "OK"
+            assert not isinstance(other.call("FUNCTION", "LOAD", "REPLACE", BUSY), Err)
+            busy.send(cmd("FCALL", "fk_busy", "0"))
+            for _ in range(1000):
+                if other.call("FUNCTION", "KILL") == "OK":
+                    break
+                time.sleep(0.01)
+            else:
+                raise AssertionError("the function never ran")
+            got.append(read_reply(busy.f))
+            assert other.call("FUNCTION", "DELETE", "fkill") == "OK"
+        finally:
+            busy.close()
+            other.close()
+    assert got[0] == got[1] == "ERR Script killed by user with SCRIPT KILL... script: fk_busy, on @user_function:5.", got
+
+
 def _load(first_line, fn):
     return cmd("FUNCTION", "LOAD", f"{first_line}\nredis.register_function('{fn}', function() return '{fn}' end)")
 
@@ -412,6 +450,35 @@ def test_function_command_texts(redis_door, redis_reference, pipeline):
         _load("#!python", "m_a"),
         _load("#!python name=a-b", "m_a"),
         cmd("FUNCTION", "LOAD", "#!lua name=empty\n"),
+        # The load's errors and redis.register_function's, in Redis's order.
+        *[cmd("FUNCTION", "LOAD", "#!lua name=le\n" + code) for code in (
+            "error('boom')",
+            "local x = nil\nx()",
+            "redis.call('ping')",
+            "redis.register_function()",
+            "redis.register_function('a', function() end, 1)",
+            "redis.register_function('f')",
+            "redis.register_function('a-b', function() end)",
+            "redis.register_function('f', 1)",
+            "redis.register_function({}, function() end)",
+            "redis.register_function{[{}]=1}",
+            "redis.register_function{function_name={}}",
+            "redis.register_function{function_name='f', description={}}",
+            "redis.register_function{function_name='f', callback=1}",
+            "redis.register_function{function_name='f', flags=1}",
+            "redis.register_function{function_name='f', flags={'bad'}}",
+            "redis.register_function{function_name='f', flags={{}}}",
+            "redis.register_function{function_name='f', other=1}",
+            "redis.register_function{callback=function() end}",
+            "redis.register_function{function_name='f'}",
+            "redis.register_function('f', function() end)\nredis.register_function('f', function() end)",
+        )],
+        # Keys and flags in any case; a number is a string.
+        cmd("FUNCTION", "LOAD", "#!lua name=le\nredis.register_function{FUNCTION_NAME='le_f', "
+            "Callback=function() return 'le' end, flags={'NO-WRITES'}}\n"
+            "redis.register_function(12, function() return 12 end)"),
+        cmd("FCALL_RO", "le_f", "0"),
+        cmd("FCALL", "12", "0"),
         # Accepted: the engine's and the key's case, any space, quotes and escapes.
         _load("#!LUA name=MixedCase", "m_upper"),
         _load("#!lua NAME=m_key", "m_key"),
