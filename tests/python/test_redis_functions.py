@@ -332,3 +332,277 @@ def test_function_restore_keeps_the_libraries_bounds(redis_door):
         assert door.call("FUNCTION", "LIST") == []
     finally:
         door.close()
+
+
+ERRLIB = """#!lua name=fnerr
+redis.register_function('fe_error', function() error('boom') end)
+redis.register_function('fe_nil', function()
+  local x = nil
+  x()
+end)
+redis.register_function('fe_unknown', function() return redis.call('nosuchcmd') end)
+redis.register_function('fe_reply', function() return redis.error_reply('MY custom') end)
+redis.register_function('fe_table', function() error({err='XYZ from a table'}) end)
+redis.register_function('fe_wrongtype', function(k) redis.call('SET', k[1], '1') return redis.call('LPUSH', k[1], '1') end)
+redis.register_function('fe_pcall', function() return redis.pcall('nosuchcmd') end)
+redis.register_function('fe_global', function() return undefined_name end)
+redis.register_function('fe_write_global', function() new_name = 1 end)
+redis.register_function('fe_level0', function() error('plain', 0) end)
+redis.register_function('fe_level2', function() error('the caller', 2) end)
+redis.register_function('fe_args', function() return redis.call('GET', {}) end)
+redis.register_function('fe_nothing', function() error() end)
+redis.register_function('fe_arith', function() return 1 + {} end)"""
+
+
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_function_runtime_errors(redis_door, redis_reference, pipeline):
+    """A runtime error inside an FCALL'd function names the function and `@user_function`
+    (`script: <function>, on @user_function:<line>.`), where EVAL's names its SHA1 and
+    `@user_script`; both side by side, byte for byte."""
+    calls = [cmd("FCALL", f, "1", "fe:k") for f in (
+        "fe_error", "fe_nil", "fe_unknown", "fe_reply", "fe_table", "fe_wrongtype",
+        "fe_pcall", "fe_global", "fe_write_global", "fe_level0", "fe_level2", "fe_args",
+        "fe_nothing", "fe_arith")]
+    differential(redis_door, redis_reference, [
+        cmd("FUNCTION", "FLUSH"),
+        cmd("FUNCTION", "LOAD", ERRLIB),
+        *calls,
+        cmd("FCALL_RO", "fe_error", "0"),
+        cmd("EVAL", "error('boom')", "0"),
+        cmd("EVAL", "local x = nil\nx()", "0"),
+        cmd("EVAL", "return redis.call('nosuchcmd')", "0"),
+        # In MULTI, as outside.
+        cmd("MULTI"), cmd("FCALL", "fe_error", "0"), cmd("FCALL", "fe_nil", "0"), cmd("EXEC"),
+        cmd("FUNCTION", "FLUSH"),
+        cmd("DEL", "fe:k"),
+    ], pipeline=pipeline)
+
+
+BUSY = """#!lua name=fkill
+redis.register_function{function_name='fk_busy', callback=function()
+  local i = 0
+  while true do
+    i = i + 1
+  end
+end, flags={'no-writes'}}"""
+
+
+def test_function_kill_names_the_function(redis_door, redis_reference):
+    """An FCALL stopped by FUNCTION KILL answers Redis's text, which names the function and
+    `@user_function` (EVAL's: the SHA1 and `@user_script`), on the door as on redis-server."""
+    import time  # noqa: PLC0415
+
+    from conftest import PASSWORD, USER  # noqa: PLC0415
+    from redisdiff import Conn, Err, read_reply  # noqa: PLC0415
+    got = []
+    for port in (redis_door, redis_reference):
+        busy, other = Conn(port), Conn(port)
+        try:
+            for c in (busy, other):
+                assert c.call("AUTH", USER, PASSWORD) == "OK"
+            assert not isinstance(other.call("FUNCTION", "LOAD", "REPLACE", BUSY), Err)
+            busy.send(cmd("FCALL", "fk_busy", "0"))
+            for _ in range(1000):
+                if other.call("FUNCTION", "KILL") == "OK":
+                    break
+                time.sleep(0.01)
+            else:
+                raise AssertionError("the function never ran")
+            got.append(read_reply(busy.f))
+            assert other.call("FUNCTION", "DELETE", "fkill") == "OK"
+        finally:
+            busy.close()
+            other.close()
+    assert got[0] == got[1] == "ERR Script killed by user with SCRIPT KILL... script: fk_busy, on @user_function:5.", got
+
+
+def _load(first_line, fn):
+    return cmd("FUNCTION", "LOAD", f"{first_line}\nredis.register_function('{fn}', function() return '{fn}' end)")
+
+
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_function_command_texts(redis_door, redis_reference, pipeline):
+    """FUNCTION LOAD's library metadata (`#!<engine> name=<lib>`, read as redis-server's
+    `sdssplitargs` reads it), FUNCTION LIST's, LOAD's, FLUSH's, DELETE's and RESTORE's
+    argument errors and arities, and LIBRARYNAME's pattern matched in any case, byte for
+    byte."""
+    differential(redis_door, redis_reference, [
+        cmd("FUNCTION", "FLUSH"),
+        # Metadata.
+        cmd("FUNCTION", "LOAD", ""),
+        cmd("FUNCTION", "LOAD", "#!"),
+        cmd("FUNCTION", "LOAD", "#!\n"),
+        cmd("FUNCTION", "LOAD", "#!lua name=nonl"),
+        cmd("FUNCTION", "LOAD", b"#!lua name=nul\x00\nredis.register_function('f', function() end)"),
+        _load("#!lua", "m_a"),
+        _load("#!lua name=a name=b", "m_a"),
+        _load("#!lua Name=a NAME=b", "m_a"),
+        _load("#!lua name=a foo=b", "m_a"),
+        _load("#!lua name=a description=x", "m_a"),
+        _load("#!lua foo", "m_a"),
+        _load("#! lua name=a", "m_a"),
+        _load("#!lua name=", "m_a"),
+        _load("#!lua name=a-b", "m_a"),
+        _load("#!lua name=a\\x41b", "m_a"),
+        _load("#!lua name=\"unbalanced", "m_a"),
+        _load("#!lua name=\"a\"b", "m_a"),
+        _load("#!python name=a", "m_a"),
+        _load("#!python", "m_a"),
+        _load("#!python name=a-b", "m_a"),
+        cmd("FUNCTION", "LOAD", "#!lua name=empty\n"),
+        # The load's errors and redis.register_function's, in Redis's order.
+        *[cmd("FUNCTION", "LOAD", "#!lua name=le\n" + code) for code in (
+            "error('boom')",
+            "local x = nil\nx()",
+            "redis.call('ping')",
+            "redis.register_function()",
+            "redis.register_function('a', function() end, 1)",
+            "redis.register_function('f')",
+            "redis.register_function('a-b', function() end)",
+            "redis.register_function('f', 1)",
+            "redis.register_function({}, function() end)",
+            "redis.register_function{[{}]=1}",
+            "redis.register_function{function_name={}}",
+            "redis.register_function{function_name='f', description={}}",
+            "redis.register_function{function_name='f', callback=1}",
+            "redis.register_function{function_name='f', flags=1}",
+            "redis.register_function{function_name='f', flags={'bad'}}",
+            "redis.register_function{function_name='f', flags={{}}}",
+            "redis.register_function{function_name='f', other=1}",
+            "redis.register_function{callback=function() end}",
+            "redis.register_function{function_name='f'}",
+            "redis.register_function('f', function() end)\nredis.register_function('f', function() end)",
+        )],
+        # Keys and flags in any case; a number is a string.
+        cmd("FUNCTION", "LOAD", "#!lua name=le\nredis.register_function{FUNCTION_NAME='le_f', "
+            "Callback=function() return 'le' end, flags={'NO-WRITES'}}\n"
+            "redis.register_function(12, function() return 12 end)"),
+        cmd("FCALL_RO", "le_f", "0"),
+        cmd("FCALL", "12", "0"),
+        # Accepted: the engine's and the key's case, any space, quotes and escapes.
+        _load("#!LUA name=MixedCase", "m_upper"),
+        _load("#!lua NAME=m_key", "m_key"),
+        _load("#!lua\tname=m_tab  \r", "m_tab"),
+        _load("#!lua name=\"m_x\\x41y\"", "m_quoted"),
+        _load("#!lua 'name=m_single'", "m_single"),
+        cmd("FCALL", "m_quoted", "0"),
+        # LOAD's options: REPLACE any number of times, nothing else.
+        cmd("FUNCTION", "LOAD", "REPLACE", "REPLACE", "#!lua name=m_key\nredis.register_function('m_key', function() return 2 end)"),
+        cmd("FUNCTION", "LOAD", "replace", "Replace", "replace", "#!lua name=m_key\nredis.register_function('m_key', function() return 3 end)"),
+        cmd("FCALL", "m_key", "0"),
+        cmd("FUNCTION", "LOAD", "bogus", "#!lua name=m_key\nredis.register_function('m_key', function() end)"),
+        cmd("FUNCTION", "LOAD", "REPLACE", "bogus", "x"),
+        cmd("FUNCTION", "LOAD", "bogus", "REPLACE", "x"),
+        cmd("FUNCTION", "LOAD", "REPLACE"),
+        cmd("FUNCTION", "LOAD"),
+        # LIST: each option once, the pattern in any case.
+        cmd("FUNCTION", "LIST", "LIBRARYNAME", "mixedcase"),
+        cmd("FUNCTION", "LIST", "libraryname", "MIXED*"),
+        cmd("FUNCTION", "LIST", "LIBRARYNAME", "m_[K]ey", "WITHCODE"),
+        cmd("FUNCTION", "LIST", "LIBRARYNAME", "m_xAY"),
+        cmd("FUNCTION", "LIST", "WITHCODE", "WITHCODE"),
+        cmd("FUNCTION", "LIST", "withcode", "libraryname", "x", "WITHCODE"),
+        cmd("FUNCTION", "LIST", "LIBRARYNAME", "a", "LIBRARYNAME", "b"),
+        cmd("FUNCTION", "LIST", "LIBRARYNAME", "a", "LIBRARYNAME"),
+        cmd("FUNCTION", "LIST", "LIBRARYNAME"),
+        cmd("FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME"),
+        cmd("FUNCTION", "LIST", "LIBRARYNAME", "*", "bogus"),
+        cmd("FUNCTION", "LIST", ""),
+        # DELETE, FLUSH, RESTORE and the others' arities.
+        cmd("FUNCTION", "DELETE", "mixedcase"),
+        cmd("FUNCTION", "DELETE", "nolib"),
+        cmd("FUNCTION", "DELETE"),
+        cmd("FUNCTION", "DELETE", "a", "b"),
+        cmd("FUNCTION", "FLUSH", "SYNC", "extra"),
+        cmd("FUNCTION", "flush", "a", "b", "c"),
+        cmd("FUNCTION", "FLUSH", "lazy"),
+        cmd("FUNCTION", "FLUSH", ""),
+        cmd("FUNCTION", "RESTORE"),
+        cmd("FUNCTION", "RESTORE", "x", "badpolicy"),
+        cmd("FUNCTION", "Restore", "x", "FLUSH", "y"),
+        cmd("FUNCTION", "RESTORE", "x"),
+        cmd("FUNCTION", "DUMP", "x"),
+        cmd("FUNCTION", "STATS", "x"),
+        cmd("FUNCTION", "KILL", "x"),
+        cmd("FUNCTION", "HELP", "x"),
+        cmd("FUNCTION", "BOGUS"),
+        cmd("FUNCTION"),
+        cmd("FCALL", "m_key"),
+        cmd("FCALL", "m_key", "1"),
+        cmd("FCALL", "m_key", "-1"),
+        cmd("FCALL", "m_key", "99999999999999999999"),
+        cmd("FCALL", "nofn", "x"),
+        cmd("FUNCTION", "LIST"),
+        cmd("FUNCTION", "FLUSH"),
+    ], pipeline=pipeline, normalize=_functions_sorted)
+
+
+GOOD = "#!lua name=rows_good\nredis.register_function('rows_good_fn', function() return 'good' end)"
+BROKEN = "#!lua name=rows_broken\nredis.register_function('rows_broken_fn', function() return 'broken' end)"
+LYING = "#!lua name=rows_lying\nredis.register_function('rows_lying_fn', function() return 'lying' end)"
+
+
+def test_rows_edited_by_hand(topology, tmp_path):
+    """Rows of `redis_function` edited through SQL: the code is the truth. A row whose code
+    no longer loads, declares another library, or registers a function an earlier library
+    (by name) has, is left out with a warning; a `functions` column that is not what the
+    code registers is warned of and the code's functions are served; a code edited
+    without its `code_sha` is read again. Nothing else is disturbed."""
+    from redisdiff import Err  # noqa: PLC0415
+    schema = "manifold_redis_fn_rows"
+    cfg = tmp_path / "rows.toml"
+    cfg.write_text(f'[redis]\nschema = "{schema}"\n')
+    m, c = _door(topology, cfg, "redis-function-rows")
+    try:
+        assert c.call("FUNCTION", "FLUSH") == "OK"
+        for code in (GOOD, BROKEN, LYING):
+            assert not isinstance(c.call("FUNCTION", "LOAD", code), Err)
+        assert c.call("FCALL", "rows_broken_fn", "0") == b"broken"
+        other = "#!lua name=rows_zz_other\nredis.register_function('rows_good_fn', function() return 'other' end)"
+        thief = "#!lua name=rows_aa_thief\nredis.register_function('rows_lying_fn', function() return 'thief' end)"
+        with topology.root() as r, r.cursor() as cur:
+            # A code that no longer compiles (its code_sha left as it was).
+            cur.execute(f"UPDATE {schema}.redis_function SET code = %s WHERE name = 'rows_broken'",
+                        ("#!lua name=rows_broken\nthis is not lua",))
+            # A functions column naming functions the code does not register.
+            cur.execute(f"UPDATE {schema}.redis_function SET functions = 'ghost_fn\nrows_lying_fn no-writes\n'"
+                        " WHERE name = 'rows_lying'")
+            # A row whose code declares another library, one whose name is not a library's,
+            # and one registering a function that `rows_good` (earlier by name) has.
+            for name, code in (("rows_misnamed", GOOD), ("rows bad name", GOOD), ("rows_zz_other", other)):
+                cur.execute(f"INSERT INTO {schema}.redis_function (name, code, code_sha, functions)"
+                            " VALUES (%s, %s, SHA1(%s), 'x\n')", (name, code, code))
+            # A row registering a function a later library (by name) has: it is kept, and
+            # that one left out.
+            cur.execute(f"INSERT INTO {schema}.redis_function (name, code, code_sha, functions)"
+                        " VALUES ('rows_aa_thief', %s, SHA1(%s), '')", (thief, thief))
+            cur.execute(f"UPDATE {schema}.redis_meta SET value = value + 1 WHERE name = 'functions_version'")
+        listed = c.call("FUNCTION", "LIST")
+        names = sorted(lib[1] for lib in listed)
+        assert names == [b"rows_aa_thief", b"rows_good"], listed
+        assert c.call("FCALL", "rows_good_fn", "0") == b"good"
+        assert c.call("FCALL", "rows_aa_thief", "0") == Err("ERR Function not found")
+        assert c.call("FCALL", "rows_lying_fn", "0") == b"thief"
+        assert c.call("FCALL", "ghost_fn", "0") == Err("ERR Function not found")
+        assert c.call("FCALL", "rows_broken_fn", "0") == Err("ERR Function not found")
+        assert c.call("FUNCTION", "STATS")[3][1] == [b"libraries_count", 2, b"functions_count", 2]
+        # The table is the door's again: a library left out is loaded anew, a change goes
+        # through the others, FLUSH deletes every row.
+        assert c.call("FUNCTION", "DELETE", "rows_broken") == Err("ERR Library not found")
+        assert c.call("FUNCTION", "LOAD", BROKEN) == b"rows_broken"
+        assert c.call("FCALL", "rows_broken_fn", "0") == b"broken"
+        assert c.call("FUNCTION", "DELETE", "rows_aa_thief") == "OK"
+        assert c.call("FUNCTION", "LOAD", "REPLACE", LYING) == b"rows_lying"
+        assert c.call("FCALL", "rows_lying_fn", "0") == b"lying"
+        assert c.call("FUNCTION", "FLUSH") == "OK"
+        with topology.root() as r, r.cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {schema}.redis_function")
+            assert cur.fetchone()[0] == 0
+        log = m.log_text()
+        assert "rows_broken" in log and "does not hold a library that loads" in log, log
+        assert "rows_misnamed" in log and "declares library 'rows_good'" in log, log
+        assert "the functions column of a redis_function row is not what its code registers" in log, log
+        assert "registers a function another has" in log, log
+    finally:
+        c.close()
+        m.stop_and_check()

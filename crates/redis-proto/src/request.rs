@@ -389,6 +389,15 @@ fn hex_value(b: u8) -> Option<u8> {
     }
 }
 
+/// `sdssplitargs` of `line` (which holds no NUL: its end plays the NUL), as owned
+/// arguments; `None` on unbalanced quotes. For other texts Redis splits so (a function
+/// library's `#!` line).
+pub fn split_args_owned(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let (mut out, mut args) = (Vec::new(), Vec::new());
+    split_args(line, &mut out, &mut args).ok()?;
+    Some(args.into_iter().map(|r| out[r].to_vec()).collect())
+}
+
 /// `sdssplitargs`: splits `line` (which holds no NUL: its end plays the NUL) into arguments
 /// appended to `out`, their ranges to `args`. `Err` on unbalanced quotes.
 fn split_args(line: &[u8], out: &mut Vec<u8>, args: &mut Vec<Range<usize>>) -> Result<(), ()> {

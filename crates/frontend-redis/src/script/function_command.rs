@@ -42,6 +42,7 @@ impl Script {
             read_only: ro || found.no_writes,
             // Not put in the script cache.
             by_sha: true,
+            function: Some(String::from_utf8_lossy(args.get(1)).into_owned()),
         })
     }
 }
@@ -102,16 +103,18 @@ pub async fn function_command(
     let libs = &scripts.functions;
     let change = match name {
         "function|load" => {
-            let (replace, code) = match args.len() {
-                3 => (false, args.get(2)),
-                4 if args.get(2).eq_ignore_ascii_case(b"replace") => (true, args.get(3)),
-                _ => {
-                    let bad = String::from_utf8_lossy(args.get(2));
-                    let text = format!("Unknown option given: {bad}");
-                    Reply::new(out, proto).error(text.as_bytes());
-                    return;
-                }
-            };
+            // `functionLoadCommand`: every argument before the code is `REPLACE` (any
+            // number of times).
+            let code = args.get(args.len() - 1);
+            if let Some(bad) =
+                (2..args.len() - 1).find(|&i| !args.get(i).eq_ignore_ascii_case(b"replace"))
+            {
+                let bad = String::from_utf8_lossy(args.get(bad));
+                let text = format!("Unknown option given: {bad}");
+                Reply::new(out, proto).error(text.as_bytes());
+                return;
+            }
+            let replace = args.len() > 3;
             let name = match functions::checked_name(code) {
                 Ok(name) => name,
                 Err(text) => {
@@ -147,10 +150,13 @@ pub async fn function_command(
         "function|delete" => Change::Delete(args.get(2).to_vec()),
         "function|flush" => {
             let mode = args.get(2);
-            if args.len() > 3
-                || (args.len() == 3
-                    && !mode.eq_ignore_ascii_case(b"sync")
-                    && !mode.eq_ignore_ascii_case(b"async"))
+            if args.len() > 3 {
+                subcommand_syntax_error(args, Reply::new(out, proto));
+                return;
+            }
+            if args.len() == 3
+                && !mode.eq_ignore_ascii_case(b"sync")
+                && !mode.eq_ignore_ascii_case(b"async")
             {
                 Reply::new(out, proto).error(b"FUNCTION FLUSH only supports SYNC|ASYNC option");
                 return;
@@ -160,12 +166,7 @@ pub async fn function_command(
         "function|restore" => {
             // Redis's order: the arguments, the policy, then the payload's footer.
             if args.len() > 4 {
-                let text = format!(
-                    "unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-                    String::from_utf8_lossy(args.get(1)),
-                    String::from_utf8_lossy(args.get(0)).to_ascii_uppercase()
-                );
-                Reply::new(out, proto).error(text.as_bytes());
+                subcommand_syntax_error(args, Reply::new(out, proto));
                 return;
             }
             let policy = if args.len() == 3 {
@@ -263,22 +264,30 @@ pub async fn function_command(
     }
 }
 
-/// `FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE]`.
+/// Redis's `addReplySubcommandSyntaxError`: the subcommand as the client wrote it.
+fn subcommand_syntax_error(args: Args<'_>, mut r: Reply<'_>) {
+    let text = format!(
+        "unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
+        String::from_utf8_lossy(args.get(1)),
+        String::from_utf8_lossy(args.get(0)).to_ascii_uppercase()
+    );
+    r.error(text.as_bytes());
+}
+
+/// `FUNCTION LIST [LIBRARYNAME pattern] [WITHCODE]`, as `functionListCommand`: each option
+/// once (given again, it is an unknown argument), the pattern matched with no regard to
+/// case.
 fn list(libs: &functions::Libraries, args: Args<'_>, mut r: Reply<'_>) {
     let mut with_code = false;
     let mut pattern = None;
     let mut i = 2;
     while i < args.len() {
         let a = args.get(i);
-        if a.eq_ignore_ascii_case(b"withcode") {
+        if !with_code && a.eq_ignore_ascii_case(b"withcode") {
             with_code = true;
-        } else if a.eq_ignore_ascii_case(b"libraryname") {
+        } else if pattern.is_none() && a.eq_ignore_ascii_case(b"libraryname") {
             if i + 1 >= args.len() {
                 r.error(b"library name argument was not given");
-                return;
-            }
-            if pattern.is_some() {
-                r.error(b"library name can be given only once");
                 return;
             }
             i += 1;

@@ -25,9 +25,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use manifold_backend::Param;
-use mlua::{HookTriggers, Lua, LuaOptions, StdLib, Value, VmState};
 
 use crate::store::{bytes, StoreError, Tx, TxHost};
+
+pub use super::function_load::{checked_name, register};
 
 /// Most libraries one manifold keeps.
 pub const LIBRARIES_MAX: usize = 1000;
@@ -40,14 +41,6 @@ pub const REFRESH: std::time::Duration = std::time::Duration::from_secs(1);
 pub const ALL_CODE_MAX: usize = 64 << 20;
 /// Longest library name (`redis_function.name`).
 pub const NAME_MAX: usize = 255;
-/// Instructions a library's load may run (Redis bounds it by 500 ms).
-const LOAD_INSTRUCTIONS: u32 = 10_000_000;
-/// Memory a library's load may use.
-const LOAD_MEMORY: usize = 64 << 20;
-
-const NAME_TEXT: &str = "Library names can only contain letters, numbers, or underscores(_) \
-                         and must be at least one character long";
-
 pub const HELP: &[&str] = &[
     "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "LOAD [REPLACE] <FUNCTION CODE>",
@@ -149,200 +142,8 @@ struct Loaded {
     libs: Map,
 }
 
-fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The library name of a `#!lua name=<lib>` first line; `Err`: Redis's text.
-fn library_name(code: &[u8]) -> Result<String, String> {
-    if !code.starts_with(b"#!") {
-        return Err("Missing library metadata".into());
-    }
-    let end = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
-    let line = String::from_utf8_lossy(&code[2..end]).into_owned();
-    let mut parts = line.split(' ').filter(|p| !p.is_empty());
-    if parts.next() != Some("lua") {
-        return Err("Invalid library metadata".into());
-    }
-    let mut name = None;
-    for part in parts {
-        match part.strip_prefix("name=") {
-            Some(n) if name.is_none() => name = Some(n.to_string()),
-            _ => return Err("Invalid library metadata".into()),
-        }
-    }
-    match name {
-        Some(n) if valid_name(&n) => Ok(n),
-        _ => Err("Invalid library metadata".into()),
-    }
-}
-
-/// The message of a Lua error, without mlua's wrapping.
-fn message(e: &mlua::Error) -> String {
-    match e {
-        mlua::Error::CallbackError { cause, .. } => message(cause),
-        mlua::Error::RuntimeError(m) | mlua::Error::SyntaxError { message: m, .. } => m.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// The globals a library's code sees at `FUNCTION LOAD`: `redis` with `register_function`,
-/// `log` (which logs nothing here) and its levels; reading another name or writing any is
-/// an error, as Redis's.
-fn load_globals(lua: &Lua, register: mlua::Function) -> mlua::Result<mlua::Table> {
-    let redis = lua.create_table()?;
-    redis.raw_set("register_function", register)?;
-    redis.raw_set("log", lua.create_function(|_, _: mlua::MultiValue| Ok(()))?)?;
-    for (name, level) in super::lua::LOG_LEVELS {
-        redis.raw_set(name, level)?;
-    }
-    redis.set_metatable(Some(read_only(lua)?));
-    let env = lua.create_table()?;
-    env.raw_set("redis", redis)?;
-    env.set_metatable(Some(read_only(lua)?));
-    Ok(env)
-}
-
-/// Redis's error from inside a library's load: `ERR user_function:<line>: <text>`, the line
-/// the library's code is at.
-fn located(lua: &Lua, text: &str) -> mlua::Error {
-    let line = lua.inspect_stack(1).map_or(0, |d| d.curr_line());
-    mlua::Error::RuntimeError(format!("ERR user_function:{line}: {text}"))
-}
-
-/// A metatable refusing reads of absent names and every write, with Redis's texts.
-fn read_only(lua: &Lua) -> mlua::Result<mlua::Table> {
-    let meta = lua.create_table()?;
-    meta.raw_set(
-        "__index",
-        lua.create_function(|lua, (_, name): (Value, Value)| -> mlua::Result<()> {
-            let name = match name {
-                Value::String(s) => s.to_string_lossy(),
-                _ => String::from("?"),
-            };
-            Err(located(
-                lua,
-                &format!("Script attempted to access nonexistent global variable '{name}'"),
-            ))
-        })?,
-    )?;
-    meta.raw_set(
-        "__newindex",
-        lua.create_function(|lua, _: mlua::MultiValue| -> mlua::Result<()> {
-            Err(located(lua, "Attempt to modify a readonly table"))
-        })?,
-    )?;
-    Ok(meta)
-}
-
-/// Runs `code` in a fresh bounded Lua state and returns the functions it registers.
-fn registered(code: &[u8]) -> Result<Vec<Function>, String> {
-    // As Redis 7.0's load: no library at all (nothing a hook cannot interrupt), globals
-    // of `redis` alone (`register_function`, `log`, its levels), read-only.
-    let lua = Lua::new_with(StdLib::NONE, LuaOptions::default()).map_err(|e| e.to_string())?;
-    let _ = lua.set_memory_limit(LOAD_MEMORY);
-    let steps = std::cell::Cell::new(0u32);
-    lua.set_hook(
-        HookTriggers::new().every_nth_instruction(10_000),
-        move |_, _| {
-            steps.set(steps.get() + 10_000);
-            if steps.get() > LOAD_INSTRUCTIONS {
-                Err(mlua::Error::RuntimeError("FUNCTION LOAD timeout".into()))
-            } else {
-                Ok(VmState::Continue)
-            }
-        },
-    );
-    let found = std::rc::Rc::new(std::cell::RefCell::new(Vec::<Function>::new()));
-    let sink = found.clone();
-    let register = lua
-        .create_function(move |_, args: mlua::MultiValue| {
-            let err = |m: &str| Err(mlua::Error::RuntimeError(m.to_string()));
-            let args: Vec<Value> = args.into_iter().collect();
-            let (name, callback, flags) = match args.as_slice() {
-                [Value::Table(t)] => {
-                    let mut name = None;
-                    let mut callback = None;
-                    let mut flags = None;
-                    for pair in t.clone().pairs::<Value, Value>() {
-                        let (k, v) = pair?;
-                        let Value::String(k) = k else {
-                            return err("named argument key given to redis.register_function is not a string");
-                        };
-                        match &*k.to_str()? {
-                            "function_name" => name = Some(v),
-                            "callback" => callback = Some(v),
-                            "flags" => flags = Some(v),
-                            "description" => {}
-                            _ => return err("unknown argument given to redis.register_function"),
-                        }
-                    }
-                    let Some(name) = name else {
-                        return err("redis.register_function must get a function name argument");
-                    };
-                    let Some(callback) = callback else {
-                        return err("redis.register_function must get a callback argument");
-                    };
-                    (name, callback, flags)
-                }
-                [_] => return err("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments)."),
-                [name, callback] => (name.clone(), callback.clone(), None),
-                _ => return err("wrong number of arguments to redis.register_function"),
-            };
-            let Value::String(name) = name else {
-                return err("function name argument given to redis.register_function must be a string");
-            };
-            let Value::Function(_) = callback else {
-                return err("callback argument given to redis.register_function must be a function");
-            };
-            let mut no_writes = false;
-            match flags {
-                None => {}
-                Some(Value::Table(t)) => {
-                    for flag in t.sequence_values::<Value>() {
-                        let Value::String(flag) = flag? else {
-                            return err("unknown flag given");
-                        };
-                        match &*flag.to_str()? {
-                            "no-writes" => no_writes = true,
-                            "allow-oom" | "allow-stale" | "no-cluster"
-                            | "allow-cross-slot-keys" => {}
-                            _ => return err("unknown flag given"),
-                        }
-                    }
-                }
-                Some(_) => return err("flags argument to redis.register_function must be a table representing function flags"),
-            }
-            let name = name.to_str()?.to_string();
-            if !valid_name(&name) {
-                return err(&format!("ERR {NAME_TEXT}"));
-            }
-            let mut found = sink.borrow_mut();
-            if found.iter().any(|f| f.name == name) {
-                return err("Function already exists in the library");
-            }
-            found.push(Function { name, no_writes });
-            Ok(())
-        })
-        .map_err(|e| e.to_string())?;
-    let env = load_globals(&lua, register).map_err(|e| e.to_string())?;
-    let text = super::lua::script_text(code);
-    let chunk = lua
-        .load(&*text)
-        .set_mode(mlua::ChunkMode::Text)
-        .set_name("@user_function")
-        .set_environment(env)
-        .into_function()
-        .map_err(|e| format!("Error compiling function: {}", message(&e)))?;
-    chunk
-        .call::<()>(())
-        .map_err(|e| format!("Error registering functions: {}", message(&e)))?;
-    let found = found.borrow().clone();
-    Ok(found)
 }
 
 /// What `FUNCTION LOAD|DELETE|FLUSH` does to the libraries.
@@ -430,7 +231,9 @@ fn bounded(libs: &Map) -> Result<(), String> {
 const VERSION: &str = "SELECT value FROM {s}.redis_meta WHERE name = 'functions_version'";
 const BUMP: &str = "INSERT INTO {s}.redis_meta (name, value) VALUES ('functions_version', 1) \
                     ON DUPLICATE KEY UPDATE value = value + 1";
-const READ_ALL: &str = "SELECT name, code_sha, functions FROM {s}.redis_function";
+// The code's hash as the server computes it, not the `code_sha` column: a row whose code
+// was edited by hand is read again whatever its `code_sha`.
+const READ_ALL: &str = "SELECT name, SHA1(code), functions FROM {s}.redis_function";
 const READ_CODE: &str = "SELECT code FROM {s}.redis_function WHERE name = ?";
 const UPSERT: &str = "INSERT INTO {s}.redis_function (name, code, code_sha, functions) \
                       VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE code = ?, code_sha = ?, functions = ?";
@@ -451,10 +254,17 @@ fn functions_text(functions: &[Function]) -> String {
 }
 
 /// Every library of `redis_function`, those `known` (by name and code hash) kept as they
-/// are: only a library whose code changed is read whole and made again. A row that is not
-/// one a door wrote (edited by hand) is left out, with a warning.
+/// are: only a library whose code changed is read whole and made again.
+///
+/// The code is the truth, as in Redis (which runs each library's code again when it loads
+/// them): a library read again is checked and run as `FUNCTION LOAD` does
+/// ([`from_row`]), its functions being those the code registers. A row edited by hand
+/// whose code does not load, or declares another name, is left out (with a warning),
+/// as is one registering a function an earlier library (in name order) has: every
+/// manifold reading the table leaves out the same.
 async fn read_all(tx: &mut Tx<'_>, known: &Map) -> Result<Map, StoreError> {
     let mut libs = Map::new();
+    let mut unknown = Vec::new();
     for row in tx.rows(READ_ALL, &[]).await? {
         let column = |i: usize| row.get(i).and_then(bytes).unwrap_or_default();
         let (name, code_sha, text) = (column(0), column(1), column(2));
@@ -464,37 +274,82 @@ async fn read_all(tx: &mut Tx<'_>, known: &Map) -> Result<Map, StoreError> {
             libs.insert(name, lib.clone());
             continue;
         }
-        let functions: Option<Vec<Function>> = String::from_utf8_lossy(&text)
-            .lines()
-            .map(|line| {
-                let mut parts = line.split(' ');
-                let name = parts.next().filter(|n| valid_name(n))?.to_string();
-                let no_writes = match parts.next() {
-                    None => false,
-                    Some("no-writes") => true,
-                    Some(_) => return None,
-                };
-                Some(Function { name, no_writes })
-            })
-            .collect();
-        match functions {
-            Some(functions) if valid_name(&name) && !functions.is_empty() => {
-                let code = tx
-                    .rows(READ_CODE, &[Param::Bytes(name.as_bytes())])
-                    .await?
-                    .first()
-                    .and_then(|r| r.first().and_then(bytes))
-                    .unwrap_or_default();
-                libs.insert(name, Arc::new(Library::new(code, functions)));
-            }
-            _ => tracing::warn!(
+        let code = tx
+            .rows(READ_CODE, &[Param::Bytes(name.as_bytes())])
+            .await?
+            .first()
+            .and_then(|r| r.first().and_then(bytes))
+            .unwrap_or_default();
+        unknown.push((name, code, String::from_utf8_lossy(&text).into_owned()));
+    }
+    if !unknown.is_empty() {
+        // Lua runs off the async threads.
+        let made = tokio::task::spawn_blocking(move || {
+            unknown
+                .into_iter()
+                .filter_map(|(name, code, text)| from_row(&name, code, &text).map(|l| (name, l)))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        libs.extend(made.into_iter().map(|(name, lib)| (name, Arc::new(lib))));
+    }
+    let mut taken = std::collections::HashSet::new();
+    libs.retain(|name, lib| {
+        if let Some(f) = lib.functions.iter().find(|f| taken.contains(&f.name)) {
+            tracing::warn!(
                 target: "manifold::redis",
                 library = %name,
-                "a row of redis_function is not a library this door wrote; it is left out"
-            ),
+                function = %f.name,
+                "a library of redis_function registers a function another has; it is left out"
+            );
+            return false;
+        }
+        taken.extend(lib.functions.iter().map(|f| f.name.clone()));
+        true
+    });
+    Ok(libs)
+}
+
+/// The library a row of `redis_function` holds, its code checked and run as `FUNCTION
+/// LOAD` does; `None` (with a warning) when the code does not load or declares another
+/// name. A `functions` column that is not what the code registers is warned of, and the
+/// code's functions are kept.
+fn from_row(name: &str, code: Vec<u8>, text: &str) -> Option<Library> {
+    let warn = |why: &str| {
+        tracing::warn!(
+            target: "manifold::redis",
+            library = %name,
+            "a row of redis_function does not hold a library that loads ({why}); it is left out"
+        );
+    };
+    match checked_name(&code) {
+        Ok(declared) if declared == name => {}
+        Ok(declared) => {
+            warn(&format!("its code declares library '{declared}'"));
+            return None;
+        }
+        Err(why) => {
+            warn(&why);
+            return None;
         }
     }
-    Ok(libs)
+    let functions = match register(&code) {
+        Ok(functions) => functions,
+        Err(why) => {
+            warn(&why);
+            return None;
+        }
+    };
+    if functions_text(&functions) != text {
+        tracing::warn!(
+            target: "manifold::redis",
+            library = %name,
+            "the functions column of a redis_function row is not what its code registers; \
+             the code's functions are served"
+        );
+    }
+    Some(Library::new(code, functions))
 }
 
 /// Applies `change` to `libs`: the reply's text (a loaded library's name) or Redis's error.
@@ -713,9 +568,10 @@ impl Libraries {
         (loaded.libs.len(), functions)
     }
 
-    /// The libraries whose name matches `pattern`.
+    /// The libraries whose name matches `pattern`, in any case (Redis's `FUNCTION LIST`
+    /// matches with `nocase`).
     pub fn list(&self, pattern: Option<&[u8]>) -> Vec<(String, Arc<Library>)> {
-        let glob = pattern.map(|p| crate::cmd::glob::Glob::new(p, false));
+        let glob = pattern.map(|p| crate::cmd::glob::Glob::new(p, true));
         lock(&self.loaded)
             .libs
             .iter()
@@ -741,42 +597,19 @@ pub async fn refresh_as_own(libs: &Libraries, worker: &dyn TxHost) -> Result<(),
 #[derive(Debug)]
 pub struct Installable(Loaded);
 
-/// The name of the library `code` declares, or Redis's error text (or manifold's, for a
-/// name or code beyond what it keeps).
-pub fn checked_name(code: &[u8]) -> Result<String, String> {
-    let name = library_name(code)?;
-    if name.len() > NAME_MAX {
-        return Err(format!(
-            "manifold: a library's name is at most {NAME_MAX} characters"
-        ));
-    }
-    if code.len() > CODE_MAX {
-        return Err(format!(
-            "manifold: a library's code is at most {CODE_MAX} bytes"
-        ));
-    }
-    Ok(name)
-}
-
-/// The functions `code` registers when run as Redis runs a library at `FUNCTION LOAD`.
-pub fn register(code: &[u8]) -> Result<Vec<Function>, String> {
-    let functions = registered(code)?;
-    if functions.is_empty() {
-        return Err("No functions registered".into());
-    }
-    Ok(functions)
-}
-
 /// The script `FCALL` runs for a library: its code with a prelude collecting the callbacks
 /// on its first line (the shebang's, so lines keep their numbers), then the call of the
-/// function its first argument names (`FCALL` puts it there).
+/// function its first argument names (`FCALL` puts it there). The prelude takes
+/// `register_function`'s named arguments in any case and a number for a name, as the load
+/// did.
 fn wrapper(code: &[u8]) -> Vec<u8> {
     let end = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
     let mut w = Vec::with_capacity(code.len() + 300);
     w.extend_from_slice(
         b"local __fns = {} local redis = setmetatable({register_function = function(a, b) \
-          if type(a) == 'table' then __fns[a.function_name] = a.callback else __fns[a] = b end \
-          end}, {__index = redis}) ",
+          if type(a) == 'table' then for k, v in pairs(a) do local l = string.lower(k) \
+          if l == 'function_name' then a = v elseif l == 'callback' then b = v end end end \
+          __fns[tostring(a)] = b end}, {__index = redis}) ",
     );
     // The body runs as a function of its own, so a last `return` (which Redis ignores)
     // still lets the call follow.

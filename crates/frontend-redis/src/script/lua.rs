@@ -160,7 +160,7 @@ pub fn check_syntax(source: &[u8], memory_limit: usize) -> Result<(), Vec<u8>> {
     }
     lua.load(&*script_text(source))
         .set_mode(mlua::ChunkMode::Text)
-        .set_name("@user_script")
+        .set_name(USER_SCRIPT)
         .into_function()
         .map(drop)
         .map_err(|e| compile_error(&e))
@@ -187,6 +187,11 @@ fn lrand48() -> f64 {
 fn srand48(seed: u32) {
     RAND48.store((u64::from(seed) << 16) | 0x330E, Ordering::Relaxed);
 }
+
+/// The chunk name of an `EVAL`'s script, as Redis's.
+const USER_SCRIPT: &str = "@user_script";
+/// The chunk name of a library's script (`FCALL`), as Redis's.
+const USER_FUNCTION: &str = "@user_function";
 
 /// The prelude's chunk name, as the hook sees it.
 const PRELUDE_NAME: &str = "=redis_prelude";
@@ -499,9 +504,17 @@ impl State {
         }
     }
 
-    /// Compiles `source` as Redis names it (`@user_script`), or the error reply.
-    fn compile(&mut self, sha: &str, source: &[u8]) -> Result<Function, Vec<u8>> {
-        if let Some(f) = self.compiled.get(sha) {
+    /// Compiles `source` as Redis names it (`@user_script`, or `@user_function` for a
+    /// library's), or the error reply.
+    fn compile(&mut self, sha: &str, source: &[u8], library: bool) -> Result<Function, Vec<u8>> {
+        // A library's script is kept apart from a script of the same text, which is
+        // named otherwise.
+        let key = if library {
+            format!("{USER_FUNCTION}:{sha}")
+        } else {
+            sha.to_string()
+        };
+        if let Some(f) = self.compiled.get(&key) {
             return Ok(f.clone());
         }
         self.bound_compiled();
@@ -509,7 +522,7 @@ impl State {
             .lua
             .load(&*script_text(source))
             .set_mode(mlua::ChunkMode::Text)
-            .set_name("@user_script")
+            .set_name(if library { USER_FUNCTION } else { USER_SCRIPT })
             .set_environment(self.env.clone())
             .into_function()
         {
@@ -517,7 +530,7 @@ impl State {
                 if self.compiled.len() >= COMPILED_MAX {
                     self.compiled.clear();
                 }
-                self.compiled.insert(sha.to_string(), f.clone());
+                self.compiled.insert(key, f.clone());
                 Ok(f)
             }
             Err(e) => Err(compile_error(&e)),
@@ -530,6 +543,7 @@ impl State {
         let Job {
             sha,
             source,
+            function,
             keys,
             argv,
             proto,
@@ -540,7 +554,7 @@ impl State {
             killed,
             deadline,
         } = job;
-        let f = match self.compile(&sha, &source) {
+        let f = match self.compile(&sha, &source, function.is_some()) {
             Ok(f) => f,
             Err(reply) => {
                 return Finished {
@@ -556,6 +570,8 @@ impl State {
             };
         }
         let used_at_start = self.lua.used_memory();
+        // What an error names: the function `FCALL` ran, or the script's SHA1.
+        let named = function.as_deref().unwrap_or(&sha);
         let g = self.lua.globals();
         let set_list = |name: &str, items: &[Vec<u8>]| -> mlua::Result<()> {
             let t = self.lua.create_table_with_capacity(items.len(), 0)?;
@@ -634,13 +650,13 @@ impl State {
                         if text == KILLED || text == TIMED_OUT {
                             stopped = true;
                             Reply::new(&mut out, proto)
-                                .error(format!("{text} script: {sha}.").as_bytes());
+                                .error(format!("{text} script: {named}.").as_bytes());
                         } else {
                             Reply::new(&mut out, proto).error(text.as_bytes());
                         }
                     }
                 } else {
-                    error_value_reply(&value, &sha, &mut out);
+                    error_value_reply(&value, named, &mut out);
                 }
             }
             Err(e) => {
@@ -662,8 +678,9 @@ impl State {
 }
 
 /// The reply of a script that raised `err` (the handler's table, or a bare value when the
-/// handler itself could not run): Redis's `<err> script: <sha>, on <source>:<line>.`.
-fn error_value_reply(err: &Value, sha: &str, out: &mut Vec<u8>) {
+/// handler itself could not run): Redis's `<err> script: <name>, on <source>:<line>.`,
+/// `name` the script's SHA1 or the function `FCALL` ran.
+fn error_value_reply(err: &Value, name: &str, out: &mut Vec<u8>) {
     let mut text = Vec::new();
     match err {
         Value::Table(t) => {
@@ -673,7 +690,7 @@ fn error_value_reply(err: &Value, sha: &str, out: &mut Vec<u8>) {
             text.extend_from_slice(&msg);
             let source = t.raw_get::<mlua::String>("source").ok();
             let line = t.raw_get::<i64>("line").ok();
-            text.extend_from_slice(format!(" script: {sha}").as_bytes());
+            text.extend_from_slice(format!(" script: {name}").as_bytes());
             if let (Some(source), Some(line)) = (source, line) {
                 text.extend_from_slice(b", on ");
                 text.extend_from_slice(&source.as_bytes());
@@ -723,8 +740,8 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
             break;
         };
         let source = d.source();
-        if source.source.as_deref() == Some("@user_script") {
-            t.raw_set("source", "@user_script")?;
+        if let Some(name @ (USER_SCRIPT | USER_FUNCTION)) = source.source.as_deref() {
+            t.raw_set("source", name)?;
             t.raw_set("line", d.curr_line())?;
             break;
         }

@@ -23,6 +23,7 @@
 
 pub mod convert;
 pub mod function_command;
+mod function_load;
 pub mod functions;
 pub mod lua;
 pub mod pool;
@@ -217,6 +218,8 @@ struct Script {
     read_only: bool,
     /// Named by its SHA1 (`EVALSHA`): already cached.
     by_sha: bool,
+    /// The function `FCALL` runs (see [`pool::Job::function`]).
+    function: Option<String>,
 }
 
 impl Script {
@@ -250,6 +253,7 @@ impl Script {
             argv: parsed.argv.iter().map(|a| a.to_vec()).collect(),
             read_only,
             by_sha,
+            function: None,
         })
     }
 }
@@ -367,6 +371,7 @@ async fn run(
         Job {
             sha: script.sha.clone(),
             source: script.source.clone(),
+            function: script.function.clone(),
             keys: script.keys.clone(),
             argv: script.argv.clone(),
             proto,

@@ -57,6 +57,10 @@ pub struct Job {
     /// The script's SHA1, lowercase hex.
     pub sha: String,
     pub source: Arc<Vec<u8>>,
+    /// The function an `FCALL` runs (the script is its library's): its chunk is named
+    /// `@user_function` and its errors name the function, as Redis's (else
+    /// `@user_script` and the SHA1).
+    pub function: Option<String>,
     pub keys: Vec<Vec<u8>>,
     pub argv: Vec<Vec<u8>>,
     /// The client's protocol, the script's reply is written in.

@@ -173,6 +173,7 @@ fn run_script(state: &mut lua::State, source: &str) -> Vec<u8> {
         .run(pool::Job {
             sha: lua::sha1hex(source.as_bytes()),
             source: std::sync::Arc::new(source.as_bytes().to_vec()),
+            function: None,
             keys: Vec::new(),
             argv: Vec::new(),
             proto: Protocol::Resp2,
