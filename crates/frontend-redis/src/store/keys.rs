@@ -9,6 +9,7 @@ use manifold_mysql_proto::packets::Value;
 use sha2::{Digest, Sha256};
 
 use super::{int, take_bytes, StoreError, Tx};
+use crate::cmd::sqltext::{in_params, marks, padded, statement};
 
 /// `redis_keys.type`.
 pub mod kind {
@@ -110,7 +111,35 @@ impl KeyRow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WrongType;
 
+statement! {
+    /// Locks the rows of `n` (a power of two) keys in key-hash order.
+    fn lock_in = "SELECT kid FROM {{s}}.redis_keys WHERE db = ? AND kh IN ({}) ORDER BY kh FOR UPDATE", |n| marks(n)
+}
+
+/// The hashes of `keys`, sorted, each once: the order [`Tx::lock_keys`] takes them in.
+pub fn lock_order<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Vec<[u8; 32]> {
+    let mut hashes: Vec<[u8; 32]> = keys.into_iter().map(hash).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    hashes
+}
+
 impl Tx<'_> {
+    /// Locks the rows of the existing keys of `db` whose hashes are `sorted` ([`lock_order`])
+    /// in that order, before a transaction's commands lock them in theirs: transactions that
+    /// take their keys this way wait for each other instead of deadlocking (each holds only
+    /// keys ordered before the one it waits for). A key that does not exist yet locks
+    /// nothing (read committed: no gap lock). Returns how many of the keys exist.
+    pub async fn lock_keys(&mut self, db: u8, sorted: &[[u8; 32]]) -> Result<usize, StoreError> {
+        let mut found = 0;
+        for chunk in sorted.chunks(crate::store::context::RUN_MAX) {
+            let n = padded(chunk.len());
+            let params = in_params(Param::UInt(u64::from(db)), chunk, n);
+            found += self.rows(lock_in(n), &params).await?.len();
+        }
+        Ok(found)
+    }
+
     /// The live key `k` of `db`, value included, or `None` (absent or expired). With `lock`
     /// (a write's read: `FOR UPDATE`) an expired key is deleted, members included.
     pub async fn key(
