@@ -9,7 +9,6 @@ use manifold_mysql_proto::packets::Value;
 use sha2::{Digest, Sha256};
 
 use super::{int, take_bytes, StoreError, Tx};
-use crate::cmd::sqltext::{in_params, marks, padded, statement};
 
 /// `redis_keys.type`.
 pub mod kind {
@@ -111,9 +110,12 @@ impl KeyRow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WrongType;
 
-statement! {
-    /// Locks the rows of `n` (a power of two) keys in key-hash order.
-    fn lock_in = "SELECT kid FROM {{s}}.redis_keys WHERE db = ? AND kh IN ({}) ORDER BY kh FOR UPDATE", |n| marks(n)
+/// Locks the rows of `n` keys in key-hash order (`n` a power of two: few statement shapes).
+fn lock_in(n: usize) -> String {
+    format!(
+        "SELECT kid FROM {{s}}.redis_keys WHERE db = ? AND kh IN ({}) ORDER BY kh FOR UPDATE",
+        vec!["?"; n].join(", ")
+    )
 }
 
 /// The hashes of `keys`, sorted, each once: the order [`Tx::lock_keys`] takes them in.
@@ -133,9 +135,11 @@ impl Tx<'_> {
     pub async fn lock_keys(&mut self, db: u8, sorted: &[[u8; 32]]) -> Result<usize, StoreError> {
         let mut found = 0;
         for chunk in sorted.chunks(crate::store::context::RUN_MAX) {
-            let n = padded(chunk.len());
-            let params = in_params(Param::UInt(u64::from(db)), chunk, n);
-            found += self.rows(lock_in(n), &params).await?.len();
+            // Padded by repeating the last hash.
+            let n = chunk.len().next_power_of_two();
+            let mut params = vec![Param::UInt(u64::from(db))];
+            params.extend((0..n).map(|i| Param::Bytes(&chunk[i.min(chunk.len() - 1)])));
+            found += self.rows(&lock_in(n), &params).await?.len();
         }
         Ok(found)
     }
