@@ -26,6 +26,7 @@ use crate::cmd::strings::StringCommand;
 use crate::cmd::typed::DataCommand;
 use crate::cmd::{self, Args, Family, Spec};
 use crate::store::context::{Cx, ReplyClient, ReplyOwner, RUN_MAX};
+use crate::store::keys::lock_order;
 use crate::store::replicas::Causal;
 use crate::store::{pause_before_retry, Attempts, Decision, StoreError};
 use crate::worker::Worker;
@@ -75,7 +76,17 @@ pub async fn run_batch(
     let read_only = cmds.iter().all(|(s, _)| !s.write);
     // A read that failed on a replica runs again on the primary.
     let mut replica = read_only && !tracking;
+    // The keys the write commands name, locked first in one order (`Tx::lock_keys`): two
+    // pipelines writing the same keys in different orders then wait for each other instead
+    // of deadlocking. One key needs no such lock: a batch waiting for it holds no other.
+    let lock_first = if write {
+        write_key_order(cmds)
+    } else {
+        Vec::new()
+    };
     let mut attempts = Attempts::new(cmds.len());
+    // The most of those keys a try found existing (`Attempts::progressed`).
+    let mut most_found: Option<usize> = None;
     loop {
         let mut tx = worker.begin(login, write).noting(causal).by(client.id());
         if replica {
@@ -89,7 +100,28 @@ pub async fn run_batch(
             out_limit: out_limit.saturating_sub(out.len()),
             client: Some(ReplyOwner::new(client)),
         };
-        let (at, e) = match run_all(&mut cx, cmds, attempts.failed()).await {
+        let ran = if lock_first.len() > 1 {
+            match cx.tx.lock_keys(db, &lock_first).await {
+                Ok(found) => {
+                    match most_found {
+                        Some(most) if found > most => attempts.progressed(),
+                        _ => {}
+                    }
+                    most_found = Some(most_found.map_or(found, |most| most.max(found)));
+                    Ok(())
+                }
+                Err(e) => Err((None, e)),
+            }
+        } else {
+            Ok(())
+        };
+        let ran = match ran {
+            Ok(()) => run_all(&mut cx, cmds, attempts.failed())
+                .await
+                .map_err(|(i, e)| (Some(i), e)),
+            Err(e) => Err(e),
+        };
+        let (at, e) = match ran {
             Ok(()) => {
                 let Cx {
                     tx, out: replies, ..
@@ -107,9 +139,9 @@ pub async fn run_batch(
                     Err(e) => (None, e),
                 }
             }
-            Err((i, e)) => {
+            Err((at, e)) => {
                 cx.tx.abandon();
-                (Some(i), e)
+                (at, e)
             }
         };
         match attempts.next(at, &e) {
@@ -128,6 +160,37 @@ pub async fn run_batch(
             }
         }
     }
+}
+
+/// The hashes of the keys the write commands of `cmds` name (their key positions), in the
+/// order [`crate::store::Tx::lock_keys`] locks them.
+pub(crate) fn write_key_order(cmds: &[(&'static Spec, Args<'_>)]) -> Vec<[u8; 32]> {
+    lock_order(
+        cmds.iter()
+            .filter(|(spec, _)| spec.write)
+            .flat_map(|(spec, args)| key_args(spec, args)),
+    )
+}
+
+/// The keys at a command's key positions (the command table's first, last, step): none for
+/// a command whose keys follow a count.
+fn key_args<'a>(spec: &Spec, args: &Args<'a>) -> Vec<&'a [u8]> {
+    let Some(entry) = cmd::table().get(spec.name) else {
+        return Vec::new();
+    };
+    let (k, n) = (entry.keys, args.len() as i64);
+    if k.first <= 0 || k.step <= 0 {
+        return Vec::new();
+    }
+    let last = if k.last < 0 {
+        n + k.last
+    } else {
+        k.last.min(n - 1)
+    };
+    (k.first..=last)
+        .step_by(k.step as usize)
+        .map(|i| args.get(i as usize))
+        .collect()
 }
 
 /// Runs every command not in `failed` (which get their error), in order; on a store error,

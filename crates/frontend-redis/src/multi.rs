@@ -307,6 +307,30 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
     // both saw absent) answers as a changed watched key does: nothing was written, and the
     // client's retry loop reads the key again.
     let mut attempts = Attempts::new(steps.len()).watching(!watched.is_empty());
+    // As a batch's (`exec::run_batch`): the keys the write commands name (and the watched
+    // ones), locked first in one order, so concurrent EXECs wait for each other instead of
+    // deadlocking. Only when every step is a data command of the database at EXEC (no
+    // `SELECT`, no script, whose keys are not known here), and in read committed: with
+    // gap locks (a watched key seen absent) a locking read of an absent key would lock
+    // its gap, which other transactions' inserts then wait for.
+    let gap_locks = watched.iter().any(|w| w.seen.is_none());
+    let lock_first = match steps
+        .iter()
+        .map(|step| match step {
+            Step::Data(spec, args) => Some((*spec, *args)),
+            Step::Session(_) => None,
+        })
+        .collect::<Option<Vec<_>>>()
+    {
+        Some(cmds) if !gap_locks && watched.iter().all(|w| w.db == db0) => {
+            let mut order = exec::write_key_order(&cmds);
+            order.extend(watched.iter().map(|w| crate::store::keys::hash(&w.key)));
+            order.sort_unstable();
+            order.dedup();
+            order
+        }
+        _ => Vec::new(),
+    };
     loop {
         // Each try starts from the session as it was at EXEC.
         restore(session, db0, proto0);
@@ -332,19 +356,29 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
         // A key WATCH saw absent must stay absent until the commit: its check locks the gap
         // (in read committed another EXEC could create it between this one's check and its
         // own write, which would then overwrite it: a lost update).
-        if watched.iter().any(|w| w.seen.is_none()) {
+        if gap_locks {
             cx.tx.gap_locks();
         }
         let mut published = Published::default();
-        let result = run_steps(
-            session,
-            &mut cx,
-            &steps,
-            &watched,
-            attempts.failed(),
-            &mut published,
-        )
-        .await;
+        let locked = if lock_first.len() > 1 {
+            cx.tx.lock_keys(db0, &lock_first).await.map(drop)
+        } else {
+            Ok(())
+        };
+        let result = match locked {
+            Ok(()) => {
+                run_steps(
+                    session,
+                    &mut cx,
+                    &steps,
+                    &watched,
+                    attempts.failed(),
+                    &mut published,
+                )
+                .await
+            }
+            Err(e) => Err((None, e)),
+        };
         let (at, e) = match result {
             Ok(Ran::WatchedChanged) => {
                 cx.tx.abandon();

@@ -184,6 +184,15 @@ impl Attempts {
         &self.failed
     }
 
+    /// A try found more of its keys existing than any try before: the conflicts before it
+    /// were with batches creating them, which have committed since (batches that lock their
+    /// existing keys in one order meet no other conflict with each other). They do not count
+    /// against [`TRANSIENT_RETRIES`]; this happens at most once per key of the batch, so
+    /// the tries stay bounded.
+    pub fn progressed(&mut self) {
+        self.conflicts = 0;
+    }
+
     /// Conflicts met so far (each was followed by a pause).
     pub fn conflicts(&self) -> usize {
         self.conflicts

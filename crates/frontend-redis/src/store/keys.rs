@@ -110,7 +110,40 @@ impl KeyRow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WrongType;
 
+/// Locks the rows of `n` keys in key-hash order (`n` a power of two: few statement shapes).
+fn lock_in(n: usize) -> String {
+    format!(
+        "SELECT kid FROM {{s}}.redis_keys WHERE db = ? AND kh IN ({}) ORDER BY kh FOR UPDATE",
+        vec!["?"; n].join(", ")
+    )
+}
+
+/// The hashes of `keys`, sorted, each once: the order [`Tx::lock_keys`] takes them in.
+pub fn lock_order<'a>(keys: impl IntoIterator<Item = &'a [u8]>) -> Vec<[u8; 32]> {
+    let mut hashes: Vec<[u8; 32]> = keys.into_iter().map(hash).collect();
+    hashes.sort_unstable();
+    hashes.dedup();
+    hashes
+}
+
 impl Tx<'_> {
+    /// Locks the rows of the existing keys of `db` whose hashes are `sorted` ([`lock_order`])
+    /// in that order, before a transaction's commands lock them in theirs: transactions that
+    /// take their keys this way wait for each other instead of deadlocking (each holds only
+    /// keys ordered before the one it waits for). A key that does not exist yet locks
+    /// nothing (read committed: no gap lock). Returns how many of the keys exist.
+    pub async fn lock_keys(&mut self, db: u8, sorted: &[[u8; 32]]) -> Result<usize, StoreError> {
+        let mut found = 0;
+        for chunk in sorted.chunks(crate::store::context::RUN_MAX) {
+            // Padded by repeating the last hash.
+            let n = chunk.len().next_power_of_two();
+            let mut params = vec![Param::UInt(u64::from(db))];
+            params.extend((0..n).map(|i| Param::Bytes(&chunk[i.min(chunk.len() - 1)])));
+            found += self.rows(&lock_in(n), &params).await?.len();
+        }
+        Ok(found)
+    }
+
     /// The live key `k` of `db`, value included, or `None` (absent or expired). With `lock`
     /// (a write's read: `FOR UPDATE`) an expired key is deleted, members included.
     pub async fn key(
