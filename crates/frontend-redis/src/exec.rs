@@ -168,29 +168,8 @@ pub(crate) fn write_key_order(cmds: &[(&'static Spec, Args<'_>)]) -> Vec<[u8; 32
     lock_order(
         cmds.iter()
             .filter(|(spec, _)| spec.write)
-            .flat_map(|(spec, args)| key_args(spec, args)),
+            .flat_map(|(spec, args)| cmd::positional_keys(spec.name, args)),
     )
-}
-
-/// The keys at a command's key positions (the command table's first, last, step): none for
-/// a command whose keys follow a count.
-fn key_args<'a>(spec: &Spec, args: &Args<'a>) -> Vec<&'a [u8]> {
-    let Some(entry) = cmd::table().get(spec.name) else {
-        return Vec::new();
-    };
-    let (k, n) = (entry.keys, args.len() as i64);
-    if k.first <= 0 || k.step <= 0 {
-        return Vec::new();
-    }
-    let last = if k.last < 0 {
-        n + k.last
-    } else {
-        k.last.min(n - 1)
-    };
-    (k.first..=last)
-        .step_by(k.step as usize)
-        .map(|i| args.get(i as usize))
-        .collect()
 }
 
 /// Runs every command not in `failed` (which get their error), in order; on a store error,

@@ -317,3 +317,25 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 
 #[cfg(test)]
 mod tests;
+
+/// The keys of command `name` at its key positions (the command table's first, last,
+/// step): none for a command whose keys follow a count or a word (`LMPOP numkeys key...`,
+/// `XREAD ... STREAMS key...`).
+pub fn positional_keys<'a>(name: &str, args: &Args<'a>) -> Vec<&'a [u8]> {
+    let Some(entry) = table::table().get(name) else {
+        return Vec::new();
+    };
+    let (k, n) = (entry.keys, args.len() as i64);
+    if k.first <= 0 || k.step <= 0 {
+        return Vec::new();
+    }
+    let last = if k.last < 0 {
+        n + k.last
+    } else {
+        k.last.min(n - 1)
+    };
+    (k.first..=last)
+        .step_by(k.step as usize)
+        .map(|i| args.get(i as usize))
+        .collect()
+}

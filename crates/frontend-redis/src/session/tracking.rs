@@ -373,23 +373,6 @@ pub fn read_keys<'a>(name: &str, args: Args<'a>) -> Vec<&'a [u8]> {
         },
         // `XINFO STREAM key`, `OBJECT ENCODING key`, `MEMORY USAGE key`.
         "xinfo" | "object" | "memory" => range(2, 3),
-        _ => {
-            let Some(entry) = crate::cmd::table::table().get(name) else {
-                return Vec::new();
-            };
-            let k = entry.keys;
-            if k.first <= 0 || k.step <= 0 {
-                return Vec::new();
-            }
-            let last = if k.last < 0 {
-                n as i64 + k.last
-            } else {
-                k.last.min(n as i64 - 1)
-            };
-            (k.first..=last)
-                .step_by(k.step as usize)
-                .map(|i| args.get(i as usize))
-                .collect()
-        }
+        _ => crate::cmd::positional_keys(name, &args),
     }
 }
