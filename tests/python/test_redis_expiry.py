@@ -378,22 +378,27 @@ def test_a_key_made_again_after_expiry_starts_afresh(redis_door, redis_reference
 def test_the_sweeper_never_empties_a_key_made_live_again(redis_door, topology):
     """A batch that read the clock before a key's expiry may give it a new life (here
     `PERSIST`) while it waits on a lock past that expiry; the sweeper, meanwhile past the
-    expiry, must leave the key's members alone."""
+    expiry, must leave the key's members alone. (The batch takes its keys' rows first, then
+    waits here on a member row of another key.)"""
     c = door_conn(redis_door)
     root = topology.root()
     try:
         c.call("DEL", "expiry:live", "expiry:lock")
-        assert c.call("SET", "expiry:lock", "0") == "OK"
+        assert c.call("HSET", "expiry:lock", "g", "0") == 1
         assert c.call("HSET", "expiry:live", "f", "1") == 1
         assert c.call("PEXPIRE", "expiry:live", 300) == 1
         holder = topology.root()
         try:
-            holder.begin()
             with holder.cursor() as cur:
                 cur.execute(f"SELECT kid FROM {SCHEMA}.redis_keys WHERE db = 0 "
-                            "AND kh = UNHEX(SHA2(%s, 256)) FOR UPDATE", ("expiry:lock",))
-            # One batch: it locks the hash, then waits for the held row past the expiry.
-            c.send(cmd("HSET", "expiry:live", "f2", "2") + cmd("INCR", "expiry:lock")
+                            "AND kh = UNHEX(SHA2(%s, 256))", ("expiry:lock",))
+                (kid,) = cur.fetchone()
+            holder.begin()
+            with holder.cursor() as cur:
+                cur.execute(f"SELECT field FROM {SCHEMA}.redis_hash WHERE kid = %s FOR UPDATE", (kid,))
+            # One batch: it locks both keys, then waits for the held member row past the
+            # expiry.
+            c.send(cmd("HSET", "expiry:live", "f2", "2") + cmd("HINCRBY", "expiry:lock", "g", "1")
                    + cmd("PERSIST", "expiry:live"))
             time.sleep(1.5)
         finally:

@@ -131,7 +131,8 @@ impl Tx<'_> {
     /// in that order, before a transaction's commands lock them in theirs: transactions that
     /// take their keys this way wait for each other instead of deadlocking (each holds only
     /// keys ordered before the one it waits for). A key that does not exist yet locks
-    /// nothing (read committed: no gap lock). Returns how many of the keys exist.
+    /// nothing (read committed: no gap lock). Returns how many of the keys exist; the
+    /// transaction's clock starts again once they are held.
     pub async fn lock_keys(&mut self, db: u8, sorted: &[[u8; 32]]) -> Result<usize, StoreError> {
         let mut found = 0;
         for chunk in sorted.chunks(crate::store::context::RUN_MAX) {
@@ -141,6 +142,10 @@ impl Tx<'_> {
             params.extend((0..n).map(|i| Param::Bytes(&chunk[i.min(chunk.len() - 1)])));
             found += self.rows(&lock_in(n), &params).await?.len();
         }
+        // The batch happens once it holds its keys: its clock is read again, so that a key
+        // the sweeper deleted while the batch waited for another is past its expiry at the
+        // batch's time too, not alive on a clock read before the wait.
+        self.now_ms = super::now_ms();
         Ok(found)
     }
 
