@@ -158,15 +158,7 @@ pub fn decode(payload: &[u8], limit: u64) -> Result<Value, Refused> {
     verify(payload)?;
     // Read over the whole payload, footer included, as Redis's `restoreCommand` reads it:
     // an object running into the footer is read as redis-server reads it.
-    let mut r = Reader {
-        buf: payload,
-        at: 0,
-        budget: Budget {
-            left: limit,
-            exceeded: false,
-        },
-        too_many: false,
-    };
+    let mut r = Reader::new(payload, limit);
     match r.object() {
         Some(v) => Ok(v),
         None if r.budget.exceeded => Err(Refused::TooLarge),
@@ -192,6 +184,19 @@ enum Len {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader of `buf` from its start, whose decoded value may take `limit` bytes.
+    fn new(buf: &'a [u8], limit: u64) -> Self {
+        Reader {
+            buf,
+            at: 0,
+            budget: Budget {
+                left: limit,
+                exceeded: false,
+            },
+            too_many: false,
+        }
+    }
+
     fn left(&self) -> usize {
         self.buf.len() - self.at
     }
@@ -764,15 +769,7 @@ pub fn functions_payload<'a>(codes: impl Iterator<Item = &'a [u8]>) -> Vec<u8> {
 /// Bounded by the payload as [`decode`], never a panic.
 pub fn function_codes(payload: &[u8], most: usize, limit: u64) -> Result<Vec<Vec<u8>>, String> {
     verify(payload).map_err(|r| String::from_utf8_lossy(r.text()).into_owned())?;
-    let mut r = Reader {
-        buf: payload,
-        at: 0,
-        budget: Budget {
-            left: limit,
-            exceeded: false,
-        },
-        too_many: false,
-    };
+    let mut r = Reader::new(payload, limit);
     let mut codes = Vec::new();
     // As Redis: read until the last 10 bytes (a library's code may run into them).
     while payload.len() - r.at > 10 {

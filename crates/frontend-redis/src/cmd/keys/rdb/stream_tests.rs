@@ -1,19 +1,9 @@
 //! The stream codec: a payload redis-server 7.0.15 wrote, round trips of streams built
 //! here, the older `STREAM_LISTPACKS`, and malformed payloads (refused, never a panic).
 
+use super::super::tests::{b, hex};
 use super::super::{decode, rdb_type, Refused, Value, Writer, RDB_VERSION};
 use super::*;
-
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
-}
-
-fn b(s: &str) -> Vec<u8> {
-    s.as_bytes().to_vec()
-}
 
 fn id(ms: u64, seq: u64) -> StreamId {
     StreamId::new(ms, seq)

@@ -3,14 +3,14 @@
 
 use super::*;
 
-fn hex(s: &str) -> Vec<u8> {
+pub(super) fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
         .collect()
 }
 
-fn b(s: &str) -> Vec<u8> {
+pub(super) fn b(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
