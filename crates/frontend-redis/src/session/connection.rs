@@ -190,22 +190,28 @@ pub fn set_proto(session: &mut Session<'_>, proto: Protocol) {
     }
 }
 
+/// `PING [message]`; `subscribed`: the client is a RESP2 subscriber (a script's calls never
+/// are).
+pub fn ping(args: Args<'_>, proto: Protocol, subscribed: bool, out: &mut Vec<u8>) {
+    let mut r = Reply::new(out, proto);
+    match args.len() {
+        1 | 2 if subscribed => r.array_len(2).bulk(b"pong").bulk(args.get(1)),
+        1 => r.simple(b"PONG"),
+        2 => r.bulk(args.get(1)),
+        _ => {
+            let mut text = Vec::with_capacity(48);
+            errors::arity(&mut text, "ping");
+            r.error(&text)
+        }
+    };
+}
+
 pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
     match cmd {
         Command::Ping(args) => {
             // A RESP2 subscriber gets `pong` and the message as an array.
             let subscribed = session.proto == Protocol::Resp2 && crate::pubsub::subscribed(session);
-            let mut r = Reply::new(out, session.proto);
-            match args.len() {
-                1 | 2 if subscribed => r.array_len(2).bulk(b"pong").bulk(args.get(1)),
-                1 => r.simple(b"PONG"),
-                2 => r.bulk(args.get(1)),
-                _ => {
-                    let mut text = Vec::with_capacity(48);
-                    errors::arity(&mut text, "ping");
-                    r.error(&text)
-                }
-            };
+            ping(args, session.proto, subscribed, out);
         }
         Command::Echo(msg) => {
             Reply::new(out, session.proto).bulk(msg);

@@ -1,7 +1,7 @@
 //! Pub/Sub commands: `SUBSCRIBE`, `PSUBSCRIBE`, `UNSUBSCRIBE`, `PUNSUBSCRIBE`, `PUBLISH`,
 //! `PUBSUB CHANNELS|NUMSUB|NUMPAT|HELP` (the hub is [`crate::pubsub`]).
 
-use manifold_redis_proto::Reply;
+use manifold_redis_proto::{Protocol, Reply};
 
 use super::Session;
 use crate::cmd::Command;
@@ -24,26 +24,8 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
             let n = session.fe.shared.pubsub.publish(channel, message);
             Reply::new(out, session.proto).integer(n);
         }
-        Command::PubsubChannels(pattern) => {
-            let channels = session.fe.shared.pubsub.channels(pattern);
-            let mut r = Reply::new(out, session.proto);
-            r.array_len(channels.len());
-            for c in &channels {
-                r.bulk(c);
-            }
-        }
-        Command::PubsubNumsub(args) => {
-            let mut r = Reply::new(out, session.proto);
-            // A flat array in RESP3 too: Redis 7.0 (`src/pubsub.c`); the map came in 7.2.
-            r.array_len((args.len() - 2) * 2);
-            for c in args.from(2) {
-                let count = session.fe.shared.pubsub.numsub(c);
-                r.bulk(c).integer(count as i64);
-            }
-        }
-        Command::PubsubNumpat => {
-            let n = session.fe.shared.pubsub.numpat();
-            Reply::new(out, session.proto).integer(n as i64);
+        Command::PubsubChannels(_) | Command::PubsubNumsub(_) | Command::PubsubNumpat => {
+            introspect(&session.fe.shared.pubsub, cmd, session.proto, out);
         }
         Command::PubsubHelp => {
             let lines: &[&[u8]] = &[
@@ -65,5 +47,32 @@ pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
             }
         }
         _ => unreachable!("not a Pub/Sub command"),
+    }
+}
+
+/// `PUBSUB CHANNELS|NUMSUB|NUMPAT`: they read the hub only (a script calls them too).
+pub fn introspect(hub: &pubsub::Hub, cmd: Command<'_>, proto: Protocol, out: &mut Vec<u8>) {
+    match cmd {
+        Command::PubsubChannels(pattern) => {
+            let channels = hub.channels(pattern);
+            let mut r = Reply::new(out, proto);
+            r.array_len(channels.len());
+            for c in &channels {
+                r.bulk(c);
+            }
+        }
+        Command::PubsubNumsub(args) => {
+            let mut r = Reply::new(out, proto);
+            // A flat array in RESP3 too: Redis 7.0 (`src/pubsub.c`); the map came in 7.2.
+            r.array_len((args.len() - 2) * 2);
+            for c in args.from(2) {
+                let count = hub.numsub(c);
+                r.bulk(c).integer(count as i64);
+            }
+        }
+        Command::PubsubNumpat => {
+            Reply::new(out, proto).integer(hub.numpat() as i64);
+        }
+        _ => {}
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use manifold_redis_proto::Reply;
+use manifold_redis_proto::{Protocol, Reply};
 
 use super::Session;
 use crate::cmd::table::{table, Group};
@@ -158,19 +158,19 @@ fn command_info(session: &Session<'_>, args: Args<'_>, out: &mut Vec<u8>) {
     }
 }
 
+/// `TIME` (a script calls it too).
+pub fn time(proto: Protocol, out: &mut Vec<u8>) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let (s, us) = (itoa(now.as_secs()), itoa(u64::from(now.subsec_micros())));
+    Reply::new(out, proto).array_len(2).bulk(&s).bulk(&us);
+}
+
 pub fn apply(session: &mut Session<'_>, cmd: Command<'_>, out: &mut Vec<u8>) {
     match cmd {
         Command::Info(args) => super::info::reply(session, args, out),
-        Command::Time => {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default();
-            let (s, us) = (itoa(now.as_secs()), itoa(u64::from(now.subsec_micros())));
-            Reply::new(out, session.proto)
-                .array_len(2)
-                .bulk(&s)
-                .bulk(&us);
-        }
+        Command::Time => time(session.proto, out),
         Command::CommandAll => {
             Reply::new(out, session.proto).array_len(0);
         }
