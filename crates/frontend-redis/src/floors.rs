@@ -54,6 +54,10 @@ const ALLOWED: &[(&str, &str)] = &[
     // waits on its handler's worker.
     ("session", "server"),
     ("blocking", "server"),
+    // A script runs for a client of its worker's handler, whose handle stops it: a group
+    // of scripts runs on the handler's worker, for clients other than its task's own.
+    ("script", "server"),
+    ("script", "kill"),
 ];
 
 fn floor(module: &str) -> Option<u8> {

@@ -397,7 +397,7 @@ async fn exec(session: &mut Session<'_>, out: &mut Vec<u8>) {
                 } = cx;
                 match tx.commit().await {
                     Ok(()) => {
-                        published.deliver(session);
+                        published.deliver(session.fe);
                         // metrics: the calls EXEC ran.
                         session::exec_ran(
                             &fe.worker.metrics,
@@ -497,7 +497,7 @@ async fn run_steps(
                 ..
             }) => {
                 let proto = cx.proto;
-                published.publish(session, channel, message, &mut cx.out, proto);
+                published.publish(session.fe, channel, message, &mut cx.out, proto);
             }
             Step::Session(parsed) => {
                 session::apply(session, Ok(parsed), &mut cx.out);

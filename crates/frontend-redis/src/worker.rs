@@ -24,6 +24,8 @@ pub struct Worker {
     pub store: Store,
     /// Batches of this worker's connections gathered into one statement.
     pub groups: Groups,
+    /// Scripts of this worker's connections gathered into one transaction.
+    pub scripts: crate::script::group::OpenGroups,
     /// This worker's figures, the sweeper's included.
     pub metrics: Arc<WorkerMetrics>,
     /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker:
@@ -55,6 +57,7 @@ impl Worker {
         Self {
             store,
             groups: Groups::default(),
+            scripts: crate::script::group::OpenGroups::default(),
             metrics: Arc::default(),
             waiters,
             publisher,

@@ -25,6 +25,7 @@ pub mod convert;
 pub mod function_command;
 mod function_load;
 pub mod functions;
+pub mod group;
 pub mod lua;
 pub mod pool;
 
@@ -34,9 +35,11 @@ use std::sync::{mpsc, Arc};
 use manifold_redis_proto::{Limits, Protocol, Reply, Request};
 
 use crate::cmd::{self, parse_i64, Args, Command, Parsed, Reject};
+use crate::kill::ClientHandle;
+use crate::server::RedisFrontend;
 use crate::session::{self, Session};
 use crate::store::context::Cx;
-use crate::store::{pause_before_retry, Attempts, Decision, StoreError};
+use crate::store::StoreError;
 
 pub use pool::Scripts;
 use pool::{Answer, FromScript, Job, Outcome};
@@ -150,7 +153,7 @@ pub async fn handle(session: &mut Session<'_>, parsed: Parsed<'_>, out: &mut Vec
                 return;
             }
             match Script::function(session, args, parsed.entry.name == "fcall_ro") {
-                Ok(script) => run_own(session, script, out).await,
+                Ok(script) => group::run(session, script, out).await,
                 Err(text) => {
                     Reply::new(out, proto).error(&text);
                 }
@@ -274,9 +277,48 @@ enum Ran {
     ClientGone(Vec<u8>),
     /// A store error stopped it (its retry decision says what next).
     Failed(StoreError),
+    /// It ran past the time it was given (`preempt_at`) and was stopped for it: nothing it
+    /// wrote is kept, and it is to run again, alone.
+    Preempted,
 }
 
-/// `EVAL`/`EVALSHA` (and their `_RO`s): the script in a transaction of its own.
+/// The client a script runs for, as its run and its `redis.call`s need it (the script may
+/// run on another client's task: [`group`]).
+pub struct Caller<'a> {
+    pub fe: &'a RedisFrontend,
+    /// Killed (`CLIENT KILL`, or the client left): its script stops.
+    pub handle: Arc<ClientHandle>,
+    /// The client's id while it remembers the keys it reads (client-side caching).
+    pub remembers: Option<u64>,
+}
+
+impl<'a> Caller<'a> {
+    pub fn of(session: &Session<'a>) -> Self {
+        Caller {
+            fe: session.fe,
+            handle: session.info.handle.clone(),
+            remembers: session::tracking::remembers(session).then_some(session.info.id),
+        }
+    }
+}
+
+/// Ready at `at` (never when `None`).
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The reply of a script whose client was killed or left before it ran.
+fn killed_waiting(proto: Protocol) -> Vec<u8> {
+    let mut reply = Vec::new();
+    Reply::new(&mut reply, proto).error(KILLED_WAITING);
+    reply
+}
+
+/// `EVAL`/`EVALSHA` (and their `_RO`s): the script in a transaction of its group's
+/// ([`group`]).
 async fn eval(
     session: &mut Session<'_>,
     args: Args<'_>,
@@ -292,81 +334,28 @@ async fn eval(
             return;
         }
     };
-    run_own(session, script, out).await;
-}
-
-/// Runs `script` in a transaction of its own.
-async fn run_own(session: &mut Session<'_>, script: Script, out: &mut Vec<u8>) {
-    let proto = session.proto;
-    let Some(login) = session.login.clone() else {
-        Reply::new(out, proto).error(b"manifold: no backend login for this client");
-        return;
-    };
-    let fe = session.fe;
-    let out_limit = fe
-        .shared
-        .output
-        .normal
-        .hard_bytes()
-        .saturating_sub(out.len());
-    let mut attempts = Attempts::new(1);
-    loop {
-        let mut cx = Cx {
-            tx: fe
-                .worker
-                .begin(&login, true)
-                .noting(&session.causal)
-                .by(session.info.id),
-            out: Vec::new(),
-            proto: Protocol::Resp2,
-            db: session.info.db.get(),
-            out_limit,
-            client: None,
-        };
-        let mut published = Published::default();
-        let e = match run(session, &mut cx, &script, proto, &mut published, false).await {
-            Ran::CompileError(reply) | Ran::Stopped(reply) | Ran::ClientGone(reply) => {
-                cx.tx.abandon();
-                out.extend_from_slice(&reply);
-                return;
-            }
-            Ran::Failed(e) => {
-                cx.tx.abandon();
-                e
-            }
-            Ran::Reply(reply) => match cx.tx.commit().await {
-                Ok(()) => {
-                    published.deliver(session);
-                    out.extend_from_slice(&reply);
-                    return;
-                }
-                Err(e) => e,
-            },
-        };
-        if let Decision::Again(pause) = attempts.next(None, &e) {
-            pause_before_retry(pause).await;
-        } else {
-            Reply::new(out, proto).error(&e.reply_text());
-            return;
-        }
-    }
+    group::run(session, script, out).await;
 }
 
 /// Runs `script` once on `cx`'s transaction, serving its `redis.call`s there; its reply is
 /// in `proto`, within `cx.out_limit` bytes. `cx.out`, `cx.proto` and `cx.db` are the
 /// script's meanwhile (each call's reply, the protocol it set, the database it selected).
+/// Past `preempt_at`, it is stopped ([`Ran::Preempted`]).
+#[allow(clippy::too_many_arguments)]
 async fn run(
-    session: &mut Session<'_>,
+    caller: &Caller<'_>,
     cx: &mut Cx<'_>,
     script: &Script,
     proto: Protocol,
     published: &mut Published,
     reserved: bool,
+    preempt_at: Option<tokio::time::Instant>,
 ) -> Ran {
-    let scripts = &session.fe.shared.scripts;
+    let scripts = &caller.fe.shared.scripts;
     let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
     let (answer, answers) = mpsc::channel();
     let running = scripts.register();
+    let (kills, deadline) = (scripts.kills(), scripts.deadline());
     let start = scripts.start(
         Job {
             sha: script.sha.clone(),
@@ -380,7 +369,7 @@ async fn run(
             to_worker,
             answers,
             killed: running.killed.clone(),
-            deadline: scripts.deadline(),
+            deadline,
         },
         reserved,
     );
@@ -389,15 +378,12 @@ async fn run(
     tokio::select! {
         biased;
         () = start => {}
-        () = session.info.handle.killed() => {
-            let mut reply = Vec::new();
-            Reply::new(&mut reply, proto).error(KILLED_WAITING);
-            return Ran::ClientGone(reply);
-        }
+        () = caller.handle.killed() => return Ran::ClientGone(killed_waiting(proto)),
     }
     let mut failed: Option<StoreError> = None;
-    let handle = session.info.handle.clone();
+    let handle = &caller.handle;
     let mut client_gone = handle.is_killed();
+    let mut preempted = false;
     let outcome = loop {
         if client_gone {
             // Its client was killed (`CLIENT KILL`) or left (the connection marks it
@@ -412,6 +398,11 @@ async fn run(
                 client_gone = true;
                 continue;
             }
+            () = sleep_until(preempt_at), if !preempted && preempt_at.is_some() => {
+                preempted = true;
+                running.killed.store(true, Ordering::Relaxed);
+                continue;
+            }
         };
         match from {
             Some(FromScript::Call { args, proto }) => {
@@ -420,7 +411,7 @@ async fn run(
                     continue;
                 }
                 cx.proto = proto;
-                match call(session, cx, &args, script, published).await {
+                match call(caller, cx, &args, script, published).await {
                     Ok(reply) => {
                         let _ = answer.send(Answer::Reply(reply));
                     }
@@ -457,6 +448,15 @@ async fn run(
             let mut reply = Vec::new();
             Reply::new(&mut reply, proto).error(b"manifold: the script stopped without a reply");
             Ran::Stopped(reply)
+        }
+        // Stopped for running past `preempt_at`, and by nothing else.
+        None if stopped
+            && preempted
+            && !client_gone
+            && scripts.kills() == kills
+            && deadline.is_none_or(|d| std::time::Instant::now() < d) =>
+        {
+            Ran::Preempted
         }
         // Killed (`SCRIPT KILL`, the time limit): nothing it wrote is kept.
         None if stopped => Ran::Stopped(reply),
@@ -518,7 +518,8 @@ pub async fn in_exec(
     let (proto, db, limit) = (cx.proto, cx.db, cx.out_limit);
     cx.out_limit = limit.saturating_sub(replies.len());
     // `EXEC` holds a script place for its scripts ([`reserve`]).
-    let ran = run(session, cx, &script, proto, published, true).await;
+    let caller = Caller::of(session);
+    let ran = run(&caller, cx, &script, proto, published, true, None).await;
     // `CLIENT LIST` shows the script while it runs, then `EXEC` again, as Redis's does.
     session.info.cmd.set("exec");
     cx.out = replies;
@@ -530,6 +531,12 @@ pub async fn in_exec(
         }
         Ran::Stopped(reply) | Ran::ClientGone(reply) => Ok(Err(reply)),
         Ran::Failed(e) => Err(e),
+        // Not given a time (`None` above): never preempted.
+        Ran::Preempted => {
+            let mut reply = Vec::new();
+            Reply::new(&mut reply, proto).error(b"manifold: the script was stopped");
+            Ok(Err(reply))
+        }
     }
 }
 
@@ -539,11 +546,7 @@ pub async fn reserve(session: &Session<'_>) -> Result<Option<pool::Slot>, Vec<u8
     tokio::select! {
         biased;
         slot = session.fe.shared.scripts.reserve() => Ok(slot),
-        () = session.info.handle.killed() => {
-            let mut reply = Vec::new();
-            Reply::new(&mut reply, session.proto).error(KILLED_WAITING);
-            Err(reply)
-        }
+        () = session.info.handle.killed() => Err(killed_waiting(session.proto)),
     }
 }
 
@@ -576,13 +579,13 @@ impl Published {
     /// delivered it to them alone.
     pub fn publish(
         &mut self,
-        session: &Session<'_>,
+        fe: &RedisFrontend,
         channel: &[u8],
         message: &[u8],
         out: &mut Vec<u8>,
         proto: Protocol,
     ) {
-        let n = session.fe.shared.pubsub.receivers(channel);
+        let n = fe.shared.pubsub.receivers(channel);
         if n > 0 {
             let size = channel.len() + message.len();
             if self.bytes + size > MAX_PUBLISHED {
@@ -598,17 +601,17 @@ impl Published {
     }
 
     /// Delivers the messages, in order, once the script's writes are committed.
-    pub fn deliver(self, session: &Session<'_>) {
-        let m = &session.fe.worker.metrics;
+    pub fn deliver(self, fe: &RedisFrontend) {
+        let m = &fe.worker.metrics;
         for (channel, message) in self.messages {
-            let receivers = session.fe.shared.pubsub.publish(&channel, &message);
+            let receivers = fe.shared.pubsub.publish(&channel, &message);
             m.published(u64::try_from(receivers).unwrap_or(0));
         }
     }
 }
 
 async fn call(
-    session: &mut Session<'_>,
+    caller: &Caller<'_>,
     cx: &mut Cx<'_>,
     argv: &[Vec<u8>],
     script: &Script,
@@ -620,7 +623,7 @@ async fn call(
     let limits = Limits {
         client_query_buffer_limit: usize::MAX,
         proto_max_bulk_len: u64::MAX,
-        ..session.fe.shared.limits
+        ..caller.fe.shared.limits
     };
     let mut req = Request::new();
     let mut reply = Vec::new();
@@ -655,12 +658,13 @@ async fn call(
                 );
                 return Ok(reply);
             }
-            if !spec.write {
+            if let (false, Some(id)) = (spec.write, caller.remembers) {
                 // Its caller's declared keys, as Redis remembers them for a tracking client.
-                session::tracking::before_script_read(
-                    session,
-                    script.keys.iter().map(Vec::as_slice),
-                );
+                caller
+                    .fe
+                    .shared
+                    .tracker
+                    .remember(id, script.keys.iter().map(Vec::as_slice));
             }
             cx.out.clear();
             crate::exec::run_one(cx, spec, args).await?;
@@ -680,20 +684,25 @@ async fn call(
             Ok(reply)
         }
         Command::Publish(channel, message) => {
-            published.publish(session, channel, message, &mut reply, cx.proto);
+            published.publish(caller.fe, channel, message, &mut reply, cx.proto);
             Ok(reply)
         }
-        Command::Ping(_)
-        | Command::Echo(_)
-        | Command::Time
-        | Command::PubsubChannels(_)
-        | Command::PubsubNumsub(_)
-        | Command::PubsubNumpat => {
-            // Applied as the client's, answered in the script's protocol.
-            let proto = session.proto;
-            session.proto = cx.proto;
-            session::apply(session, Ok(parsed), &mut reply);
-            session.proto = proto;
+        // As the client's, but answered in the script's protocol, and never as to a
+        // subscriber (a script's calls are not the client's subscriptions).
+        Command::Ping(args) => {
+            session::connection::ping(args, cx.proto, false, &mut reply);
+            Ok(reply)
+        }
+        Command::Echo(msg) => {
+            Reply::new(&mut reply, cx.proto).bulk(msg);
+            Ok(reply)
+        }
+        Command::Time => {
+            session::server::time(cx.proto, &mut reply);
+            Ok(reply)
+        }
+        cmd @ (Command::PubsubChannels(_) | Command::PubsubNumsub(_) | Command::PubsubNumpat) => {
+            session::pubsub::introspect(&caller.fe.shared.pubsub, cmd, cx.proto, &mut reply);
             Ok(reply)
         }
         _ => {

@@ -90,6 +90,8 @@ struct Inner {
     /// Running scripts' kill flags, by a number of their own.
     running: Mutex<HashMap<u64, Arc<AtomicBool>>>,
     next_id: AtomicU64,
+    /// `SCRIPT KILL`s (and `FUNCTION KILL`s) so far.
+    kills: AtomicU64,
     memory_limit: usize,
     time_limit: Duration,
     /// Lua memory of every script thread, summed at each script's end (`used_memory_lua`).
@@ -147,6 +149,7 @@ impl Scripts {
                 threads: AtomicUsize::new(0),
                 running: Mutex::default(),
                 next_id: AtomicU64::new(1),
+                kills: AtomicU64::new(0),
                 memory_limit: usize::try_from(config.script_memory_limit).unwrap_or(usize::MAX),
                 time_limit: config.script_time_limit,
                 lua_memory: AtomicUsize::new(0),
@@ -188,10 +191,17 @@ impl Scripts {
     /// `SCRIPT KILL`: kills every running script; `false` if none runs.
     pub fn kill_all(&self) -> bool {
         let running = lock(&self.inner.running);
+        self.inner.kills.fetch_add(1, Ordering::Relaxed);
         for flag in running.values() {
             flag.store(true, Ordering::Relaxed);
         }
         !running.is_empty()
+    }
+
+    /// `SCRIPT KILL`s and `FUNCTION KILL`s so far: a script stopped while it changed was
+    /// stopped by one (or may have been).
+    pub fn kills(&self) -> u64 {
+        self.inner.kills.load(Ordering::Relaxed)
     }
 
     /// `SCRIPT LOAD`'s check that `source` compiles (`Err`: the error reply). It runs on a
