@@ -406,6 +406,12 @@ async fn run(
         };
         match from {
             Some(FromScript::Call { args, proto }) => {
+                // A script calling without pause keeps the channel ready: the timer above
+                // may never win the select.
+                if !preempted && preempt_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                    preempted = true;
+                    running.killed.store(true, Ordering::Relaxed);
+                }
                 if failed.is_some() || client_gone {
                     let _ = answer.send(Answer::Abort);
                     continue;
