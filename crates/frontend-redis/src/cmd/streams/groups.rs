@@ -353,39 +353,38 @@ pub async fn xack(
     let Some(row) = checks::write(cx, key, kind::STREAM, false).await? else {
         return Ok(());
     };
-    let gh = hash(group);
-    let found = match &row {
-        Some(r) => load_group(cx, r.kid, &gh).await?.is_some(),
-        None => false,
-    };
-    let (Some(row), true) = (row, found) else {
+    let Some(row) = row else {
         cx.reply().integer(0);
         return Ok(());
     };
-    let mut ids = Vec::with_capacity(args.len() - 3);
-    for a in args.from(3) {
-        match super::parse::strict_id(a) {
-            Ok(id) => ids.push(id),
-            Err(e) => {
+    let gh = hash(group);
+    let ids: Result<Vec<StreamId>, _> = args.from(3).map(super::parse::strict_id).collect();
+    let ids = match ids {
+        Ok(ids) => ids,
+        Err(e) => {
+            // Redis answers 0 for a group that is not there before it reads the IDs: only
+            // then is the group looked up (a group's rows are all there is to ack).
+            if load_group(cx, row.kid, &gh).await?.is_some() {
                 e.reply(cx);
-                return Ok(());
+            } else {
+                cx.reply().integer(0);
             }
+            return Ok(());
         }
-    }
+    };
+    // With no such group there is no pending row of it: 0 acked, as Redis answers.
     let mut acked = 0u64;
-    for id in ids {
-        acked += cx
-            .tx
-            .affected(
-                "DELETE FROM {s}.redis_stream_pending WHERE kid = ? AND gh = ? AND ms = ? AND seq = ?",
-                &[
-                    Param::UInt(row.kid),
-                    Param::Bytes(&gh),
-                    Param::UInt(id.ms),
-                    Param::UInt(id.seq),
-                ],
-            )
-            .await?;
+    for chunk in ids.chunks(CHUNK) {
+        let sql = format!(
+            "DELETE FROM {{s}}.redis_stream_pending WHERE kid = ? AND gh = ? AND (ms, seq) IN ({})",
+            tuples("(?, ?)", chunk.len())
+        );
+        let mut params = Vec::with_capacity(2 + chunk.len() * 2);
+        params.extend([Param::UInt(row.kid), Param::Bytes(&gh)]);
+        for id in chunk {
+            params.extend([Param::UInt(id.ms), Param::UInt(id.seq)]);
+        }
+        acked += cx.tx.affected(&sql, &params).await?;
     }
     if acked > 0 {
         bump(cx, &row).await?;
@@ -553,9 +552,13 @@ pub async fn xpending(
 struct GroupRead {
     at: usize,
     kid: u64,
+    /// The stream's length.
+    len: i64,
     group: Group,
     /// The consumer's history after this ID, or (`None`) new entries (`>`).
     history: Option<StreamId>,
+    /// The new entries, when they were read to learn whether there were any.
+    fetched: Option<Vec<Vec<Value>>>,
 }
 
 /// One attempt of `XREADGROUP GROUP group consumer ... STREAMS key... id...`: replies with
@@ -611,12 +614,15 @@ pub async fn read_group(
         reads.push(GroupRead {
             at: i,
             kid: row.kid,
+            len: row.len,
             group: g,
             history,
+            fetched: None,
         });
     }
+    let limit = if count == 0 { u64::MAX } else { count };
     let mut served = Vec::with_capacity(n);
-    for r in reads {
+    for mut r in reads {
         if r.history.is_some() {
             served.push(r);
             continue;
@@ -624,6 +630,15 @@ pub async fn read_group(
         let Some(after) = r.group.last.next() else {
             continue;
         };
+        if n == 1 {
+            // One stream: its new entries are read now, once, instead of asked for first.
+            let rows = fetch_new(cx, r.kid, after, limit).await?;
+            if !rows.is_empty() {
+                r.fetched = Some(rows);
+                served.push(r);
+            }
+            continue;
+        }
         let found = cx
             .tx
             .rows(
@@ -649,7 +664,6 @@ pub async fn read_group(
     } else {
         cx.reply().array_len(served.len());
     }
-    let limit = if count == 0 { u64::MAX } else { count };
     for r in served {
         if !resp3 {
             cx.reply().array_len(2);
@@ -657,9 +671,11 @@ pub async fn read_group(
         let key = args.get(keys.start + r.at);
         cx.reply().bulk(key);
         touch_consumer(cx, (key, r.kid), &gh, consumer).await?;
-        match r.history {
-            Some(after) => history(cx, r.kid, &gh, consumer, after, limit).await?,
-            None => new_entries(cx, r.kid, &gh, r.group, consumer, limit, noack).await?,
+        if let Some(after) = r.history {
+            history(cx, r.kid, &gh, consumer, after, limit).await?;
+        } else {
+            let stream = (r.kid, r.len);
+            new_entries(cx, stream, &gh, r.group, consumer, limit, noack, r.fetched).await?;
         }
         if cx.over_limit() {
             break;
@@ -746,19 +762,13 @@ async fn history(
 /// `noack`, taken from any other consumer that had them), the group's last ID and read
 /// counter moved past them.
 #[allow(clippy::too_many_arguments)]
-async fn new_entries(
+/// The entries of stream `kid` from `start` on, at most `limit`, as a reply reads them.
+async fn fetch_new(
     cx: &mut Cx<'_>,
     kid: u64,
-    gh: &[u8; 32],
-    mut group: Group,
-    consumer: &[u8],
+    start: StreamId,
     limit: u64,
-    noack: bool,
-) -> Result<(), StoreError> {
-    let Some(start) = group.last.next() else {
-        cx.reply().array_len(0);
-        return Ok(());
-    };
+) -> Result<Vec<Vec<Value>>, StoreError> {
     let (rows, _) = cx
         .rows_for_reply(
             "SELECT ms, seq, fields FROM {s}.redis_stream WHERE kid = ? \
@@ -773,6 +783,31 @@ async fn new_entries(
             8,
         )
         .await?;
+    Ok(rows)
+}
+
+/// The group's new entries of the stream (`kid`, its length) for `consumer` (`fetched`:
+/// already read), delivered: the group's last ID and read counter move on, and (unless
+/// `noack`) each entry is pending for the consumer.
+#[allow(clippy::too_many_arguments)]
+async fn new_entries(
+    cx: &mut Cx<'_>,
+    (kid, length): (u64, i64),
+    gh: &[u8; 32],
+    mut group: Group,
+    consumer: &[u8],
+    limit: u64,
+    noack: bool,
+    fetched: Option<Vec<Vec<Value>>>,
+) -> Result<(), StoreError> {
+    let Some(start) = group.last.next() else {
+        cx.reply().array_len(0);
+        return Ok(());
+    };
+    let rows = match fetched {
+        Some(rows) => rows,
+        None => fetch_new(cx, kid, start, limit).await?,
+    };
     let ids: Vec<StreamId> = rows.iter().map(|r| id_of(r, 0)).collect();
     {
         let mut reply = cx.reply();
@@ -781,20 +816,17 @@ async fn new_entries(
             entry_reply(&mut reply, row);
         }
     }
-    let Some(&last) = ids.last() else {
+    if ids.is_empty() {
         return Ok(());
-    };
-    // The read counter, as Redis keeps it (`XINFO`'s lag).
+    }
+    // The read counter, as Redis keeps it (`XINFO`'s lag). The first entry's ID counts only
+    // once an entry was deleted, or to estimate an unknown counter: not read otherwise.
     let meta = load_meta(cx, kid).await?;
-    let first = first_id(cx, kid).await?.unwrap_or_default();
-    let length = cx
-        .tx
-        .int(
-            "SELECT len FROM {s}.redis_keys WHERE kid = ?",
-            &[Param::UInt(kid)],
-        )
-        .await?
-        .unwrap_or(0);
+    let first = if meta.max_deleted != StreamId::ZERO || group.entries_read.is_none() {
+        first_id(cx, kid).await?.unwrap_or_default()
+    } else {
+        StreamId::ZERO
+    };
     for &id in &ids {
         if id > group.last {
             let tombstones = length > 0
@@ -813,32 +845,17 @@ async fn new_entries(
     if noack {
         return Ok(());
     }
-    // Entries another consumer had pending (the group's ID was set back) move to this one:
-    // the delivered ones are every entry of the range (pending rows of entries no longer
-    // in the stream stay, as in Redis).
-    cx.tx
-        .exec(
-            "DELETE FROM {s}.redis_stream_pending WHERE kid = ? AND gh = ? AND (ms, seq) IN \
-             (SELECT ms, seq FROM {s}.redis_stream WHERE kid = ? \
-             AND (ms > ? OR (ms = ? AND seq >= ?)) AND (ms < ? OR (ms = ? AND seq <= ?)))",
-            &[
-                Param::UInt(kid),
-                Param::Bytes(gh),
-                Param::UInt(kid),
-                Param::UInt(start.ms),
-                Param::UInt(start.ms),
-                Param::UInt(start.seq),
-                Param::UInt(last.ms),
-                Param::UInt(last.ms),
-                Param::UInt(last.seq),
-            ],
-        )
-        .await?;
+    // Each entry is now pending for this consumer, delivered once, now: one another
+    // consumer had pending (the group's ID was set back) moves to this one, as Redis's
+    // `streamReplyWithRange` moves its NACK (pending rows of entries no longer in the
+    // stream stay, as in Redis).
     let ch = hash(consumer);
     let now = cx.now_ms();
     for chunk in ids.chunks(CHUNK) {
         let sql = format!(
-            "INSERT INTO {{s}}.redis_stream_pending (kid, gh, ms, seq, ch, consumer, delivered_ms, deliveries) VALUES {}",
+            "INSERT INTO {{s}}.redis_stream_pending (kid, gh, ms, seq, ch, consumer, delivered_ms, deliveries) VALUES {} \
+             ON DUPLICATE KEY UPDATE ch = VALUES(ch), consumer = VALUES(consumer), \
+             delivered_ms = VALUES(delivered_ms), deliveries = 1",
             tuples("(?, ?, ?, ?, ?, ?, ?, 1)", chunk.len())
         );
         let mut params = Vec::with_capacity(chunk.len() * 7);
