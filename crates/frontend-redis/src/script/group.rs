@@ -10,7 +10,8 @@
 //!
 //! - The client whose script opened the group leads it, on its own task: one turn for the
 //!   others to join, then a script place (held for the whole group, so no script of it
-//!   waits for one while the transaction holds row locks), then the scripts in order.
+//!   waits for one while the transaction holds row locks; the group takes members until it
+//!   has one, so it grows while every place is taken), then the scripts in order.
 //!   The others wait for their reply (or to lead their script alone, below).
 //! - Every reply waits for the commit (as a lone script's did); the messages a script
 //!   publishes go out after it, in order.
@@ -159,9 +160,9 @@ pub(super) async fn run(session: &mut Session<'_>, script: Script, out: &mut Vec
             .new_group(&login, vec![member.clone()], true);
         Box::pin(lead(fe, &alone)).await;
     } else if let Some(group) = join(fe, &login, &member) {
-        // One turn for the worker's other ready connections to join.
+        // One turn for the worker's other ready connections to join (and, while every
+        // script place is taken, until one is free: `lead`).
         tokio::task::yield_now().await;
-        group.closed.set(true);
         Box::pin(lead(fe, &group)).await;
     }
     loop {
@@ -210,12 +211,19 @@ enum Fate {
 /// Answers the members with an error if their leader's task ends before it answered them
 /// (the worker's tasks torn down): they would otherwise wait forever. The members sent on
 /// to another group are that group's to answer.
-struct Unanswered<'g>(&'g Group, &'g [Rc<Member>]);
+struct Unanswered<'g> {
+    group: &'g Group,
+    /// The members the leader took (the others are still in the group).
+    taken: Vec<Rc<Member>>,
+}
 
 impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
-        for m in self.1 {
-            let waiting = m.owner.get() == self.0.id && matches!(*m.turn.borrow(), Turn::Waiting);
+        self.group.closed.set(true);
+        let left = self.group.members.take();
+        for m in self.taken.iter().chain(&left) {
+            let waiting =
+                m.owner.get() == self.group.id && matches!(*m.turn.borrow(), Turn::Waiting);
             if waiting {
                 let mut reply = Vec::new();
                 Reply::new(&mut reply, m.proto)
@@ -226,14 +234,20 @@ impl Drop for Unanswered<'_> {
     }
 }
 
-/// Runs the closed `group`'s scripts in one transaction (again, as its failures say), then
-/// answers each member.
+/// Closes `group` once it has a script place, runs its scripts in one transaction (again, as
+/// their failures say), then answers each member.
 async fn lead(fe: &RedisFrontend, group: &Group) {
-    let members = group.members.take();
-    let unanswered = Unanswered(group, &members);
-    let mut fates: Vec<Fate> = members.iter().map(|_| Fate::Pending).collect();
-    // A script place for the whole group, taken before its transaction begins.
+    let mut unanswered = Unanswered {
+        group,
+        taken: Vec::new(),
+    };
+    // A script place for the whole group, taken before its transaction begins. The group
+    // takes members until it has one: while every place is taken, it grows.
     let slot = fe.shared.scripts.reserve().await;
+    group.closed.set(true);
+    unanswered.taken = group.members.take();
+    let members = &unanswered.taken;
+    let mut fates: Vec<Fate> = members.iter().map(|_| Fate::Pending).collect();
     let mut attempts = Attempts::new(members.len());
     loop {
         let mut tx = fe.worker.begin(&group.login, true);
@@ -371,5 +385,4 @@ async fn lead(fe: &RedisFrontend, group: &Group) {
             m.answer(reply);
         }
     }
-    drop(unanswered);
 }
