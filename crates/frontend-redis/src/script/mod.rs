@@ -718,12 +718,12 @@ async fn call(
     }
 }
 
+/// `args` as one request's bytes (an array of bulk strings, as a client sends it).
 fn encode_request(out: &mut Vec<u8>, args: &[Vec<u8>]) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    let mut r = Reply::new(out, Protocol::Resp2);
+    r.array_len(args.len());
     for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
+        r.bulk(a);
     }
 }
 
