@@ -11,47 +11,20 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$HERE/../.." && pwd)"
-
-GO="${GO:-$(command -v go || true)}"
-[ -n "$GO" ] || GO=/usr/local/go/bin/go
-if ! [ -x "$GO" ]; then
-    echo "go not found (looked on PATH and at /usr/local/go/bin/go): install Go >= 1.26 from https://go.dev/dl/ or set GO=/path/to/go" >&2
-    exit 3
-fi
-
-# Where to download from: the environment's proxy setting, or the default one. Builds are offline.
-ONLINE_PROXY="$("$GO" env GOPROXY)"
-case "$ONLINE_PROXY" in ""|off) ONLINE_PROXY=https://proxy.golang.org,direct ;; esac
-export GOMODCACHE="$ROOT/target/gomodcache"
-export GOFLAGS="-mod=readonly -buildvcs=false"
-export GOTOOLCHAIN=local
-export GOPROXY=off
-
-build() {
-    local out="$1"
-    cd "$HERE"
-    # The pinned modules (go.mod, checked against go.sum), fetched once.
-    if ! "$GO" mod download >/dev/null 2>&1; then
-        GOPROXY="$ONLINE_PROXY" "$GO" mod download
-    fi
-    # -trimpath keeps the checkout's path out of the build cache key: rebuilds are cached.
-    "$GO" build -trimpath -o "$out" .
-}
+# shellcheck source=scripts/go-module-build.sh
+. "$HERE/../../scripts/go-module-build.sh"
 
 case "${1:-}" in
     build)
         [ $# -eq 2 ] || { echo "usage: $0 build OUT" >&2; exit 2; }
-        out="$2"
-        case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
-        build "$out"
+        go_module_build "$HERE" "$2"
         ;;
     run)
         shift
         [ $# -eq 4 ] || { echo "usage: $0 run ADDR USER PASSWORD PREFIX" >&2; exit 2; }
         tmp="$(mktemp -d)"
         trap 'rm -rf "$tmp"' EXIT
-        build "$tmp/go-redis-check"
+        go_module_build "$HERE" "$tmp/go-redis-check"
         "$tmp/go-redis-check" "$@"
         ;;
     *)
