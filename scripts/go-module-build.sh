@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the Go programs' build scripts (tests/go-redis/run.sh, bench/redisload/build.sh):
 # `go_module_build DIR OUT` builds the Go module in DIR to OUT with its pinned modules
 # (go.mod, checked against go.sum), fetched from the Go module proxy into target/gomodcache
@@ -25,7 +26,7 @@ go_module_build() {
         export GOFLAGS="-mod=readonly -buildvcs=false"
         export GOTOOLCHAIN=local
         export GOPROXY=off
-        cd "$dir"
+        cd "$dir" || exit 3
         if ! "$go" mod download >/dev/null 2>&1; then
             GOPROXY="$online" "$go" mod download
         fi
