@@ -136,16 +136,13 @@ pub(super) async fn run(session: &mut Session<'_>, script: Script, out: &mut Vec
     };
     let fe = session.fe;
     let caller = Caller::of(session);
+    // A script's client is a normal one (not a subscriber, not a replica).
+    let output_limit = fe.shared.output.normal.hard_bytes();
     let member = Rc::new(Member {
         script,
         proto,
         db: session.info.db.get(),
-        out_limit: fe
-            .shared
-            .output
-            .normal
-            .hard_bytes()
-            .saturating_sub(out.len()),
+        out_limit: output_limit.saturating_sub(out.len()),
         handle: caller.handle,
         remembers: caller.remembers,
         causal: session.causal.clone(),
