@@ -3,9 +3,11 @@
 //!
 //! Globals, as Redis 7.0.15 behaves: a script runs with an environment of its own that reads
 //! the state's globals; reading an undefined global fails (`Script attempted to access
-//! nonexistent global variable 'x'`) and assigning one fails (`Attempt to modify a readonly
-//! table`); `print`, `dofile`, `loadfile`, `setfenv`, `getfenv`, `newproxy`, `os`, `io`,
-//! `debug`, `package`, `require`, `module` are not there.
+//! nonexistent global variable 'x'`); the globals and every table reachable from them or
+//! from the string metatable are read-only: a write fails (`Attempt to modify a readonly
+//! table`), through `rawset` and `table.insert` too (see `prelude.lua`); `print`, `dofile`,
+//! `loadfile`, `setfenv`, `getfenv`, `newproxy`, `os`, `io`, `debug`, `package`,
+//! `require`, `module` are not there.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -61,7 +63,10 @@ pub struct State {
     lua: Lua,
     /// The scripts' environment (a read-only view of the globals).
     env: Table,
-    /// The prelude's check that no script changed the state (see `PRELUDE`).
+    /// What `env` reads: the globals as scripts see them (`KEYS` and `ARGV` set here).
+    globals: Table,
+    /// The prelude's check that no script changed what scripts share, a write past the
+    /// read-only tables (see `prelude.lua`): one `next` per shared table.
     changed: Function,
     /// A script changed the state: it is not to run another script.
     tampered: bool,
@@ -245,7 +250,7 @@ impl State {
                 (v, _) => Ok(v),
             })?,
         )?;
-        let (env, runner, changed): (Table, Function, Function) =
+        let (env, globals, runner, changed): (Table, Table, Function, Function) =
             lua.load(PRELUDE).set_name(PRELUDE_NAME).call((
                 pcall,
                 redis,
@@ -257,6 +262,7 @@ impl State {
                     srand48(seed as u32);
                     Ok(())
                 })?,
+                lua.create_function(|_, t: Table| Ok(t.metatable()))?,
             ))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_hook(
@@ -269,6 +275,7 @@ impl State {
         Ok(Self {
             lua,
             env,
+            globals,
             runner,
             changed,
             tampered: false,
@@ -304,10 +311,16 @@ impl State {
         self.lua.gc_collect().ok();
     }
 
-    /// A script changed what the state's scripts share (see `PRELUDE`): the state must be
+    /// A script changed what the state's scripts share (see `prelude.lua`): the state must be
     /// replaced before the next script.
     pub fn tampered(&self) -> bool {
         self.tampered
+    }
+
+    /// The scripts' environment, for tests to reach past what scripts can.
+    #[cfg(test)]
+    pub fn env(&self) -> Table {
+        self.env.clone()
     }
 
     pub fn used_memory(&self) -> usize {
@@ -394,7 +407,7 @@ impl State {
         let used_at_start = self.lua.used_memory();
         // What an error names: the function `FCALL` ran, or the script's SHA1.
         let named = function.as_deref().unwrap_or(&sha);
-        let g = self.lua.globals();
+        let g = &self.globals;
         let set_list = |name: &str, items: &[Vec<u8>]| -> mlua::Result<()> {
             let t = self.lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.iter().enumerate() {

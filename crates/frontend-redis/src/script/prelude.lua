@@ -1,4 +1,20 @@
-local raw_call, redis, real, setfenv, error_value, lrand48, srand48 = ...
+-- What scripts see, made once per Lua state: Redis 7.0.15's globals and libraries, read-only
+-- as Redis makes them, with Lua 5.1's holes closed (bytecode, unbounded patterns).
+local raw_call, redis, real, setfenv, error_value, lrand48, srand48, raw_metatable = ...
+local type, select, tostring, tonumber, error = type, select, tostring, tonumber, error
+local next, rawget, rawset, getmetatable, setmetatable, pcall =
+  next, rawget, rawset, getmetatable, setmetatable, pcall
+local READONLY = "Attempt to modify a readonly table"
+-- `luaL_argerror`'s text, at the place of the script that called the wrapper calling this
+-- (the C function's own check would name the wrapper's place).
+local function argerror(fname, n, msg)
+  error("bad argument #" .. n .. " to '" .. fname .. "' (" .. msg .. ")", 3)
+end
+-- `luaL_typename` of argument `n` of `nargs`.
+local function typename(nargs, n, v)
+  if n > nargs then return "no value" end
+  return type(v)
+end
 -- pcall gives a script the error of a Rust function (`redis.call`'s) as the value Redis
 -- gives, not mlua's error object.
 do
@@ -58,19 +74,8 @@ redis.pcall = function(...)
   local r = raw_call(...)
   return r
 end
-local env = {}
-setmetatable(env, {
-  __index = function(_, k)
-    local v = real[k]
-    if v == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-  end,
-  __newindex = function() error("Attempt to modify a readonly table", 2) end,
-  __metatable = false,
-})
-real._G = env
+-- The scripts' environment (`_G`): made read-only below, with the rest.
+local env
 
 -- Only source text is loaded, never precompiled bytecode (Lua 5.1 does not check it:
 -- crafted bytecode reads and writes memory), as Redis's patched Lua does: a chunk starting
@@ -87,9 +92,10 @@ local function text_only(s, name)
   return f, e
 end
 real.loadstring = text_only
-real.load = function(reader, name)
+real.load = function(...)
+  local reader, name = ...
   if type(reader) ~= "function" then
-    return loadstring(reader, name)
+    argerror("load", 1, "function expected, got " .. typename(select("#", ...), 1, reader))
   end
   local parts = {}
   while true do
@@ -124,55 +130,176 @@ string.match = function(s, p, ...) check(p) return pass(match(s, p, ...)) end
 string.gmatch = function(s, p, ...) check(p) return pass(gmatch(s, p, ...)) end
 string.gsub = function(s, p, ...) check(p) return pass(gsub(s, p, ...)) end
 
--- One state serves every client's scripts, one after the other: what a script changes in
--- it (a library's function, the string metatable, a global set with rawset) would reach
--- the next scripts, another user's included. Redis makes these tables read-only; here
--- everything reachable from the globals is noted now and compared after each script, and
--- a state that changed is thrown away (`changed` answers true).
-local per_script = { KEYS = true, ARGV = true }
-local watched = {}
-local function watch(t)
-  if type(t) ~= "table" or watched[t] then return end
-  local copy, n = {}, 0
-  local w = { copy, getmetatable(t), 0 }
-  watched[t] = w
-  for k, v in next, t do
-    if not (t == real and per_script[k]) then
-      copy[k] = v
-      n = n + 1
-      watch(v)
-    end
-  end
-  w[3] = n
-  watch(getmetatable(t))
-end
-watch(real)
-watch(getmetatable(""))
-local string_meta = getmetatable("")
--- One pass over each table (it runs after every script): every key it holds has its noted
--- value (so is a noted key, values being non-nil), and it holds as many keys as were
--- noted, so none was removed.
-local function changed()
-  if next(env) ~= nil or getmetatable("") ~= string_meta then return true end
-  for t, w in next, watched do
-    local copy, n = w[1], 0
-    if getmetatable(t) ~= w[2] then return true end
-    if t == real then
-      for k, v in next, t do
-        if not per_script[k] then
-          if not rawequal(copy[k], v) then return true end
-          n = n + 1
-        end
-      end
-    else
-      for k, v in next, t do
-        if not rawequal(copy[k], v) then return true end
-        n = n + 1
-      end
-    end
-    if n ~= w[3] then return true end
-  end
-  return false
+-- One state serves every client's scripts, one after the other: what a script changed in it
+-- (a library's function, the string metatable, a global) would reach the next scripts,
+-- another user's included. Redis 7.0 makes every table reachable from the globals (and
+-- their metatables) read-only in its patched Lua: any write fails with "Attempt to modify
+-- a readonly table". Plain Lua 5.1 has no such tables, so scripts never get the real ones:
+--
+-- - each table reachable from the globals or the string metatable is seen through a
+--   proxy, an empty table whose metatable reads a view of it (its entries, the tables
+--   among them as their proxies) and refuses writes; the globals' proxy is `env`, the
+--   scripts' environment; the real tables are left to the libraries' own code;
+-- - a library function made in Rust is a callable table (see manifold-redis-lua's shim):
+--   it is kept, its metatable refusing writes too;
+-- - what reaches a table past its metatable is wrapped: `rawset` and `table.insert`
+--   refuse these tables, `rawget`, `next`, `pairs` and `table.foreach` read the views,
+--   `getmetatable` answers the proxies (a string's metatable too), `setmetatable` refuses
+--   these tables, each with Lua's texts and Redis's;
+-- - every proxy and callable stays empty, which `changed` checks after each script (a
+--   raw write past all this would be seen there: the state is then replaced).
+--
+-- `ipairs`, `unpack`, `#` and the table functions that read by index need no wrapping:
+-- these tables have no integer keys (checked below), so they read nothing either way.
+local view_of = {}   -- proxy -> its view
+local frozen = {}    -- proxy or callable -> true
+local meta_of = {}   -- proxy or callable -> what getmetatable answers (false: nil)
+local proxy_of = {}  -- real table -> what scripts see of it
+local watched = {}   -- the proxies and callables, to check they stay empty
+local function readonly() error(READONLY, 2) end
+local function missing(_, k)
+  error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
 end
 
-return env, function(f, h) return xpcall(f, h) end, changed
+local function protect(t)
+  local seen = proxy_of[t]
+  if seen then return seen end
+  local meta = raw_metatable(t)
+  if meta ~= nil then
+    -- A callable (its metatable hidden): scripts get it as it is.
+    proxy_of[t] = t
+    if rawget(meta, "__newindex") == nil then rawset(meta, "__newindex", readonly) end
+    frozen[t], meta_of[t] = true, false
+    watched[#watched + 1] = t
+    return t
+  end
+  local p, view = {}, {}
+  proxy_of[t] = p
+  for k, v in next, t do
+    if type(k) == "number" then error("a shared table has an integer key: " .. tostring(k)) end
+    if type(v) == "table" then v = protect(v) end
+    view[k] = v
+  end
+  setmetatable(p, { __index = view, __newindex = readonly, __metatable = false })
+  view_of[p], frozen[p], meta_of[p] = view, true, false
+  watched[#watched + 1] = p
+  return p
+end
+
+-- The wrapped functions, with the C functions' checks first (their texts, at the
+-- script's place), then Redis's refusal of a read-only table.
+local insert, foreach = table.insert, table.foreach
+
+local function ro_next(...)
+  local t, k = ...
+  if type(t) ~= "table" then
+    argerror("next", 1, "table expected, got " .. typename(select("#", ...), 1, t))
+  end
+  return next(view_of[t] or t, k)
+end
+real.next = ro_next
+real.pairs = function(...)
+  local t = ...
+  if type(t) ~= "table" then
+    argerror("pairs", 1, "table expected, got " .. typename(select("#", ...), 1, t))
+  end
+  if view_of[t] then return ro_next, t, nil end
+  return next, t, nil
+end
+real.rawget = function(...)
+  local t, k = ...
+  if type(t) ~= "table" then
+    argerror("rawget", 1, "table expected, got " .. typename(select("#", ...), 1, t))
+  end
+  if select("#", ...) < 2 then argerror("rawget", 2, "value expected") end
+  return rawget(view_of[t] or t, k)
+end
+real.rawset = function(...)
+  local n = select("#", ...)
+  local t, k, v = ...
+  if type(t) ~= "table" then argerror("rawset", 1, "table expected, got " .. typename(n, 1, t)) end
+  if n < 2 then argerror("rawset", 2, "value expected") end
+  if n < 3 then argerror("rawset", 3, "value expected") end
+  if frozen[t] then error(READONLY, 0) end
+  return rawset(t, k, v)
+end
+local string_meta = getmetatable("")
+local string_meta_seen -- protect(string_meta), below
+real.getmetatable = function(...)
+  local o = ...
+  if type(o) == "string" then return string_meta_seen end
+  local m = meta_of[o]
+  if m ~= nil then return m or nil end
+  if select("#", ...) == 0 then argerror("getmetatable", 1, "value expected") end
+  return getmetatable(o)
+end
+real.setmetatable = function(...)
+  local n = select("#", ...)
+  local t, m = ...
+  if type(t) ~= "table" then
+    argerror("setmetatable", 1, "table expected, got " .. typename(n, 1, t))
+  end
+  if n < 2 or (m ~= nil and type(m) ~= "table") then
+    argerror("setmetatable", 2, "nil or table expected")
+  end
+  if frozen[t] then error(READONLY, 0) end
+  -- Its one error left ("cannot change a protected metatable") at the script's place.
+  local ok, r = pcall(setmetatable, t, m)
+  if not ok then error(r, 2) end
+  return r
+end
+-- `table.insert` is common in scripts' loops: the C function runs under pcall (its errors
+-- then name '?' and no place, both put back) rather than behind checks in Lua.
+table.insert = function(...)
+  local t = ...
+  if frozen[t] then
+    local n = select("#", ...)
+    if n == 3 then
+      local _, pos = ...
+      local kind = type(pos)
+      if (kind ~= "number" and kind ~= "string") or tonumber(pos) == nil then
+        argerror("insert", 2, "number expected, got " .. kind)
+      end
+    elseif n ~= 2 then
+      error("wrong number of arguments to 'insert'", 2)
+    end
+    error(READONLY, 0)
+  end
+  local ok, e = pcall(insert, ...)
+  if not ok then
+    if find(e, "^bad argument") or find(e, "^wrong number") then
+      error((gsub(e, "'%?'", "'insert'", 1)), 2)
+    end
+    error(e, 0)
+  end
+end
+table.foreach = function(...)
+  local n = select("#", ...)
+  local t, f = ...
+  if type(t) ~= "table" then argerror("foreach", 1, "table expected, got " .. typename(n, 1, t)) end
+  if type(f) ~= "function" then
+    argerror("foreach", 2, "function expected, got " .. typename(n, 2, f))
+  end
+  return foreach(view_of[t] or t, f)
+end
+
+-- The globals: `env` reads their view, which answers a missing name with Redis's error.
+-- `_G` is `env` (the globals hold themselves as `_G`). `KEYS` and `ARGV` are set in the
+-- view before each script.
+env = protect(real)
+local globals = view_of[env]
+setmetatable(globals, { __index = missing })
+-- Redis's globals have a metatable reading missing names: scripts see one alike.
+meta_of[env] = protect({ __index = missing })
+string_meta_seen = protect(string_meta)
+
+local count = #watched
+-- After each script: O(number of shared tables), one `next` each.
+local function changed()
+  for i = 1, count do
+    if next(watched[i]) ~= nil then return true end
+  end
+  return getmetatable("") ~= string_meta
+end
+
+return env, globals, function(f, h) return xpcall(f, h) end, changed
