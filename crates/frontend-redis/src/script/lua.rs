@@ -72,6 +72,9 @@ pub struct State {
     tampered: bool,
     /// `function(f, h) return xpcall(f, h) end`
     runner: Function,
+    /// The runner of a library's script (`FCALL`): it gets the library's `redis` and the
+    /// table its callbacks are registered in (see `prelude.lua`).
+    library_runner: Function,
     /// The error handler: the error as Redis's `{err=..., source=..., line=...}`.
     handler: Function,
     compiled: HashMap<String, Function>,
@@ -250,20 +253,25 @@ impl State {
                 (v, _) => Ok(v),
             })?,
         )?;
-        let (env, globals, runner, changed): (Table, Table, Function, Function) =
-            lua.load(PRELUDE).set_name(PRELUDE_NAME).call((
-                pcall,
-                redis,
-                g.clone(),
-                setfenv,
-                lua.create_function(error_value)?,
-                lua.create_function(|_, ()| Ok(lrand48()))?,
-                lua.create_function(|_, seed: f64| {
-                    srand48(seed as u32);
-                    Ok(())
-                })?,
-                lua.create_function(|_, t: Table| Ok(t.metatable()))?,
-            ))?;
+        let (env, globals, runner, library_runner, changed): (
+            Table,
+            Table,
+            Function,
+            Function,
+            Function,
+        ) = lua.load(PRELUDE).set_name(PRELUDE_NAME).call((
+            pcall,
+            redis,
+            g.clone(),
+            setfenv,
+            lua.create_function(error_value)?,
+            lua.create_function(|_, ()| Ok(lrand48()))?,
+            lua.create_function(|_, seed: f64| {
+                srand48(seed as u32);
+                Ok(())
+            })?,
+            lua.create_function(|_, t: Table| Ok(t.metatable()))?,
+        ))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(CHECK_EVERY),
@@ -277,6 +285,7 @@ impl State {
             env,
             globals,
             runner,
+            library_runner,
             changed,
             tampered: false,
             handler,
@@ -434,7 +443,14 @@ impl State {
         });
         let result = set_list("KEYS", &keys)
             .and_then(|()| set_list("ARGV", &argv))
-            .and_then(|()| self.runner.call::<MultiValue>((f, self.handler.clone())));
+            .and_then(|()| {
+                let runner = if function.is_some() {
+                    &self.library_runner
+                } else {
+                    &self.runner
+                };
+                runner.call::<MultiValue>((f, self.handler.clone()))
+            });
         let cur = self.lua.remove_app_data::<Current>();
         let aborted = cur.as_ref().is_some_and(|c| c.aborted);
         let mut stopped = cur.as_ref().is_some_and(|c| c.stopped);

@@ -161,6 +161,15 @@ local function missing(_, k)
   error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
 end
 
+-- `p` (a new table if nil), read-only, reading `view`.
+local function seal(view, p)
+  p = p or {}
+  setmetatable(p, { __index = view, __newindex = readonly, __metatable = false })
+  view_of[p], frozen[p], meta_of[p] = view, true, false
+  watched[#watched + 1] = p
+  return p
+end
+
 local function protect(t)
   local seen = proxy_of[t]
   if seen then return seen end
@@ -180,10 +189,7 @@ local function protect(t)
     if type(v) == "table" then v = protect(v) end
     view[k] = v
   end
-  setmetatable(p, { __index = view, __newindex = readonly, __metatable = false })
-  view_of[p], frozen[p], meta_of[p] = view, true, false
-  watched[#watched + 1] = p
-  return p
+  return seal(view, p)
 end
 
 -- The wrapped functions, with the C functions' checks first (their texts, at the
@@ -293,6 +299,31 @@ setmetatable(globals, { __index = missing })
 meta_of[env] = protect({ __index = missing })
 string_meta_seen = protect(string_meta)
 
+-- FCALL: a library's script (functions.rs's `wrapper`) runs its code with the `redis` it
+-- had at FUNCTION LOAD, read-only too: the scripts' with `register_function`, which
+-- collects the callbacks in the table it is given with it.
+local lower = string.lower
+local registered
+local library_view = {}
+for k, v in next, view_of[proxy_of[redis]] do library_view[k] = v end
+library_view.register_function = function(name, callback)
+  if type(name) == "table" then
+    -- Named arguments, in any case (FUNCTION LOAD checked them).
+    local args = name
+    for k, v in next, args do
+      local key = lower(tostring(k))
+      if key == "function_name" then name = v elseif key == "callback" then callback = v end
+    end
+  end
+  registered[tostring(name)] = callback
+end
+local library_redis = seal(library_view)
+local function run_library(f, h)
+  local fns = {}
+  registered = fns
+  return xpcall(function() return f(library_redis, fns) end, h)
+end
+
 local count = #watched
 -- After each script: O(number of shared tables), one `next` each.
 local function changed()
@@ -302,4 +333,4 @@ local function changed()
   return getmetatable("") ~= string_meta
 end
 
-return env, globals, function(f, h) return xpcall(f, h) end, changed
+return env, globals, function(f, h) return xpcall(f, h) end, run_library, changed
