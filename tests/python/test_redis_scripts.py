@@ -11,6 +11,11 @@ Intended differences from redis-server (avoided here):
   and EXEC answers the script's error (Redis keeps the other commands' writes).
 - PUBLISH inside a script is sent after the script commits (Redis sends at once); a script
   whose client leaves or is CLIENT KILLed is stopped and rolled back (Redis runs it on).
+- The read-only tables are proxies (plain Lua 5.1): an argument error of `rawset`, `rawget`,
+  `next`, `pairs`, `getmetatable`, `setmetatable`, `table.insert`, `table.foreach` or `load`
+  called in a tail call (`return rawget(nil)`) lacks the script's place; a library table
+  given to `cjson.encode`/`cmsgpack.pack` is seen empty; writing into a library function
+  (a callable table: `cjson.encode.x = 1`) fails with `Attempt to modify a readonly table`.
 """
 
 import asyncio
