@@ -846,8 +846,12 @@ fn check_hook(lua: &Lua, debug: mlua::Debug<'_>) -> mlua::Result<VmState> {
         }
     };
     // Not in the prelude's own code: the runner that catches the script's error must be
-    // let return it (with its position) rather than fail itself.
+    // let return it (with its position) rather than fail itself. The check is then made at
+    // every instruction, so the script's next one stops it: a script spending most of its
+    // time in the prelude's wrappers (`while true do next(t) end`) could otherwise be found
+    // there at every check, and never stop.
     if debug.source().source.as_deref() == Some(PRELUDE_NAME) {
+        lua.set_hook(HookTriggers::new().every_nth_instruction(1), check_hook);
         return Ok(VmState::Continue);
     }
     if let Some(mut cur) = lua.app_data_mut::<Current>() {

@@ -559,3 +559,63 @@ fn a_write_past_the_read_only_tables_is_seen() {
         assert!(state.tampered(), "{table}.{key}");
     }
 }
+
+/// A script told to stop stops even when it spends most of its time in the prelude's
+/// wrappers (where the check lets the prelude's own code run on): loops of several shapes,
+/// each under a time limit already past.
+#[test]
+fn a_script_in_the_wrappers_still_stops() {
+    let mut loops = Vec::new();
+    for call in [
+        "rawget(KEYS, 1)",
+        "next(KEYS)",
+        "rawset(t, 1, 1)",
+        "getmetatable('')",
+        "table.insert(t, 1) t[1] = nil",
+        "string.find('a', 'a')",
+    ] {
+        for pad in 0..12 {
+            loops.push(format!(
+                "local t, a = {{}}, 0 while true do {}{call} end",
+                "a = a + 1 ".repeat(pad)
+            ));
+        }
+    }
+    let count = loops.len();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut state = lua::State::new(8 << 20).unwrap();
+        for script in loops {
+            let script = script.as_str();
+            let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
+            let (_answer, answers) = std::sync::mpsc::channel();
+            state
+                .run(pool::Job {
+                    sha: lua::sha1hex(script.as_bytes()),
+                    source: std::sync::Arc::new(script.as_bytes().to_vec()),
+                    function: None,
+                    keys: Vec::new(),
+                    argv: Vec::new(),
+                    proto: Protocol::Resp2,
+                    out_limit: usize::MAX,
+                    compile_only: false,
+                    to_worker,
+                    answers,
+                    killed: std::sync::Arc::default(),
+                    deadline: Some(std::time::Instant::now()),
+                })
+                .send();
+            let stopped = matches!(
+                from_script.try_recv(),
+                Ok(pool::FromScript::Done(pool::Outcome::Stopped(_)))
+            );
+            done.send((script.to_string(), stopped)).unwrap();
+        }
+    });
+    for _ in 0..count {
+        let (script, stopped) = finished
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a script did not stop");
+        assert!(stopped, "{script}");
+    }
+}
