@@ -407,6 +407,11 @@ def test_function_shared_tables_are_read_only(redis_door, redis_reference, pipel
         cmd("FUNCTION", "FLUSH"),
         cmd("FUNCTION", "LOAD", ROLIB),
         *[c for call in calls for c in (call, cmd("FCALL", "fr_read", "0"))],
+        # At FUNCTION LOAD, as Redis's load: `redis` and the globals read-only.
+        cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nredis.register_function = nil"),
+        cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nredis.x = 1"),
+        cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nredis = nil"),
+        cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nlocal x = rawset"),
         cmd("FUNCTION", "FLUSH"),
     ], pipeline=pipeline)
 
