@@ -378,6 +378,44 @@ def test_function_runtime_errors(redis_door, redis_reference, pipeline):
     ], pipeline=pipeline)
 
 
+ROLIB = """#!lua name=fnro
+redis.register_function('fr_field', function() string.upper = nil return 1 end)
+redis.register_function('fr_global', function() planted = 1 return 1 end)
+redis.register_function('fr_rawset', function() rawset(string, 'upper', string.lower) return 1 end)
+redis.register_function('fr_rawset_g', function() rawset(_G, 'planted', 1) return 1 end)
+redis.register_function('fr_insert', function() table.insert(redis, 'x') return 1 end)
+redis.register_function('fr_meta', function() getmetatable('').__index.upper = nil return 1 end)
+redis.register_function('fr_setmeta', function() setmetatable(math, {}) return 1 end)
+redis.register_function('fr_pcall', function() return {pcall(rawset, cjson, 'x', 1)} end)
+redis.register_function('fr_read', function()
+  local n = 0
+  for _ in pairs(string) do n = n + 1 end
+  return {n, type(rawget(string, 'find')), tostring(getmetatable('').__index == string),
+          ('a'):upper(), rawget(_G, 'planted')}
+end)"""
+
+
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_function_shared_tables_are_read_only(redis_door, redis_reference, pipeline):
+    """An FCALL'd function sees the globals and libraries read-only, as EVAL's scripts and
+    as Redis's functions: a write fails with Redis's error (at the function's line), and
+    the next call reads the libraries unchanged."""
+    calls = [cmd("FCALL", f, "0") for f in (
+        "fr_field", "fr_global", "fr_rawset", "fr_rawset_g", "fr_insert", "fr_meta",
+        "fr_setmeta", "fr_pcall")]
+    differential(redis_door, redis_reference, [
+        cmd("FUNCTION", "FLUSH"),
+        cmd("FUNCTION", "LOAD", ROLIB),
+        *[c for call in calls for c in (call, cmd("FCALL", "fr_read", "0"))],
+        # At FUNCTION LOAD, as Redis's load: `redis` and the globals read-only.
+        cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nredis.register_function = nil"),
+        cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nredis.x = 1"),
+        cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nredis = nil"),
+        cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nlocal x = rawset"),
+        cmd("FUNCTION", "FLUSH"),
+    ], pipeline=pipeline)
+
+
 BUSY = """#!lua name=fkill
 redis.register_function{function_name='fk_busy', callback=function()
   local i = 0

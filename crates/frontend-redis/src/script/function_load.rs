@@ -84,8 +84,8 @@ fn message(e: &mlua::Error) -> String {
 }
 
 /// The globals a library's code sees at `FUNCTION LOAD`: `redis` with `register_function`,
-/// `log` (which logs nothing here) and its levels; reading another name or writing any is
-/// an error, as Redis's.
+/// `log` (which logs nothing here) and its levels; reading another name or writing any
+/// (one they have too) is an error, as Redis's.
 fn load_globals(lua: &Lua, register: mlua::Function) -> mlua::Result<mlua::Table> {
     let redis = lua.create_table()?;
     redis.raw_set("register_function", register)?;
@@ -93,11 +93,9 @@ fn load_globals(lua: &Lua, register: mlua::Function) -> mlua::Result<mlua::Table
     for (name, level) in super::lua::LOG_LEVELS {
         redis.raw_set(name, level)?;
     }
-    redis.set_metatable(Some(read_only(lua)?));
-    let env = lua.create_table()?;
-    env.raw_set("redis", redis)?;
-    env.set_metatable(Some(read_only(lua)?));
-    Ok(env)
+    let globals = lua.create_table()?;
+    globals.raw_set("redis", read_only(lua, redis)?)?;
+    read_only(lua, globals)
 }
 
 /// Redis's error from inside a library's load: `ERR user_function:<line>: <text>`, the line
@@ -107,21 +105,28 @@ fn located(lua: &Lua, text: &str) -> mlua::Error {
     mlua::Error::RuntimeError(format!("ERR user_function:{line}: {text}"))
 }
 
-/// A metatable refusing reads of absent names and every write, with Redis's texts.
-fn read_only(lua: &Lua) -> mlua::Result<mlua::Table> {
+/// A read-only view of `entries`: an empty table whose metatable answers the names
+/// `entries` has, and refuses any other read and every write, with Redis's texts.
+fn read_only(lua: &Lua, entries: mlua::Table) -> mlua::Result<mlua::Table> {
     let meta = lua.create_table()?;
     meta.raw_set(
         "__index",
-        lua.create_function(|lua, (_, name): (Value, Value)| -> mlua::Result<()> {
-            let name = match name {
-                Value::String(s) => s.to_string_lossy(),
-                _ => String::from("?"),
-            };
-            Err(located(
-                lua,
-                &format!("Script attempted to access nonexistent global variable '{name}'"),
-            ))
-        })?,
+        lua.create_function(
+            move |lua, (_, name): (Value, Value)| -> mlua::Result<Value> {
+                let found: Value = entries.raw_get(name.clone())?;
+                if !found.is_nil() {
+                    return Ok(found);
+                }
+                let name = match name {
+                    Value::String(s) => s.to_string_lossy(),
+                    _ => String::from("?"),
+                };
+                Err(located(
+                    lua,
+                    &format!("Script attempted to access nonexistent global variable '{name}'"),
+                ))
+            },
+        )?,
     )?;
     meta.raw_set(
         "__newindex",
@@ -129,7 +134,9 @@ fn read_only(lua: &Lua) -> mlua::Result<mlua::Table> {
             Err(located(lua, "Attempt to modify a readonly table"))
         })?,
     )?;
-    Ok(meta)
+    let view = lua.create_table()?;
+    view.set_metatable(Some(meta));
+    Ok(view)
 }
 
 /// An error a library's load raises, as Redis's `luaPushError`: `ERR ` and the text.

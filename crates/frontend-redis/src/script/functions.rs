@@ -5,9 +5,9 @@
 //!   (only `redis.register_function` and the table, string and math libraries; a memory and
 //!   an instruction bound), on a blocking thread, to learn its functions and their flags,
 //!   as Redis does.
-//! - `FCALL` is a script run: the library's one script is its code with a prelude that
-//!   collects the registered callbacks, then calls the one `FCALL` names with its keys and
-//!   arguments.
+//! - `FCALL` is a script run: the library's one script is its code, run with a read-only
+//!   `redis` whose `register_function` collects the callbacks, then the call of the one
+//!   `FCALL` names with its keys and arguments.
 //! - Libraries are kept in `redis_function` (one row each: name, code, functions), so they
 //!   outlive a restart and every manifold on the door's tables has the same. A change
 //!   (`LOAD`, `DELETE`, `FLUSH`) locks and bumps `functions_version` in `redis_meta`, reads
@@ -597,20 +597,15 @@ pub async fn refresh_as_own(libs: &Libraries, worker: &dyn TxHost) -> Result<(),
 #[derive(Debug)]
 pub struct Installable(Loaded);
 
-/// The script `FCALL` runs for a library: its code with a prelude collecting the callbacks
-/// on its first line (the shebang's, so lines keep their numbers), then the call of the
-/// function its first argument names (`FCALL` puts it there). The prelude takes
-/// `register_function`'s named arguments in any case and a number for a name, as the load
-/// did.
+/// The script `FCALL` runs for a library: its code, then the call of the function its first
+/// argument names (`FCALL` puts it there). It is run with the `redis` its code sees (the
+/// scripts' with `register_function`, read-only) and the table that collects the callbacks
+/// (see `prelude.lua`), taken on its first line (the shebang's, so lines keep their
+/// numbers).
 fn wrapper(code: &[u8]) -> Vec<u8> {
     let end = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
-    let mut w = Vec::with_capacity(code.len() + 300);
-    w.extend_from_slice(
-        b"local __fns = {} local redis = setmetatable({register_function = function(a, b) \
-          if type(a) == 'table' then for k, v in pairs(a) do local l = string.lower(k) \
-          if l == 'function_name' then a = v elseif l == 'callback' then b = v end end end \
-          __fns[tostring(a)] = b end}, {__index = redis}) ",
-    );
+    let mut w = Vec::with_capacity(code.len() + 120);
+    w.extend_from_slice(b"local redis, __fns = ... ");
     // The body runs as a function of its own, so a last `return` (which Redis ignores)
     // still lets the call follow.
     w.extend_from_slice(b"; (function() ");

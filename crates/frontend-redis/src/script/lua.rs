@@ -3,9 +3,11 @@
 //!
 //! Globals, as Redis 7.0.15 behaves: a script runs with an environment of its own that reads
 //! the state's globals; reading an undefined global fails (`Script attempted to access
-//! nonexistent global variable 'x'`) and assigning one fails (`Attempt to modify a readonly
-//! table`); `print`, `dofile`, `loadfile`, `setfenv`, `getfenv`, `newproxy`, `os`, `io`,
-//! `debug`, `package`, `require`, `module` are not there.
+//! nonexistent global variable 'x'`); the globals and every table reachable from them or
+//! from the string metatable are read-only: a write fails (`Attempt to modify a readonly
+//! table`), through `rawset` and `table.insert` too (see `prelude.lua`); `print`, `dofile`,
+//! `loadfile`, `setfenv`, `getfenv`, `newproxy`, `os`, `io`, `debug`, `package`,
+//! `require`, `module` are not there.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -61,12 +63,18 @@ pub struct State {
     lua: Lua,
     /// The scripts' environment (a read-only view of the globals).
     env: Table,
-    /// The prelude's check that no script changed the state (see `PRELUDE`).
+    /// What `env` reads: the globals as scripts see them (`KEYS` and `ARGV` set here).
+    globals: Table,
+    /// The prelude's check that no script changed what scripts share, a write past the
+    /// read-only tables (see `prelude.lua`): one `next` per shared table.
     changed: Function,
     /// A script changed the state: it is not to run another script.
     tampered: bool,
     /// `function(f, h) return xpcall(f, h) end`
     runner: Function,
+    /// The runner of a library's script (`FCALL`): it gets the library's `redis` and the
+    /// table its callbacks are registered in (see `prelude.lua`).
+    library_runner: Function,
     /// The error handler: the error as Redis's `{err=..., source=..., line=...}`.
     handler: Function,
     compiled: HashMap<String, Function>,
@@ -196,186 +204,8 @@ const USER_FUNCTION: &str = "@user_function";
 /// The prelude's chunk name, as the hook sees it.
 const PRELUDE_NAME: &str = "=redis_prelude";
 
-const PRELUDE: &str = r#"
-local raw_call, redis, real, setfenv, error_value, lrand48, srand48 = ...
--- pcall gives a script the error of a Rust function (`redis.call`'s) as the value Redis
--- gives, not mlua's error object.
-do
-  local pcall, error_value = pcall, error_value
-  local function plain(ok, ...)
-    if ok then return ok, ... end
-    return false, error_value((...))
-  end
-  real.pcall = function(...) return plain(pcall(...)) end
-end
--- Redis's math.random and math.randomseed: its rand48, one sequence for every script of
--- the process from Redis's start value, as redis-server has (neither an EVAL nor SCRIPT
--- FLUSH reseeds it), the same numbers for the same seed; a number is drawn before the
--- arguments are checked.
-do
-  local floor, tonumber, type, select, error = math.floor, tonumber, type, select, error
-  -- luaL_checkint: a number or a numeric string, truncated, then cast to a C int.
-  local function checkint(fname, n, nargs, v)
-    local d = (type(v) == 'number' or type(v) == 'string') and tonumber(v) or nil
-    if d == nil then
-      local got = n > nargs and 'no value' or type(v)
-      return nil, "bad argument #" .. n .. " to '" .. fname .. "' (number expected, got " .. got .. ")"
-    end
-    if not (d > -9.2233720368547758e18 and d < 9.2233720368547758e18) then
-      return 0
-    end
-    d = d >= 0 and floor(d) or -floor(-d)
-    d = d % 4294967296
-    if d >= 2147483648 then d = d - 4294967296 end
-    return d
-  end
-  math.random = function(...)
-    local nargs = select('#', ...)
-    local r = (lrand48() % 2147483647) / 2147483647
-    if nargs == 0 then return r end
-    if nargs > 2 then error("wrong number of arguments", 2) end
-    local a, b = ...
-    local l, e = checkint('random', 1, nargs, a)
-    if not l then error(e, 2) end
-    if nargs == 1 then
-      if l < 1 then error("bad argument #1 to 'random' (interval is empty)", 2) end
-      return floor(r * l) + 1
-    end
-    local u, e2 = checkint('random', 2, nargs, b)
-    if not u then error(e2, 2) end
-    if l > u then error("bad argument #2 to 'random' (interval is empty)", 2) end
-    return floor(r * (u - l + 1)) + l
-  end
-  math.randomseed = function(...)
-    local s, e = checkint('randomseed', 1, select('#', ...), (...))
-    if not s then error(e, 2) end
-    if s < 0 then s = s + 4294967296 end
-    srand48(s)
-  end
-end
-redis.pcall = function(...)
-  local r = raw_call(...)
-  return r
-end
-local env = {}
-setmetatable(env, {
-  __index = function(_, k)
-    local v = real[k]
-    if v == nil then
-      error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-  end,
-  __newindex = function() error("Attempt to modify a readonly table", 2) end,
-  __metatable = false,
-})
-real._G = env
-
--- Only source text is loaded, never precompiled bytecode (Lua 5.1 does not check it:
--- crafted bytecode reads and writes memory), as Redis's patched Lua does: a chunk starting
--- with the bytecode mark is read as text, which fails as Redis's does ("unexpected symbol
--- near 'char(27)'"). Loaded chunks see the scripts' environment, not the real globals.
-local loadstring, concat, byte = real.loadstring, table.concat, string.byte
-local function text_only(s, name)
-  if type(s) == "string" and byte(s, 1) == 27 then
-    name = name or s
-    s = " " .. s
-  end
-  local f, e = loadstring(s, name)
-  if f then setfenv(f, env) end
-  return f, e
-end
-real.loadstring = text_only
-real.load = function(reader, name)
-  if type(reader) ~= "function" then
-    return loadstring(reader, name)
-  end
-  local parts = {}
-  while true do
-    local piece = reader()
-    if piece == nil or piece == "" then break end
-    if type(piece) ~= "string" then return nil, "reader function must return a string" end
-    parts[#parts + 1] = piece
-  end
-  return text_only(concat(parts), name or "=(load)")
-end
-
--- Lua 5.1's pattern matcher recurses once per quantifier or capture, with no bound (5.2
--- added one): a pattern of thousands of them overflows the script thread's stack and ends
--- the process. Patterns past 5.2's bound are refused with 5.2's error.
-local find, match, gmatch, gsub = string.find, string.match, string.gmatch, string.gsub
-local PATTERN_ITEMS = 200
-local function check(p)
-  if type(p) == "string" and #p > PATTERN_ITEMS then
-    local n = 0
-    for i = 1, #p do
-      local c = byte(p, i)
-      -- * + - ? ( )
-      if c == 42 or c == 43 or c == 45 or c == 63 or c == 40 or c == 41 then n = n + 1 end
-    end
-    if n > PATTERN_ITEMS then error("pattern too complex", 3) end
-  end
-end
--- Not tail calls: an argument error still names the function ('find'...).
-local function pass(...) return ... end
-string.find = function(s, p, ...) check(p) return pass(find(s, p, ...)) end
-string.match = function(s, p, ...) check(p) return pass(match(s, p, ...)) end
-string.gmatch = function(s, p, ...) check(p) return pass(gmatch(s, p, ...)) end
-string.gsub = function(s, p, ...) check(p) return pass(gsub(s, p, ...)) end
-
--- One state serves every client's scripts, one after the other: what a script changes in
--- it (a library's function, the string metatable, a global set with rawset) would reach
--- the next scripts, another user's included. Redis makes these tables read-only; here
--- everything reachable from the globals is noted now and compared after each script, and
--- a state that changed is thrown away (`changed` answers true).
-local per_script = { KEYS = true, ARGV = true }
-local watched = {}
-local function watch(t)
-  if type(t) ~= "table" or watched[t] then return end
-  local copy, n = {}, 0
-  local w = { copy, getmetatable(t), 0 }
-  watched[t] = w
-  for k, v in next, t do
-    if not (t == real and per_script[k]) then
-      copy[k] = v
-      n = n + 1
-      watch(v)
-    end
-  end
-  w[3] = n
-  watch(getmetatable(t))
-end
-watch(real)
-watch(getmetatable(""))
-local string_meta = getmetatable("")
--- One pass over each table (it runs after every script): every key it holds has its noted
--- value (so is a noted key, values being non-nil), and it holds as many keys as were
--- noted, so none was removed.
-local function changed()
-  if next(env) ~= nil or getmetatable("") ~= string_meta then return true end
-  for t, w in next, watched do
-    local copy, n = w[1], 0
-    if getmetatable(t) ~= w[2] then return true end
-    if t == real then
-      for k, v in next, t do
-        if not per_script[k] then
-          if not rawequal(copy[k], v) then return true end
-          n = n + 1
-        end
-      end
-    else
-      for k, v in next, t do
-        if not rawequal(copy[k], v) then return true end
-        n = n + 1
-      end
-    end
-    if n ~= w[3] then return true end
-  end
-  return false
-end
-
-return env, function(f, h) return xpcall(f, h) end, changed
-"#;
+/// The Lua code that makes a state what scripts see (see `prelude.lua`).
+const PRELUDE: &str = include_str!("prelude.lua");
 
 impl State {
     pub fn new(memory_limit: usize) -> mlua::Result<Self> {
@@ -423,19 +253,25 @@ impl State {
                 (v, _) => Ok(v),
             })?,
         )?;
-        let (env, runner, changed): (Table, Function, Function) =
-            lua.load(PRELUDE).set_name(PRELUDE_NAME).call((
-                pcall,
-                redis,
-                g.clone(),
-                setfenv,
-                lua.create_function(error_value)?,
-                lua.create_function(|_, ()| Ok(lrand48()))?,
-                lua.create_function(|_, seed: f64| {
-                    srand48(seed as u32);
-                    Ok(())
-                })?,
-            ))?;
+        let (env, globals, runner, library_runner, changed): (
+            Table,
+            Table,
+            Function,
+            Function,
+            Function,
+        ) = lua.load(PRELUDE).set_name(PRELUDE_NAME).call((
+            pcall,
+            redis,
+            g.clone(),
+            setfenv,
+            lua.create_function(error_value)?,
+            lua.create_function(|_, ()| Ok(lrand48()))?,
+            lua.create_function(|_, seed: f64| {
+                srand48(seed as u32);
+                Ok(())
+            })?,
+            lua.create_function(|_, t: Table| Ok(t.metatable()))?,
+        ))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_hook(
             HookTriggers::new().every_nth_instruction(CHECK_EVERY),
@@ -447,7 +283,9 @@ impl State {
         Ok(Self {
             lua,
             env,
+            globals,
             runner,
+            library_runner,
             changed,
             tampered: false,
             handler,
@@ -482,10 +320,16 @@ impl State {
         self.lua.gc_collect().ok();
     }
 
-    /// A script changed what the state's scripts share (see `PRELUDE`): the state must be
+    /// A script changed what the state's scripts share (see `prelude.lua`): the state must be
     /// replaced before the next script.
     pub fn tampered(&self) -> bool {
         self.tampered
+    }
+
+    /// The scripts' environment, for tests to reach past what scripts can.
+    #[cfg(test)]
+    pub fn env(&self) -> Table {
+        self.env.clone()
     }
 
     pub fn used_memory(&self) -> usize {
@@ -572,7 +416,7 @@ impl State {
         let used_at_start = self.lua.used_memory();
         // What an error names: the function `FCALL` ran, or the script's SHA1.
         let named = function.as_deref().unwrap_or(&sha);
-        let g = self.lua.globals();
+        let g = &self.globals;
         let set_list = |name: &str, items: &[Vec<u8>]| -> mlua::Result<()> {
             let t = self.lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.iter().enumerate() {
@@ -599,7 +443,14 @@ impl State {
         });
         let result = set_list("KEYS", &keys)
             .and_then(|()| set_list("ARGV", &argv))
-            .and_then(|()| self.runner.call::<MultiValue>((f, self.handler.clone())));
+            .and_then(|()| {
+                let runner = if function.is_some() {
+                    &self.library_runner
+                } else {
+                    &self.runner
+                };
+                runner.call::<MultiValue>((f, self.handler.clone()))
+            });
         let cur = self.lua.remove_app_data::<Current>();
         let aborted = cur.as_ref().is_some_and(|c| c.aborted);
         let mut stopped = cur.as_ref().is_some_and(|c| c.stopped);
@@ -995,8 +846,12 @@ fn check_hook(lua: &Lua, debug: mlua::Debug<'_>) -> mlua::Result<VmState> {
         }
     };
     // Not in the prelude's own code: the runner that catches the script's error must be
-    // let return it (with its position) rather than fail itself.
+    // let return it (with its position) rather than fail itself. The check is then made at
+    // every instruction, so the script's next one stops it: a script spending most of its
+    // time in the prelude's wrappers (`while true do next(t) end`) could otherwise be found
+    // there at every check, and never stop.
     if debug.source().source.as_deref() == Some(PRELUDE_NAME) {
+        lua.set_hook(HookTriggers::new().every_nth_instruction(1), check_hook);
         return Ok(VmState::Continue);
     }
     if let Some(mut cur) = lua.app_data_mut::<Current>() {
