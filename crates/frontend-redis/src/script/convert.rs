@@ -18,15 +18,45 @@ use mlua::{Lua, Table, Value};
 /// Deepest nesting of tables converted to a reply (Redis stops at Lua's C stack).
 const MAX_DEPTH: usize = 256;
 
+/// The field names of the tables replies convert to and from (`{ok=...}`, `{err=...}`...),
+/// made Lua strings once per state: making one is a protected call each time.
+pub struct Names {
+    err: mlua::String,
+    ok: mlua::String,
+    double: mlua::String,
+    big_number: mlua::String,
+    map: mlua::String,
+    set: mlua::String,
+    verbatim_string: mlua::String,
+    format: mlua::String,
+    string: mlua::String,
+}
+
+impl Names {
+    pub fn new(lua: &Lua) -> mlua::Result<Self> {
+        Ok(Self {
+            err: lua.create_string("err")?,
+            ok: lua.create_string("ok")?,
+            double: lua.create_string("double")?,
+            big_number: lua.create_string("big_number")?,
+            map: lua.create_string("map")?,
+            set: lua.create_string("set")?,
+            verbatim_string: lua.create_string("verbatim_string")?,
+            format: lua.create_string("format")?,
+            string: lua.create_string("string")?,
+        })
+    }
+}
+
 /// A reply frame as a Lua value.
-pub fn frame_to_lua(lua: &Lua, frame: Frame) -> mlua::Result<Value> {
+pub fn frame_to_lua(lua: &Lua, names: &Names, frame: Frame) -> mlua::Result<Value> {
     Ok(match frame {
         Frame::Simple(s) => {
             let t = lua.create_table()?;
-            t.raw_set("ok", lua.create_string(&s)?)?;
+            t.raw_set(&names.ok, lua.create_string(&s)?)?;
             Value::Table(t)
         }
-        Frame::Error(s) | Frame::BlobError(s) => Value::Table(error_table(lua, &s)?),
+        Frame::Error(s) | Frame::BlobError(s) => Value::Table(error_table_named(lua, names, &s)?),
         Frame::Integer(n) => Value::Number(n as f64),
         Frame::Bulk(b) => Value::String(lua.create_string(&b)?),
         Frame::NullBulk | Frame::NullArray => Value::Boolean(false),
@@ -34,26 +64,26 @@ pub fn frame_to_lua(lua: &Lua, frame: Frame) -> mlua::Result<Value> {
         Frame::Array(items) | Frame::Push(items) => {
             let t = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.into_iter().enumerate() {
-                t.raw_set(i + 1, frame_to_lua(lua, item)?)?;
+                t.raw_set(i + 1, frame_to_lua(lua, names, item)?)?;
             }
             Value::Table(t)
         }
         Frame::Map(pairs) => {
             let inner = lua.create_table()?;
             for (k, v) in pairs {
-                inner.raw_set(frame_to_lua(lua, k)?, frame_to_lua(lua, v)?)?;
+                inner.raw_set(frame_to_lua(lua, names, k)?, frame_to_lua(lua, names, v)?)?;
             }
             let t = lua.create_table()?;
-            t.raw_set("map", inner)?;
+            t.raw_set(&names.map, inner)?;
             Value::Table(t)
         }
         Frame::Set(items) => {
             let inner = lua.create_table()?;
             for k in items {
-                inner.raw_set(frame_to_lua(lua, k)?, true)?;
+                inner.raw_set(frame_to_lua(lua, names, k)?, true)?;
             }
             let t = lua.create_table()?;
-            t.raw_set("set", inner)?;
+            t.raw_set(&names.set, inner)?;
             Value::Table(t)
         }
         Frame::Double(text) => {
@@ -62,21 +92,21 @@ pub fn frame_to_lua(lua: &Lua, frame: Frame) -> mlua::Result<Value> {
                 .and_then(|s| s.parse::<f64>().ok())
                 .unwrap_or(0.0);
             let t = lua.create_table()?;
-            t.raw_set("double", n)?;
+            t.raw_set(&names.double, n)?;
             Value::Table(t)
         }
         Frame::Boolean(b) => Value::Boolean(b),
         Frame::BigNumber(digits) => {
             let t = lua.create_table()?;
-            t.raw_set("big_number", lua.create_string(&digits)?)?;
+            t.raw_set(&names.big_number, lua.create_string(&digits)?)?;
             Value::Table(t)
         }
         Frame::Verbatim { format, text } => {
             let inner = lua.create_table()?;
-            inner.raw_set("string", lua.create_string(&text)?)?;
-            inner.raw_set("format", lua.create_string(format)?)?;
+            inner.raw_set(&names.string, lua.create_string(&text)?)?;
+            inner.raw_set(&names.format, lua.create_string(format)?)?;
             let t = lua.create_table()?;
-            t.raw_set("verbatim_string", inner)?;
+            t.raw_set(&names.verbatim_string, inner)?;
             Value::Table(t)
         }
     })
@@ -86,6 +116,13 @@ pub fn frame_to_lua(lua: &Lua, frame: Frame) -> mlua::Result<Value> {
 pub fn error_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.raw_set("err", lua.create_string(text)?)?;
+    Ok(t)
+}
+
+/// `{err = text}`, its field name from `names`.
+fn error_table_named(lua: &Lua, names: &Names, text: &[u8]) -> mlua::Result<Table> {
+    let t = lua.create_table()?;
+    t.raw_set(&names.err, lua.create_string(text)?)?;
     Ok(t)
 }
 
@@ -117,7 +154,8 @@ pub fn lua_to_reply(
     script_proto: Protocol,
     max_values: u64,
 ) -> Result<(), &'static str> {
-    lua_to_reply_until(lua, v, reply, script_proto, max_values, &|| None)
+    let names = Names::new(lua).map_err(|_| "manifold: out of Lua memory")?;
+    lua_to_reply_until(&names, v, reply, script_proto, max_values, &|| None)
 }
 
 /// Values written between two calls of a conversion's `stop`.
@@ -127,31 +165,19 @@ pub const STOP_CHECK_EVERY: u64 = 4096;
 /// (`SCRIPT KILL`, the time limit: a big reply takes seconds, after the script's own hook
 /// has stopped watching); `stop`'s text is then the error.
 pub fn lua_to_reply_until(
-    lua: &Lua,
+    names: &Names,
     v: &Value,
     reply: &mut Reply<'_>,
     script_proto: Protocol,
     max_values: u64,
     stop: &dyn Fn() -> Option<&'static str>,
 ) -> Result<(), &'static str> {
-    let name = |n: &str| {
-        lua.create_string(n)
-            .map_err(|_| "manifold: out of Lua memory")
-    };
     let mut w = Writer {
         script_proto,
         budget: max_values,
         written: 0,
         stop,
-        err: name("err")?,
-        ok: name("ok")?,
-        double: name("double")?,
-        big_number: name("big_number")?,
-        map: name("map")?,
-        set: name("set")?,
-        verbatim_string: name("verbatim_string")?,
-        format: name("format")?,
-        string: name("string")?,
+        names,
     };
     w.value(v, reply, 0)
 }
@@ -164,15 +190,7 @@ struct Writer<'s> {
     /// Values written so far.
     written: u64,
     stop: &'s dyn Fn() -> Option<&'static str>,
-    err: mlua::String,
-    ok: mlua::String,
-    double: mlua::String,
-    big_number: mlua::String,
-    map: mlua::String,
-    set: mlua::String,
-    verbatim_string: mlua::String,
-    format: mlua::String,
-    string: mlua::String,
+    names: &'s Names,
 }
 
 impl Writer<'_> {
@@ -233,7 +251,7 @@ impl Writer<'_> {
         reply: &mut Reply<'_>,
         depth: usize,
     ) -> Result<(), &'static str> {
-        if let Ok(Value::String(err)) = t.raw_get::<Value>(&self.err) {
+        if let Ok(Value::String(err)) = t.raw_get::<Value>(&self.names.err) {
             // `-` and the text as it is (`Reply::error` adds no `ERR` to a text with its `-`).
             let mut text = Vec::with_capacity(err.as_bytes().len() + 1);
             text.push(b'-');
@@ -245,7 +263,7 @@ impl Writer<'_> {
             reply.error(&text);
             return Ok(());
         }
-        if let Ok(Value::String(ok)) = t.raw_get::<Value>(&self.ok) {
+        if let Ok(Value::String(ok)) = t.raw_get::<Value>(&self.names.ok) {
             let s: Vec<u8> = ok
                 .as_bytes()
                 .iter()
@@ -254,15 +272,15 @@ impl Writer<'_> {
             reply.simple(&s);
             return Ok(());
         }
-        if let Ok(Value::Number(d)) = t.raw_get::<Value>(&self.double) {
+        if let Ok(Value::Number(d)) = t.raw_get::<Value>(&self.names.double) {
             reply.double(d);
             return Ok(());
         }
-        if let Ok(Value::String(n)) = t.raw_get::<Value>(&self.big_number) {
+        if let Ok(Value::String(n)) = t.raw_get::<Value>(&self.names.big_number) {
             reply.big_number(&n.as_bytes());
             return Ok(());
         }
-        if let Ok(Value::Table(map)) = t.raw_get::<Value>(&self.map) {
+        if let Ok(Value::Table(map)) = t.raw_get::<Value>(&self.names.map) {
             // Counted first, then written pair by pair (in the same order: nothing changes
             // the table between the two walks).
             reply.map_len(map.pairs::<Value, Value>().count());
@@ -273,7 +291,7 @@ impl Writer<'_> {
             }
             return Ok(());
         }
-        if let Ok(Value::Table(set)) = t.raw_get::<Value>(&self.set) {
+        if let Ok(Value::Table(set)) = t.raw_get::<Value>(&self.names.set) {
             reply.set_len(set.pairs::<Value, Value>().count());
             for pair in set.pairs::<Value, Value>() {
                 let (k, _) = pair.map_err(|_| "manifold: the script's set could not be read")?;
@@ -281,10 +299,10 @@ impl Writer<'_> {
             }
             return Ok(());
         }
-        if let Ok(Value::Table(v)) = t.raw_get::<Value>(&self.verbatim_string) {
+        if let Ok(Value::Table(v)) = t.raw_get::<Value>(&self.names.verbatim_string) {
             if let (Ok(Value::String(format)), Ok(Value::String(s))) = (
-                v.raw_get::<Value>(&self.format),
-                v.raw_get::<Value>(&self.string),
+                v.raw_get::<Value>(&self.names.format),
+                v.raw_get::<Value>(&self.names.string),
             ) {
                 reply.verbatim(&format.as_bytes(), &s.as_bytes());
                 return Ok(());

@@ -23,7 +23,7 @@ use mlua::{
 };
 use sha1::{Digest, Sha1};
 
-use super::convert::{error_table, frame_to_lua, lua_to_reply_until, MAX_REPLY_VALUES};
+use super::convert::{error_table, frame_to_lua, lua_to_reply_until, Names, MAX_REPLY_VALUES};
 use super::pool::{Answer, FromScript, Job, Outcome};
 
 /// Redis's text for a script stopped by `SCRIPT KILL`.
@@ -82,6 +82,8 @@ pub struct State {
     memory_limit: usize,
     /// Scripts run since the collector's last explicit step (see [`State::collect`]).
     since_step: u32,
+    /// The last script was stopped: the hook may check at every instruction since.
+    hook_changed: bool,
 }
 
 /// Scripts between two explicit steps of the collector, as Redis's `LUA_GC_CYCLE_PERIOD`.
@@ -277,6 +279,7 @@ impl State {
             HookTriggers::new().every_nth_instruction(CHECK_EVERY),
             check_hook,
         );
+        lua.set_app_data(Names::new(&lua)?);
         if memory_limit > 0 {
             lua.set_memory_limit(memory_limit)?;
         }
@@ -292,6 +295,7 @@ impl State {
             compiled: HashMap::new(),
             memory_limit,
             since_step: 0,
+            hook_changed: false,
         })
     }
 
@@ -426,11 +430,14 @@ impl State {
         };
         let done = to_worker.clone();
         let kill_flag = killed.clone();
-        // The previous script may have left the check at every instruction.
-        self.lua.set_hook(
-            HookTriggers::new().every_nth_instruction(CHECK_EVERY),
-            check_hook,
-        );
+        // The previous script, stopped, may have left the check at every instruction.
+        if self.hook_changed {
+            self.lua.set_hook(
+                HookTriggers::new().every_nth_instruction(CHECK_EVERY),
+                check_hook,
+            );
+            self.hook_changed = false;
+        }
         self.lua.set_app_data(Current {
             to_worker,
             answers,
@@ -441,17 +448,22 @@ impl State {
             timed_out: false,
             stopped: false,
         });
-        let result = set_list("KEYS", &keys)
-            .and_then(|()| set_list("ARGV", &argv))
-            .and_then(|()| {
-                let runner = if function.is_some() {
-                    &self.library_runner
-                } else {
-                    &self.runner
-                };
-                runner.call::<MultiValue>((f, self.handler.clone()))
-            });
+        let listed: usize = keys.iter().chain(argv.iter()).map(Vec::len).sum();
+        let result = unlimited_if_small(&self.lua, listed, || {
+            set_list("KEYS", &keys).and_then(|()| set_list("ARGV", &argv))
+        })
+        .and_then(|()| {
+            let runner = if function.is_some() {
+                &self.library_runner
+            } else {
+                &self.runner
+            };
+            runner.call::<MultiValue>((f, self.handler.clone()))
+        });
         let cur = self.lua.remove_app_data::<Current>();
+        self.hook_changed = cur.as_ref().is_none_or(|c| {
+            c.aborted || c.timed_out || c.stopped || c.killed.load(Ordering::Relaxed)
+        });
         let aborted = cur.as_ref().is_some_and(|c| c.aborted);
         let mut stopped = cur.as_ref().is_some_and(|c| c.stopped);
         let script_proto = cur.as_ref().map_or(Protocol::Resp2, |c| c.proto);
@@ -483,14 +495,20 @@ impl State {
                     }
                 };
                 if ok {
-                    if let Err(text) = lua_to_reply_until(
-                        &self.lua,
-                        &value,
-                        &mut reply,
-                        script_proto,
-                        MAX_REPLY_VALUES,
-                        &stop,
-                    ) {
+                    let names = self.lua.app_data_ref::<Names>();
+                    let converted = match names.as_deref() {
+                        Some(names) => lua_to_reply_until(
+                            names,
+                            &value,
+                            &mut reply,
+                            script_proto,
+                            MAX_REPLY_VALUES,
+                            &stop,
+                        ),
+                        None => Err("manifold: the script's state has no reply names"),
+                    };
+                    drop(names);
+                    if let Err(text) = converted {
                         out.clear();
                         if text == ABORTED {
                             return Finished {
@@ -649,7 +667,36 @@ fn raw_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(Value, bool)> {
         return fail("ERR manifold: an unreadable reply");
     };
     let failed = matches!(frame, Frame::Error(_) | Frame::BlobError(_));
-    Ok((frame_to_lua(lua, frame)?, failed))
+    // A small reply is made without the memory limit: under it, mlua makes each value in a
+    // protected call of its own (most of a small script's cost); a large one stays under it.
+    let names = lua
+        .app_data_ref::<Names>()
+        .ok_or_else(|| mlua::Error::RuntimeError(ABORTED.into()))?;
+    let value = unlimited_if_small(lua, answer.len(), || frame_to_lua(lua, &names, frame))?;
+    Ok((value, failed))
+}
+
+/// Bytes of Lua values made from Rust at most, for [`unlimited_if_small`].
+const SMALL_VALUES: usize = 64 << 10;
+
+/// Runs `f`, which makes Lua values of about `bytes` bytes from Rust, with the state's
+/// memory limit lifted when they are few ([`SMALL_VALUES`]): under a limit, mlua makes
+/// each string and table in a protected call (a `pcall` and a closure each), which was the
+/// larger part of a small script's conversions. Without a limit nothing they allocate can
+/// fail; the limit is back before any script code runs, and a large conversion stays
+/// under it.
+fn unlimited_if_small<R>(lua: &Lua, bytes: usize, f: impl FnOnce() -> R) -> R {
+    if bytes > SMALL_VALUES {
+        return f();
+    }
+    match lua.set_memory_limit(0) {
+        Ok(0) | Err(_) => f(),
+        Ok(limit) => {
+            let r = f();
+            let _ = lua.set_memory_limit(limit);
+            r
+        }
+    }
 }
 
 /// `redis.error_reply(text)`'s error, as Redis's `luaPushErrorBuff`: a first word after an

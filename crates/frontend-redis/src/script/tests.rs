@@ -126,8 +126,9 @@ fn redis_to_lua() {
     use manifold_redis_proto::frame::Frame;
     let lua = mlua::Lua::new();
     let g = lua.globals();
+    let names = super::convert::Names::new(&lua).unwrap();
     let set = |name: &str, f: Frame| {
-        g.set(name, super::convert::frame_to_lua(&lua, f).unwrap())
+        g.set(name, super::convert::frame_to_lua(&lua, &names, f).unwrap())
             .unwrap();
     };
     set("a", Frame::Integer(7));
@@ -219,8 +220,9 @@ fn a_big_reply_stops_when_told() {
         Some("stopped")
     };
     let mut out = Vec::new();
+    let names = super::convert::Names::new(&lua).unwrap();
     let r = super::convert::lua_to_reply_until(
-        &lua,
+        &names,
         &big,
         &mut Reply::new(&mut out, Protocol::Resp2),
         Protocol::Resp2,
@@ -232,7 +234,7 @@ fn a_big_reply_stops_when_told() {
     let small: mlua::Value = lua.load("return {1, 2, 3}").eval().unwrap();
     let mut out = Vec::new();
     super::convert::lua_to_reply_until(
-        &lua,
+        &names,
         &small,
         &mut Reply::new(&mut out, Protocol::Resp2),
         Protocol::Resp2,
