@@ -71,7 +71,11 @@ pub fn frame_to_lua(lua: &Lua, names: &Names, frame: Frame) -> mlua::Result<Valu
         Frame::Map(pairs) => {
             let inner = lua.create_table()?;
             for (k, v) in pairs {
-                inner.raw_set(frame_to_lua(lua, names, k)?, frame_to_lua(lua, names, v)?)?;
+                // A nil key cannot be set (and raises; a conversion may run unprotected).
+                let k = frame_to_lua(lua, names, k)?;
+                if !k.is_nil() {
+                    inner.raw_set(k, frame_to_lua(lua, names, v)?)?;
+                }
             }
             let t = lua.create_table()?;
             t.raw_set(&names.map, inner)?;
@@ -80,7 +84,10 @@ pub fn frame_to_lua(lua: &Lua, names: &Names, frame: Frame) -> mlua::Result<Valu
         Frame::Set(items) => {
             let inner = lua.create_table()?;
             for k in items {
-                inner.raw_set(frame_to_lua(lua, names, k)?, true)?;
+                let k = frame_to_lua(lua, names, k)?;
+                if !k.is_nil() {
+                    inner.raw_set(k, true)?;
+                }
             }
             let t = lua.create_table()?;
             t.raw_set(&names.set, inner)?;

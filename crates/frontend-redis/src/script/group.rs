@@ -22,11 +22,14 @@
 //!   see). A deadlock or lock wait timeout runs the group again after a pause; past the
 //!   retries the script it stopped fails alone. A lost connection or a refused commit fails
 //!   every script of the group: none is acknowledged unless its commit was.
-//! - A script that runs longer than [`PREEMPT_AFTER`] while others share its transaction is
-//!   stopped, and runs again alone, led by its own client's task; the others run again
-//!   without it. So a slow script (or one that never returns, until `SCRIPT KILL`) holds
-//!   up no other client's script for longer than that, and once alone it is never stopped
-//!   for its time.
+//! - A group's scripts may run [`PREEMPT_AFTER`] in all: the script running when that is
+//!   spent is stopped and runs again alone, led by its own client's task (once alone it is
+//!   never stopped for its time); the scripts after it go to a group of their own, and the
+//!   ones before it run again. So a slow script (or one that never returns, until `SCRIPT
+//!   KILL`) holds up the others of its group for no longer than that (plus a statement it
+//!   may be waiting on).
+//! - A group that meets [`SPLIT_AFTER`] conflicts (deadlocks, lock wait timeouts) runs each
+//!   of its scripts alone, each with a lone script's retries.
 //! - A client that tracks keys (`CLIENT TRACKING`) runs its script alone, as its batches
 //!   (`crate::session::tracking`).
 
@@ -45,13 +48,19 @@ use crate::server::RedisFrontend;
 use crate::session::Session;
 use crate::store::context::Cx;
 use crate::store::replicas::Causal;
-use crate::store::{now_ms, pause_before_retry, Attempts, Decision};
+use crate::store::{now_ms, pause_before_retry, Attempts, Decision, Retry};
 
 /// Most scripts in one group: each waits for the ones before it.
 pub const MAX_MEMBERS: usize = 16;
 
-/// A script of a group running longer than this is stopped and runs again alone.
-const PREEMPT_AFTER: Duration = Duration::from_millis(50);
+/// A group's scripts may run this long in all (each run of the group): the script running
+/// when it is spent is stopped and runs again alone, and the scripts after it go to a
+/// group of their own.
+const PREEMPT_AFTER: Duration = Duration::from_millis(100);
+
+/// Conflicts (deadlocks, lock wait timeouts) after which a group's scripts each run alone,
+/// with a lone script's retries.
+const SPLIT_AFTER: usize = 2;
 
 /// The open script groups of a worker (at most one per backend login).
 #[derive(Default)]
@@ -150,6 +159,7 @@ pub(super) async fn run(session: &mut Session<'_>, script: Script, out: &mut Vec
         turn: RefCell::new(Turn::Waiting),
         wake: Notify::new(),
     });
+    let _led = LeadOnDrop(&member);
     if session.tracking.is_some() {
         let alone = fe
             .worker
@@ -171,6 +181,23 @@ pub(super) async fn run(session: &mut Session<'_>, script: Script, out: &mut Vec
             }
             Turn::Lead(group) => Box::pin(lead(fe, &group)).await,
             Turn::Waiting => member.wake.notified().await,
+        }
+    }
+}
+
+/// A member's task ended while it was to lead a group (its task torn down): that group's
+/// members are answered with an error instead of waiting forever (and the group, which
+/// holds the member, is let go).
+struct LeadOnDrop<'m>(&'m Rc<Member>);
+
+impl Drop for LeadOnDrop<'_> {
+    fn drop(&mut self) {
+        let turn = std::mem::replace(&mut *self.0.turn.borrow_mut(), Turn::Waiting);
+        if let Turn::Lead(group) = turn {
+            drop(Unanswered {
+                group: &group,
+                taken: Vec::new(),
+            });
         }
     }
 }
@@ -247,6 +274,7 @@ async fn lead(fe: &RedisFrontend, group: &Group) {
     let mut fates: Vec<Fate> = members.iter().map(|_| Fate::Pending).collect();
     let mut attempts = Attempts::new(members.len());
     loop {
+        let started = tokio::time::Instant::now();
         let mut tx = fe.worker.begin(&group.login, true);
         for (m, fate) in members.iter().zip(&fates) {
             if matches!(fate, Fate::Pending) {
@@ -297,13 +325,14 @@ async fn lead(fe: &RedisFrontend, group: &Group) {
                 remembers: m.remembers,
             };
             let mut published = Published::default();
-            // With others in the transaction, a script that runs long is sent to run alone.
+            // With others in the transaction, the script running when the group's time is
+            // spent is sent to run alone.
             let others = !returned.is_empty()
                 || fates
                     .iter()
                     .enumerate()
                     .any(|(j, f)| j != i && matches!(f, Fate::Pending));
-            let preempt_at = others.then(|| tokio::time::Instant::now() + PREEMPT_AFTER);
+            let preempt_at = others.then(|| started + PREEMPT_AFTER);
             let ran = super::run(
                 &caller,
                 &mut cx,
@@ -316,7 +345,8 @@ async fn lead(fe: &RedisFrontend, group: &Group) {
             .await;
             match ran {
                 Ran::Reply(reply) => returned.push((i, reply, published)),
-                Ran::CompileError(reply) => fates[i] = Fate::Answered(reply),
+                // Nothing ran.
+                Ran::CompileError(reply) | Ran::NotRun(reply) => fates[i] = Fate::Answered(reply),
                 Ran::Stopped(reply) | Ran::ClientGone(reply) => {
                     // Nothing it wrote is kept: the others run again without it.
                     fates[i] = Fate::Answered(reply);
@@ -328,14 +358,10 @@ async fn lead(fe: &RedisFrontend, group: &Group) {
                     break;
                 }
                 Ran::Preempted => {
-                    // Nothing it wrote is kept: it runs again alone, the others without it.
-                    fates[i] = Fate::Moved;
-                    let alone = fe
-                        .worker
-                        .scripts
-                        .new_group(&group.login, vec![m.clone()], true);
-                    *m.turn.borrow_mut() = Turn::Lead(Rc::new(alone));
-                    m.wake.notify_one();
+                    // Nothing it wrote is kept: it runs again alone, the scripts after it
+                    // in a group of their own, the ones before it again, here.
+                    send_on(fe, &group.login, &members[i..=i], &mut fates[i..=i]);
+                    send_on(fe, &group.login, &members[i + 1..], &mut fates[i + 1..]);
                     lost = Some((i, None));
                     break;
                 }
@@ -361,6 +387,14 @@ async fn lead(fe: &RedisFrontend, group: &Group) {
                 Err(e) => (None, e),
             },
         };
+        let pending = fates.iter().filter(|f| matches!(f, Fate::Pending)).count();
+        if e.retry() == Retry::AfterPause && pending > 1 && attempts.conflicts() >= SPLIT_AFTER {
+            // Conflicting again and again: each script runs alone, with its own retries.
+            for j in 0..members.len() {
+                send_on(fe, &group.login, &members[j..=j], &mut fates[j..=j]);
+            }
+            break;
+        }
         match attempts.next(at, &e) {
             Decision::Again(pause) => pause_before_retry(pause).await,
             Decision::OnPrimary | Decision::WatchConflict | Decision::FailAll => {
@@ -382,4 +416,22 @@ async fn lead(fe: &RedisFrontend, group: &Group) {
             m.answer(reply);
         }
     }
+}
+
+/// Sends the `members` still to run to a group of their own, closed, led by the first of
+/// them.
+fn send_on(fe: &RedisFrontend, login: &Rc<ConnKey>, members: &[Rc<Member>], fates: &mut [Fate]) {
+    let mut moved = Vec::new();
+    for (m, fate) in members.iter().zip(fates.iter_mut()) {
+        if matches!(fate, Fate::Pending) {
+            *fate = Fate::Moved;
+            moved.push(m.clone());
+        }
+    }
+    let Some(first) = moved.first().cloned() else {
+        return;
+    };
+    let group = fe.worker.scripts.new_group(login, moved, true);
+    *first.turn.borrow_mut() = Turn::Lead(Rc::new(group));
+    first.wake.notify_one();
 }

@@ -448,7 +448,8 @@ impl State {
             timed_out: false,
             stopped: false,
         });
-        let listed: usize = keys.iter().chain(argv.iter()).map(Vec::len).sum();
+        // A table's slot counts too (an argument of no bytes still takes one).
+        let listed: usize = keys.iter().chain(argv.iter()).map(|a| a.len() + 40).sum();
         let result = unlimited_if_small(&self.lua, listed, || {
             set_list("KEYS", &keys).and_then(|()| set_list("ARGV", &argv))
         })

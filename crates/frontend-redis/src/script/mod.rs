@@ -280,6 +280,8 @@ enum Ran {
     /// It ran past the time it was given (`preempt_at`) and was stopped for it: nothing it
     /// wrote is kept, and it is to run again, alone.
     Preempted,
+    /// Its client was killed or left while it waited for a script thread: it never ran.
+    NotRun(Vec<u8>),
 }
 
 /// The client a script runs for, as its run and its `redis.call`s need it (the script may
@@ -354,8 +356,9 @@ async fn run(
     let scripts = &caller.fe.shared.scripts;
     let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
     let (answer, answers) = mpsc::channel();
-    let running = scripts.register();
+    // Kills counted before it can be killed: one meanwhile is told from a preemption.
     let (kills, deadline) = (scripts.kills(), scripts.deadline());
+    let running = scripts.register();
     let start = scripts.start(
         Job {
             sha: script.sha.clone(),
@@ -378,7 +381,7 @@ async fn run(
     tokio::select! {
         biased;
         () = start => {}
-        () = caller.handle.killed() => return Ran::ClientGone(killed_waiting(proto)),
+        () = caller.handle.killed() => return Ran::NotRun(killed_waiting(proto)),
     }
     let mut failed: Option<StoreError> = None;
     let handle = &caller.handle;
@@ -431,6 +434,7 @@ async fn run(
             None => break Outcome::Aborted,
         }
     };
+    let killed_meanwhile = scripts.kills() != kills;
     drop(running);
     // Only a script the hook stopped loses its writes: one that returned before a
     // `SCRIPT KILL` reached it commits, as its client is told.
@@ -459,7 +463,7 @@ async fn run(
         None if stopped
             && preempted
             && !client_gone
-            && scripts.kills() == kills
+            && !killed_meanwhile
             && deadline.is_none_or(|d| std::time::Instant::now() < d) =>
         {
             Ran::Preempted
@@ -535,7 +539,7 @@ pub async fn in_exec(
             cx.out.extend_from_slice(&reply);
             Ok(Ok(()))
         }
-        Ran::Stopped(reply) | Ran::ClientGone(reply) => Ok(Err(reply)),
+        Ran::Stopped(reply) | Ran::ClientGone(reply) | Ran::NotRun(reply) => Ok(Err(reply)),
         Ran::Failed(e) => Err(e),
         // Not given a time (`None` above): never preempted.
         Ran::Preempted => {
