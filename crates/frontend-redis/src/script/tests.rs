@@ -166,26 +166,39 @@ fn sha1_of_a_script() {
     );
 }
 
+/// The job of running `source` as a script with no keys (RESP2), with where its outcome
+/// goes and where its calls would be answered from.
+fn script_job(
+    source: &str,
+    deadline: Option<std::time::Instant>,
+) -> (
+    pool::Job,
+    tokio::sync::mpsc::UnboundedReceiver<pool::FromScript>,
+    std::sync::mpsc::Sender<pool::Answer>,
+) {
+    let (to_worker, from_script) = tokio::sync::mpsc::unbounded_channel();
+    let (answer, answers) = std::sync::mpsc::channel();
+    let job = pool::Job {
+        sha: lua::sha1hex(source.as_bytes()),
+        source: std::sync::Arc::new(source.as_bytes().to_vec()),
+        function: None,
+        keys: Vec::new(),
+        argv: Vec::new(),
+        proto: Protocol::Resp2,
+        out_limit: usize::MAX,
+        compile_only: false,
+        to_worker,
+        answers,
+        killed: std::sync::Arc::default(),
+        deadline,
+    };
+    (job, from_script, answer)
+}
+
 /// Runs `source` on `state` as a script with no keys, its reply's bytes (RESP2).
 fn run_script(state: &mut lua::State, source: &str) -> Vec<u8> {
-    let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
-    let (_answer, answers) = std::sync::mpsc::channel();
-    state
-        .run(pool::Job {
-            sha: lua::sha1hex(source.as_bytes()),
-            source: std::sync::Arc::new(source.as_bytes().to_vec()),
-            function: None,
-            keys: Vec::new(),
-            argv: Vec::new(),
-            proto: Protocol::Resp2,
-            out_limit: usize::MAX,
-            compile_only: false,
-            to_worker,
-            answers,
-            killed: std::sync::Arc::default(),
-            deadline: None,
-        })
-        .send();
+    let (job, mut from_script, _answer) = script_job(source, None);
+    state.run(job).send();
     match from_script.try_recv() {
         Ok(pool::FromScript::Done(pool::Outcome::Reply(r))) => r,
         other => panic!("unexpected outcome {other:?}"),
@@ -589,24 +602,9 @@ fn a_script_in_the_wrappers_still_stops() {
         let mut state = lua::State::new(8 << 20).unwrap();
         for script in loops {
             let script = script.as_str();
-            let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
-            let (_answer, answers) = std::sync::mpsc::channel();
-            state
-                .run(pool::Job {
-                    sha: lua::sha1hex(script.as_bytes()),
-                    source: std::sync::Arc::new(script.as_bytes().to_vec()),
-                    function: None,
-                    keys: Vec::new(),
-                    argv: Vec::new(),
-                    proto: Protocol::Resp2,
-                    out_limit: usize::MAX,
-                    compile_only: false,
-                    to_worker,
-                    answers,
-                    killed: std::sync::Arc::default(),
-                    deadline: Some(std::time::Instant::now()),
-                })
-                .send();
+            let (job, mut from_script, _answer) =
+                script_job(script, Some(std::time::Instant::now()));
+            state.run(job).send();
             let stopped = matches!(
                 from_script.try_recv(),
                 Ok(pool::FromScript::Done(pool::Outcome::Stopped(_)))
