@@ -412,6 +412,10 @@ def test_function_shared_tables_are_read_only(redis_door, redis_reference, pipel
         cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nredis.x = 1"),
         cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nredis = nil"),
         cmd("FUNCTION", "LOAD", "#!lua name=fnro2\nlocal x = rawset"),
+        # The version, at load and in a call.
+        cmd("FUNCTION", "LOAD", "#!lua name=fnver\nlocal v = redis.REDIS_VERSION .. redis.REDIS_VERSION_NUM\n"
+            "redis.register_function('fv', function() return {v, redis.REDIS_VERSION_NUM} end)"),
+        cmd("FCALL", "fv", "0"),
         cmd("FUNCTION", "FLUSH"),
     ], pipeline=pipeline)
 

@@ -891,3 +891,12 @@ def test_a_client_that_half_closes_gets_its_script_s_reply(redis_door, redis_ref
         assert other.call("GET", key) == b"kept", port
         c.close()
         other.close()
+
+
+def test_redis_version_in_scripts(redis_door, redis_reference):
+    """`redis.REDIS_VERSION` and `redis.REDIS_VERSION_NUM` as Redis 7.0 sets them, for a
+    script and read-only."""
+    check(redis_door, redis_reference, [
+        ev("return {redis.REDIS_VERSION, redis.REDIS_VERSION_NUM, type(redis.REDIS_VERSION_NUM)}"),
+        ev("redis.REDIS_VERSION = 'x' return 1"),
+    ], hellos=(None,))

@@ -84,7 +84,7 @@ fn message(e: &mlua::Error) -> String {
 }
 
 /// The globals a library's code sees at `FUNCTION LOAD`: `redis` with `register_function`,
-/// `log` (which logs nothing here) and its levels; reading another name or writing any
+/// `log` (which logs nothing here), its levels and the version; reading another name or writing any
 /// (one they have too) is an error, as Redis's.
 fn load_globals(lua: &Lua, register: mlua::Function) -> mlua::Result<mlua::Table> {
     let redis = lua.create_table()?;
@@ -93,6 +93,7 @@ fn load_globals(lua: &Lua, register: mlua::Function) -> mlua::Result<mlua::Table
     for (name, level) in super::lua::LOG_LEVELS {
         redis.raw_set(name, level)?;
     }
+    super::lua::set_version(&redis)?;
     let globals = lua.create_table()?;
     globals.raw_set("redis", read_only(lua, redis)?)?;
     read_only(lua, globals)

@@ -765,6 +765,7 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
     for (name, level) in LOG_LEVELS {
         redis.raw_set(name, level)?;
     }
+    set_version(&redis)?;
     redis.raw_set(
         "log",
         lua.create_function(|lua, v: Variadic<Value>| {
@@ -921,6 +922,20 @@ impl Finished {
     pub fn send(self) {
         let _ = self.to.send(FromScript::Done(self.outcome));
     }
+}
+
+/// `redis.REDIS_VERSION` and `redis.REDIS_VERSION_NUM` (`0x00MMmmpp`), as Redis 7.0's
+/// `luaRegisterVersion` sets them for scripts and for a library's load: the version the
+/// door announces.
+pub fn set_version(redis: &Table) -> mlua::Result<()> {
+    let num = crate::REDIS_VERSION
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0))
+        .chain(std::iter::repeat(0))
+        .take(3)
+        .fold(0u32, |n, p| (n << 8) | (p & 0xff));
+    redis.raw_set("REDIS_VERSION_NUM", f64::from(num))?;
+    redis.raw_set("REDIS_VERSION", crate::REDIS_VERSION)
 }
 
 /// `redis.LOG_*`: the levels `redis.log` takes (scripts and a library's load alike).
