@@ -900,3 +900,28 @@ def test_redis_version_in_scripts(redis_door, redis_reference):
         ev("return {redis.REDIS_VERSION, redis.REDIS_VERSION_NUM, type(redis.REDIS_VERSION_NUM)}"),
         ev("redis.REDIS_VERSION = 'x' return 1"),
     ], hellos=(None,))
+
+
+def test_cjson_settings_hold_for_every_client_until_script_flush(redis_door, redis_reference):
+    """cjson's settings belong to the scripts, as in Redis's one Lua state: a setting one
+    client's script makes holds for every client's later scripts (whichever Lua state of
+    manifold's runs them, on a worker or a script thread) until SCRIPT FLUSH."""
+    seen = {}
+    for name, port in (("door", redis_door), ("redis-server", redis_reference)):
+        a, b = Conn(port), Conn(port)
+        for c in (a, b):
+            assert c.call("AUTH", *args_auth()) == "OK"
+        assert a.call("SCRIPT", "FLUSH") == "OK"
+        got = [a.call("EVAL", "cjson.encode_number_precision(3) return 1", "0")]
+        # Plain, inside pcall (a script thread's on the door) and after an error (the same).
+        for script in ("return cjson.encode(1/3)",
+                       "local ok, v = pcall(cjson.encode, 2/3) return v",
+                       "return {cjson.encode(1/7), redis.pcall('INCR', 'k', 'x')['err']}"):
+            got += [b.call("EVAL", script, "0") for _ in range(5)]
+        assert a.call("SCRIPT", "FLUSH") == "OK"
+        got.append(b.call("EVAL", "return cjson.encode(1/3)", "0"))
+        seen[name] = got
+        a.close()
+        b.close()
+    assert seen["door"] == seen["redis-server"], seen
+    assert seen["door"][1] == b"0.333" and seen["door"][-1] == b"0.33333333333333", seen

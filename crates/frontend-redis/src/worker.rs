@@ -26,6 +26,8 @@ pub struct Worker {
     pub groups: Groups,
     /// Scripts of this worker's connections gathered into one transaction.
     pub scripts: crate::script::group::OpenGroups,
+    /// The Lua states its scripts run in on the worker itself.
+    pub lua: crate::script::inline::LocalStates,
     /// This worker's figures, the sweeper's included.
     pub metrics: Arc<WorkerMetrics>,
     /// Clients blocked on lists (`BLPOP`...), woken by pushes committed through any worker:
@@ -58,6 +60,7 @@ impl Worker {
             store,
             groups: Groups::default(),
             scripts: crate::script::group::OpenGroups::default(),
+            lua: crate::script::inline::LocalStates::default(),
             metrics: Arc::default(),
             waiters,
             publisher,

@@ -3,8 +3,7 @@
 
 mod decode;
 
-use std::cell::Cell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use mlua::{LightUserData, Lua, Table, Value};
 
@@ -51,12 +50,38 @@ impl Default for Config {
     }
 }
 
-type Cfg = Rc<Cell<Config>>;
+/// `cjson`'s settings, shared by the `cjson` tables made with the same (Redis has one Lua
+/// state: a setting a script makes holds for every later script, until `SCRIPT FLUSH`).
+#[derive(Clone, Default)]
+pub struct Settings(Arc<Mutex<Config>>);
 
-/// The `cjson` table (a fresh configuration each call, as `cjson.new()`).
-pub fn module(lua: &Lua, shim: &Shim) -> mlua::Result<Table> {
+impl Settings {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Config> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn get(&self) -> Config {
+        *self.lock()
+    }
+
+    pub fn set(&self, config: Config) {
+        *self.lock() = config;
+    }
+
+    /// Back to the defaults (`SCRIPT FLUSH`).
+    pub fn reset(&self) {
+        self.set(Config::default());
+    }
+}
+
+type Cfg = Settings;
+
+/// The `cjson` table, its settings `cfg`'s.
+pub fn module(lua: &Lua, shim: &Shim, cfg: &Settings) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    let cfg: Cfg = Rc::new(Cell::new(Config::default()));
+    let cfg: Cfg = cfg.clone();
     let c = cfg.clone();
     let walker = shim.walker();
     shim.set(lua, &t, "encode", move |lua, args| {
@@ -147,8 +172,13 @@ pub fn module(lua: &Lua, shim: &Shim) -> mlua::Result<Table> {
         Ok(r)
     })?;
     let shim_new = shim.clone();
+    // `cjson.new()`: a table with settings of its own.
     shim.set(lua, &t, "new", move |lua, _args| {
-        Ok(Ret::One(Value::Table(module(lua, &shim_new)?)))
+        Ok(Ret::One(Value::Table(module(
+            lua,
+            &shim_new,
+            &Settings::default(),
+        )?)))
     })?;
     t.raw_set(
         "null",

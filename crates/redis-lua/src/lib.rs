@@ -17,7 +17,7 @@ pub use mlua;
 
 mod args;
 mod bit;
-mod cjson;
+pub mod cjson;
 mod cmsgpack;
 mod numfmt;
 mod shim;
@@ -35,9 +35,15 @@ pub(crate) const TOO_LONG: &str = "not enough memory";
 /// Loads the libraries Redis gives scripts beyond Lua's own (`cjson`, `struct`, `cmsgpack`,
 /// `bit`) into `lua`'s globals.
 pub fn install_libs(lua: &mlua::Lua) -> mlua::Result<()> {
+    install_libs_sharing(lua, &cjson::Settings::default())
+}
+
+/// [`install_libs`], `cjson`'s settings being `cjson`'s (shared with the other states given
+/// them).
+pub fn install_libs_sharing(lua: &mlua::Lua, cjson: &cjson::Settings) -> mlua::Result<()> {
     let shim = shim::Shim::new(lua)?;
     let globals = lua.globals();
-    globals.raw_set("cjson", cjson::module(lua, &shim)?)?;
+    globals.raw_set("cjson", cjson::module(lua, &shim, cjson)?)?;
     globals.raw_set("struct", struct_::module(lua, &shim)?)?;
     globals.raw_set("cmsgpack", cmsgpack::module(lua, &shim)?)?;
     globals.raw_set("bit", bit::module(lua, &shim)?)?;

@@ -125,6 +125,8 @@ struct Member {
     causal: Causal,
     /// The number of the group that answers it.
     owner: Cell<u64>,
+    /// It runs on a script thread, not on the worker (it was moved: [`Ran::Moved`]).
+    on_thread: Cell<bool>,
     turn: RefCell<Turn>,
     wake: Notify,
 }
@@ -156,6 +158,7 @@ pub(super) async fn run(session: &mut Session<'_>, script: Script, out: &mut Vec
         remembers: caller.remembers,
         causal: session.causal.clone(),
         owner: Cell::new(0),
+        on_thread: Cell::new(false),
         turn: RefCell::new(Turn::Waiting),
         wake: Notify::new(),
     });
@@ -341,6 +344,7 @@ async fn lead(fe: &RedisFrontend, group: &Group) {
                 &mut published,
                 true,
                 preempt_at,
+                !m.on_thread.get(),
             )
             .await;
             match ran {
@@ -355,6 +359,13 @@ async fn lead(fe: &RedisFrontend, group: &Group) {
                 }
                 Ran::Failed(e) => {
                     lost = Some((i, Some(e)));
+                    break;
+                }
+                Ran::Moved => {
+                    // Nothing it wrote is kept: the group runs again, it on a script thread
+                    // (once each member at most).
+                    m.on_thread.set(true);
+                    lost = Some((i, None));
                     break;
                 }
                 Ran::Preempted => {

@@ -11,11 +11,12 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
 
+use manifold_redis_lua::cjson::Settings as CjsonSettings;
 use manifold_redis_proto::frame::Frame;
 use manifold_redis_proto::{Protocol, Reply};
 use mlua::{
@@ -32,6 +33,8 @@ pub const KILLED: &str = "Script killed by user with SCRIPT KILL...";
 pub const TIMED_OUT: &str = "Script killed by manifold: it ran past script_time_limit...";
 /// Raised in a script whose worker aborted it (it is run again, or fails, with no reply).
 const ABORTED: &str = "manifold: script aborted";
+/// Raised in a script that runs on a worker and is to run again on a script thread.
+pub(super) const MOVED: &str = "manifold: script moved to a script thread";
 /// Marks an error `redis.call` raised: its text is the command's error, without `ERR `.
 const RAISED: &str = "\u{1}redis.call:";
 
@@ -44,27 +47,82 @@ const COMPILED_MAX: usize = 1024;
 /// half the limit.
 const COMPILED_SHARE_DIVISOR: usize = 2;
 
+/// How a running script's `redis.call`s reach its worker.
+pub(super) enum Link {
+    /// From a script thread: each call sent, its answer awaited.
+    Thread {
+        to_worker: tokio::sync::mpsc::UnboundedSender<FromScript>,
+        answers: Receiver<Answer>,
+    },
+    /// On the worker itself, in a coroutine ([`super::inline`]): a call's arguments are
+    /// staged and the coroutine yields; the worker resumes it with the answer.
+    Inline {
+        /// The arguments of the call the coroutine yields for, until the worker takes
+        /// them: still here at the next call (or at the end), the yield failed (it was
+        /// made across a C function, as inside `pcall`).
+        staged: Option<Vec<Vec<u8>>>,
+        /// The answer to the last call.
+        answer: Option<Vec<u8>>,
+        /// Past it, the script is moved to a script thread.
+        slice_end: Instant,
+        /// The script is to run again on a script thread.
+        moved: bool,
+    },
+}
+
+impl Link {
+    /// The worker let the script go (its channel closed).
+    fn worker_gone(&self) -> bool {
+        match self {
+            Link::Thread { to_worker, .. } => to_worker.is_closed(),
+            Link::Inline { .. } => false,
+        }
+    }
+}
+
 /// The job running now, as the `redis` functions and the hook see it.
-struct Current {
-    to_worker: tokio::sync::mpsc::UnboundedSender<FromScript>,
-    answers: Receiver<Answer>,
-    killed: Arc<std::sync::atomic::AtomicBool>,
-    deadline: Option<Instant>,
+pub(super) struct Current {
+    pub(super) link: Link,
+    pub(super) killed: Arc<std::sync::atomic::AtomicBool>,
+    pub(super) deadline: Option<Instant>,
     /// `redis.setresp`.
-    proto: Protocol,
-    aborted: bool,
-    timed_out: bool,
+    pub(super) proto: Protocol,
+    pub(super) aborted: bool,
+    pub(super) timed_out: bool,
     /// The hook stopped the script (killed, timed out, its client gone): its writes are
     /// not kept.
-    stopped: bool,
+    pub(super) stopped: bool,
+    /// Where the hook stopped it: the script's chunk and line (for its error reply).
+    pub(super) place: Option<(String, i64)>,
+}
+
+impl Current {
+    pub(super) fn new(
+        link: Link,
+        killed: Arc<std::sync::atomic::AtomicBool>,
+        deadline: Option<Instant>,
+    ) -> Self {
+        Current {
+            link,
+            killed,
+            deadline,
+            proto: Protocol::Resp2,
+            aborted: false,
+            timed_out: false,
+            stopped: false,
+            place: None,
+        }
+    }
 }
 
 pub struct State {
-    lua: Lua,
+    pub(super) lua: Lua,
     /// The scripts' environment (a read-only view of the globals).
     env: Table,
     /// What `env` reads: the globals as scripts see them (`KEYS` and `ARGV` set here).
     globals: Table,
+    /// A worker's state: its scripts run in a coroutine ([`super::inline`]).
+    pub(super) inline: Option<super::inline::Coroutine>,
     /// The prelude's check that no script changed what scripts share, a write past the
     /// read-only tables (see `prelude.lua`): one `next` per shared table.
     changed: Function,
@@ -83,7 +141,7 @@ pub struct State {
     /// Scripts run since the collector's last explicit step (see [`State::collect`]).
     since_step: u32,
     /// The last script was stopped: the hook may check at every instruction since.
-    hook_changed: bool,
+    pub(super) hook_changed: bool,
 }
 
 /// Scripts between two explicit steps of the collector, as Redis's `LUA_GC_CYCLE_PERIOD`.
@@ -210,14 +268,33 @@ const PRELUDE_NAME: &str = "=redis_prelude";
 const PRELUDE: &str = include_str!("prelude.lua");
 
 impl State {
+    /// A script thread's state, with `cjson` settings of its own.
     pub fn new(memory_limit: usize) -> mlua::Result<Self> {
+        Self::with(memory_limit, false, &CjsonSettings::default())
+    }
+
+    /// A state whose `cjson` settings are `cjson` (every state of the scripts shares them,
+    /// as Redis's one state has them); `inline`: a worker's, whose scripts run in a
+    /// coroutine ([`super::inline`]).
+    pub fn with(memory_limit: usize, inline: bool, cjson: &CjsonSettings) -> mlua::Result<Self> {
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::new(),
         )?;
-        manifold_redis_lua::install_libs(&lua)?;
+        manifold_redis_lua::install_libs_sharing(&lua, cjson)?;
         let g = lua.globals();
         let setfenv: Function = g.raw_get("setfenv")?;
+        // A worker's state yields from `redis.call` (the coroutine library itself is not
+        // the scripts').
+        let inline_calls = if inline {
+            let coroutine: Table = g.raw_get("coroutine")?;
+            Some(super::inline::calls(
+                &lua,
+                coroutine.raw_get::<Function>("yield")?,
+            )?)
+        } else {
+            None
+        };
         // `coroutine` too, unlike Redis: mlua's instruction hook (`SCRIPT KILL`, the time
         // limit) does not reach code running in a coroutine, which could never be stopped.
         for name in [
@@ -245,19 +322,15 @@ impl State {
         redis.raw_set(
             "call",
             lua.create_function(|lua, args: Variadic<Value>| match raw_call(lua, args)? {
-                (Value::Table(t), true) => {
-                    let err = t.raw_get::<mlua::String>("err")?;
-                    Err(mlua::Error::RuntimeError(format!(
-                        "{RAISED}{}",
-                        err.to_string_lossy()
-                    )))
-                }
-                (v, _) => Ok(v),
+                (err, true) => Err(raised(&err)),
+                (v, false) => Ok(v),
             })?,
         )?;
-        let (env, globals, runner, library_runner, changed): (
+        let (env, globals, runner, library_runner, changed, script_body, library_body): (
             Table,
             Table,
+            Function,
+            Function,
             Function,
             Function,
             Function,
@@ -273,6 +346,7 @@ impl State {
                 Ok(())
             })?,
             lua.create_function(|_, t: Table| Ok(t.metatable()))?,
+            inline_calls,
         ))?;
         let handler = lua.create_function(error_handler)?;
         lua.set_hook(
@@ -287,6 +361,7 @@ impl State {
             lua,
             env,
             globals,
+            inline: inline.then(|| super::inline::Coroutine::new(script_body, library_body)),
             runner,
             library_runner,
             changed,
@@ -354,7 +429,12 @@ impl State {
 
     /// Compiles `source` as Redis names it (`@user_script`, or `@user_function` for a
     /// library's), or the error reply.
-    fn compile(&mut self, sha: &str, source: &[u8], library: bool) -> Result<Function, Vec<u8>> {
+    pub(super) fn compile(
+        &mut self,
+        sha: &str,
+        source: &[u8],
+        library: bool,
+    ) -> Result<Function, Vec<u8>> {
         // A library's script is kept apart from a script of the same text, which is
         // named otherwise.
         let key = if library {
@@ -420,14 +500,6 @@ impl State {
         let used_at_start = self.lua.used_memory();
         // What an error names: the function `FCALL` ran, or the script's SHA1.
         let named = function.as_deref().unwrap_or(&sha);
-        let g = &self.globals;
-        let set_list = |name: &str, items: &[Vec<u8>]| -> mlua::Result<()> {
-            let t = self.lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, self.lua.create_string(item)?)?;
-            }
-            g.raw_set(name, t)
-        };
         let done = to_worker.clone();
         let kill_flag = killed.clone();
         // The previous script, stopped, may have left the check at every instruction.
@@ -438,22 +510,12 @@ impl State {
             );
             self.hook_changed = false;
         }
-        self.lua.set_app_data(Current {
-            to_worker,
-            answers,
+        self.lua.set_app_data(Current::new(
+            Link::Thread { to_worker, answers },
             killed,
             deadline,
-            proto: Protocol::Resp2,
-            aborted: false,
-            timed_out: false,
-            stopped: false,
-        });
-        // A table's slot counts too (an argument of no bytes still takes one).
-        let listed: usize = keys.iter().chain(argv.iter()).map(|a| a.len() + 40).sum();
-        let result = unlimited_if_small(&self.lua, listed, || {
-            set_list("KEYS", &keys).and_then(|()| set_list("ARGV", &argv))
-        })
-        .and_then(|()| {
+        ));
+        let result = self.set_lists(&keys, &argv).and_then(|()| {
             let runner = if function.is_some() {
                 &self.library_runner
             } else {
@@ -462,6 +524,48 @@ impl State {
             runner.call::<MultiValue>((f, self.handler.clone()))
         });
         let cur = self.lua.remove_app_data::<Current>();
+        let stop = || {
+            if done.is_closed() {
+                Some(ABORTED)
+            } else {
+                kill_check(&kill_flag, deadline)
+            }
+        };
+        let outcome = self.finish(cur, result, proto, out_limit, named, &stop, used_at_start);
+        Finished { to: done, outcome }
+    }
+
+    /// `KEYS` and `ARGV`, for the script about to run.
+    pub(super) fn set_lists(&self, keys: &[Vec<u8>], argv: &[Vec<u8>]) -> mlua::Result<()> {
+        let g = &self.globals;
+        let set_list = |name: &str, items: &[Vec<u8>]| -> mlua::Result<()> {
+            let t = self.lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, self.lua.create_string(item)?)?;
+            }
+            g.raw_set(name, t)
+        };
+        // A table's slot counts too (an argument of no bytes still takes one).
+        let listed: usize = keys.iter().chain(argv.iter()).map(|a| a.len() + 40).sum();
+        unlimited_if_small(&self.lua, listed, || {
+            set_list("KEYS", keys).and_then(|()| set_list("ARGV", argv))
+        })
+    }
+
+    /// How a script run with `cur` ended: `result` is its runner's (`true` and its value,
+    /// or `false` and its error), its reply written in `proto` within `out_limit` bytes;
+    /// `stop` tells a long conversion to stop. Then the state is tidied for the next.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn finish(
+        &mut self,
+        cur: Option<Current>,
+        result: mlua::Result<MultiValue>,
+        proto: Protocol,
+        out_limit: usize,
+        named: &str,
+        stop: &dyn Fn() -> Option<&'static str>,
+        used_at_start: usize,
+    ) -> Outcome {
         self.hook_changed = cur.as_ref().is_none_or(|c| {
             c.aborted || c.timed_out || c.stopped || c.killed.load(Ordering::Relaxed)
         });
@@ -470,10 +574,7 @@ impl State {
         let script_proto = cur.as_ref().map_or(Protocol::Resp2, |c| c.proto);
         drop(cur);
         if aborted {
-            return Finished {
-                to: done,
-                outcome: Outcome::Aborted,
-            };
+            return Outcome::Aborted;
         }
         let mut out = Vec::new();
         match result {
@@ -482,20 +583,9 @@ impl State {
                 let ok = matches!(values.next(), Some(Value::Boolean(true)));
                 let value = values.next().unwrap_or(Value::Nil);
                 let mut reply = Reply::limited(&mut out, proto, out_limit);
-                // The hook no longer watches: converting a big reply (seconds) asks itself.
-                let stop = || {
-                    if done.is_closed() {
-                        Some(ABORTED)
-                    } else if deadline.is_some_and(|d| Instant::now() >= d) {
-                        kill_flag.store(true, Ordering::Relaxed);
-                        Some(TIMED_OUT)
-                    } else if kill_flag.load(Ordering::Relaxed) {
-                        Some(KILLED)
-                    } else {
-                        None
-                    }
-                };
                 if ok {
+                    // The hook no longer watches: converting a big reply (seconds) asks
+                    // `stop`.
                     let names = self.lua.app_data_ref::<Names>();
                     let converted = match names.as_deref() {
                         Some(names) => lua_to_reply_until(
@@ -504,7 +594,7 @@ impl State {
                             &mut reply,
                             script_proto,
                             MAX_REPLY_VALUES,
-                            &stop,
+                            stop,
                         ),
                         None => Err("manifold: the script's state has no reply names"),
                     };
@@ -512,10 +602,7 @@ impl State {
                     if let Err(text) = converted {
                         out.clear();
                         if text == ABORTED {
-                            return Finished {
-                                to: done,
-                                outcome: Outcome::Aborted,
-                            };
+                            return Outcome::Aborted;
                         }
                         if text == KILLED || text == TIMED_OUT {
                             stopped = true;
@@ -536,14 +623,24 @@ impl State {
         self.tampered = !matches!(self.changed.call::<bool>(()), Ok(false));
         self.collect(used_at_start);
         self.bound_compiled();
-        Finished {
-            to: done,
-            outcome: if stopped {
-                Outcome::Stopped(out)
-            } else {
-                Outcome::Reply(out)
-            },
+        if stopped {
+            Outcome::Stopped(out)
+        } else {
+            Outcome::Reply(out)
         }
+    }
+}
+
+/// A script's kill flag and deadline, as a long conversion asks them: the text to stop
+/// with (the deadline sets the flag).
+pub(super) fn kill_check(killed: &AtomicBool, deadline: Option<Instant>) -> Option<&'static str> {
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        killed.store(true, Ordering::Relaxed);
+        Some(TIMED_OUT)
+    } else if killed.load(Ordering::Relaxed) {
+        Some(KILLED)
+    } else {
+        None
     }
 }
 
@@ -605,67 +702,104 @@ fn error_handler(lua: &Lua, err: Value) -> mlua::Result<Table> {
             error_table(lua, &text)?
         }
     };
-    for level in 1..64 {
-        let Some(d) = lua.inspect_stack(level) else {
-            break;
-        };
-        let source = d.source();
-        if let Some(name @ (USER_SCRIPT | USER_FUNCTION)) = source.source.as_deref() {
-            t.raw_set("source", name)?;
-            t.raw_set("line", d.curr_line())?;
-            break;
-        }
+    if let Some((source, line)) = script_place(lua, 1) {
+        t.raw_set("source", source)?;
+        t.raw_set("line", line)?;
     }
     Ok(t)
 }
 
-/// `redis.call`/`redis.pcall`'s work: the command's reply as a Lua value, and whether it
-/// is an error (`redis.call` raises it).
-#[allow(clippy::needless_pass_by_value)] // mlua hands the arguments over by value
-fn raw_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(Value, bool)> {
-    let fail = |text: &str| -> mlua::Result<(Value, bool)> {
-        Ok((Value::Table(error_table(lua, text.as_bytes())?), true))
-    };
+/// The chunk and line of the innermost frame of the script (or library) from stack level
+/// `from` up: where an error is said to be raised.
+fn script_place(lua: &Lua, from: usize) -> Option<(String, i64)> {
+    for level in from..64 {
+        let d = lua.inspect_stack(level)?;
+        let source = d.source();
+        if let Some(name @ (USER_SCRIPT | USER_FUNCTION)) = source.source.as_deref() {
+            return Some((name.to_string(), i64::from(d.curr_line())));
+        }
+    }
+    None
+}
+
+/// The arguments of a `redis.call` as bytes; `Err`: Redis's error for them.
+pub(super) fn call_args(
+    lua: &Lua,
+    args: &[Value],
+) -> mlua::Result<Result<Vec<Vec<u8>>, &'static str>> {
     if args.is_empty() {
-        return fail("ERR Please specify at least one argument for this redis lib call");
+        return Ok(Err(
+            "ERR Please specify at least one argument for this redis lib call",
+        ));
     }
     let mut argv = Vec::with_capacity(args.len());
-    for a in args.iter() {
+    for a in args {
         match a {
             Value::String(s) => argv.push(s.as_bytes().to_vec()),
             Value::Number(_) | Value::Integer(_) => match lua.coerce_string(a.clone())? {
                 Some(s) => argv.push(s.as_bytes().to_vec()),
                 None => {
-                    return fail("ERR Lua redis lib command arguments must be strings or integers")
+                    return Ok(Err(
+                        "ERR Lua redis lib command arguments must be strings or integers",
+                    ))
                 }
             },
-            _ => return fail("ERR Lua redis lib command arguments must be strings or integers"),
+            _ => {
+                return Ok(Err(
+                    "ERR Lua redis lib command arguments must be strings or integers",
+                ))
+            }
         }
     }
+    Ok(Ok(argv))
+}
+
+/// `redis.call`/`redis.pcall`'s work on a script thread: the command's reply as a Lua
+/// value, and whether it is an error (`redis.call` raises it).
+#[allow(clippy::needless_pass_by_value)] // mlua hands the arguments over by value
+fn raw_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(Value, bool)> {
+    let argv = match call_args(lua, &args)? {
+        Ok(argv) => argv,
+        Err(text) => return Ok((Value::Table(error_table(lua, text.as_bytes())?), true)),
+    };
     let answer = {
         let Some(mut cur) = lua.app_data_mut::<Current>() else {
             return Err(mlua::Error::RuntimeError(ABORTED.into()));
         };
         let proto = cur.proto;
-        if cur.aborted
-            || cur
-                .to_worker
-                .send(FromScript::Call { args: argv, proto })
-                .is_err()
-        {
+        let answer = match &cur.link {
+            Link::Thread { to_worker, answers } if !cur.aborted => {
+                if to_worker
+                    .send(FromScript::Call { args: argv, proto })
+                    .is_err()
+                {
+                    None
+                } else {
+                    match answers.recv() {
+                        Ok(Answer::Reply(bytes)) => Some(bytes),
+                        Ok(Answer::Abort) | Err(_) => None,
+                    }
+                }
+            }
+            _ => None,
+        };
+        let Some(answer) = answer else {
             cur.aborted = true;
             return Err(mlua::Error::RuntimeError(ABORTED.into()));
-        }
-        match cur.answers.recv() {
-            Ok(Answer::Reply(bytes)) => bytes,
-            Ok(Answer::Abort) | Err(_) => {
-                cur.aborted = true;
-                return Err(mlua::Error::RuntimeError(ABORTED.into()));
-            }
-        }
+        };
+        answer
     };
-    let Ok(Some((frame, _))) = Frame::parse(&answer) else {
-        return fail("ERR manifold: an unreadable reply");
+    answer_value(lua, &answer)
+}
+
+/// A command's reply (RESP bytes) as the Lua value a script gets, and whether it is an
+/// error.
+pub(super) fn answer_value(lua: &Lua, answer: &[u8]) -> mlua::Result<(Value, bool)> {
+    let Ok(Some((frame, _))) = Frame::parse(answer) else {
+        return Ok((
+            Value::Table(error_table(lua, b"ERR manifold: an unreadable reply")?),
+            true,
+        ));
     };
     let failed = matches!(frame, Frame::Error(_) | Frame::BlobError(_));
     // A small reply is made without the memory limit: under it, mlua makes each value in a
@@ -675,6 +809,18 @@ fn raw_call(lua: &Lua, args: Variadic<Value>) -> mlua::Result<(Value, bool)> {
         .ok_or_else(|| mlua::Error::RuntimeError(ABORTED.into()))?;
     let value = unlimited_if_small(lua, answer.len(), || frame_to_lua(lua, &names, frame))?;
     Ok((value, failed))
+}
+
+/// `redis.call`'s error, raised: its text marked as a command's error.
+pub(super) fn raised(err: &Value) -> mlua::Error {
+    let text = match err {
+        Value::Table(t) => t
+            .raw_get::<mlua::String>("err")
+            .map(|s| s.to_string_lossy())
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    mlua::Error::RuntimeError(format!("{RAISED}{text}"))
 }
 
 /// Bytes of Lua values made from Rust at most, for [`unlimited_if_small`].
@@ -869,19 +1015,19 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
 }
 
 /// Instructions between two checks of a running script (killed, timed out, its client gone).
-const CHECK_EVERY: u32 = 10_000;
+pub(super) const CHECK_EVERY: u32 = 10_000;
 
 /// The check made every [`CHECK_EVERY`] instructions. A script told to stop gets an error;
 /// and since a Lua `pcall` in the script could catch it (`while true do pcall(f) end`),
 /// the check is then made at every instruction: each one raises the error again, so the
 /// first instruction outside any `pcall` ends the script.
 #[allow(clippy::needless_pass_by_value)] // mlua's hook signature
-fn check_hook(lua: &Lua, debug: mlua::Debug<'_>) -> mlua::Result<VmState> {
+pub(super) fn check_hook(lua: &Lua, debug: mlua::Debug<'_>) -> mlua::Result<VmState> {
     let stop = {
         let Some(mut cur) = lua.app_data_mut::<Current>() else {
             return Ok(VmState::Continue);
         };
-        if cur.aborted || cur.to_worker.is_closed() {
+        if cur.aborted || cur.link.worker_gone() {
             cur.aborted = true;
             ABORTED
         } else if cur.timed_out || cur.deadline.is_some_and(|d| Instant::now() >= d) {
@@ -889,7 +1035,19 @@ fn check_hook(lua: &Lua, debug: mlua::Debug<'_>) -> mlua::Result<VmState> {
             cur.killed.store(true, Ordering::Relaxed);
             TIMED_OUT
         } else if cur.killed.load(Ordering::Relaxed) {
+            // Before a move: a kill is never lost to it.
             KILLED
+        } else if let Link::Inline {
+            slice_end, moved, ..
+        } = &mut cur.link
+        {
+            // On a worker, past its slice: it runs again on a script thread.
+            if *moved || Instant::now() >= *slice_end {
+                *moved = true;
+                MOVED
+            } else {
+                return Ok(VmState::Continue);
+            }
         } else {
             return Ok(VmState::Continue);
         }
@@ -903,9 +1061,14 @@ fn check_hook(lua: &Lua, debug: mlua::Debug<'_>) -> mlua::Result<VmState> {
         lua.set_hook(HookTriggers::new().every_nth_instruction(1), check_hook);
         return Ok(VmState::Continue);
     }
-    if let Some(mut cur) = lua.app_data_mut::<Current>() {
-        cur.stopped = true;
+    if stop != MOVED {
+        let place = script_place(lua, 0);
+        if let Some(mut cur) = lua.app_data_mut::<Current>() {
+            cur.stopped = true;
+            cur.place = place;
+        }
     }
+    // On the running thread (a worker's coroutine, or the state's own).
     lua.set_hook(HookTriggers::new().every_nth_instruction(1), check_hook);
     Err(mlua::Error::RuntimeError(stop.into()))
 }

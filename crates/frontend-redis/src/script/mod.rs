@@ -26,6 +26,7 @@ pub mod function_command;
 mod function_load;
 pub mod functions;
 pub mod group;
+pub mod inline;
 pub mod lua;
 pub mod pool;
 
@@ -282,6 +283,9 @@ enum Ran {
     Preempted,
     /// Its client was killed or left while it waited for a script thread: it never ran.
     NotRun(Vec<u8>),
+    /// It ran on its worker and is to run again on a script thread ([`inline`]): nothing
+    /// it wrote is kept.
+    Moved,
 }
 
 /// The client a script runs for, as its run and its `redis.call`s need it (the script may
@@ -342,7 +346,8 @@ async fn eval(
 /// Runs `script` once on `cx`'s transaction, serving its `redis.call`s there; its reply is
 /// in `proto`, within `cx.out_limit` bytes. `cx.out`, `cx.proto` and `cx.db` are the
 /// script's meanwhile (each call's reply, the protocol it set, the database it selected).
-/// Past `preempt_at`, it is stopped ([`Ran::Preempted`]).
+/// Past `preempt_at`, it is stopped ([`Ran::Preempted`]). `on_worker`: it runs on the
+/// worker, unless it must run on a script thread ([`Ran::Moved`], see [`inline`]).
 #[allow(clippy::too_many_arguments)]
 async fn run(
     caller: &Caller<'_>,
@@ -352,7 +357,11 @@ async fn run(
     published: &mut Published,
     reserved: bool,
     preempt_at: Option<tokio::time::Instant>,
+    on_worker: bool,
 ) -> Ran {
+    if on_worker && reserved {
+        return inline::run(caller, cx, script, proto, published, preempt_at).await;
+    }
     let scripts = &caller.fe.shared.scripts;
     let (to_worker, mut from_script) = tokio::sync::mpsc::unbounded_channel();
     let (answer, answers) = mpsc::channel();
@@ -529,7 +538,7 @@ pub async fn in_exec(
     cx.out_limit = limit.saturating_sub(replies.len());
     // `EXEC` holds a script place for its scripts ([`reserve`]).
     let caller = Caller::of(session);
-    let ran = run(&caller, cx, &script, proto, published, true, None).await;
+    let ran = run(&caller, cx, &script, proto, published, true, None, false).await;
     // `CLIENT LIST` shows the script while it runs, then `EXEC` again, as Redis's does.
     session.info.cmd.set("exec");
     cx.out = replies;
@@ -541,8 +550,9 @@ pub async fn in_exec(
         }
         Ran::Stopped(reply) | Ran::ClientGone(reply) | Ran::NotRun(reply) => Ok(Err(reply)),
         Ran::Failed(e) => Err(e),
-        // Not given a time (`None` above): never preempted.
-        Ran::Preempted => {
+        // Not given a time (`None` above): never preempted; on a script thread: never
+        // moved.
+        Ran::Preempted | Ran::Moved => {
             let mut reply = Vec::new();
             Reply::new(&mut reply, proto).error(b"manifold: the script was stopped");
             Ok(Err(reply))

@@ -15,6 +15,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use manifold_redis_proto::Protocol;
 
+use manifold_redis_lua::cjson::Settings as CjsonSettings;
+
 use crate::config::RedisConfig;
 
 /// What a script thread sends its client's worker.
@@ -98,6 +100,8 @@ struct Inner {
     lua_memory: AtomicUsize,
     /// `SCRIPT LOAD`s compiling at once (see [`Scripts::check_syntax`]).
     syntax_checks: Semaphore,
+    /// `cjson`'s settings, every Lua state's (reset by `SCRIPT FLUSH`).
+    cjson: CjsonSettings,
 }
 
 /// Most `SCRIPT LOAD`s compiling at once; more wait for one to end.
@@ -154,6 +158,7 @@ impl Scripts {
                 time_limit: config.script_time_limit,
                 lua_memory: AtomicUsize::new(0),
                 syntax_checks: Semaphore::new(SYNTAX_CHECKS),
+                cjson: CjsonSettings::default(),
             }),
             functions: super::functions::Libraries::default(),
         }
@@ -182,9 +187,33 @@ impl Scripts {
         self.inner.lua_memory.load(Ordering::Relaxed)
     }
 
+    /// Bumped by each `SCRIPT FLUSH`: a Lua state made before is not to run scripts.
+    pub fn epoch(&self) -> u64 {
+        self.inner.epoch.load(Ordering::Relaxed)
+    }
+
+    /// A Lua state's memory went from `before` to `after` bytes (`used_memory_lua`).
+    pub fn count_lua_memory(&self, before: usize, after: usize) {
+        if after > before {
+            self.inner
+                .lua_memory
+                .fetch_add(after - before, Ordering::Relaxed);
+        } else if before > after {
+            self.inner
+                .lua_memory
+                .fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
+    /// A new Lua state for scripts (`inline`: a worker's, see [`super::inline`]).
+    pub fn new_state(&self, inline: bool) -> mlua::Result<super::lua::State> {
+        super::lua::State::with(self.inner.memory_limit, inline, &self.inner.cjson)
+    }
+
     /// `SCRIPT FLUSH`.
     pub fn flush(&self) {
         lock(&self.inner.sources).clear();
+        self.inner.cjson.reset();
         self.inner.epoch.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -295,7 +324,7 @@ impl Scripts {
         std::thread::Builder::new()
             .name(format!("redis-script-{n}"))
             .spawn(move || {
-                let mut state = match super::lua::State::new(inner.memory_limit) {
+                let mut state = match super::lua::State::with(inner.memory_limit, false, &inner.cjson) {
                     Ok(s) => s,
                     Err(e) => {
                         tracing::error!(error = %e, "redis: a Lua state could not be made");
@@ -310,7 +339,7 @@ impl Scripts {
                         // `SCRIPT FLUSH` gives scripts a new Lua state, as Redis's does: what
                         // earlier scripts left in it (the libraries' settings, say
                         // `cjson.encode_number_precision`) is gone too.
-                        match super::lua::State::new(inner.memory_limit) {
+                        match super::lua::State::with(inner.memory_limit, false, &inner.cjson) {
                             Ok(fresh) => state = fresh,
                             Err(_) => state.forget_scripts(),
                         }
@@ -324,7 +353,7 @@ impl Scripts {
                     }));
                     let Ok(finished) = run else {
                         tracing::error!("redis: a script's run failed inside manifold; its Lua state is replaced");
-                        match super::lua::State::new(inner.memory_limit) {
+                        match super::lua::State::with(inner.memory_limit, false, &inner.cjson) {
                             Ok(fresh) => state = fresh,
                             Err(_) => return,
                         }
@@ -334,7 +363,7 @@ impl Scripts {
                     };
                     if state.tampered() {
                         // A script changed what scripts share: the next gets a new state.
-                        if let Ok(fresh) = super::lua::State::new(inner.memory_limit) {
+                        if let Ok(fresh) = super::lua::State::with(inner.memory_limit, false, &inner.cjson) {
                             state = fresh;
                         }
                     }

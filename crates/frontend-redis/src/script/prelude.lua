@@ -1,6 +1,6 @@
 -- What scripts see, made once per Lua state: Redis 7.0.15's globals and libraries, read-only
 -- as Redis makes them, with Lua 5.1's holes closed (bytecode, unbounded patterns).
-local raw_call, redis, real, setfenv, error_value, lrand48, srand48, raw_metatable = ...
+local raw_call, redis, real, setfenv, error_value, lrand48, srand48, raw_metatable, inline = ...
 local type, select, tostring, tonumber, error = type, select, tostring, tonumber, error
 local next, rawget, rawset, getmetatable, setmetatable, pcall =
   next, rawget, rawset, getmetatable, setmetatable, pcall
@@ -74,6 +74,25 @@ redis.pcall = function(...)
   local r = raw_call(...)
   return r
 end
+-- A worker's state (inline.rs): a call's arguments are staged, the script's coroutine
+-- yields to the worker, which resumes it with the answer. A failed yield (across a C
+-- function, as inside `pcall`) is seen at the next stage or at the end: the script then
+-- runs again on a script thread, as does one whose error escapes (its place is reported
+-- there).
+if inline then
+  local stage, answer, yield = inline.stage, inline.answer, inline.yield
+  redis.call = function(...)
+    stage(true, ...)
+    yield()
+    return answer(true)
+  end
+  redis.pcall = function(...)
+    local e = stage(false, ...)
+    if e then return e end
+    yield()
+    return answer(false)
+  end
+end
 -- The scripts' environment (`_G`): made read-only below, with the rest.
 local env
 
@@ -123,12 +142,42 @@ local function check(p)
     if n > PATTERN_ITEMS then error("pattern too complex", 3) end
   end
 end
+-- On a worker (inline.rs), the C work a hook cannot interrupt is bounded: a pattern whose
+-- backtracking may cost past WORKER_STEPS (the subject's length to the power of its
+-- quantifiers plus one, unanchored) or a `string.rep` past WORKER_BYTES moves the script
+-- to a script thread, where it holds no other client.
+local heavy = inline and inline.heavy
+local WORKER_STEPS, WORKER_BYTES = 1e6, 1048576
+local function costly(s, p)
+  if type(s) ~= "string" or type(p) ~= "string" then return false end
+  local n = #s
+  if n < 2 then return false end
+  local steps = n
+  for _ = 1, select(2, gsub(p, "[%*%+%-]", "")) do
+    steps = steps * n
+    if steps > WORKER_STEPS then return true end
+  end
+  return steps > WORKER_STEPS
+end
+local function check_worker(s, p, plain)
+  if heavy and not plain and costly(s, p) then heavy() end
+end
 -- Not tail calls: an argument error still names the function ('find'...).
 local function pass(...) return ... end
-string.find = function(s, p, ...) check(p) return pass(find(s, p, ...)) end
-string.match = function(s, p, ...) check(p) return pass(match(s, p, ...)) end
-string.gmatch = function(s, p, ...) check(p) return pass(gmatch(s, p, ...)) end
-string.gsub = function(s, p, ...) check(p) return pass(gsub(s, p, ...)) end
+string.find = function(s, p, i, plain, ...)
+  check(p) check_worker(s, p, plain)
+  return pass(find(s, p, i, plain, ...))
+end
+string.match = function(s, p, ...) check(p) check_worker(s, p) return pass(match(s, p, ...)) end
+string.gmatch = function(s, p, ...) check(p) check_worker(s, p) return pass(gmatch(s, p, ...)) end
+string.gsub = function(s, p, ...) check(p) check_worker(s, p) return pass(gsub(s, p, ...)) end
+if heavy then
+  local rep = string.rep
+  string.rep = function(s, n, ...)
+    if type(s) == "string" and type(n) == "number" and #s * n > WORKER_BYTES then heavy() end
+    return pass(rep(s, n, ...))
+  end
+end
 
 -- One state serves every client's scripts, one after the other: what a script changed in it
 -- (a library's function, the string metatable, a global) would reach the next scripts,
@@ -324,6 +373,17 @@ local function run_library(f, h)
   return xpcall(function() return f(library_redis, fns) end, h)
 end
 
+-- A library's script in a worker's coroutine (inline.rs): no `xpcall` there (a yield
+-- cannot cross it), an error ends the coroutine and the script runs again on a thread.
+local function inline_script(f)
+  return true, f()
+end
+local function inline_library(f)
+  local fns = {}
+  registered = fns
+  return true, f(library_redis, fns)
+end
+
 local count = #watched
 -- After each script: O(number of shared tables), one `next` each.
 local function changed()
@@ -333,4 +393,4 @@ local function changed()
   return getmetatable("") ~= string_meta
 end
 
-return env, globals, function(f, h) return xpcall(f, h) end, run_library, changed
+return env, globals, function(f, h) return xpcall(f, h) end, run_library, changed, inline_script, inline_library

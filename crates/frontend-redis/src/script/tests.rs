@@ -619,3 +619,181 @@ fn a_script_in_the_wrappers_still_stops() {
         assert!(stopped, "{script}");
     }
 }
+
+/// A script as `EVAL` gives it, for a worker's state.
+fn eval_script(source: &str, keys: &[&str]) -> Script {
+    Script {
+        sha: lua::sha1hex(source.as_bytes()),
+        source: std::sync::Arc::new(source.as_bytes().to_vec()),
+        keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect(),
+        argv: Vec::new(),
+        read_only: false,
+        by_sha: false,
+        function: None,
+    }
+}
+
+fn worker_state() -> lua::State {
+    lua::State::with(
+        8 << 20,
+        true,
+        &manifold_redis_lua::cjson::Settings::default(),
+    )
+    .unwrap()
+}
+
+/// Begins `script` on a worker's `state` and resumes it with `answers` in turn: the
+/// calls it made, and how it ended.
+fn run_inline(
+    state: &mut lua::State,
+    script: &Script,
+    killed: bool,
+    answers: &[&[u8]],
+) -> (Vec<Vec<Vec<u8>>>, Result<pool::Outcome, &'static str>) {
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(killed));
+    if state.begin_inline(script, flag, None).is_err() {
+        return (Vec::new(), Err("not begun"));
+    }
+    let mut calls = Vec::new();
+    let mut answer = None;
+    let mut answers = answers.iter();
+    loop {
+        match state.resume_inline(answer.take(), Protocol::Resp2, usize::MAX, "name") {
+            inline::Step::Call(args, _) => {
+                calls.push(args);
+                answer = answers.next().map(|a| a.to_vec());
+            }
+            inline::Step::Done(outcome) => return (calls, Ok(outcome)),
+            inline::Step::Moved => {
+                state.abandon_inline();
+                return (calls, Err("moved"));
+            }
+        }
+    }
+}
+
+fn inline_reply(outcome: Result<pool::Outcome, &'static str>) -> Vec<u8> {
+    match outcome {
+        Ok(pool::Outcome::Reply(r)) => r,
+        other => panic!("unexpected outcome {other:?}"),
+    }
+}
+
+/// On a worker, each `redis.call` yields its arguments and gets the worker's answer; the
+/// state runs the next script in the same coroutine.
+#[test]
+fn a_worker_s_script_yields_at_each_call() {
+    let mut state = worker_state();
+    let script = eval_script(
+        "local v = redis.call('GET', KEYS[1]) return {v, redis.pcall('INCR', KEYS[2])}",
+        &["k", "c"],
+    );
+    for _ in 0..3 {
+        let (calls, outcome) = run_inline(&mut state, &script, false, &[b"$1\r\nv\r\n", b":7\r\n"]);
+        assert_eq!(
+            calls,
+            [
+                vec![b"GET".to_vec(), b"k".to_vec()],
+                vec![b"INCR".to_vec(), b"c".to_vec()]
+            ]
+        );
+        assert_eq!(inline_reply(outcome), b"*2\r\n$1\r\nv\r\n:7\r\n");
+    }
+    // `redis.pcall` gives an error reply as a table; `pcall` a raised one as its text.
+    let script = eval_script(
+        "local e = redis.pcall('INCR', KEYS[1]) local ok, f = pcall(function() error('boom') end) \
+         return {e['err'], f}",
+        &["k"],
+    );
+    let (_, outcome) = run_inline(&mut state, &script, false, &[b"-ERR not an integer\r\n"]);
+    assert_eq!(
+        inline_reply(outcome),
+        b"*2\r\n$18\r\nERR not an integer\r\n$19\r\nuser_script:1: boom\r\n"
+    );
+}
+
+/// What a coroutine cannot do, or what a script thread reports better, moves the script
+/// there: a call where no yield can be made (inside `pcall`), an error that ends it (its
+/// place is the thread's to say), Lua running past its slice.
+#[test]
+fn a_worker_s_script_moves_to_a_thread_when_it_must() {
+    let mut state = worker_state();
+    for source in [
+        "local ok, v = pcall(redis.call, 'GET', KEYS[1]) return v",
+        "return table.sort({2, 1}, function(a, b) return redis.call('GET', KEYS[1]) end)",
+        "redis.call('GET', KEYS[1]) return redis.call('INCR', KEYS[1])",
+        "error('boom')",
+        "local i = 0 while true do i = i + 1 end",
+        // C work past the worker's bounds.
+        "return string.find(string.rep('a', 2000), '.-.-b')",
+        "return #string.rep('ab', 600000)",
+        "local n = 0 for w in string.gmatch(('x'):rep(1001), '.-y') do n = n + 1 end return n",
+    ] {
+        let script = eval_script(source, &["k"]);
+        let (_, outcome) = run_inline(
+            &mut state,
+            &script,
+            false,
+            &[b"$1\r\nv\r\n", b"-ERR no\r\n"],
+        );
+        assert_eq!(outcome.err(), Some("moved"), "{source}");
+    }
+    // The state serves the next script all the same; work within the bounds stays.
+    let script = eval_script("return 1", &[]);
+    assert_eq!(
+        inline_reply(run_inline(&mut state, &script, false, &[]).1),
+        b":1\r\n"
+    );
+    let script = eval_script(
+        "local s, e = string.find(string.rep('a', 900) .. 'b', '.-b') \
+         return {s, e, #string.rep('ab', 1000), \
+         (string.find(string.rep('a', 5000) .. 'a.-b', 'a.-b', 1, true))}",
+        &[],
+    );
+    assert_eq!(
+        inline_reply(run_inline(&mut state, &script, false, &[]).1),
+        b"*4\r\n:1\r\n:901\r\n:2000\r\n:5001\r\n"
+    );
+}
+
+/// A killed script on a worker stops with Redis's text and its place, as on a thread, even
+/// when a `pcall` catches the kill's error.
+#[test]
+fn a_worker_s_killed_script_stops_with_its_place() {
+    let mut state = worker_state();
+    for source in [
+        "local i = 0\nwhile true do i = i + 1 end",
+        "local i = 0\nwhile true do pcall(function() i = i + 1 end) end",
+    ] {
+        let script = eval_script(source, &[]);
+        match run_inline(&mut state, &script, true, &[]).1 {
+            Ok(pool::Outcome::Stopped(r)) => assert_eq!(
+                r,
+                b"-ERR Script killed by user with SCRIPT KILL... script: name, on @user_script:2.\r\n"
+            ),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+}
+
+/// `cjson`'s settings are every state's that shares them, as Redis's one state has them.
+#[test]
+fn cjson_settings_are_shared_between_states() {
+    let settings = manifold_redis_lua::cjson::Settings::default();
+    let mut a = lua::State::with(8 << 20, true, &settings).unwrap();
+    let mut b = lua::State::with(8 << 20, false, &settings).unwrap();
+    let set = eval_script("cjson.encode_number_precision(3) return 1", &[]);
+    assert_eq!(
+        inline_reply(run_inline(&mut a, &set, false, &[]).1),
+        b":1\r\n"
+    );
+    assert_eq!(
+        run_script(&mut b, "return cjson.encode(1/3)"),
+        b"$5\r\n0.333\r\n"
+    );
+    settings.reset();
+    assert_eq!(
+        run_script(&mut b, "return cjson.encode(1/3)"),
+        b"$16\r\n0.33333333333333\r\n"
+    );
+}
