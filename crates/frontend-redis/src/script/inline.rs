@@ -18,9 +18,17 @@
 //!   at the end;
 //! - an error ends it: the script thread reports it with its place, as Redis does (here
 //!   it has no `xpcall` around it, which a yield could not cross);
-//! - it is about to do C work the hook cannot interrupt, past a bound: a pattern whose
-//!   backtracking may take more than a million steps, a `string.rep` past 1 MiB (see
-//!   `prelude.lua`), or `KEYS` and `ARGV` past [`MAX_ARGUMENT_BYTES`].
+//! - it needs more than a worker state's memory ([`WORKER_MEMORY`]: this also bounds what
+//!   one Lua instruction can cost there, and the hook looks every
+//!   [`super::lua::CHECK_ON_WORKER`] instructions);
+//! - it is about to do C work the hook cannot interrupt, past a bound: a match that may
+//!   take more than a million steps, a `string.rep` past 64 KiB (see `prelude.lua`), its
+//!   source past [`MAX_SOURCE_BYTES`] (compiled on the worker), `KEYS` and `ARGV` past
+//!   [`MAX_ARGUMENT_BYTES`], a call's reply past [`MAX_ANSWER_BYTES`] (made into Lua
+//!   values on the worker).
+//!
+//! A script calling commands answered without a wait (`TIME`, `PING`) gives the worker's
+//! other clients a turn once it has held the worker for [`SLICE`].
 //!
 //! Each worker keeps its own Lua states ([`LocalStates`]), one per script it runs at once
 //! (a group runs its scripts one after the other: mostly one), each with the scripts'
@@ -41,10 +49,23 @@ use super::{killed_waiting, Caller, Published, Ran, Script};
 use crate::store::context::Cx;
 
 /// Lua time a script may run on a worker between two calls before it moves to a script
-/// thread.
+/// thread; and the time it holds its worker before it lets the others run.
 pub const SLICE: Duration = Duration::from_millis(1);
 
-/// Bytes of `KEYS` and `ARGV` at most of a script run on a worker.
+/// A worker's Lua state's memory at most (a fresh one takes some 200 KiB).
+pub const WORKER_MEMORY: usize = 1 << 20;
+
+/// Bytes of a script's source at most, for it to run on a worker.
+pub const MAX_SOURCE_BYTES: usize = 64 << 10;
+
+/// Bytes of a call's reply at most, for the script to go on on its worker.
+pub const MAX_ANSWER_BYTES: usize = 256 << 10;
+
+/// Idle Lua states a worker keeps.
+const MAX_IDLE_STATES: usize = 2;
+
+/// Bytes of `KEYS` and `ARGV` at most of a script run on a worker, each counting 40 more
+/// (its slot in the table).
 pub const MAX_ARGUMENT_BYTES: usize = 64 << 10;
 
 /// A worker's state's coroutine, kept between scripts.
@@ -57,6 +78,8 @@ pub struct Coroutine {
     /// The compiled script, given at the first resume.
     first: Option<Function>,
     used_at_start: usize,
+    /// A script was begun and has not reached [`State::finish`].
+    begun: bool,
 }
 
 impl Coroutine {
@@ -67,6 +90,7 @@ impl Coroutine {
             co: None,
             first: None,
             used_at_start: 0,
+            begun: false,
         }
     }
 }
@@ -191,13 +215,14 @@ impl State {
         };
         if fresh || hook_changed {
             co.set_hook(
-                HookTriggers::new().every_nth_instruction(super::lua::CHECK_EVERY),
+                HookTriggers::new().every_nth_instruction(super::lua::CHECK_ON_WORKER),
                 super::lua::check_hook,
             );
         }
         c.co = Some(co);
         c.first = Some(f);
         c.used_at_start = used;
+        c.begun = true;
         lua.set_app_data(Current::new(
             Link::Inline {
                 staged: None,
@@ -281,7 +306,9 @@ impl State {
             // Stopped by the hook (`SCRIPT KILL`, the time limit): Redis's error, at the
             // place the hook stopped it.
             Err(_) if cur.stopped => {
-                self.drop_coroutine();
+                if let Some(c) = self.inline.as_mut() {
+                    c.co = None;
+                }
                 match stopped_error(&self.lua, &cur) {
                     Ok(err) => Ok(MultiValue::from_iter([Value::Boolean(false), err])),
                     Err(_) => return Step::Moved,
@@ -293,6 +320,9 @@ impl State {
                 return Step::Moved;
             }
         };
+        if let Some(c) = self.inline.as_mut() {
+            c.begun = false;
+        }
         let (killed, deadline) = (cur.killed.clone(), cur.deadline);
         let stop = move || kill_check(&killed, deadline);
         Step::Done(self.finish(
@@ -306,23 +336,19 @@ impl State {
         ))
     }
 
-    /// Lets the script begun by [`State::begin_inline`] go, wherever it is: the state is
-    /// ready for the next.
+    /// Lets the script begun by [`State::begin_inline`] go, wherever it is (moved, or
+    /// stopped by its worker): the state is checked and tidied as after any script, and
+    /// its coroutine (suspended, or left with the hook at every instruction) dropped.
     pub(super) fn abandon_inline(&mut self) {
         self.lua.remove_app_data::<Current>();
-        self.drop_coroutine();
-    }
-
-    /// The coroutine is not to be reused (stopped, failed or left suspended).
-    fn drop_coroutine(&mut self) {
-        if let Some(c) = self.inline.as_mut() {
-            let finished =
-                c.co.as_ref()
-                    .is_some_and(|co| co.status() == ThreadStatus::Finished);
-            if !finished {
-                c.co = None;
-            }
-            c.first = None;
+        let Some(c) = self.inline.as_mut() else {
+            return;
+        };
+        c.first = None;
+        if std::mem::take(&mut c.begun) {
+            c.co = None;
+            let used_at_start = c.used_at_start;
+            self.tidy(used_at_start);
         }
     }
 }
@@ -369,31 +395,39 @@ struct Taken<'w> {
     states: &'w LocalStates,
     scripts: &'w Scripts,
     held: Option<Held>,
+    /// Not to be used again (a run of it panicked).
+    discard: bool,
 }
 
 impl LocalStates {
     /// An idle state of this epoch, or a new one (`None`: none could be made).
     fn take<'w>(&'w self, scripts: &'w Scripts) -> Option<Taken<'w>> {
         let epoch = scripts.epoch();
-        let found = self.idle.borrow_mut().pop();
+        let found = {
+            let mut idle = self.idle.borrow_mut();
+            // States of before a `SCRIPT FLUSH` go, all of them.
+            idle.retain(|h| {
+                let current = h.epoch == epoch;
+                if !current {
+                    scripts.count_lua_memory(h.counted, 0);
+                }
+                current
+            });
+            idle.pop()
+        };
         let held = match found {
-            Some(h) if h.epoch == epoch => h,
-            other => {
-                if let Some(old) = other {
-                    scripts.count_lua_memory(old.counted, 0);
-                }
-                let state = scripts.new_state(true).ok()?;
-                Held {
-                    state,
-                    epoch,
-                    counted: 0,
-                }
-            }
+            Some(h) => h,
+            None => Held {
+                state: scripts.new_state(true).ok()?,
+                epoch,
+                counted: 0,
+            },
         };
         Some(Taken {
             states: self,
             scripts,
             held: Some(held),
+            discard: false,
         })
     }
 }
@@ -403,16 +437,19 @@ impl Drop for Taken<'_> {
         let Some(mut held) = self.held.take() else {
             return;
         };
-        held.state.abandon_inline();
-        if held.state.tampered() {
-            // A script changed what scripts share: the next gets a new state.
+        if !self.discard {
+            held.state.abandon_inline();
+        }
+        let mut idle = self.states.idle.borrow_mut();
+        // A script changed what scripts share (the next gets a new state), or enough wait.
+        if self.discard || held.state.tampered() || idle.len() >= MAX_IDLE_STATES {
             self.scripts.count_lua_memory(held.counted, 0);
             return;
         }
         let used = held.state.used_memory();
         self.scripts.count_lua_memory(held.counted, used);
         held.counted = used;
-        self.states.idle.borrow_mut().push(held);
+        idle.push(held);
     }
 }
 
@@ -427,9 +464,14 @@ pub(super) async fn run(
     published: &mut Published,
     preempt_at: Option<tokio::time::Instant>,
 ) -> Ran {
-    // Big arguments make big Lua work out of the hook's reach (one C call over them).
-    let listed: usize = script.keys.iter().chain(&script.argv).map(Vec::len).sum();
-    if listed > MAX_ARGUMENT_BYTES {
+    // Big arguments or source make big work out of the hook's reach (one C call).
+    let listed: usize = script
+        .keys
+        .iter()
+        .chain(&script.argv)
+        .map(|a| a.len() + 40)
+        .sum();
+    if listed > MAX_ARGUMENT_BYTES || script.source.len() > MAX_SOURCE_BYTES {
         return Ran::Moved;
     }
     let scripts = &caller.fe.shared.scripts;
@@ -442,19 +484,37 @@ pub(super) async fn run(
     let state = &mut held.state;
     let deadline = scripts.deadline();
     let running = scripts.register();
-    match state.begin_inline(script, running.killed.clone(), deadline) {
-        Ok(()) => {}
-        Err(Some(Outcome::CompileError(reply))) => return Ran::CompileError(reply),
-        Err(_) => return Ran::Moved,
+    // A panic inside a run (a bug: none is known) costs the state, and the script runs
+    // again on a thread (which answers one that panics there too as stopped).
+    let begun = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        state.begin_inline(script, running.killed.clone(), deadline)
+    }));
+    match begun {
+        Ok(Ok(())) => {}
+        Ok(Err(Some(Outcome::CompileError(reply)))) => return Ran::CompileError(reply),
+        Ok(Err(_)) => return Ran::Moved,
+        Err(_) => {
+            taken.discard = true;
+            return Ran::Moved;
+        }
     }
     let named = script.function.as_deref().unwrap_or(&script.sha);
     let mut answer = None;
+    // When the worker last let its other clients run (as far as this script knows).
+    let mut turn = Instant::now();
     let outcome = loop {
         if caller.handle.is_killed() {
             // Its client was killed or left: nothing it wrote is kept.
             return Ran::ClientGone(killed_waiting(proto));
         }
-        match state.resume_inline(answer.take(), proto, cx.out_limit, named) {
+        let resumed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            state.resume_inline(answer.take(), proto, cx.out_limit, named)
+        }));
+        let Ok(step) = resumed else {
+            taken.discard = true;
+            return Ran::Moved;
+        };
+        match step {
             Step::Call(args, call_proto) => {
                 if preempt_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
                     return Ran::Preempted;
@@ -462,10 +522,15 @@ pub(super) async fn run(
                 cx.proto = call_proto;
                 let called = super::call(caller, cx, &args, script, published).await;
                 // A call answered without a wait (`TIME`, `PING`, `PUBLISH`) yields no
-                // turn of the worker: a script calling them in a loop still lets the
-                // worker's other clients run, one turn every so many calls.
-                tokio::task::coop::consume_budget().await;
+                // turn of the worker: a script calling them in a loop lets the worker's
+                // other clients run once it has held it for a slice.
+                if turn.elapsed() >= SLICE {
+                    tokio::task::yield_now().await;
+                    turn = Instant::now();
+                }
                 match called {
+                    // A big reply is made into Lua values on a thread.
+                    Ok(reply) if reply.len() > MAX_ANSWER_BYTES => return Ran::Moved,
                     Ok(reply) => answer = Some(reply),
                     Err(e) if caller.handle.is_killed() => {
                         let mut reply = Vec::new();
@@ -476,14 +541,19 @@ pub(super) async fn run(
                 }
             }
             Step::Done(outcome) => break outcome,
-            // Killed as it was moved: the kill is not lost to the move.
-            Step::Moved if running.killed.load(std::sync::atomic::Ordering::Relaxed) => {
-                let mut reply = Vec::new();
-                Reply::new(&mut reply, proto)
-                    .error(format!("{} script: {named}.", super::lua::KILLED).as_bytes());
-                return Ran::Stopped(reply);
+            // Killed (or past its time) as it was moved: the kill is not lost to the move.
+            Step::Moved => {
+                if let Some(why) = kill_check(&running.killed, deadline) {
+                    if !script.by_sha {
+                        scripts.cache(script.sha.clone(), script.source.clone());
+                    }
+                    let mut reply = Vec::new();
+                    Reply::new(&mut reply, proto)
+                        .error(format!("{why} script: {named}.").as_bytes());
+                    return Ran::Stopped(reply);
+                }
+                return Ran::Moved;
             }
-            Step::Moved => return Ran::Moved,
         }
     };
     drop(running);

@@ -277,6 +277,16 @@ impl State {
     /// as Redis's one state has them); `inline`: a worker's, whose scripts run in a
     /// coroutine ([`super::inline`]).
     pub fn with(memory_limit: usize, inline: bool, cjson: &CjsonSettings) -> mlua::Result<Self> {
+        // A worker's state is small: a script that needs more memory moves to a thread
+        // (see `inline.rs`), which also bounds what one of its instructions can cost there.
+        let memory_limit = if inline {
+            match memory_limit {
+                0 => super::inline::WORKER_MEMORY,
+                m => m.min(super::inline::WORKER_MEMORY),
+            }
+        } else {
+            memory_limit
+        };
         let lua = Lua::new_with(
             StdLib::TABLE | StdLib::STRING | StdLib::MATH,
             LuaOptions::new(),
@@ -392,6 +402,14 @@ impl State {
             self.since_step = 0;
             self.lua.gc_step_kbytes(GC_CYCLE_PERIOD as i32).ok();
         }
+    }
+
+    /// After a script that did not reach [`State::finish`] (moved to a thread, stopped by
+    /// its worker): the same check of what scripts share and the same collection.
+    pub(super) fn tidy(&mut self, used_at_start: usize) {
+        self.tampered = self.tampered || !matches!(self.changed.call::<bool>(()), Ok(false));
+        self.collect(used_at_start);
+        self.bound_compiled();
     }
 
     pub fn forget_scripts(&mut self) {
@@ -1016,6 +1034,9 @@ fn redis_table(lua: &Lua) -> mlua::Result<Table> {
 
 /// Instructions between two checks of a running script (killed, timed out, its client gone).
 pub(super) const CHECK_EVERY: u32 = 10_000;
+/// The same on a worker, where the check also ends its slice: no more than a thousand
+/// instructions (each over at most the worker state's memory) run past it.
+pub(super) const CHECK_ON_WORKER: u32 = 1_000;
 
 /// The check made every [`CHECK_EVERY`] instructions. A script told to stop gets an error;
 /// and since a Lua `pcall` in the script could catch it (`while true do pcall(f) end`),

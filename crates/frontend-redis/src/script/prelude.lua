@@ -142,25 +142,33 @@ local function check(p)
     if n > PATTERN_ITEMS then error("pattern too complex", 3) end
   end
 end
--- On a worker (inline.rs), the C work a hook cannot interrupt is bounded: a pattern whose
--- backtracking may cost past WORKER_STEPS (the subject's length to the power of its
--- quantifiers plus one, unanchored) or a `string.rep` past WORKER_BYTES moves the script
--- to a script thread, where it holds no other client.
+-- On a worker (inline.rs), the C work a hook cannot interrupt is bounded: a match whose
+-- cost may pass WORKER_STEPS (a subject past WORKER_SUBJECT bytes; the subject's length
+-- times the pattern's; to the power of its quantifiers plus one; squared for `%b` and
+-- `%f`) or a `string.rep` past WORKER_BYTES moves the script to a script thread, where it
+-- holds no other client.
 local heavy = inline and inline.heavy
-local WORKER_STEPS, WORKER_BYTES = 1e6, 1048576
-local function costly(s, p)
+local WORKER_STEPS, WORKER_SUBJECT, WORKER_BYTES = 1e6, 16384, 65536
+local function text(v)
+  if type(v) == "number" then return tostring(v) end
+  return v
+end
+local function costly(s, p, plain)
+  s, p = text(s), text(p)
   if type(s) ~= "string" or type(p) ~= "string" then return false end
   local n = #s
-  if n < 2 then return false end
+  if n > WORKER_SUBJECT or n * (#p + 1) > WORKER_STEPS then return true end
+  if plain or n < 2 then return false end
+  if find(p, "%%[bf]") and n * n > WORKER_STEPS then return true end
   local steps = n
-  for _ = 1, select(2, gsub(p, "[%*%+%-]", "")) do
+  for _ = 1, select(2, gsub(p, "[%*%+%-%?]", "")) do
     steps = steps * n
     if steps > WORKER_STEPS then return true end
   end
-  return steps > WORKER_STEPS
+  return false
 end
 local function check_worker(s, p, plain)
-  if heavy and not plain and costly(s, p) then heavy() end
+  if heavy and costly(s, p, plain) then heavy() end
 end
 -- Not tail calls: an argument error still names the function ('find'...).
 local function pass(...) return ... end
@@ -174,7 +182,8 @@ string.gsub = function(s, p, ...) check(p) check_worker(s, p) return pass(gsub(s
 if heavy then
   local rep = string.rep
   string.rep = function(s, n, ...)
-    if type(s) == "string" and type(n) == "number" and #s * n > WORKER_BYTES then heavy() end
+    local t, k = text(s), tonumber(n)
+    if type(t) == "string" and k and #t * k > WORKER_BYTES then heavy() end
     return pass(rep(s, n, ...))
   end
 end

@@ -728,6 +728,15 @@ fn a_worker_s_script_moves_to_a_thread_when_it_must() {
         "return string.find(string.rep('a', 2000), '.-.-b')",
         "return #string.rep('ab', 600000)",
         "local n = 0 for w in string.gmatch(('x'):rep(1001), '.-y') do n = n + 1 end return n",
+        "return string.match(('a'):rep(40), ('a?'):rep(40) .. ('a'):rep(40))",
+        "return string.find(('('):rep(5000), '%b()')",
+        "return string.find(('a'):rep(20000), 'b', 1, true)",
+        "return string.find(('a'):rep(3000), ('a'):rep(400) .. 'b', 1, true)",
+        "return #string.rep(7, '100000')",
+        // Past a worker state's memory.
+        "local s = ('x'):rep(60000) local t = {} for i = 1, 40 do t[i] = s .. i end return #t",
+        // A move caught by `pcall` is a move all the same.
+        "return pcall(function() while true do end end)",
     ] {
         let script = eval_script(source, &["k"]);
         let (_, outcome) = run_inline(
