@@ -35,6 +35,7 @@
 //! sandbox, compiled scripts and memory limit of a script thread's.
 
 use std::cell::RefCell;
+use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,8 +62,9 @@ pub const MAX_SOURCE_BYTES: usize = 64 << 10;
 /// Bytes of a call's reply at most, for the script to go on on its worker.
 pub const MAX_ANSWER_BYTES: usize = 256 << 10;
 
-/// Idle Lua states a worker keeps.
-const MAX_IDLE_STATES: usize = 2;
+/// Idle Lua states a worker keeps: as many as scripts may run at once by default (a state
+/// made again costs a millisecond or two; each holds at most [`WORKER_MEMORY`]).
+const MAX_IDLE_STATES: usize = 16;
 
 /// Bytes of `KEYS` and `ARGV` at most of a script run on a worker, each counting 40 more
 /// (its slot in the table).
@@ -520,11 +522,20 @@ pub(super) async fn run(
                     return Ran::Preempted;
                 }
                 cx.proto = call_proto;
-                let called = super::call(caller, cx, &args, script, published).await;
-                // A call answered without a wait (`TIME`, `PING`, `PUBLISH`) yields no
-                // turn of the worker: a script calling them in a loop lets the worker's
-                // other clients run once it has held it for a slice.
-                if turn.elapsed() >= SLICE {
+                // A call answered without a wait (`TIME`, `PING`, `PUBLISH`) gives no turn
+                // to the worker's other clients: a script calling them in a loop lets them
+                // run once it has held the worker for a slice.
+                let mut waited = false;
+                let mut calling = std::pin::pin!(super::call(caller, cx, &args, script, published));
+                let called = std::future::poll_fn(|task| {
+                    let poll = calling.as_mut().poll(task);
+                    waited |= poll.is_pending();
+                    poll
+                })
+                .await;
+                if waited {
+                    turn = Instant::now();
+                } else if turn.elapsed() >= SLICE {
                     tokio::task::yield_now().await;
                     turn = Instant::now();
                 }
