@@ -34,7 +34,7 @@
 //! (a group runs its scripts one after the other: mostly one), each with the scripts'
 //! sandbox, compiled scripts and memory limit of a script thread's.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -44,7 +44,9 @@ use manifold_redis_proto::{Protocol, Reply};
 use mlua::{Function, HookTriggers, Lua, MultiValue, Table, Thread, ThreadStatus, Value, Variadic};
 
 use super::convert::error_table;
-use super::lua::{answer_value, call_args, kill_check, raised, Current, Link, State, MOVED};
+use super::lua::{
+    answer_value, call_args, kill_check, raised, Current, Link, State, ABORTED, MOVED,
+};
 use super::pool::{Outcome, Scripts};
 use super::{killed_waiting, Caller, Published, Ran, Script};
 use crate::store::context::Cx;
@@ -189,9 +191,13 @@ impl State {
         killed: Arc<AtomicBool>,
         deadline: Option<Instant>,
     ) -> Result<(), Option<Outcome>> {
+        // Out of a worker state's memory while compiling: a thread compiles it.
         let f = self
             .compile(&script.sha, &script.source, script.function.is_some())
-            .map_err(|reply| Some(Outcome::CompileError(reply)))?;
+            .map_err(|reply| {
+                let out_of_memory = reply.windows(17).any(|w| w == b"not enough memory");
+                (!out_of_memory).then_some(Outcome::CompileError(reply))
+            })?;
         self.set_lists(&script.keys, &script.argv)
             .map_err(|_| None)?;
         let used = self.lua.used_memory();
@@ -322,12 +328,14 @@ impl State {
                 return Step::Moved;
             }
         };
-        if let Some(c) = self.inline.as_mut() {
-            c.begun = false;
-        }
-        let (killed, deadline) = (cur.killed.clone(), cur.deadline);
-        let stop = move || kill_check(&killed, deadline);
-        Step::Done(self.finish(
+        // Its reply is converted on the worker for a slice at most: past it, a thread
+        // does it (the script is moved).
+        let (killed, deadline, started) = (cur.killed.clone(), cur.deadline, Instant::now());
+        let stop = move || {
+            kill_check(&killed, deadline)
+                .or_else(|| (started.elapsed() >= SLICE).then_some(ABORTED))
+        };
+        let outcome = self.finish(
             Some(cur),
             result,
             proto,
@@ -335,7 +343,15 @@ impl State {
             named,
             &stop,
             used_at_start,
-        ))
+        );
+        if matches!(outcome, Outcome::Aborted) {
+            self.abandon_inline();
+            return Step::Moved;
+        }
+        if let Some(c) = self.inline.as_mut() {
+            c.begun = false;
+        }
+        Step::Done(outcome)
     }
 
     /// Lets the script begun by [`State::begin_inline`] go, wherever it is (moved, or
@@ -373,9 +389,20 @@ fn stopped_error(lua: &Lua, cur: &Current) -> mlua::Result<Value> {
 
 /// A worker's Lua states for the scripts it runs ([`run`]), each taken by one script at a
 /// time.
-#[derive(Default)]
 pub struct LocalStates {
     idle: RefCell<Vec<Held>>,
+    /// When the worker last let its other clients run, as far as its scripts know (a call
+    /// that waited, or a yield of theirs).
+    turn: Cell<Instant>,
+}
+
+impl Default for LocalStates {
+    fn default() -> Self {
+        LocalStates {
+            idle: RefCell::default(),
+            turn: Cell::new(Instant::now()),
+        }
+    }
 }
 
 impl std::fmt::Debug for LocalStates {
@@ -402,6 +429,14 @@ struct Taken<'w> {
 }
 
 impl LocalStates {
+    /// Lets the worker's other clients run once scripts have held it for a [`SLICE`].
+    async fn yield_if_held(&self) {
+        if self.turn.get().elapsed() >= SLICE {
+            tokio::task::yield_now().await;
+            self.turn.set(Instant::now());
+        }
+    }
+
     /// An idle state of this epoch, or a new one (`None`: none could be made).
     fn take<'w>(&'w self, scripts: &'w Scripts) -> Option<Taken<'w>> {
         let epoch = scripts.epoch();
@@ -484,6 +519,9 @@ pub(super) async fn run(
         return Ran::Moved;
     };
     let state = &mut held.state;
+    // Scripts run one after another on one task (a group's) let the worker's other
+    // clients run between them too.
+    caller.fe.worker.lua.yield_if_held().await;
     let deadline = scripts.deadline();
     let running = scripts.register();
     // A panic inside a run (a bug: none is known) costs the state, and the script runs
@@ -501,9 +539,21 @@ pub(super) async fn run(
         }
     }
     let named = script.function.as_deref().unwrap_or(&script.sha);
+    // A script to move, unless it was killed (or ran past its time) meanwhile: the kill is
+    // not lost to the move.
+    let moved = || {
+        let Some(why) = kill_check(&running.killed, deadline) else {
+            return Ran::Moved;
+        };
+        if !script.by_sha {
+            scripts.cache(script.sha.clone(), script.source.clone());
+        }
+        let mut reply = Vec::new();
+        Reply::new(&mut reply, proto).error(format!("{why} script: {named}.").as_bytes());
+        Ran::Stopped(reply)
+    };
+    let states = &caller.fe.worker.lua;
     let mut answer = None;
-    // When the worker last let its other clients run (as far as this script knows).
-    let mut turn = Instant::now();
     let outcome = loop {
         if caller.handle.is_killed() {
             // Its client was killed or left: nothing it wrote is kept.
@@ -514,7 +564,7 @@ pub(super) async fn run(
         }));
         let Ok(step) = resumed else {
             taken.discard = true;
-            return Ran::Moved;
+            return moved();
         };
         match step {
             Step::Call(args, call_proto) => {
@@ -534,14 +584,13 @@ pub(super) async fn run(
                 })
                 .await;
                 if waited {
-                    turn = Instant::now();
-                } else if turn.elapsed() >= SLICE {
-                    tokio::task::yield_now().await;
-                    turn = Instant::now();
+                    states.turn.set(Instant::now());
+                } else {
+                    states.yield_if_held().await;
                 }
                 match called {
                     // A big reply is made into Lua values on a thread.
-                    Ok(reply) if reply.len() > MAX_ANSWER_BYTES => return Ran::Moved,
+                    Ok(reply) if reply.len() > MAX_ANSWER_BYTES => return moved(),
                     Ok(reply) => answer = Some(reply),
                     Err(e) if caller.handle.is_killed() => {
                         let mut reply = Vec::new();
@@ -552,19 +601,7 @@ pub(super) async fn run(
                 }
             }
             Step::Done(outcome) => break outcome,
-            // Killed (or past its time) as it was moved: the kill is not lost to the move.
-            Step::Moved => {
-                if let Some(why) = kill_check(&running.killed, deadline) {
-                    if !script.by_sha {
-                        scripts.cache(script.sha.clone(), script.source.clone());
-                    }
-                    let mut reply = Vec::new();
-                    Reply::new(&mut reply, proto)
-                        .error(format!("{why} script: {named}.").as_bytes());
-                    return Ran::Stopped(reply);
-                }
-                return Ran::Moved;
-            }
+            Step::Moved => return moved(),
         }
     };
     drop(running);

@@ -32,7 +32,7 @@ pub const KILLED: &str = "Script killed by user with SCRIPT KILL...";
 /// A script stopped by `script_time_limit`.
 pub const TIMED_OUT: &str = "Script killed by manifold: it ran past script_time_limit...";
 /// Raised in a script whose worker aborted it (it is run again, or fails, with no reply).
-const ABORTED: &str = "manifold: script aborted";
+pub(super) const ABORTED: &str = "manifold: script aborted";
 /// Raised in a script that runs on a worker and is to run again on a script thread.
 pub(super) const MOVED: &str = "manifold: script moved to a script thread";
 /// Marks an error `redis.call` raised: its text is the command's error, without `ERR `.
@@ -392,7 +392,12 @@ impl State {
     /// [`GARBAGE_COLLECTED_AT_ONCE`] bytes is collected at once, so its garbage never
     /// takes the next script's memory or time.
     fn collect(&mut self, used_at_start: usize) {
-        if self.lua.used_memory() > used_at_start + GARBAGE_COLLECTED_AT_ONCE {
+        // A small state (a worker's) collects at once past a quarter of its memory.
+        let at_once = match self.memory_limit {
+            0 => GARBAGE_COLLECTED_AT_ONCE,
+            limit => GARBAGE_COLLECTED_AT_ONCE.min(limit / 4),
+        };
+        if self.lua.used_memory() > used_at_start + at_once {
             self.lua.gc_collect().ok();
             self.since_step = 0;
             return;
@@ -440,8 +445,12 @@ impl State {
             && !self.compiled.is_empty()
             && self.lua.used_memory() > self.memory_limit / COMPILED_SHARE_DIVISOR
         {
-            self.compiled.clear();
+            // Garbage first: only what is still held counts.
             self.lua.gc_collect().ok();
+            if self.lua.used_memory() > self.memory_limit / COMPILED_SHARE_DIVISOR {
+                self.compiled.clear();
+                self.lua.gc_collect().ok();
+            }
         }
     }
 

@@ -15,15 +15,41 @@ local function typename(nargs, n, v)
   if n > nargs then return "no value" end
   return type(v)
 end
+-- On a worker (inline.rs), a script that would do better on a script thread calls
+-- `heavy`, which marks it to move there (and raises).
+local heavy = inline and inline.heavy
+-- A worker's state has less memory than a thread's: a script that runs out of it there
+-- moves, even when it catches the error (`pcall`, `xpcall`, `loadstring`), so that its
+-- answer is the one a thread gives.
+local MEMORY = "not enough memory"
 -- pcall gives a script the error of a Rust function (`redis.call`'s) as the value Redis
 -- gives, not mlua's error object.
 do
-  local pcall, error_value = pcall, error_value
+  local pcall, xpcall, error_value = pcall, xpcall, error_value
   local function plain(ok, ...)
     if ok then return ok, ... end
-    return false, error_value((...))
+    local e = error_value((...))
+    if heavy and e == MEMORY then heavy() end
+    return false, e
   end
   real.pcall = function(...) return plain(pcall(...)) end
+  if heavy then
+    -- Lua 5.1 calls no handler for a memory error: xpcall's result says it.
+    local function after(ok, ...)
+      if not ok and (...) == MEMORY then heavy() end
+      return ok, ...
+    end
+    real.xpcall = function(f, h, ...)
+      if type(h) == "function" then
+        local handler = h
+        h = function(e)
+          if error_value(e) == MEMORY then heavy() end
+          return handler(e)
+        end
+      end
+      return after(xpcall(f, h, ...))
+    end
+  end
 end
 -- Redis's math.random and math.randomseed: its rand48, one sequence for every script of
 -- the process from Redis's start value, as redis-server has (neither an EVAL nor SCRIPT
@@ -107,7 +133,7 @@ local function text_only(s, name)
     s = " " .. s
   end
   local f, e = loadstring(s, name)
-  if f then setfenv(f, env) end
+  if f then setfenv(f, env) elseif heavy and e == MEMORY then heavy() end
   return f, e
 end
 real.loadstring = text_only
@@ -143,25 +169,70 @@ local function check(p)
   end
 end
 -- On a worker (inline.rs), the C work a hook cannot interrupt is bounded: a match whose
--- cost may pass WORKER_STEPS (a subject past WORKER_SUBJECT bytes; the subject's length
--- times the pattern's; to the power of its quantifiers plus one; squared for `%b` and
--- `%f`) or a `string.rep` past WORKER_BYTES moves the script to a script thread, where it
--- holds no other client.
-local heavy = inline and inline.heavy
+-- cost may pass WORKER_STEPS, counted as the subject's length (1 when anchored) times the
+-- pattern's, times the subject's length again for each quantifier on a class, `%b` and
+-- back-reference (each may backtrack over the whole subject), or a subject past
+-- WORKER_SUBJECT bytes, or a `string.rep` past WORKER_BYTES, moves the script to a script
+-- thread, where it holds no other client. A pattern's count is kept (a few hundred).
 local WORKER_STEPS, WORKER_SUBJECT, WORKER_BYTES = 1e6, 16384, 65536
 local function text(v)
   if type(v) == "number" then return tostring(v) end
   return v
 end
+-- How many times a match of pattern `p` may go over its subject, from `p`'s items.
+local counted, ncounted = {}, 0
+local function multipliers(p)
+  local m = counted[p]
+  if m then return m end
+  m = 0
+  local i, len = 1, #p
+  if byte(p, 1) == 94 then i = 2 end -- ^
+  while i <= len do
+    local c = byte(p, i)
+    if c == 37 then -- %
+      local d = byte(p, i + 1)
+      if d == 98 then -- %bxy
+        m = m + 1
+        i = i + 4
+      elseif d == 102 then -- %f[set]: a set follows
+        i = i + 2
+      elseif d and d >= 49 and d <= 57 then -- %1..%9
+        m = m + 1
+        i = i + 2
+      else
+        i = i + 2
+      end
+    elseif c == 91 then -- [set]
+      i = i + 1
+      if byte(p, i) == 94 then i = i + 1 end
+      if byte(p, i) == 93 then i = i + 1 end -- a leading ] is in the set
+      while i <= len and byte(p, i) ~= 93 do
+        if byte(p, i) == 37 then i = i + 1 end
+        i = i + 1
+      end
+      i = i + 1
+    elseif c == 42 or c == 43 or c == 45 or c == 63 then -- * + - ?
+      m = m + 1
+      i = i + 1
+    else
+      i = i + 1
+    end
+  end
+  if ncounted >= 256 then counted, ncounted = {}, 0 end
+  counted[p] = m
+  ncounted = ncounted + 1
+  return m
+end
 local function costly(s, p, plain)
   s, p = text(s), text(p)
   if type(s) ~= "string" or type(p) ~= "string" then return false end
   local n = #s
-  if n > WORKER_SUBJECT or n * (#p + 1) > WORKER_STEPS then return true end
+  if n > WORKER_SUBJECT then return true end
+  local anchored = not plain and byte(p, 1) == 94
+  local steps = (anchored and 1 or n) * (#p + 1)
+  if steps > WORKER_STEPS then return true end
   if plain or n < 2 then return false end
-  if find(p, "%%[bf]") and n * n > WORKER_STEPS then return true end
-  local steps = n
-  for _ = 1, select(2, gsub(p, "[%*%+%-%?]", "")) do
+  for _ = 1, multipliers(p) do
     steps = steps * n
     if steps > WORKER_STEPS then return true end
   end
@@ -183,7 +254,7 @@ if heavy then
   local rep = string.rep
   string.rep = function(s, n, ...)
     local t, k = text(s), tonumber(n)
-    if type(t) == "string" and k and #t * k > WORKER_BYTES then heavy() end
+    if type(t) == "string" and k and (k > WORKER_BYTES or #t * k > WORKER_BYTES) then heavy() end
     return pass(rep(s, n, ...))
   end
 end

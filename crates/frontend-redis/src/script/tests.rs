@@ -737,6 +737,19 @@ fn a_worker_s_script_moves_to_a_thread_when_it_must() {
         "local s = ('x'):rep(60000) local t = {} for i = 1, 40 do t[i] = s .. i end return #t",
         // A move caught by `pcall` is a move all the same.
         "return pcall(function() while true do end end)",
+        // Costs the pattern's items multiply.
+        "return string.find(('a'):rep(1000), '.-' .. ('a'):rep(499) .. 'b')",
+        "return string.find(('('):rep(1000), '.-%b()')",
+        "return #string.rep('', 2^31 - 1)",
+        // Out of a worker state's memory, caught: the answer is a thread's.
+        "local ok, e = pcall(function() local t = {} for i = 1, 1e6 do t[i] = i end end) \
+         return tostring(e)",
+        "local ok, e = xpcall(function() local s = ('x'):rep(60000) local t = {} \
+         for i = 1, 40 do t[i] = s .. i end end, function(e) return e end) return tostring(e)",
+        "local p = {} for i = 1, 12000 do p[i] = i .. ',' end \
+         local f, e = loadstring('return {' .. table.concat(p) .. '}') return tostring(e)",
+        // A reply past a slice of conversion.
+        "local t = {} for i = 1, 22 do t = {t, t} end return t",
     ] {
         let script = eval_script(source, &["k"]);
         let (_, outcome) = run_inline(
@@ -754,14 +767,22 @@ fn a_worker_s_script_moves_to_a_thread_when_it_must() {
         b":1\r\n"
     );
     let script = eval_script(
-        "local s, e = string.find(string.rep('a', 900) .. 'b', '.-b') \
+        "return {string.match(('f'):rep(40), '^[0-9a-f]+$'), string.find('key:1:2', '^(.-):(.*)$')}",
+        &[],
+    );
+    assert_eq!(
+        inline_reply(run_inline(&mut state, &script, false, &[]).1),
+        b"*5\r\n$40\r\nffffffffffffffffffffffffffffffffffffffff\r\n:1\r\n:7\r\n$3\r\nkey\r\n$3\r\n1:2\r\n"
+    );
+    let script = eval_script(
+        "local s, e = string.find(string.rep('a', 200) .. 'b', '.-b') \
          return {s, e, #string.rep('ab', 1000), \
          (string.find(string.rep('a', 5000) .. 'a.-b', 'a.-b', 1, true))}",
         &[],
     );
     assert_eq!(
         inline_reply(run_inline(&mut state, &script, false, &[]).1),
-        b"*4\r\n:1\r\n:901\r\n:2000\r\n:5001\r\n"
+        b"*4\r\n:1\r\n:201\r\n:2000\r\n:5001\r\n"
     );
 }
 
