@@ -108,15 +108,15 @@ pub(super) fn calls(lua: &Lua, yield_: Function) -> mlua::Result<Table> {
         lua.create_function(|lua, (raise, args): (bool, Variadic<Value>)| {
             let argv = call_args(lua, &args)?;
             let Some(mut cur) = lua.app_data_mut::<Current>() else {
-                return Err(mlua::Error::RuntimeError(MOVED.into()));
+                return Err(move_error());
             };
             let Link::Inline { staged, moved, .. } = &mut cur.link else {
-                return Err(mlua::Error::RuntimeError(MOVED.into()));
+                return Err(move_error());
             };
             if staged.is_some() {
                 // The last call's yield failed: the script is to run on a thread.
                 *moved = true;
-                return Err(mlua::Error::RuntimeError(MOVED.into()));
+                return Err(move_error());
             }
             match argv {
                 Ok(argv) => {
@@ -140,14 +140,14 @@ pub(super) fn calls(lua: &Lua, yield_: Function) -> mlua::Result<Table> {
         lua.create_function(|lua, raise: bool| {
             let answer = {
                 let Some(mut cur) = lua.app_data_mut::<Current>() else {
-                    return Err(mlua::Error::RuntimeError(MOVED.into()));
+                    return Err(move_error());
                 };
                 let Link::Inline { answer, moved, .. } = &mut cur.link else {
-                    return Err(mlua::Error::RuntimeError(MOVED.into()));
+                    return Err(move_error());
                 };
                 let Some(a) = answer.take() else {
                     *moved = true;
-                    return Err(mlua::Error::RuntimeError(MOVED.into()));
+                    return Err(move_error());
                 };
                 a
             };
@@ -165,11 +165,16 @@ pub(super) fn calls(lua: &Lua, yield_: Function) -> mlua::Result<Table> {
                     *moved = true;
                 }
             }
-            Err(mlua::Error::RuntimeError(MOVED.into()))
+            Err(move_error())
         })?,
     )?;
     t.raw_set("yield", yield_)?;
     Ok(t)
+}
+
+/// The error raised in a script that is to run on a script thread.
+fn move_error() -> mlua::Error {
+    mlua::Error::RuntimeError(MOVED.into())
 }
 
 /// What a script's coroutine did when resumed.

@@ -104,6 +104,17 @@ struct Inner {
     cjson: CjsonSettings,
 }
 
+impl Inner {
+    /// A Lua state's memory went from `before` to `after` bytes (`used_memory_lua`).
+    fn count_lua_memory(&self, before: usize, after: usize) {
+        if after > before {
+            self.lua_memory.fetch_add(after - before, Ordering::Relaxed);
+        } else if before > after {
+            self.lua_memory.fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Most `SCRIPT LOAD`s compiling at once; more wait for one to end.
 const SYNTAX_CHECKS: usize = 2;
 
@@ -194,15 +205,7 @@ impl Scripts {
 
     /// A Lua state's memory went from `before` to `after` bytes (`used_memory_lua`).
     pub fn count_lua_memory(&self, before: usize, after: usize) {
-        if after > before {
-            self.inner
-                .lua_memory
-                .fetch_add(after - before, Ordering::Relaxed);
-        } else if before > after {
-            self.inner
-                .lua_memory
-                .fetch_sub(before - after, Ordering::Relaxed);
-        }
+        self.inner.count_lua_memory(before, after);
     }
 
     /// A new Lua state for scripts (`inline`: a worker's, see [`super::inline`]).
@@ -368,15 +371,7 @@ impl Scripts {
                         }
                     }
                     let used = state.used_memory();
-                    if used >= own_memory {
-                        inner
-                            .lua_memory
-                            .fetch_add(used - own_memory, Ordering::Relaxed);
-                    } else {
-                        inner
-                            .lua_memory
-                            .fetch_sub(own_memory - used, Ordering::Relaxed);
-                    }
+                    inner.count_lua_memory(own_memory, used);
                     own_memory = used;
                     lock(&inner.idle).push(me.clone());
                     finished.send();
