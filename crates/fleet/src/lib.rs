@@ -1,0 +1,470 @@
+#![forbid(unsafe_code)]
+//! Several manifolds in front of the same clusters, as one service.
+//!
+//! - [`config`]: `[fleet]` of the configuration file.
+//! - [`registry`] keeps the table of live instances on the first cluster's primary (claim an id,
+//!   heartbeat, age out, leave).
+//! - [`ids`] makes connection ids that carry their instance, so a `KILL` through any instance
+//!   finds the session.
+//! - [`peer`] and [`wire`] carry authenticated links between instances, found through the
+//!   registry; [`hmac`] proves the fleet's secret.
+//!
+//! The registry's statements and the links' server run on one thread of their own; a front
+//! door asks another instance from its worker through a [`peer::Link`]. Nothing here is on a
+//! request's path: a session reads [`Fleet::instance`] once, at login.
+
+pub mod config;
+pub mod errors;
+pub mod hmac;
+pub mod ids;
+pub mod peer;
+pub mod registry;
+pub mod wire;
+
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use manifold_backend::ConnKey;
+use tokio::sync::{watch, Notify};
+
+pub use config::FleetConfig;
+pub use errors::PeerError;
+pub use registry::Target;
+pub use wire::{Backend, Marked, ProcessRow, Request, Response};
+
+/// What another instance may ask of this one's sessions (the MySQL door answers).
+pub trait Local: Send + Sync {
+    /// Marks session `id`'s statement killed, if `user` owns it (`None`: any owner).
+    fn mark(&self, id: u32, user: Option<&str>) -> Marked;
+    /// Whether session `id` still runs the statement marked as `seq` on `backend`.
+    fn still_running(&self, id: u32, seq: u64, backend: Backend) -> bool;
+    /// Ends session `id`'s client connection; false if there is none.
+    fn disconnect(&self, id: u32) -> bool;
+    /// The sessions of `user` (`None`: all).
+    fn processes(&self, user: Option<&str>) -> Vec<ProcessRow>;
+}
+
+/// Where this instance can be reached, as the registry records it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Addrs {
+    pub name: String,
+    pub peer: String,
+    pub mysql: String,
+    pub admin: String,
+    pub http: String,
+    pub redis: String,
+    pub version: String,
+}
+
+impl Addrs {
+    /// In the registry's column order.
+    fn values(&self) -> [&str; 7] {
+        [
+            &self.name,
+            &self.peer,
+            &self.mysql,
+            &self.admin,
+            &self.http,
+            &self.redis,
+            &self.version,
+        ]
+    }
+}
+
+/// A live instance, as the registry lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub id: u16,
+    pub name: String,
+    pub peer: String,
+    pub mysql: String,
+    pub admin: String,
+    pub http: String,
+    pub redis: String,
+    pub version: String,
+    /// When it started, the primary's time (`YYYY-MM-DD hh:mm:ss`).
+    pub started: String,
+    /// Since its last heartbeat, when the list was read.
+    pub heartbeat_age: Duration,
+    /// This instance.
+    pub me: bool,
+}
+
+/// This instance's place in the fleet.
+pub struct Fleet {
+    config: FleetConfig,
+    /// Its registry id; 0 until registered (or when alone).
+    instance: AtomicU16,
+    members: Mutex<Arc<Vec<Member>>>,
+    secret: Mutex<Option<Arc<[u8]>>>,
+    addrs: Mutex<Addrs>,
+    /// Why the registry could not be written, while it cannot.
+    fault: Mutex<Option<String>>,
+    /// Wakes the registry's loop (new addresses).
+    wake: Arc<Notify>,
+    stop: watch::Sender<bool>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Bounds the questions to every instance at once ([`Fleet::ask_all`]): a client
+    /// repeating `SHOW PROCESSLIST` cannot make the whole fleet work for it without bound.
+    fan_outs: tokio::sync::Semaphore,
+}
+
+/// Questions to the whole fleet that may run at once, per instance.
+pub const MAX_FAN_OUTS: usize = 4;
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("instance", &self.instance())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fleet {
+    /// A fleet place not yet started: alone, instance 0.
+    pub fn new(config: FleetConfig) -> Arc<Fleet> {
+        let secret = config
+            .secret
+            .as_ref()
+            .map(|s| Arc::from(s.as_bytes().to_vec().into_boxed_slice()));
+        Arc::new(Fleet {
+            config,
+            instance: AtomicU16::new(0),
+            members: Mutex::default(),
+            secret: Mutex::new(secret),
+            addrs: Mutex::default(),
+            fault: Mutex::default(),
+            wake: Arc::new(Notify::new()),
+            stop: watch::channel(false).0,
+            thread: Mutex::default(),
+            fan_outs: tokio::sync::Semaphore::new(MAX_FAN_OUTS),
+        })
+    }
+
+    pub fn config(&self) -> &FleetConfig {
+        &self.config
+    }
+
+    /// This instance's id in the registry; 0 while unregistered.
+    pub fn instance(&self) -> u16 {
+        self.instance.load(Ordering::Relaxed)
+    }
+
+    /// The live fleet as last read (this instance included once registered).
+    pub fn members(&self) -> Arc<Vec<Member>> {
+        self.members.lock().expect("fleet members").clone()
+    }
+
+    /// Why the registry cannot be written now, if it cannot.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.lock().expect("fleet fault").clone()
+    }
+
+    fn secret(&self) -> Option<Arc<[u8]>> {
+        self.secret.lock().expect("fleet secret").clone()
+    }
+
+    /// Records where this instance's doors are (sent with the next heartbeat, at once).
+    pub fn set_addrs(&self, f: impl FnOnce(&mut Addrs)) {
+        f(&mut self.addrs.lock().expect("fleet addresses"));
+        self.wake.notify_one();
+    }
+
+    /// Binds the link port and starts the registry's thread; returns once the first attempt
+    /// to register has ended (registered or not: the thread keeps trying).
+    pub fn start(
+        self: &Arc<Self>,
+        target: Target,
+        login: ConnKey,
+        local: Weak<dyn Local>,
+    ) -> Result<(), String> {
+        if !self.config.enabled() {
+            return Ok(());
+        }
+        let listener = std::net::TcpListener::bind(&self.config.listen)
+            .map_err(|e| format!("fleet.listen {}: {e}", self.config.listen))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("fleet.listen: {e}"))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|e| format!("fleet.listen: {e}"))?;
+        let peer = self
+            .config
+            .advertise
+            .clone()
+            .unwrap_or_else(|| bound.to_string());
+        self.set_addrs(|a| {
+            a.peer = peer;
+            a.version = env!("CARGO_PKG_VERSION").into();
+        });
+        let (first_tx, first_rx) = std::sync::mpsc::channel();
+        let fleet = self.clone();
+        let thread = std::thread::Builder::new()
+            .name("fleet".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = first_tx.send(());
+                        tracing::error!("fleet: no runtime: {e}");
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = first_tx.send(());
+                            tracing::error!("fleet.listen: {e}");
+                            return;
+                        }
+                    };
+                    let weak = Arc::downgrade(&fleet);
+                    let secret_of = weak.clone();
+                    let runs = weak.clone();
+                    let wake = fleet.wake.clone();
+                    let stop = fleet.stop.subscribe();
+                    // The thread holds the fleet only during a round: dropping the last
+                    // handle elsewhere stops it (and the instance leaves the registry).
+                    drop(fleet);
+                    let serving = Arc::new(peer::Serving {
+                        instance: Box::new(move || weak.upgrade().map_or(0, |f| f.instance())),
+                        secret: Box::new(move || secret_of.upgrade().and_then(|f| f.secret())),
+                        local,
+                    });
+                    let server = tokio::spawn(peer::serve(listener, serving));
+                    run(&runs, &wake, stop, target, login, first_tx).await;
+                    server.abort();
+                });
+            })
+            .map_err(|e| format!("cannot start the fleet's thread: {e}"))?;
+        *self.thread.lock().expect("fleet thread") = Some(thread);
+        // The first round is bounded by the connect and round timeouts.
+        let _ = first_rx.recv_timeout(registry::CONNECT_TIMEOUT + registry::ROUND_TIMEOUT);
+        Ok(())
+    }
+
+    /// Leaves the registry (deletes this instance's row) and stops the thread.
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
+        if let Some(t) = self.thread.lock().expect("fleet thread").take() {
+            let _ = t.join();
+        }
+    }
+
+    /// An authenticated link to live instance `id`.
+    pub async fn link(&self, id: u16) -> Result<peer::Link, PeerError> {
+        let Some(secret) = self.secret() else {
+            return Err(PeerError::NotJoined(
+                self.fault().unwrap_or_else(|| "registering".into()),
+            ));
+        };
+        let members = self.members();
+        let Some(m) = members.iter().find(|m| m.id == id && !m.me) else {
+            return Err(PeerError::NoSuchInstance(id));
+        };
+        peer::Link::open(id, &m.peer, &secret).await
+    }
+
+    /// Asks every other live instance `request`, all at once; each one's answer or failure.
+    pub async fn ask_all(&self, request: &Request) -> Vec<(Member, Result<Response, PeerError>)> {
+        let others = self.others();
+        if others.is_empty() {
+            return Vec::new();
+        }
+        let Ok(_permit) = self.fan_outs.acquire().await else {
+            return Vec::new();
+        };
+        let asks = others.iter().map(|m| async move {
+            let mut link = self.link(m.id).await?;
+            link.call(request).await
+        });
+        let answers = join_all(asks).await;
+        others.into_iter().zip(answers).collect()
+    }
+
+    /// Every live instance but this one.
+    pub fn others(&self) -> Vec<Member> {
+        self.members().iter().filter(|m| !m.me).cloned().collect()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+/// Runs every future to its end, concurrently; their outputs in order.
+async fn join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for f in futures {
+        set.push(Box::pin(f));
+    }
+    let mut out: Vec<Option<F::Output>> = set.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, slot) in set.iter_mut().zip(out.iter_mut()) {
+            if slot.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *slot = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter()
+        .map(|v| v.expect("every future ended"))
+        .collect()
+}
+
+/// The registry's loop: join, heartbeat, read the fleet, until stopped (or the fleet
+/// dropped); then leave.
+async fn run(
+    weak: &Weak<Fleet>,
+    wake: &Notify,
+    mut stop: watch::Receiver<bool>,
+    target: Target,
+    login: ConnKey,
+    first: std::sync::mpsc::Sender<()>,
+) {
+    let Some(fleet) = weak.upgrade() else {
+        return;
+    };
+    let (schema, table) = fleet.config.table_name();
+    let sql = registry::Sql {
+        schema: schema.to_owned(),
+        table: table.to_owned(),
+        timeout_us: fleet.config.member_timeout.as_micros(),
+    };
+    let interval = fleet.config.heartbeat_interval;
+    drop(fleet);
+    let create = sql.create();
+    let mut primary = registry::Primary::new(target, login);
+    let incarnation: u64 = rand::random::<u64>() >> 1;
+    let mut first = Some(first);
+    let mut logged_fault = false;
+    let mut id = 0;
+    loop {
+        let Some(fleet) = weak.upgrade() else {
+            break;
+        };
+        let fleet = &fleet;
+        let round = tokio::time::timeout(
+            registry::ROUND_TIMEOUT,
+            round(fleet, &mut primary, &create, &sql, incarnation),
+        )
+        .await
+        .unwrap_or_else(|_| Err("the primary did not answer within 5s".into()));
+        match round {
+            Ok(()) => {
+                if logged_fault {
+                    tracing::info!(instance = fleet.instance(), "fleet: registry written again");
+                    logged_fault = false;
+                }
+                *fleet.fault.lock().expect("fleet fault") = None;
+            }
+            Err(e) => {
+                primary.drop_conn();
+                if !logged_fault {
+                    tracing::warn!(
+                        table = %fleet.config.table,
+                        "fleet: cannot write the registry (retried every heartbeat): {e}"
+                    );
+                    logged_fault = true;
+                }
+                *fleet.fault.lock().expect("fleet fault") = Some(e);
+            }
+        }
+        if let Some(tx) = first.take() {
+            let _ = tx.send(());
+        }
+        id = fleet.instance();
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            () = tokio::time::sleep(interval) => {}
+            () = wake.notified() => {}
+        }
+    }
+    if id != 0 {
+        let leave = async {
+            let conn = primary.conn(&create).await?;
+            registry::exec(conn, &sql.leave(id, incarnation)).await
+        };
+        match tokio::time::timeout(registry::ROUND_TIMEOUT, leave).await {
+            Ok(Ok(_)) => tracing::info!(instance = id, "fleet: left the registry"),
+            Ok(Err(e)) => tracing::warn!(instance = id, "fleet: could not leave the registry: {e}"),
+            Err(_) => tracing::warn!(instance = id, "fleet: could not leave the registry in time"),
+        }
+    }
+}
+
+/// One heartbeat: registers if needed, writes the row, reads the fleet.
+async fn round(
+    fleet: &Fleet,
+    primary: &mut registry::Primary,
+    create: &[String],
+    sql: &registry::Sql,
+    incarnation: u64,
+) -> Result<(), String> {
+    let conn = primary.conn(create).await?;
+    if fleet.secret().is_none() {
+        let offered = hex::encode(rand::random::<[u8; 32]>());
+        registry::exec(conn, &sql.offer_secret(&offered)).await?;
+        let rows = registry::rows(conn, &sql.read_secret()).await?;
+        let Some(secret) = rows
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next().flatten())
+        else {
+            return Err(format!(
+                "no secret in `{}`.`{}`",
+                sql.schema,
+                sql.secret_table()
+            ));
+        };
+        *fleet.secret.lock().expect("fleet secret") =
+            Some(Arc::from(secret.into_bytes().into_boxed_slice()));
+    }
+    let addrs = fleet.addrs.lock().expect("fleet addresses").clone();
+    let mut id = fleet.instance();
+    if id != 0 && registry::exec(conn, &sql.beat(id, incarnation, &addrs)).await? == 0 {
+        // Out of the fleet (a pause longer than member_timeout, or the row deleted): its id
+        // may be another's now. Sessions keep the ids they have.
+        tracing::warn!(
+            instance = id,
+            "fleet: this manifold's registry row was taken or removed; registering again"
+        );
+        id = 0;
+    }
+    if id == 0 {
+        // A deadlock between two instances claiming at once: the loser tries next round.
+        match registry::claim(conn, sql, incarnation, &addrs).await? {
+            Some(claimed) => {
+                tracing::info!(instance = claimed, "fleet: registered");
+                id = claimed;
+                fleet.instance.store(claimed, Ordering::Relaxed);
+            }
+            None => {
+                return Err(format!(
+                    "every instance id up to {} is held",
+                    ids::MAX_INSTANCE
+                ))
+            }
+        }
+    }
+    let members = registry::members(conn, sql, id).await?;
+    *fleet.members.lock().expect("fleet members") = Arc::new(members);
+    Ok(())
+}
