@@ -7,6 +7,7 @@ mod harness;
 mod backend_auth;
 mod binlog_stamps;
 mod commands;
+mod fleet;
 mod large_packets;
 mod multiplex;
 mod pool;

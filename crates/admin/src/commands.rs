@@ -47,7 +47,7 @@ const HELP: &str = "see SHOW BACKENDS, SHOW POOLS, SHOW SESSIONS, SHOW STATUS, S
 SHOW QUERY DIGESTS, SHOW PIN REASONS, SHOW RULES, SET GLOBAL name = value, RELOAD CONFIG, \
 BACKEND OFFLINE|ONLINE 'host:port', KILL SESSION id, PERF HIST [stage|ALL|RESET], \
 SHOW REDIS [COMMANDS|STAGES|BATCHES], SHOW BINLOG STATUS|SOURCES|CONSUMERS, SHOW MASTER STATUS, \
-SHOW BINARY LOGS, SHOW LOGIN FAILURES, FLUSH LOGIN FAILURES (docs/OPERATIONS.md, docs/BINLOG.md)";
+SHOW BINARY LOGS, SHOW LOGIN FAILURES, FLUSH LOGIN FAILURES, SHOW MANIFOLDS (docs/OPERATIONS.md, docs/BINLOG.md)";
 
 /// Runs one statement. Keywords are case-insensitive; a trailing `;` and spaces are
 /// ignored, as the client may send them.
@@ -77,7 +77,8 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
         }
         ["SHOW", "PIN", "REASONS"] => show_pin_reasons(server.shared),
         ["SHOW", "RULES"] => show_rules(server.shared).await,
-        ["KILL", "SESSION", _] => kill_session(server.shared, words[2]),
+        ["KILL", "SESSION", _] => crate::fleet::kill_session(server, words[2]).await,
+        ["SHOW", "MANIFOLDS"] => crate::fleet::show(server),
         ["SHOW", "STATUS"] => show_status(server, None).await,
         ["SHOW", "STATUS", "LIKE", _] => match quoted(words[3]) {
             Some(pattern) => show_status(server, Some(&pattern)).await,
@@ -570,20 +571,6 @@ fn show_pin_reasons(shared: &Shared) -> Reply {
     Reply::Rows {
         columns: &["reason", "pins"],
         rows,
-    }
-}
-
-fn kill_session(shared: &Shared, id: &str) -> Reply {
-    let Ok(id) = id.parse::<u32>() else {
-        return Reply::Error(
-            codes::PARSE_ERROR,
-            format!("KILL SESSION takes a connection id (a number), not '{id}'"),
-        );
-    };
-    if shared.kill_session(id) {
-        Reply::Done
-    } else {
-        Reply::Error(codes::NO_SUCH_THREAD, format!("Unknown thread id: {id}"))
     }
 }
 

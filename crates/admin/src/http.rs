@@ -321,7 +321,7 @@ async fn status_json(server: &Server<'_>) -> String {
         })
         .collect();
     format!(
-        "{{\"status\":{{{}}},\"backends\":[{}],\"pins\":{{{}}},\"history\":{{\"interval_seconds\":{},\"queries\":[{queries}],\"errors\":[{errors}]}},\"stages\":[{}],\"pools\":[{}],\"pinned_sessions\":[{}],\"redis\":{},\"binlog\":{}}}\n",
+        "{{\"status\":{{{}}},\"backends\":[{}],\"pins\":{{{}}},\"history\":{{\"interval_seconds\":{},\"queries\":[{queries}],\"errors\":[{errors}]}},\"stages\":[{}],\"pools\":[{}],\"pinned_sessions\":[{}],\"redis\":{},\"binlog\":{},\"fleet\":{}}}\n",
         status.join(","),
         backends,
         pins.join(","),
@@ -330,7 +330,8 @@ async fn status_json(server: &Server<'_>) -> String {
         pools,
         pinned.join(","),
         crate::redis::status_json(server),
-        crate::binlog::status_json(server)
+        crate::binlog::status_json(server),
+        crate::fleet::status_json(server)
     )
 }
 

@@ -13,6 +13,7 @@ mod commands;
 mod config;
 mod control;
 mod errors;
+mod fleet;
 mod history;
 mod http;
 mod logins;

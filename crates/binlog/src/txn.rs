@@ -92,10 +92,21 @@ pub struct Assembler {
     internal_create_schema: Vec<u8>,
     /// What manifold's DDL creating the heartbeat table starts with.
     internal_create_table: Vec<u8>,
+    /// Other tables of manifold's own ([`Assembler::also_own`]).
+    also_own: Vec<OwnTable>,
     budget: Budget,
     open: Option<OpenTxn>,
     /// Stamps ignored since start for being too far ahead of the wall clock.
     forged_stamps: u64,
+}
+
+/// A table of manifold's own besides the heartbeat table ([`Assembler::also_own`]).
+#[derive(Debug)]
+struct OwnTable {
+    schema: Vec<u8>,
+    table: Vec<u8>,
+    create_schema: Vec<u8>,
+    create_table: Vec<u8>,
 }
 
 /// What is known of the transaction being received.
@@ -142,7 +153,21 @@ impl Assembler {
             budget: budget.clone(),
             open: None,
             forged_stamps: 0,
+            also_own: Vec::new(),
         }
+    }
+
+    /// Treats `(schema, table)` as manifold's own too, as the heartbeat table is: its
+    /// transactions (the fleet's registry) and its DDL as manifold sends it are left out of
+    /// the global binlog.
+    pub fn also_own(&mut self, schema: &str, table: &str) {
+        let internal = |sql: String| [stamp::INTERNAL, sql.as_bytes()].concat();
+        self.also_own.push(OwnTable {
+            schema: schema.as_bytes().to_vec(),
+            table: table.as_bytes().to_vec(),
+            create_schema: internal(format!("CREATE DATABASE IF NOT EXISTS `{schema}`")),
+            create_table: internal(format!("CREATE TABLE IF NOT EXISTS `{schema}`.`{table}` ")),
+        });
     }
 
     /// Stamps ignored since start because they were further ahead of the wall clock than
@@ -328,7 +353,10 @@ impl Assembler {
                 // the user's text, and that statement belongs in the global binlog.
                 open.internal |= standalone
                     && (text == self.internal_create_schema.as_slice()
-                        || text.starts_with(&self.internal_create_table));
+                        || text.starts_with(&self.internal_create_table)
+                        || self.also_own.iter().any(|o| {
+                            text == o.create_schema.as_slice() || text.starts_with(&o.create_table)
+                        }));
             }
             types::ANNOTATE_ROWS | types::ROWS_QUERY if open.stamp.is_none() => {
                 open.stamp = plausible_stamp(event::annotate_text(event), &mut self.forged_stamps);
@@ -336,8 +364,12 @@ impl Assembler {
             types::TABLE_MAP => {
                 let (schema, table) = event::table_map_names(event)?;
                 open.table_maps += 1;
-                open.only_heartbeat_tables &=
-                    schema == self.heartbeat_schema && table == self.heartbeat_table;
+                open.only_heartbeat_tables &= (schema == self.heartbeat_schema
+                    && table == self.heartbeat_table)
+                    || self
+                        .also_own
+                        .iter()
+                        .any(|o| schema == o.schema && table == o.table);
                 open.dml_events += 1;
             }
             t if types::is_rows(t) => open.dml_events += 1,

@@ -31,6 +31,10 @@ pub struct BinlogConfig {
     pub heartbeat_interval: Duration,
     /// `schema.table` of the heartbeat rows on every primary (created when missing).
     pub heartbeat_table: String,
+    /// Other tables of manifold's own whose writes stay out of the global binlog, as the
+    /// heartbeat table's do: the fleet's registry. Set by the wiring, not the file.
+    #[serde(skip)]
+    pub also_own_tables: Vec<(String, String)>,
     /// A file rotates before a transaction would take it past this size.
     #[serde(deserialize_with = "manifold_engine::size_serde::deserialize")]
     pub max_file_size: u64,
@@ -66,6 +70,7 @@ impl Default for BinlogConfig {
             server_uuid: String::new(),
             heartbeat_interval: Duration::from_millis(100),
             heartbeat_table: "manifold.binlog_heartbeat".into(),
+            also_own_tables: Vec::new(),
             max_file_size: 512 << 20,
             memory_budget: 512 << 20,
             retention_size: 0,

@@ -141,12 +141,16 @@ pub async fn run_from(
     shared: Arc<BinlogShared>,
     reconnect: Duration,
 ) {
+    let mut assembler = Assembler::new(index, (&heartbeat.0, &heartbeat.1), &budget);
+    for (schema, table) in &shared.config.also_own_tables {
+        assembler.also_own(schema, table);
+    }
     let mut reader = Reader {
         index,
         target,
         login,
         server_id,
-        assembler: Assembler::new(index, (&heartbeat.0, &heartbeat.1), &budget),
+        assembler,
         pos: start,
         tx,
         shared,

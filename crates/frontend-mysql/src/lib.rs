@@ -12,6 +12,7 @@
 pub mod binlog_access;
 pub mod config;
 pub mod digests;
+mod fleet;
 mod handshake;
 mod metrics;
 pub mod pins;
@@ -182,6 +183,10 @@ pub struct Shared {
     /// ([`manifold_engine::login_throttle`]): the Redis door and the admin port use this
     /// same table.
     pub logins: Arc<manifold_engine::LoginThrottle>,
+    /// This instance's place among the manifolds in front of the same clusters: the
+    /// instance id its connection ids carry, and the way to the others' sessions. Alone
+    /// (instance 0) until set right after [`Shared::new`].
+    pub fleet: Arc<manifold_fleet::Fleet>,
 }
 
 impl Shared {
@@ -262,6 +267,10 @@ impl Shared {
             backend_version: arc_swap::ArcSwapOption::empty(),
             binlog: None,
             binlog_access: binlog_access::BinlogAccess::default(),
+            fleet: manifold_fleet::Fleet::new(manifold_fleet::FleetConfig {
+                table: String::new(),
+                ..manifold_fleet::FleetConfig::default()
+            }),
             logins: Arc::default(),
         }))
     }
@@ -579,12 +588,24 @@ impl WorkerFrontend {
     }
 
     /// Connection ids unique across workers without sharing a counter: worker `w` of `n` hands
-    /// out `w + 1, w + 1 + n, ...`.
+    /// out session numbers `w + 1, w + 1 + n, ...`, under the fleet's instance id
+    /// ([`manifold_fleet::ids`]). Once the numbers have wrapped, one still held by a
+    /// long-lived session (on this worker: numbers are the worker's own) is skipped.
     fn next_connection_id(&self) -> u32 {
-        let k = self.next_id.get();
-        self.next_id.set(k.wrapping_add(1));
-        k.wrapping_mul(self.workers)
-            .wrapping_add(self.worker_id + 1)
+        let instance = self.shared.fleet.instance();
+        let wraps_at = u64::from(manifold_fleet::ids::LOCAL_MASK);
+        loop {
+            let k = self.next_id.get();
+            self.next_id.set(k.wrapping_add(1));
+            let number = k
+                .wrapping_mul(self.workers)
+                .wrapping_add(self.worker_id + 1);
+            let id = manifold_fleet::ids::compose(instance, number);
+            let wrapped = u64::from(k) * u64::from(self.workers) >= wraps_at;
+            if id != 0 && !(wrapped && self.sessions.get(id).is_some()) {
+                return id;
+            }
+        }
     }
 }
 

@@ -8,8 +8,11 @@
 //! `process = true` (the `PROCESS` privilege's counterpart) sees every session. Only
 //! statements the lexer flags with [`Scan::PROCESSLIST`](manifold_sql_lex::Scan) come here.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::time::Duration;
+
+use manifold_fleet::ProcessRow;
 
 use manifold_mysql_proto::codes;
 use manifold_mysql_proto::consts::{column_flag, column_type, BINARY_COLLATION, MAX_PAYLOAD};
@@ -37,10 +40,10 @@ struct Process {
     db: Option<String>,
     /// `Query` while a statement runs (`Execute` for a prepared one), `Sleep` while the
     /// session waits for its client.
-    command: &'static str,
+    command: Cow<'static, str>,
     /// In that state.
     time: Duration,
-    state: &'static str,
+    state: Cow<'static, str>,
     /// The running statement's text (its first
     /// [`STATEMENT_SHOWN`](crate::registry::STATEMENT_SHOWN) bytes); `None` while idle.
     info: Option<String>,
@@ -60,15 +63,53 @@ impl Process {
             user: s.user,
             host: s.client.to_string(),
             db: s.schema,
-            command,
+            command: Cow::Borrowed(command),
             time,
-            state,
+            state: Cow::Borrowed(state),
             info,
+        }
+    }
+
+    /// A session another instance of the fleet runs, as it reported it.
+    fn of_row(r: ProcessRow) -> Process {
+        Process {
+            id: r.id,
+            user: r.user,
+            host: r.host,
+            db: r.db,
+            command: Cow::Owned(r.command),
+            time: Duration::from_millis(r.time_ms),
+            state: Cow::Owned(r.state),
+            info: r.info,
+        }
+    }
+
+    fn into_row(self) -> ProcessRow {
+        ProcessRow {
+            id: self.id,
+            user: self.user,
+            host: self.host,
+            db: self.db,
+            executes: self.command == "Execute",
+            command: self.command.into_owned(),
+            time_ms: self.time.as_millis() as u64,
+            state: self.state.into_owned(),
+            info: self.info,
         }
     }
 }
 
-/// The sessions `viewer` may see, by id.
+/// This instance's sessions of `user` (`None`: all), for another instance's process list.
+pub(crate) fn rows(shared: &Shared, user: Option<&str>) -> Vec<ProcessRow> {
+    shared
+        .sessions()
+        .into_iter()
+        .filter(|s| user.is_none_or(|u| s.user == u))
+        .map(|s| Process::of(s).into_row())
+        .collect()
+}
+
+/// The sessions of this instance `viewer` may see, by id.
 fn visible(shared: &Shared, viewer: &User) -> Vec<Process> {
     shared
         .sessions()
@@ -137,14 +178,19 @@ fn show_columns(full: bool, mariadb: bool) -> Vec<ColumnDefinition> {
     columns
 }
 
-/// `SHOW [FULL] PROCESSLIST` for `viewer`: the columns and text rows to send.
+/// `SHOW [FULL] PROCESSLIST` for `viewer`: the columns and text rows to send; `fleet`: the
+/// sessions the other instances of the fleet reported (for a viewer who may see them).
 pub(crate) fn show(
     shared: &Shared,
     viewer: &User,
     full: bool,
+    fleet: Vec<ProcessRow>,
 ) -> (Vec<ColumnDefinition>, TextRows) {
     let mariadb = mariadb(shared);
-    let rows = visible(shared, viewer)
+    let mut all = visible(shared, viewer);
+    all.extend(fleet.into_iter().map(Process::of_row));
+    all.sort_by_key(|p| p.id);
+    let rows = all
         .into_iter()
         .map(|p| show_row(p, full, mariadb))
         .collect();
@@ -164,9 +210,9 @@ fn show_row(p: Process, full: bool, mariadb: bool) -> Vec<Option<Vec<u8>>> {
         Some(p.user.into_bytes()),
         Some(p.host.into_bytes()),
         p.db.map(String::into_bytes),
-        Some(p.command.as_bytes().to_vec()),
+        Some(p.command.into_owned().into_bytes()),
         Some(p.time.as_secs().to_string().into_bytes()),
-        Some(p.state.as_bytes().to_vec()),
+        Some(p.state.into_owned().into_bytes()),
         info.map(String::into_bytes),
     ];
     if mariadb {
@@ -243,9 +289,9 @@ fn derived_table(rows: &[Process], mariadb: bool) -> Vec<u8> {
         sql.push_str(", ");
         push_string(&mut sql, p.db.as_deref());
         sql.push_str(", ");
-        push_string(&mut sql, Some(p.command));
+        push_string(&mut sql, Some(&p.command));
         let _ = write!(sql, ", {}, ", p.time.as_secs());
-        push_string(&mut sql, Some(p.state));
+        push_string(&mut sql, Some(&p.state));
         sql.push_str(", ");
         push_string(&mut sql, p.info.as_deref());
         if mariadb {
@@ -288,13 +334,18 @@ pub(crate) fn rewrite(
     schema: Option<&[u8]>,
     sql: &[u8],
     max_packet: usize,
+    fleet: Vec<ProcessRow>,
     out: &mut Vec<u8>,
 ) -> Result<bool, ErrPacket> {
     let in_information_schema =
         schema.is_some_and(|s| s.eq_ignore_ascii_case(b"information_schema"));
     // The sessions are read (a lock per registry shard) only for a statement that reads the
     // table, not for every one that has the word.
-    let derived = || derived_table(&visible(shared, viewer), mariadb(shared));
+    let derived = || {
+        let mut all = visible(shared, viewer);
+        all.extend(fleet.into_iter().map(Process::of_row));
+        derived_table(&all, mariadb(shared))
+    };
     replace(sql, in_information_schema, derived, max_packet, out)
 }
 
@@ -334,9 +385,9 @@ mod tests {
             user: "app".into(),
             host: "127.0.0.1:5000".into(),
             db: Some("shop".into()),
-            command: if info.is_some() { "Query" } else { "Sleep" },
+            command: Cow::Borrowed(if info.is_some() { "Query" } else { "Sleep" }),
             time: Duration::from_millis(2500),
-            state: if info.is_some() { "executing" } else { "" },
+            state: Cow::Borrowed(if info.is_some() { "executing" } else { "" }),
             info: info.map(str::to_owned),
         }
     }

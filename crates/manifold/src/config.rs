@@ -36,6 +36,8 @@ pub struct Config {
     pub binlog: manifold_cdc::BinlogConfig,
     /// Login delays for password guessing, on every door.
     pub security: manifold_engine::LoginThrottleConfig,
+    /// The other manifolds in front of the same clusters (`table = ""`: alone).
+    pub fleet: manifold_fleet::FleetConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -153,6 +155,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         self.engine.validate().map_err(|e| format!("engine.{e}"))?;
         self.mysql.validate()?;
+        self.fleet.validate()?;
         self.redis.validate()?;
         // Listeners bind with SO_REUSEPORT: the second would share the first's port without
         // an error, and take some of its clients.

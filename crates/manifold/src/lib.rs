@@ -89,6 +89,8 @@ impl Server {
         if let Some(mut binlog) = self.binlog {
             binlog.stop();
         }
+        // Leaves the registry: the others see it gone at once, not after member_timeout.
+        self.shared.fleet.stop();
         report
     }
 }
@@ -182,9 +184,22 @@ pub fn start_with_reload(
         .logins
         .set_threshold(cfg.security.failed_login_threshold);
     shared.logins.set_max_delay(cfg.security.max_login_delay);
+    let fleet = manifold_fleet::Fleet::new(cfg.fleet.clone());
+    Arc::get_mut(&mut shared)
+        .ok_or("the front's shared state is in use before the fleet is set")?
+        .fleet = fleet.clone();
+    let mut binlog_config = cfg.binlog.clone();
+    if cfg.fleet.enabled() {
+        // The registry's rows change every heartbeat: they are not the clients' data.
+        let (schema, table) = cfg.fleet.table_name();
+        binlog_config.also_own_tables = vec![
+            (schema.to_owned(), table.to_owned()),
+            (schema.to_owned(), format!("{table}_secret")),
+        ];
+    }
     let binlog = if cfg.binlog.enabled() {
         let service = manifold_cdc::service::start(
-            cfg.binlog.clone(),
+            binlog_config,
             binlog_sources,
             binlog_login(cfg, &monitor_login),
         )?;
@@ -218,6 +233,17 @@ pub fn start_with_reload(
             tracing::warn!(error = %e, "cannot read the primary's version; the handshake announces a default until a backend answers");
         }
     }
+    // Registered before clients connect, so that their connection ids carry the instance
+    // (a registry that cannot be reached yet: instance 0 until it can).
+    let local: std::sync::Weak<dyn manifold_fleet::Local> = Arc::downgrade(&shared) as _;
+    fleet.start(
+        manifold_fleet::Target {
+            topology: shared.clusters[0].topology.clone(),
+            targets: shared.clusters[0].targets.clone(),
+        },
+        fleet_login(cfg, &monitor_login),
+        local,
+    )?;
     let factory_shared = shared.clone();
     let factory: HandlerFactory = Arc::new(move |ctx| {
         let fe = WorkerFrontend::new(factory_shared.clone(), ctx);
@@ -271,6 +297,31 @@ pub fn start_with_reload(
     }
     let engine = builder.start().map_err(|e| e.to_string())?;
     let admin = manifold_admin::start(&cfg.admin, shared.clone(), settings.clone(), redis.clone())?;
+    let addrs = admin.as_ref().map(manifold_admin::AdminServer::local_addrs);
+    let mysql_addr = engine.local_addrs()[0];
+    let redis_addr = redis_ports
+        .plain
+        .first()
+        .map(|&i| engine.local_addrs()[i].to_string());
+    fleet.set_addrs(|a| {
+        a.name = cfg
+            .fleet
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{}:{}", host_name(), mysql_addr.port()));
+        a.mysql = mysql_addr.to_string();
+        a.admin = addrs
+            .as_ref()
+            .and_then(|l| l.sql)
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        a.http = addrs
+            .as_ref()
+            .and_then(|l| l.http)
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        a.redis = redis_addr.unwrap_or_default();
+    });
     Ok(Server {
         engine,
         shared,
@@ -546,6 +597,23 @@ fn redis_login(cfg: &Config, monitor: &ConnKey) -> BackendLogin {
             password: monitor.password.clone(),
         },
     }
+}
+
+/// The login of the fleet registry's statements: `fleet.user`, or else the monitor's.
+fn fleet_login(cfg: &Config, monitor: &ConnKey) -> ConnKey {
+    match &cfg.fleet.user {
+        Some(user) => ConnKey::own(user, &cfg.fleet.password, 45),
+        None => monitor.clone(),
+    }
+}
+
+/// This host's name, for the registry (`fleet.name` unset).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "manifold".into())
 }
 
 /// `routing.monitor.user`, or else the first user's backend login.

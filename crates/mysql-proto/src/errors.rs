@@ -111,6 +111,8 @@ pub mod codes {
         /// A statement reading `information_schema.PROCESSLIST` would, with every visible
         /// session in its place, exceed `max_allowed_packet` or one packet's 16 MiB.
         PROCESSLIST_TOO_LARGE = (7708, "HY000", "The process list does not fit in the statement");
+        /// `KILL` of a session another manifold of the fleet runs, which could not be asked.
+        FLEET_UNREACHABLE = (7720, "HY000", "The manifold running that session cannot be reached");
     }
 }
 

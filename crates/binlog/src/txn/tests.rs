@@ -263,6 +263,21 @@ fn only_heartbeat_table_writes_make_a_heartbeat() {
     assert!(!txn(&mut a, 4, &[("manifold", "heartbeats")]).heartbeat);
     assert!(!txn(&mut a, 5, &[("manifol", "dheartbeat")]).heartbeat);
     assert!(!txn(&mut a, 6, &[]).heartbeat, "no table map, no heartbeat");
+    // The fleet's registry is manifold's own too, once named; its DDL as manifold sends it.
+    assert!(!txn(&mut a, 7, &[("manifold", "fleet")]).heartbeat);
+    a.also_own("manifold", "fleet");
+    assert!(txn(&mut a, 8, &[("manifold", "fleet")]).heartbeat);
+    assert!(txn(&mut a, 9, &[HEARTBEAT, ("manifold", "fleet")]).heartbeat);
+    assert!(!txn(&mut a, 10, &[("manifold", "fleet"), ("app", "t")]).heartbeat);
+    a.push(&gtid_event(11, gtid_flags::STANDALONE | gtid_flags::DDL))
+        .unwrap();
+    let mut ddl = stamp::INTERNAL.to_vec();
+    ddl.extend_from_slice(b"CREATE TABLE IF NOT EXISTS `manifold`.`fleet` (id SMALLINT)");
+    let t = a
+        .push(&event::query(5, SERVER, b"", &ddl))
+        .unwrap()
+        .expect("ends");
+    assert!(t.heartbeat);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Commands about the session itself rather than its data: `KILL` (with manifold's session
 //! ids), `COM_PING`, `COM_RESET_CONNECTION` and `COM_CHANGE_USER`.
 
+use manifold_fleet::{Backend, Marked, PeerError, Request, Response};
 use manifold_mysql_proto::consts::status;
 use manifold_mysql_proto::handshake::ChangeUser;
 use manifold_mysql_proto::packets::ErrPacket;
@@ -36,6 +37,11 @@ impl Session {
     /// sent or still queued behind another session's is answered ERR 1317 by its session,
     /// and a connection the kill may still reach after the statement ended is closed rather
     /// than lent again (statements pipelined behind it run again elsewhere).
+    ///
+    /// A session another manifold of the fleet runs (its id carries that instance's) is
+    /// marked, checked and disconnected by that instance over the fleet's link; the
+    /// `KILL QUERY` itself is sent from here, on this session's own backend connection, so
+    /// it is the client's backend login that kills, as on one instance.
     pub(super) async fn kill(&mut self, kill: Kill, seq: u8) -> Result<(), End> {
         let (target, query_only) = match kill {
             Kill::Connection(id) => (id, false),
@@ -64,20 +70,36 @@ impl Session {
             self.send_err_packet(seq, &e).await?;
             return Err(End::Refused("killed by its own KILL".into()));
         }
-        let Some(handle) = self.fe.shared.find_session(target) else {
-            return self.send_err_packet(seq, &unknown).await;
+        let instance = manifold_fleet::ids::instance_of(target);
+        let mut victim = if instance == 0 || instance == self.fe.shared.fleet.instance() {
+            let Some(handle) = self.fe.shared.find_session(target) else {
+                return self.send_err_packet(seq, &unknown).await;
+            };
+            if handle.user() != self.user.name {
+                return self.send_err_packet(seq, &not_owner(target)).await;
+            }
+            Victim::Here(handle)
+        } else {
+            match self.fe.shared.fleet.link(instance).await {
+                Ok(link) => Victim::There(link),
+                Err(manifold_fleet::PeerError::NoSuchInstance(_)) => {
+                    return self.send_err_packet(seq, &unknown).await;
+                }
+                Err(e) => return self.send_err_packet(seq, &unreachable(&e)).await,
+            }
         };
-        if handle.user() != self.user.name {
-            let e = ErrPacket::new(
-                codes::KILL_DENIED,
-                format!("You are not owner of thread {target}"),
-            );
-            return self.send_err_packet(seq, &e).await;
-        }
         // The target's statement is marked first: one waiting for a connection, or for its
         // answer behind another session's statement, is answered ERR 1317 by its own session.
-        let marked = handle.mark_query_killed();
-        let (cluster, node, thread) = marked.map_or((0, 0, 0), |m| m.backend);
+        let marked = match victim.mark(target, &self.user.name).await {
+            Ok(Marked::Running(m)) => m,
+            Ok(Marked::Unknown) => return self.send_err_packet(seq, &unknown).await,
+            Ok(Marked::NotOwner) => return self.send_err_packet(seq, &not_owner(target)).await,
+            Err(e) => return self.send_err_packet(seq, &unreachable(&e)).await,
+        };
+        let ((cluster, node, thread), statement) = marked
+            .map_or(((0, 0, 0), 0), |((c, n, t), s)| {
+                ((c as usize, n as usize, t), s)
+            });
         if thread != 0 {
             if self.lease.is_some() && (self.cluster, self.lease_node) != (cluster, node) {
                 // `KILL QUERY` must run on the target's node.
@@ -90,20 +112,18 @@ impl Session {
             // A session held on another node cannot reach the target's connection.
             let on_target_node =
                 self.lease.is_none() || (self.cluster, self.lease_node) == (cluster, node);
-            let lease = match self.ensure_backend(node, false).await {
-                Ok(lease) => lease,
-                Err(e) => {
-                    self.release_if_unpinned();
-                    return self.send_err_packet(seq, &e.to_err_packet()).await;
-                }
-            };
+            if let Err(e) = self.ensure_backend(node, false).await {
+                self.release_if_unpinned();
+                return self.send_err_packet(seq, &e.to_err_packet()).await;
+            }
             // Checked again just before sending: the target may have given the connection
             // back (to be borrowed by another session) while this one borrowed its own, or
             // be running a later statement on it.
-            let still = marked.is_some_and(|m| handle.still_running(m.seq));
-            if on_target_node && still && handle.backend_thread() == (cluster, node, thread) {
+            let backend = (cluster as u32, node as u32, thread);
+            let still = marked.is_some() && victim.still(target, statement, backend).await;
+            if on_target_node && still {
                 let sql = format!("KILL QUERY {thread}");
-                let conn = lease.conn();
+                let conn = self.lease.as_mut().expect("ensured above").conn();
                 match conn.simple_command(&Command::Query(sql.as_bytes())).await {
                     // 1094: the statement ended and the connection closed meanwhile.
                     Ok(Ok(_)) => {}
@@ -118,7 +138,9 @@ impl Session {
             self.release_if_unpinned();
         }
         if !query_only {
-            handle.disconnect();
+            if let Err(e) = victim.disconnect(target).await {
+                return self.send_err_packet(seq, &unreachable(&e)).await;
+            }
         }
         tracing::info!(
             connection = self.id,
@@ -229,4 +251,68 @@ impl Session {
         }
         self.send_ok(seq).await
     }
+}
+
+/// The session a `KILL` is for: on this instance, or on another of the fleet.
+enum Victim {
+    Here(std::sync::Arc<crate::registry::SessionHandle>),
+    There(manifold_fleet::peer::Link),
+}
+
+impl Victim {
+    /// Marks its running statement (the owner is checked already here, by the other
+    /// instance there).
+    async fn mark(&mut self, id: u32, user: &str) -> Result<Marked, PeerError> {
+        match self {
+            Victim::Here(h) => Ok(Marked::Running(h.mark_query_killed().map(|m| {
+                let (c, n, t) = m.backend;
+                ((c as u32, n as u32, t), m.seq)
+            }))),
+            Victim::There(link) => {
+                let request = Request::Mark {
+                    id,
+                    user: Some(user.to_owned()),
+                };
+                match link.call(&request).await? {
+                    Response::Marked(m) => Ok(m),
+                    other => Err(PeerError::Protocol(format!("a mark answered {other:?}"))),
+                }
+            }
+        }
+    }
+
+    /// Whether it still runs statement `seq` on `backend`; a failed question says no.
+    async fn still(&mut self, id: u32, seq: u64, backend: Backend) -> bool {
+        match self {
+            Victim::Here(h) => {
+                let (c, n, t) = h.backend_thread();
+                h.still_running(seq) && (c as u32, n as u32, t) == backend
+            }
+            Victim::There(link) => matches!(
+                link.call(&Request::Still { id, seq, backend }).await,
+                Ok(Response::Bool(true))
+            ),
+        }
+    }
+
+    async fn disconnect(&mut self, id: u32) -> Result<(), PeerError> {
+        match self {
+            Victim::Here(h) => {
+                h.disconnect();
+                Ok(())
+            }
+            Victim::There(link) => link.call(&Request::Disconnect { id }).await.map(|_| ()),
+        }
+    }
+}
+
+fn not_owner(target: u32) -> ErrPacket {
+    ErrPacket::new(
+        codes::KILL_DENIED,
+        format!("You are not owner of thread {target}"),
+    )
+}
+
+fn unreachable(e: &PeerError) -> ErrPacket {
+    ErrPacket::new(codes::FLEET_UNREACHABLE, format!("Nothing was killed: {e}"))
 }

@@ -51,7 +51,16 @@ impl Session {
         self.note_assigned_user_vars(raw_len, effect);
         let query_rewritten = match effect {
             Effect::Query(s) if s.has(Scan::SESSION_VALUES) => {
-                match self.rewrite_session_values(raw_len, s.has(Scan::PROCESSLIST)) {
+                let processlist = s.has(Scan::PROCESSLIST).then(Vec::new);
+                // A user who may see every session sees the whole fleet's, as in SHOW
+                // PROCESSLIST.
+                let processlist = match processlist {
+                    Some(_) if self.user.process => {
+                        Some(crate::fleet::remote_processes(&self.fe.shared, None).await)
+                    }
+                    other => other,
+                };
+                match self.rewrite_session_values(raw_len, processlist) {
                     Ok(rewritten) => rewritten,
                     Err(e) => {
                         self.pending_collation = None;

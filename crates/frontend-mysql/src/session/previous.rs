@@ -281,13 +281,13 @@ impl Session {
 
     /// Builds in `exec_buf` the `COM_QUERY` at the front of the client's buffer with the
     /// session's values in place (see [`Self::session_values`]), and, with `processlist`,
-    /// `information_schema.PROCESSLIST` read from manifold's sessions (`processlist.rs`);
-    /// false when nothing changed, the error to answer when the process list makes the
-    /// statement too large to send.
+    /// `information_schema.PROCESSLIST` read from manifold's sessions (`processlist.rs`)
+    /// and the ones other instances of the fleet reported; false when nothing changed, the
+    /// error to answer when the process list makes the statement too large to send.
     pub(super) fn rewrite_session_values(
         &mut self,
         raw_len: usize,
-        processlist: bool,
+        processlist: Option<Vec<manifold_fleet::ProcessRow>>,
     ) -> Result<bool, ErrPacket> {
         let max = self.max_packet();
         let Some(packet) = manifold_mysql_proto::scan_logical(&self.io.rbuf[..raw_len], max)
@@ -303,13 +303,13 @@ impl Session {
         self.exec_buf.push(payload[0]);
         let mut replaced =
             manifold_sql_lex::replace_session_values(&payload[1..], &values, &mut self.exec_buf);
-        if processlist {
+        if let Some(fleet) = processlist {
             // The header and command byte stay; the text is read again from a copy.
             let text = self.exec_buf.split_off(5);
             let (shared, user) = (&self.fe.shared, &self.user);
             let schema = self.schema.as_deref();
-            replaced |=
-                crate::processlist::rewrite(shared, user, schema, &text, max, &mut self.exec_buf)?;
+            let out = &mut self.exec_buf;
+            replaced |= crate::processlist::rewrite(shared, user, schema, &text, max, fleet, out)?;
         }
         builder.finish(&mut self.exec_buf, 0);
         Ok(replaced)

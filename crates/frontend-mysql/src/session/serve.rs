@@ -360,7 +360,14 @@ impl Session {
             }
             Action::ShowProcesslist(full) => {
                 self.io.consume(p.raw_len);
-                let (columns, rows) = crate::processlist::show(&self.fe.shared, &self.user, full);
+                // A user who may see every session sees the whole fleet's.
+                let fleet = if self.user.process {
+                    crate::fleet::remote_processes(&self.fe.shared, None).await
+                } else {
+                    Vec::new()
+                };
+                let (columns, rows) =
+                    crate::processlist::show(&self.fe.shared, &self.user, full, fleet);
                 self.send_result_set(reply_seq, &columns, &rows).await
             }
         }
