@@ -230,3 +230,127 @@ fn an_instance_without_the_fleets_secret_is_not_obeyed() {
         .expect_err("the other way round");
     assert_eq!(e.code(), Some(7720), "{e}");
 }
+
+/// `SHOW VARIABLES LIKE 'name'` on `server`'s admin port: the value.
+fn variable(server: &Server, name: &str) -> String {
+    admin(server)
+        .query(&format!("SHOW VARIABLES LIKE '{name}'"))
+        .unwrap()
+        .rows[0][1]
+        .clone()
+        .unwrap()
+}
+
+/// Waits (bounded) until `f` holds.
+fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn runtime_changes_on_one_instance_reach_every_instance_and_a_restarted_one() {
+    let cfg = fleet_config("it_fleet_c.fleet");
+    let (s1, s2) = (start(&cfg), start(&cfg));
+    until_fleet_of(&[&s1, &s2], 2);
+    admin(&s1)
+        .query("SET GLOBAL pool.max_size = 77")
+        .expect("SET GLOBAL");
+    until("s2 runs the change", || {
+        variable(&s2, "pool.max_size") == "77"
+    });
+    // A node taken offline on one is offline on every instance; and back.
+    let primary = topology().primary.addr().to_string();
+    let state = |s: &Server| {
+        admin(s)
+            .query("SHOW BACKENDS")
+            .unwrap()
+            .rows
+            .iter()
+            .find(|r| r[1].as_deref() == Some(primary.as_str()))
+            .and_then(|r| r[3].clone())
+            .unwrap()
+    };
+    admin(&s2)
+        .query(&format!("BACKEND OFFLINE '{primary}'"))
+        .expect("BACKEND OFFLINE");
+    until("s1 has the node offline", || state(&s1) == "offline");
+    admin(&s1)
+        .query(&format!("BACKEND ONLINE '{primary}'"))
+        .expect("BACKEND ONLINE");
+    until("s2 has the node back", || state(&s2) != "offline");
+    // A restarted instance runs the fleet's version from the start, not its file's.
+    let s3 = start(&cfg);
+    assert_eq!(variable(&s3, "pool.max_size"), "77");
+    // Every instance lists the version it runs.
+    until("every instance runs the same version", || {
+        let rows = admin(&s3).query("SHOW MANIFOLDS").unwrap().rows;
+        rows.len() == 3
+            && rows
+                .iter()
+                .all(|r| r[11] == rows[0][11] && r[11].as_deref() != Some("0"))
+    });
+    // A version an instance cannot apply is named on every instance's row.
+    let t = topology();
+    let latest = t
+        .sql_value(
+            &t.primary,
+            "SELECT MAX(version) FROM it_fleet_c.fleet_config",
+        )
+        .unwrap();
+    let next: u64 = latest.parse::<u64>().unwrap() + 1;
+    t.sql(
+        &t.primary,
+        &format!(
+            "INSERT INTO it_fleet_c.fleet_config VALUES ({next}, 999, NOW(6), 'a test', 'set pool.max_size=0\n')"
+        ),
+    )
+    .unwrap();
+    until("each instance says it could not apply it", || {
+        let rows = admin(&s1).query("SHOW MANIFOLDS").unwrap().rows;
+        rows.len() == 3
+            && rows.iter().all(|r| {
+                r[12].as_deref().is_some_and(|f| {
+                    f.contains(&format!("version {next}")) && f.contains("pool.max_size")
+                })
+            })
+    });
+    assert_eq!(
+        variable(&s2, "pool.max_size"),
+        "77",
+        "nothing of it applied"
+    );
+}
+
+#[test]
+fn of_two_concurrent_changes_the_second_is_refused_and_the_first_applied() {
+    let mut cfg = fleet_config("it_fleet_d.fleet");
+    // No heartbeat between the two changes: the second instance has not seen the first.
+    cfg.fleet.heartbeat_interval = Duration::from_secs(60);
+    cfg.fleet.member_timeout = Duration::from_secs(120);
+    let (s1, s2) = (start(&cfg), start(&cfg));
+    let min_idle = variable(&s2, "pool.min_idle");
+    admin(&s1)
+        .query("SET GLOBAL pool.max_size = 55")
+        .expect("the first change");
+    let refused = admin(&s2)
+        .query("SET GLOBAL pool.min_idle = 3")
+        .expect_err("a change based on an old version");
+    assert_eq!(refused.code(), Some(7721), "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("SET GLOBAL pool.max_size = 55"),
+        "{refused}"
+    );
+    // The first change runs there now, the refused one does not.
+    assert_eq!(variable(&s2, "pool.max_size"), "55");
+    assert_eq!(variable(&s2, "pool.min_idle"), min_idle);
+    // Made again, it stands.
+    admin(&s2)
+        .query("SET GLOBAL pool.min_idle = 3")
+        .expect("the change made again");
+    assert_eq!(variable(&s2, "pool.min_idle"), "3");
+}

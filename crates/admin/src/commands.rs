@@ -89,12 +89,13 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
             Some(pattern) => show_variables(server, Some(&pattern)),
             None => syntax_error(text, "LIKE takes a quoted pattern, e.g. LIKE 'pool.%'"),
         },
-        ["SET", "GLOBAL", ..] => set_global(server, text),
+        ["SET", "GLOBAL", ..] => crate::fleet::shared(server, text, set_global(server, text)).await,
         ["SET", ..] => set_session(server, text),
-        ["RELOAD", "CONFIG"] => reload_config(server),
+        ["RELOAD", "CONFIG"] => crate::fleet::shared(server, text, reload_config(server)).await,
         ["BACKEND", state @ ("OFFLINE" | "ONLINE"), _] => {
             let addr = quoted(words[2]).unwrap_or_else(|| words[2].to_owned());
-            backend_state(server.shared, &addr, *state == "OFFLINE").await
+            let done = backend_state(server.shared, &addr, *state == "OFFLINE").await;
+            crate::fleet::shared(server, text, done).await
         }
         ["SHOW", "REDIS", what @ ..] => crate::redis::show(server, what),
         ["SHOW", "LOGIN", "FAILURES"] => crate::logins::show(server),
@@ -458,30 +459,14 @@ async fn show_rules(shared: &Shared) -> Reply {
 
 /// `BACKEND OFFLINE|ONLINE 'host:port'`: every node with that address, in every cluster.
 async fn backend_state(shared: &Shared, addr: &str, offline: bool) -> Reply {
-    let mut found = Vec::new();
-    for (c, cluster) in shared.clusters.iter().enumerate() {
-        for (n, node) in cluster.topology.nodes.iter().enumerate() {
-            if node.addr == addr {
-                node.set_offline(offline);
-                found.push((c, n));
-            }
-        }
-    }
-    if found.is_empty() {
-        return Reply::Error(
+    if shared.set_backend_offline(addr, offline).await {
+        Reply::Done
+    } else {
+        Reply::Error(
             codes::UNKNOWN_BACKEND,
             format!("No backend '{addr}': SHOW BACKENDS lists the nodes"),
-        );
+        )
     }
-    // Each worker's pools to it: idle connections close now, leased ones as they return.
-    shared
-        .ask_workers(move |w| {
-            for &(c, n) in &found {
-                w.pools[c][n].set_draining(offline);
-            }
-        })
-        .await;
-    Reply::Done
 }
 
 pub(crate) const PERF_COLUMNS: &[&str] = &[

@@ -1,7 +1,7 @@
 //! The fleet on the admin port: `SHOW MANIFOLDS`, `/status`'s `fleet`, and `KILL SESSION`
 //! of a session another instance runs.
 
-use manifold_fleet::{ids, PeerError, Request, Response};
+use manifold_fleet::{ids, PeerError, Request, Response, ShareError};
 use manifold_mysql_proto::codes;
 
 use crate::commands::{Reply, Server};
@@ -20,6 +20,8 @@ pub(crate) const COLUMNS: &[&str] = &[
     "version",
     "started",
     "heartbeat_age_ms",
+    "config_version",
+    "config_fault",
 ];
 
 fn rows(server: &Server<'_>) -> Vec<Vec<String>> {
@@ -41,6 +43,8 @@ fn rows(server: &Server<'_>) -> Vec<Vec<String>> {
                 m.version.clone(),
                 m.started.clone(),
                 m.heartbeat_age.as_millis().to_string(),
+                m.config_version.to_string(),
+                m.config_fault.clone(),
             ]
         })
         .collect()
@@ -83,7 +87,9 @@ pub(crate) fn status_json(server: &Server<'_>) -> String {
                 .iter()
                 .zip(r)
                 .map(|(c, v)| match *c {
-                    "id" | "heartbeat_age_ms" => format!("{}:{v}", json_string(c)),
+                    "id" | "heartbeat_age_ms" | "config_version" => {
+                        format!("{}:{v}", json_string(c))
+                    }
                     "me" => format!("{}:{}", json_string(c), !v.is_empty()),
                     _ => format!("{}:{}", json_string(c), json_string(v)),
                 })
@@ -92,10 +98,12 @@ pub(crate) fn status_json(server: &Server<'_>) -> String {
         })
         .collect();
     format!(
-        "{{\"enabled\":{},\"instance\":{},\"fault\":{},\"members\":[{}]}}",
+        "{{\"enabled\":{},\"instance\":{},\"fault\":{},\"config_version\":{},\"config_fault\":{},\"members\":[{}]}}",
         fleet.config().enabled(),
         fleet.instance(),
         fleet.fault().map_or("null".into(), |f| json_string(&f)),
+        fleet.config_version(),
+        fleet.config_fault().map_or("null".into(), |f| json_string(&f)),
         members.join(",")
     )
 }
@@ -126,5 +134,23 @@ pub(crate) async fn kill_session(server: &Server<'_>, id: &str) -> Reply {
         Ok(Response::Bool(true)) => Reply::Done,
         Ok(_) | Err(PeerError::NoSuchInstance(_)) => unknown(),
         Err(e) => Reply::Error(codes::FLEET_UNREACHABLE, format!("Nothing was killed: {e}")),
+    }
+}
+
+/// After a runtime change made here (`done`, the command's own answer): stores the fleet's
+/// new configuration version, so that every instance applies it. Another instance's change
+/// stored first refuses this one (`ERROR 7721`; the newer version is applied here instead).
+/// A registry that cannot be written leaves the change on this instance: the command still
+/// succeeds, and the log says so.
+pub(crate) async fn shared(server: &Server<'_>, what: &str, done: Reply) -> Reply {
+    if matches!(done, Reply::Error(..)) {
+        return done;
+    }
+    match server.shared.fleet.share(what).await {
+        Ok(()) | Err(ShareError::Unshared(_)) => done,
+        Err(e @ ShareError::Conflict(_)) => Reply::Error(
+            codes::FLEET_CONFIG_CONFLICT,
+            format!("Nothing changed: {e}"),
+        ),
     }
 }

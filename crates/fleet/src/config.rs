@@ -72,10 +72,12 @@ impl FleetConfig {
         };
         match self.table.split_once('.') {
             Some((schema, table)) if ok(schema) && ok(table) => {}
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "fleet.table: '{}' is not schema.table (letters, digits and _, at most 48 each)",
                 self.table
-            )),
+            ))
+            }
         }
         self.listen
             .parse::<std::net::SocketAddr>()

@@ -6,6 +6,8 @@
 //!   heartbeat, age out, leave).
 //! - [`ids`] makes connection ids that carry their instance, so a `KILL` through any instance
 //!   finds the session.
+//! - [`shared_config`] keeps one runtime configuration for the fleet, versioned in the
+//!   database.
 //! - [`peer`] and [`wire`] carry authenticated links between instances, found through the
 //!   registry; [`hmac`] proves the fleet's secret.
 //!
@@ -19,9 +21,11 @@ pub mod hmac;
 pub mod ids;
 pub mod peer;
 pub mod registry;
+pub mod shared_config;
 pub mod wire;
 
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -31,6 +35,7 @@ use tokio::sync::{watch, Notify};
 pub use config::FleetConfig;
 pub use errors::PeerError;
 pub use registry::Target;
+pub use shared_config::{Applier, ShareError, Version};
 pub use wire::{Backend, Marked, ProcessRow, Request, Response};
 
 /// What another instance may ask of this one's sessions (the MySQL door answers).
@@ -87,6 +92,10 @@ pub struct Member {
     pub started: String,
     /// Since its last heartbeat, when the list was read.
     pub heartbeat_age: Duration,
+    /// The shared configuration's version it runs.
+    pub config_version: u64,
+    /// Why it could not apply a newer version, if it could not.
+    pub config_fault: String,
     /// This instance.
     pub me: bool,
 }
@@ -105,6 +114,14 @@ pub struct Fleet {
     wake: Arc<Notify>,
     stop: watch::Sender<bool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Applies the fleet's configuration versions (set once the server's settings exist).
+    applier: OnceLock<Arc<dyn Applier>>,
+    /// The shared configuration's version this instance runs (0: none yet).
+    config_version: AtomicU64,
+    /// Why the newest version could not be applied, if it could not.
+    config_fault: Mutex<Option<String>>,
+    /// Changes to store, for the registry's thread ([`Fleet::share`]).
+    shares: Mutex<Option<tokio::sync::mpsc::UnboundedSender<ShareRequest>>>,
     /// Bounds the questions to every instance at once ([`Fleet::ask_all`]): a client
     /// repeating `SHOW PROCESSLIST` cannot make the whole fleet work for it without bound.
     fan_outs: tokio::sync::Semaphore,
@@ -139,6 +156,10 @@ impl Fleet {
             stop: watch::channel(false).0,
             thread: Mutex::default(),
             fan_outs: tokio::sync::Semaphore::new(MAX_FAN_OUTS),
+            applier: OnceLock::new(),
+            config_version: AtomicU64::new(0),
+            config_fault: Mutex::default(),
+            shares: Mutex::default(),
         })
     }
 
@@ -159,6 +180,87 @@ impl Fleet {
     /// Why the registry cannot be written now, if it cannot.
     pub fn fault(&self) -> Option<String> {
         self.fault.lock().expect("fleet fault").clone()
+    }
+
+    /// The shared configuration's version this instance runs (0: none yet).
+    pub fn config_version(&self) -> u64 {
+        self.config_version.load(Ordering::Relaxed)
+    }
+
+    /// Why the newest shared configuration could not be applied here, if it could not.
+    pub fn config_fault(&self) -> Option<String> {
+        self.config_fault
+            .lock()
+            .expect("fleet config fault")
+            .clone()
+    }
+
+    /// Sets what applies the shared configuration (before [`Fleet::start`], so that a
+    /// restarted instance applies the newest version before clients connect).
+    pub fn set_applier(&self, applier: Arc<dyn Applier>) {
+        let _ = self.applier.set(applier);
+    }
+
+    /// Stores the shared state after a change made here (`what`: the admin command) as the
+    /// version after the one this instance runs. A conflict (another instance stored that
+    /// version first) applies the newer version here and refuses the change; a registry that
+    /// cannot be written leaves the change on this instance alone. Alone (no fleet, or not
+    /// started): nothing to share. The registry's thread does the work.
+    pub async fn share(&self, what: &str) -> Result<(), ShareError> {
+        if self.applier.get().is_none() || !self.config.enabled() {
+            return Ok(());
+        }
+        let Some(requests) = self.shares.lock().expect("fleet shares").clone() else {
+            return Ok(());
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if requests.send((what.to_owned(), tx)).is_err() {
+            return Err(ShareError::Unshared(
+                "the fleet's thread has stopped".into(),
+            ));
+        }
+        match tokio::time::timeout(registry::ROUND_TIMEOUT * 3, rx).await {
+            Ok(Ok(outcome)) => outcome,
+            _ => Err(ShareError::Unshared(
+                "the fleet's thread did not answer in time".into(),
+            )),
+        }
+    }
+
+    fn sql(&self) -> registry::Sql {
+        let (schema, table) = self.config.table_name();
+        registry::Sql {
+            schema: schema.to_owned(),
+            table: table.to_owned(),
+            timeout_us: self.config.member_timeout.as_micros(),
+        }
+    }
+
+    /// Applies stored version `v`, recording the outcome.
+    async fn apply_version(&self, applier: &dyn Applier, v: &Version) {
+        match applier.apply(&v.state).await {
+            Ok(()) => {
+                tracing::info!(
+                    version = v.version,
+                    by = v.instance,
+                    what = %v.what,
+                    "fleet: configuration version applied"
+                );
+                *self.config_fault.lock().expect("fleet config fault") = None;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    version = v.version,
+                    by = v.instance,
+                    what = %v.what,
+                    "fleet: configuration version not applied in full: {e}"
+                );
+                *self.config_fault.lock().expect("fleet config fault") =
+                    Some(format!("version {}: {e}", v.version));
+            }
+        }
+        // Not again, even in part: the next change starts from this version.
+        self.config_version.store(v.version, Ordering::Relaxed);
     }
 
     fn secret(&self) -> Option<Arc<[u8]>> {
@@ -199,6 +301,8 @@ impl Fleet {
             a.peer = peer;
             a.version = env!("CARGO_PKG_VERSION").into();
         });
+        let (shares_tx, shares) = tokio::sync::mpsc::unbounded_channel();
+        *self.shares.lock().expect("fleet shares") = Some(shares_tx);
         let (first_tx, first_rx) = std::sync::mpsc::channel();
         let fleet = self.clone();
         let thread = std::thread::Builder::new()
@@ -238,7 +342,7 @@ impl Fleet {
                         local,
                     });
                     let server = tokio::spawn(peer::serve(listener, serving));
-                    run(&runs, &wake, stop, target, login, first_tx).await;
+                    run(&runs, &wake, stop, shares, target, login, first_tx).await;
                     server.abort();
                 });
             })
@@ -335,6 +439,7 @@ async fn run(
     weak: &Weak<Fleet>,
     wake: &Notify,
     mut stop: watch::Receiver<bool>,
+    mut shares: tokio::sync::mpsc::UnboundedReceiver<ShareRequest>,
     target: Target,
     login: ConnKey,
     first: std::sync::mpsc::Sender<()>,
@@ -342,12 +447,7 @@ async fn run(
     let Some(fleet) = weak.upgrade() else {
         return;
     };
-    let (schema, table) = fleet.config.table_name();
-    let sql = registry::Sql {
-        schema: schema.to_owned(),
-        table: table.to_owned(),
-        timeout_us: fleet.config.member_timeout.as_micros(),
-    };
+    let sql = fleet.sql();
     let interval = fleet.config.heartbeat_interval;
     drop(fleet);
     let create = sql.create();
@@ -395,6 +495,29 @@ async fn run(
             _ = stop.wait_for(|s| *s) => break,
             () = tokio::time::sleep(interval) => {}
             () = wake.notified() => {}
+            Some((what, reply)) = shares.recv() => {
+                let stored = tokio::time::timeout(
+                    registry::ROUND_TIMEOUT,
+                    share_here(fleet, &mut primary, &create, &sql, &what),
+                )
+                .await
+                .unwrap_or_else(|_| Err("the primary did not answer within 5s".into()));
+                let outcome = match stored {
+                    Ok(None) => Ok(()),
+                    Ok(Some(newer)) => {
+                        if let Some(applier) = fleet.applier.get() {
+                            fleet.apply_version(applier.as_ref(), &newer).await;
+                        }
+                        Err(ShareError::Conflict(newer))
+                    }
+                    Err(e) => {
+                        primary.drop_conn();
+                        tracing::warn!(what, "fleet: a configuration change holds on this instance only: {e}");
+                        Err(ShareError::Unshared(e))
+                    }
+                };
+                let _ = reply.send(outcome);
+            }
         }
     }
     if id != 0 {
@@ -407,6 +530,43 @@ async fn run(
             Ok(Err(e)) => tracing::warn!(instance = id, "fleet: could not leave the registry: {e}"),
             Err(_) => tracing::warn!(instance = id, "fleet: could not leave the registry in time"),
         }
+    }
+}
+
+/// A change to store, and where its outcome goes.
+type ShareRequest = (String, tokio::sync::oneshot::Sender<Result<(), ShareError>>);
+
+/// Stores the state after change `what` as the next version; the newer version another
+/// instance stored first, if one did.
+async fn share_here(
+    fleet: &Fleet,
+    primary: &mut registry::Primary,
+    create: &[String],
+    sql: &registry::Sql,
+    what: &str,
+) -> Result<Option<Version>, String> {
+    let Some(applier) = fleet.applier.get() else {
+        return Ok(None);
+    };
+    let conn = primary.conn(create).await?;
+    let v = Version {
+        version: fleet.config_version() + 1,
+        instance: fleet.instance(),
+        what: what.chars().take(1000).collect(),
+        state: applier.snapshot(),
+    };
+    if shared_config::store(conn, sql, &v).await? {
+        fleet.config_version.store(v.version, Ordering::Relaxed);
+        tracing::info!(
+            version = v.version,
+            what,
+            "fleet: configuration change shared"
+        );
+        return Ok(None);
+    }
+    match shared_config::latest(conn, sql).await? {
+        Some(newer) => Ok(Some(newer)),
+        None => Err("the version it would follow is gone from the registry".into()),
     }
 }
 
@@ -438,8 +598,15 @@ async fn round(
             Some(Arc::from(secret.into_bytes().into_boxed_slice()));
     }
     let addrs = fleet.addrs.lock().expect("fleet addresses").clone();
+    let fault: String = fleet
+        .config_fault()
+        .unwrap_or_default()
+        .chars()
+        .take(1000)
+        .collect();
+    let config = (fleet.config_version(), fault.as_str());
     let mut id = fleet.instance();
-    if id != 0 && registry::exec(conn, &sql.beat(id, incarnation, &addrs)).await? == 0 {
+    if id != 0 && registry::exec(conn, &sql.beat(id, incarnation, &addrs, config)).await? == 0 {
         // Out of the fleet (a pause longer than member_timeout, or the row deleted): its id
         // may be another's now. Sessions keep the ids they have.
         tracing::warn!(
@@ -450,7 +617,7 @@ async fn round(
     }
     if id == 0 {
         // A deadlock between two instances claiming at once: the loser tries next round.
-        match registry::claim(conn, sql, incarnation, &addrs).await? {
+        match registry::claim(conn, sql, incarnation, &addrs, config).await? {
             Some(claimed) => {
                 tracing::info!(instance = claimed, "fleet: registered");
                 id = claimed;
@@ -466,5 +633,12 @@ async fn round(
     }
     let members = registry::members(conn, sql, id).await?;
     *fleet.members.lock().expect("fleet members") = Arc::new(members);
+    if let Some(applier) = fleet.applier.get() {
+        if let Some(newest) = shared_config::latest(conn, sql).await? {
+            if newest.version > fleet.config_version() {
+                fleet.apply_version(applier.as_ref(), &newest).await;
+            }
+        }
+    }
     Ok(())
 }

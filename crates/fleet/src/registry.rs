@@ -45,7 +45,7 @@ impl Sql {
         format!("{}_secret", self.table)
     }
 
-    pub fn create(&self) -> [String; 3] {
+    pub fn create(&self) -> [String; 4] {
         let (s, t) = (&self.schema, &self.table);
         [
             format!("{INTERNAL}CREATE DATABASE IF NOT EXISTS `{s}`"),
@@ -54,6 +54,7 @@ impl Sql {
                  incarnation BIGINT UNSIGNED NOT NULL, name VARCHAR(255) NOT NULL, \
                  peer VARCHAR(255) NOT NULL, mysql VARCHAR(255) NOT NULL, admin VARCHAR(255) NOT NULL, \
                  http VARCHAR(255) NOT NULL, redis VARCHAR(255) NOT NULL, version VARCHAR(64) NOT NULL, \
+                 config_version BIGINT UNSIGNED NOT NULL, config_fault VARCHAR(1024) NOT NULL, \
                  started DATETIME(6) NOT NULL, heartbeat DATETIME(6) NOT NULL) ENGINE=InnoDB"
             ),
             format!(
@@ -61,6 +62,7 @@ impl Sql {
                  secret VARCHAR(128) NOT NULL) ENGINE=InnoDB",
                 self.secret_table()
             ),
+            self.create_config(),
         ]
     }
 
@@ -88,20 +90,22 @@ impl Sql {
         )
     }
 
-    pub fn claim(&self, id: u16, incarnation: u64, addrs: &Addrs) -> String {
+    pub fn claim(&self, id: u16, incarnation: u64, addrs: &Addrs, config: (u64, &str)) -> String {
         let mut sql = format!(
-            "{INTERNAL}REPLACE INTO `{}`.`{}` (id, incarnation, name, peer, mysql, admin, http, redis, version, started, heartbeat) VALUES ({id}, {incarnation}",
+            "{INTERNAL}REPLACE INTO `{}`.`{}` (id, incarnation, name, peer, mysql, admin, http, redis, version, config_version, config_fault, started, heartbeat) VALUES ({id}, {incarnation}",
             self.schema, self.table
         );
         for v in addrs.values() {
             sql.push_str(", ");
             quote(&mut sql, v);
         }
+        let _ = write!(sql, ", {}, ", config.0);
+        quote(&mut sql, config.1);
         sql.push_str(", NOW(6), NOW(6))");
         sql
     }
 
-    pub fn beat(&self, id: u16, incarnation: u64, addrs: &Addrs) -> String {
+    pub fn beat(&self, id: u16, incarnation: u64, addrs: &Addrs, config: (u64, &str)) -> String {
         let mut sql = format!(
             "{INTERNAL}UPDATE `{}`.`{}` SET heartbeat = NOW(6)",
             self.schema, self.table
@@ -113,6 +117,8 @@ impl Sql {
             let _ = write!(sql, ", {column} = ");
             quote(&mut sql, v);
         }
+        let _ = write!(sql, ", config_version = {}, config_fault = ", config.0);
+        quote(&mut sql, config.1);
         let _ = write!(sql, " WHERE id = {id} AND incarnation = {incarnation}");
         sql
     }
@@ -120,7 +126,8 @@ impl Sql {
     pub fn members(&self) -> String {
         format!(
             "{INTERNAL}SELECT id, name, peer, mysql, admin, http, redis, version, \
-             DATE_FORMAT(started, '%Y-%m-%d %H:%i:%s'), TIMESTAMPDIFF(MICROSECOND, heartbeat, NOW(6)) \
+             DATE_FORMAT(started, '%Y-%m-%d %H:%i:%s'), TIMESTAMPDIFF(MICROSECOND, heartbeat, NOW(6)), \
+             config_version, config_fault \
              FROM `{}`.`{}` WHERE heartbeat >= NOW(6) - INTERVAL {} MICROSECOND ORDER BY id",
             self.schema, self.table, self.timeout_us
         )
@@ -136,7 +143,7 @@ impl Sql {
 
 /// Appends `v` as a string literal (backslashes and quotes escaped; the values are addresses
 /// and names from the configuration).
-fn quote(sql: &mut String, v: &str) {
+pub(crate) fn quote(sql: &mut String, v: &str) {
     sql.push('\'');
     for c in v.chars() {
         match c {
@@ -231,6 +238,7 @@ pub async fn claim(
     sql: &Sql,
     incarnation: u64,
     addrs: &Addrs,
+    config: (u64, &str),
 ) -> Result<Option<u16>, String> {
     exec(conn, "START TRANSACTION").await?;
     let claimed = async {
@@ -246,7 +254,7 @@ pub async fn claim(
         let Some(id) = free_id(&held) else {
             return Ok(None);
         };
-        exec(conn, &sql.claim(id, incarnation, addrs)).await?;
+        exec(conn, &sql.claim(id, incarnation, addrs, config)).await?;
         Ok(Some(id))
     }
     .await;
@@ -281,6 +289,8 @@ pub async fn members(conn: &mut BackendConn, sql: &Sql, me: u16) -> Result<Vec<M
                 version: text(7),
                 started: text(8),
                 heartbeat_age: Duration::from_micros(text(9).parse().unwrap_or(0)),
+                config_version: text(10).parse().unwrap_or(0),
+                config_fault: text(11),
                 me: id == me,
             })
         })
@@ -318,7 +328,7 @@ mod tests {
             mysql: "a\\b".into(),
             ..Addrs::default()
         };
-        let claim = s.claim(3, 9, &addrs);
+        let claim = s.claim(3, 9, &addrs, (4, ""));
         assert!(claim.starts_with(
             "/*manifold:internal*/ REPLACE INTO `manifold`.`fleet` (id, incarnation, name,"
         ));
@@ -326,7 +336,11 @@ mod tests {
             claim.contains("VALUES (3, 9, 'it''s', '127.0.0.1:1', 'a\\\\b'"),
             "{claim}"
         );
-        let beat = s.beat(3, 9, &addrs);
+        let beat = s.beat(3, 9, &addrs, (4, "it's"));
+        assert!(
+            beat.contains("config_version = 4, config_fault = 'it''s'"),
+            "{beat}"
+        );
         assert!(beat.ends_with("WHERE id = 3 AND incarnation = 9"), "{beat}");
         assert!(beat.contains("name = 'it''s'"), "{beat}");
         for sql in s.create() {

@@ -360,6 +360,31 @@ impl Shared {
         shards.iter().find_map(|s| s.get(id))
     }
 
+    /// Takes every node at `addr` out of service (`BACKEND OFFLINE`) or puts it back: no new
+    /// statement goes there, and each worker's pool to it closes its idle connections now
+    /// and its lent ones as they come back. False when no node has that address.
+    pub async fn set_backend_offline(&self, addr: &str, offline: bool) -> bool {
+        let mut found = Vec::new();
+        for (c, cluster) in self.clusters.iter().enumerate() {
+            for (n, node) in cluster.topology.nodes.iter().enumerate() {
+                if node.addr == addr {
+                    node.set_offline(offline);
+                    found.push((c, n));
+                }
+            }
+        }
+        if found.is_empty() {
+            return false;
+        }
+        self.ask_workers(move |w| {
+            for &(c, n) in &found {
+                w.pools[c][n].set_draining(offline);
+            }
+        })
+        .await;
+        true
+    }
+
     /// Ends the client connection of the session with connection id `id` (as `KILL
     /// CONNECTION` does): at once if it waits for its client, else once its statement is
     /// answered. False when no session has that id.

@@ -7,6 +7,7 @@
 pub mod auto_keys;
 pub mod config;
 pub mod data_dir;
+pub mod fleet_state;
 pub mod settings;
 
 use std::net::SocketAddr;
@@ -195,6 +196,7 @@ pub fn start_with_reload(
         binlog_config.also_own_tables = vec![
             (schema.to_owned(), table.to_owned()),
             (schema.to_owned(), format!("{table}_secret")),
+            (schema.to_owned(), format!("{table}_config")),
         ];
     }
     let binlog = if cfg.binlog.enabled() {
@@ -236,6 +238,12 @@ pub fn start_with_reload(
     // Registered before clients connect, so that their connection ids carry the instance
     // (a registry that cannot be reached yet: instance 0 until it can).
     let local: std::sync::Weak<dyn manifold_fleet::Local> = Arc::downgrade(&shared) as _;
+    // The fleet's newest configuration version is applied over the file's before clients
+    // connect.
+    fleet.set_applier(Arc::new(fleet_state::FleetState {
+        settings: Arc::downgrade(&settings),
+        shared: Arc::downgrade(&shared),
+    }));
     fleet.start(
         manifold_fleet::Target {
             topology: shared.clusters[0].topology.clone(),

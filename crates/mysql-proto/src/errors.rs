@@ -113,6 +113,9 @@ pub mod codes {
         PROCESSLIST_TOO_LARGE = (7708, "HY000", "The process list does not fit in the statement");
         /// `KILL` of a session another manifold of the fleet runs, which could not be asked.
         FLEET_UNREACHABLE = (7720, "HY000", "The manifold running that session cannot be reached");
+        /// Admin port: a runtime change refused because another instance of the fleet stored
+        /// a change first; the newer one is applied instead.
+        FLEET_CONFIG_CONFLICT = (7721, "HY000", "Another manifold of the fleet changed the configuration first");
     }
 }
 
