@@ -32,6 +32,10 @@
 #   manifold-untimed  (a target to add to TARGETS) manifold as the target "manifold", with
 #                     stage histograms, digest statistics and the slow query log off: what
 #                     recording them costs, side by side (TARGETS="manifold manifold-untimed")
+#   manifold-alone    (a target to add to TARGETS) manifold as the target "manifold", outside
+#                     any fleet (fleet.table = ""): what the fleet machinery costs on the
+#                     request path (TARGETS="manifold manifold-alone": "manifold" is then in a
+#                     fleet of two, the default)
 #   WARMUP=5          seconds of unrecorded load on each target before the first round
 #   OUT=bench/out/point_select-<UTC time>   where raw results go
 #   MANIFOLD_BIN_DIR=target/release       manifold and manifold-testkit are copied from here
@@ -79,6 +83,7 @@ pipeline_depth = 0"
     "manifold-small-pipeline|SMALLPIPE|$small_pool
 pipeline_depth = $PIPELINE_DEPTH"
     "manifold-untimed|UNTIMED|"
+    "manifold-alone|ALONE|"
 )
 declare -A TARGET_VAR=()
 MANIFOLD_PIDS=()
@@ -91,6 +96,9 @@ for m in "${MANIFOLDS[@]}"; do
         if [ -n "$pool" ]; then printf '[pool]\n%s\n\n' "$pool"; fi
         if [ "$name" = manifold-untimed ]; then
             printf '[admin]\nstage_histograms = false\nquery_digests = false\n\n[log]\nslow_query_threshold = "0s"\n'
+        fi
+        if [ "$name" = manifold-alone ]; then
+            printf '[fleet]\ntable = ""\n'
         fi
     } >"$OUT/$name.toml"
     start_manifold "$var" "$name" "$OUT/$name.toml"
