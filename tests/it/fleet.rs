@@ -241,6 +241,18 @@ fn variable(server: &Server, name: &str) -> String {
         .unwrap()
 }
 
+/// The shared configuration's version `server` runs (its `SHOW MANIFOLDS` row).
+fn config_version(server: &Server) -> String {
+    admin(server)
+        .query("SHOW MANIFOLDS")
+        .unwrap()
+        .rows
+        .into_iter()
+        .find(|r| r[2].as_deref() == Some("yes"))
+        .and_then(|r| r[11].clone())
+        .unwrap()
+}
+
 /// Waits (bounded) until `f` holds.
 fn until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -276,7 +288,10 @@ fn runtime_changes_on_one_instance_reach_every_instance_and_a_restarted_one() {
     admin(&s2)
         .query(&format!("BACKEND OFFLINE '{primary}'"))
         .expect("BACKEND OFFLINE");
-    until("s1 has the node offline", || state(&s1) == "offline");
+    // Applied in full (the version recorded) before the next change is made there.
+    until("s1 has the node offline", || {
+        state(&s1) == "offline" && config_version(&s1) == config_version(&s2)
+    });
     admin(&s1)
         .query(&format!("BACKEND ONLINE '{primary}'"))
         .expect("BACKEND ONLINE");

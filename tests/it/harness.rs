@@ -33,6 +33,9 @@ pub fn config() -> Config {
     cfg.engine.threads = 2;
     cfg.pool.min_idle = 1;
     cfg.users.push(user_with_password(USER, PASSWORD));
+    // Alone: the binary's servers run side by side, and a fleet shares runtime changes (a
+    // test's SET GLOBAL would reach the others). The fleet's tests name a registry each.
+    cfg.fleet.table = String::new();
     cfg
 }
 

@@ -161,7 +161,8 @@ def topology():
 
 
 class Manifold:
-    def __init__(self, topo, extra_args=(), log_name="manifold", split=False, configured_cert=False, env=None):
+    def __init__(self, topo, extra_args=(), log_name="manifold", split=False, configured_cert=False, env=None,
+                 fleet=""):
         """`split`: the replicas too, so reads are split over them (else the primary only).
         `configured_cert`: offer the topology's certificate (signed by its CA, `--tls-cert`)
         instead of the generated one. `ca` is the file a client verifying manifold trusts."""
@@ -174,9 +175,11 @@ class Manifold:
             self.port, self.admin_port, self.http_port = free_ports(3)
             self.log_path = ROOT / "target" / f"{log_name}-{self.port}.log"
             self.log = open(self.log_path, "w")
+            # Alone unless the test names a fleet (`fleet`: the registry's schema.table): the
+            # suite's manifolds run side by side, and a fleet shares runtime changes.
             args = [binary("manifold"), "--primary", topo.primary, *replicas, "--user", f"{USER}:{PASSWORD}",
                     "--listen", f"127.0.0.1:{self.port}", "--admin-listen", f"127.0.0.1:{self.admin_port}",
-                    "--http-listen", f"127.0.0.1:{self.http_port}", *tls, *extra_args]
+                    "--http-listen", f"127.0.0.1:{self.http_port}", "--fleet-table", fleet, *tls, *extra_args]
             self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, cwd=RUN_DIR,
                                          env=dict(manifold_env(), **(env or {})))
             try:

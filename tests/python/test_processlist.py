@@ -4,7 +4,6 @@ and `KILL` takes), in the server's column layout, each user its own sessions and
 `process = true` all of them. Layouts are compared with MariaDB's own answers."""
 
 import time
-import uuid
 
 import pymysql
 import pytest
@@ -29,10 +28,7 @@ backend_user = "{name}"
 backend_password = "{password}"
 process = {process}
 """
-    # A fleet of its own: the suite's other manifolds (in the default registry) would show
-    # their sessions to `watcher` too.
-    fleet = f'[fleet]\ntable = "plist_{uuid.uuid4().hex[:8]}.fleet"\n'
-    return "[engine]\nthreads = 2\n" + fleet + users
+    return "[engine]\nthreads = 2\n" + users
 
 
 @pytest.fixture

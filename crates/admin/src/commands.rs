@@ -89,13 +89,22 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
             Some(pattern) => show_variables(server, Some(&pattern)),
             None => syntax_error(text, "LIKE takes a quoted pattern, e.g. LIKE 'pool.%'"),
         },
-        ["SET", "GLOBAL", ..] => crate::fleet::shared(server, text, set_global(server, text)).await,
+        ["SET", "GLOBAL", ..] => {
+            let base = server.shared.fleet.config_version();
+            let done = set_global(server, text);
+            crate::fleet::shared(server, text, base, done).await
+        }
         ["SET", ..] => set_session(server, text),
-        ["RELOAD", "CONFIG"] => crate::fleet::shared(server, text, reload_config(server)).await,
+        ["RELOAD", "CONFIG"] => {
+            let base = server.shared.fleet.config_version();
+            let done = reload_config(server);
+            crate::fleet::shared(server, text, base, done).await
+        }
         ["BACKEND", state @ ("OFFLINE" | "ONLINE"), _] => {
             let addr = quoted(words[2]).unwrap_or_else(|| words[2].to_owned());
+            let base = server.shared.fleet.config_version();
             let done = backend_state(server.shared, &addr, *state == "OFFLINE").await;
-            crate::fleet::shared(server, text, done).await
+            crate::fleet::shared(server, text, base, done).await
         }
         ["SHOW", "REDIS", what @ ..] => crate::redis::show(server, what),
         ["SHOW", "LOGIN", "FAILURES"] => crate::logins::show(server),

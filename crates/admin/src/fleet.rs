@@ -119,12 +119,12 @@ pub(crate) async fn kill_session(server: &Server<'_>, id: &str) -> Reply {
     let unknown = || Reply::Error(codes::NO_SUCH_THREAD, format!("Unknown thread id: {id}"));
     let fleet = &server.shared.fleet;
     let instance = ids::instance_of(id);
-    if instance == 0 || instance == fleet.instance() {
-        return if server.shared.kill_session(id) {
-            Reply::Done
-        } else {
-            unknown()
-        };
+    // This instance's own sessions first: an id of another instance is asked there.
+    if server.shared.kill_session(id) {
+        return Reply::Done;
+    }
+    if instance == 0 || instance == fleet.instance() || !fleet.config().enabled() {
+        return unknown();
     }
     let asked = async {
         let mut link = fleet.link(instance).await?;
@@ -137,16 +137,16 @@ pub(crate) async fn kill_session(server: &Server<'_>, id: &str) -> Reply {
     }
 }
 
-/// After a runtime change made here (`done`, the command's own answer): stores the fleet's
-/// new configuration version, so that every instance applies it. Another instance's change
+/// After a runtime change made here (`done`, the command's own answer) on top of version
+/// `base`: stores the fleet's new configuration version, so that every instance applies it. Another instance's change
 /// stored first refuses this one (`ERROR 7721`; the newer version is applied here instead).
 /// A registry that cannot be written leaves the change on this instance: the command still
 /// succeeds, and the log says so.
-pub(crate) async fn shared(server: &Server<'_>, what: &str, done: Reply) -> Reply {
+pub(crate) async fn shared(server: &Server<'_>, what: &str, base: u64, done: Reply) -> Reply {
     if matches!(done, Reply::Error(..)) {
         return done;
     }
-    match server.shared.fleet.share(what).await {
+    match server.shared.fleet.share(what, base).await {
         Ok(()) | Err(ShareError::Unshared(_)) => done,
         Err(e @ ShareError::Conflict(_)) => Reply::Error(
             codes::FLEET_CONFIG_CONFLICT,

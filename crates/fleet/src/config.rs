@@ -91,6 +91,11 @@ impl FleetConfig {
                 self.member_timeout, self.heartbeat_interval
             ));
         }
+        if let Some(name) = &self.name {
+            if name.is_empty() || name.len() > 255 {
+                return Err("fleet.name: from 1 to 255 bytes".into());
+            }
+        }
         if let Some(s) = &self.secret {
             if s.len() < 16 {
                 return Err("fleet.secret: at least 16 characters".into());

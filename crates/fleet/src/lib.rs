@@ -127,6 +127,9 @@ pub struct Fleet {
     fan_outs: tokio::sync::Semaphore,
 }
 
+/// How long a stopping instance tries to delete its registry row (else it ages out).
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Questions to the whole fleet that may run at once, per instance.
 pub const MAX_FAN_OUTS: usize = 4;
 
@@ -201,12 +204,13 @@ impl Fleet {
         let _ = self.applier.set(applier);
     }
 
-    /// Stores the shared state after a change made here (`what`: the admin command) as the
-    /// version after the one this instance runs. A conflict (another instance stored that
+    /// Stores the shared state after a change made here (`what`: the admin command) on top
+    /// of version `base` (what this instance ran when the change began) as the version after
+    /// it. A newer version applied here meanwhile (which undid the change), or a conflict (another instance stored that
     /// version first) applies the newer version here and refuses the change; a registry that
     /// cannot be written leaves the change on this instance alone. Alone (no fleet, or not
     /// started): nothing to share. The registry's thread does the work.
-    pub async fn share(&self, what: &str) -> Result<(), ShareError> {
+    pub async fn share(&self, what: &str, base: u64) -> Result<(), ShareError> {
         if self.applier.get().is_none() || !self.config.enabled() {
             return Ok(());
         }
@@ -214,7 +218,7 @@ impl Fleet {
             return Ok(());
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
-        if requests.send((what.to_owned(), tx)).is_err() {
+        if requests.send((what.to_owned(), base, tx)).is_err() {
             return Err(ShareError::Unshared(
                 "the fleet's thread has stopped".into(),
             ));
@@ -372,7 +376,7 @@ impl Fleet {
         let Some(m) = members.iter().find(|m| m.id == id && !m.me) else {
             return Err(PeerError::NoSuchInstance(id));
         };
-        peer::Link::open(id, &m.peer, &secret).await
+        peer::Link::open(self.instance(), id, &m.peer, &secret).await
     }
 
     /// Asks every other live instance `request`, all at once; each one's answer or failure.
@@ -455,18 +459,23 @@ async fn run(
     let incarnation: u64 = rand::random::<u64>() >> 1;
     let mut first = Some(first);
     let mut logged_fault = false;
+    // Failed rounds in a row: the next ones wait longer (up to a minute), so that a registry
+    // this login cannot write is not tried on a new connection every second.
+    let mut failures: u32 = 0;
     let mut id = 0;
     loop {
         let Some(fleet) = weak.upgrade() else {
             break;
         };
         let fleet = &fleet;
-        let round = tokio::time::timeout(
-            registry::ROUND_TIMEOUT,
-            round(fleet, &mut primary, &create, &sql, incarnation),
-        )
-        .await
-        .unwrap_or_else(|_| Err("the primary did not answer within 5s".into()));
+        // A stop does not wait for a round a primary that is gone holds up.
+        let round = tokio::select! {
+            r = tokio::time::timeout(
+                registry::ROUND_TIMEOUT,
+                round(fleet, &mut primary, &create, &sql, incarnation),
+            ) => r.unwrap_or_else(|_| Err("the primary did not answer within 5s".into())),
+            _ = stop.wait_for(|s| *s) => break,
+        };
         match round {
             Ok(()) => {
                 if logged_fault {
@@ -474,9 +483,11 @@ async fn run(
                     logged_fault = false;
                 }
                 *fleet.fault.lock().expect("fleet fault") = None;
+                failures = 0;
             }
             Err(e) => {
                 primary.drop_conn();
+                failures = failures.saturating_add(1);
                 if !logged_fault {
                     tracing::warn!(
                         table = %fleet.config.table,
@@ -491,14 +502,19 @@ async fn run(
             let _ = tx.send(());
         }
         id = fleet.instance();
+        let pause = if failures == 0 {
+            interval
+        } else {
+            (interval * 2u32.pow(failures.min(6))).min(Duration::from_secs(60))
+        };
         tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
-            () = tokio::time::sleep(interval) => {}
+            () = tokio::time::sleep(pause) => {}
             () = wake.notified() => {}
-            Some((what, reply)) = shares.recv() => {
+            Some((what, base, reply)) = shares.recv() => {
                 let stored = tokio::time::timeout(
                     registry::ROUND_TIMEOUT,
-                    share_here(fleet, &mut primary, &create, &sql, &what),
+                    share_here(fleet, &mut primary, &create, &sql, &what, base),
                 )
                 .await
                 .unwrap_or_else(|_| Err("the primary did not answer within 5s".into()));
@@ -525,7 +541,8 @@ async fn run(
             let conn = primary.conn(&create).await?;
             registry::exec(conn, &sql.leave(id, incarnation)).await
         };
-        match tokio::time::timeout(registry::ROUND_TIMEOUT, leave).await {
+        // Bounded shortly: a stopping server waits for it.
+        match tokio::time::timeout(LEAVE_TIMEOUT, leave).await {
             Ok(Ok(_)) => tracing::info!(instance = id, "fleet: left the registry"),
             Ok(Err(e)) => tracing::warn!(instance = id, "fleet: could not leave the registry: {e}"),
             Err(_) => tracing::warn!(instance = id, "fleet: could not leave the registry in time"),
@@ -534,7 +551,11 @@ async fn run(
 }
 
 /// A change to store, and where its outcome goes.
-type ShareRequest = (String, tokio::sync::oneshot::Sender<Result<(), ShareError>>);
+type ShareRequest = (
+    String,
+    u64,
+    tokio::sync::oneshot::Sender<Result<(), ShareError>>,
+);
 
 /// Stores the state after change `what` as the next version; the newer version another
 /// instance stored first, if one did.
@@ -544,13 +565,21 @@ async fn share_here(
     create: &[String],
     sql: &registry::Sql,
     what: &str,
+    base: u64,
 ) -> Result<Option<Version>, String> {
     let Some(applier) = fleet.applier.get() else {
         return Ok(None);
     };
     let conn = primary.conn(create).await?;
+    if fleet.config_version() != base {
+        // A newer version was applied here while the change was made: it undid the change.
+        return match shared_config::latest(conn, sql).await? {
+            Some(newer) => Ok(Some(newer)),
+            None => Err("the version applied here is gone from the registry".into()),
+        };
+    }
     let v = Version {
-        version: fleet.config_version() + 1,
+        version: base + 1,
         instance: fleet.instance(),
         what: what.chars().take(1000).collect(),
         state: applier.snapshot(),

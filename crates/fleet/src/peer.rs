@@ -2,6 +2,8 @@
 //! rare), each side proving the fleet's secret with an HMAC over both sides' fresh nonces
 //! before any request is read.
 //!
+//! Every message after the handshake carries a MAC under a key of that link alone.
+//!
 //! What an unauthenticated connection may cost is bounded: at most [`MAX_LINKS`] links at
 //! once, [`HANDSHAKE_TIMEOUT`] to prove the secret, a proof of fixed size. An authenticated
 //! link asks one thing at a time, requests of at most [`MAX_REQUEST`] bytes, and is closed
@@ -20,7 +22,7 @@ use crate::wire::{In, Out, Request, Response};
 use crate::Local;
 
 pub const MAX_LINKS: usize = 64;
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_REQUEST: usize = 64 << 10;
 /// An answer (a process list of many sessions) may be long; it comes from a proven peer.
@@ -71,8 +73,62 @@ fn io(e: std::io::Error) -> PeerError {
     PeerError::Protocol(e.to_string())
 }
 
-fn proof(secret: &[u8], side: &[u8], server: &[u8], client: &[u8]) -> [u8; 32] {
-    hmac_sha256(secret, &[b"manifold-fleet/", side, server, client])
+/// A side's proof: the secret's MAC over both instances' ids and both nonces.
+fn proof(secret: &[u8], side: &[u8], ids: (u16, u16), server: &[u8], client: &[u8]) -> [u8; 32] {
+    let (s, c) = (ids.0.to_be_bytes(), ids.1.to_be_bytes());
+    hmac_sha256(secret, &[b"manifold-fleet/", side, &s, &c, server, client])
+}
+
+/// Every message after the handshake carries a MAC under a key of that link alone, over its
+/// direction, its number on the link and its bytes: a message cannot be forged, replayed,
+/// reordered or moved to another link by whoever relays the handshake.
+struct Seal {
+    key: [u8; 32],
+    mine: u8,
+    sent: u64,
+    received: u64,
+}
+
+const TAG: usize = 32;
+
+impl Seal {
+    fn new(secret: &[u8], server: &[u8], client: &[u8], mine: u8) -> Seal {
+        Seal {
+            key: hmac_sha256(secret, &[b"manifold-fleet/link", server, client]),
+            mine,
+            sent: 0,
+            received: 0,
+        }
+    }
+
+    fn tag(&self, side: u8, n: u64, body: &[u8]) -> [u8; 32] {
+        hmac_sha256(&self.key, &[&[side], &n.to_be_bytes(), body])
+    }
+
+    /// `frame` (length, body) with its MAC appended and the length set again.
+    fn seal(&mut self, mut frame: Vec<u8>) -> Vec<u8> {
+        let tag = self.tag(self.mine, self.sent, &frame[4..]);
+        self.sent += 1;
+        frame.extend_from_slice(&tag);
+        let len = (frame.len() - 4) as u32;
+        frame[..4].copy_from_slice(&len.to_be_bytes());
+        frame
+    }
+
+    /// The body of a received frame, its MAC checked and taken off.
+    fn open(&mut self, mut body: Vec<u8>) -> Result<Vec<u8>, PeerError> {
+        if body.len() < TAG {
+            return Err(PeerError::Protocol("a message without its MAC".into()));
+        }
+        let at = body.len() - TAG;
+        let theirs = if self.mine == b'c' { b's' } else { b'c' };
+        if !same(&body[at..], &self.tag(theirs, self.received, &body[..at])) {
+            return Err(PeerError::Protocol("a message with a wrong MAC".into()));
+        }
+        self.received += 1;
+        body.truncate(at);
+        Ok(body)
+    }
 }
 
 /// What the serving side needs: this instance's id, the secret, and the sessions.
@@ -91,13 +147,13 @@ pub async fn serve(listener: TcpListener, serving: Arc<Serving>) {
             continue;
         };
         let Ok(permit) = links.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, "fleet link refused: {MAX_LINKS} links are open");
+            tracing::debug!(%peer, "fleet link refused: {MAX_LINKS} links are open");
             continue;
         };
         let serving = serving.clone();
         tokio::spawn(async move {
             if let Err(e) = serve_link(stream, &serving).await {
-                tracing::info!(%peer, "fleet link closed: {e}");
+                tracing::debug!(%peer, "fleet link closed: {e}");
             }
             drop(permit);
         });
@@ -110,10 +166,8 @@ async fn serve_link(mut stream: TcpStream, serving: &Serving) -> Result<(), Peer
         return Err(PeerError::NotJoined("no secret yet".into()));
     };
     let nonce: [u8; 32] = rand::random();
-    let hello = Out::new(HELLO)
-        .u32(u32::from((serving.instance)()))
-        .bytes(&nonce)
-        .finish();
+    let me = (serving.instance)();
+    let hello = Out::new(HELLO).u32(u32::from(me)).bytes(&nonce).finish();
     let handshake = async {
         stream.write_all(&hello).await.map_err(io)?;
         let body = read_frame(&mut stream, 128).await?;
@@ -121,21 +175,23 @@ async fn serve_link(mut stream: TcpStream, serving: &Serving) -> Result<(), Peer
         if r.u8()? != PROOF {
             return Err(PeerError::Protocol("expected a proof".into()));
         }
-        let _their_id = r.u32()?;
+        let their_id = r.u32()? as u16;
         let theirs = r.bytes()?.to_vec();
         let mac = r.bytes()?;
         r.end()?;
-        if !same(mac, &proof(&secret, b"client", &nonce, &theirs)) {
+        let ids = (me, their_id);
+        if !same(mac, &proof(&secret, b"client", ids, &nonce, &theirs)) {
             return Err(PeerError::Protocol(
                 "a peer without the fleet's secret".into(),
             ));
         }
         let accepted = Out::new(ACCEPTED)
-            .bytes(&proof(&secret, b"server", &nonce, &theirs))
+            .bytes(&proof(&secret, b"server", ids, &nonce, &theirs))
             .finish();
-        stream.write_all(&accepted).await.map_err(io)
+        stream.write_all(&accepted).await.map_err(io)?;
+        Ok(Seal::new(&secret, &nonce, &theirs, b's'))
     };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
+    let mut seal = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
         .await
         .map_err(|_| PeerError::Protocol("no proof within the handshake timeout".into()))??;
     loop {
@@ -145,12 +201,15 @@ async fn serve_link(mut stream: TcpStream, serving: &Serving) -> Result<(), Peer
             Ok(Ok(Some(body))) => body,
             Ok(Err(e)) => return Err(e),
         };
-        let request = Request::decode(&body)?;
+        let request = Request::decode(&seal.open(body)?)?;
         let answer = match serving.local.upgrade() {
             Some(local) => answer(&*local, request),
             None => Response::Failed("the manifold is stopping".into()),
         };
-        stream.write_all(&answer.encode()).await.map_err(io)?;
+        stream
+            .write_all(&seal.seal(answer.encode()))
+            .await
+            .map_err(io)?;
     }
 }
 
@@ -168,13 +227,22 @@ fn answer(local: &dyn Local, request: Request) -> Response {
 /// An authenticated link to another instance.
 pub struct Link {
     stream: TcpStream,
+    seal: Seal,
     instance: u16,
     addr: String,
+    /// A call failed: what the stream holds next is unknown, so it asks nothing more.
+    broken: bool,
 }
 
 impl Link {
-    /// Connects to instance `instance` at `addr` and proves the secret both ways.
-    pub async fn open(instance: u16, addr: &str, secret: &[u8]) -> Result<Link, PeerError> {
+    /// Connects (as instance `me`) to instance `instance` at `addr` and proves the secret
+    /// both ways.
+    pub async fn open(
+        me: u16,
+        instance: u16,
+        addr: &str,
+        secret: &[u8],
+    ) -> Result<Link, PeerError> {
         let unreachable = |reason: String| PeerError::Unreachable {
             instance,
             addr: addr.to_owned(),
@@ -199,10 +267,11 @@ impl Link {
                 return Err(unreachable(format!("manifold {theirs} answers there now")));
             }
             let nonce: [u8; 32] = rand::random();
+            let ids = (instance, me);
             let proof_msg = Out::new(PROOF)
-                .u32(0)
+                .u32(u32::from(me))
                 .bytes(&nonce)
-                .bytes(&proof(secret, b"client", &server_nonce, &nonce))
+                .bytes(&proof(secret, b"client", ids, &server_nonce, &nonce))
                 .finish();
             stream
                 .write_all(&proof_msg)
@@ -218,29 +287,45 @@ impl Link {
                 return Err(refused());
             }
             let mac = r.bytes()?;
-            if !same(mac, &proof(secret, b"server", &server_nonce, &nonce)) {
+            if !same(mac, &proof(secret, b"server", ids, &server_nonce, &nonce)) {
                 return Err(refused());
             }
-            Ok(stream)
+            Ok((stream, Seal::new(secret, &server_nonce, &nonce, b'c')))
         };
-        let stream = tokio::time::timeout(HANDSHAKE_TIMEOUT, open)
+        let (stream, seal) = tokio::time::timeout(HANDSHAKE_TIMEOUT, open)
             .await
             .map_err(|_| unreachable("no handshake within 5s".into()))??;
         Ok(Link {
             stream,
+            seal,
             instance,
             addr: addr.to_owned(),
+            broken: false,
         })
     }
 
     /// Asks one thing and waits for the answer.
     pub async fn call(&mut self, request: &Request) -> Result<Response, PeerError> {
+        if self.broken {
+            return Err(PeerError::Unreachable {
+                instance: self.instance,
+                addr: self.addr.clone(),
+                reason: "an earlier question on this link failed".into(),
+            });
+        }
+        // Cleared when the answer is read whole.
+        self.broken = true;
         let exchange = async {
-            self.stream.write_all(&request.encode()).await.map_err(io)?;
+            let frame = self.seal.seal(request.encode());
+            self.stream.write_all(&frame).await.map_err(io)?;
             let body = read_frame(&mut self.stream, MAX_ANSWER).await?;
-            Response::decode(&body)
+            Response::decode(&self.seal.open(body)?)
         };
-        match tokio::time::timeout(CALL_TIMEOUT, exchange).await {
+        let answer = tokio::time::timeout(CALL_TIMEOUT, exchange).await;
+        if matches!(answer, Ok(Ok(_))) {
+            self.broken = false;
+        }
+        match answer {
             Ok(Ok(Response::Failed(why))) => Err(PeerError::Unreachable {
                 instance: self.instance,
                 addr: self.addr.clone(),
@@ -307,7 +392,9 @@ mod tests {
     #[tokio::test]
     async fn a_link_with_the_secret_asks_and_is_answered() {
         let (addr, _local) = server(b"the fleet's secret").await;
-        let mut link = Link::open(4, &addr, b"the fleet's secret").await.unwrap();
+        let mut link = Link::open(1, 4, &addr, b"the fleet's secret")
+            .await
+            .unwrap();
         let marked = link
             .call(&Request::Mark {
                 id: 1,
@@ -345,13 +432,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_message_with_a_wrong_or_replayed_mac_ends_the_link() {
+        let (addr, _local) = server(b"the fleet's secret").await;
+        let mut link = Link::open(1, 4, &addr, b"the fleet's secret")
+            .await
+            .unwrap();
+        // A replayed first message (its MAC is for message 0, not 1) is refused.
+        let first = link.seal.seal(Request::Disconnect { id: 1 }.encode());
+        link.stream.write_all(&first).await.unwrap();
+        let body = read_frame(&mut link.stream, MAX_ANSWER).await.unwrap();
+        assert_eq!(
+            Response::decode(&link.seal.open(body).unwrap()).unwrap(),
+            Response::Bool(true)
+        );
+        link.stream.write_all(&first).await.unwrap();
+        let mut rest = Vec::new();
+        link.stream.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "a replayed message was answered");
+        // One bit changed.
+        let mut link = Link::open(1, 4, &addr, b"the fleet's secret")
+            .await
+            .unwrap();
+        let mut frame = link.seal.seal(Request::Disconnect { id: 1 }.encode());
+        frame[6] ^= 1;
+        link.stream.write_all(&frame).await.unwrap();
+        let mut rest = Vec::new();
+        link.stream.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty(), "a changed message was answered");
+    }
+
+    #[tokio::test]
     async fn a_wrong_secret_or_instance_is_refused_both_ways() {
         let (addr, _local) = server(b"the fleet's secret").await;
-        let Err(e) = Link::open(4, &addr, b"another secret!!").await else {
+        let Err(e) = Link::open(1, 4, &addr, b"another secret!!").await else {
             panic!("a wrong secret was accepted")
         };
         assert!(matches!(e, PeerError::Refused { .. }), "{e}");
-        let Err(e) = Link::open(5, &addr, b"the fleet's secret").await else {
+        let Err(e) = Link::open(1, 5, &addr, b"the fleet's secret").await else {
             panic!("instance 4 answered as 5")
         };
         assert!(

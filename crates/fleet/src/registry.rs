@@ -55,11 +55,11 @@ impl Sql {
                  peer VARCHAR(255) NOT NULL, mysql VARCHAR(255) NOT NULL, admin VARCHAR(255) NOT NULL, \
                  http VARCHAR(255) NOT NULL, redis VARCHAR(255) NOT NULL, version VARCHAR(64) NOT NULL, \
                  config_version BIGINT UNSIGNED NOT NULL, config_fault VARCHAR(1024) NOT NULL, \
-                 started DATETIME(6) NOT NULL, heartbeat DATETIME(6) NOT NULL) ENGINE=InnoDB"
+                 started DATETIME(6) NOT NULL, heartbeat DATETIME(6) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
             ),
             format!(
                 "{INTERNAL}CREATE TABLE IF NOT EXISTS `{s}`.`{}` (id TINYINT UNSIGNED PRIMARY KEY, \
-                 secret VARCHAR(128) NOT NULL) ENGINE=InnoDB",
+                 secret VARCHAR(128) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
                 self.secret_table()
             ),
             self.create_config(),
@@ -82,17 +82,39 @@ impl Sql {
         )
     }
 
-    /// Every row with whether it is out (locks them, and the gaps, until the commit).
+    /// Every row with whether it is out, and its incarnation.
     pub fn lock_rows(&self) -> String {
         format!(
-            "{INTERNAL}SELECT id, heartbeat < NOW(6) - INTERVAL {} MICROSECOND FROM `{}`.`{}` FOR UPDATE",
+            "{INTERNAL}SELECT id, heartbeat < NOW(6) - INTERVAL {} MICROSECOND, incarnation FROM `{}`.`{}` FOR UPDATE",
             self.timeout_us, self.schema, self.table
         )
     }
 
+    /// Takes over the row of an instance that is out, unless it came back or another
+    /// instance took it meanwhile (no row changed then).
+    pub fn take_over(
+        &self,
+        id: u16,
+        old: u64,
+        incarnation: u64,
+        addrs: &Addrs,
+        config: (u64, &str),
+    ) -> String {
+        let mut sql = self.beat(id, old, addrs, config);
+        let at = sql.find(" WHERE ").expect("the beat has a WHERE");
+        sql.truncate(at);
+        let _ = write!(
+            sql,
+            ", incarnation = {incarnation}, started = NOW(6) WHERE id = {id} AND incarnation = {old} AND heartbeat < NOW(6) - INTERVAL {} MICROSECOND",
+            self.timeout_us
+        );
+        sql
+    }
+
+    /// Registers in a free id (a duplicate key: another instance took it first).
     pub fn claim(&self, id: u16, incarnation: u64, addrs: &Addrs, config: (u64, &str)) -> String {
         let mut sql = format!(
-            "{INTERNAL}REPLACE INTO `{}`.`{}` (id, incarnation, name, peer, mysql, admin, http, redis, version, config_version, config_fault, started, heartbeat) VALUES ({id}, {incarnation}",
+            "{INTERNAL}INSERT INTO `{}`.`{}` (id, incarnation, name, peer, mysql, admin, http, redis, version, config_version, config_fault, started, heartbeat) VALUES ({id}, {incarnation}",
             self.schema, self.table
         );
         for v in addrs.values() {
@@ -141,24 +163,24 @@ impl Sql {
     }
 }
 
-/// Appends `v` as a string literal (backslashes and quotes escaped; the values are addresses
-/// and names from the configuration).
+/// Appends `v` as a string literal no byte of it can escape from, whatever the server's
+/// `sql_mode` (`NO_BACKSLASH_ESCAPES` or not): `_utf8mb4 X'…'`.
 pub(crate) fn quote(sql: &mut String, v: &str) {
-    sql.push('\'');
-    for c in v.chars() {
-        match c {
-            '\'' => sql.push_str("''"),
-            '\\' => sql.push_str("\\\\"),
-            '\0' => sql.push_str("\\0"),
-            c => sql.push(c),
-        }
+    sql.push_str("_utf8mb4 X'");
+    for b in v.bytes() {
+        let _ = write!(sql, "{b:02X}");
     }
     sql.push('\'');
 }
 
-/// The lowest id no live instance holds, given the rows and whether each is out.
-pub fn free_id(rows: &[(u16, bool)]) -> Option<u16> {
-    (1..=MAX_INSTANCE).find(|id| rows.iter().all(|&(held, out)| held != *id || out))
+/// The lowest id no live instance holds, given the rows (id, out, incarnation): with the
+/// incarnation of the row that is out there, if one is.
+pub fn free_id(rows: &[(u16, bool, u64)]) -> Option<(u16, Option<u64>)> {
+    (1..=MAX_INSTANCE).find_map(|id| match rows.iter().find(|r| r.0 == id) {
+        None => Some((id, None)),
+        Some(&(_, true, old)) => Some((id, Some(old))),
+        Some(_) => None,
+    })
 }
 
 /// A connection to the current primary, kept between rounds.
@@ -242,19 +264,32 @@ pub async fn claim(
 ) -> Result<Option<u16>, String> {
     exec(conn, "START TRANSACTION").await?;
     let claimed = async {
-        let held: Vec<(u16, bool)> = rows(conn, &sql.lock_rows())
+        let held: Vec<(u16, bool, u64)> = rows(conn, &sql.lock_rows())
             .await?
             .into_iter()
             .filter_map(|r| {
                 let id = r.first()?.as_deref()?.parse().ok()?;
                 let out = r.get(1)?.as_deref() == Some("1");
-                Some((id, out))
+                let old = r.get(2)?.as_deref()?.parse().ok()?;
+                Some((id, out, old))
             })
             .collect();
-        let Some(id) = free_id(&held) else {
+        let Some((id, old)) = free_id(&held) else {
             return Ok(None);
         };
-        exec(conn, &sql.claim(id, incarnation, addrs, config)).await?;
+        // Checked by the primary key, or by the row's incarnation: whatever the isolation
+        // level's locks, two instances never both take an id.
+        match old {
+            None => {
+                exec(conn, &sql.claim(id, incarnation, addrs, config)).await?;
+            }
+            Some(old) => {
+                let taken = sql.take_over(id, old, incarnation, addrs, config);
+                if exec(conn, &taken).await? != 1 {
+                    return Err(format!("instance id {id} was taken meanwhile"));
+                }
+            }
+        }
         Ok(Some(id))
     }
     .await;
@@ -311,11 +346,11 @@ mod tests {
 
     #[test]
     fn the_lowest_id_not_held_by_a_live_instance_is_claimed() {
-        assert_eq!(free_id(&[]), Some(1));
-        assert_eq!(free_id(&[(1, false), (2, false)]), Some(3));
-        assert_eq!(free_id(&[(1, false), (2, true)]), Some(2));
-        assert_eq!(free_id(&[(2, false)]), Some(1));
-        let all: Vec<(u16, bool)> = (1..=MAX_INSTANCE).map(|i| (i, false)).collect();
+        assert_eq!(free_id(&[]), Some((1, None)));
+        assert_eq!(free_id(&[(1, false, 5), (2, false, 6)]), Some((3, None)));
+        assert_eq!(free_id(&[(1, false, 5), (2, true, 6)]), Some((2, Some(6))));
+        assert_eq!(free_id(&[(2, false, 5)]), Some((1, None)));
+        let all: Vec<(u16, bool, u64)> = (1..=MAX_INSTANCE).map(|i| (i, false, 1)).collect();
         assert_eq!(free_id(&all), None);
     }
 
@@ -330,19 +365,24 @@ mod tests {
         };
         let claim = s.claim(3, 9, &addrs, (4, ""));
         assert!(claim.starts_with(
-            "/*manifold:internal*/ REPLACE INTO `manifold`.`fleet` (id, incarnation, name,"
+            "/*manifold:internal*/ INSERT INTO `manifold`.`fleet` (id, incarnation, name,"
         ));
+        // it's, 127.0.0.1:1, a\b: hex, so that no quote or backslash means anything.
         assert!(
-            claim.contains("VALUES (3, 9, 'it''s', '127.0.0.1:1', 'a\\\\b'"),
+            claim.contains("VALUES (3, 9, _utf8mb4 X'69742773', _utf8mb4 X'3132372E302E302E313A31', _utf8mb4 X'615C62'"),
             "{claim}"
         );
         let beat = s.beat(3, 9, &addrs, (4, "it's"));
         assert!(
-            beat.contains("config_version = 4, config_fault = 'it''s'"),
+            beat.contains("config_version = 4, config_fault = _utf8mb4 X'69742773'"),
             "{beat}"
         );
         assert!(beat.ends_with("WHERE id = 3 AND incarnation = 9"), "{beat}");
-        assert!(beat.contains("name = 'it''s'"), "{beat}");
+        let take = s.take_over(3, 9, 10, &addrs, (4, ""));
+        assert!(
+            take.ends_with(", incarnation = 10, started = NOW(6) WHERE id = 3 AND incarnation = 9 AND heartbeat < NOW(6) - INTERVAL 5000000 MICROSECOND"),
+            "{take}"
+        );
         for sql in s.create() {
             assert!(sql.starts_with(INTERNAL));
         }

@@ -58,7 +58,7 @@ impl crate::registry::Sql {
         format!(
             "{INTERNAL}CREATE TABLE IF NOT EXISTS `{}`.`{}` (version BIGINT UNSIGNED PRIMARY KEY, \
              instance SMALLINT UNSIGNED NOT NULL, at DATETIME(6) NOT NULL, what VARCHAR(1024) NOT NULL, \
-             state MEDIUMTEXT NOT NULL) ENGINE=InnoDB",
+             state MEDIUMTEXT NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
             self.schema,
             self.config_table()
         )
@@ -140,8 +140,12 @@ mod tests {
         };
         let text = sql.store_config(&v);
         assert!(text.starts_with(
-            "/*manifold:internal*/ INSERT INTO `manifold`.`fleet_config` (version, instance, at, what, state) VALUES (7, 2, NOW(6), 'SET GLOBAL log.level = ''debug''', 'set log.level=debug\n')"
+            "/*manifold:internal*/ INSERT INTO `manifold`.`fleet_config` (version, instance, at, what, state) VALUES (7, 2, NOW(6), _utf8mb4 X'"
         ), "{text}");
+        assert!(
+            text.ends_with("_utf8mb4 X'736574206C6F672E6C6576656C3D64656275670A')"),
+            "{text}"
+        );
         assert!(sql
             .create_config()
             .contains("`manifold`.`fleet_config` (version BIGINT UNSIGNED PRIMARY KEY"));

@@ -506,7 +506,7 @@ pub struct WorkerFrontend {
 
 impl WorkerFrontend {
     pub fn new(shared: Arc<Shared>, ctx: &WorkerContext) -> Rc<Self> {
-        let pools = shared
+        let pools: Vec<Vec<Rc<Pool>>> = shared
             .clusters
             .iter()
             .zip(&shared.budgets)
@@ -526,6 +526,15 @@ impl WorkerFrontend {
                     .collect()
             })
             .collect();
+        // A node taken offline before this worker started (the fleet's configuration,
+        // applied at start) is drained here too.
+        for (cluster, pools) in shared.clusters.iter().zip(&pools) {
+            for (node, pool) in cluster.topology.nodes.iter().zip(pools) {
+                if node.is_offline() {
+                    pool.set_draining(true);
+                }
+            }
+        }
         let balancers = shared
             .clusters
             .iter()
@@ -613,21 +622,27 @@ impl WorkerFrontend {
     }
 
     /// Connection ids unique across workers without sharing a counter: worker `w` of `n` hands
-    /// out session numbers `w + 1, w + 1 + n, ...`, under the fleet's instance id
-    /// ([`manifold_fleet::ids`]). Once the numbers have wrapped, one still held by a
-    /// long-lived session (on this worker: numbers are the worker's own) is skipped.
+    /// out session numbers `w + 1, w + 1 + n, ...` (each worker its own residue class, also
+    /// after they wrap), under the fleet's instance id ([`manifold_fleet::ids`]): within
+    /// [`manifold_fleet::ids::LOCAL_MASK`] whenever the fleet is on, so that an id never
+    /// looks like another instance's. Once the numbers have wrapped, one still held by a
+    /// long-lived session (on this worker: the numbers are the worker's own) is skipped.
     fn next_connection_id(&self) -> u32 {
-        let instance = self.shared.fleet.instance();
-        let wraps_at = u64::from(manifold_fleet::ids::LOCAL_MASK);
+        let fleet = &self.shared.fleet;
+        let instance = fleet.instance();
+        let space = if fleet.config().enabled() {
+            manifold_fleet::ids::LOCAL_MASK
+        } else {
+            u32::MAX
+        };
+        let per_worker = space / self.workers;
         loop {
             let k = self.next_id.get();
             self.next_id.set(k.wrapping_add(1));
-            let number = k
-                .wrapping_mul(self.workers)
-                .wrapping_add(self.worker_id + 1);
+            let wrapped = k >= per_worker;
+            let number = (k % per_worker) * self.workers + self.worker_id + 1;
             let id = manifold_fleet::ids::compose(instance, number);
-            let wrapped = u64::from(k) * u64::from(self.workers) >= wraps_at;
-            if id != 0 && !(wrapped && self.sessions.get(id).is_some()) {
+            if !(wrapped && self.sessions.get(id).is_some()) {
                 return id;
             }
         }

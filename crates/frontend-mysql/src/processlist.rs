@@ -349,6 +349,22 @@ pub(crate) fn rewrite(
     replace(sql, in_information_schema, derived, max_packet, out)
 }
 
+/// Whether `sql` reads `information_schema.PROCESSLIST` (a bare `PROCESSLIST` too when
+/// `schema` is `information_schema`): only then is the fleet asked for its sessions.
+pub(crate) fn reads_table(schema: Option<&[u8]>, sql: &[u8]) -> bool {
+    let in_information_schema =
+        schema.is_some_and(|s| s.eq_ignore_ascii_case(b"information_schema"));
+    let mut scratch = Vec::new();
+    manifold_sql_lex::replace_processlist_tables(
+        sql,
+        in_information_schema,
+        Vec::new,
+        usize::MAX,
+        &mut scratch,
+    )
+    .unwrap_or(true)
+}
+
 /// [`rewrite`] with the derived table from `derived`.
 fn replace(
     sql: &[u8],

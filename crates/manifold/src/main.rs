@@ -83,6 +83,14 @@ struct Cli {
     /// Log filter (overrides log.level), e.g. "info" or "debug".
     #[arg(long)]
     log_level: Option<String>,
+    /// The fleet's registry, schema.table on the first cluster's primary (overrides
+    /// fleet.table; default manifold.fleet; "" = this manifold runs alone).
+    #[arg(long)]
+    fleet_table: Option<String>,
+    /// Where the fleet's other instances reach this one (overrides fleet.listen; default
+    /// 127.0.0.1:0).
+    #[arg(long)]
+    fleet_listen: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -173,6 +181,12 @@ fn build_config(cli: &Cli) -> Result<Config, String> {
     }
     if let Some(l) = &cli.log_level {
         cfg.log.level.clone_from(l);
+    }
+    if let Some(t) = &cli.fleet_table {
+        cfg.fleet.table.clone_from(t);
+    }
+    if let Some(l) = &cli.fleet_listen {
+        cfg.fleet.listen.clone_from(l);
     }
     cfg.validate()?;
     Ok(cfg)

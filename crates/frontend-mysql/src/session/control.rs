@@ -70,17 +70,18 @@ impl Session {
             self.send_err_packet(seq, &e).await?;
             return Err(End::Refused("killed by its own KILL".into()));
         }
+        // This instance's own sessions first: an id of another instance is asked there.
+        let fleet = &self.fe.shared.fleet;
         let instance = manifold_fleet::ids::instance_of(target);
-        let mut victim = if instance == 0 || instance == self.fe.shared.fleet.instance() {
-            let Some(handle) = self.fe.shared.find_session(target) else {
-                return self.send_err_packet(seq, &unknown).await;
-            };
+        let mut victim = if let Some(handle) = self.fe.shared.find_session(target) {
             if handle.user() != self.user.name {
                 return self.send_err_packet(seq, &not_owner(target)).await;
             }
             Victim::Here(handle)
+        } else if instance == 0 || instance == fleet.instance() || !fleet.config().enabled() {
+            return self.send_err_packet(seq, &unknown).await;
         } else {
-            match self.fe.shared.fleet.link(instance).await {
+            match fleet.link(instance).await {
                 Ok(link) => Victim::There(link),
                 Err(manifold_fleet::PeerError::NoSuchInstance(_)) => {
                     return self.send_err_packet(seq, &unknown).await;
@@ -120,7 +121,13 @@ impl Session {
             // back (to be borrowed by another session) while this one borrowed its own, or
             // be running a later statement on it.
             let backend = (cluster as u32, node as u32, thread);
-            let still = marked.is_some() && victim.still(target, statement, backend).await;
+            let still = match victim.still(target, statement, backend).await {
+                Ok(still) => marked.is_some() && still,
+                Err(e) => {
+                    self.release_if_unpinned();
+                    return self.send_err_packet(seq, &unreachable(&e)).await;
+                }
+            };
             if on_target_node && still {
                 let sql = format!("KILL QUERY {thread}");
                 let conn = self.lease.as_mut().expect("ensured above").conn();
@@ -281,17 +288,17 @@ impl Victim {
         }
     }
 
-    /// Whether it still runs statement `seq` on `backend`; a failed question says no.
-    async fn still(&mut self, id: u32, seq: u64, backend: Backend) -> bool {
+    /// Whether it still runs statement `seq` on `backend`.
+    async fn still(&mut self, id: u32, seq: u64, backend: Backend) -> Result<bool, PeerError> {
         match self {
             Victim::Here(h) => {
                 let (c, n, t) = h.backend_thread();
-                h.still_running(seq) && (c as u32, n as u32, t) == backend
+                Ok(h.still_running(seq) && (c as u32, n as u32, t) == backend)
             }
-            Victim::There(link) => matches!(
-                link.call(&Request::Still { id, seq, backend }).await,
-                Ok(Response::Bool(true))
-            ),
+            Victim::There(link) => match link.call(&Request::Still { id, seq, backend }).await? {
+                Response::Bool(b) => Ok(b),
+                other => Err(PeerError::Protocol(format!("a check answered {other:?}"))),
+            },
         }
     }
 

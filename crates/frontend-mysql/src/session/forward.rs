@@ -55,7 +55,7 @@ impl Session {
                 // A user who may see every session sees the whole fleet's, as in SHOW
                 // PROCESSLIST.
                 let processlist = match processlist {
-                    Some(_) if self.user.process => {
+                    Some(_) if self.user.process && self.reads_processlist_table(raw_len) => {
                         Some(crate::fleet::remote_processes(&self.fe.shared, None).await)
                     }
                     other => other,

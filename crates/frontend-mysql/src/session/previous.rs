@@ -279,6 +279,20 @@ impl Session {
         }
     }
 
+    /// Whether the `COM_QUERY` at the front of the client's buffer reads
+    /// `information_schema.PROCESSLIST`.
+    pub(super) fn reads_processlist_table(&self, raw_len: usize) -> bool {
+        let max = self.max_packet();
+        let Some(packet) = manifold_mysql_proto::scan_logical(&self.io.rbuf[..raw_len], max)
+            .ok()
+            .flatten()
+        else {
+            return false;
+        };
+        let payload = packet.payload(&self.io.rbuf);
+        crate::processlist::reads_table(self.schema.as_deref(), &payload[1..])
+    }
+
     /// Builds in `exec_buf` the `COM_QUERY` at the front of the client's buffer with the
     /// session's values in place (see [`Self::session_values`]), and, with `processlist`,
     /// `information_schema.PROCESSLIST` read from manifold's sessions (`processlist.rs`)
