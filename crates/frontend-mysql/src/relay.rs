@@ -94,6 +94,42 @@ pub(crate) struct StateCapture<'a> {
     pub strip: bool,
 }
 
+/// A checksum of an answer as a backend sent it, for transaction replay: the bytes of every
+/// packet, except that an OK packet carrying session-state data counts only its header and
+/// its affected rows, insert id, status (less `SESSION_STATE_CHANGED`) and warnings: the
+/// tracked GTIDs and variables may legitimately differ on another server. Streaming, so the
+/// sum does not depend on how the answer was split over reads.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct AnswerChecksum {
+    hasher: std::collections::hash_map::DefaultHasher,
+    /// The answer asked for a LOCAL INFILE file, which is not kept: it cannot run again.
+    pub local_infile: bool,
+}
+
+impl AnswerChecksum {
+    pub fn bytes(&mut self, b: &[u8]) {
+        use std::hash::Hasher;
+        self.hasher.write(b);
+    }
+
+    /// An OK packet with session-state data: `header` is its 4-byte packet header.
+    pub fn state_ok(&mut self, header: &[u8], ok: &OkPacket) {
+        use std::hash::Hasher;
+        self.hasher.write(header);
+        self.hasher.write_u8(ok.header);
+        self.hasher.write_u64(ok.affected_rows);
+        self.hasher.write_u64(ok.last_insert_id);
+        self.hasher
+            .write_u16(ok.status & !status::SESSION_STATE_CHANGED);
+        self.hasher.write_u16(ok.warnings);
+    }
+
+    pub fn finish(&self) -> u64 {
+        use std::hash::Hasher;
+        self.hasher.finish()
+    }
+}
+
 /// What goes to the backend for the command at the front of the client's buffer.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Outgoing<'a> {
@@ -122,6 +158,7 @@ pub(crate) async fn forward(
     max_packet: usize,
     state: StateCapture<'_>,
     timed: bool,
+    mut checksum: Option<&mut AnswerChecksum>,
 ) -> Result<Relayed, RelayError> {
     let now = || timed.then(clock::now);
     // The command stays in the client's buffer until the answer starts: a pooled connection
@@ -202,6 +239,10 @@ pub(crate) async fn forward(
                     backend_broke_protocol(format!("backend sent a malformed OK packet: {e}"))
                 })?;
             state.data.extend_from_slice(&ok.session_state);
+            if let Some(sum) = checksum.as_deref_mut() {
+                sum.bytes(&backend.io.rbuf[..start]);
+                sum.state_ok(&packet[..HEADER_LEN], &ok);
+            }
             let out = if state.strip {
                 ok.status &= !status::SESSION_STATE_CHANGED;
                 ok.session_state.clear();
@@ -231,6 +272,9 @@ pub(crate) async fn forward(
                 .and_then(|start| ErrPacket::decode(&backend.io.rbuf[start + HEADER_LEN..n]).ok());
         }
         if n > 0 {
+            if let Some(sum) = checksum.as_deref_mut() {
+                sum.bytes(&backend.io.rbuf[..n]);
+            }
             client
                 .stream
                 .write_all(&backend.io.rbuf[..n])
@@ -243,6 +287,9 @@ pub(crate) async fn forward(
             Progress::NeedMore => need_more = true,
             Progress::Done => break,
             Progress::LocalInfile => {
+                if let Some(sum) = checksum.as_deref_mut() {
+                    sum.local_infile = true;
+                }
                 client
                     .stream
                     .flush()

@@ -14,9 +14,10 @@ use manifold_sql_lex::{Class, Scan, Verb};
 
 use super::decode::Effect;
 use super::lease::Unready;
+use super::replay::Replay;
 use super::{End, Session};
 use crate::handshake::send_err;
-use crate::metrics::FrontendMetrics;
+use crate::metrics::{FrontendMetrics, ReplayDecline};
 use crate::relay::{self, Outgoing, RelayError, StateCapture};
 use crate::telemetry::Stage;
 
@@ -71,6 +72,7 @@ impl Session {
             return self.send_err_packet(reply_seq, &e).await;
         }
         let pipelinable = self.pipelinable(effect, raw_len);
+        self.arm_replay(effect, kind);
         // A read may run again on another node when its own fails before answering, even if
         // the server may have run it.
         let read = effect
@@ -228,6 +230,24 @@ impl Session {
                     FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                     continue;
                 }
+                if !movable && retries < MAX_RETRIES {
+                    let error = error.clone();
+                    self.state_data.clear();
+                    match self
+                        .replay_transaction(&error, effect, raw_len, reply_seq)
+                        .await
+                    {
+                        Replay::Done => {
+                            retries += 1;
+                            continue;
+                        }
+                        Replay::Ended(end) => {
+                            self.replay.armed = false;
+                            return Err(end);
+                        }
+                        Replay::Declined => {}
+                    }
+                }
             }
             break result;
         };
@@ -329,6 +349,25 @@ impl Session {
                 }
             }
         };
+        let checksum = if self.replay.armed {
+            let max = self.fe.shared.clusters[self.cluster]
+                .topology
+                .config
+                .transaction_replay_max_size;
+            match outgoing {
+                Outgoing::Client => self.replay.record(
+                    &self.io.rbuf[..raw_len],
+                    reply_seq,
+                    self.last_insert_id,
+                    max,
+                ),
+                Outgoing::Bytes(b) => self.replay.record(b, reply_seq, self.last_insert_id, max),
+                Outgoing::Sent => self.replay.decline(ReplayDecline::Command),
+            }
+            Some(&mut self.replay.sum)
+        } else {
+            None
+        };
         let result = relay::forward(
             &mut self.io,
             lease.conn(),
@@ -343,6 +382,7 @@ impl Session {
                 strip: self.capabilities & caps::SESSION_TRACK == 0,
             },
             self.times.clock,
+            checksum,
         )
         .await;
         (result, reused)
@@ -367,6 +407,7 @@ impl Session {
                     // whoever borrows it next.
                     conn.schema = Schema::Unknown;
                 }
+                let init_db_ran = !r.saw_error && init_db.is_some();
                 if !r.saw_error {
                     if let Some(schema) = init_db {
                         conn.schema = Schema::Known(schema.clone());
@@ -399,7 +440,8 @@ impl Session {
                 if !self.assigned_user_vars.is_empty() {
                     self.read_back_user_vars().await?;
                 }
-                self.after_statement(effect, &r);
+                let state_changed = self.after_statement(effect, &r);
+                self.replay_statement_ended(state_changed || init_db_ran);
                 if let Some(l) = self.lease.as_mut() {
                     if l.conn().has_followers() {
                         // Pinned by what a pipelined SELECT did (a stored function, say):
