@@ -73,6 +73,7 @@ impl Session {
         }
         let pipelinable = self.pipelinable(effect, raw_len);
         self.arm_replay(effect, kind);
+        self.replay_before_command(raw_len, reply_seq).await?;
         // A read may run again on another node when its own fails before answering, even if
         // the server may have run it.
         let read = effect
@@ -234,7 +235,7 @@ impl Session {
                     let error = error.clone();
                     self.state_data.clear();
                     match self
-                        .replay_transaction(&error, effect, raw_len, reply_seq)
+                        .replay_transaction(Some(&error), effect, raw_len, reply_seq)
                         .await
                     {
                         Replay::Done => {

@@ -54,6 +54,9 @@ pub(super) struct ReplayLog {
     declined: Option<ReplayDecline>,
     /// `LAST_INSERT_ID()` of the session when the transaction began.
     start_last_insert_id: u64,
+    /// The transaction's connection was lost while the session was idle: it runs again
+    /// before the next command.
+    lost: bool,
 }
 
 /// What became of a transaction whose connection was lost.
@@ -120,6 +123,13 @@ impl ReplayLog {
                 checksum: self.sum.finish(),
             });
         }
+    }
+
+    /// The session was reset: no transaction any more.
+    pub(super) fn forget(&mut self) {
+        self.release();
+        self.declined = None;
+        self.lost = false;
     }
 
     /// Forgets the statements, freeing the buffers a large transaction grew.
@@ -212,19 +222,78 @@ impl Session {
         self.replay.statement_ended(in_transaction);
     }
 
-    /// The session's transaction connection failed under `effect` (`error`); decides whether
-    /// its transaction runs again, and runs it.
+    /// The session's connection, idle in a transaction, was lost (`why`): true when the
+    /// transaction is to run again before the next command (which [`Session::forward`] does),
+    /// false (the reason counted) when the session ends as it would without replay.
+    pub(super) fn replay_later(&mut self, why: &str) -> bool {
+        if self.status & status::IN_TRANS == 0 {
+            return false;
+        }
+        if !self.pins.replayable() {
+            self.replay.decline(ReplayDecline::SessionState);
+        }
+        if let Some(reason) = self.replay.declined {
+            FrontendMetrics::inc(&self.fe.shared.metrics.replay_declined[reason as usize]);
+            tracing::info!(
+                connection = self.id,
+                reason = reason.name(),
+                "transaction not replayed"
+            );
+            return false;
+        }
+        tracing::info!(connection = self.id, %why, "backend connection lost while the session was idle in a transaction; it runs again before the next command");
+        self.replay.lost = true;
+        true
+    }
+
+    /// The session's transaction lost its connection while idle ([`Session::replay_later`]):
+    /// runs it again before the command at the front of the client's buffer, which has not
+    /// been sent anywhere. Err: the client was answered and the session ends.
+    pub(super) async fn replay_before_command(
+        &mut self,
+        raw_len: usize,
+        reply_seq: u8,
+    ) -> Result<(), End> {
+        if !std::mem::take(&mut self.replay.lost) || self.status & status::IN_TRANS == 0 {
+            return Ok(());
+        }
+        match self
+            .replay_transaction(None, Effect::None, raw_len, reply_seq)
+            .await
+        {
+            Replay::Done => Ok(()),
+            Replay::Ended(end) => Err(end),
+            Replay::Declined => {
+                let e = ErrPacket::new(
+                    codes::BACKEND_LOST,
+                    "Lost connection to backend while the session was idle in a transaction, and the transaction could not be run again",
+                );
+                match self.replay_ends(raw_len, reply_seq, e).await {
+                    Replay::Ended(end) => Err(end),
+                    _ => unreachable!("replay_ends ends the session"),
+                }
+            }
+        }
+    }
+
+    /// The session's transaction connection failed: under `effect` with `error`, or (`None`)
+    /// while the session was idle. Decides whether its transaction runs again, and runs it.
     pub(super) async fn replay_transaction(
         &mut self,
-        error: &BackendError,
+        error: Option<&BackendError>,
         effect: Effect,
         raw_len: usize,
         reply_seq: u8,
     ) -> Replay {
-        if self.status & status::IN_TRANS == 0 || !matches!(error.kind, ErrorKind::Lost) {
+        if self.status & status::IN_TRANS == 0
+            || error.is_some_and(|e| !matches!(e.kind, ErrorKind::Lost))
+        {
             return Replay::Declined;
         }
         let metrics = &self.fe.shared.metrics;
+        let Some(error) = error else {
+            return self.run_replay(raw_len, reply_seq).await;
+        };
         if matches!(error.retry, RetryType::Decided(false)) {
             // Part of the answer reached the client (or the client's file was being sent).
             self.replay.decline(ReplayDecline::MidResult);
@@ -252,6 +321,12 @@ impl Session {
         if let Some(l) = self.take_lease() {
             l.discard();
         }
+        self.run_replay(raw_len, reply_seq).await
+    }
+
+    /// Waits for a primary and runs the transaction's statements there, until they ran or
+    /// `routing.failover_timeout` is over.
+    async fn run_replay(&mut self, raw_len: usize, reply_seq: u8) -> Replay {
         let mut deadline = None;
         loop {
             if let Err(e) = self.wait_for_primary(&mut deadline).await {

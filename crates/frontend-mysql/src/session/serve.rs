@@ -89,6 +89,10 @@ impl Session {
                     if let Some(l) = self.take_lease() {
                         l.discard();
                     }
+                    if self.replay_later(&why) {
+                        // Its transaction runs again before the client's next command.
+                        continue;
+                    }
                     tracing::info!(connection = self.id, peer = %self.peer, %why, "backend ended an idle session; closing the client");
                     return End::BackendLost(why);
                 }

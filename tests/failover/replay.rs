@@ -1,0 +1,146 @@
+//! Transaction replay (`routing.transaction_replay`), on one topology: the primary killed
+//! and restarted under open transactions (one replayed unnoticed, one whose read changed
+//! meanwhile, one caught in its `COMMIT`), then stopped and replaced by a replica promoted by
+//! hand under another open transaction.
+
+use super::*;
+
+use std::sync::atomic::AtomicU64;
+
+fn count(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
+/// The replay counters, for failure messages.
+fn counters(m: &manifold_frontend_mysql::FrontendMetrics) -> String {
+    let declined: Vec<String> = manifold_frontend_mysql::REPLAY_DECLINES
+        .iter()
+        .map(|&r| format!("{}={}", r.name(), m.replay_declined(r)))
+        .collect();
+    format!(
+        "replays={} mismatches={} commit_unknown={} declined: {}",
+        count(&m.replays),
+        count(&m.replay_mismatches),
+        count(&m.commit_outcome_unknown),
+        declined.join(" ")
+    )
+}
+
+fn ids(t: &Topology, server: &manifold_testkit::Server) -> String {
+    t.sql(
+        server,
+        "SELECT GROUP_CONCAT(id ORDER BY id) FROM fo_replay.r",
+    )
+    .unwrap()
+    .trim_end()
+    .to_owned()
+}
+
+#[test]
+fn open_transactions_survive_a_lost_primary_and_commits_are_never_run_twice() {
+    let _serial = serial();
+    let t = topology("fo_replay");
+    t.sql(&t.primary, "CREATE TABLE fo_replay.r (id INT PRIMARY KEY)")
+        .unwrap();
+    let mut cfg = config(&t);
+    cfg.routing.failover_timeout = Duration::from_secs(20);
+    let server = start(&cfg);
+    let m = &server.shared.metrics;
+    let addr = server.mysql_addr();
+    let connect = || Client::connect(addr, USER, PASSWORD, Some("fo_replay")).unwrap();
+
+    // A: a transaction in the middle of its work.
+    let mut a = connect();
+    a.query("BEGIN").unwrap();
+    for id in 1..=3 {
+        a.query(&format!("INSERT INTO r VALUES ({id})")).unwrap();
+    }
+    assert_eq!(a.scalar("SELECT COUNT(*) FROM r").unwrap().unwrap(), "3");
+    a.query("UPDATE t SET v = v + 1 WHERE id = 10").unwrap();
+    assert_eq!(
+        a.scalar("SELECT v FROM t WHERE id = 10").unwrap().unwrap(),
+        "11"
+    );
+    // B: read a row another session changes while the primary is away.
+    let mut b = connect();
+    b.query("BEGIN").unwrap();
+    assert_eq!(
+        b.scalar("SELECT v FROM t WHERE id = 50").unwrap().unwrap(),
+        "50"
+    );
+    // C: its COMMIT is held by a global read lock when the primary dies.
+    let mut c = connect();
+    c.query("BEGIN").unwrap();
+    c.query("INSERT INTO r VALUES (100)").unwrap();
+    let mut lock = Client::connect(t.primary.addr(), USER, PASSWORD, None).unwrap();
+    lock.query("FLUSH TABLES WITH READ LOCK").unwrap();
+    let committing = std::thread::spawn(move || c.query("COMMIT"));
+    wait_for(
+        "the COMMIT to wait for the lock",
+        Duration::from_secs(10),
+        || {
+            t.sql_value(
+                &t.primary,
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'COMMIT'",
+            )
+            .ok()
+                == Some("1".into())
+        },
+    );
+
+    t.kill_server(&t.primary).unwrap();
+    let e = committing.join().unwrap().unwrap_err();
+    assert_eq!(e.code(), Some(7721), "{e}");
+    assert!(e.to_string().contains("unknown"), "{e}");
+    drop(lock);
+    t.restart_server(&t.primary).unwrap();
+    t.sql(&t.primary, "UPDATE fo_replay.t SET v = 999 WHERE id = 50")
+        .unwrap();
+
+    // A goes on as if nothing happened, and commits all its rows.
+    if let Err(e) = a.query("INSERT INTO r VALUES (4)") {
+        panic!("{e}; {}", counters(m));
+    }
+    assert_eq!(a.scalar("SELECT COUNT(*) FROM r").unwrap().unwrap(), "4");
+    a.query("COMMIT").unwrap();
+    assert_eq!(
+        ids(&t, &t.primary),
+        "1,2,3,4",
+        "the COMMIT ran once, C's did not"
+    );
+    assert_eq!(
+        t.sql_value(&t.primary, "SELECT v FROM fo_replay.t WHERE id = 10")
+            .unwrap(),
+        "11"
+    );
+    assert_eq!(count(&m.replays), 1);
+    assert_eq!(count(&m.commit_outcome_unknown), 1);
+    // B's replayed read gives another answer: an error, and its transaction is gone.
+    let e = b.query("SELECT v FROM t WHERE id = 51").unwrap_err();
+    assert_eq!(e.code(), Some(7720), "{e}");
+    assert!(b.closed_within(Duration::from_secs(5)));
+    assert_eq!(count(&m.replay_mismatches), 1);
+
+    // D: the primary stopped and a replica promoted by hand while D's transaction is open.
+    t.wait_replicated(Duration::from_secs(20)).unwrap();
+    let mut d = connect();
+    d.query("BEGIN").unwrap();
+    d.query("INSERT INTO r VALUES (10)").unwrap();
+    t.stop_server(&t.primary).unwrap();
+    let (new, other) = (&t.replicas[0], &t.replicas[1]);
+    t.sql(
+        new,
+        "STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF",
+    )
+    .unwrap();
+    t.sql(
+        other,
+        &format!("STOP SLAVE; CHANGE MASTER TO master_port = {}, master_use_gtid = slave_pos; START SLAVE", new.addr().port()),
+    )
+    .unwrap();
+    d.query("INSERT INTO r VALUES (11)").unwrap();
+    d.query("COMMIT").unwrap();
+    assert_eq!(server.shared.topology().primary(), 1);
+    assert_eq!(ids(&t, new), "1,2,3,4,10,11");
+    assert_eq!(count(&m.replays), 2);
+}
