@@ -6,9 +6,9 @@
 # depend on what else the machine runs, unlike CPU time. See bench/README.md.
 #
 # Settings (environment):
-#   ROUNDS=2          rounds; each runs both targets once
+#   ROUNDS=3          rounds; each runs both targets once, in turn first
 #   TRANSACTIONS=1000 oltp_read_write transactions measured per run (after WARMUP unmeasured)
-#   WARMUP=200
+#   WARMUP=500
 #   THREADS=8         sysbench threads (client connections)
 #   PROXY_THREADS=2   manifold --threads
 #   OUT=bench/out/replay_overhead-<UTC time>
@@ -19,9 +19,9 @@ ROOT=$PWD
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 TRANSACTIONS=${TRANSACTIONS:-1000}
-WARMUP=${WARMUP:-200}
+WARMUP=${WARMUP:-500}
 THREADS=${THREADS:-8}
 PROXY_THREADS=${PROXY_THREADS:-2}
 OUT=${OUT:-$ROOT/bench/out/replay_overhead-$(date -u +%Y%m%dT%H%M%SZ)}
@@ -76,9 +76,15 @@ run_one() { # round target(on|off)
 }
 
 head -1 "$CSV"
+# Each round in the other order: the first run after the prepare meets colder caches.
 for round in $(seq 1 "$ROUNDS"); do
-    run_one "$round" on
-    run_one "$round" off
+    if [ $((round % 2)) -eq 1 ]; then
+        run_one "$round" on
+        run_one "$round" off
+    else
+        run_one "$round" off
+        run_one "$round" on
+    fi
 done
 
 summarize "$CSV" <<'EOF' | tee "$OUT/summary.md"

@@ -158,6 +158,21 @@ impl Session {
                         FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                         continue;
                     }
+                    if !movable && retries < MAX_RETRIES && self.status & status::IN_TRANS != 0 {
+                        // The transaction's connection broke while being made ready: nothing
+                        // of the command went out.
+                        match self
+                            .replay_transaction(None, effect, raw_len, reply_seq)
+                            .await
+                        {
+                            Replay::Done => {
+                                retries += 1;
+                                continue;
+                            }
+                            Replay::Ended(end) => return Err(end),
+                            Replay::Declined => {}
+                        }
+                    }
                 }
                 self.pending_collation = None;
                 self.io.consume(raw_len);
@@ -365,7 +380,7 @@ impl Session {
                 Outgoing::Bytes(b) => self.replay.record(b, reply_seq, self.last_insert_id, max),
                 Outgoing::Sent => self.replay.decline(ReplayDecline::Command),
             }
-            Some(&mut self.replay.sum)
+            self.replay.recording().then_some(&mut self.replay.sum)
         } else {
             None
         };

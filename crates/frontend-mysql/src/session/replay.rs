@@ -96,6 +96,11 @@ impl ReplayLog {
         self.bytes.extend_from_slice(command);
     }
 
+    /// The running statement's answer is being summed for the log.
+    pub(super) fn recording(&self) -> bool {
+        self.declined.is_none()
+    }
+
     /// The open transaction will not be replayed (the first reason counts).
     pub(super) fn decline(&mut self, reason: ReplayDecline) {
         if self.declined.is_none() {
@@ -208,11 +213,20 @@ impl Session {
     /// transaction (variables, user variables, schema) declines it: the new connection is
     /// brought to the session's state as it is now, not as it was when the transaction began.
     pub(super) fn replay_statement_ended(&mut self, state_changed: bool) {
-        if !self.replay.armed && self.replay.declined.is_none() && self.replay.entries.is_empty() {
+        let in_transaction = self.status & status::IN_TRANS != 0;
+        let armed = std::mem::take(&mut self.replay.armed);
+        if !armed
+            && !in_transaction
+            && self.replay.declined.is_none()
+            && self.replay.entries.is_empty()
+        {
             return;
         }
-        self.replay.armed = false;
-        let in_transaction = self.status & status::IN_TRANS != 0;
+        if in_transaction && !armed {
+            // A transaction begun by a statement that was not kept (`XA START`, a `CALL`)
+            // cannot be begun again.
+            self.replay.decline(ReplayDecline::Command);
+        }
         if in_transaction && (state_changed || !self.assigned_user_vars.is_empty()) {
             self.replay.decline(ReplayDecline::SessionState);
         }
@@ -291,21 +305,22 @@ impl Session {
             return Replay::Declined;
         }
         let metrics = &self.fe.shared.metrics;
-        let Some(error) = error else {
-            return self.run_replay(raw_len, reply_seq).await;
-        };
-        if matches!(error.retry, RetryType::Decided(false)) {
+        if error.is_none() {
+            // Nothing of the command was sent: even a COMMIT may follow the replay.
+        } else if error.is_some_and(|e| matches!(e.retry, RetryType::Decided(false))) {
             // Part of the answer reached the client (or the client's file was being sent).
             self.replay.decline(ReplayDecline::MidResult);
         } else if may_commit(effect) {
             FrontendMetrics::inc(&metrics.commit_outcome_unknown);
-            tracing::warn!(connection = self.id, peer = %self.peer, error = %error, "backend connection lost during a statement that may commit; its outcome is unknown");
+            let error = error.map_or("", |e| e.message.as_str());
+            tracing::warn!(connection = self.id, peer = %self.peer, %error, "backend connection lost during a statement that may commit; its outcome is unknown");
             let e = ErrPacket::new(
                 codes::COMMIT_OUTCOME_UNKNOWN,
-                format!("Lost connection to backend during a statement that may commit the transaction (COMMIT, or one committing implicitly); whether it committed is unknown, and it was not run again: {}", error.message),
+                format!("Lost connection to backend during a statement that may commit the transaction (COMMIT, or one committing implicitly); whether it committed is unknown, and it was not run again: {error}"),
             );
             return self.replay_ends(raw_len, reply_seq, e).await;
-        } else if !self.pins.replayable() {
+        }
+        if !self.pins.replayable() {
             self.replay.decline(ReplayDecline::SessionState);
         }
         if let Some(reason) = self.replay.declined {
@@ -317,7 +332,12 @@ impl Session {
             );
             return Replay::Declined;
         }
-        tracing::info!(connection = self.id, error = %error, statements = self.replay.entries.len(), "backend connection lost in a transaction; replaying it");
+        tracing::info!(
+            connection = self.id,
+            error = error.map_or("", |e| e.message.as_str()),
+            statements = self.replay.entries.len(),
+            "backend connection lost in a transaction; replaying it"
+        );
         if let Some(l) = self.take_lease() {
             l.discard();
         }
