@@ -6,11 +6,14 @@
 # depend on what else the machine runs, unlike CPU time. See bench/README.md.
 #
 # Settings (environment):
-#   ROUNDS=3          rounds; each runs both targets once, in turn first
+#   ROUNDS=3          rounds under callgrind; each runs both targets once, in turn first
 #   TRANSACTIONS=1000 oltp_read_write transactions measured per run (after WARMUP unmeasured)
 #   WARMUP=500
 #   THREADS=8         sysbench threads (client connections)
 #   PROXY_THREADS=2   manifold --threads
+#   TPS_ROUNDS=3      then, natively: rounds of TPS_SECONDS of oltp_read_write through each
+#   TPS_SECONDS=20    (both manifolds running side by side, in turn): transactions a second and
+#                     manifold's CPU ms per 1000 transactions (0 rounds: skip)
 #   OUT=bench/out/replay_overhead-<UTC time>
 #   MANIFOLD_BIN_DIR=target/release
 set -euo pipefail
@@ -23,6 +26,8 @@ ROUNDS=${ROUNDS:-3}
 TRANSACTIONS=${TRANSACTIONS:-1000}
 WARMUP=${WARMUP:-500}
 THREADS=${THREADS:-8}
+TPS_ROUNDS=${TPS_ROUNDS:-3}
+TPS_SECONDS=${TPS_SECONDS:-20}
 PROXY_THREADS=${PROXY_THREADS:-2}
 OUT=${OUT:-$ROOT/bench/out/replay_overhead-$(date -u +%Y%m%dT%H%M%SZ)}
 
@@ -36,7 +41,7 @@ start_topology
     echo "valgrind: $(valgrind --version)"
     echo "sysbench: $(sysbench --version)"
     manifold_build
-    echo "settings: ROUNDS=$ROUNDS TRANSACTIONS=$TRANSACTIONS WARMUP=$WARMUP THREADS=$THREADS PROXY_THREADS=$PROXY_THREADS"
+    echo "settings: ROUNDS=$ROUNDS TRANSACTIONS=$TRANSACTIONS WARMUP=$WARMUP THREADS=$THREADS PROXY_THREADS=$PROXY_THREADS TPS_ROUNDS=$TPS_ROUNDS TPS_SECONDS=$TPS_SECONDS"
 } | tee "$OUT/env.txt"
 
 printf '[routing]\ntransaction_replay = true\n' >"$OUT/on.toml"
@@ -87,7 +92,7 @@ for round in $(seq 1 "$ROUNDS"); do
     fi
 done
 
-summarize "$CSV" <<'EOF' | tee "$OUT/summary.md"
+[ "$ROUNDS" -eq 0 ] || summarize "$CSV" <<'EOF' | tee "$OUT/summary.md"
 import sys
 from summary_lib import read_rows
 rows = read_rows(sys.argv[1])
@@ -100,4 +105,42 @@ print("|---|---:|")
 print(f"| on (default) | {on:,.0f} |")
 print(f"| off | {off:,.0f} |")
 print(f"\nReplay costs {on - off:,.0f} instructions per transaction (18 statements): {100 * (on - off) / off:.2f}% of manifold's total.")
+EOF
+
+[ "$TPS_ROUNDS" -gt 0 ] || exit 0
+TPS_CSV="$OUT/tps.csv"
+echo "round,target,transactions_per_sec,manifold_cpu_ms_per_1000" >"$TPS_CSV"
+start_manifold ON manifold-on "$OUT/on.toml"
+start_manifold OFF manifold-off "$OUT/off.toml"
+tps_one() { # round target port pid
+    local out="$OUT/tps-r$1-$2" before after tps total
+    before=$(cpu_ticks "$4")
+    sysbench "${SB[@]}" --mysql-port="$3" --time="$TPS_SECONDS" run >"$out.log" 2>&1 || die "run failed: see $out.log"
+    after=$(cpu_ticks "$4")
+    tps=$(awk '/^ *transactions:/ { gsub(/[(]/, "", $3); print $3 }' "$out.log")
+    total=$(awk '/^ *transactions:/ { print $2 }' "$out.log")
+    echo "$1,$2,$tps,$(( (after - before) * 1000 * 1000 / $(getconf CLK_TCK) / total ))" | tee -a "$TPS_CSV"
+}
+head -1 "$TPS_CSV"
+for round in $(seq 1 "$TPS_ROUNDS"); do
+    if [ $((round % 2)) -eq 1 ]; then
+        tps_one "$round" on "$ON_PORT" "$ON_PID"
+        tps_one "$round" off "$OFF_PORT" "$OFF_PID"
+    else
+        tps_one "$round" off "$OFF_PORT" "$OFF_PID"
+        tps_one "$round" on "$ON_PORT" "$ON_PID"
+    fi
+done
+note_load_at_end
+summarize "$TPS_CSV" <<'EOF' | tee -a "$OUT/summary.md"
+import sys
+from summary_lib import read_rows
+rows = read_rows(sys.argv[1])
+def median(target, key):
+    v = sorted(float(r[key]) for r in rows if r["target"] == target)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+print("\n| transaction replay | oltp_read_write transactions/s (median) | manifold CPU ms per 1000 transactions (median) |")
+print("|---|---:|---:|")
+for t, name in (("on", "on (default)"), ("off", "off")):
+    print(f"| {name} | {median(t, 'transactions_per_sec'):,.1f} | {median(t, 'manifold_cpu_ms_per_1000'):,.0f} |")
 EOF

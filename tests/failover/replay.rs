@@ -1,7 +1,7 @@
 //! Transaction replay (`routing.transaction_replay`), on one topology: the primary killed
 //! and restarted under open transactions (one replayed unnoticed, one whose read changed
 //! meanwhile, one caught in its `COMMIT`), then stopped and replaced by a replica promoted by
-//! hand under another open transaction.
+//! hand under another open transaction; and one that changed its session, not replayed.
 
 use super::*;
 
@@ -72,6 +72,11 @@ fn open_transactions_survive_a_lost_primary_and_commits_are_never_run_twice() {
     let mut c = connect();
     c.query("BEGIN").unwrap();
     c.query("INSERT INTO r VALUES (100)").unwrap();
+    // E: changed its session inside the transaction: not replayed, and counted.
+    let mut e_client = connect();
+    e_client.query("BEGIN").unwrap();
+    e_client.query("SET @x = 5").unwrap();
+    e_client.query("INSERT INTO r VALUES (200)").unwrap();
     let mut lock = Client::connect(t.primary.addr(), USER, PASSWORD, None).unwrap();
     lock.query("FLUSH TABLES WITH READ LOCK").unwrap();
     let committing = std::thread::spawn(move || c.query("COMMIT"));
@@ -115,6 +120,15 @@ fn open_transactions_survive_a_lost_primary_and_commits_are_never_run_twice() {
     );
     assert_eq!(count(&m.replays), 1);
     assert_eq!(count(&m.commit_outcome_unknown), 1);
+    // E's session is gone with its transaction, as without replay.
+    assert!(e_client.query("INSERT INTO r VALUES (201)").is_err());
+    assert_eq!(
+        m.replay_declined(manifold_frontend_mysql::ReplayDecline::SessionState),
+        1,
+        "{}",
+        counters(m)
+    );
+    assert_eq!(ids(&t, &t.primary), "1,2,3,4");
     // B's replayed read gives another answer: an error, and its transaction is gone.
     let e = b.query("SELECT v FROM t WHERE id = 51").unwrap_err();
     assert_eq!(e.code(), Some(7720), "{e}");

@@ -453,11 +453,12 @@ impl Session {
                 if let Some(scan) = effect.scan() {
                     self.remember_previous_statement(&scan, &r).await?;
                 }
-                if !self.assigned_user_vars.is_empty() {
+                let assigned_user_vars = !self.assigned_user_vars.is_empty();
+                if assigned_user_vars {
                     self.read_back_user_vars().await?;
                 }
                 let state_changed = self.after_statement(effect, &r);
-                self.replay_statement_ended(state_changed || init_db_ran);
+                self.replay_statement_ended(state_changed || init_db_ran || assigned_user_vars);
                 if let Some(l) = self.lease.as_mut() {
                     if l.conn().has_followers() {
                         // Pinned by what a pipelined SELECT did (a stored function, say):

@@ -183,8 +183,6 @@ impl Session {
     /// session is in a transaction, or the command may begin one. Declines the transaction
     /// when the command is one that cannot be kept.
     pub(super) fn arm_replay(&mut self, effect: Effect, kind: ResponseKind) {
-        let config = &self.topology().config;
-        let enabled = config.transaction_replay;
         let in_transaction = self.status & status::IN_TRANS != 0;
         let may_begin = self.status & status::AUTOCOMMIT == 0
             || effect
@@ -194,7 +192,7 @@ impl Session {
             self.replay.armed = false;
             return;
         }
-        if !enabled {
+        if !self.topology().config.transaction_replay {
             self.replay.decline(ReplayDecline::Disabled);
             self.replay.armed = false;
             return;
@@ -227,7 +225,7 @@ impl Session {
             // cannot be begun again.
             self.replay.decline(ReplayDecline::Command);
         }
-        if in_transaction && (state_changed || !self.assigned_user_vars.is_empty()) {
+        if in_transaction && state_changed {
             self.replay.decline(ReplayDecline::SessionState);
         }
         if in_transaction && self.lease.is_some() && self.lease_node != self.primary() {
