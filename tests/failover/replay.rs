@@ -95,7 +95,7 @@ fn open_transactions_survive_a_lost_primary_and_commits_are_never_run_twice() {
 
     t.kill_server(&t.primary).unwrap();
     let e = committing.join().unwrap().unwrap_err();
-    assert_eq!(e.code(), Some(7721), "{e}");
+    assert_eq!(e.code(), Some(7722), "{e}");
     assert!(e.to_string().contains("unknown"), "{e}");
     drop(lock);
     t.restart_server(&t.primary).unwrap();
@@ -131,7 +131,7 @@ fn open_transactions_survive_a_lost_primary_and_commits_are_never_run_twice() {
     assert_eq!(ids(&t, &t.primary), "1,2,3,4");
     // B's replayed read gives another answer: an error, and its transaction is gone.
     let e = b.query("SELECT v FROM t WHERE id = 51").unwrap_err();
-    assert_eq!(e.code(), Some(7720), "{e}");
+    assert_eq!(e.code(), Some(7721), "{e}");
     assert!(b.closed_within(Duration::from_secs(5)));
     assert_eq!(count(&m.replay_mismatches), 1);
 

@@ -755,14 +755,14 @@ pub(crate) async fn status_variables(server: &Server<'_>) -> Vec<StatusVariable>
             "Transaction_replay_mismatches",
             "manifold_transaction_replay_mismatches_total",
             true,
-            "Replayed transactions whose answers differed: rolled back, the client told (7720).",
+            "Replayed transactions whose answers differed: rolled back, the client told (7721).",
             load(&m.replay_mismatches),
         ),
         var(
             "Transaction_commit_outcome_unknown",
             "manifold_transaction_commit_outcome_unknown_total",
             true,
-            "Statements that may commit (COMMIT...) whose backend connection was lost: never run again (7721).",
+            "Statements that may commit (COMMIT...) whose backend connection was lost: never run again (7722).",
             load(&m.commit_outcome_unknown),
         ),
         var(

@@ -113,10 +113,10 @@ pub mod codes {
         PROCESSLIST_TOO_LARGE = (7708, "HY000", "The process list does not fit in the statement");
         /// A transaction replayed after its backend connection was lost got answers that
         /// differ from what the client had received: it was rolled back.
-        TRANSACTION_REPLAY_MISMATCH = (7720, "40001", "Transaction replay gave different results; the transaction was rolled back");
+        TRANSACTION_REPLAY_MISMATCH = (7721, "40001", "Transaction replay gave different results; the transaction was rolled back");
         /// The backend connection was lost while a statement that may commit (`COMMIT`...)
         /// ran: whether it committed is unknown, so it is not run again.
-        COMMIT_OUTCOME_UNKNOWN = (7721, "08S01", "Lost connection to backend during COMMIT; its outcome is unknown");
+        COMMIT_OUTCOME_UNKNOWN = (7722, "08S01", "Lost connection to backend during COMMIT; its outcome is unknown");
     }
 }
 

@@ -30,8 +30,9 @@ const KEEP_ENTRIES: usize = 1024;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    /// Where the statement's bytes end in `ReplayLog::bytes`.
-    end: usize,
+    /// Where the statement's bytes end in `ReplayLog::bytes` (at most
+    /// `routing.transaction_replay_max_size`, 1 GiB).
+    end: u32,
     /// The sequence id of its answer's first packet.
     reply_seq: u8,
     checksum: u64,
@@ -87,7 +88,9 @@ impl ReplayLog {
         if self.declined.is_some() {
             return;
         }
-        let size = self.bytes.len() + command.len() + (self.entries.len() + 1) * 16;
+        let size = self.bytes.len()
+            + command.len()
+            + (self.entries.len() + 1) * std::mem::size_of::<Entry>();
         if size as u64 > max {
             self.decline(ReplayDecline::TooLarge);
             return;
@@ -123,7 +126,7 @@ impl ReplayLog {
                 return;
             }
             self.entries.push(Entry {
-                end: self.bytes.len(),
+                end: self.bytes.len() as u32,
                 reply_seq,
                 checksum: self.sum.finish(),
             });
@@ -429,8 +432,8 @@ impl Session {
         let mut start = 0;
         let mut same = true;
         for entry in &self.replay.entries {
-            let command = &self.replay.bytes[start..entry.end];
-            start = entry.end;
+            let command = &self.replay.bytes[start..entry.end as usize];
+            start = entry.end as usize;
             let sum = rerun(conn, command, entry.reply_seq, deprecate_eof).await?;
             if sum != entry.checksum {
                 same = false;
