@@ -1,7 +1,8 @@
 //! Transaction replay (`routing.transaction_replay`), on one topology: the primary killed
 //! and restarted under open transactions (one replayed unnoticed, one whose read changed
 //! meanwhile, one caught in its `COMMIT`), then stopped and replaced by a replica promoted by
-//! hand under another open transaction; and one that changed its session, not replayed.
+//! hand under another open transaction; one that changed its session and one killed on the
+//! server, not replayed.
 
 use super::*;
 
@@ -48,6 +49,23 @@ fn open_transactions_survive_a_lost_primary_and_commits_are_never_run_twice() {
     let m = &server.shared.metrics;
     let addr = server.mysql_addr();
     let connect = || Client::connect(addr, USER, PASSWORD, Some("fo_replay")).unwrap();
+
+    // F: its connection killed on the server (`KILL`): what was killed stays killed.
+    let mut f = connect();
+    f.query("BEGIN").unwrap();
+    f.query("INSERT INTO r VALUES (300)").unwrap();
+    let thread = t
+        .sql_value(
+            &t.primary,
+            "SELECT trx_mysql_thread_id FROM information_schema.INNODB_TRX",
+        )
+        .unwrap();
+    t.sql(&t.primary, &format!("KILL {thread}")).unwrap();
+    wait_for("the kill to be seen", Duration::from_secs(10), || {
+        m.replay_declined(manifold_frontend_mysql::ReplayDecline::Killed) == 1
+    });
+    assert!(f.query("INSERT INTO r VALUES (301)").is_err());
+    assert_eq!(ids(&t, &t.primary), "NULL");
 
     // A: a transaction in the middle of its work.
     let mut a = connect();

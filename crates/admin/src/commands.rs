@@ -822,6 +822,13 @@ pub(crate) async fn status_variables(server: &Server<'_>) -> Vec<StatusVariable>
             m.replay_declined(ReplayDecline::NoPrimary),
         ),
         var(
+            "Transaction_replay_declined_killed",
+            "manifold_transaction_replay_declined_killed_total",
+            true,
+            "Not replayed: the server killed the transaction's connection (KILL).",
+            m.replay_declined(ReplayDecline::Killed),
+        ),
+        var(
             "Client_connections_accepted",
             "manifold_client_connections_accepted_total",
             true,

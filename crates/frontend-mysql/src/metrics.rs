@@ -56,9 +56,12 @@ pub enum ReplayDecline {
     LocalInfile,
     /// No primary answered within `routing.failover_timeout`.
     NoPrimary,
+    /// The server killed the transaction's connection (`KILL`): what was killed is not
+    /// brought back.
+    Killed,
 }
 
-pub const REPLAY_DECLINES: [ReplayDecline; 8] = [
+pub const REPLAY_DECLINES: [ReplayDecline; 9] = [
     ReplayDecline::Disabled,
     ReplayDecline::TooLarge,
     ReplayDecline::Command,
@@ -67,6 +70,7 @@ pub const REPLAY_DECLINES: [ReplayDecline; 8] = [
     ReplayDecline::MidResult,
     ReplayDecline::LocalInfile,
     ReplayDecline::NoPrimary,
+    ReplayDecline::Killed,
 ];
 
 impl ReplayDecline {
@@ -80,6 +84,7 @@ impl ReplayDecline {
             ReplayDecline::MidResult => "mid_result",
             ReplayDecline::LocalInfile => "local_infile",
             ReplayDecline::NoPrimary => "no_primary",
+            ReplayDecline::Killed => "killed",
         }
     }
 }

@@ -458,7 +458,10 @@ impl Session {
                     self.read_back_user_vars().await?;
                 }
                 let state_changed = self.after_statement(effect, &r);
-                self.replay_statement_ended(state_changed || init_db_ran || assigned_user_vars);
+                self.replay_statement_ended(
+                    state_changed || init_db_ran || assigned_user_vars,
+                    r.error.as_ref().map(|e| e.code),
+                );
                 if let Some(l) = self.lease.as_mut() {
                     if l.conn().has_followers() {
                         // Pinned by what a pipelined SELECT did (a stored function, say):

@@ -15,6 +15,7 @@ use manifold_mysql_proto::consts::{caps, status};
 use manifold_mysql_proto::packet::HEADER_LEN;
 use manifold_mysql_proto::packets::{ErrPacket, OkPacket};
 use manifold_mysql_proto::{Progress, ResponseKind, ResponseTracker};
+use manifold_router::NodeId;
 use manifold_sql_lex::Verb;
 use tokio::io::AsyncWriteExt;
 
@@ -55,9 +56,19 @@ pub(super) struct ReplayLog {
     declined: Option<ReplayDecline>,
     /// `LAST_INSERT_ID()` of the session when the transaction began.
     start_last_insert_id: u64,
+    /// When the transaction's first statement was kept.
+    started: Option<std::time::Instant>,
     /// The transaction's connection was lost while the session was idle: it runs again
     /// before the next command.
     lost: bool,
+}
+
+/// What one attempt at running the kept statements again found.
+enum Rerun {
+    Same,
+    Differs,
+    /// The server the transaction ran on never went away (see [`Session::replay_once`]).
+    SameServer,
 }
 
 /// What became of a transaction whose connection was lost.
@@ -78,6 +89,7 @@ impl ReplayLog {
         }
         if self.entries.is_empty() && self.declined.is_none() {
             self.start_last_insert_id = last_insert_id;
+            self.started = Some(std::time::Instant::now());
         }
         self.sum = AnswerChecksum::default();
     }
@@ -213,7 +225,7 @@ impl Session {
     /// forgets the transaction once none is. A change of the session's state inside the
     /// transaction (variables, user variables, schema) declines it: the new connection is
     /// brought to the session's state as it is now, not as it was when the transaction began.
-    pub(super) fn replay_statement_ended(&mut self, state_changed: bool) {
+    pub(super) fn replay_statement_ended(&mut self, state_changed: bool, error: Option<u16>) {
         let in_transaction = self.status & status::IN_TRANS != 0;
         let armed = std::mem::take(&mut self.replay.armed);
         if !armed
@@ -228,6 +240,10 @@ impl Session {
             // cannot be begun again.
             self.replay.decline(ReplayDecline::Command);
         }
+        if error == Some(codes::CONNECTION_KILLED.code) {
+            // The statement's connection was killed on the server.
+            self.replay.decline(ReplayDecline::Killed);
+        }
         if in_transaction && state_changed {
             self.replay.decline(ReplayDecline::SessionState);
         }
@@ -240,9 +256,14 @@ impl Session {
     /// The session's connection, idle in a transaction, was lost (`why`): true when the
     /// transaction is to run again before the next command (which [`Session::forward`] does),
     /// false (the reason counted) when the session ends as it would without replay.
-    pub(super) fn replay_later(&mut self, why: &str) -> bool {
+    /// `killed`: the server said it killed the connection (`KILL`, ERR 1927) before closing
+    /// it.
+    pub(super) fn replay_later(&mut self, why: &str, killed: bool) -> bool {
         if self.status & status::IN_TRANS == 0 {
             return false;
+        }
+        if killed {
+            self.replay.decline(ReplayDecline::Killed);
         }
         if !self.pins.replayable() {
             self.replay.decline(ReplayDecline::SessionState);
@@ -349,6 +370,7 @@ impl Session {
     /// `routing.failover_timeout` is over.
     async fn run_replay(&mut self, raw_len: usize, reply_seq: u8) -> Replay {
         let mut deadline = None;
+        let lost_node = self.lease_node;
         loop {
             if let Err(e) = self.wait_for_primary(&mut deadline).await {
                 let reason = ReplayDecline::NoPrimary;
@@ -356,13 +378,22 @@ impl Session {
                 tracing::warn!(connection = self.id, error = %e.message_lossy(), "transaction not replayed");
                 return Replay::Declined;
             }
-            match self.replay_once().await {
-                Ok(true) => {
+            match self.replay_once(lost_node).await {
+                Ok(Rerun::SameServer) => {
+                    if let Some(l) = self.take_lease() {
+                        l.discard();
+                    }
+                    let reason = ReplayDecline::Killed;
+                    FrontendMetrics::inc(&self.fe.shared.metrics.replay_declined[reason as usize]);
+                    tracing::info!(connection = self.id, "the transaction's server is up since before it began: its connection was killed (or cut), so the transaction is not brought back");
+                    return Replay::Declined;
+                }
+                Ok(Rerun::Same) => {
                     FrontendMetrics::inc(&self.fe.shared.metrics.replays);
                     tracing::info!(connection = self.id, node = %self.topology().nodes[self.lease_node].addr, "transaction replayed");
                     return Replay::Done;
                 }
-                Ok(false) => {
+                Ok(Rerun::Differs) => {
                     FrontendMetrics::inc(&self.fe.shared.metrics.replay_mismatches);
                     tracing::warn!(
                         connection = self.id,
@@ -397,9 +428,12 @@ impl Session {
     }
 
     /// One attempt: a connection to the primary in the session's state, then every kept
-    /// statement, each answer summed. True when all sums match (the connection is the
-    /// session's); false at the first that differs (the connection is closed).
-    async fn replay_once(&mut self) -> Result<bool, BackendError> {
+    /// statement, each answer summed. `Same` when all sums match (the connection is the
+    /// session's); `Differs` at the first that differs (the connection is closed). When the
+    /// primary is the node the transaction lost (`lost_node`) and has been up since before
+    /// the transaction began, its connection was killed (`KILL`, which MariaDB answers with
+    /// a silent close) or cut, not lost with its server: `SameServer`, nothing is run.
+    async fn replay_once(&mut self, lost_node: NodeId) -> Result<Rerun, BackendError> {
         let primary = self.primary();
         match self.ensure_backend(primary, false).await {
             Ok(_) => {}
@@ -413,7 +447,24 @@ impl Session {
         }
         let deprecate_eof = self.capabilities & caps::DEPRECATE_EOF != 0;
         let last_insert_id = self.replay.start_last_insert_id;
+        let started = self.replay.started;
         let conn = self.lease.as_mut().expect("ensured").conn();
+        if primary == lost_node {
+            if let Some(started) = started {
+                let uptime = match conn.query_rows(b"SHOW GLOBAL STATUS LIKE 'Uptime'").await? {
+                    Ok(rows) => rows
+                        .rows
+                        .first()
+                        .and_then(|r| r.get(1).cloned().flatten())
+                        .and_then(|v| std::str::from_utf8(&v).ok()?.parse::<u64>().ok()),
+                    Err(_) => None,
+                };
+                // Uptime counts whole seconds: a second of margin.
+                if uptime.is_some_and(|u| u > started.elapsed().as_secs() + 1) {
+                    return Ok(Rerun::SameServer);
+                }
+            }
+        }
         if conn.last_insert_id != last_insert_id {
             match conn
                 .sync_vars(&self.vars, &self.user_vars, Some(last_insert_id))
@@ -444,11 +495,11 @@ impl Session {
             if let Some(l) = self.take_lease() {
                 l.discard();
             }
-            return Ok(false);
+            return Ok(Rerun::Differs);
         }
         // The statements left the connection as the lost one was: its insert id too.
         conn.last_insert_id = self.last_insert_id;
-        Ok(true)
+        Ok(Rerun::Same)
     }
 
     /// The client gets `e` for the interrupted command and the session ends: its
@@ -533,6 +584,14 @@ async fn rerun(
     Ok(sum.finish())
 }
 
+/// The bytes a backend connection sent unasked begin with ERR 1927 (`KILL` of the
+/// connection on the server).
+pub(super) fn killed_on_server(unasked: &[u8]) -> bool {
+    unasked.len() >= 7
+        && unasked[4] == 0xff
+        && u16::from_le_bytes([unasked[5], unasked[6]]) == codes::CONNECTION_KILLED.code
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -586,6 +645,14 @@ mod tests {
         log.record(b"COMMIT", 1, 9, 1 << 20);
         log.statement_ended(false);
         assert!(log.entries.is_empty() && log.bytes.is_empty() && log.declined.is_none());
+    }
+
+    #[test]
+    fn a_kill_is_told_from_other_unasked_bytes() {
+        assert!(killed_on_server(b"\x14\x00\x00\x00\xff\x87\x07#70100"));
+        // 1053: the server shutting down (a restart, a promotion elsewhere).
+        assert!(!killed_on_server(b"\x14\x00\x00\x00\xff\x1d\x04#08S01"));
+        assert!(!killed_on_server(b""));
     }
 
     #[test]
