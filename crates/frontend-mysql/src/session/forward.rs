@@ -73,7 +73,6 @@ impl Session {
         }
         let pipelinable = self.pipelinable(effect, raw_len);
         self.arm_replay(effect, kind);
-        self.replay_before_command(raw_len, reply_seq).await?;
         // A read may run again on another node when its own fails before answering, even if
         // the server may have run it.
         let read = effect

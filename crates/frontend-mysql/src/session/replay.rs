@@ -58,9 +58,6 @@ pub(super) struct ReplayLog {
     start_last_insert_id: u64,
     /// When the transaction's first statement was kept.
     started: Option<std::time::Instant>,
-    /// The transaction's connection was lost while the session was idle: it runs again
-    /// before the next command.
-    lost: bool,
 }
 
 /// What one attempt at running the kept statements again found.
@@ -149,7 +146,6 @@ impl ReplayLog {
     pub(super) fn forget(&mut self) {
         self.release();
         self.declined = None;
-        self.lost = false;
     }
 
     /// Forgets the statements, freeing the buffers a large transaction grew.
@@ -253,14 +249,14 @@ impl Session {
         self.replay.statement_ended(in_transaction);
     }
 
-    /// The session's connection, idle in a transaction, was lost (`why`): true when the
-    /// transaction is to run again before the next command (which [`Session::forward`] does),
-    /// false (the reason counted) when the session ends as it would without replay.
-    /// `killed`: the server said it killed the connection (`KILL`, ERR 1927) before closing
-    /// it.
-    pub(super) fn replay_later(&mut self, why: &str, killed: bool) -> bool {
+    /// The session's connection, idle in a transaction, was lost (`why`): the transaction
+    /// runs again at once, before the client's next command is read. `None`: it did, the
+    /// session goes on. Else the session ends (the client's connection closes, as when no
+    /// transaction was open), the reason counted. `killed`: the server said it killed the
+    /// connection (`KILL`, ERR 1927) before closing it.
+    pub(super) async fn replay_idle(&mut self, why: &str, killed: bool) -> Option<End> {
         if self.status & status::IN_TRANS == 0 {
-            return false;
+            return Some(End::BackendLost(why.to_owned()));
         }
         if killed {
             self.replay.decline(ReplayDecline::Killed);
@@ -275,40 +271,13 @@ impl Session {
                 reason = reason.name(),
                 "transaction not replayed"
             );
-            return false;
+            return Some(End::BackendLost(why.to_owned()));
         }
-        tracing::info!(connection = self.id, %why, "backend connection lost while the session was idle in a transaction; it runs again before the next command");
-        self.replay.lost = true;
-        true
-    }
-
-    /// The session's transaction lost its connection while idle ([`Session::replay_later`]):
-    /// runs it again before the command at the front of the client's buffer, which has not
-    /// been sent anywhere. Err: the client was answered and the session ends.
-    pub(super) async fn replay_before_command(
-        &mut self,
-        raw_len: usize,
-        reply_seq: u8,
-    ) -> Result<(), End> {
-        if !std::mem::take(&mut self.replay.lost) || self.status & status::IN_TRANS == 0 {
-            return Ok(());
-        }
-        match self
-            .replay_transaction(None, Effect::None, raw_len, reply_seq)
-            .await
-        {
-            Replay::Done => Ok(()),
-            Replay::Ended(end) => Err(end),
-            Replay::Declined => {
-                let e = ErrPacket::new(
-                    codes::BACKEND_LOST,
-                    "Lost connection to backend while the session was idle in a transaction, and the transaction could not be run again",
-                );
-                match self.replay_ends(raw_len, reply_seq, e).await {
-                    Replay::Ended(end) => Err(end),
-                    _ => unreachable!("replay_ends ends the session"),
-                }
-            }
+        tracing::info!(connection = self.id, %why, statements = self.replay.entries.len(), "backend connection lost while the session was idle in a transaction; replaying it");
+        match self.run_replay(None).await {
+            Replay::Done => None,
+            Replay::Ended(end) => Some(end),
+            Replay::Declined => Some(End::BackendLost(why.to_owned())),
         }
     }
 
@@ -340,7 +309,7 @@ impl Session {
                 codes::COMMIT_OUTCOME_UNKNOWN,
                 format!("Lost connection to backend during a statement that may commit the transaction (COMMIT, or one committing implicitly); whether it committed is unknown, and it was not run again: {error}"),
             );
-            return self.replay_ends(raw_len, reply_seq, e).await;
+            return self.replay_ends(Some((raw_len, reply_seq)), e).await;
         }
         if !self.pins.replayable() {
             self.replay.decline(ReplayDecline::SessionState);
@@ -363,12 +332,13 @@ impl Session {
         if let Some(l) = self.take_lease() {
             l.discard();
         }
-        self.run_replay(raw_len, reply_seq).await
+        self.run_replay(Some((raw_len, reply_seq))).await
     }
 
     /// Waits for a primary and runs the transaction's statements there, until they ran or
     /// `routing.failover_timeout` is over.
-    async fn run_replay(&mut self, raw_len: usize, reply_seq: u8) -> Replay {
+    /// `answer`: the command waiting for an answer (its length and reply sequence id), if any.
+    async fn run_replay(&mut self, answer: Option<(usize, u8)>) -> Replay {
         let mut deadline = None;
         let lost_node = self.lease_node;
         loop {
@@ -403,7 +373,7 @@ impl Session {
                         codes::TRANSACTION_REPLAY_MISMATCH,
                         "The backend connection was lost and the transaction was run again on the primary, but its results differed from those already returned; the transaction was rolled back",
                     );
-                    return self.replay_ends(raw_len, reply_seq, e).await;
+                    return self.replay_ends(answer, e).await;
                 }
                 Err(e) => {
                     // Another broken connection (a pooled one to the old server, say), or
@@ -502,15 +472,18 @@ impl Session {
         Ok(Rerun::Same)
     }
 
-    /// The client gets `e` for the interrupted command and the session ends: its
-    /// transaction is gone, which carrying on would hide.
-    async fn replay_ends(&mut self, raw_len: usize, reply_seq: u8, e: ErrPacket) -> Replay {
-        self.io.consume(raw_len);
+    /// The client gets `e` for the interrupted command (`answer`: its length and reply
+    /// sequence id; none: the session was idle) and the session ends: its transaction is
+    /// gone, which carrying on would hide.
+    async fn replay_ends(&mut self, answer: Option<(usize, u8)>, e: ErrPacket) -> Replay {
         if let Some(l) = self.take_lease() {
             l.discard();
         }
         let message = e.message_lossy();
-        let _ = self.send_err_packet(reply_seq, &e).await;
+        if let Some((raw_len, reply_seq)) = answer {
+            self.io.consume(raw_len);
+            let _ = self.send_err_packet(reply_seq, &e).await;
+        }
         Replay::Ended(End::BackendLost(message))
     }
 }

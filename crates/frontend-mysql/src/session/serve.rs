@@ -93,12 +93,12 @@ impl Session {
                     if let Some(l) = self.take_lease() {
                         l.discard();
                     }
-                    if self.replay_later(&why, killed) {
-                        // Its transaction runs again before the client's next command.
+                    // An open transaction runs again on the primary, unnoticed.
+                    let Some(end) = self.replay_idle(&why, killed).await else {
                         continue;
-                    }
+                    };
                     tracing::info!(connection = self.id, peer = %self.peer, %why, "backend ended an idle session; closing the client");
-                    return End::BackendLost(why);
+                    return end;
                 }
                 () = &mut idle => {
                     let deadline = last_active + wait;
