@@ -1,7 +1,8 @@
 #![forbid(unsafe_code)]
 //! Node failures under load, each test on a MariaDB topology of its own (they kill servers
 //! and promote replicas): a replica killed under 32 reading threads, a primary stopped with
-//! a replica promoted by hand, and a primary killed with `routing.auto_promote`.
+//! a replica promoted by hand, a primary killed with `routing.auto_promote`, and transactions
+//! replayed across a lost primary (`replay.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -13,6 +14,8 @@ use manifold::Server;
 use manifold_router::ReplicaEntry;
 use manifold_testkit::{Topology, TopologyConfig};
 use manifold_tests::Client;
+
+mod replay;
 
 const USER: &str = "app";
 const PASSWORD: &str = "app";

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use manifold_frontend_mysql::{describe_pins, Shared, Stage, PIN_REASONS};
+use manifold_frontend_mysql::{describe_pins, ReplayDecline, Shared, Stage, PIN_REASONS};
 use manifold_mysql_proto::{codes, ErrorCode};
 use manifold_router::ReadOnly;
 
@@ -724,6 +724,90 @@ pub(crate) async fn status_variables(server: &Server<'_>) -> Vec<StatusVariable>
             true,
             "Times another node became a cluster's primary.",
             shared.clusters.iter().map(|c| c.topology.failovers()).sum(),
+        ),
+        var(
+            "Transaction_replays",
+            "manifold_transaction_replays_total",
+            true,
+            "Transactions run again on the primary after their backend connection was lost, every answer as the client had it.",
+            load(&m.replays),
+        ),
+        var(
+            "Transaction_replay_mismatches",
+            "manifold_transaction_replay_mismatches_total",
+            true,
+            "Replayed transactions whose answers differed: rolled back, the client told (7709).",
+            load(&m.replay_mismatches),
+        ),
+        var(
+            "Transaction_commit_outcome_unknown",
+            "manifold_transaction_commit_outcome_unknown_total",
+            true,
+            "Statements that may commit (COMMIT...) whose backend connection was lost: never run again (7710).",
+            load(&m.commit_outcome_unknown),
+        ),
+        var(
+            "Transaction_replay_declined_disabled",
+            "manifold_transaction_replay_declined_disabled_total",
+            true,
+            "Transactions lost with their connection, not replayed: routing.transaction_replay is off.",
+            m.replay_declined(ReplayDecline::Disabled),
+        ),
+        var(
+            "Transaction_replay_declined_too_large",
+            "manifold_transaction_replay_declined_too_large_total",
+            true,
+            "Not replayed: the transaction outgrew routing.transaction_replay_max_size.",
+            m.replay_declined(ReplayDecline::TooLarge),
+        ),
+        var(
+            "Transaction_replay_declined_command",
+            "manifold_transaction_replay_declined_command_total",
+            true,
+            "Not replayed: the transaction ran a command other than a text query (a prepared statement...).",
+            m.replay_declined(ReplayDecline::Command),
+        ),
+        var(
+            "Transaction_replay_declined_session_state",
+            "manifold_transaction_replay_declined_session_state_total",
+            true,
+            "Not replayed: the transaction changed the session (variables, schema) or held more than itself (a lock, a temporary table...).",
+            m.replay_declined(ReplayDecline::SessionState),
+        ),
+        var(
+            "Transaction_replay_declined_not_primary",
+            "manifold_transaction_replay_declined_not_primary_total",
+            true,
+            "Not replayed: the transaction ran on a replica or another cluster.",
+            m.replay_declined(ReplayDecline::NotPrimary),
+        ),
+        var(
+            "Transaction_replay_declined_mid_result",
+            "manifold_transaction_replay_declined_mid_result_total",
+            true,
+            "Not replayed: part of an answer had reached the client when the connection broke.",
+            m.replay_declined(ReplayDecline::MidResult),
+        ),
+        var(
+            "Transaction_replay_declined_local_infile",
+            "manifold_transaction_replay_declined_local_infile_total",
+            true,
+            "Not replayed: the transaction ran LOAD DATA LOCAL INFILE.",
+            m.replay_declined(ReplayDecline::LocalInfile),
+        ),
+        var(
+            "Transaction_replay_declined_no_primary",
+            "manifold_transaction_replay_declined_no_primary_total",
+            true,
+            "Not replayed: no primary answered within routing.failover_timeout.",
+            m.replay_declined(ReplayDecline::NoPrimary),
+        ),
+        var(
+            "Transaction_replay_declined_killed",
+            "manifold_transaction_replay_declined_killed_total",
+            true,
+            "Not replayed: the server killed the transaction's connection (KILL).",
+            m.replay_declined(ReplayDecline::Killed),
         ),
         var(
             "Client_connections_accepted",

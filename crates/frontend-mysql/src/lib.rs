@@ -41,7 +41,7 @@ use manifold_router::{Balancer, Topology};
 
 pub use config::{FrontTlsConfig, FrontTlsMode, MysqlFrontConfig, UserConfig};
 pub use digests::DigestStats;
-pub use metrics::FrontendMetrics;
+pub use metrics::{FrontendMetrics, ReplayDecline, REPLAY_DECLINES};
 pub use pins::{describe_bits as describe_pins, PinCounters, PinReason, REASONS as PIN_REASONS};
 pub use registry::SessionInfo;
 pub use telemetry::{Histogram, Stage, Telemetry};

@@ -150,6 +150,16 @@ impl Pins {
         self.reasons & !PinReason::PreviousStatement.bit() != 0
     }
 
+    /// Nothing but the transaction lives on the connection (what multiplexing being off or
+    /// the previous statement holds aside): running the transaction's statements again on
+    /// another connection rebuilds all of it.
+    pub fn replayable(&self) -> bool {
+        let allowed = PinReason::Disabled.bit()
+            | PinReason::Transaction.bit()
+            | PinReason::PreviousStatement.bit();
+        self.reasons & !allowed == 0
+    }
+
     pub fn has(&self, r: PinReason) -> bool {
         self.reasons & r.bit() != 0
     }

@@ -94,6 +94,45 @@ pub(crate) struct StateCapture<'a> {
     pub strip: bool,
 }
 
+/// A checksum of an answer as a backend sent it, for transaction replay: the bytes of every
+/// packet, except that an OK packet carrying session-state data counts only its header and
+/// its affected rows, insert id, status (less `SESSION_STATE_CHANGED`) and warnings: the
+/// tracked GTIDs and variables may legitimately differ on another server. Streaming, so the
+/// sum does not depend on how the answer was split over reads. CRC-32 (with the answer's
+/// length), which runs at memory speed: a hash of every relayed byte is on the path of every
+/// statement in a transaction.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct AnswerChecksum {
+    crc: crc32fast::Hasher,
+    len: u64,
+    /// The answer asked for a LOCAL INFILE file, which is not kept: it cannot run again.
+    pub local_infile: bool,
+}
+
+impl AnswerChecksum {
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.crc.update(b);
+        self.len += b.len() as u64;
+    }
+
+    /// An OK packet with session-state data: `header` is its 4-byte packet header.
+    pub fn state_ok(&mut self, header: &[u8], ok: &OkPacket) {
+        self.bytes(header);
+        let mut fields = [0u8; 21];
+        fields[0] = ok.header;
+        fields[1..9].copy_from_slice(&ok.affected_rows.to_le_bytes());
+        fields[9..17].copy_from_slice(&ok.last_insert_id.to_le_bytes());
+        let status = ok.status & !status::SESSION_STATE_CHANGED;
+        fields[17..19].copy_from_slice(&status.to_le_bytes());
+        fields[19..21].copy_from_slice(&ok.warnings.to_le_bytes());
+        self.bytes(&fields);
+    }
+
+    pub fn finish(&self) -> u64 {
+        (u64::from(self.crc.clone().finalize()) << 32) | (self.len & 0xffff_ffff)
+    }
+}
+
 /// What goes to the backend for the command at the front of the client's buffer.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Outgoing<'a> {
@@ -122,6 +161,7 @@ pub(crate) async fn forward(
     max_packet: usize,
     state: StateCapture<'_>,
     timed: bool,
+    mut checksum: Option<&mut AnswerChecksum>,
 ) -> Result<Relayed, RelayError> {
     let now = || timed.then(clock::now);
     // The command stays in the client's buffer until the answer starts: a pooled connection
@@ -202,6 +242,10 @@ pub(crate) async fn forward(
                     backend_broke_protocol(format!("backend sent a malformed OK packet: {e}"))
                 })?;
             state.data.extend_from_slice(&ok.session_state);
+            if let Some(sum) = checksum.as_deref_mut() {
+                sum.bytes(&backend.io.rbuf[..start]);
+                sum.state_ok(&packet[..HEADER_LEN], &ok);
+            }
             let out = if state.strip {
                 ok.status &= !status::SESSION_STATE_CHANGED;
                 ok.session_state.clear();
@@ -231,6 +275,9 @@ pub(crate) async fn forward(
                 .and_then(|start| ErrPacket::decode(&backend.io.rbuf[start + HEADER_LEN..n]).ok());
         }
         if n > 0 {
+            if let Some(sum) = checksum.as_deref_mut() {
+                sum.bytes(&backend.io.rbuf[..n]);
+            }
             client
                 .stream
                 .write_all(&backend.io.rbuf[..n])
@@ -243,6 +290,9 @@ pub(crate) async fn forward(
             Progress::NeedMore => need_more = true,
             Progress::Done => break,
             Progress::LocalInfile => {
+                if let Some(sum) = checksum.as_deref_mut() {
+                    sum.local_infile = true;
+                }
                 client
                     .stream
                     .flush()

@@ -388,6 +388,8 @@ fn tunables() -> Vec<Tunable> {
         restart("routing.causal_read_timeout", "> 0", "How long a read waits for a replica to catch up before the primary answers.", |c| format_duration(c.routing.causal_read_timeout)),
         restart("routing.failover_timeout", ">= 0", "How long writes wait for a primary.", |c| format_duration(c.routing.failover_timeout)),
         restart("routing.auto_promote", "true|false", "Promote a replica when the primary is lost.", |c| c.routing.auto_promote.to_string()),
+        restart("routing.transaction_replay", "true|false", "A transaction whose backend connection is lost before COMMIT runs again on the primary, unnoticed when its answers are the same.", |c| c.routing.transaction_replay.to_string()),
+        restart("routing.transaction_replay_max_size", "1K..=1G", "What a session's open transaction may keep for its replay; past it, no replay.", |c| c.routing.transaction_replay_max_size.to_string()),
         restart("admin.listen", "host:port, or empty (off)", "The admin port.", |c| c.admin.listen.clone()),
         restart("admin.http_listen", "host:port, or empty (off)", "HTTP: /, /metrics, /status.", |c| c.admin.http_listen.clone()),
         restart("admin.user", "a name", "The admin port's user.", |c| c.admin.user.clone()),

@@ -111,6 +111,12 @@ pub mod codes {
         /// A statement reading `information_schema.PROCESSLIST` would, with every visible
         /// session in its place, exceed `max_allowed_packet` or one packet's 16 MiB.
         PROCESSLIST_TOO_LARGE = (7708, "HY000", "The process list does not fit in the statement");
+        /// A transaction replayed after its backend connection was lost got answers that
+        /// differ from what the client had received: it was rolled back.
+        TRANSACTION_REPLAY_MISMATCH = (7709, "40001", "Transaction replay gave different results; the transaction was rolled back");
+        /// The backend connection was lost while a statement that may commit (`COMMIT`...)
+        /// ran: whether it committed is unknown, so it is not run again.
+        COMMIT_OUTCOME_UNKNOWN = (7710, "08S01", "Lost connection to backend during COMMIT; its outcome is unknown");
         /// `KILL` of a session another manifold of the fleet runs, which could not be asked.
         FLEET_UNREACHABLE = (7720, "HY000", "The manifold running that session cannot be reached");
         /// Admin port: a runtime change refused because another instance of the fleet stored

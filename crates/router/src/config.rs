@@ -74,6 +74,14 @@ pub struct RoutingConfig {
     /// When the monitor shuns the primary, promote the most advanced replica and point the
     /// others at it. Never while the old primary still answers manifold.
     pub auto_promote: bool,
+    /// A transaction whose backend connection is lost before its `COMMIT` is sent runs
+    /// again on the primary once one answers (within `failover_timeout`), and goes on
+    /// unnoticed when every answer sums as the client received it.
+    pub transaction_replay: bool,
+    /// What one session's open transaction may keep for its replay (its statements as sent
+    /// and a checksum per answer); a transaction growing past it is not replayed.
+    #[serde(deserialize_with = "manifold_engine::size_serde::deserialize")]
+    pub transaction_replay_max_size: u64,
     pub monitor: MonitorConfig,
     /// Checked in order for each statement of a session holding no connection; the first
     /// rule whose conditions all hold decides (a hint in the statement decides first).
@@ -90,6 +98,8 @@ impl Default for RoutingConfig {
             causal_read_timeout: Duration::from_secs(1),
             failover_timeout: Duration::from_secs(10),
             auto_promote: false,
+            transaction_replay: true,
+            transaction_replay_max_size: 1 << 20,
             monitor: MonitorConfig::default(),
             rules: Vec::new(),
         }
@@ -133,6 +143,9 @@ impl Default for MonitorConfig {
 
 impl RoutingConfig {
     pub fn validate(&self) -> Result<(), String> {
+        if !(1 << 10..=1 << 30).contains(&self.transaction_replay_max_size) {
+            return Err("routing.transaction_replay_max_size: must be between 1K and 1G".into());
+        }
         if self.monitor.interval < Duration::from_millis(10) {
             return Err("routing.monitor.interval: must be at least 10ms".into());
         }

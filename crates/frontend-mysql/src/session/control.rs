@@ -169,6 +169,7 @@ impl Session {
         self.last_insert_id = 0;
         self.pins.clear();
         self.pin_if_not_multiplexing();
+        self.replay.forget();
     }
 
     /// `COM_RESET_CONNECTION`: the session's state goes back to what it was after login,

@@ -14,9 +14,10 @@ use manifold_sql_lex::{Class, Scan, Verb};
 
 use super::decode::Effect;
 use super::lease::Unready;
+use super::replay::Replay;
 use super::{End, Session};
 use crate::handshake::send_err;
-use crate::metrics::FrontendMetrics;
+use crate::metrics::{FrontendMetrics, ReplayDecline};
 use crate::relay::{self, Outgoing, RelayError, StateCapture};
 use crate::telemetry::Stage;
 
@@ -80,6 +81,7 @@ impl Session {
             return self.send_err_packet(reply_seq, &e).await;
         }
         let pipelinable = self.pipelinable(effect, raw_len);
+        self.arm_replay(effect, kind);
         // A read may run again on another node when its own fails before answering, even if
         // the server may have run it.
         let read = effect
@@ -164,6 +166,21 @@ impl Session {
                         FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                         continue;
                     }
+                    if !movable && retries < MAX_RETRIES && self.status & status::IN_TRANS != 0 {
+                        // The transaction's connection broke while being made ready: nothing
+                        // of the command went out.
+                        match self
+                            .replay_transaction(None, effect, raw_len, reply_seq)
+                            .await
+                        {
+                            Replay::Done => {
+                                retries += 1;
+                                continue;
+                            }
+                            Replay::Ended(end) => return Err(end),
+                            Replay::Declined => {}
+                        }
+                    }
                 }
                 self.pending_collation = None;
                 self.io.consume(raw_len);
@@ -236,6 +253,24 @@ impl Session {
                     tracing::info!(connection = self.id, %error, "backend connection failed before answering; running the command on another");
                     FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                     continue;
+                }
+                if !movable && retries < MAX_RETRIES {
+                    let error = error.clone();
+                    self.state_data.clear();
+                    match self
+                        .replay_transaction(Some(&error), effect, raw_len, reply_seq)
+                        .await
+                    {
+                        Replay::Done => {
+                            retries += 1;
+                            continue;
+                        }
+                        Replay::Ended(end) => {
+                            self.replay.armed = false;
+                            return Err(end);
+                        }
+                        Replay::Declined => {}
+                    }
                 }
             }
             break result;
@@ -338,6 +373,25 @@ impl Session {
                 }
             }
         };
+        let checksum = if self.replay.armed {
+            let max = self.fe.shared.clusters[self.cluster]
+                .topology
+                .config
+                .transaction_replay_max_size;
+            match outgoing {
+                Outgoing::Client => self.replay.record(
+                    &self.io.rbuf[..raw_len],
+                    reply_seq,
+                    self.last_insert_id,
+                    max,
+                ),
+                Outgoing::Bytes(b) => self.replay.record(b, reply_seq, self.last_insert_id, max),
+                Outgoing::Sent => self.replay.decline(ReplayDecline::Command),
+            }
+            self.replay.recording().then_some(&mut self.replay.sum)
+        } else {
+            None
+        };
         let result = relay::forward(
             &mut self.io,
             lease.conn(),
@@ -352,6 +406,7 @@ impl Session {
                 strip: self.capabilities & caps::SESSION_TRACK == 0,
             },
             self.times.clock,
+            checksum,
         )
         .await;
         (result, reused)
@@ -376,6 +431,7 @@ impl Session {
                     // whoever borrows it next.
                     conn.schema = Schema::Unknown;
                 }
+                let init_db_ran = !r.saw_error && init_db.is_some();
                 if !r.saw_error {
                     if let Some(schema) = init_db {
                         conn.schema = Schema::Known(schema.clone());
@@ -405,10 +461,15 @@ impl Session {
                 if let Some(scan) = effect.scan() {
                     self.remember_previous_statement(&scan, &r).await?;
                 }
-                if !self.assigned_user_vars.is_empty() {
+                let assigned_user_vars = !self.assigned_user_vars.is_empty();
+                if assigned_user_vars {
                     self.read_back_user_vars().await?;
                 }
-                self.after_statement(effect, &r);
+                let state_changed = self.after_statement(effect, &r);
+                self.replay_statement_ended(
+                    state_changed || init_db_ran || assigned_user_vars,
+                    r.error.as_ref().map(|e| e.code),
+                );
                 if let Some(l) = self.lease.as_mut() {
                     if l.conn().has_followers() {
                         // Pinned by what a pipelined SELECT did (a stored function, say):

@@ -15,6 +15,7 @@
 //! | `previous.rs` | what the previous statement left (`ROW_COUNT()`, `SHOW WARNINGS`...) |
 //! | `control.rs` | commands about the session itself: `KILL`, `COM_CHANGE_USER`, `COM_RESET_CONNECTION` |
 //! | `binlog.rs` | the global binlog: dumps, `SHOW MASTER STATUS` and the other binlog statements |
+//! | `replay.rs` | running a transaction again when its backend connection is lost |
 //! | `visit.rs` | a statement naming a schema another cluster holds runs on that cluster |
 
 mod binlog;
@@ -25,6 +26,7 @@ mod forward;
 mod lease;
 mod prepared;
 mod previous;
+mod replay;
 mod routing;
 mod serve;
 mod stamp;
@@ -173,6 +175,7 @@ pub(crate) async fn run(
         },
         scan_memo: ScanMemo::new(),
         binlog: manifold_cdc::serve::BinlogSession::default(),
+        replay: replay::ReplayLog::default(),
     };
     session.pin_if_not_multiplexing();
     session.handle.publish_pins(session.pins.bits());
@@ -285,6 +288,8 @@ struct Session {
     scan_memo: ScanMemo,
     /// The replication variables the session set, for its dump (global binlog on).
     binlog: manifold_cdc::serve::BinlogSession,
+    /// The open transaction's statements, kept for a replay (`routing.transaction_replay`).
+    replay: replay::ReplayLog,
 }
 
 impl Session {

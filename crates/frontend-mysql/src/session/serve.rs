@@ -82,6 +82,10 @@ impl Session {
                 r = self.io.read_packet_timed(max, timed, &mut self.times.first_byte) => r,
                 () = &mut drained => return End::Shutdown,
                 why = backend_gone(&mut self.lease) => {
+                    let killed = self
+                        .lease
+                        .as_mut()
+                        .is_some_and(|l| super::replay::killed_on_server(&l.conn().io.rbuf));
                     // The server ended the session while the client was idle. Close the
                     // client too, as the server would have: a client checking its idle
                     // connection then sees EOF and reconnects, instead of getting ERR 7702 on
@@ -89,8 +93,12 @@ impl Session {
                     if let Some(l) = self.take_lease() {
                         l.discard();
                     }
+                    // An open transaction runs again on the primary, unnoticed.
+                    let Some(end) = self.replay_idle(&why, killed).await else {
+                        continue;
+                    };
                     tracing::info!(connection = self.id, peer = %self.peer, %why, "backend ended an idle session; closing the client");
-                    return End::BackendLost(why);
+                    return end;
                 }
                 () = &mut idle => {
                     let deadline = last_active + wait;

@@ -15,8 +15,10 @@ use crate::relay;
 
 impl Session {
     /// Takes in what a statement's answer said about the session's state: tracked
-    /// variables and schema, insert id, transaction status; and what the lexer saw.
-    pub(super) fn after_statement(&mut self, effect: Effect, r: &relay::Relayed) {
+    /// variables and schema, insert id, transaction status; and what the lexer saw. True
+    /// when the session's variables or schema changed.
+    pub(super) fn after_statement(&mut self, effect: Effect, r: &relay::Relayed) -> bool {
+        let mut changed = false;
         let id = self.id;
         let fe = self.fe.clone();
         let counters = &*fe.pins;
@@ -47,6 +49,7 @@ impl Session {
                             self.pins.pin(PinReason::SqlLogBin, counters, id);
                         }
                         self.vars.set(name, value);
+                        changed = true;
                         if let Some(c) = conn.as_deref_mut() {
                             c.vars.set(name, value);
                         }
@@ -59,6 +62,7 @@ impl Session {
                         self.schema = Some(schema);
                         self.schema_checked = true;
                         explained = true;
+                        changed = true;
                     }
                     if t.state_changed && !explained {
                         let known = effect.scan().is_some_and(|s| s.has(Scan::UNREPORTED_STATE));
@@ -78,6 +82,7 @@ impl Session {
         }
         if let Some(collation) = self.pending_collation.take() {
             if !r.saw_error {
+                changed = true;
                 self.vars.set(b"collation_connection", &collation);
                 if let Some(l) = self.lease.as_mut() {
                     l.conn().vars.set(b"collation_connection", &collation);
@@ -111,6 +116,7 @@ impl Session {
         }
         self.pins.hold_for_next(hold, counters, id);
         self.release_if_unpinned();
+        changed
     }
 
     /// Lists in `assigned_user_vars` the user variables the command at the front of the
