@@ -29,12 +29,13 @@ def redis_py():
     return redis
 
 
-def launch_door(topology, extra=(), log_name="redis-door"):
+def launch_door(topology, extra=(), log_name="redis-door", fleet=""):
     """Starts a manifold with the Redis door on a free port (three tries) and returns it, the
-    door's port as `redis_port`; the caller stops it (`stop_and_check`)."""
+    door's port as `redis_port`; the caller stops it (`stop_and_check`). `fleet`: the
+    registry's schema.table of the fleet it joins (empty: alone)."""
     for attempt in range(3):
         port = free_port()
-        m = Manifold(topology, ["--redis-listen", f"127.0.0.1:{port}", *extra], log_name=log_name)
+        m = Manifold(topology, ["--redis-listen", f"127.0.0.1:{port}", *extra], log_name=log_name, fleet=fleet)
         try:
             wait_port(port, m.proc, "manifold's Redis door")
             break

@@ -726,6 +726,13 @@ pub(crate) async fn status_variables(server: &Server<'_>) -> Vec<StatusVariable>
             shared.clusters.iter().map(|c| c.topology.failovers()).sum(),
         ),
         var(
+            "Fleet_publish_dropped",
+            "manifold_fleet_publish_dropped_total",
+            true,
+            "Redis messages published here that did not reach the fleet's other instances (outbox full, over 16 MiB, or an instance unreachable).",
+            shared.fleet.publish_dropped(),
+        ),
+        var(
             "Transaction_replays",
             "manifold_transaction_replays_total",
             true,

@@ -24,7 +24,7 @@ pub mod registry;
 pub mod shared_config;
 pub mod wire;
 
-use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -37,6 +37,9 @@ pub use errors::PeerError;
 pub use registry::Target;
 pub use shared_config::{Applier, ShareError, Version};
 pub use wire::{Backend, Marked, ProcessRow, Request, Response};
+
+/// Delivers a published message (channel, payload).
+pub type Deliver = dyn Fn(&[u8], &[u8]) + Send + Sync;
 
 /// What another instance may ask of this one's sessions (the MySQL door answers).
 pub trait Local: Send + Sync {
@@ -120,12 +123,27 @@ pub struct Fleet {
     config_version: AtomicU64,
     /// Why the newest version could not be applied, if it could not.
     config_fault: Mutex<Option<String>>,
+    /// Other live instances, as last read (a publish with none to reach costs one load).
+    peers: AtomicUsize,
+    /// Messages published here for the other instances ([`Fleet::publish`]).
+    outbox: OnceLock<tokio::sync::mpsc::Sender<(Vec<u8>, Vec<u8>)>>,
+    /// Bytes waiting in the outbox.
+    outbox_bytes: AtomicUsize,
+    /// Messages not sent to the other instances: the outbox full, or too large.
+    dropped: AtomicU64,
+    /// Delivers a message another instance published to this one's subscribers.
+    subscribers: OnceLock<Arc<Deliver>>,
     /// Changes to store, for the registry's thread ([`Fleet::share`]).
     shares: Mutex<Option<tokio::sync::mpsc::UnboundedSender<ShareRequest>>>,
     /// Bounds the questions to every instance at once ([`Fleet::ask_all`]): a client
     /// repeating `SHOW PROCESSLIST` cannot make the whole fleet work for it without bound.
     fan_outs: tokio::sync::Semaphore,
 }
+
+/// Messages waiting to go to the other instances, at most (by count and by bytes): past
+/// them a published message reaches this instance's subscribers only, and is counted.
+const OUTBOX: usize = 65_536;
+const OUTBOX_BYTES: usize = 64 << 20;
 
 /// How long a stopping instance tries to delete its registry row (else it ages out).
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -163,6 +181,11 @@ impl Fleet {
             config_version: AtomicU64::new(0),
             config_fault: Mutex::default(),
             shares: Mutex::default(),
+            peers: AtomicUsize::new(0),
+            outbox: OnceLock::new(),
+            outbox_bytes: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+            subscribers: OnceLock::new(),
         })
     }
 
@@ -196,6 +219,48 @@ impl Fleet {
             .lock()
             .expect("fleet config fault")
             .clone()
+    }
+
+    /// Sets what delivers a message another instance published to this one's subscribers.
+    pub fn set_subscribers(&self, deliver: Arc<Deliver>) {
+        let _ = self.subscribers.set(deliver);
+    }
+
+    /// Sends a message published here (a Redis `PUBLISH`, a keyspace notification) to the
+    /// other live instances' subscribers, in the order published; nothing to do alone. Never
+    /// waits: a message past the outbox's bounds is dropped and counted, as a slow
+    /// subscriber's would be.
+    pub fn publish(&self, channel: &[u8], payload: &[u8]) {
+        if self.peers.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let Some(outbox) = self.outbox.get() else {
+            return;
+        };
+        let size = channel.len() + payload.len();
+        let held = self.outbox_bytes.fetch_add(size, Ordering::Relaxed) + size;
+        if size + 1024 > peer::MAX_REQUEST
+            || held > OUTBOX_BYTES
+            || outbox
+                .try_send((channel.to_vec(), payload.to_vec()))
+                .is_err()
+        {
+            self.outbox_bytes.fetch_sub(size, Ordering::Relaxed);
+            if self
+                .dropped
+                .fetch_add(1, Ordering::Relaxed)
+                .is_multiple_of(10_000)
+            {
+                tracing::warn!(
+                    "fleet: a published message did not go to the other instances (the outbox is full, or it is over 16 MiB); counted in Fleet_publish_dropped"
+                );
+            }
+        }
+    }
+
+    /// Published messages that did not go to the other instances.
+    pub fn publish_dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// Sets what applies the shared configuration (before [`Fleet::start`], so that a
@@ -306,6 +371,8 @@ impl Fleet {
             a.version = env!("CARGO_PKG_VERSION").into();
         });
         let (shares_tx, shares) = tokio::sync::mpsc::unbounded_channel();
+        let (outbox_tx, outbox) = tokio::sync::mpsc::channel(OUTBOX);
+        let _ = self.outbox.set(outbox_tx);
         *self.shares.lock().expect("fleet shares") = Some(shares_tx);
         let (first_tx, first_rx) = std::sync::mpsc::channel();
         let fleet = self.clone();
@@ -340,14 +407,25 @@ impl Fleet {
                     // The thread holds the fleet only during a round: dropping the last
                     // handle elsewhere stops it (and the instance leaves the registry).
                     drop(fleet);
+                    let subscribers = weak.clone();
                     let serving = Arc::new(peer::Serving {
                         instance: Box::new(move || weak.upgrade().map_or(0, |f| f.instance())),
                         secret: Box::new(move || secret_of.upgrade().and_then(|f| f.secret())),
                         local,
+                        publish: Box::new(move |channel, payload| {
+                            if let Some(deliver) = subscribers
+                                .upgrade()
+                                .and_then(|f| f.subscribers.get().cloned())
+                            {
+                                deliver(channel, payload);
+                            }
+                        }),
                     });
+                    let forwarder = tokio::spawn(forward(runs.clone(), outbox));
                     let server = tokio::spawn(peer::serve(listener, serving));
                     run(&runs, &wake, stop, shares, target, login, first_tx).await;
                     server.abort();
+                    forwarder.abort();
                 });
             })
             .map_err(|e| format!("cannot start the fleet's thread: {e}"))?;
@@ -405,6 +483,49 @@ impl Fleet {
 impl Drop for Fleet {
     fn drop(&mut self) {
         self.stop.send_replace(true);
+    }
+}
+
+/// Sends the messages published here to every other live instance, each over a link kept
+/// open (opened again when it fails), in the order published.
+async fn forward(weak: Weak<Fleet>, mut outbox: tokio::sync::mpsc::Receiver<(Vec<u8>, Vec<u8>)>) {
+    let mut links: std::collections::HashMap<u16, peer::Link> = std::collections::HashMap::new();
+    let mut logged: Option<std::time::Instant> = None;
+    while let Some((channel, payload)) = outbox.recv().await {
+        let Some(fleet) = weak.upgrade() else {
+            break;
+        };
+        fleet
+            .outbox_bytes
+            .fetch_sub(channel.len() + payload.len(), Ordering::Relaxed);
+        let request = Request::Publish { channel, payload };
+        let others = fleet.others();
+        links.retain(|id, _| others.iter().any(|m| m.id == *id));
+        for m in &others {
+            let mut sent = false;
+            // A kept link may have broken since (the instance restarted): once more anew.
+            for _ in 0..2 {
+                let link = match links.entry(m.id) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => match fleet.link(m.id).await {
+                        Ok(link) => e.insert(link),
+                        Err(_) => break,
+                    },
+                };
+                if link.send(&request).await.is_ok() {
+                    sent = true;
+                    break;
+                }
+                links.remove(&m.id);
+            }
+            if !sent {
+                fleet.dropped.fetch_add(1, Ordering::Relaxed);
+                if logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(30)) {
+                    logged = Some(std::time::Instant::now());
+                    tracing::warn!(instance = m.id, "fleet: published messages do not reach manifold {} ({}); counted in Fleet_publish_dropped", m.id, m.name);
+                }
+            }
+        }
     }
 }
 
@@ -661,6 +782,9 @@ async fn round(
         }
     }
     let members = registry::members(conn, sql, id).await?;
+    fleet
+        .peers
+        .store(members.iter().filter(|m| !m.me).count(), Ordering::Relaxed);
     *fleet.members.lock().expect("fleet members") = Arc::new(members);
     if let Some(applier) = fleet.applier.get() {
         if let Some(newest) = shared_config::latest(conn, sql).await? {

@@ -24,7 +24,8 @@ use crate::Local;
 pub const MAX_LINKS: usize = 64;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-pub const MAX_REQUEST: usize = 64 << 10;
+/// A proven peer's request: a published message is the largest.
+pub const MAX_REQUEST: usize = 16 << 20;
 /// An answer (a process list of many sessions) may be long; it comes from a proven peer.
 pub const MAX_ANSWER: usize = 256 << 20;
 /// How long a request may wait for its answer.
@@ -136,6 +137,8 @@ pub struct Serving {
     pub instance: Box<dyn Fn() -> u16 + Send + Sync>,
     pub secret: Box<dyn Fn() -> Option<Arc<[u8]>> + Send + Sync>,
     pub local: Weak<dyn Local>,
+    /// Delivers a message published on another instance to this one's subscribers.
+    pub publish: Box<crate::Deliver>,
 }
 
 /// Accepts links until the task is dropped.
@@ -202,6 +205,10 @@ async fn serve_link(mut stream: TcpStream, serving: &Serving) -> Result<(), Peer
             Ok(Err(e)) => return Err(e),
         };
         let request = Request::decode(&seal.open(body)?)?;
+        if let Request::Publish { channel, payload } = &request {
+            (serving.publish)(channel, payload);
+            continue;
+        }
         let answer = match serving.local.upgrade() {
             Some(local) => answer(&*local, request),
             None => Response::Failed("the manifold is stopping".into()),
@@ -221,6 +228,7 @@ fn answer(local: &dyn Local, request: Request) -> Response {
         }
         Request::Disconnect { id } => Response::Bool(local.disconnect(id)),
         Request::Processes { user } => Response::Processes(local.processes(user.as_deref())),
+        Request::Publish { .. } => Response::Failed("a published message is not answered".into()),
     }
 }
 
@@ -304,6 +312,29 @@ impl Link {
         })
     }
 
+    /// Sends what is not answered (a published message).
+    pub async fn send(&mut self, request: &Request) -> Result<(), PeerError> {
+        if self.broken {
+            return Err(PeerError::Unreachable {
+                instance: self.instance,
+                addr: self.addr.clone(),
+                reason: "an earlier message on this link failed".into(),
+            });
+        }
+        let frame = self.seal.seal(request.encode());
+        match tokio::time::timeout(CALL_TIMEOUT, self.stream.write_all(&frame)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                self.broken = true;
+                Err(io(e))
+            }
+            Err(_) => {
+                self.broken = true;
+                Err(PeerError::Protocol("a message not taken within 5s".into()))
+            }
+        }
+    }
+
     /// Asks one thing and waits for the answer.
     pub async fn call(&mut self, request: &Request) -> Result<Response, PeerError> {
         if self.broken {
@@ -384,6 +415,7 @@ mod tests {
             instance: Box::new(|| 4),
             secret: Box::new(move || Some(Arc::from(secret))),
             local: Arc::downgrade(&local),
+            publish: Box::new(|_, _| {}),
         });
         tokio::spawn(serve(listener, serving));
         (addr, local)

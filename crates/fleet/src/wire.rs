@@ -19,6 +19,9 @@ pub enum Request {
     Disconnect { id: u32 },
     /// The sessions `user` owns (`None`: every session).
     Processes { user: Option<String> },
+    /// A message published on another instance (a Redis `PUBLISH` or keyspace
+    /// notification), for this one's subscribers. Not answered.
+    Publish { channel: Vec<u8>, payload: Vec<u8> },
 }
 
 /// What a [`Request::Mark`] found.
@@ -159,6 +162,7 @@ mod kind {
     pub const STILL: u8 = 2;
     pub const DISCONNECT: u8 = 3;
     pub const PROCESSES: u8 = 4;
+    pub const PUBLISH: u8 = 5;
     pub const MARKED: u8 = 101;
     pub const BOOL: u8 = 102;
     pub const ROWS: u8 = 103;
@@ -177,6 +181,9 @@ impl Request {
                 .u32(backend.2),
             Request::Disconnect { id } => Out::new(kind::DISCONNECT).u32(*id),
             Request::Processes { user } => Out::new(kind::PROCESSES).opt(user.as_deref()),
+            Request::Publish { channel, payload } => {
+                Out::new(kind::PUBLISH).bytes(channel).bytes(payload)
+            }
         }
         .finish()
     }
@@ -195,6 +202,10 @@ impl Request {
             },
             kind::DISCONNECT => Request::Disconnect { id: r.u32()? },
             kind::PROCESSES => Request::Processes { user: r.opt()? },
+            kind::PUBLISH => Request::Publish {
+                channel: r.bytes()?.to_vec(),
+                payload: r.bytes()?.to_vec(),
+            },
             k => return Err(PeerError::Protocol(format!("unknown request kind {k}"))),
         };
         r.end()?;
@@ -300,6 +311,10 @@ mod tests {
             Request::Processes { user: None },
             Request::Processes {
                 user: Some("é".into()),
+            },
+            Request::Publish {
+                channel: b"ch".to_vec(),
+                payload: b"\r\n\0".to_vec(),
             },
         ];
         for r in requests {

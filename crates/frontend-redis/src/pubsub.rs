@@ -1,6 +1,6 @@
 //! Pub/Sub: `SUBSCRIBE`, `PSUBSCRIBE`, `UNSUBSCRIBE`, `PUNSUBSCRIBE`, `PUBLISH`, `PUBSUB`,
-//! across the workers of one manifold (not across manifold instances: messages never touch
-//! the database).
+//! across the workers of one manifold and, in a fleet, across its instances (over the
+//! fleet's links, [`Hub::set_forward`]: messages never touch the database).
 //!
 //! The [`Hub`] (shared by every worker) maps channels and patterns to subscribers' queues.
 //! A subscriber is a connection's bounded queue: `PUBLISH` takes the hub's lock, puts the
@@ -222,7 +222,12 @@ pub struct Hub {
     subs: Mutex<Subscribers>,
     /// `client-output-buffer-limit pubsub`.
     limit: crate::memory::ClassLimit,
+    /// Sends a message published here to the fleet's other instances.
+    forward: std::sync::OnceLock<Forward>,
 }
+
+/// Where a message published here goes besides this instance's subscribers.
+pub type Forward = Box<dyn Fn(&[u8], &[u8]) + Send + Sync>;
 
 impl std::fmt::Debug for Hub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -242,7 +247,13 @@ impl Hub {
         Self {
             subs: Mutex::default(),
             limit,
+            forward: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Sets where every message published here also goes: the fleet's other instances.
+    pub fn set_forward(&self, forward: Forward) {
+        let _ = self.forward.set(forward);
     }
 
     /// Whether `queue`, given `size` more bytes, passed the limits.
@@ -303,8 +314,20 @@ impl Hub {
         }
     }
 
-    /// Delivers `payload` on `channel`; the number of subscribers that got it.
+    /// Delivers `payload` on `channel` here and, in a fleet, to the other instances'
+    /// subscribers; the number of this instance's subscribers that got it (as a Redis Cluster
+    /// node counts its own).
     pub fn publish(&self, channel: &[u8], payload: &[u8]) -> i64 {
+        let n = self.publish_here(channel, payload);
+        if let Some(forward) = self.forward.get() {
+            forward(channel, payload);
+        }
+        n
+    }
+
+    /// Delivers `payload` on `channel` to this instance's subscribers only (a message
+    /// another instance published); how many got it.
+    pub fn publish_here(&self, channel: &[u8], payload: &[u8]) -> i64 {
         let subs = self.lock();
         let mut channel_arc: Option<Arc<[u8]>> = None;
         let payload: Arc<[u8]> = payload.into();

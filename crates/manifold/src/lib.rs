@@ -301,6 +301,20 @@ pub fn start_with_reload(
                 next += 1;
             }
         }
+        // Pub/Sub across the fleet: what is published here goes to the other instances,
+        // what they publish reaches the subscribers here.
+        let to_fleet = Arc::downgrade(&fleet);
+        door.pubsub.set_forward(Box::new(move |channel, payload| {
+            if let Some(fleet) = to_fleet.upgrade() {
+                fleet.publish(channel, payload);
+            }
+        }));
+        let hub = Arc::downgrade(&door.pubsub);
+        fleet.set_subscribers(Arc::new(move |channel, payload| {
+            if let Some(hub) = hub.upgrade() {
+                hub.publish_here(channel, payload);
+            }
+        }));
         redis = Some(door);
     }
     let engine = builder.start().map_err(|e| e.to_string())?;
