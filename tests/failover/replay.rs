@@ -113,6 +113,13 @@ fn open_transactions_survive_a_lost_primary_and_commits_are_never_run_twice() {
     e_client.query("BEGIN").unwrap();
     e_client.query("SET @x = 5").unwrap();
     e_client.query("INSERT INTO r VALUES (200)").unwrap();
+    // G: a BEGIN inside its transaction committed the work before it and opened another:
+    // what was kept is committed work, never to run again.
+    let mut g = connect();
+    g.query("BEGIN").unwrap();
+    g.query("UPDATE t SET v = v + 1000 WHERE id = 70").unwrap();
+    g.query("BEGIN").unwrap();
+    g.query("UPDATE t SET v = v + 1 WHERE id = 71").unwrap();
     let mut lock = Client::connect(t.primary.addr(), USER, PASSWORD, None).unwrap();
     lock.query("FLUSH TABLES WITH READ LOCK").unwrap();
     let committing = std::thread::spawn(move || c.query("COMMIT"));
@@ -178,6 +185,23 @@ fn open_transactions_survive_a_lost_primary_and_commits_are_never_run_twice() {
         counters(m)
     );
     assert_eq!(ids(&t, &t.primary), "1,2,3,4");
+    // G's session is gone with its transaction: the first UPDATE committed once, the
+    // second never.
+    assert!(g.query("UPDATE t SET v = v + 1 WHERE id = 72").is_err());
+    assert_eq!(
+        m.replay_declined(manifold_frontend_mysql::ReplayDecline::Command),
+        1,
+        "{}",
+        counters(m)
+    );
+    assert_eq!(
+        t.sql_value(
+            &t.primary,
+            "SELECT GROUP_CONCAT(v ORDER BY id) FROM fo_replay.t WHERE id IN (70, 71, 72)"
+        )
+        .unwrap(),
+        "1070,71,72"
+    );
     // B's replayed read gave another answer: its UPDATE gets the error, and its
     // transaction is gone.
     let e = updating.join().unwrap().unwrap_err();

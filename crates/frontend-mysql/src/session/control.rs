@@ -176,6 +176,9 @@ impl Session {
     /// as MySQL resets it; the backend connection, if one is held, is reset too.
     pub(super) async fn reset_connection(&mut self, seq: u8) -> Result<(), End> {
         self.forget_state();
+        // No transaction after a reset: a stale status would let a later autocommitted
+        // statement look like part of one.
+        self.status = status::AUTOCOMMIT;
         if let Some(lease) = self.lease.as_mut() {
             match lease.conn().reset().await {
                 Ok(Ok(())) => {}

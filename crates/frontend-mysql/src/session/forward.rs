@@ -178,7 +178,18 @@ impl Session {
                                 continue;
                             }
                             Replay::Ended(end) => return Err(end),
-                            Replay::Declined => {}
+                            Replay::Declined => {
+                                // The transaction died with its connection: the session
+                                // ends as when a statement's connection is lost, never
+                                // carrying on without it.
+                                let failed = failed.clone();
+                                self.pending_collation = None;
+                                self.io.consume(raw_len);
+                                self.release_if_unpinned();
+                                let seq = answered.then_some(reply_seq);
+                                self.backend_failed(seq, &failed).await?;
+                                return Err(End::BackendLost(failed.message.clone()));
+                            }
                         }
                     }
                 }
@@ -467,6 +478,7 @@ impl Session {
                 }
                 let state_changed = self.after_statement(effect, &r);
                 self.replay_statement_ended(
+                    effect,
                     state_changed || init_db_ran || assigned_user_vars,
                     r.error.as_ref().map(|e| e.code),
                 );

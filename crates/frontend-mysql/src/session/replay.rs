@@ -25,9 +25,10 @@ use super::{End, Session};
 use crate::metrics::{FrontendMetrics, ReplayDecline};
 use crate::relay::AnswerChecksum;
 
-/// Buffers grown past these sizes by a large transaction are freed when it ends.
-const KEEP_BYTES: usize = 64 * 1024;
-const KEEP_ENTRIES: usize = 1024;
+/// Buffers grown past these sizes by a transaction are freed when it ends: an idle session
+/// keeps little.
+const KEEP_BYTES: usize = 4 * 1024;
+const KEEP_ENTRIES: usize = 64;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -48,6 +49,8 @@ pub(super) struct ReplayLog {
     entries: Vec<Entry>,
     /// The statement being forwarded is recorded (set for the length of one `forward`).
     pub(super) armed: bool,
+    /// The session was in a transaction when the statement being forwarded was armed.
+    pub(super) armed_in_transaction: bool,
     /// Where the statement running now begins in `bytes`, once its bytes went out.
     pending: Option<(usize, u8)>,
     /// The sum of the running statement's answer.
@@ -164,6 +167,11 @@ impl ReplayLog {
     }
 }
 
+/// ER_LOCK_DEADLOCK: the server rolled the transaction back.
+const DEADLOCK: u16 = 1213;
+/// ER_LOCK_WAIT_TIMEOUT: the transaction is rolled back with `innodb_rollback_on_timeout`.
+const LOCK_WAIT_TIMEOUT: u16 = 1205;
+
 /// The statement may commit the transaction (or ends it in a way whose outcome matters), so
 /// it must not run again after its connection was lost: anything but one plain statement that
 /// cannot commit. `ROLLBACK` may run again: the transaction was rolled back either way.
@@ -195,6 +203,7 @@ impl Session {
     /// when the command is one that cannot be kept.
     pub(super) fn arm_replay(&mut self, effect: Effect, kind: ResponseKind) {
         let in_transaction = self.status & status::IN_TRANS != 0;
+        self.replay.armed_in_transaction = in_transaction;
         let may_begin = self.status & status::AUTOCOMMIT == 0
             || effect
                 .scan()
@@ -209,7 +218,11 @@ impl Session {
             return;
         }
         let text_query = matches!(effect, Effect::Query(_)) && kind == ResponseKind::ResultSets;
-        if !text_query {
+        // XA and procedures may commit inside, whatever the status says after them.
+        let commits_inside = effect
+            .scan()
+            .is_some_and(|s| matches!(s.verb, Verb::Xa | Verb::Call));
+        if !text_query || commits_inside {
             self.replay.decline(ReplayDecline::Command);
         } else if self.visit.is_some() {
             self.replay.decline(ReplayDecline::NotPrimary);
@@ -221,7 +234,12 @@ impl Session {
     /// forgets the transaction once none is. A change of the session's state inside the
     /// transaction (variables, user variables, schema) declines it: the new connection is
     /// brought to the session's state as it is now, not as it was when the transaction began.
-    pub(super) fn replay_statement_ended(&mut self, state_changed: bool, error: Option<u16>) {
+    pub(super) fn replay_statement_ended(
+        &mut self,
+        effect: Effect,
+        state_changed: bool,
+        error: Option<u16>,
+    ) {
         let in_transaction = self.status & status::IN_TRANS != 0;
         let armed = std::mem::take(&mut self.replay.armed);
         if !armed
@@ -239,6 +257,18 @@ impl Session {
         if error == Some(codes::CONNECTION_KILLED.code) {
             // The statement's connection was killed on the server.
             self.replay.decline(ReplayDecline::Killed);
+        }
+        if armed && self.replay.armed_in_transaction && in_transaction && may_commit(effect) {
+            // It may have committed what came before and left a transaction open (`BEGIN`
+            // inside one, `COMMIT AND CHAIN`, `completion_type = 1`, several statements,
+            // `SAVEPOINT`...), or failed to: the kept statements may be committed work.
+            self.replay.decline(ReplayDecline::Command);
+        }
+        if matches!(error, Some(DEADLOCK | LOCK_WAIT_TIMEOUT)) {
+            // The server may have rolled the transaction back (a deadlock always does) while
+            // the status the session knows still says it is open: what follows may be
+            // autocommitted statements, which must never run again.
+            self.replay.decline(ReplayDecline::Command);
         }
         if in_transaction && state_changed {
             self.replay.decline(ReplayDecline::SessionState);
