@@ -7,10 +7,9 @@ use std::sync::Arc;
 
 use manifold_backend::ErrorKind;
 use manifold_binlog::gtid::Dialect;
-use manifold_cdc::serve::answer::{self, err};
-use manifold_cdc::serve::dump::{self, Dump, DumpOutcome, DumpRequest};
-use manifold_cdc::serve::mysql::DumpGtidRequest;
-use manifold_cdc::serve::sql::Statement;
+use manifold_binlog_serve::answer::{self, err};
+use manifold_binlog_serve::dump::{self, Dump, DumpOutcome, DumpRequest};
+use manifold_binlog_serve::{DumpGtidRequest, Statement};
 use manifold_cdc::state::{ConsumerStatus, Request};
 use manifold_cdc::BinlogShared;
 use manifold_mysql_proto::packets::ErrPacket;

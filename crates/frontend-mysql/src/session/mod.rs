@@ -172,7 +172,7 @@ pub(crate) async fn run(
             ..CommandTimes::default()
         },
         scan_memo: ScanMemo::new(),
-        binlog: manifold_cdc::serve::BinlogSession::default(),
+        binlog: manifold_binlog_serve::BinlogSession::default(),
     };
     session.pin_if_not_multiplexing();
     session.handle.publish_pins(session.pins.bits());
@@ -284,7 +284,7 @@ struct Session {
     /// same way is scanned from its first value.
     scan_memo: ScanMemo,
     /// The replication variables the session set, for its dump (global binlog on).
-    binlog: manifold_cdc::serve::BinlogSession,
+    binlog: manifold_binlog_serve::BinlogSession,
 }
 
 impl Session {

@@ -18,11 +18,11 @@ use manifold_binlog::store::{self, FileInfo, Reader};
 use manifold_mysql_proto::packets::{EofPacket, ErrPacket};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::answer::err;
-use super::mysql;
-use super::packets::{self, dump_flags, Adapted};
-use super::BinlogSession;
-use crate::state::{BinlogShared, ConsumerStatus};
+use crate::answer::err;
+use crate::mysql;
+use crate::packets::{self, dump_flags, Adapted};
+use crate::BinlogSession;
+use manifold_cdc::state::{BinlogShared, ConsumerStatus};
 
 /// `ER_MASTER_FATAL_ERROR_READING_BINLOG`: a replica does not retry it.
 const FATAL: u16 = 1236;

@@ -9,12 +9,12 @@ use manifold_binlog::store;
 use manifold_mysql_proto::consts::{column_flag, column_type};
 use manifold_mysql_proto::packets::{ColumnDefinition, ErrPacket};
 
-use super::mysql;
-use super::sql::{
+use crate::mysql;
+use crate::sql::{
     SelectItem, Selected, ShowEvents, Value, MARIADB_ONLY_VARIABLES, MYSQL_ONLY_VARIABLES,
 };
-use super::BinlogSession;
-use crate::state::BinlogShared;
+use crate::BinlogSession;
+use manifold_cdc::state::BinlogShared;
 
 pub type Row = Vec<Option<Vec<u8>>>;
 pub type ResultSet = (Vec<ColumnDefinition>, Vec<Row>);
@@ -228,7 +228,7 @@ pub fn replace_owned_values(shared: &BinlogShared, rows: &mut [Row]) {
         let Some(Some(name)) = row.first() else {
             continue;
         };
-        let Some(owned) = super::sql::OWNED_VARIABLES
+        let Some(owned) = crate::sql::OWNED_VARIABLES
             .iter()
             .copied()
             .find(|v| v.as_bytes().eq_ignore_ascii_case(name))
@@ -522,12 +522,12 @@ mod tests {
     }
 
     fn shared(dialect: Dialect) -> std::sync::Arc<BinlogShared> {
-        let config = crate::config::BinlogConfig {
+        let config = manifold_cdc::config::BinlogConfig {
             server_id: 77,
-            ..crate::config::BinlogConfig::default()
+            ..manifold_cdc::config::BinlogConfig::default()
         };
         let (shared, _requests) = BinlogShared::with_dialect(config, vec!["a".into()], dialect);
-        shared.publish_end(crate::state::End {
+        shared.publish_end(manifold_cdc::state::End {
             file: "manifold-bin.000001".into(),
             pos: 900,
             gtid: GtidState::empty(dialect),

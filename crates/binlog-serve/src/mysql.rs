@@ -10,7 +10,7 @@ use manifold_binlog::gtid::{GtidSet, MysqlGtid, Uuid};
 use manifold_binlog::store::Reader;
 use manifold_mysql_proto::packets::ErrPacket;
 
-use super::answer::err;
+use crate::answer::err;
 
 /// `ER_SOURCE_FATAL_ERROR_READING_BINLOG`: the replica's receiver stops and does not retry.
 const FATAL: u16 = 1236;

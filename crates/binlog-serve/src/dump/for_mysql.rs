@@ -11,12 +11,12 @@ use manifold_binlog::gtid::{Dialect, GtidSet, GtidState, TxnGtid};
 use manifold_binlog::store;
 use manifold_mysql_proto::packets::ErrPacket;
 
-use super::super::answer::err;
-use super::super::mysql::{self, DumpGtidRequest};
-use super::super::packets;
-use super::super::BinlogSession;
 use super::{start_position, Dump, FATAL};
-use crate::state::{BinlogShared, ConsumerStatus};
+use crate::answer::err;
+use crate::mysql::{self, DumpGtidRequest};
+use crate::packets;
+use crate::BinlogSession;
+use manifold_cdc::state::{BinlogShared, ConsumerStatus};
 use std::sync::Arc;
 
 impl Dump {
