@@ -26,6 +26,9 @@ pub(crate) enum Reply {
         columns: &'static [&'static str],
         rows: Vec<Vec<String>>,
     },
+    /// A result set of typed columns, as the MySQL port sends it (the global binlog's
+    /// `SHOW MASTER STATUS` and `SHOW BINARY LOGS`, answered by `manifold-binlog-serve`).
+    Typed(manifold_binlog_serve::ResultSet),
     /// Done, nothing to show.
     Done,
     Error(ErrorCode, String),
@@ -99,11 +102,9 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
         ["SHOW", "REDIS", what @ ..] => crate::redis::show(server, what),
         ["SHOW", "LOGIN", "FAILURES"] => crate::logins::show(server),
         ["FLUSH", "LOGIN", "FAILURES"] => crate::logins::flush(server),
+        // Before the binlog statements below: on this port, `SHOW BINLOG STATUS` is the
+        // service's figures, not MariaDB's synonym of `SHOW MASTER STATUS`.
         ["SHOW", "BINLOG", what @ ..] => crate::binlog::show(server, what),
-        ["SHOW", "MASTER", "STATUS"] | ["SHOW", "BINARY", "LOG", "STATUS"] => {
-            crate::binlog::master_status(server)
-        }
-        ["SHOW", "BINARY" | "MASTER", "LOGS"] => crate::binlog::binary_logs(server),
         ["PERF", "HIST"] => perf_hist(server.shared, "ALL"),
         ["PERF", "HIST", what] => perf_hist(server.shared, what),
         // What the mariadb and mysql clients ask on connecting.
@@ -114,7 +115,9 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
             }
         }
         [] => Reply::Error(codes::EMPTY_QUERY, "Query was empty".into()),
-        _ => syntax_error(text, HELP),
+        // `SHOW MASTER STATUS`, `SHOW BINARY LOGS` and their synonyms, read as the MySQL
+        // port reads them.
+        _ => crate::binlog::statement(server, sql).unwrap_or_else(|| syntax_error(text, HELP)),
     }
 }
 

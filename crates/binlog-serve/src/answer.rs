@@ -11,7 +11,8 @@ use manifold_mysql_proto::packets::{ColumnDefinition, ErrPacket};
 
 use crate::mysql;
 use crate::sql::{
-    SelectItem, Selected, ShowEvents, Value, MARIADB_ONLY_VARIABLES, MYSQL_ONLY_VARIABLES,
+    SelectItem, Selected, ShowEvents, Statement, Value, MARIADB_ONLY_VARIABLES,
+    MYSQL_ONLY_VARIABLES,
 };
 use crate::BinlogSession;
 use manifold_cdc::state::BinlogShared;
@@ -103,6 +104,17 @@ pub fn binary_logs(shared: &BinlogShared) -> ResultSet {
         })
         .collect();
     (columns, rows)
+}
+
+/// The answer of a statement that shows only what the binlog service published (`SHOW
+/// MASTER STATUS`, `SHOW BINARY LOGS` and their synonyms): the MySQL port and the admin port
+/// both answer these through here, alike. `None` for any other statement.
+pub fn published(shared: &BinlogShared, statement: &Statement) -> Option<ResultSet> {
+    match statement {
+        Statement::ShowMasterStatus => Some(master_status(shared)),
+        Statement::ShowBinaryLogs => Some(binary_logs(shared)),
+        _ => None,
+    }
 }
 
 /// Whether the binlog's dialect has the owned variable `name` (the other dialect's server
