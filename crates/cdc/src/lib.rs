@@ -6,6 +6,7 @@
 //! `manifold-binlog-serve`'s: this crate answers no client.
 //!
 //! - [`config`]: the `[binlog]` section.
+//! - [`errors`]: why a source's connection ended, by kind (lost, misconfigured, fatal).
 //! - [`source`]: one replication connection per cluster primary (register, GTID dump,
 //!   checksums, reconnect and resume, following failover), yielding raw events.
 //! - [`heartbeat`]: the heartbeat row stamped with the clock, written on every primary each
@@ -17,6 +18,7 @@
 //! - [`metrics`]: EPS, DML EPS, BPS, TPS, files per minute, delays.
 
 pub mod config;
+pub mod errors;
 pub mod heartbeat;
 pub mod metrics;
 pub mod service;
@@ -24,4 +26,5 @@ pub mod source;
 pub mod state;
 
 pub use config::BinlogConfig;
+pub use errors::{CdcError, ErrorKind};
 pub use state::BinlogShared;
