@@ -8,6 +8,7 @@ use manifold_binlog::gtid::Dialect;
 use manifold_binlog::store;
 use manifold_mysql_proto::consts::{column_flag, column_type};
 use manifold_mysql_proto::packets::{ColumnDefinition, ErrPacket};
+use manifold_mysql_proto::{codes, ErrorCode};
 
 use crate::mysql;
 use crate::sql::{
@@ -20,17 +21,10 @@ use manifold_cdc::state::BinlogShared;
 pub type Row = Vec<Option<Vec<u8>>>;
 pub type ResultSet = (Vec<ColumnDefinition>, Vec<Row>);
 
-/// An ERR packet of MariaDB's code, SQLSTATE and text.
-pub fn err(code: u16, sqlstate: &str, message: impl Into<String>) -> ErrPacket {
-    let mut s = *b"HY000";
-    if sqlstate.len() == 5 {
-        s.copy_from_slice(sqlstate.as_bytes());
-    }
-    ErrPacket {
-        code,
-        sqlstate: s,
-        message: message.into().into_bytes(),
-    }
+/// An ERR packet of one of the codes in manifold's table (`manifold_mysql_proto::codes`,
+/// checked against docs/errors.md): the servers' code and SQLSTATE, manifold's text.
+pub fn err(code: ErrorCode, message: impl Into<String>) -> ErrPacket {
+    ErrPacket::new(code, message)
 }
 
 fn text(name: &str, length: u32) -> ColumnDefinition {
@@ -183,8 +177,7 @@ pub fn select(
         let (mut column, value) = match &item.selected {
             Selected::System(name) if !has_variable(shared, name) => {
                 return Err(err(
-                    1193,
-                    "HY000",
+                    codes::UNKNOWN_SYSTEM_VARIABLE,
                     format!("Unknown system variable '{name}'"),
                 ));
             }
@@ -423,8 +416,7 @@ pub fn binlog_events(shared: &BinlogShared, q: &ShowEvents) -> Result<ResultSet,
     ];
     let not_found = || {
         err(
-            1220,
-            "HY000",
+            codes::ERROR_WHEN_EXECUTING_COMMAND,
             "Error when executing command SHOW BINLOG EVENTS: Could not find target log",
         )
     };
@@ -442,8 +434,7 @@ pub fn binlog_events(shared: &BinlogShared, q: &ShowEvents) -> Result<ResultSet,
     let from = q.from.unwrap_or(4).max(4);
     let read_failed = |e: store::StoreError| {
         err(
-            1220,
-            "HY000",
+            codes::ERROR_WHEN_EXECUTING_COMMAND,
             format!("Error when executing command SHOW BINLOG EVENTS: {e}"),
         )
     };
@@ -464,8 +455,7 @@ pub fn binlog_events(shared: &BinlogShared, q: &ShowEvents) -> Result<ResultSet,
         }
         let h = event::Header::parse(&buf).map_err(|e| {
             err(
-                1220,
-                "HY000",
+                codes::ERROR_WHEN_EXECUTING_COMMAND,
                 format!("Error when executing command SHOW BINLOG EVENTS: {e}"),
             )
         })?;
