@@ -59,6 +59,14 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
     let words: Vec<&str> = text.split_ascii_whitespace().collect();
     let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
     let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
+    // `SHOW MASTER STATUS`, `SHOW BINARY LOGS` and their synonyms, read as the MySQL port
+    // reads them (`SET STATEMENT ... FOR` and comments included). Not `SHOW BINLOG STATUS`:
+    // on this port that is the service's figures, not MariaDB's synonym.
+    if !matches!(upper.as_slice(), ["SHOW", "BINLOG", ..]) {
+        if let Some(reply) = crate::binlog::statement(server, sql) {
+            return reply;
+        }
+    }
     match upper.as_slice() {
         ["SHOW", "BACKENDS"] => Reply::Rows {
             columns: BACKEND_COLUMNS,
@@ -102,8 +110,6 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
         ["SHOW", "REDIS", what @ ..] => crate::redis::show(server, what),
         ["SHOW", "LOGIN", "FAILURES"] => crate::logins::show(server),
         ["FLUSH", "LOGIN", "FAILURES"] => crate::logins::flush(server),
-        // Before the binlog statements below: on this port, `SHOW BINLOG STATUS` is the
-        // service's figures, not MariaDB's synonym of `SHOW MASTER STATUS`.
         ["SHOW", "BINLOG", what @ ..] => crate::binlog::show(server, what),
         ["PERF", "HIST"] => perf_hist(server.shared, "ALL"),
         ["PERF", "HIST", what] => perf_hist(server.shared, what),
@@ -115,9 +121,7 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
             }
         }
         [] => Reply::Error(codes::EMPTY_QUERY, "Query was empty".into()),
-        // `SHOW MASTER STATUS`, `SHOW BINARY LOGS` and their synonyms, read as the MySQL
-        // port reads them.
-        _ => crate::binlog::statement(server, sql).unwrap_or_else(|| syntax_error(text, HELP)),
+        _ => syntax_error(text, HELP),
     }
 }
 
