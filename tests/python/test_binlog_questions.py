@@ -60,6 +60,32 @@ def test_wrapped_binlog_statements_are_manifolds(setup):
     assert events[0][2] == "Format_desc" and events[0][3] == bk.BINLOG_SERVER_ID, events
 
 
+def described(port, sql, **kw):
+    """The column names and types and the rows of `sql` on `port`."""
+    with pymysql.connect(host="127.0.0.1", port=port, autocommit=True, **kw) as c, c.cursor() as cur:
+        cur.execute(sql)
+        return [(d[0], d[1]) for d in cur.description], cur.fetchall()
+
+
+def test_the_admin_port_answers_binlog_statements_as_the_mysql_port(setup):
+    """One answer on both ports: the admin port's `SHOW MASTER STATUS` and `SHOW BINARY LOGS`
+    are the MySQL port's, column types included (`Position` and `File_size` are numbers),
+    in every form the MySQL port reads; `SHOW BINLOG STATUS` stays the admin port's figures."""
+    a, mf = setup
+    admin = dict(user="admin", password="admin")
+    client = dict(user=bk.USER, password=bk.PASSWORD)
+    for sql, same in [("SHOW MASTER STATUS", ["show master status;", "/* tool */ SHOW BINARY LOG STATUS",
+                                              WRAP + "SHOW MASTER STATUS"]),
+                      ("SHOW BINARY LOGS", ["SHOW MASTER LOGS", "show  binary\nlogs"])]:
+        expected = described(mf.port, sql, **client)
+        assert expected[1] and isinstance(expected[1][0][1], int), expected
+        for form in [sql, *same]:
+            assert described(mf.admin_port, form, **admin) == expected, form
+    columns, figures = described(mf.admin_port, "SHOW BINLOG STATUS", **admin)
+    assert [c[0] for c in columns] == ["Variable_name", "Value"], columns
+    assert figures[0][0] == "Binlog_state", figures
+
+
 def test_wrapped_variable_reads_are_manifolds(setup):
     a, mf = setup
     pos = global_binlog_pos(mf)

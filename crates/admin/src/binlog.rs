@@ -1,12 +1,13 @@
 //! The global binlog on the admin port (`SHOW BINLOG STATUS`, `SHOW BINLOG SOURCES`, `SHOW
-//! BINLOG CONSUMERS`, `SHOW MASTER STATUS`, `SHOW BINARY LOGS`), in `/metrics`
-//! (`manifold_binlog_*`) and in `/status` (`"binlog"`), from what the binlog service
-//! publishes ([`manifold_cdc::BinlogShared`]).
+//! BINLOG CONSUMERS`), in `/metrics` (`manifold_binlog_*`) and in `/status` (`"binlog"`),
+//! from what the binlog service publishes ([`manifold_cdc::BinlogShared`]). `SHOW MASTER
+//! STATUS` and `SHOW BINARY LOGS` are answered by `manifold-binlog-serve`, as on the MySQL
+//! port.
 
 use std::fmt::Write as _;
 use std::time::SystemTime;
 
-use manifold_binlog::gtid::Dialect;
+use manifold_binlog_serve::Statement;
 use manifold_cdc::metrics::Metrics;
 use manifold_cdc::BinlogShared;
 use manifold_mysql_proto::codes;
@@ -162,50 +163,21 @@ pub(crate) fn show(server: &Server<'_>, what: &[&str]) -> Reply {
     }
 }
 
-/// `SHOW MASTER STATUS`, answered as the MySQL port answers it.
-pub(crate) fn master_status(server: &Server<'_>) -> Reply {
-    let Some(b) = server.shared.binlog.as_deref() else {
-        return Reply::Error(codes::PARSE_ERROR, OFF.into());
-    };
-    let end = b.end();
-    let mysql = b.dialect() == Dialect::MySql;
-    let columns: &'static [&'static str] = if mysql {
-        &[
-            "File",
-            "Position",
-            "Binlog_Do_DB",
-            "Binlog_Ignore_DB",
-            "Executed_Gtid_Set",
-        ]
-    } else {
-        &["File", "Position", "Binlog_Do_DB", "Binlog_Ignore_DB"]
-    };
-    let rows = if end.file.is_empty() {
-        Vec::new()
-    } else {
-        let mut row = vec![end.file, end.pos.to_string(), String::new(), String::new()];
-        // MySQL's fifth column: the set of every transaction written (`@@gtid_executed`).
-        if mysql {
-            row.push(end.gtid.to_string());
-        }
-        vec![row]
-    };
-    Reply::Rows { columns, rows }
-}
-
-/// `SHOW BINARY LOGS`.
-pub(crate) fn binary_logs(server: &Server<'_>) -> Reply {
-    let Some(b) = server.shared.binlog.as_deref() else {
-        return Reply::Error(codes::PARSE_ERROR, OFF.into());
-    };
-    Reply::Rows {
-        columns: &["Log_name", "File_size"],
-        rows: b
-            .files()
-            .into_iter()
-            .map(|f| vec![f.name, f.size.to_string()])
-            .collect(),
+/// The binlog statements the admin port shares with the MySQL port (`SHOW MASTER STATUS`,
+/// `SHOW BINARY LOGS` and their synonyms): read and answered by `manifold-binlog-serve`, one
+/// answer for both ports. `None` when `sql` is none of them.
+pub(crate) fn statement(server: &Server<'_>, sql: &str) -> Option<Reply> {
+    let statement = manifold_binlog_serve::parse(sql)?;
+    if !matches!(
+        statement,
+        Statement::ShowMasterStatus | Statement::ShowBinaryLogs
+    ) {
+        return None;
     }
+    let Some(b) = server.shared.binlog.as_deref() else {
+        return Some(Reply::Error(codes::PARSE_ERROR, OFF.into()));
+    };
+    manifold_binlog_serve::answer::published(b, &statement).map(Reply::Typed)
 }
 
 pub(crate) fn source_rows(b: &BinlogShared) -> Vec<Vec<String>> {

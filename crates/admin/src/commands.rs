@@ -26,6 +26,9 @@ pub(crate) enum Reply {
         columns: &'static [&'static str],
         rows: Vec<Vec<String>>,
     },
+    /// A result set of typed columns, as the MySQL port sends it (the global binlog's
+    /// `SHOW MASTER STATUS` and `SHOW BINARY LOGS`, answered by `manifold-binlog-serve`).
+    Typed(manifold_binlog_serve::ResultSet),
     /// Done, nothing to show.
     Done,
     Error(ErrorCode, String),
@@ -56,6 +59,14 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
     let words: Vec<&str> = text.split_ascii_whitespace().collect();
     let upper: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
     let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
+    // `SHOW MASTER STATUS`, `SHOW BINARY LOGS` and their synonyms, read as the MySQL port
+    // reads them (`SET STATEMENT ... FOR` and comments included). Not `SHOW BINLOG STATUS`:
+    // on this port that is the service's figures, not MariaDB's synonym.
+    if !matches!(upper.as_slice(), ["SHOW", "BINLOG", ..]) {
+        if let Some(reply) = crate::binlog::statement(server, sql) {
+            return reply;
+        }
+    }
     match upper.as_slice() {
         ["SHOW", "BACKENDS"] => Reply::Rows {
             columns: BACKEND_COLUMNS,
@@ -110,10 +121,6 @@ pub(crate) async fn run(sql: &str, server: &Server<'_>) -> Reply {
         ["SHOW", "LOGIN", "FAILURES"] => crate::logins::show(server),
         ["FLUSH", "LOGIN", "FAILURES"] => crate::logins::flush(server),
         ["SHOW", "BINLOG", what @ ..] => crate::binlog::show(server, what),
-        ["SHOW", "MASTER", "STATUS"] | ["SHOW", "BINARY", "LOG", "STATUS"] => {
-            crate::binlog::master_status(server)
-        }
-        ["SHOW", "BINARY" | "MASTER", "LOGS"] => crate::binlog::binary_logs(server),
         ["PERF", "HIST"] => perf_hist(server.shared, "ALL"),
         ["PERF", "HIST", what] => perf_hist(server.shared, what),
         // What the mariadb and mysql clients ask on connecting.

@@ -298,6 +298,20 @@ async fn connection(
                         );
                         io.flush().await.map_err(AdminError::Write)?;
                     }
+                    Reply::Typed((columns, rows)) => {
+                        encode_text_result_set(
+                            &mut io.wbuf,
+                            1,
+                            &columns,
+                            rows.iter().map(|row| row.iter().map(Option::as_deref)),
+                            capabilities,
+                            EofPacket {
+                                warnings: 0,
+                                status: status::AUTOCOMMIT,
+                            },
+                        );
+                        io.flush().await.map_err(AdminError::Write)?;
+                    }
                     Reply::Done => {
                         send(&mut io, 1, &ok_payload()).await?;
                     }

@@ -14,15 +14,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use manifold_backend::{BackendConn, BackendTarget, ConnKey, ReadError, ServerFlavor};
+use manifold_backend::{
+    BackendConn, BackendTarget, ConnKey, ErrorKind as BackendErrorKind, ReadError, ServerFlavor,
+};
 use manifold_binlog::event;
 use manifold_binlog::gtid::{Dialect, GtidPos, GtidState};
 use manifold_binlog::spill::Budget;
-use manifold_binlog::txn::{Assembler, SourceTxn};
+use manifold_binlog::txn::{Assembler, SourceTxn, TxnError};
 use manifold_mysql_proto::packets::ErrPacket;
 use manifold_mysql_proto::Command;
 use tokio::sync::mpsc;
 
+use crate::errors::{CdcError, ErrorKind};
 use crate::state::BinlogShared;
 
 mod check;
@@ -80,7 +83,9 @@ pub enum SourceMsg {
     Txn(SourceTxn),
     /// The dump from the primary at `addr` started, after the source position `from`.
     Connected { addr: String, from: GtidState },
-    /// The connection was lost or refused (the reader retries after the reconnect interval).
+    /// The connection was lost or refused, or the server is misconfigured: the reader tries
+    /// again after the reconnect interval. (A reader that stops, [`ErrorKind::Fatal`], sends
+    /// nothing: its state says `stopped: ...`.)
     Lost { error: String },
 }
 
@@ -88,8 +93,8 @@ pub enum SourceMsg {
 enum Ended {
     /// The service stopped listening: the reader ends.
     Stopped,
-    /// Lost or refused: retry.
-    Lost(String),
+    /// Failed: its kind says whether to retry.
+    Failed(CdcError),
 }
 
 /// [`run_from`] with an empty `start` taken as "not started": from the primary's current
@@ -157,21 +162,42 @@ pub async fn run_from(
         checksum_errors: 0,
         forged_stamps: 0,
     };
+    // The last misconfiguration reported: reported again only when it changes.
+    let mut reported: Option<String> = None;
     loop {
         let error = match reader.connect_and_stream().await {
             Ended::Stopped => return,
-            Ended::Lost(error) => error,
+            Ended::Failed(error) => error,
         };
         reader.assembler.reset();
-        tracing::error!(
-            cluster = %reader.target.cluster,
-            resume_from = %reader.pos.clone().unwrap_or_default(),
-            retry_in = ?reconnect,
-            "binlog: source lost: {error}"
-        );
-        reader
-            .shared
-            .update_source(index, |s| s.state = format!("error: {error}"));
+        let cluster = &reader.target.cluster;
+        let resume_from = reader.pos.clone().unwrap_or_default();
+        let state = match error.kind {
+            ErrorKind::Lost => {
+                reported = None;
+                tracing::error!(%cluster, %resume_from, retry_in = ?reconnect, "binlog: source lost: {error}");
+                format!("error: {error}")
+            }
+            ErrorKind::Misconfigured => {
+                if reported.as_deref() == Some(error.message.as_str()) {
+                    tracing::debug!(%cluster, check_in = ?reconnect, "binlog: source still misconfigured: {error}");
+                } else {
+                    tracing::error!(%cluster, %resume_from, check_in = ?reconnect, "binlog: source misconfigured (checked again until fixed): {error}");
+                    reported = Some(error.message.clone());
+                }
+                format!("error: {error}")
+            }
+            ErrorKind::Fatal => {
+                tracing::error!(%cluster, %resume_from, "binlog: source stopped (the global order holds here until manifold is restarted): {error}");
+                format!("stopped: {error}")
+            }
+        };
+        reader.shared.update_source(index, |s| s.state = state);
+        // Stopped: its state says so (the service's `Lost` handling would say `error: `).
+        if error.kind == ErrorKind::Fatal {
+            return;
+        }
+        let error = error.message;
         if reader
             .tx
             .send((index, SourceMsg::Lost { error }))
@@ -209,10 +235,10 @@ impl Reader {
     async fn connect_and_stream(&mut self) -> Ended {
         let node = self.target.topology.primary();
         let Some(backend) = self.target.targets.get(node) else {
-            return Ended::Lost(format!(
+            return Ended::Failed(CdcError::lost(format!(
                 "source {}: the primary is node {node}, which has no address",
                 self.target.cluster
-            ));
+            )));
         };
         let addr = backend.addr.clone();
         self.shared.update_source(self.index, |s| {
@@ -223,12 +249,19 @@ impl Reader {
             () = self.tx.closed() => return Ended::Stopped,
             c = BackendConn::connect(backend, &self.login, CONNECT_TIMEOUT) => match c {
                 Ok(conn) => conn,
-                Err(e) => return Ended::Lost(format!("source {} ({addr}): {e}", self.target.cluster)),
+                Err(e) => {
+                    let message = format!("source {} ({addr}): {e}", self.target.cluster);
+                    // A login the server refuses is the configuration's to fix.
+                    return Ended::Failed(match e.kind {
+                        BackendErrorKind::Auth(_) => CdcError::misconfigured(message),
+                        _ => CdcError::lost(message),
+                    });
+                }
             },
         };
         let source = format!("source {} ({addr})", self.target.cluster);
         if let Err(e) = self.start_dump(&mut conn, &source).await {
-            return Ended::Lost(e);
+            return Ended::Failed(e);
         }
         let from = self.pos.clone().unwrap_or_default();
         tracing::info!(cluster = %self.target.cluster, %addr, %from, "binlog: source streaming");
@@ -246,19 +279,19 @@ impl Reader {
     }
 
     /// Checks the server, sets the replica variables, registers and asks for the dump.
-    async fn start_dump(&mut self, conn: &mut BackendConn, source: &str) -> Result<(), String> {
+    async fn start_dump(&mut self, conn: &mut BackendConn, source: &str) -> Result<(), CdcError> {
         let dialect = match conn.flavor() {
             ServerFlavor::MariaDb => Dialect::MariaDb,
             ServerFlavor::MySql => Dialect::MySql,
         };
         let written = self.shared.dialect();
         if dialect != written {
-            return Err(format!(
+            return Err(CdcError::misconfigured(format!(
                 "{source} is a {dialect} server, but the global binlog is written in {written}'s \
                  dialect (its other primaries or its files are {written}): a mixed fleet is \
                  refused; point cluster {} at a {written} primary",
                 self.target.cluster
-            ));
+            )));
         }
         match dialect {
             Dialect::MariaDb => self.start_mariadb_dump(conn, source).await,
@@ -274,13 +307,13 @@ impl Reader {
         dialect: Dialect,
         source: &str,
         current: impl FnOnce() -> Result<GtidState, String>,
-    ) -> Result<GtidState, String> {
+    ) -> Result<GtidState, CdcError> {
         let pos = if let Some(pos) = &self.pos {
             pos.clone()
         } else {
             // The global binlog starts with what the primary writes from now on (its earlier
             // history is not replayed).
-            let pos = current()?;
+            let pos = current().map_err(CdcError::lost)?;
             self.pos = Some(pos.clone());
             pos
         };
@@ -288,10 +321,10 @@ impl Reader {
             return Ok(GtidState::empty(dialect));
         }
         if pos.dialect() != Some(dialect) {
-            return Err(format!(
+            return Err(CdcError::misconfigured(format!(
                 "{source}: the position to resume from is {pos}, not a {dialect} position, but \
                  the server is {dialect}"
-            ));
+            )));
         }
         Ok(pos)
     }
@@ -300,11 +333,11 @@ impl Reader {
         &mut self,
         conn: &mut BackendConn,
         source: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), CdcError> {
         let vars = SourceVars::read(conn)
             .await
-            .map_err(|e| format!("{source}: reading its binlog settings: {e}"))?;
-        check_source(&vars, source)?;
+            .map_err(|e| CdcError::lost(format!("{source}: reading its binlog settings: {e}")))?;
+        check_source(&vars, source).map_err(CdcError::misconfigured)?;
         let pos = self.resume_pos(Dialect::MariaDb, source, || {
             vars.gtid_binlog_pos
                 .parse::<GtidPos>()
@@ -329,7 +362,7 @@ impl Reader {
         conn.io
             .send(0, &payload)
             .await
-            .map_err(|e| format!("{source}: asking for the binlog dump: {e}"))?;
+            .map_err(|e| CdcError::lost(format!("{source}: asking for the binlog dump: {e}")))?;
         Ok(())
     }
 
@@ -339,20 +372,20 @@ impl Reader {
         &mut self,
         conn: &mut BackendConn,
         source: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), CdcError> {
         let vars = MysqlSourceVars::read(conn)
             .await
-            .map_err(|e| format!("{source}: reading its binlog settings: {e}"))?;
-        check_mysql_source(&vars, source)?;
+            .map_err(|e| CdcError::lost(format!("{source}: reading its binlog settings: {e}")))?;
+        check_mysql_source(&vars, source).map_err(CdcError::misconfigured)?;
         let pos = self.resume_pos(Dialect::MySql, source, || {
             vars.executed()
                 .map(GtidState::from)
                 .map_err(|e| format!("{source}: its @@gtid_executed: {e}"))
         })?;
         let Some(have) = pos.as_mysql() else {
-            return Err(format!(
+            return Err(CdcError::misconfigured(format!(
                 "{source}: the position to resume from is {pos}, not a MySQL GTID set"
-            ));
+            )));
         };
         let setup = mysql::replica_setup(mysql::replica_uuid(self.server_id), HEARTBEAT_PERIOD);
         run_setup(conn, &setup, source).await?;
@@ -365,7 +398,7 @@ impl Reader {
         conn.io
             .send(0, &payload)
             .await
-            .map_err(|e| format!("{source}: asking for the binlog dump: {e}"))?;
+            .map_err(|e| CdcError::lost(format!("{source}: asking for the binlog dump: {e}")))?;
         Ok(())
     }
 
@@ -376,20 +409,26 @@ impl Reader {
         payload: &[u8],
         source: &str,
         what: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), CdcError> {
         conn.io
             .send(0, payload)
             .await
-            .map_err(|e| format!("{source}: {what}: {e}"))?;
+            .map_err(|e| CdcError::lost(format!("{source}: {what}: {e}")))?;
         let (answer, _) = conn
             .io
             .read_owned(64 * 1024)
             .await
-            .map_err(|e| format!("{source}: {what}: {e}"))?;
+            .map_err(|e| CdcError::lost(format!("{source}: {what}: {e}")))?;
         match answer.first() {
             Some(0x00) => Ok(()),
-            Some(0xFF) => Err(format!("{source}: {what}: {}", err_payload_text(&answer))),
-            _ => Err(format!("{source}: {what}: unexpected answer")),
+            // Refused (the login lacks REPLICATION SLAVE, say): the server's to change.
+            Some(0xFF) => Err(CdcError::misconfigured(format!(
+                "{source}: {what}: {}",
+                err_payload_text(&answer)
+            ))),
+            _ => Err(CdcError::lost(format!(
+                "{source}: {what}: unexpected answer"
+            ))),
         }
     }
 
@@ -412,9 +451,9 @@ impl Reader {
                             .targets
                             .get(primary)
                             .map_or("an unknown address", |t| t.addr.as_str());
-                        return Ended::Lost(format!(
+                        return Ended::Failed(CdcError::lost(format!(
                             "{source}: no longer the primary (now {to}); resuming there"
-                        ));
+                        )));
                     }
                     continue;
                 }
@@ -425,11 +464,15 @@ impl Reader {
             let packet = match read {
                 Ok(p) => p,
                 Err(ReadError::Timeout) => {
-                    return Ended::Lost(format!(
+                    return Ended::Failed(CdcError::lost(format!(
                         "{source}: nothing received for {SILENCE_LIMIT:?} (heartbeats every {HEARTBEAT_PERIOD:?} were asked for)"
-                    ))
+                    )))
                 }
-                Err(e) => return Ended::Lost(format!("{source}: reading the dump: {e}")),
+                Err(e) => {
+                    return Ended::Failed(CdcError::lost(format!(
+                        "{source}: reading the dump: {e}"
+                    )))
+                }
             };
             let step = {
                 let payload = conn.io.payload(&packet);
@@ -448,7 +491,7 @@ impl Reader {
                         return Ended::Stopped;
                     }
                 }
-                Step::End(e) => return Ended::Lost(e),
+                Step::End(e) => return Ended::Failed(e),
             }
         }
     }
@@ -458,23 +501,29 @@ impl Reader {
         match payload.first() {
             Some(0x00) => {}
             Some(0xFF) => {
-                return Step::End(format!(
+                return Step::End(CdcError::lost(format!(
                     "{source}: the server stopped the dump: {}",
                     err_payload_text(payload)
-                ))
+                )))
             }
             Some(0xFE) if payload.len() < 9 => {
-                return Step::End(format!("{source}: the server ended the dump"))
+                return Step::End(CdcError::lost(format!(
+                    "{source}: the server ended the dump"
+                )))
             }
-            _ => return Step::End(format!("{source}: not a binlog event packet")),
+            _ => {
+                return Step::End(CdcError::lost(format!(
+                    "{source}: not a binlog event packet"
+                )))
+            }
         }
         let event = &payload[1..];
         if let Err(e) = event::verify_checksum(event) {
             self.checksum_errors += 1;
-            return Step::End(format!(
+            return Step::End(CdcError::lost(format!(
                 "{source}: {e} ({} checksum errors since start)",
                 self.checksum_errors
-            ));
+            )));
         }
         match self.assembler.push(event) {
             Ok(Some(txn)) => {
@@ -490,7 +539,7 @@ impl Reader {
                 Step::Txn(txn)
             }
             Ok(None) => Step::More,
-            Err(e) => Step::End(format!("{source}: {e}")),
+            Err(e) => Step::End(assembly_failed(source, &e)),
         }
     }
 }
@@ -514,22 +563,41 @@ impl Reader {
     }
 }
 
+/// A transaction that could not be assembled. Spilling it failed (a full disk, say): try
+/// again. Events that passed their checksum and still cannot be read would come the same way
+/// again: stop.
+fn assembly_failed(source: &str, e: &TxnError) -> CdcError {
+    let message = format!("{source}: {e}");
+    match e {
+        TxnError::Io(_) => CdcError::lost(message),
+        TxnError::Event(_) | TxnError::Sequence(_) | TxnError::Payload(_) => {
+            CdcError::fatal(message)
+        }
+    }
+}
+
 // A step lives on the stack for one packet: boxing the transaction would cost an allocation
 // per transaction for nothing.
 #[allow(clippy::large_enum_variant)]
 enum Step {
     More,
     Txn(SourceTxn),
-    End(String),
+    End(CdcError),
 }
 
 /// Runs the replica's `SET` statements, each answered by OK.
-async fn run_setup(conn: &mut BackendConn, setup: &[String], source: &str) -> Result<(), String> {
+async fn run_setup(conn: &mut BackendConn, setup: &[String], source: &str) -> Result<(), CdcError> {
     for sql in setup {
         match conn.simple_command(&Command::Query(sql.as_bytes())).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(format!("{source}: {sql}: {}", err_text(&e))),
-            Err(e) => return Err(format!("{source}: {sql}: {e}")),
+            // Refused by the server: what it is set to, not the connection.
+            Ok(Err(e)) => {
+                return Err(CdcError::misconfigured(format!(
+                    "{source}: {sql}: {}",
+                    err_text(&e)
+                )))
+            }
+            Err(e) => return Err(CdcError::lost(format!("{source}: {sql}: {e}"))),
         }
     }
     Ok(())
@@ -574,6 +642,25 @@ fn dump_payload(out: &mut Vec<u8>, server_id: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unreadable_events_stop_the_reader_and_a_failed_spill_is_retried() {
+        let source = "source east (10.0.0.1:3306)";
+        let spill = TxnError::Io(std::io::Error::other("disk full"));
+        let e = assembly_failed(source, &spill);
+        assert_eq!(e.kind, ErrorKind::Lost);
+        assert_eq!(
+            e.to_string(),
+            "source east (10.0.0.1:3306): spilling a transaction: disk full"
+        );
+        let out_of_order = TxnError::Sequence("rows before a GTID".into());
+        let e = assembly_failed(source, &out_of_order);
+        assert_eq!(e.kind, ErrorKind::Fatal);
+        assert_eq!(
+            e.message,
+            "source east (10.0.0.1:3306): source stream out of order: rows before a GTID"
+        );
+    }
 
     #[test]
     fn replication_commands_are_laid_out_as_the_server_reads_them() {

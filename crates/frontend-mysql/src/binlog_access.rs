@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use manifold_binlog::gtid::Dialect;
+use manifold_mysql_proto::codes;
 use manifold_mysql_proto::packets::ErrPacket;
 
 /// How long learned grants are taken as they were.
@@ -160,20 +161,15 @@ impl BinlogOp {
 /// matched, MariaDB 10.11 and MySQL 9.7 alike. manifold's users match from any host: `'%'`;
 /// they always log in with a password.
 pub fn register_denied(user: &str) -> ErrPacket {
-    ErrPacket {
-        code: 1045,
-        sqlstate: *b"28000",
-        message: format!("Access denied for user '{user}'@'%' (using password: YES)").into_bytes(),
-    }
+    ErrPacket::new(
+        codes::ACCESS_DENIED,
+        format!("Access denied for user '{user}'@'%' (using password: YES)"),
+    )
 }
 
 /// ERR 1227 (`ER_SPECIFIC_ACCESS_DENIED_ERROR`, SQLSTATE 42000) with `message`.
 pub fn access_denied(message: &str) -> ErrPacket {
-    ErrPacket {
-        code: 1227,
-        sqlstate: *b"42000",
-        message: message.as_bytes().to_vec(),
-    }
+    ErrPacket::new(codes::SPECIFIC_ACCESS_DENIED, message)
 }
 
 /// The global privileges one server's `SHOW GRANTS` rows give: every `GRANT ... ON *.* TO`

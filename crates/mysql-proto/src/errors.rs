@@ -108,6 +108,25 @@ pub mod codes {
         /// replica connection by server-side state (a cursor, a lock, a user variable the
         /// server would not report).
         PRIMARY_NEEDED_ON_REPLICA = (7705, "HY000", "Statement needs the primary while the session is held on a replica");
+        /// The global binlog: a dump that cannot go on (a position or GTID the files do not
+        /// have, a file that cannot be read, the dialect's other positioning).
+        MASTER_FATAL_READING_BINLOG = (1236, "HY000", "Got fatal error from master when reading data from binary log");
+        /// The global binlog: a request manifold cannot follow (a malformed dump request), or
+        /// the binlog service stopped or failed to do what was asked.
+        UNKNOWN_ERROR = (1105, "HY000", "Unknown error");
+        /// The global binlog: `SHOW BINLOG EVENTS` of a file it does not have, or that could
+        /// not be read.
+        ERROR_WHEN_EXECUTING_COMMAND = (1220, "HY000", "Error when executing command");
+        /// A binlog command (`COM_BINLOG_DUMP`, `COM_REGISTER_SLAVE`...) with the global binlog off.
+        NO_BINARY_LOGGING = (1381, "HY000", "You are not using binary logging");
+        /// The global binlog: `PURGE BINARY LOGS TO` a file it does not have.
+        UNKNOWN_TARGET_BINLOG = (1373, "HY000", "Target log not found in binlog index");
+        /// The global binlog: removing files failed.
+        BINLOG_PURGE_FATAL_ERR = (1377, "HY000", "Fatal error during log purge");
+        /// The global binlog: `PURGE BINARY LOGS BEFORE` a text that is no date and time.
+        WRONG_VALUE = (1525, "HY000", "Incorrect value");
+        /// The global binlog: the user lacks the privilege the server asks for the operation.
+        SPECIFIC_ACCESS_DENIED = (1227, "42000", "Access denied; you need (at least one of) the privilege(s) for this operation");
         /// A statement reading `information_schema.PROCESSLIST` would, with every visible
         /// session in its place, exceed `max_allowed_packet` or one packet's 16 MiB.
         PROCESSLIST_TOO_LARGE = (7708, "HY000", "The process list does not fit in the statement");

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use manifold_backend::ErrorKind;
 use manifold_binlog::gtid::Dialect;
-use manifold_cdc::serve::answer::{self, err};
-use manifold_cdc::serve::dump::{self, Dump, DumpOutcome, DumpRequest};
-use manifold_cdc::serve::mysql::DumpGtidRequest;
-use manifold_cdc::serve::sql::Statement;
+use manifold_binlog_serve::answer::{self, err};
+use manifold_binlog_serve::dump::{self, Dump, DumpOutcome, DumpRequest};
+use manifold_binlog_serve::{DumpGtidRequest, Statement};
 use manifold_cdc::state::{ConsumerStatus, Request};
 use manifold_cdc::BinlogShared;
+use manifold_mysql_proto::codes;
 use manifold_mysql_proto::packets::ErrPacket;
 use manifold_mysql_proto::LogicalPacket;
 use tokio::sync::futures::Notified;
@@ -32,7 +32,7 @@ impl Session {
     ) -> Result<(), End> {
         let Some(shared) = self.fe.shared.binlog.clone() else {
             self.io.consume(p.raw_len);
-            let e = err(1381, "HY000", "You are not using binary logging");
+            let e = err(codes::NO_BINARY_LOGGING, "You are not using binary logging");
             return self.send_err_packet(seq, &e).await;
         };
         match command {
@@ -98,7 +98,7 @@ impl Session {
                     tracing::info!(connection = self.id, peer = %self.peer, file = %request.file, pos = request.pos, server_id = request.server_id, gtids = %request.gtids, "binlog GTID dump requested");
                     Dump::start_gtid(shared.clone(), &request, &self.binlog, consumer)
                 }
-                Err(m) => Err(err(1105, "HY000", m)),
+                Err(m) => Err(err(codes::UNKNOWN_ERROR, m)),
             }
         } else {
             match DumpRequest::parse(payload) {
@@ -106,7 +106,10 @@ impl Session {
                     tracing::info!(connection = self.id, peer = %self.peer, file = %request.file, pos = request.pos, server_id = request.server_id, "binlog dump requested");
                     Dump::start(shared.clone(), &request, &self.binlog, consumer)
                 }
-                None => Err(err(1105, "HY000", "Malformed COM_BINLOG_DUMP packet")),
+                None => Err(err(
+                    codes::UNKNOWN_ERROR,
+                    "Malformed COM_BINLOG_DUMP packet",
+                )),
             }
         };
         let mut dump = match started {
@@ -171,8 +174,7 @@ impl Session {
             }
             Statement::FirstOfSeveral => {
                 let e = err(
-                    1235,
-                    "42000",
+                    codes::NOT_SUPPORTED_YET,
                     "This version of manifold doesn't yet support 'a statement of the global binlog followed by other statements in one query': send it alone",
                 );
                 return self.send_err_packet(seq, &e).await;
@@ -195,7 +197,10 @@ impl Session {
                     Ok(Ok(set)) => set,
                     Ok(Err(e)) => return self.send_err_packet(seq, &e).await,
                     Err(e) => {
-                        let e = err(1105, "HY000", format!("SHOW BINLOG EVENTS failed: {e}"));
+                        let e = err(
+                            codes::UNKNOWN_ERROR,
+                            format!("SHOW BINLOG EVENTS failed: {e}"),
+                        );
                         return self.send_err_packet(seq, &e).await;
                     }
                 }
@@ -212,14 +217,19 @@ impl Session {
         statement: Statement,
         seq: u8,
     ) -> Result<(), End> {
-        let stopped = || err(1105, "HY000", "The global binlog service is not running");
+        let stopped = || {
+            err(
+                codes::UNKNOWN_ERROR,
+                "The global binlog service is not running",
+            )
+        };
         let purge_failed = |m: String| {
             let code = if m.contains("not found") || m.contains("unknown") {
-                1373
+                codes::UNKNOWN_TARGET_BINLOG
             } else {
-                1377
+                codes::BINLOG_PURGE_FATAL_ERR
             };
-            err(code, "HY000", m)
+            err(code, m)
         };
         // A purge that stopped at a file a dump reads succeeds with a warning, as MariaDB's.
         let mut warning: Option<String> = None;
@@ -240,8 +250,7 @@ impl Session {
             },
             Statement::PurgeBefore(text) => match answer::parse_datetime(&text) {
                 None => Err(err(
-                    1525,
-                    "HY000",
+                    codes::WRONG_VALUE,
                     format!("Incorrect DATETIME value: '{text}'"),
                 )),
                 Some(time) => match shared.ask(|tx| Request::PurgeBefore(time, tx)).await {
@@ -254,18 +263,16 @@ impl Session {
                 },
             },
             Statement::PurgeBeforeExpression => Err(err(
-                1235,
-                "42000",
+                codes::NOT_SUPPORTED_YET,
                 "manifold's global binlog takes PURGE BINARY LOGS BEFORE 'YYYY-MM-DD hh:mm:ss' (a literal, UTC)",
             )),
             Statement::FlushBinaryLogs => match shared.ask(Request::Rotate).await {
                 Some(Ok(())) => Ok(()),
-                Some(Err(m)) => Err(err(1105, "HY000", m)),
+                Some(Err(m)) => Err(err(codes::UNKNOWN_ERROR, m)),
                 None => Err(stopped()),
             },
             _ => Err(err(
-                1235,
-                "42000",
+                codes::NOT_SUPPORTED_YET,
                 "RESET MASTER is refused: replicas and CDC tools depend on the global binlog's positions; remove old files with PURGE BINARY LOGS",
             )),
         };

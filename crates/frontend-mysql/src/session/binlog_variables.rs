@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use manifold_cdc::serve::answer;
+use manifold_binlog_serve::answer;
 use manifold_cdc::BinlogShared;
 
 use super::{End, Session};

@@ -93,7 +93,7 @@ pub(super) enum BinlogCommand {
     DumpGtid,
     /// `COM_REGISTER_SLAVE`.
     RegisterSlave,
-    Statement(manifold_cdc::serve::sql::Statement),
+    Statement(manifold_binlog_serve::Statement),
 }
 
 /// What the command whose first packet's payload is `first` asks for. `capabilities`: the
@@ -151,7 +151,7 @@ pub(super) fn decode(
 /// The binlog statement `sql` is, if any. Cheap for the statements of the hot path: only
 /// texts whose first words a binlog statement can start with are parsed (see
 /// [`may_be_binlog_statement`]).
-fn binlog_statement(sql: &[u8], scan: Scan) -> Option<manifold_cdc::serve::sql::Statement> {
+fn binlog_statement(sql: &[u8], scan: Scan) -> Option<manifold_binlog_serve::Statement> {
     let ordinary = matches!(
         scan.verb,
         Verb::Insert
@@ -175,7 +175,7 @@ fn binlog_statement(sql: &[u8], scan: Scan) -> Option<manifold_cdc::serve::sql::
     if ordinary || !may_be_binlog_statement(sql) {
         return None;
     }
-    manifold_cdc::serve::sql::parse(std::str::from_utf8(sql).ok()?)
+    manifold_binlog_serve::parse(std::str::from_utf8(sql).ok()?)
 }
 
 /// Whether the first two words of `sql` are those of a binlog statement: `SELECT @...`,
@@ -322,7 +322,7 @@ mod tests {
 
     #[test]
     fn with_the_global_binlog_on_manifold_answers_replication() {
-        use manifold_cdc::serve::sql::Statement;
+        use manifold_binlog_serve::Statement;
         let on = |first: &[u8]| super::decode(first, 0, true, true, manifold_sql_lex::scan);
         assert!(matches!(
             on(&[0x12, 4, 0, 0, 0]),
@@ -374,7 +374,7 @@ mod tests {
 
     #[test]
     fn only_the_first_words_of_a_binlog_statement_reach_the_parser() {
-        use manifold_cdc::serve::sql::parse;
+        use manifold_binlog_serve::parse;
         for sql in [
             "SHOW MASTER STATUS",
             "show binlog status",

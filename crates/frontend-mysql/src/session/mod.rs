@@ -174,7 +174,7 @@ pub(crate) async fn run(
             ..CommandTimes::default()
         },
         scan_memo: ScanMemo::new(),
-        binlog: manifold_cdc::serve::BinlogSession::default(),
+        binlog: manifold_binlog_serve::BinlogSession::default(),
         replay: replay::ReplayLog::default(),
     };
     session.pin_if_not_multiplexing();
@@ -287,7 +287,7 @@ struct Session {
     /// same way is scanned from its first value.
     scan_memo: ScanMemo,
     /// The replication variables the session set, for its dump (global binlog on).
-    binlog: manifold_cdc::serve::BinlogSession,
+    binlog: manifold_binlog_serve::BinlogSession,
     /// The open transaction's statements, kept for a replay (`routing.transaction_replay`).
     replay: replay::ReplayLog,
 }

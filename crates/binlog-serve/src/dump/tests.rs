@@ -138,15 +138,15 @@ fn binlog(files: &[(&str, &str, Vec<Vec<u8>>)], gtid: &str) -> Binlog {
     let names: Vec<&str> = infos.iter().map(|f| f.name.as_str()).collect();
     let index = names.join("\n") + "\n";
     std::fs::write(dir.path().join("manifold-bin.index"), index).unwrap();
-    let config = crate::config::BinlogConfig {
+    let config = manifold_cdc::config::BinlogConfig {
         dir: dir.path().to_path_buf(),
         server_id: SERVER_ID,
-        ..crate::config::BinlogConfig::default()
+        ..manifold_cdc::config::BinlogConfig::default()
     };
     let (shared, _requests) = BinlogShared::new(config, vec!["east".into()]);
     let last = infos.last().unwrap().clone();
     shared.set_files(infos);
-    shared.publish_end(crate::state::End {
+    shared.publish_end(manifold_cdc::state::End {
         file: last.name,
         pos: last.size,
         gtid: pos(gtid).into(),
@@ -156,7 +156,7 @@ fn binlog(files: &[(&str, &str, Vec<Vec<u8>>)], gtid: &str) -> Binlog {
 
 /// A MariaDB 10.11 replica's session: CRC32, GTID capable, `@slave_connect_state` when given.
 fn replica(connect_state: Option<&str>) -> BinlogSession {
-    use super::super::sql::Value;
+    use crate::sql::Value;
     let mut s = BinlogSession::default();
     s.set("master_binlog_checksum", Value::Str("CRC32".into()));
     s.set("mariadb_slave_capability", Value::Int(4));
@@ -428,10 +428,7 @@ async fn run_to_a_consumer_that_stops_reading(dump: &mut Dump) -> DumpOutcome {
 async fn a_stop_ends_a_dump_stuck_writing_a_heartbeat() {
     let b = binlog(&[("manifold-bin.000001", "", transaction(1))], "0-77-1");
     let mut session = replica(None);
-    session.set(
-        "master_heartbeat_period",
-        super::super::sql::Value::Int(1_000_000),
-    );
+    session.set("master_heartbeat_period", crate::sql::Value::Int(1_000_000));
     let mut dump = start(&b, &request("", 4, 0), &session);
     assert_eq!(
         run_to_a_consumer_that_stops_reading(&mut dump).await,

@@ -1,24 +1,7 @@
-//! Serving the global binlog on the MySQL port: manifold is the one server for binlog
-//! purposes.
-//!
-//! - [`sql`]: the statements manifold answers itself (`SHOW MASTER STATUS`, `SHOW BINLOG
-//!   EVENTS`, `PURGE BINARY LOGS`, the binlog's variables, the replication `@vars`).
-//! - [`answer`]: the result sets of those statements, as MariaDB shapes them.
-//! - [`dump`]: `COM_BINLOG_DUMP` and MySQL's `COM_BINLOG_DUMP_GTID`: the stream of events
-//!   from the files, waiting for more.
-//! - [`mysql`]: what the MySQL dialect adds: the GTID dump's request and checks, MySQL's
-//!   texts of its events.
-//! - [`packets`]: events as packets, the events a server makes up, capability downgrades.
-//!
-//! OWNER: the serving helper.
+//! What a session keeps for the global binlog: the replication `@vars` a replica sets before
+//! its dump, and the server id it registered.
 
-pub mod answer;
-pub mod dump;
-pub mod mysql;
-pub mod packets;
-pub mod sql;
-
-use sql::Value;
+use crate::sql::Value;
 
 /// The replication user variables a session set (`SET @master_binlog_checksum = ...`), kept
 /// by manifold for the session's dump instead of on a backend connection.

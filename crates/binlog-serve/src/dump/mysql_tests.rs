@@ -2,8 +2,8 @@
 //! replica's set, MySQL's errors, heartbeats of both versions, the other dialect refused.
 
 use super::*;
-use crate::serve::mysql::{gtid_dump_flags, DumpGtidRequest};
-use crate::serve::sql::Value;
+use crate::mysql::{gtid_dump_flags, DumpGtidRequest};
+use crate::sql::Value;
 use manifold_binlog::event::mysql::{self as mysql_event, MysqlGtidEvent};
 use manifold_binlog::gtid::{MysqlGtid, Uuid};
 
@@ -75,17 +75,17 @@ fn binlog(files: &[(&str, &str, Vec<Vec<u8>>)], executed: &str) -> Binlog {
         names.join("\n") + "\n",
     )
     .unwrap();
-    let config = crate::config::BinlogConfig {
+    let config = manifold_cdc::config::BinlogConfig {
         dir: dir.path().to_path_buf(),
         server_id: SERVER_ID,
-        ..crate::config::BinlogConfig::default()
+        ..manifold_cdc::config::BinlogConfig::default()
     };
     assert_eq!(config.uuid().to_string(), M);
     let (shared, _requests) =
         BinlogShared::with_dialect(config, vec!["east".into()], Dialect::MySql);
     let last = infos.last().unwrap().clone();
     shared.set_files(infos);
-    shared.publish_end(crate::state::End {
+    shared.publish_end(manifold_cdc::state::End {
         file: last.name,
         pos: last.size,
         gtid: GtidState::MySql(set(executed)),
@@ -346,7 +346,7 @@ fn each_dialect_refuses_the_others_gtid_dump() {
     .unwrap_err();
     assert_eq!(e.code, 1236);
     assert!(message(&e).contains("MySQL's dialect"), "{}", message(&e));
-    let config = crate::config::BinlogConfig::default();
+    let config = manifold_cdc::config::BinlogConfig::default();
     let (shared, _requests) = BinlogShared::new(config, vec!["east".into()]);
     let e = Dump::start_gtid(
         shared,

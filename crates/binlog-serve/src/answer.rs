@@ -8,28 +8,23 @@ use manifold_binlog::gtid::Dialect;
 use manifold_binlog::store;
 use manifold_mysql_proto::consts::{column_flag, column_type};
 use manifold_mysql_proto::packets::{ColumnDefinition, ErrPacket};
+use manifold_mysql_proto::{codes, ErrorCode};
 
-use super::mysql;
-use super::sql::{
-    SelectItem, Selected, ShowEvents, Value, MARIADB_ONLY_VARIABLES, MYSQL_ONLY_VARIABLES,
+use crate::mysql;
+use crate::sql::{
+    SelectItem, Selected, ShowEvents, Statement, Value, MARIADB_ONLY_VARIABLES,
+    MYSQL_ONLY_VARIABLES,
 };
-use super::BinlogSession;
-use crate::state::BinlogShared;
+use crate::BinlogSession;
+use manifold_cdc::state::BinlogShared;
 
 pub type Row = Vec<Option<Vec<u8>>>;
 pub type ResultSet = (Vec<ColumnDefinition>, Vec<Row>);
 
-/// An ERR packet of MariaDB's code, SQLSTATE and text.
-pub fn err(code: u16, sqlstate: &str, message: impl Into<String>) -> ErrPacket {
-    let mut s = *b"HY000";
-    if sqlstate.len() == 5 {
-        s.copy_from_slice(sqlstate.as_bytes());
-    }
-    ErrPacket {
-        code,
-        sqlstate: s,
-        message: message.into().into_bytes(),
-    }
+/// An ERR packet of one of the codes in manifold's table (`manifold_mysql_proto::codes`,
+/// checked against docs/errors.md): the servers' code and SQLSTATE, manifold's text.
+pub fn err(code: ErrorCode, message: impl Into<String>) -> ErrPacket {
+    ErrPacket::new(code, message)
 }
 
 fn text(name: &str, length: u32) -> ColumnDefinition {
@@ -105,6 +100,17 @@ pub fn binary_logs(shared: &BinlogShared) -> ResultSet {
     (columns, rows)
 }
 
+/// The answer of a statement that shows only what the binlog service published (`SHOW
+/// MASTER STATUS`, `SHOW BINARY LOGS` and their synonyms): the MySQL port and the admin port
+/// both answer these through here, alike. `None` for any other statement.
+pub fn published(shared: &BinlogShared, statement: &Statement) -> Option<ResultSet> {
+    match statement {
+        Statement::ShowMasterStatus => Some(master_status(shared)),
+        Statement::ShowBinaryLogs => Some(binary_logs(shared)),
+        _ => None,
+    }
+}
+
 /// Whether the binlog's dialect has the owned variable `name` (the other dialect's server
 /// knows it not).
 pub fn has_variable(shared: &BinlogShared, name: &str) -> bool {
@@ -171,8 +177,7 @@ pub fn select(
         let (mut column, value) = match &item.selected {
             Selected::System(name) if !has_variable(shared, name) => {
                 return Err(err(
-                    1193,
-                    "HY000",
+                    codes::UNKNOWN_SYSTEM_VARIABLE,
                     format!("Unknown system variable '{name}'"),
                 ));
             }
@@ -228,7 +233,7 @@ pub fn replace_owned_values(shared: &BinlogShared, rows: &mut [Row]) {
         let Some(Some(name)) = row.first() else {
             continue;
         };
-        let Some(owned) = super::sql::OWNED_VARIABLES
+        let Some(owned) = crate::sql::OWNED_VARIABLES
             .iter()
             .copied()
             .find(|v| v.as_bytes().eq_ignore_ascii_case(name))
@@ -411,8 +416,7 @@ pub fn binlog_events(shared: &BinlogShared, q: &ShowEvents) -> Result<ResultSet,
     ];
     let not_found = || {
         err(
-            1220,
-            "HY000",
+            codes::ERROR_WHEN_EXECUTING_COMMAND,
             "Error when executing command SHOW BINLOG EVENTS: Could not find target log",
         )
     };
@@ -430,8 +434,7 @@ pub fn binlog_events(shared: &BinlogShared, q: &ShowEvents) -> Result<ResultSet,
     let from = q.from.unwrap_or(4).max(4);
     let read_failed = |e: store::StoreError| {
         err(
-            1220,
-            "HY000",
+            codes::ERROR_WHEN_EXECUTING_COMMAND,
             format!("Error when executing command SHOW BINLOG EVENTS: {e}"),
         )
     };
@@ -452,8 +455,7 @@ pub fn binlog_events(shared: &BinlogShared, q: &ShowEvents) -> Result<ResultSet,
         }
         let h = event::Header::parse(&buf).map_err(|e| {
             err(
-                1220,
-                "HY000",
+                codes::ERROR_WHEN_EXECUTING_COMMAND,
                 format!("Error when executing command SHOW BINLOG EVENTS: {e}"),
             )
         })?;
@@ -522,12 +524,12 @@ mod tests {
     }
 
     fn shared(dialect: Dialect) -> std::sync::Arc<BinlogShared> {
-        let config = crate::config::BinlogConfig {
+        let config = manifold_cdc::config::BinlogConfig {
             server_id: 77,
-            ..crate::config::BinlogConfig::default()
+            ..manifold_cdc::config::BinlogConfig::default()
         };
         let (shared, _requests) = BinlogShared::with_dialect(config, vec!["a".into()], dialect);
-        shared.publish_end(crate::state::End {
+        shared.publish_end(manifold_cdc::state::End {
             file: "manifold-bin.000001".into(),
             pos: 900,
             gtid: GtidState::empty(dialect),

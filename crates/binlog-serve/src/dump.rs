@@ -16,18 +16,19 @@ use manifold_binlog::event::{self, types, CHECKSUM_ALG_OFF, HEADER_LEN};
 use manifold_binlog::gtid::{Dialect, Gtid, GtidPos, GtidSet, GtidState, TxnGtid};
 use manifold_binlog::store::{self, FileInfo, Reader};
 use manifold_mysql_proto::packets::{EofPacket, ErrPacket};
+use manifold_mysql_proto::{codes, ErrorCode};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::answer::err;
-use super::mysql;
-use super::packets::{self, dump_flags, Adapted};
-use super::BinlogSession;
-use crate::state::{BinlogShared, ConsumerStatus};
+use crate::answer::err;
+use crate::mysql;
+use crate::packets::{self, dump_flags, Adapted};
+use crate::BinlogSession;
+use manifold_cdc::state::{BinlogShared, ConsumerStatus};
 
 /// `ER_MASTER_FATAL_ERROR_READING_BINLOG`: a replica does not retry it.
-const FATAL: u16 = 1236;
+const FATAL: ErrorCode = codes::MASTER_FATAL_READING_BINLOG;
 /// `ER_UNKNOWN_ERROR`.
-const UNKNOWN: u16 = 1105;
+const UNKNOWN: ErrorCode = codes::UNKNOWN_ERROR;
 /// Bytes queued per step before the socket gets them and other sessions get the thread.
 const STEP_BYTES: usize = 256 << 10;
 
@@ -103,7 +104,7 @@ pub fn check_start(
         } else {
             format!("Error: connecting slave requested to start from GTID {g}, which is not in the master's binlog")
         };
-        return Err(err(FATAL, "HY000", message));
+        return Err(err(FATAL, message));
     }
     Ok(())
 }
@@ -157,7 +158,6 @@ fn start_position(shared: &BinlogShared, file: &str, pos: u64) -> Result<(String
     let Some(info) = info else {
         return Err(err(
             FATAL,
-            "HY000",
             "Could not find first log file name in binary log index file",
         ));
     };
@@ -168,7 +168,7 @@ fn start_position(shared: &BinlogShared, file: &str, pos: u64) -> Result<(String
     };
     if pos < 4 || pos > size {
         let f = &info.name;
-        return Err(err(FATAL, "HY000", format!("Client requested master to start replication from impossible position; the first event '{f}' at {pos}, the last event read from '{f}' at 4, the last byte read from '{f}' at 4.")));
+        return Err(err(FATAL, format!("Client requested master to start replication from impossible position; the first event '{f}' at {pos}, the last event read from '{f}' at 4, the last byte read from '{f}' at 4.")));
     }
     Ok((info.name.clone(), pos))
 }
@@ -235,13 +235,12 @@ impl Dump {
         let end = shared.end();
         let mut skip_until = None;
         if shared.dialect() == Dialect::MySql && session.connect_state().is_some() {
-            return Err(err(FATAL, "HY000", "manifold's global binlog is in MySQL's dialect (its sources are MySQL servers): MariaDB's GTID positioning (@slave_connect_state) is not served; connect with MySQL's GTID auto-positioning (COM_BINLOG_DUMP_GTID, SOURCE_AUTO_POSITION=1) or by file and position"));
+            return Err(err(FATAL, "manifold's global binlog is in MySQL's dialect (its sources are MySQL servers): MariaDB's GTID positioning (@slave_connect_state) is not served; connect with MySQL's GTID auto-positioning (COM_BINLOG_DUMP_GTID, SOURCE_AUTO_POSITION=1) or by file and position"));
         }
         let (file, pos) = if let Some(state) = session.connect_state() {
             let client: GtidPos = state.parse().map_err(|_| {
                 err(
                     UNKNOWN,
-                    "HY000",
                     "Out of memory or malformed slave request when obtaining start position from GTID state",
                 )
             })?;
@@ -253,9 +252,9 @@ impl Dump {
                 session.gtid_ignore_duplicates(),
             )?;
             let found = store::locate_gtid(&cfg.dir, &cfg.base_name, &client.clone().into())
-                .map_err(|e| err(FATAL, "HY000", e.to_string()))?;
+                .map_err(|e| err(FATAL, e.to_string()))?;
             let Some((position, list)) = found else {
-                return Err(err(FATAL, "HY000", "Could not find GTID state requested by slave in any binlog files. Probably the slave state is too old and required binlog files have been purged."));
+                return Err(err(FATAL, "Could not find GTID state requested by slave in any binlog files. Probably the slave state is too old and required binlog files have been purged."));
             };
             // Exactly the file's starting point: nothing of it to skip.
             skip_until = client
@@ -332,7 +331,6 @@ impl Dump {
     fn fatal(&self, why: &str) -> ErrPacket {
         err(
             FATAL,
-            "HY000",
             format!(
                 "{why}; the first event '{}' at {}, the last event read from '{}' at {}, the last byte read from '{}' at {}.",
                 self.start_file, self.start_pos, self.file, self.last_pos, self.file, self.pos()
@@ -415,7 +413,7 @@ impl Dump {
         };
         let mut reader = Reader::open(&self.dir, &self.file, 4).map_err(|e| {
             tracing::warn!(file = %self.file, error = %e, "global binlog dump: open failed");
-            err(FATAL, "HY000", format!("Could not open log file: {e}"))
+            err(FATAL, format!("Could not open log file: {e}"))
         })?;
         self.buf.clear();
         self.last_pos = 4;
@@ -469,7 +467,7 @@ impl Dump {
         *seq = packets::queue_event(out, *seq, fde);
         self.reader = Some(if pos > 4 {
             Reader::open(&self.dir, &self.file, pos)
-                .map_err(|e| err(FATAL, "HY000", format!("Could not open log file: {e}")))?
+                .map_err(|e| err(FATAL, format!("Could not open log file: {e}")))?
         } else {
             reader
         });
@@ -499,7 +497,7 @@ impl Dump {
                     let applied = g.server != until.server || g.seq <= until.seq;
                     if g.server == until.server && g.seq >= until.seq {
                         if self.strict && g.seq > until.seq {
-                            return Err(err(FATAL, "HY000", format!("The binlog on the master is missing the GTID {until} requested by the slave (even though both a prior and a subsequent sequence number does exist), and GTID strict mode is enabled")));
+                            return Err(err(FATAL, format!("The binlog on the master is missing the GTID {until} requested by the slave (even though both a prior and a subsequent sequence number does exist), and GTID strict mode is enabled")));
                         }
                         self.send_fake_list = true;
                         self.skip_until = None;

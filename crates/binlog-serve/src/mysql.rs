@@ -9,11 +9,12 @@ use manifold_binlog::event::{self, mysql as mysql_event, types, HEADER_LEN};
 use manifold_binlog::gtid::{GtidSet, MysqlGtid, Uuid};
 use manifold_binlog::store::Reader;
 use manifold_mysql_proto::packets::ErrPacket;
+use manifold_mysql_proto::{codes, ErrorCode};
 
-use super::answer::err;
+use crate::answer::err;
 
 /// `ER_SOURCE_FATAL_ERROR_READING_BINLOG`: the replica's receiver stops and does not retry.
-const FATAL: u16 = 1236;
+const FATAL: ErrorCode = codes::MASTER_FATAL_READING_BINLOG;
 
 /// `COM_BINLOG_DUMP_GTID` flags (`enum_binlog_dump_flags`, `mysql.h`).
 pub mod gtid_dump_flags {
@@ -141,7 +142,7 @@ pub fn check_start(
     uuid: &Uuid,
 ) -> Result<(), ErrPacket> {
     if !executed.includes(&of_uuid(client, uuid)) {
-        return Err(err(FATAL, "HY000", "Replica has more GTIDs than the source has, using the source's SERVER_UUID. This may indicate that the the last binary log file was truncated or lost, e.g., after a power failure when sync_binlog != 1. The source may have rolled back transactions that were already replicated to the replica. Replicate any transactions that source has rolled back from replica to source, and/or commit empty transactions on source to account for transactions that have been committed on source but are not included in GTID_EXECUTED."));
+        return Err(err(FATAL, "Replica has more GTIDs than the source has, using the source's SERVER_UUID. This may indicate that the the last binary log file was truncated or lost, e.g., after a power failure when sync_binlog != 1. The source may have rolled back transactions that were already replicated to the replica. Replicate any transactions that source has rolled back from replica to source, and/or commit empty transactions on source to account for transactions that have been committed on source but are not included in GTID_EXECUTED."));
     }
     if !client.includes(purged) {
         return Err(purged_error(client, &subtract(purged, client)));
@@ -151,7 +152,7 @@ pub fn check_start(
 
 /// `ER_SOURCE_HAS_PURGED_REQUIRED_GTIDS` as the dump thread sends it (code 1236).
 pub fn purged_error(client: &GtidSet, missing: &GtidSet) -> ErrPacket {
-    err(FATAL, "HY000", format!("Cannot replicate because the source purged required binary logs. Replicate the missing transactions from elsewhere, or provision a new replica from backup. Consider increasing the source's binary log expiration period. The GTID set sent by the replica is '{client}', and the missing transactions are '{missing}'."))
+    err(FATAL, format!("Cannot replicate because the source purged required binary logs. Replicate the missing transactions from elsewhere, or provision a new replica from backup. Consider increasing the source's binary log expiration period. The GTID set sent by the replica is '{client}', and the missing transactions are '{missing}'."))
 }
 
 /// What a MySQL-dialect file starts with: its previous GTIDs and the GTID of its first

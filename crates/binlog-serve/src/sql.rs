@@ -1,6 +1,8 @@
 //! The statements manifold answers itself while the global binlog is on: a small tolerant
-//! parser (any case, any whitespace, comments) that returns `None` for anything else, which
-//! then goes to the backend as usual.
+//! parser (any case, any whitespace, comments) over `sql-lex`'s tokens that returns `None`
+//! for anything else, which then goes to the backend as usual.
+
+use manifold_sql_lex::{Lexer, TokenKind};
 
 /// System variables the global binlog owns: what a replica or CDC tool asks the one server.
 pub const OWNED_VARIABLES: &[&str] = &[
@@ -121,85 +123,59 @@ pub enum Statement {
     FirstOfSeveral,
 }
 
+/// A token as the parser reads it: one of `sql-lex`'s tokens, with its quotes and escapes
+/// undone and its names lowercased.
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
-    /// A keyword or identifier, lowercased.
+    /// A keyword or identifier (quoted or not), lowercased.
     Word(String),
     Str(String),
     Num(String),
-    /// `@name`, lowercased.
+    /// `@name` (or `@'name'`), lowercased.
     UserVar(String),
     /// `@@[scope.]name`, lowercased: (scope, name).
     SysVar(Option<String>, String),
     Sym(char),
 }
 
+/// The tokens of `sql`, split by `sql-lex`'s lexer as the server splits them (comments
+/// skipped, executable comments' contents read); `None` when a string, quoted name or
+/// comment never ends, or a variable has no name.
 fn tokens(sql: &str) -> Option<Vec<Token>> {
-    let b = sql.as_bytes();
     let mut out = Vec::new();
-    let mut i = 0;
-    let word_byte = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80;
-    while i < b.len() {
-        let c = b[i];
-        if c.is_ascii_whitespace() {
-            i += 1;
-        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
-            let end = sql[i + 2..].find("*/")?;
-            i += 2 + end + 2;
-        } else if c == b'#'
-            || (c == b'-'
-                && b.get(i + 1) == Some(&b'-')
-                && b.get(i + 2).is_none_or(u8::is_ascii_whitespace))
-        {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
+    for t in Lexer::new(sql.as_bytes()) {
+        // The lexer splits only at ASCII bytes: every token of a `str` is one.
+        let text = std::str::from_utf8(t.text).ok()?;
+        out.push(match t.kind {
+            TokenKind::Word => Token::Word(text.to_ascii_lowercase()),
+            TokenKind::QuotedIdent => Token::Word(unquote(text)?.to_ascii_lowercase()),
+            TokenKind::String => Token::Str(unquote(text)?),
+            TokenKind::Number => Token::Num(text.to_owned()),
+            TokenKind::UserVar => {
+                let name = &text[1..];
+                let name = if name.starts_with(['\'', '"', '`']) {
+                    unquote(name)?
+                } else {
+                    name.to_owned()
+                };
+                if name.is_empty() {
+                    return None;
+                }
+                Token::UserVar(name.to_ascii_lowercase())
             }
-        } else if c == b'\'' || c == b'"' {
-            let (s, next) = quoted(b, i)?;
-            out.push(Token::Str(s));
-            i = next;
-        } else if c == b'`' {
-            let end = sql[i + 1..].find('`')?;
-            out.push(Token::Word(sql[i + 1..i + 1 + end].to_ascii_lowercase()));
-            i += end + 2;
-        } else if c == b'@' {
-            let system = b.get(i + 1) == Some(&b'@');
-            let start = if system { i + 2 } else { i + 1 };
-            let mut j = start;
-            while j < b.len() && (word_byte(b[j]) || (system && b[j] == b'.')) {
-                j += 1;
-            }
-            if j == start {
-                return None;
-            }
-            let name = sql[start..j].to_ascii_lowercase();
-            out.push(if system {
+            TokenKind::SysVar => {
+                let name = text[2..].to_ascii_lowercase();
+                if name.is_empty() {
+                    return None;
+                }
                 match name.split_once('.') {
                     Some((scope, n)) => Token::SysVar(Some(scope.to_owned()), n.to_owned()),
                     None => Token::SysVar(None, name),
                 }
-            } else {
-                Token::UserVar(name)
-            });
-            i = j;
-        } else if c.is_ascii_digit() {
-            let mut j = i;
-            while j < b.len() && (b[j].is_ascii_digit() || b[j] == b'.') {
-                j += 1;
             }
-            out.push(Token::Num(sql[i..j].to_owned()));
-            i = j;
-        } else if word_byte(c) {
-            let mut j = i;
-            while j < b.len() && word_byte(b[j]) {
-                j += 1;
-            }
-            out.push(Token::Word(sql[i..j].to_ascii_lowercase()));
-            i = j;
-        } else {
-            out.push(Token::Sym(char::from(c)));
-            i += 1;
-        }
+            TokenKind::Punct => Token::Sym(char::from(t.text[0])),
+            TokenKind::Unterminated => return None,
+        });
     }
     // A trailing `;` is part of no statement.
     while out.last() == Some(&Token::Sym(';')) {
@@ -208,28 +184,36 @@ fn tokens(sql: &str) -> Option<Vec<Token>> {
     Some(out)
 }
 
-/// The string literal starting at `b[at]` (its quote), with `''` and backslash escapes.
-fn quoted(b: &[u8], at: usize) -> Option<(String, usize)> {
-    let q = b[at];
-    let mut s = Vec::new();
-    let mut i = at + 1;
-    loop {
-        let c = *b.get(i)?;
-        if c == q {
-            if b.get(i + 1) == Some(&q) {
-                s.push(q);
-                i += 2;
-                continue;
-            }
-            return Some((String::from_utf8(s).ok()?, i + 1));
-        }
-        if c == b'\\' {
-            let e = *b.get(i + 1)?;
-            s.push(match e {
-                b'n' => b'\n',
-                b't' => b'\t',
-                b'0' => 0,
-                other => other,
+/// The text of a quoted token (a string, or a name in backquotes), quotes included as the
+/// lexer gives it: a doubled quote is one, and in strings a backslash escapes the next
+/// character (`\n`, `\t`, `\r`, `\0`, `\b`, `\Z` as MariaDB reads them).
+fn unquote(token: &str) -> Option<String> {
+    let b = token.as_bytes();
+    let q = *b.first()?;
+    if b.len() < 2 || b[b.len() - 1] != q {
+        return None;
+    }
+    let inner = &b[1..b.len() - 1];
+    let escapes = q != b'`';
+    let mut s = Vec::with_capacity(inner.len());
+    let mut i = 0;
+    while i < inner.len() {
+        let c = inner[i];
+        if c == q || (escapes && c == b'\\') {
+            // The lexer ends the token only at a lone quote: this one is doubled.
+            let next = *inner.get(i + 1)?;
+            s.push(if c == q {
+                q
+            } else {
+                match next {
+                    b'n' => b'\n',
+                    b't' => b'\t',
+                    b'r' => b'\r',
+                    b'0' => 0,
+                    b'b' => 8,
+                    b'Z' => 0x1a,
+                    other => other,
+                }
             });
             i += 2;
             continue;
@@ -237,6 +221,7 @@ fn quoted(b: &[u8], at: usize) -> Option<(String, usize)> {
         s.push(c);
         i += 1;
     }
+    String::from_utf8(s).ok()
 }
 
 struct Parser {
@@ -658,6 +643,82 @@ mod tests {
             "PURGE BINARY LOGS",
             "SHOW BINLOG EVENTS IN",
             "select '/* unterminated",
+        ] {
+            assert_eq!(parse(s), None, "{s}");
+        }
+    }
+
+    #[test]
+    fn comments_as_the_server_reads_them() {
+        for s in [
+            "SHOW /* a */ MASTER -- b\n STATUS # c",
+            "SHOW#\nMASTER--\tx\nSTATUS",
+            // Executable comments: the server runs what is inside.
+            "/*!40101 SHOW MASTER STATUS */",
+            "/*M!100100 SHOW */ MASTER STATUS",
+        ] {
+            assert_eq!(parse(s), Some(Statement::ShowMasterStatus), "{s:?}");
+        }
+        // `--` without a space after is two minus signs; a comment that never ends.
+        for s in ["SHOW MASTER STATUS --x", "SHOW MASTER STATUS /* x"] {
+            assert_eq!(parse(s), None, "{s:?}");
+        }
+        // A `;` in a comment ends no statement.
+        assert_eq!(
+            parse("SHOW BINARY LOGS /* ; */"),
+            Some(Statement::ShowBinaryLogs)
+        );
+    }
+
+    #[test]
+    fn quoting_and_case_as_the_server_reads_them() {
+        // Double-quoted strings, doubled quotes and escapes.
+        assert_eq!(
+            parse("PURGE BINARY LOGS TO \"manifold-bin.000003\""),
+            Some(Statement::PurgeTo("manifold-bin.000003".into()))
+        );
+        assert_eq!(
+            parse(r"SET @master_binlog_checksum = 'it''s', @slave_connect_state = '0-1-5\n'"),
+            Some(Statement::Set(vec![
+                ("master_binlog_checksum", Value::Str("it's".into())),
+                ("slave_connect_state", Value::Str("0-1-5\n".into())),
+            ]))
+        );
+        assert_eq!(
+            parse(r#"SHOW BINLOG EVENTS IN 'a\'b''c"d'"#),
+            Some(Statement::ShowBinlogEvents(ShowEvents {
+                file: Some("a'b'c\"d".into()),
+                ..ShowEvents::default()
+            }))
+        );
+        // Variable names quoted or in any case; a backquoted alias.
+        assert_eq!(
+            parse("SET @'Master_Binlog_Checksum' = 'NONE', @`SLAVE_GTID_STRICT_MODE` = 1"),
+            Some(Statement::Set(vec![
+                ("master_binlog_checksum", Value::Str("NONE".into())),
+                ("slave_gtid_strict_mode", Value::Int(1)),
+            ]))
+        );
+        assert_eq!(
+            parse("select @@Session.Server_Id as `sid`"),
+            Some(Statement::Select(vec![SelectItem {
+                selected: Selected::System("server_id"),
+                column: "sid".into()
+            }]))
+        );
+        assert_eq!(
+            parse("ShOw VaRiAbLeS wHeRe VARIABLE_NAME = 'LOG_BIN'"),
+            Some(Statement::ShowVariables(vec!["log_bin"]))
+        );
+        // A keyword in quotes is a string, not the keyword; a variable without a name.
+        assert_eq!(parse("SHOW MASTER 'STATUS'"), None);
+        assert_eq!(parse("SET @ = 1"), None);
+        assert_eq!(parse("SELECT @@"), None);
+        // Text that never ends: a string, a quoted name, a quoted variable name.
+        for s in [
+            "PURGE BINARY LOGS TO 'manifold-bin.000003",
+            "SELECT @@server_id AS `sid",
+            "SET @'master_binlog_checksum = 1",
         ] {
             assert_eq!(parse(s), None, "{s}");
         }

@@ -11,12 +11,12 @@ use manifold_binlog::gtid::{Dialect, GtidSet, GtidState, TxnGtid};
 use manifold_binlog::store;
 use manifold_mysql_proto::packets::ErrPacket;
 
-use super::super::answer::err;
-use super::super::mysql::{self, DumpGtidRequest};
-use super::super::packets;
-use super::super::BinlogSession;
 use super::{start_position, Dump, FATAL};
-use crate::state::{BinlogShared, ConsumerStatus};
+use crate::answer::err;
+use crate::mysql::{self, DumpGtidRequest};
+use crate::packets;
+use crate::BinlogSession;
+use manifold_cdc::state::{BinlogShared, ConsumerStatus};
 use std::sync::Arc;
 
 impl Dump {
@@ -29,7 +29,7 @@ impl Dump {
         consumer: ConsumerStatus,
     ) -> Result<Dump, ErrPacket> {
         if shared.dialect() != Dialect::MySql {
-            return Err(err(FATAL, "HY000", "manifold's global binlog is in MariaDB's dialect (its sources are MariaDB servers): MySQL's COM_BINLOG_DUMP_GTID is not served; connect with MariaDB GTID positioning (SET @slave_connect_state, then COM_BINLOG_DUMP), or by file and position"));
+            return Err(err(FATAL, "manifold's global binlog is in MariaDB's dialect (its sources are MariaDB servers): MySQL's COM_BINLOG_DUMP_GTID is not served; connect with MariaDB GTID positioning (SET @slave_connect_state, then COM_BINLOG_DUMP), or by file and position"));
         }
         let (file, pos, clear_log_pos) = if request.file.is_empty() {
             let (file, first_skipped) = locate(&shared, &request.gtids)?;
@@ -109,7 +109,7 @@ fn locate(shared: &BinlogShared, client: &GtidSet) -> Result<(String, bool), Err
     let cfg = &shared.config;
     let end = shared.end();
     let limit = |name: &str| if name == end.file { end.pos } else { u64::MAX };
-    let open_failed = |e: String| err(FATAL, "HY000", format!("Could not open log file: {e}"));
+    let open_failed = |e: String| err(FATAL, format!("Could not open log file: {e}"));
     let executed = end.gtid.as_mysql().cloned().unwrap_or_default();
     let purged = match shared.files().first() {
         Some(f) => {
@@ -121,7 +121,7 @@ fn locate(shared: &BinlogShared, client: &GtidSet) -> Result<(String, bool), Err
     };
     mysql::check_start(client, &executed, &purged, &cfg.uuid())?;
     let found = store::locate_gtid(&cfg.dir, &cfg.base_name, &GtidState::MySql(client.clone()))
-        .map_err(|e| err(FATAL, "HY000", e.to_string()))?;
+        .map_err(|e| err(FATAL, e.to_string()))?;
     let Some((position, _)) = found else {
         return Err(mysql::purged_error(
             client,
