@@ -258,7 +258,13 @@ impl Session {
             // The statement's connection was killed on the server.
             self.replay.decline(ReplayDecline::Killed);
         }
-        if armed && self.replay.armed_in_transaction && in_transaction && may_commit(effect) {
+        // `SET` commits only when it ends the transaction (`autocommit = 1`): then no
+        // transaction is open after it, and the log is let go below.
+        let set = effect
+            .scan()
+            .is_some_and(|s| s.verb == Verb::Set && s.statements == 1);
+        if armed && self.replay.armed_in_transaction && in_transaction && may_commit(effect) && !set
+        {
             // It may have committed what came before and left a transaction open (`BEGIN`
             // inside one, `COMMIT AND CHAIN`, `completion_type = 1`, several statements,
             // `SAVEPOINT`...), or failed to: the kept statements may be committed work.
