@@ -486,46 +486,116 @@ impl Drop for Fleet {
     }
 }
 
-/// Sends the messages published here to every other live instance, each over a link kept
-/// open (opened again when it fails), in the order published.
+/// A message on its way to one other instance, shared by every instance's queue.
+type Published = Arc<(Request, usize)>;
+
+/// One other instance's queue of published messages, drained by a task of its own (so that
+/// an instance that is slow or gone holds up no other).
+struct PeerQueue {
+    tx: tokio::sync::mpsc::Sender<Published>,
+    /// Bytes in the queue.
+    bytes: Arc<AtomicUsize>,
+    /// The address the task sends to: a new one (the instance restarted elsewhere) is a
+    /// new queue.
+    peer: String,
+}
+
+/// Messages (and bytes) one other instance's queue holds at most.
+const PEER_QUEUE: usize = 16_384;
+const PEER_BYTES: usize = 32 << 20;
+/// After a failed send, messages for that instance are dropped (and counted) this long
+/// rather than each waiting for a connection.
+const PEER_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Hands the messages published here to each other live instance's queue, in the order
+/// published.
 async fn forward(weak: Weak<Fleet>, mut outbox: tokio::sync::mpsc::Receiver<(Vec<u8>, Vec<u8>)>) {
-    let mut links: std::collections::HashMap<u16, peer::Link> = std::collections::HashMap::new();
-    let mut logged: Option<std::time::Instant> = None;
+    let mut queues: std::collections::HashMap<u16, PeerQueue> = std::collections::HashMap::new();
     while let Some((channel, payload)) = outbox.recv().await {
         let Some(fleet) = weak.upgrade() else {
             break;
         };
-        fleet
-            .outbox_bytes
-            .fetch_sub(channel.len() + payload.len(), Ordering::Relaxed);
-        let request = Request::Publish { channel, payload };
-        let others = fleet.others();
-        links.retain(|id, _| others.iter().any(|m| m.id == *id));
-        for m in &others {
+        let size = channel.len() + payload.len();
+        fleet.outbox_bytes.fetch_sub(size, Ordering::Relaxed);
+        let message: Published = Arc::new((Request::Publish { channel, payload }, size));
+        let members = fleet.members();
+        // An instance gone, or restarted at another address: its queue (and task) ends.
+        queues.retain(|id, q| {
+            members
+                .iter()
+                .any(|m| m.id == *id && !m.me && m.peer == q.peer)
+        });
+        for m in members.iter().filter(|m| !m.me) {
+            let q = queues
+                .entry(m.id)
+                .or_insert_with(|| peer_queue(weak.clone(), m));
+            let held = q.bytes.fetch_add(size, Ordering::Relaxed) + size;
+            if held > PEER_BYTES || q.tx.try_send(message.clone()).is_err() {
+                q.bytes.fetch_sub(size, Ordering::Relaxed);
+                fleet.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// Starts the task that sends to instance `m` over a link kept open: checked before each
+/// message (an instance that restarted, or closed it, gets a new one) and renewed before the
+/// other side's idle timeout could close it under a message.
+fn peer_queue(weak: Weak<Fleet>, m: &Member) -> PeerQueue {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Published>(PEER_QUEUE);
+    let bytes = Arc::new(AtomicUsize::new(0));
+    let held = bytes.clone();
+    let (id, name) = (m.id, m.name.clone());
+    tokio::spawn(async move {
+        let mut link: Option<(peer::Link, std::time::Instant)> = None;
+        let mut down_until: Option<std::time::Instant> = None;
+        let mut logged: Option<std::time::Instant> = None;
+        while let Some(message) = rx.recv().await {
+            held.fetch_sub(message.1, Ordering::Relaxed);
+            let Some(fleet) = weak.upgrade() else {
+                break;
+            };
+            if down_until.is_some_and(|t| std::time::Instant::now() < t) {
+                fleet.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let mut sent = false;
-            // A kept link may have broken since (the instance restarted): once more anew.
             for _ in 0..2 {
-                let link = match links.entry(m.id) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => match fleet.link(m.id).await {
-                        Ok(link) => e.insert(link),
+                if link.as_ref().is_some_and(|(l, last)| {
+                    last.elapsed() > peer::IDLE_TIMEOUT / 2 || !l.is_open()
+                }) {
+                    link = None;
+                }
+                if link.is_none() {
+                    match fleet.link(id).await {
+                        Ok(l) => link = Some((l, std::time::Instant::now())),
                         Err(_) => break,
-                    },
-                };
-                if link.send(&request).await.is_ok() {
+                    }
+                }
+                let (l, last) = link.as_mut().expect("just opened");
+                if l.send(&message.0).await.is_ok() {
+                    *last = std::time::Instant::now();
                     sent = true;
                     break;
                 }
-                links.remove(&m.id);
+                link = None;
             }
-            if !sent {
+            if sent {
+                down_until = None;
+            } else {
                 fleet.dropped.fetch_add(1, Ordering::Relaxed);
+                down_until = Some(std::time::Instant::now() + PEER_BACKOFF);
                 if logged.is_none_or(|t| t.elapsed() >= Duration::from_secs(30)) {
                     logged = Some(std::time::Instant::now());
-                    tracing::warn!(instance = m.id, "fleet: published messages do not reach manifold {} ({}); counted in Fleet_publish_dropped", m.id, m.name);
+                    tracing::warn!(instance = id, "fleet: published messages do not reach manifold {id} ({name}); counted in Fleet_publish_dropped");
                 }
             }
         }
+    });
+    PeerQueue {
+        tx,
+        bytes,
+        peer: m.peer.clone(),
     }
 }
 

@@ -302,7 +302,7 @@ impl Link {
         };
         let (stream, seal) = tokio::time::timeout(HANDSHAKE_TIMEOUT, open)
             .await
-            .map_err(|_| unreachable("no handshake within 5s".into()))??;
+            .map_err(|_| unreachable("no handshake within 2s".into()))??;
         Ok(Link {
             stream,
             seal,
@@ -310,6 +310,13 @@ impl Link {
             addr: addr.to_owned(),
             broken: false,
         })
+    }
+
+    /// Whether the other side still holds the link open: it never writes on a link that
+    /// only sends, so anything readable (its close, a reset) means it is gone.
+    pub fn is_open(&self) -> bool {
+        let mut byte = [0u8; 1];
+        matches!(self.stream.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
     }
 
     /// Sends what is not answered (a published message).
@@ -491,6 +498,24 @@ mod tests {
         let mut rest = Vec::new();
         link.stream.read_to_end(&mut rest).await.unwrap();
         assert!(rest.is_empty(), "a changed message was answered");
+    }
+
+    #[tokio::test]
+    async fn a_link_the_other_side_closed_is_seen_closed_before_a_send() {
+        let (addr, _local) = server(b"the fleet's secret").await;
+        let mut link = Link::open(1, 4, &addr, b"the fleet's secret")
+            .await
+            .unwrap();
+        assert!(link.is_open());
+        // A message without its MAC: the other side closes the link.
+        link.stream.write_all(&[0, 0, 0, 1, 9]).await.unwrap();
+        for _ in 0..500 {
+            if !link.is_open() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("a link the other side closed looked open");
     }
 
     #[tokio::test]

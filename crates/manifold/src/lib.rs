@@ -303,11 +303,10 @@ pub fn start_with_reload(
         }
         // Pub/Sub across the fleet: what is published here goes to the other instances,
         // what they publish reaches the subscribers here.
-        let to_fleet = Arc::downgrade(&fleet);
+        // A strong handle: a publish costs one load when alone (no shared count touched).
+        let to_fleet = fleet.clone();
         door.pubsub.set_forward(Box::new(move |channel, payload| {
-            if let Some(fleet) = to_fleet.upgrade() {
-                fleet.publish(channel, payload);
-            }
+            to_fleet.publish(channel, payload);
         }));
         let hub = Arc::downgrade(&door.pubsub);
         fleet.set_subscribers(Arc::new(move |channel, payload| {

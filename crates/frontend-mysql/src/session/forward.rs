@@ -166,26 +166,28 @@ impl Session {
                         FrontendMetrics::inc(&self.fe.shared.metrics.retries);
                         continue;
                     }
-                    if !movable && retries < MAX_RETRIES && self.status & status::IN_TRANS != 0 {
+                    if !movable && self.status & status::IN_TRANS != 0 {
                         // The transaction's connection broke while being made ready: nothing
                         // of the command went out.
-                        match self
-                            .replay_transaction(None, effect, raw_len, reply_seq)
-                            .await
-                        {
+                        let replayed = if retries < MAX_RETRIES {
+                            self.replay_transaction(None, effect, raw_len, reply_seq)
+                                .await
+                        } else {
+                            Replay::Declined
+                        };
+                        match replayed {
                             Replay::Done => {
                                 retries += 1;
                                 continue;
                             }
                             Replay::Ended(end) => return Err(end),
                             Replay::Declined => {
-                                // The transaction died with its connection: the session
-                                // ends as when a statement's connection is lost, never
-                                // carrying on without it.
+                                // The transaction died with its connection (or replays kept
+                                // failing): the session ends as when a statement's
+                                // connection is lost, never carrying on without it.
                                 let failed = failed.clone();
                                 self.pending_collation = None;
                                 self.io.consume(raw_len);
-                                self.release_if_unpinned();
                                 let seq = answered.then_some(reply_seq);
                                 self.backend_failed(seq, &failed).await?;
                                 return Err(End::BackendLost(failed.message.clone()));

@@ -270,6 +270,11 @@ impl Session {
             // `SAVEPOINT`...), or failed to: the kept statements may be committed work.
             self.replay.decline(ReplayDecline::Command);
         }
+        if armed && in_transaction && effect.scan().is_some_and(|s| s.statements > 1) {
+            // Several statements in one query may have committed some and begun another
+            // transaction (`INSERT ...; COMMIT; BEGIN; ...`), whatever the status was before.
+            self.replay.decline(ReplayDecline::Command);
+        }
         if matches!(error, Some(DEADLOCK | LOCK_WAIT_TIMEOUT)) {
             // The server may have rolled the transaction back (a deadlock always does) while
             // the status the session knows still says it is open: what follows may be
