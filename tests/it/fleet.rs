@@ -346,6 +346,20 @@ fn of_two_concurrent_changes_the_second_is_refused_and_the_first_applied() {
     cfg.fleet.heartbeat_interval = Duration::from_secs(60);
     cfg.fleet.member_timeout = Duration::from_secs(120);
     let (s1, s2) = (start(&cfg), start(&cfg));
+    // Each has written its doors' addresses (the round its start asked for): no other round
+    // runs before the next heartbeat, a minute away.
+    for s in [&s1, &s2] {
+        until("the instance's row has its admin address", || {
+            admin(s)
+                .query("SHOW MANIFOLDS")
+                .unwrap()
+                .rows
+                .iter()
+                .any(|r| {
+                    r[2].as_deref() == Some("yes") && r[4].as_deref().is_some_and(|a| !a.is_empty())
+                })
+        });
+    }
     let min_idle = variable(&s2, "pool.min_idle");
     admin(&s1)
         .query("SET GLOBAL pool.max_size = 55")

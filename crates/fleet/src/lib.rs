@@ -115,6 +115,8 @@ pub struct Fleet {
     fault: Mutex<Option<String>>,
     /// Wakes the registry's loop (new addresses).
     wake: Arc<Notify>,
+    /// The addresses changed since the round that wrote them began.
+    addrs_changed: std::sync::atomic::AtomicBool,
     stop: watch::Sender<bool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Applies the fleet's configuration versions (set once the server's settings exist).
@@ -174,6 +176,7 @@ impl Fleet {
             addrs: Mutex::default(),
             fault: Mutex::default(),
             wake: Arc::new(Notify::new()),
+            addrs_changed: std::sync::atomic::AtomicBool::new(false),
             stop: watch::channel(false).0,
             thread: Mutex::default(),
             fan_outs: tokio::sync::Semaphore::new(MAX_FAN_OUTS),
@@ -336,10 +339,14 @@ impl Fleet {
         self.secret.lock().expect("fleet secret").clone()
     }
 
-    /// Records where this instance's doors are (sent with the next heartbeat, at once).
+    /// Records where this instance's doors are (sent at once when the registry's loop is
+    /// waiting, else with the next heartbeat).
     pub fn set_addrs(&self, f: impl FnOnce(&mut Addrs)) {
         f(&mut self.addrs.lock().expect("fleet addresses"));
-        self.wake.notify_one();
+        self.addrs_changed.store(true, Ordering::SeqCst);
+        // Only a loop waiting now is woken (no permit is kept for later): a change made
+        // during a round goes with the next heartbeat, and no round runs unasked.
+        self.wake.notify_waiters();
     }
 
     /// Binds the link port and starts the registry's thread; returns once the first attempt
@@ -693,6 +700,10 @@ async fn run(
             let _ = tx.send(());
         }
         id = fleet.instance();
+        if failures == 0 && fleet.addrs_changed.load(Ordering::SeqCst) {
+            // New addresses came during the round (or before the loop waited): at once.
+            continue;
+        }
         let pause = if failures == 0 {
             interval
         } else {
@@ -817,6 +828,7 @@ async fn round(
         *fleet.secret.lock().expect("fleet secret") =
             Some(Arc::from(secret.into_bytes().into_boxed_slice()));
     }
+    fleet.addrs_changed.store(false, Ordering::SeqCst);
     let addrs = fleet.addrs.lock().expect("fleet addresses").clone();
     let fault: String = fleet
         .config_fault()
